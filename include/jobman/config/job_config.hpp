@@ -1,0 +1,155 @@
+// The validated, fully resolved job configuration (the Python jobman's YAML layout plus jobman's own sections).
+#pragma once
+
+#include "jobman/config/accelerator.hpp"
+#include "jobman/util/error.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace jobman::config {
+
+// How the slice is paid for and how it may be taken away.
+enum class Pricing { spot, ondemand, preemptible };
+// How the slice is requested: queued resources (the default) or a plain TPU VM create.
+enum class AllocationMode { queued_resources, tpu_vm };
+// The environment the command runs in on each worker.
+enum class EnvType { none, venv, conda, docker };
+
+// Lower-case names as written in configs: "spot", "queued-resources", "docker"...
+std::string to_string(Pricing value);
+std::string to_string(AllocationMode value);
+std::string to_string(EnvType value);
+
+// Which worker hosts run the command: all of them, or the listed indices.
+struct WorkerSelection {
+  bool all = true;
+  std::vector<int> indices; // Ascending, distinct, each < the slice's host count. Empty when all.
+  // "all" or "0,2,3", the form gcloud's --worker takes.
+  [[nodiscard]] std::string to_gcloud() const;
+};
+
+// `job:` — the job's identity and environment choice.
+struct JobSection {
+  std::string name;
+  EnvType env_type = EnvType::none;
+  bool loop = true;         // The Python jobman's "keep going after preemption"; false means no preemption budget.
+  std::string remote_user;  // User on the worker hosts; empty means gcloud's default.
+};
+
+// `tpu:` — the slice.
+struct TpuSection {
+  AllocationMode allocation_mode = AllocationMode::queued_resources;
+  AcceleratorType accelerator;
+  std::string name;             // Name prefix for the queued resource and node.
+  std::string zone;
+  std::string version;          // Runtime version, e.g. "tpu-ubuntu2204-base".
+  Pricing pricing = Pricing::spot;
+  std::optional<std::string> startup_script; // Script text or path, sent as metadata startup-script.
+  std::vector<std::string> tags;             // Network tags on the node.
+  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> labels; // Extra labels on the node (jobman adds its own).
+  std::vector<std::string> flags;            // Extra gcloud flags, passed through where gcloud is used.
+  std::optional<long long> queue_timeout_seconds; // queueingPolicy.validUntilDuration.
+  std::string network;          // networkConfig.network; empty for the default.
+  std::string subnetwork;       // networkConfig.subnetwork; empty for the default.
+  std::string service_account;  // serviceAccount.email; empty for the default.
+  std::string reservation;      // reservationName; empty for none.
+  bool keep_on_success = false; // Keep the slice after the job succeeds.
+};
+
+// `gcsfuse:` — a bucket mounted on every worker.
+struct GcsfuseSection {
+  std::string bucket_name;
+  std::string mount_path;
+  std::vector<std::string> flags; // Extra gcsfuse flags.
+};
+
+// One extra ssh identity installed on the workers.
+struct SshIdentity {
+  std::string private_key;
+  std::string public_key;
+  std::string config_entry; // Appended to ~/.ssh/config once.
+};
+
+// `ssh:` — keys for reaching the workers and for the workers to reach others.
+struct SshSection {
+  std::string private_key;
+  std::vector<SshIdentity> identities;
+};
+
+// `docker:` — run the command inside a container.
+struct DockerSection {
+  std::string image;
+  std::vector<std::string> flags;
+  std::vector<std::string> env_vars;   // "KEY=value", passed as --env.
+  std::vector<std::string> mount_dirs; // Host paths mounted at the same path.
+  std::string workdir;
+};
+
+// `conda:` — an environment created from a file.
+struct CondaSection {
+  std::string name;
+  std::string config_file;
+};
+
+// `venv:` — a virtualenv with requirements.
+struct VenvSection {
+  std::string name;
+  std::string requirements_file;
+  std::string python; // "3.10" or "python3.10".
+};
+
+// `command:` — what runs.
+struct CommandSection {
+  std::string cmd;
+  WorkerSelection workers;
+};
+
+// `recovery:` — what happens when an attempt ends without success.
+struct RecoverySection {
+  std::optional<int> max_preemptions;     // nullopt: unlimited.
+  int max_failures = 0;                    // Real failures tolerated before FAILED.
+  std::vector<int> restart_exit_codes{42}; // Exit codes that mean "restart me" without spending the failure budget.
+  long long poll_interval_seconds = 30;    // Supervisor tick for this job.
+  long long backoff_initial_seconds = 10;  // Wait before the first retry of a failed step.
+  long long backoff_max_seconds = 600;     // Upper bound of the wait.
+  double backoff_multiplier = 2.0;
+};
+
+// `notify:` / the Python jobman's `brevo_email:` — e-mail on terminal phases.
+struct EmailSection {
+  std::string api_key;
+  std::string sender;
+  std::string receiver;
+  [[nodiscard]] bool enabled() const { return !api_key.empty() && !receiver.empty(); }
+};
+
+// A non-fatal remark about the config (a key jobman reads but cannot honour, an unusual zone).
+struct ConfigWarning {
+  SourceLocation where;
+  std::string message;
+};
+
+// A complete job description, every `${...}` resolved and every value checked.
+struct JobConfig {
+  std::string source_path;   // The file it came from ("" for a string).
+  JobSection job;
+  TpuSection tpu;
+  std::optional<GcsfuseSection> gcsfuse;
+  std::optional<SshSection> ssh;
+  std::optional<DockerSection> docker;
+  std::optional<CondaSection> conda;
+  std::optional<VenvSection> venv;
+  CommandSection command;
+  RecoverySection recovery;
+  std::optional<EmailSection> email;
+  std::map<std::string, std::string> vars;        // `vars:` — free user variables for ${vars.x}.
+  std::map<std::string, std::string> sweep_point; // key path -> value for a sweep member; empty otherwise.
+  std::vector<ConfigWarning> warnings;
+  std::string resolved_yaml; // The resolved document, as snapshotted into the store.
+};
+
+} // namespace jobman::config

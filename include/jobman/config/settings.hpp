@@ -1,0 +1,36 @@
+// Per-user settings: settings.yaml under the config directory, each key overridable by JOBMAN_* variables.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace jobman::config {
+
+// Which cloud jobman talks to.
+enum class CloudKind { mock, google };
+
+// One setting's effective value and where it came from.
+struct SettingSource {
+  std::string key;    // "cloud", "project", ...
+  std::string value;  // Effective value as text.
+  std::string origin; // "default", "<file>:<line>", or "env JOBMAN_PROJECT".
+};
+
+// The effective settings.
+struct Settings {
+  CloudKind cloud = CloudKind::mock;
+  std::string project;          // Google Cloud project; required for google.
+  std::string zone;             // Default zone when a config gives none.
+  std::string gcloud = "gcloud";// Program run for ssh/scp and access tokens.
+  long long poll_interval_seconds = 30;
+  std::string api_endpoint;     // TPU API base URL; empty means the cloud's default.
+  std::vector<SettingSource> sources; // Every key, in a fixed order, for `jobman settings`.
+};
+
+// Reads settings.yaml (if present) then JOBMAN_* variables. Throws ConfigError on bad input.
+Settings load_settings();
+
+// The settings file's path: ${XDG_CONFIG_HOME:-~/.config}/jobman/settings.yaml.
+std::string settings_path();
+
+} // namespace jobman::config

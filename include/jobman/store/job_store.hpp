@@ -1,0 +1,201 @@
+// The job store: jobs, attempts, events and leases in SQLite (WAL), shaped for the supervisor.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace jobman::store {
+
+// Where a job is in its life. Stored, never recomputed; shown by `list`.
+enum class Phase { pending, queued, provisioning, setup, running, recovering, succeeded, failed, cancelled, deleted };
+
+// "PENDING", "QUEUED", ...
+std::string_view to_string(Phase phase);
+// Case-insensitive inverse of to_string.
+std::optional<Phase> parse_phase(std::string_view text);
+// SUCCEEDED, FAILED, CANCELLED and DELETED: nothing more will happen without `resume`.
+bool is_terminal(Phase phase);
+// Every phase, in lifecycle order.
+const std::vector<Phase>& all_phases();
+
+// What the user wants; the supervisor makes the world match it.
+enum class DesiredState { run, stop, remove, clean };
+
+// "run", "stop", "delete", "clean".
+std::string_view to_string(DesiredState desired);
+// Inverse of to_string.
+std::optional<DesiredState> parse_desired_state(std::string_view text);
+
+// One job row.
+struct JobRecord {
+  std::int64_t id = 0;
+  std::string name;
+  std::string user;
+  std::string accelerator;
+  std::string zone;
+  std::string pricing;       // "spot", "ondemand", "preemptible".
+  std::string tpu_name;      // Name prefix for the slice's resources.
+  int hosts = 0;             // Worker hosts of the accelerator.
+  Phase phase = Phase::pending;
+  DesiredState desired = DesiredState::run;
+  std::string phase_reason;  // Why the job entered its phase.
+  int attempt = 0;           // Number of the current (or last) attempt; 0 before the first.
+  int preemptions = 0;       // Preemptions spent.
+  int failures = 0;          // Failures spent.
+  std::string host0_ip;      // Worker 0's internal IP while a slice is up.
+  std::optional<int> exit_code;  // Worker 0's exit code once known.
+  std::int64_t created_ms = 0;
+  std::int64_t updated_ms = 0;
+  std::int64_t phase_since_ms = 0;
+  std::optional<std::int64_t> finished_ms; // When the job entered a terminal phase.
+  std::string config_path;   // The file given to `create`, absolute.
+  std::string sweep_label;   // "lr=0.1,bs=32" for sweep members; empty otherwise.
+  std::string config_yaml;   // The resolved config snapshot; filled only when asked for.
+};
+
+// What `create` records.
+struct NewJob {
+  std::string name;
+  std::string user;
+  std::string accelerator;
+  std::string zone;
+  std::string pricing;
+  std::string tpu_name;
+  int hosts = 0;
+  std::string config_path;
+  std::string sweep_label;
+  std::string config_yaml;
+};
+
+// Which jobs `list` wants.
+struct JobFilter {
+  bool include_history = false; // false: unfinished jobs plus those finished within `recent_ms`.
+  std::int64_t recent_ms = 24LL * 3600 * 1000;
+  std::int64_t now_ms = 0;      // Reference time for `recent_ms`; 0 means the clock.
+  std::vector<Phase> phases;    // Empty: any phase.
+  std::string name_glob;        // Empty: any name.
+  std::string user;             // Empty: any user.
+  bool with_config = false;     // Fill JobRecord::config_yaml.
+};
+
+// One attempt: one slice requested, set up and run.
+struct AttemptRecord {
+  std::int64_t job_id = 0;
+  int number = 0;            // 1, 2, ...
+  std::string queued_resource;
+  std::string node;
+  std::string zone;
+  std::int64_t started_ms = 0;
+  std::optional<std::int64_t> ended_ms;
+  std::string outcome;       // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled".
+  std::optional<int> exit_code;
+};
+
+// One timestamped, append-only fact about a job.
+struct EventRecord {
+  std::int64_t id = 0;
+  std::int64_t job_id = 0;
+  std::int64_t ts_ms = 0;
+  std::string kind;          // "created", "phase", "desired", "attempt", "observation", "action", "error".
+  std::optional<Phase> from; // For phase changes.
+  std::optional<Phase> to;
+  std::string message;
+  std::string data_json;     // Extra structured facts; "" when none.
+};
+
+// Who drives a job, until when.
+struct Lease {
+  std::int64_t job_id = 0;
+  std::string owner;         // host + pid + process start time.
+  std::int64_t acquired_ms = 0;
+  std::int64_t heartbeat_ms = 0;
+  std::int64_t expires_ms = 0;
+};
+
+// Changes applied together with a phase transition.
+struct PhaseChange {
+  Phase to = Phase::pending;
+  std::string reason;
+  std::optional<std::string> host0_ip;
+  std::optional<int> exit_code;
+  int add_preemptions = 0;
+  int add_failures = 0;
+};
+
+// The SQLite-backed store. One per process; not shared between threads.
+class JobStore {
+public:
+  // Opens (creating and migrating) the database at `path`; the file gets mode 0600, its directory 0700.
+  static JobStore open(const std::filesystem::path& path);
+  // An in-memory store, for tests.
+  static JobStore open_in_memory();
+
+  JobStore(JobStore&&) noexcept;
+  JobStore& operator=(JobStore&&) noexcept;
+  ~JobStore();
+
+  // The schema version this code writes (PRAGMA user_version after migration).
+  static int current_schema_version();
+  // The database's PRAGMA user_version.
+  [[nodiscard]] int schema_version() const;
+
+  // Records new jobs in one transaction; returns their ids (ascending, never reused).
+  std::vector<std::int64_t> create_jobs(const std::vector<NewJob>& jobs);
+
+  // The job, or nullopt.
+  [[nodiscard]] std::optional<JobRecord> find_job(std::int64_t id, bool with_config = false) const;
+  // The job; throws NoSuchJobError ("no job 000042") when absent.
+  [[nodiscard]] JobRecord get_job(std::int64_t id, bool with_config = false) const;
+  // Calls `fn` for each matching job in id order, streaming from SQLite.
+  void for_each_job(const JobFilter& filter, const std::function<void(const JobRecord&)>& fn) const;
+  // Collects for_each_job.
+  [[nodiscard]] std::vector<JobRecord> list_jobs(const JobFilter& filter) const;
+
+  // Records what the user wants, with an event; returns the updated job.
+  JobRecord set_desired_state(std::int64_t id, DesiredState desired, const std::string& reason);
+  // Moves the job to `change.to` if it is in `expected` (any phase when nullopt), with an event.
+  // Returns false, changing nothing, when the phase was not `expected`.
+  bool transition(std::int64_t id, std::optional<Phase> expected, const PhaseChange& change);
+
+  // Appends an event.
+  void append_event(std::int64_t job_id, std::string_view kind, std::string_view message,
+                    std::string_view data_json = {});
+  // The job's events, oldest first.
+  [[nodiscard]] std::vector<EventRecord> events(std::int64_t job_id) const;
+
+  // Starts the job's next attempt (jobs.attempt + 1) with an event; returns it.
+  AttemptRecord begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
+                              const std::string& zone);
+  // Closes an attempt with its outcome.
+  void end_attempt(std::int64_t job_id, int number, const std::string& outcome, std::optional<int> exit_code);
+  // The job's attempts, oldest first.
+  [[nodiscard]] std::vector<AttemptRecord> attempts(std::int64_t job_id) const;
+
+  // Takes the job's lease if it is free, expired, or already `owner`'s. True when `owner` holds it.
+  bool try_acquire_lease(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms, std::int64_t now_ms);
+  // Extends `owner`'s lease; false when `owner` no longer holds it.
+  bool renew_lease(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms, std::int64_t now_ms);
+  // Gives the lease up if `owner` holds it.
+  void release_lease(std::int64_t job_id, const std::string& owner);
+  // The current lease, expired or not.
+  [[nodiscard]] std::optional<Lease> lease(std::int64_t job_id) const;
+
+  // Removes the job with its attempts, events and lease (`clean`). Its id is never handed out again.
+  void remove_job(std::int64_t id);
+
+  // `PRAGMA integrity_check` says "ok".
+  [[nodiscard]] bool integrity_ok() const;
+
+private:
+  struct Impl;
+  explicit JobStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace jobman::store

@@ -1,0 +1,45 @@
+// Small string helpers that know nothing about jobs.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace jobman::util {
+
+// Splits on every occurrence of `sep`; empty fields are kept.
+std::vector<std::string> split(std::string_view text, char sep);
+
+// Joins with `sep` between items.
+std::string join(std::span<const std::string> items, std::string_view sep);
+
+// Removes ASCII whitespace at both ends.
+std::string_view trim(std::string_view text);
+
+// Edit distance (insert, delete, substitute, transpose), for suggestions.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` if it is close enough to be a likely typo.
+std::optional<std::string> closest_match(std::string_view word, std::span<const std::string> candidates);
+
+// Shell-style glob: `*`, `?` and `[...]` classes; whole-string match.
+bool glob_match(std::string_view pattern, std::string_view text);
+
+// Parses a whole decimal integer (optional sign); nullopt on anything else or overflow.
+std::optional<long long> parse_int(std::string_view text);
+
+// Parses "90", "90s", "5m", "2h", "1d", "1h30m" into seconds; nullopt when malformed.
+std::optional<long long> parse_duration_seconds(std::string_view text);
+
+// Formats seconds compactly: "45s", "3m", "2h05m", "3d04h".
+std::string format_duration(long long seconds);
+
+// Zero-pads a job id to six digits: 42 -> "000042".
+std::string format_job_id(long long id);
+
+// Parses a job id as printed ("000042" or "42"); nullopt when not a positive integer.
+std::optional<long long> parse_job_id(std::string_view text);
+
+} // namespace jobman::util

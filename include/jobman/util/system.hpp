@@ -1,0 +1,53 @@
+// The process's surroundings: environment, user, well-known directories, files, clock, terminal.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace jobman::util {
+
+// The value of an environment variable; nullopt when unset or empty.
+std::optional<std::string> getenv_nonempty(const char* name);
+
+// The login name of the current user (USER, then the password database, then the uid).
+std::string current_user();
+
+// The user's home directory (HOME, then the password database).
+std::filesystem::path home_dir();
+
+// Replaces a leading "~" or "~/" with the home directory.
+std::filesystem::path expand_user(const std::string& path);
+
+// $JOBMAN_HOME, else ${XDG_DATA_HOME:-~/.local/share}/jobman.
+std::filesystem::path jobman_home();
+
+// ${XDG_CONFIG_HOME:-~/.config}/jobman.
+std::filesystem::path jobman_config_dir();
+
+// Creates `dir` and its parents; the last component gets `mode` (e.g. 0700).
+void ensure_directory(const std::filesystem::path& dir, unsigned mode);
+
+// Reads a whole file; throws jobman::Error naming the path on failure.
+std::string read_file(const std::filesystem::path& path);
+
+// Writes a file atomically (temporary, fsync, rename) with the given mode.
+void write_file_atomic(const std::filesystem::path& path, const std::string& content, unsigned mode);
+
+// Milliseconds since the Unix epoch (wall clock).
+std::int64_t now_ms();
+
+// "2026-11-22T05:00:47Z" (UTC, second precision).
+std::string format_utc(std::int64_t epoch_ms);
+
+// "2026-11-22 05:00:47" in local time, for people.
+std::string format_local(std::int64_t epoch_ms);
+
+// True when the file descriptor is a terminal.
+bool is_terminal(int fd);
+
+// Colour is used on a terminal unless NO_COLOR is set (any value) or TERM=dumb.
+bool color_enabled(int fd);
+
+} // namespace jobman::util

@@ -1,0 +1,171 @@
+#include "jobman/util/system.hpp"
+
+#include "jobman/util/error.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <fstream>
+#include <pwd.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace jobman::util {
+
+std::optional<std::string> getenv_nonempty(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    return std::nullopt;
+  }
+  return std::string(value);
+}
+
+std::string current_user() {
+  if (auto user = getenv_nonempty("USER")) {
+    return *user;
+  }
+  if (const passwd* pw = getpwuid(getuid()); pw != nullptr && pw->pw_name != nullptr) {
+    return pw->pw_name;
+  }
+  return "uid" + std::to_string(getuid());
+}
+
+std::filesystem::path home_dir() {
+  if (auto home = getenv_nonempty("HOME")) {
+    return *home;
+  }
+  if (const passwd* pw = getpwuid(getuid()); pw != nullptr && pw->pw_dir != nullptr) {
+    return pw->pw_dir;
+  }
+  return "/";
+}
+
+std::filesystem::path expand_user(const std::string& path) {
+  if (path == "~") {
+    return home_dir();
+  }
+  if (path.rfind("~/", 0) == 0) {
+    return home_dir() / path.substr(2);
+  }
+  return path;
+}
+
+std::filesystem::path jobman_home() {
+  if (auto home = getenv_nonempty("JOBMAN_HOME")) {
+    return expand_user(*home);
+  }
+  if (auto data = getenv_nonempty("XDG_DATA_HOME")) {
+    return std::filesystem::path(*data) / "jobman";
+  }
+  return home_dir() / ".local" / "share" / "jobman";
+}
+
+std::filesystem::path jobman_config_dir() {
+  if (auto config = getenv_nonempty("XDG_CONFIG_HOME")) {
+    return std::filesystem::path(*config) / "jobman";
+  }
+  return home_dir() / ".config" / "jobman";
+}
+
+void ensure_directory(const std::filesystem::path& dir, unsigned mode) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) {
+    return;
+  }
+  if (dir.has_parent_path() && dir.parent_path() != dir) {
+    std::filesystem::create_directories(dir.parent_path(), ec);
+  }
+  if (::mkdir(dir.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
+    throw Error("cannot create directory " + dir.string() + ": " + std::strerror(errno));
+  }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    throw Error("cannot create directory " + dir.string() + ": a file of that name is in the way");
+  }
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw Error("cannot read " + path.string() + ": " + std::strerror(errno));
+  }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) {
+    throw Error("cannot read " + path.string() + ": " + std::strerror(errno));
+  }
+  return buffer.str();
+}
+
+void write_file_atomic(const std::filesystem::path& path, const std::string& content, unsigned mode) {
+  const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, static_cast<mode_t>(mode));
+  if (fd < 0) {
+    throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
+  }
+  std::size_t written = 0;
+  while (written < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      const int saved = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error("cannot write " + path.string() + ": " + std::strerror(saved));
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int saved = errno;
+    ::unlink(tmp.c_str());
+    throw Error("cannot write " + path.string() + ": " + std::strerror(saved));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int saved = errno;
+    ::unlink(tmp.c_str());
+    throw Error("cannot write " + path.string() + ": " + std::strerror(saved));
+  }
+}
+
+std::int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+std::string format_tm(std::int64_t epoch_ms, bool utc, const char* pattern) {
+  const std::time_t seconds = static_cast<std::time_t>(epoch_ms / 1000);
+  std::tm tm{};
+  if (utc) {
+    gmtime_r(&seconds, &tm);
+  } else {
+    localtime_r(&seconds, &tm);
+  }
+  char buf[64];
+  const std::size_t n = std::strftime(buf, sizeof buf, pattern, &tm);
+  return std::string(buf, n);
+}
+} // namespace
+
+std::string format_utc(std::int64_t epoch_ms) { return format_tm(epoch_ms, true, "%Y-%m-%dT%H:%M:%SZ"); }
+
+std::string format_local(std::int64_t epoch_ms) { return format_tm(epoch_ms, false, "%Y-%m-%d %H:%M:%S"); }
+
+bool is_terminal(int fd) { return ::isatty(fd) == 1; }
+
+bool color_enabled(int fd) {
+  if (std::getenv("NO_COLOR") != nullptr) {
+    return false;
+  }
+  if (const char* term = std::getenv("TERM"); term != nullptr && std::strcmp(term, "dumb") == 0) {
+    return false;
+  }
+  return is_terminal(fd);
+}
+
+} // namespace jobman::util

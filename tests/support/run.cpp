@@ -1,0 +1,110 @@
+#include "support/run.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdexcept>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace jobman::test {
+
+std::string jobman_binary() { return JOBMAN_BINARY; }
+
+RunResult run_program(const std::vector<std::string>& argv, const RunOptions& options) {
+  int in_pipe[2];
+  int out_pipe[2];
+  int err_pipe[2];
+  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::dup2(in_pipe[0], 0);
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) {
+      ::_exit(127);
+    }
+    for (const auto& [key, value] : options.env) {
+      if (value.empty()) {
+        ::unsetenv(key.c_str());
+      } else {
+        ::setenv(key.c_str(), value.c_str(), 1);
+      }
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) {
+      args.push_back(const_cast<char*>(a.c_str()));
+    }
+    args.push_back(nullptr);
+    ::execve(args[0], args.data(), environ);
+    ::_exit(127);
+  }
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+
+  RunResult result;
+  std::size_t input_written = 0;
+  int in_fd = in_pipe[1];
+  if (options.input.empty()) {
+    ::close(in_fd);
+    in_fd = -1;
+  }
+  bool out_open = true;
+  bool err_open = true;
+  char buf[65536];
+  while (out_open || err_open) {
+    pollfd fds[3];
+    int n = 0;
+    if (out_open) fds[n++] = {out_pipe[0], POLLIN, 0};
+    if (err_open) fds[n++] = {err_pipe[0], POLLIN, 0};
+    if (in_fd >= 0) fds[n++] = {in_fd, POLLOUT, 0};
+    if (::poll(fds, static_cast<nfds_t>(n), -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (fds[i].revents == 0) continue;
+      if (fds[i].fd == in_fd) {
+        const ssize_t w = ::write(in_fd, options.input.data() + input_written, options.input.size() - input_written);
+        if (w > 0) input_written += static_cast<std::size_t>(w);
+        if (w < 0 || input_written == options.input.size()) {
+          ::close(in_fd);
+          in_fd = -1;
+        }
+        continue;
+      }
+      const ssize_t r = ::read(fds[i].fd, buf, sizeof buf);
+      if (r > 0) {
+        (fds[i].fd == out_pipe[0] ? result.out : result.err).append(buf, static_cast<std::size_t>(r));
+      } else if (r == 0 || errno != EINTR) {
+        if (fds[i].fd == out_pipe[0]) out_open = false;
+        else err_open = false;
+      }
+    }
+  }
+  if (in_fd >= 0) ::close(in_fd);
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+RunResult run_jobman(const std::vector<std::string>& args, const RunOptions& options) {
+  std::vector<std::string> argv{jobman_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_program(argv, options);
+}
+
+} // namespace jobman::test

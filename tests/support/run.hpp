@@ -1,0 +1,33 @@
+// Runs the jobman binary (or any program) as a child process and captures what it did.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace jobman::test {
+
+// What a finished child process left behind.
+struct RunResult {
+  int exit_code = -1;   // Exit status, or 128 + signal.
+  std::string out;      // Standard output.
+  std::string err;      // Standard error.
+};
+
+// How to run it.
+struct RunOptions {
+  std::map<std::string, std::string> env; // Set (or, with an empty value, unset) on top of the parent's.
+  std::string input;                      // Written to standard input, then closed.
+  std::string cwd;                        // Working directory; empty means the parent's.
+};
+
+// Runs `argv` (argv[0] is a path) and waits for it.
+RunResult run_program(const std::vector<std::string>& argv, const RunOptions& options = {});
+
+// Runs the built jobman binary with `args`.
+RunResult run_jobman(const std::vector<std::string>& args, const RunOptions& options = {});
+
+// The built jobman binary's path.
+std::string jobman_binary();
+
+} // namespace jobman::test
