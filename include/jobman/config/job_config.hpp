@@ -35,29 +35,31 @@ struct WorkerSelection {
 struct JobSection {
   std::string name;
   EnvType env_type = EnvType::none;
-  bool loop = true;         // The Python jobman's "keep going after preemption"; false means no preemption budget.
-  std::string remote_user;  // User on the worker hosts; empty means gcloud's default.
+  bool loop = true;        // The Python jobman's "keep going after preemption"; false means no preemption budget.
+  std::string remote_user; // User on the worker hosts; empty means gcloud's default.
 };
 
 // `tpu:` — the slice.
 struct TpuSection {
   AllocationMode allocation_mode = AllocationMode::queued_resources;
   AcceleratorType accelerator;
-  std::string name;             // Name prefix for the queued resource and node.
+  std::string name; // Name prefix for the queued resource and node.
   std::string zone;
-  std::string version;          // Runtime version, e.g. "tpu-ubuntu2204-base".
+  std::string version; // Runtime version, e.g. "tpu-ubuntu2204-base".
   Pricing pricing = Pricing::spot;
   std::optional<std::string> startup_script; // Script text or path, sent as metadata startup-script.
   std::vector<std::string> tags;             // Network tags on the node.
   std::map<std::string, std::string> metadata;
-  std::map<std::string, std::string> labels; // Extra labels on the node (jobman adds its own).
-  std::vector<std::string> flags;            // Extra gcloud flags, passed through where gcloud is used.
+  std::map<std::string, std::string> labels;      // Extra labels on the node (jobman adds its own).
+  std::vector<std::string> flags;                 // Extra gcloud flags, passed through where gcloud is used.
   std::optional<long long> queue_timeout_seconds; // queueingPolicy.validUntilDuration.
-  std::string network;          // networkConfig.network; empty for the default.
-  std::string subnetwork;       // networkConfig.subnetwork; empty for the default.
-  std::string service_account;  // serviceAccount.email; empty for the default.
-  std::string reservation;      // reservationName; empty for none.
-  bool keep_on_success = false; // Keep the slice after the job succeeds.
+  std::string network;                            // networkConfig.network; empty for the default.
+  std::string subnetwork;                         // networkConfig.subnetwork; empty for the default.
+  std::string service_account;                    // serviceAccount.email; empty for the default.
+  std::string reservation;                        // reservationName; empty for none.
+  bool keep_on_success = false;                   // Keep the slice after the job succeeds.
+  bool reserved = false;     // Use reserved capacity (schedulingConfig.reserved; gcloud's --reserved).
+  bool internal_ips = false; // No external IPs (networkConfig.enableExternalIps false; gcloud's --internal-ips).
 };
 
 // `gcsfuse:` — a bucket mounted on every worker.
@@ -110,7 +112,7 @@ struct CommandSection {
 
 // `recovery:` — what happens when an attempt ends without success.
 struct RecoverySection {
-  std::optional<int> max_preemptions;     // nullopt: unlimited.
+  std::optional<int> max_preemptions;      // nullopt: unlimited.
   int max_failures = 0;                    // Real failures tolerated before FAILED.
   std::vector<int> restart_exit_codes{42}; // Exit codes that mean "restart me" without spending the failure budget.
   long long poll_interval_seconds = 30;    // Supervisor tick for this job.
@@ -135,7 +137,7 @@ struct ConfigWarning {
 
 // A complete job description, every `${...}` resolved and every value checked.
 struct JobConfig {
-  std::string source_path;   // The file it came from ("" for a string).
+  std::string source_path; // The file it came from ("" for a string).
   JobSection job;
   TpuSection tpu;
   std::optional<GcsfuseSection> gcsfuse;

@@ -12,6 +12,7 @@ namespace jobman::config {
 struct LoadOptions {
   std::vector<std::string> set_overrides; // "key.path=value", value parsed as a YAML scalar or flow node.
   std::vector<std::string> sweep_args;    // "key.path=v1,v2,..."; the cartesian product with `sweep:`.
+  std::string default_zone;               // Zone used when the config has no tpu.zone (the settings' zone).
 };
 
 // Loads a config file and expands sweeps: one JobConfig per combination (one when there is no sweep).

@@ -19,11 +19,11 @@ struct SettingSource {
 // The effective settings.
 struct Settings {
   CloudKind cloud = CloudKind::mock;
-  std::string project;          // Google Cloud project; required for google.
-  std::string zone;             // Default zone when a config gives none.
-  std::string gcloud = "gcloud";// Program run for ssh/scp and access tokens.
+  std::string project;           // Google Cloud project; required for google.
+  std::string zone;              // Default zone when a config gives none.
+  std::string gcloud = "gcloud"; // Program run for ssh/scp and access tokens.
   long long poll_interval_seconds = 30;
-  std::string api_endpoint;     // TPU API base URL; empty means the cloud's default.
+  std::string api_endpoint;           // TPU API base URL; empty means the cloud's default.
   std::vector<SettingSource> sources; // Every key, in a fixed order, for `jobman settings`.
 };
 

@@ -39,24 +39,24 @@ struct JobRecord {
   std::string user;
   std::string accelerator;
   std::string zone;
-  std::string pricing;       // "spot", "ondemand", "preemptible".
-  std::string tpu_name;      // Name prefix for the slice's resources.
-  int hosts = 0;             // Worker hosts of the accelerator.
+  std::string pricing;  // "spot", "ondemand", "preemptible".
+  std::string tpu_name; // Name prefix for the slice's resources.
+  int hosts = 0;        // Worker hosts of the accelerator.
   Phase phase = Phase::pending;
   DesiredState desired = DesiredState::run;
-  std::string phase_reason;  // Why the job entered its phase.
-  int attempt = 0;           // Number of the current (or last) attempt; 0 before the first.
-  int preemptions = 0;       // Preemptions spent.
-  int failures = 0;          // Failures spent.
-  std::string host0_ip;      // Worker 0's internal IP while a slice is up.
-  std::optional<int> exit_code;  // Worker 0's exit code once known.
+  std::string phase_reason;     // Why the job entered its phase.
+  int attempt = 0;              // Number of the current (or last) attempt; 0 before the first.
+  int preemptions = 0;          // Preemptions spent.
+  int failures = 0;             // Failures spent.
+  std::string host0_ip;         // Worker 0's internal IP while a slice is up.
+  std::optional<int> exit_code; // Worker 0's exit code once known.
   std::int64_t created_ms = 0;
   std::int64_t updated_ms = 0;
   std::int64_t phase_since_ms = 0;
   std::optional<std::int64_t> finished_ms; // When the job entered a terminal phase.
-  std::string config_path;   // The file given to `create`, absolute.
-  std::string sweep_label;   // "lr=0.1,bs=32" for sweep members; empty otherwise.
-  std::string config_yaml;   // The resolved config snapshot; filled only when asked for.
+  std::string config_path;                 // The file given to `create`, absolute.
+  std::string sweep_label;                 // "lr=0.1,bs=32" for sweep members; empty otherwise.
+  std::string config_yaml;                 // The resolved config snapshot; filled only when asked for.
 };
 
 // What `create` records.
@@ -77,23 +77,23 @@ struct NewJob {
 struct JobFilter {
   bool include_history = false; // false: unfinished jobs plus those finished within `recent_ms`.
   std::int64_t recent_ms = 24LL * 3600 * 1000;
-  std::int64_t now_ms = 0;      // Reference time for `recent_ms`; 0 means the clock.
-  std::vector<Phase> phases;    // Empty: any phase.
-  std::string name_glob;        // Empty: any name.
-  std::string user;             // Empty: any user.
-  bool with_config = false;     // Fill JobRecord::config_yaml.
+  std::int64_t now_ms = 0;   // Reference time for `recent_ms`; 0 means the clock.
+  std::vector<Phase> phases; // Empty: any phase.
+  std::string name_glob;     // Empty: any name.
+  std::string user;          // Empty: any user.
+  bool with_config = false;  // Fill JobRecord::config_yaml.
 };
 
 // One attempt: one slice requested, set up and run.
 struct AttemptRecord {
   std::int64_t job_id = 0;
-  int number = 0;            // 1, 2, ...
+  int number = 0; // 1, 2, ...
   std::string queued_resource;
   std::string node;
   std::string zone;
   std::int64_t started_ms = 0;
   std::optional<std::int64_t> ended_ms;
-  std::string outcome;       // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled".
+  std::string outcome; // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled".
   std::optional<int> exit_code;
 };
 
@@ -106,13 +106,13 @@ struct EventRecord {
   std::optional<Phase> from; // For phase changes.
   std::optional<Phase> to;
   std::string message;
-  std::string data_json;     // Extra structured facts; "" when none.
+  std::string data_json; // Extra structured facts; "" when none.
 };
 
 // Who drives a job, until when.
 struct Lease {
   std::int64_t job_id = 0;
-  std::string owner;         // host + pid + process start time.
+  std::string owner; // host + pid + process start time.
   std::int64_t acquired_ms = 0;
   std::int64_t heartbeat_ms = 0;
   std::int64_t expires_ms = 0;
@@ -152,7 +152,9 @@ public:
   [[nodiscard]] std::optional<JobRecord> find_job(std::int64_t id, bool with_config = false) const;
   // The job; throws NoSuchJobError ("no job 000042") when absent.
   [[nodiscard]] JobRecord get_job(std::int64_t id, bool with_config = false) const;
-  // Calls `fn` for each matching job in id order, streaming from SQLite.
+  // Calls `fn` for each matching job in id order, streaming from SQLite. `fn` may read the store but must not
+  // write to it (the open read snapshot makes such writes fail once another process has written); to act on
+  // jobs, collect them with list_jobs first.
   void for_each_job(const JobFilter& filter, const std::function<void(const JobRecord&)>& fn) const;
   // Collects for_each_job.
   [[nodiscard]] std::vector<JobRecord> list_jobs(const JobFilter& filter) const;
@@ -169,7 +171,8 @@ public:
   // The job's events, oldest first.
   [[nodiscard]] std::vector<EventRecord> events(std::int64_t job_id) const;
 
-  // Starts the job's next attempt (jobs.attempt + 1) with an event; returns it.
+  // Starts the job's next attempt (jobs.attempt + 1) with an event, clearing the last attempt's host0_ip and
+  // exit_code; returns it.
   AttemptRecord begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
                               const std::string& zone);
   // Closes an attempt with its outcome.

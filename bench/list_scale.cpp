@@ -1,0 +1,210 @@
+// bench/list_scale N [RUNS]: builds a store of N jobs with a realistic mix of phases, then times whole
+// `jobman list` and `jobman list --all --json` processes. Last line: list_ms=<median> list_all_json_ms=<median>.
+#include "jobman/store/job_store.hpp"
+#include "jobman/util/system.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <random>
+#include <sqlite3.h>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using jobman::store::Phase;
+
+// A resolved config of typical size, as `create` snapshots it.
+std::string snapshot(int i) {
+  std::string yaml = "job:\n  name: sweep-" + std::to_string(i) +
+                     "\n  env_type: venv\n  loop: true\n  remote_user: researcher\n"
+                     "tpu:\n  allocation_mode: queued-resources\n  accelerator: v4-32\n  name: sweep\n"
+                     "  zone: us-central2-b\n  version: tpu-ubuntu2204-base\n  pricing: spot\n"
+                     "gcsfuse:\n  bucket_name: research-bucket\n  mount_path: /home/researcher/bucket\n"
+                     "venv:\n  name: train\n  requirements_file: requirements.txt\n  python: '3.10'\n"
+                     "recovery:\n  max_failures: 1\n  restart_exit_codes: [42]\n  poll_interval: 30\n"
+                     "command:\n  workers: all\n  cmd: |\n";
+  for (int line = 0; line < 20; ++line) {
+    yaml += "    python3 train.py --config configs/run.yaml --step " + std::to_string(line) + " --seed 1234\n";
+  }
+  return yaml;
+}
+
+void exec_sql(sqlite3* db, const char* sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    std::fprintf(stderr, "sqlite: %s\n", error);
+    std::exit(1);
+  }
+}
+
+// Builds the store: 2% unfinished, 1% finished in the last day, the rest finished weeks ago.
+void build_store(const std::string& home, int n) {
+  const std::string db_path = home + "/jobman.db";
+  {
+    auto store = jobman::store::JobStore::open(db_path);
+    std::vector<jobman::store::NewJob> batch;
+    for (int i = 0; i < n; ++i) {
+      jobman::store::NewJob job;
+      job.name = "sweep-" + std::to_string(i);
+      job.user = i % 7 == 0 ? "bob" : "alice";
+      job.accelerator = i % 3 == 0 ? "v4-32" : "v5litepod-16";
+      job.zone = i % 3 == 0 ? "us-central2-b" : "us-central1-a";
+      job.pricing = "spot";
+      job.tpu_name = "sweep";
+      job.hosts = 4;
+      job.config_path = "/home/alice/exp/sweep.yaml";
+      job.config_yaml = snapshot(i);
+      batch.push_back(std::move(job));
+      if (batch.size() == 10000 || i + 1 == n) {
+        store.create_jobs(batch);
+        batch.clear();
+      }
+    }
+  }
+  // Backdate and finish most jobs directly: the store API stamps "now", the history is weeks old.
+  sqlite3* db = nullptr;
+  sqlite3_open(db_path.c_str(), &db);
+  exec_sql(db, "BEGIN IMMEDIATE");
+  sqlite3_stmt* update = nullptr;
+  sqlite3_prepare_v2(db,
+                     "UPDATE jobs SET phase = ?1, created_ms = ?2, updated_ms = ?3, phase_since_ms = ?3, "
+                     "finished_ms = ?4, attempt = ?5, host0_ip = ?6 WHERE id = ?7",
+                     -1, &update, nullptr);
+  const std::int64_t now = jobman::util::now_ms();
+  const std::int64_t day = 24LL * 3600 * 1000;
+  std::mt19937 rng(42);
+  const Phase active[] = {Phase::pending, Phase::queued, Phase::provisioning, Phase::setup, Phase::running,
+                          Phase::running, Phase::running, Phase::recovering};
+  const Phase finished[] = {Phase::succeeded, Phase::succeeded, Phase::succeeded, Phase::succeeded,
+                            Phase::succeeded, Phase::succeeded, Phase::failed,    Phase::cancelled,
+                            Phase::cancelled, Phase::deleted};
+  for (int id = 1; id <= n; ++id) {
+    const int bucket = static_cast<int>(rng() % 100);
+    Phase phase;
+    std::int64_t created;
+    std::optional<std::int64_t> done;
+    if (bucket < 2) {
+      phase = active[rng() % std::size(active)];
+      created = now - static_cast<std::int64_t>(rng() % (3 * day));
+    } else if (bucket < 3) {
+      phase = finished[rng() % std::size(finished)];
+      created = now - day - static_cast<std::int64_t>(rng() % day);
+      done = now - static_cast<std::int64_t>(rng() % day);
+    } else {
+      phase = finished[rng() % std::size(finished)];
+      created = now - 60 * day + static_cast<std::int64_t>(id) * (58 * day / n);
+      done = created + static_cast<std::int64_t>(rng() % day);
+    }
+    const std::string phase_text(jobman::store::to_string(phase));
+    sqlite3_bind_text(update, 1, phase_text.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(update, 2, created);
+    sqlite3_bind_int64(update, 3, done.value_or(created));
+    if (done) {
+      sqlite3_bind_int64(update, 4, *done);
+    } else {
+      sqlite3_bind_null(update, 4);
+    }
+    sqlite3_bind_int(update, 5, phase == Phase::pending ? 0 : 1 + static_cast<int>(rng() % 3));
+    sqlite3_bind_text(update, 6, phase == Phase::running ? "10.130.0.12" : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int(update, 7, id);
+    sqlite3_step(update);
+    sqlite3_reset(update);
+  }
+  sqlite3_finalize(update);
+  exec_sql(db, "COMMIT");
+  exec_sql(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+  sqlite3_close(db);
+}
+
+// Runs jobman with `args` and the given home; drains its stdout through a pipe; returns wall milliseconds.
+double time_run(const std::string& home, const std::vector<std::string>& args, std::size_t* bytes) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) {
+    std::perror("pipe");
+    std::exit(1);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], 1);
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    ::setenv("JOBMAN_HOME", home.c_str(), 1);
+    std::vector<char*> argv{const_cast<char*>(JOBMAN_BINARY)};
+    for (const auto& a : args) {
+      argv.push_back(const_cast<char*>(a.c_str()));
+    }
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  char buf[1 << 16];
+  std::size_t total = 0;
+  ssize_t r = 0;
+  while ((r = ::read(pipe_fds[0], buf, sizeof buf)) > 0) {
+    total += static_cast<std::size_t>(r);
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const auto end = std::chrono::steady_clock::now();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "jobman exited with status %d\n", status);
+    std::exit(1);
+  }
+  *bytes = total;
+  return std::chrono::duration<double, std::milli>(end - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 100000;
+  const int runs = argc > 2 ? std::atoi(argv[2]) : 21;
+  if (n <= 0 || runs <= 0) {
+    std::fprintf(stderr, "usage: list_scale N [RUNS]\n");
+    return 2;
+  }
+  char home_template[] = "/tmp/jobman-list-scale-XXXXXX";
+  const std::string home = ::mkdtemp(home_template);
+  std::fprintf(stderr, "building a store of %d jobs in %s\n", n, home.c_str());
+  const auto build_start = std::chrono::steady_clock::now();
+  build_store(home, n);
+  std::fprintf(stderr, "built in %.1f s\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - build_start).count());
+
+  std::size_t list_bytes = 0;
+  std::size_t json_bytes = 0;
+  std::vector<double> list_ms;
+  std::vector<double> json_ms;
+  time_run(home, {"list"}, &list_bytes); // warm the page cache once, as a researcher's shell would be
+  for (int i = 0; i < runs; ++i) {
+    list_ms.push_back(time_run(home, {"list"}, &list_bytes));
+  }
+  for (int i = 0; i < std::max(3, runs / 3); ++i) {
+    json_ms.push_back(time_run(home, {"list", "--all", "--json"}, &json_bytes));
+  }
+  std::fprintf(stderr, "list: %zu bytes per run, min %.2f ms, max %.2f ms over %zu runs\n", list_bytes,
+               *std::min_element(list_ms.begin(), list_ms.end()), *std::max_element(list_ms.begin(), list_ms.end()),
+               list_ms.size());
+  std::fprintf(stderr, "list --all --json: %zu bytes per run, min %.1f ms, max %.1f ms over %zu runs\n", json_bytes,
+               *std::min_element(json_ms.begin(), json_ms.end()), *std::max_element(json_ms.begin(), json_ms.end()),
+               json_ms.size());
+  std::printf("list_ms=%.2f list_all_json_ms=%.1f\n", median(list_ms), median(json_ms));
+  std::error_code ec;
+  std::filesystem::remove_all(home, ec);
+  return 0;
+}

@@ -1,0 +1,50 @@
+// Job-level operations the commands share: opening the store, recording new jobs, user requests.
+#pragma once
+
+#include "jobman/config/job_config.hpp"
+#include "jobman/store/job_store.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace jobman::core {
+
+// $JOBMAN_HOME/jobman.db.
+std::filesystem::path store_path();
+
+// Opens (creating if needed) the user's job store.
+store::JobStore open_store();
+
+// $JOBMAN_HOME/jobs/<id>: where a job's logs and local state live.
+std::filesystem::path job_directory(std::int64_t id);
+
+// The row `create` records for a resolved config.
+store::NewJob to_new_job(const config::JobConfig& config, const std::string& user);
+
+// "lr=0.1,bs=32" for a sweep member; empty otherwise.
+std::string sweep_label(const config::JobConfig& config);
+
+// What a user asks of an existing job.
+enum class Request { resume, cancel, remove, clean };
+
+// "resume", "cancel", "delete", "clean".
+std::string_view to_string(Request request);
+
+// What became of one request.
+struct RequestOutcome {
+  std::int64_t id = 0;
+  bool changed = false;     // False when the job was already where the request leads.
+  bool done = false;        // True when nothing is left for the supervisor to do.
+  std::string message;      // One line for people: "cancelled", "cancel requested", ...
+  std::string status;       // The job's phase afterwards ("" once removed).
+};
+
+// Records `request` for job `id` as its desired state. Where the job has nothing in the cloud yet
+// (no attempt started), the request is carried out at once; otherwise the supervisor reads the
+// desired state and makes the cloud match it. Throws NoSuchJobError, or Error when the request
+// makes no sense for the job (resuming a job that succeeded).
+RequestOutcome apply_request(store::JobStore& store, std::int64_t id, Request request);
+
+} // namespace jobman::core

@@ -1,0 +1,40 @@
+// What jobman will do for a job: the cloud request it sends and the steps it runs on each worker.
+#pragma once
+
+#include "jobman/config/job_config.hpp"
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace jobman::core {
+
+// The queued resource and node id for a job's attempt: "<tpu.name>-<id>-a<attempt>", a valid
+// Cloud resource id (lower-case letters, digits and dashes, at most 63 characters).
+std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int attempt);
+
+// Labels jobman puts on every node so a resource can be traced back to its job.
+std::map<std::string, std::string> job_labels(const config::JobConfig& config, std::int64_t job_id,
+                                              const std::string& user, int attempt);
+
+// The body of queuedResources.create (or nodes.create in tpu-vm mode) for one attempt, with the
+// field names of the TPU v2 API.
+nlohmann::json create_request_body(const config::JobConfig& config, const std::string& project,
+                                   std::int64_t job_id, const std::string& user, int attempt);
+
+// One step jobman runs on worker hosts.
+struct SetupStep {
+  std::string module;      // "ssh", "gcsfuse", "venv", "conda", "docker", "command".
+  std::string summary;     // What it does, for people.
+  std::vector<int> workers; // Which hosts it runs on.
+};
+
+// The steps, in order: ssh -> gcsfuse -> environment -> command.
+std::vector<SetupStep> setup_steps(const config::JobConfig& config);
+
+// The whole plan as JSON: {"api": {"method", "url", "body"}, "setup": [...]}.
+nlohmann::json plan_json(const config::JobConfig& config, const std::string& project, const std::string& user);
+
+} // namespace jobman::core

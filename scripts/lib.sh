@@ -1,0 +1,55 @@
+# Shared by scripts/demo, scripts/test and scripts/lint: install what is missing, configure, build.
+# Sourced, not run.
+
+set -euo pipefail
+
+JOBMAN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# Debian packages the build, the tests and the tools need.
+JOBMAN_PACKAGES=(
+  g++ cmake ninja-build pkg-config
+  libcurl4-openssl-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev libspdlog-dev
+  libyaml-cpp-dev libcpp-httplib-dev libssl-dev libgtest-dev libgmock-dev
+  clang-format clang-tidy
+  zsh fish
+)
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Installs the packages that are not installed yet; nothing when all are present.
+ensure_packages() {
+  local missing=() p
+  for p in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$p")
+    fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    return 0
+  fi
+  say "installing Debian packages: ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# configure_and_build DIR [cmake args...]: configures (once) and builds with all cores.
+configure_and_build() {
+  local dir="$1"
+  shift
+  local generator=()
+  if command -v ninja >/dev/null 2>&1; then
+    generator=(-G Ninja)
+  fi
+  if [ ! -f "$dir/CMakeCache.txt" ]; then
+    say "configuring $dir"
+    cmake -S "$JOBMAN_ROOT" -B "$dir" "${generator[@]}" "$@" >/dev/null
+  else
+    cmake -S "$JOBMAN_ROOT" -B "$dir" "$@" >/dev/null
+  fi
+  say "building $dir"
+  cmake --build "$dir" --parallel "$(nproc)"
+}

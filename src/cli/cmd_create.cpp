@@ -1,0 +1,176 @@
+// `jobman create CONFIG`: record one job per config (or sweep member); --dry-run shows the plan instead.
+#include "commands.hpp"
+#include "jobman/config/loader.hpp"
+#include "jobman/config/settings.hpp"
+#include "jobman/core/jobs.hpp"
+#include "jobman/core/plan.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+#include "output.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace jobman::cli {
+
+namespace {
+
+struct CreateOptions {
+  std::string config_path;
+  std::vector<std::string> set_overrides;
+  std::vector<std::string> sweeps;
+  bool dry_run = false;
+  bool json = false;
+};
+
+std::string project_for_plan(const config::Settings& settings) {
+  if (!settings.project.empty()) {
+    return settings.project;
+  }
+  return settings.cloud == config::CloudKind::mock ? "jobman-mock" : "PROJECT";
+}
+
+std::string api_base(const config::Settings& settings) {
+  if (!settings.api_endpoint.empty()) {
+    return settings.api_endpoint;
+  }
+  return settings.cloud == config::CloudKind::mock ? "<bundled mock cloud>/v2/" : "https://tpu.googleapis.com/v2/";
+}
+
+std::string worker_list(const std::vector<int>& workers) {
+  if (workers.empty()) {
+    return "-";
+  }
+  // Contiguous ranges read better than long lists: 0-15.
+  std::string out;
+  std::size_t i = 0;
+  while (i < workers.size()) {
+    std::size_t j = i;
+    while (j + 1 < workers.size() && workers[j + 1] == workers[j] + 1) {
+      ++j;
+    }
+    if (!out.empty()) {
+      out += ',';
+    }
+    out += std::to_string(workers[i]);
+    if (j > i) {
+      out += "-" + std::to_string(workers[j]);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+int print_dry_run(Context& ctx, const std::vector<config::JobConfig>& configs, bool json) {
+  const config::Settings settings = config::load_settings();
+  const std::string user = util::current_user();
+  const std::string project = project_for_plan(settings);
+  if (json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& c : configs) {
+      nlohmann::json item = nlohmann::json::parse(config::to_json(c, -1));
+      nlohmann::json entry = {{"config", item}, {"plan", core::plan_json(c, project, user)}};
+      nlohmann::json warnings = nlohmann::json::array();
+      for (const auto& w : c.warnings) {
+        warnings.push_back(warning_json(w));
+      }
+      entry["warnings"] = warnings;
+      all.push_back(entry);
+    }
+    *ctx.out << all.dump(2) << '\n';
+    return 0;
+  }
+  auto& out = *ctx.out;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const auto& c = configs[i];
+    const auto plan = core::plan_json(c, project, user);
+    out << "# job " << (i + 1) << " of " << configs.size() << ": " << c.job.name << " (dry run: nothing recorded)\n";
+    out << "--- resolved config\n" << c.resolved_yaml;
+    if (!c.resolved_yaml.empty() && c.resolved_yaml.back() != '\n') {
+      out << '\n';
+    }
+    out << "--- cloud request (job id and attempt shown as 000000-a1)\n";
+    out << plan["api"]["method"].get<std::string>() << ' ' << api_base(settings)
+        << plan["api"]["url"].get<std::string>() << '\n';
+    out << plan["api"]["body"].dump(2) << '\n';
+    out << "--- setup steps, in order\n";
+    for (const auto& step : core::setup_steps(c)) {
+      out << "  workers " << worker_list(step.workers) << "  " << step.module << ": " << step.summary << '\n';
+    }
+  }
+  return 0;
+}
+
+int run_create(Context& ctx, const CreateOptions& options) {
+  if (options.json) {
+    silence_logging();
+  }
+  config::LoadOptions load;
+  load.set_overrides = options.set_overrides;
+  load.sweep_args = options.sweeps;
+  const config::Settings settings = config::load_settings();
+  load.default_zone = settings.zone;
+  const auto configs = config::load_job_configs(options.config_path, load);
+  // Sweep members share their warnings; name each once.
+  for (const auto& w : configs.front().warnings) {
+    spdlog::warn("{}", format_warning(w));
+  }
+  if (options.dry_run) {
+    return print_dry_run(ctx, configs, options.json);
+  }
+  const std::string user = util::current_user();
+  std::vector<store::NewJob> jobs;
+  jobs.reserve(configs.size());
+  for (const auto& c : configs) {
+    jobs.push_back(core::to_new_job(c, user));
+  }
+  auto& store = ctx.store();
+  const auto ids = store.create_jobs(jobs);
+  if (options.json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      nlohmann::json j = job_json(store.get_job(ids[i]));
+      nlohmann::json warnings = nlohmann::json::array();
+      for (const auto& w : configs[i].warnings) {
+        warnings.push_back(warning_json(w));
+      }
+      j["warnings"] = warnings;
+      all.push_back(j);
+    }
+    *ctx.out << all.dump(2) << '\n';
+    return 0;
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    *ctx.out << util::format_job_id(ids[i]) << '\n';
+    spdlog::debug("recorded job {} '{}' ({} in {}, {})", util::format_job_id(ids[i]), jobs[i].name,
+                  jobs[i].accelerator, jobs[i].zone, jobs[i].pricing);
+  }
+  return 0;
+}
+
+} // namespace
+
+void add_create_command(CLI::App& app, Context& ctx) {
+  auto options = std::make_shared<CreateOptions>();
+  auto* cmd = app.add_subcommand("create", "Record a job from a config file (one per sweep combination); prints the id(s)");
+  cmd->add_option("CONFIG", options->config_path, "Job config (YAML, the Python jobman's layout)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--set", options->set_overrides, "Override a config value before validation: key.path=value")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--sweep", options->sweeps, "One job per value (cartesian product across --sweep): key.path=v1,v2")
+      ->allow_extra_args(false)
+      ->type_name("KEY=V1,V2");
+  cmd->add_flag("--dry-run", options->dry_run,
+                "Print the resolved config, the cloud request and the setup steps; record nothing");
+  add_json_flag(*cmd, options->json);
+  cmd->footer("Examples:\n"
+              "  jobman create configs/examples/spot-v4-systolic.yaml\n"
+              "  jobman create train.yaml --set tpu.zone=us-central2-b --set command.workers=all\n"
+              "  jobman create train.yaml --sweep vars.lr=1e-4,3e-4 --sweep vars.bs=32,64   # 4 jobs\n"
+              "  jobman create train.yaml --dry-run\n"
+              "  id=$(jobman create train.yaml)");
+  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_create(ctx, *options); }; });
+}
+
+} // namespace jobman::cli

@@ -1,0 +1,187 @@
+// `jobman show ID`: one job in detail, its attempts and events, or its config snapshot.
+#include "commands.hpp"
+#include "jobman/config/accelerator.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+#include "output.hpp"
+
+#include <cstdio>
+
+namespace jobman::cli {
+
+namespace {
+
+struct ShowOptions {
+  std::string id;
+  bool events = false;
+  bool config = false;
+  bool json = false;
+};
+
+constexpr std::size_t kRecentEvents = 8;
+
+std::string accelerator_detail(const std::string& name) {
+  const auto acc = config::find_accelerator(name);
+  if (!acc) {
+    return name;
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s (%d %s, %d %s, %.0f TFLOP/s bf16 peak, %.0f GiB HBM)", acc->name.c_str(),
+                acc->chips, acc->chips == 1 ? "chip" : "chips", acc->hosts, acc->hosts == 1 ? "host" : "hosts",
+                acc->peak_bf16_tflops(), acc->hbm_gib());
+  return buf;
+}
+
+std::string when(std::int64_t ms, std::int64_t now) {
+  return util::format_local(ms) + " (" + util::format_duration((now - ms) / 1000) + " ago)";
+}
+
+std::string event_line(const store::EventRecord& e) {
+  std::string line = util::format_local(e.ts_ms) + "  " + e.kind;
+  if (e.from || e.to) {
+    line += "  " + (e.from ? std::string(store::to_string(*e.from)) : std::string("-")) + " -> " +
+            (e.to ? std::string(store::to_string(*e.to)) : std::string("-"));
+  }
+  if (!e.message.empty()) {
+    line += "  " + printable(e.message);
+  }
+  return line;
+}
+
+// The timeline with the time spent in each phase: each phase lasts until the next phase change.
+void print_timeline(std::ostream& out, const store::JobRecord& job, const std::vector<store::EventRecord>& events,
+                    std::int64_t now) {
+  std::optional<std::int64_t> phase_start;
+  std::optional<store::Phase> phase;
+  for (const auto& e : events) {
+    if (e.to && phase && phase_start) {
+      out << "    (" << store::to_string(*phase) << " for " << util::format_duration((e.ts_ms - *phase_start) / 1000)
+          << ")\n";
+    }
+    out << "  " << event_line(e) << '\n';
+    if (e.to) {
+      phase = e.to;
+      phase_start = e.ts_ms;
+    } else if (e.kind == "created" && !phase) {
+      phase = store::Phase::pending;
+      phase_start = e.ts_ms;
+    }
+  }
+  if (phase && phase_start) {
+    out << "    (" << store::to_string(*phase) << (store::is_terminal(job.phase) ? " since " : " for ")
+        << util::format_duration((now - *phase_start) / 1000) << (store::is_terminal(job.phase) ? " ago" : " so far")
+        << ")\n";
+  }
+}
+
+int run_show(Context& ctx, const ShowOptions& options) {
+  if (options.json) {
+    silence_logging();
+  }
+  const std::int64_t id = parse_job_id_argument(options.id);
+  auto& store = ctx.store();
+  const auto job = store.get_job(id, options.config);
+  auto& out = *ctx.out;
+  if (options.config) {
+    if (options.json) {
+      out << nlohmann::json{{"id", job.id}, {"config_path", job.config_path}, {"config_yaml", job.config_yaml}}.dump(2)
+          << '\n';
+    } else {
+      out << job.config_yaml;
+      if (!job.config_yaml.empty() && job.config_yaml.back() != '\n') {
+        out << '\n';
+      }
+    }
+    return 0;
+  }
+  const auto attempts = store.attempts(id);
+  const auto events = store.events(id);
+  if (options.json) {
+    nlohmann::json j = job_json(job);
+    j["attempts"] = nlohmann::json::array();
+    for (const auto& a : attempts) {
+      j["attempts"].push_back(attempt_json(a));
+    }
+    j["events"] = nlohmann::json::array();
+    for (const auto& e : events) {
+      j["events"].push_back(event_json(e));
+    }
+    out << j.dump(2) << '\n';
+    return 0;
+  }
+  const std::int64_t now = util::now_ms();
+  const bool color = ctx.color;
+  const auto status = status_text(job);
+  const auto color_code = phase_color(job.phase);
+  out << "Job " << util::format_job_id(job.id) << "  " << printable(job.name) << '\n';
+  const auto field = [&](std::string_view label, const std::string& value) {
+    std::string padded(label);
+    padded.resize(14, ' ');
+    out << "  " << padded << value << '\n';
+  };
+  field("Status", (color && !color_code.empty() ? std::string(color_code) + status + "\x1b[0m" : status) + " since " +
+                      when(job.phase_since_ms, now));
+  if (!job.phase_reason.empty()) {
+    field("Reason", printable(job.phase_reason));
+  }
+  field("Desired", std::string(store::to_string(job.desired)));
+  field("User", printable(job.user));
+  field("Accelerator", accelerator_detail(job.accelerator));
+  field("Zone", job.zone + " (" + job.pricing + ")");
+  field("TPU name", printable(job.tpu_name));
+  field("Attempt", std::to_string(job.attempt) + "  (preemptions " + std::to_string(job.preemptions) + ", failures " +
+                       std::to_string(job.failures) + ")");
+  field("Host0 IP", job.host0_ip.empty() ? "-" : job.host0_ip);
+  field("Exit code", job.exit_code ? std::to_string(*job.exit_code) : "-");
+  field("Created", when(job.created_ms, now));
+  if (job.finished_ms) {
+    field("Finished", when(*job.finished_ms, now));
+  }
+  if (!job.sweep_label.empty()) {
+    field("Sweep", printable(job.sweep_label));
+  }
+  field("Config", (job.config_path.empty() ? std::string("-") : printable(job.config_path)) +
+                      "  (snapshot: jobman show " + util::format_job_id(job.id) + " --config)");
+  if (!attempts.empty()) {
+    out << "\nAttempts\n";
+    Table table({"  #", "QUEUED RESOURCE", "ZONE", "STARTED", "ENDED", "OUTCOME", "EXIT"});
+    for (const auto& a : attempts) {
+      table.add_row({"  " + std::to_string(a.number), a.queued_resource, a.zone, util::format_local(a.started_ms),
+                     a.ended_ms ? util::format_local(*a.ended_ms) : "-", a.outcome.empty() ? "-" : a.outcome,
+                     a.exit_code ? std::to_string(*a.exit_code) : "-"});
+    }
+    table.print(out, color);
+  }
+  if (options.events) {
+    out << "\nEvents\n";
+    print_timeline(out, job, events, now);
+  } else if (!events.empty()) {
+    const std::size_t skip = events.size() > kRecentEvents ? events.size() - kRecentEvents : 0;
+    out << "\nRecent events" << (skip > 0 ? " (" + std::to_string(skip) + " earlier; --events shows all)" : "")
+        << '\n';
+    for (std::size_t i = skip; i < events.size(); ++i) {
+      out << "  " << event_line(events[i]) << '\n';
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+void add_show_command(CLI::App& app, Context& ctx) {
+  auto options = std::make_shared<ShowOptions>();
+  auto* cmd = app.add_subcommand("show", "Show one job: status, attempts, recent events");
+  cmd->add_option("ID", options->id, "Job id (000042 or 42)")->required();
+  cmd->add_flag("-e,--events", options->events, "Print the whole event timeline with the time spent in each phase");
+  cmd->add_flag("-c,--config", options->config, "Print the config snapshot recorded at create time");
+  add_json_flag(*cmd, options->json);
+  cmd->footer("Examples:\n"
+              "  jobman show 42\n"
+              "  jobman show 000042 --events\n"
+              "  jobman show 42 --config > rerun.yaml\n"
+              "  jobman show 42 --json | jq .status\n"
+              "Exit code 3 when there is no such job. Reads the local store only.");
+  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_show(ctx, *options); }; });
+}
+
+} // namespace jobman::cli

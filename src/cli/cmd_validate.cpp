@@ -1,0 +1,77 @@
+// `jobman validate CONFIG`: check a config the way `create` would, record nothing.
+#include "commands.hpp"
+#include "jobman/config/loader.hpp"
+#include "jobman/config/settings.hpp"
+#include "output.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace jobman::cli {
+
+namespace {
+
+struct ValidateOptions {
+  std::string config_path;
+  std::vector<std::string> set_overrides;
+  std::vector<std::string> sweeps;
+  bool json = false;
+};
+
+int run_validate(Context& ctx, const ValidateOptions& options) {
+  if (options.json) {
+    silence_logging();
+  }
+  config::LoadOptions load;
+  load.set_overrides = options.set_overrides;
+  load.sweep_args = options.sweeps;
+  load.default_zone = config::load_settings().zone;
+  const auto configs = config::load_job_configs(options.config_path, load);
+  const auto& first = configs.front();
+  const auto& acc = first.tpu.accelerator;
+  if (options.json) {
+    nlohmann::json warnings = nlohmann::json::array();
+    for (const auto& w : first.warnings) {
+      warnings.push_back(warning_json(w));
+    }
+    nlohmann::json names = nlohmann::json::array();
+    for (const auto& c : configs) {
+      names.push_back(c.job.name);
+    }
+    *ctx.out << nlohmann::json{{"file", options.config_path}, {"valid", true},  {"jobs", names},
+                               {"accelerator", acc.name},     {"chips", acc.chips}, {"hosts", acc.hosts},
+                               {"warnings", warnings}}
+                    .dump(2)
+             << '\n';
+    return 0;
+  }
+  for (const auto& w : first.warnings) {
+    spdlog::warn("{}", format_warning(w));
+  }
+  *ctx.out << options.config_path << ": ok: " << configs.size() << (configs.size() == 1 ? " job" : " jobs") << ", "
+           << acc.name << " (" << acc.chips << (acc.chips == 1 ? " chip, " : " chips, ") << acc.hosts
+           << (acc.hosts == 1 ? " host" : " hosts") << ") " << config::to_string(first.tpu.pricing) << " in "
+           << first.tpu.zone << '\n';
+  return 0;
+}
+
+} // namespace
+
+void add_validate_command(CLI::App& app, Context& ctx) {
+  auto options = std::make_shared<ValidateOptions>();
+  auto* cmd = app.add_subcommand("validate", "Check a config file without recording anything");
+  cmd->add_option("CONFIG", options->config_path, "Job config (YAML)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--set", options->set_overrides, "Override a config value: key.path=value")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--sweep", options->sweeps, "Sweep a value: key.path=v1,v2")
+      ->allow_extra_args(false)
+      ->type_name("KEY=V1,V2");
+  add_json_flag(*cmd, options->json);
+  cmd->footer("Examples:\n"
+              "  jobman validate train.yaml\n"
+              "  jobman validate train.yaml --set tpu.accelerator=v4-32 && echo ok\n"
+              "Exit code 2 and one line per problem (file:line:column: key: message) when the config is bad.");
+  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_validate(ctx, *options); }; });
+}
+
+} // namespace jobman::cli

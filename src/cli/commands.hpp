@@ -1,0 +1,44 @@
+// Registration of each subcommand on the CLI11 app; one source file per command.
+#pragma once
+
+#include "context.hpp"
+#include "jobman/core/jobs.hpp"
+
+#include <CLI/CLI.hpp>
+
+namespace jobman::cli {
+
+// Builds the whole command-line definition: global flags and every subcommand.
+void build_app(CLI::App& app, Context& ctx);
+
+void add_create_command(CLI::App& app, Context& ctx);     // `create CONFIG`
+void add_validate_command(CLI::App& app, Context& ctx);   // `validate CONFIG`
+void add_list_command(CLI::App& app, Context& ctx);       // `list`
+void add_show_command(CLI::App& app, Context& ctx);       // `show ID`
+void add_resume_command(CLI::App& app, Context& ctx);     // `resume ID...`
+void add_cancel_command(CLI::App& app, Context& ctx);     // `cancel ID...`
+void add_delete_command(CLI::App& app, Context& ctx);     // `delete ID...`
+void add_clean_command(CLI::App& app, Context& ctx);      // `clean ID...`
+void add_settings_command(CLI::App& app, Context& ctx);   // `settings`
+void add_completion_command(CLI::App& app, Context& ctx); // `completion SHELL`
+
+// Adds the `--json` flag every data-printing command has; it also silences logging.
+CLI::Option* add_json_flag(CLI::App& command, bool& json);
+
+// Turns logging off for machine-readable output.
+void silence_logging();
+
+// The arguments resume/cancel/delete/clean share.
+struct RequestCommandOptions {
+  std::vector<std::string> ids;
+  bool all_finished = false;
+  bool json = false;
+};
+
+// Adds the shared arguments of resume/cancel/delete/clean to `command`.
+void add_request_arguments(CLI::App& command, RequestCommandOptions& options, bool with_all_finished);
+
+// Runs one of resume/cancel/delete/clean over the requested ids.
+int run_request_command(Context& ctx, const RequestCommandOptions& options, core::Request request);
+
+} // namespace jobman::cli

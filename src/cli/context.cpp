@@ -1,0 +1,26 @@
+#include "context.hpp"
+
+#include "jobman/core/jobs.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+
+namespace jobman::cli {
+
+store::JobStore& Context::store() {
+  if (store_override) {
+    return *store_override;
+  }
+  if (!opened_) {
+    opened_.emplace(core::open_store());
+  }
+  return *opened_;
+}
+
+std::int64_t parse_job_id_argument(const std::string& text) {
+  if (auto id = util::parse_job_id(text)) {
+    return *id;
+  }
+  throw UsageError("'" + text + "' is not a job id (job ids are numbers such as 000042)");
+}
+
+} // namespace jobman::cli

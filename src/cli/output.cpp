@@ -1,0 +1,205 @@
+#include "output.hpp"
+
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+
+#include <cstdio>
+
+namespace jobman::cli {
+
+namespace {
+
+nlohmann::json time_or_null(std::optional<std::int64_t> ms) {
+  if (!ms) {
+    return nullptr;
+  }
+  return util::format_utc(*ms);
+}
+
+nlohmann::json text_or_null(const std::string& text) {
+  if (text.empty()) {
+    return nullptr;
+  }
+  return text;
+}
+
+constexpr std::string_view kReset = "\x1b[0m";
+constexpr std::string_view kBold = "\x1b[1m";
+
+} // namespace
+
+nlohmann::json job_json(const store::JobRecord& job) {
+  nlohmann::json j;
+  j["id"] = job.id;
+  j["name"] = job.name;
+  j["user"] = job.user;
+  j["accelerator"] = job.accelerator;
+  j["zone"] = job.zone;
+  j["pricing"] = job.pricing;
+  j["hosts"] = job.hosts;
+  j["tpu_name"] = job.tpu_name;
+  j["status"] = std::string(store::to_string(job.phase));
+  j["desired"] = std::string(store::to_string(job.desired));
+  j["reason"] = job.phase_reason;
+  j["attempt"] = job.attempt;
+  j["preemptions"] = job.preemptions;
+  j["failures"] = job.failures;
+  j["host0_ip"] = text_or_null(job.host0_ip);
+  j["exit_code"] = job.exit_code ? nlohmann::json(*job.exit_code) : nlohmann::json(nullptr);
+  j["created_at"] = util::format_utc(job.created_ms);
+  j["updated_at"] = util::format_utc(job.updated_ms);
+  j["status_since"] = util::format_utc(job.phase_since_ms);
+  j["finished_at"] = time_or_null(job.finished_ms);
+  j["config_path"] = text_or_null(job.config_path);
+  j["sweep"] = text_or_null(job.sweep_label);
+  return j;
+}
+
+nlohmann::json attempt_json(const store::AttemptRecord& attempt) {
+  return {
+      {"number", attempt.number},
+      {"queued_resource", attempt.queued_resource},
+      {"node", attempt.node},
+      {"zone", attempt.zone},
+      {"started_at", util::format_utc(attempt.started_ms)},
+      {"ended_at", time_or_null(attempt.ended_ms)},
+      {"outcome", text_or_null(attempt.outcome)},
+      {"exit_code", attempt.exit_code ? nlohmann::json(*attempt.exit_code) : nlohmann::json(nullptr)},
+  };
+}
+
+nlohmann::json event_json(const store::EventRecord& event) {
+  nlohmann::json j = {
+      {"id", event.id},
+      {"time", util::format_utc(event.ts_ms)},
+      {"time_ms", event.ts_ms},
+      {"kind", event.kind},
+      {"message", event.message},
+  };
+  j["from"] = event.from ? nlohmann::json(std::string(store::to_string(*event.from))) : nlohmann::json(nullptr);
+  j["to"] = event.to ? nlohmann::json(std::string(store::to_string(*event.to))) : nlohmann::json(nullptr);
+  if (!event.data_json.empty()) {
+    j["data"] = nlohmann::json::parse(event.data_json, nullptr, false);
+  } else {
+    j["data"] = nullptr;
+  }
+  return j;
+}
+
+nlohmann::json warning_json(const config::ConfigWarning& warning) {
+  return {
+      {"file", warning.where.file},
+      {"line", warning.where.line},
+      {"column", warning.where.column},
+      {"key", warning.where.key_path},
+      {"message", warning.message},
+  };
+}
+
+std::string format_warning(const config::ConfigWarning& warning) {
+  Diagnostic d{warning.where, warning.message, {}};
+  return d.format();
+}
+
+std::string_view phase_color(store::Phase phase) {
+  using store::Phase;
+  switch (phase) {
+  case Phase::pending: return "";
+  case Phase::queued: return "\x1b[33m";       // yellow
+  case Phase::provisioning: return "\x1b[33m"; // yellow
+  case Phase::setup: return "\x1b[36m";        // cyan
+  case Phase::running: return "\x1b[36;1m";    // bright cyan
+  case Phase::recovering: return "\x1b[35m";   // magenta
+  case Phase::succeeded: return "\x1b[32m";    // green
+  case Phase::failed: return "\x1b[31;1m";     // bright red
+  case Phase::cancelled: return "\x1b[2m";     // dim
+  case Phase::deleted: return "\x1b[2m";       // dim
+  }
+  return "";
+}
+
+std::string status_text(const store::JobRecord& job) {
+  std::string text(store::to_string(job.phase));
+  if (store::is_terminal(job.phase) && job.desired == store::DesiredState::stop) {
+    return text;
+  }
+  if (job.desired != store::DesiredState::run && !(job.phase == store::Phase::deleted &&
+                                                   job.desired == store::DesiredState::remove)) {
+    text += " (" + std::string(store::to_string(job.desired)) + " requested)";
+  }
+  return text;
+}
+
+std::size_t display_width(std::string_view text) {
+  std::size_t width = 0;
+  for (const char c : text) {
+    if ((static_cast<unsigned char>(c) & 0xC0U) != 0x80U) {
+      ++width;
+    }
+  }
+  return width;
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void Table::add_row(std::vector<std::string> cells, std::string_view color, int color_column) {
+  rows_.push_back(Row{std::move(cells), std::string(color), color_column});
+}
+
+void Table::print(std::ostream& out, bool use_color) const {
+  std::vector<std::size_t> widths(header_.size(), 0);
+  for (std::size_t c = 0; c < header_.size(); ++c) {
+    widths[c] = display_width(header_[c]);
+  }
+  for (const auto& row : rows_) {
+    for (std::size_t c = 0; c < row.cells.size() && c < widths.size(); ++c) {
+      widths[c] = std::max(widths[c], display_width(row.cells[c]));
+    }
+  }
+  std::string line;
+  const auto emit = [&](const std::vector<std::string>& cells, std::string_view color, int color_column) {
+    line.clear();
+    for (std::size_t c = 0; c < cells.size() && c < widths.size(); ++c) {
+      const bool last = c + 1 == cells.size();
+      const bool colored = use_color && !color.empty() && static_cast<int>(c) == color_column;
+      if (colored) {
+        line += color;
+      }
+      line += cells[c];
+      if (colored) {
+        line += kReset;
+      }
+      if (!last) {
+        line.append(widths[c] - display_width(cells[c]) + 2, ' ');
+      }
+    }
+    line += '\n';
+    out << line;
+  };
+  if (use_color) {
+    out << kBold;
+  }
+  emit(header_, {}, -1);
+  if (use_color) {
+    out << kReset;
+  }
+  for (const auto& row : rows_) {
+    emit(row.cells, row.color, row.color_column);
+  }
+}
+
+} // namespace jobman::cli

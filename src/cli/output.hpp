@@ -1,0 +1,62 @@
+// Rendering for people (aligned tables, colour) and for programs (the documented JSON objects).
+#pragma once
+
+#include "jobman/config/job_config.hpp"
+#include "jobman/store/job_store.hpp"
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace jobman::cli {
+
+// The documented JSON object for a job (docs/JSON.md); `list --json` prints an array of these.
+nlohmann::json job_json(const store::JobRecord& job);
+
+// An attempt as JSON.
+nlohmann::json attempt_json(const store::AttemptRecord& attempt);
+
+// An event as JSON.
+nlohmann::json event_json(const store::EventRecord& event);
+
+// A config warning as JSON: {"file", "line", "column", "key", "message"}.
+nlohmann::json warning_json(const config::ConfigWarning& warning);
+
+// "file:line:col: key: message" for a config warning.
+std::string format_warning(const config::ConfigWarning& warning);
+
+// The ANSI colour for a phase in tables; "" for none.
+std::string_view phase_color(store::Phase phase);
+
+// What `list` shows in its STATUS column: the phase, and a pending request when there is one.
+std::string status_text(const store::JobRecord& job);
+
+// A table with a header row, columns left-aligned and separated by two spaces.
+class Table {
+public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  // Adds a row; `color` applies to the cell in column `color_column` (-1: none).
+  void add_row(std::vector<std::string> cells, std::string_view color = {}, int color_column = -1);
+  // Writes the table; colour only when `use_color`.
+  void print(std::ostream& out, bool use_color) const;
+  // Rows added so far.
+  [[nodiscard]] std::size_t size() const { return rows_.size(); }
+
+private:
+  struct Row {
+    std::vector<std::string> cells;
+    std::string color;
+    int color_column = -1;
+  };
+  std::vector<std::string> header_;
+  std::vector<Row> rows_;
+};
+
+// Display width of UTF-8 text (code points; good enough for names and paths).
+std::size_t display_width(std::string_view text);
+
+// Replaces control characters (ESC and friends) so that stored text cannot drive the terminal.
+std::string printable(std::string_view text);
+
+} // namespace jobman::cli

@@ -1,0 +1,73 @@
+// What resume, cancel, delete and clean share: several ids, --all-finished, one outcome line per job.
+#include "commands.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+#include "output.hpp"
+
+namespace jobman::cli {
+
+void add_request_arguments(CLI::App& command, RequestCommandOptions& options, bool with_all_finished) {
+  auto* ids = command.add_option("ID", options.ids, "Job ids (000042 or 42)");
+  if (with_all_finished) {
+    auto* all = command.add_flag("--all-finished", options.all_finished,
+                                 "Every job that has finished (SUCCEEDED, FAILED, CANCELLED, DELETED)");
+    ids->excludes(all);
+    all->excludes(ids);
+  } else {
+    ids->required();
+  }
+  add_json_flag(command, options.json);
+}
+
+int run_request_command(Context& ctx, const RequestCommandOptions& options, core::Request request) {
+  if (options.json) {
+    silence_logging();
+  }
+  // Parse every id first so that a typo changes nothing.
+  std::vector<std::int64_t> ids;
+  for (const auto& text : options.ids) {
+    ids.push_back(parse_job_id_argument(text));
+  }
+  auto& store = ctx.store();
+  if (options.all_finished) {
+    store::JobFilter filter;
+    filter.include_history = true;
+    filter.phases = {store::Phase::succeeded, store::Phase::failed, store::Phase::cancelled, store::Phase::deleted};
+    store.for_each_job(filter, [&](const store::JobRecord& job) { ids.push_back(job.id); });
+  } else if (ids.empty()) {
+    throw UsageError(std::string(core::to_string(request)) + ": give job ids or --all-finished");
+  }
+  int exit_code = 0;
+  nlohmann::json results = nlohmann::json::array();
+  for (const auto id : ids) {
+    try {
+      const auto outcome = core::apply_request(store, id, request);
+      if (options.json) {
+        results.push_back({{"id", id},
+                           {"request", std::string(core::to_string(request))},
+                           {"changed", outcome.changed},
+                           {"done", outcome.done},
+                           {"message", outcome.message},
+                           {"status", outcome.status.empty() ? nlohmann::json(nullptr) : nlohmann::json(outcome.status)}});
+      } else {
+        *ctx.out << util::format_job_id(id) << ": " << outcome.message << '\n';
+      }
+    } catch (const Error& e) {
+      // Keep going: one bad id must not leave the others undone. The worst code wins.
+      *ctx.err << "jobman: error: " << e.what() << '\n';
+      if (options.json) {
+        results.push_back({{"id", id}, {"request", std::string(core::to_string(request))}, {"error", e.what()}});
+      }
+      const int code = static_cast<int>(e.code());
+      if (exit_code == 0 || code == static_cast<int>(ExitCode::error)) {
+        exit_code = code;
+      }
+    }
+  }
+  if (options.json) {
+    *ctx.out << results.dump(2) << '\n';
+  }
+  return exit_code;
+}
+
+} // namespace jobman::cli

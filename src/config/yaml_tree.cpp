@@ -1,0 +1,446 @@
+#include "yaml_tree.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <set>
+#include <yaml-cpp/yaml.h>
+
+namespace jobman::config::detail {
+
+const Entry* Node::find(std::string_view key) const {
+  for (const auto& entry : entries) {
+    if (entry.key == key) {
+      return &entry;
+    }
+  }
+  return nullptr;
+}
+
+Entry* Node::find(std::string_view key) {
+  for (auto& entry : entries) {
+    if (entry.key == key) {
+      return &entry;
+    }
+  }
+  return nullptr;
+}
+
+void Node::erase(std::string_view key) {
+  std::erase_if(entries, [&](const Entry& entry) { return entry.key == key; });
+}
+
+Node make_scalar(std::string text, Origin origin) {
+  Node node;
+  node.kind = Node::Kind::scalar;
+  node.text = std::move(text);
+  node.origin = std::move(origin);
+  return node;
+}
+
+Node make_mapping(Origin origin) {
+  Node node;
+  node.kind = Node::Kind::mapping;
+  node.origin = std::move(origin);
+  return node;
+}
+
+Diagnostic make_diagnostic(const Origin& origin, std::string key_path, std::string message, std::string hint) {
+  return Diagnostic{SourceLocation{origin.file, origin.line, origin.column, std::move(key_path)}, std::move(message),
+                    std::move(hint)};
+}
+
+namespace {
+
+std::string child_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+Origin origin_of(const YAML::Mark& mark, const std::string& file) {
+  if (mark.is_null() || mark.line < 0) {
+    return Origin{file, 0, 0};
+  }
+  return Origin{file, mark.line + 1, mark.column + 1};
+}
+
+// Converts yaml-cpp's tree, reporting duplicate and non-scalar keys. `fallback` locates empty values.
+Node convert(const YAML::Node& in, const std::string& file, const std::string& path, const Origin* fallback,
+             std::vector<Diagnostic>& errors) {
+  Node out;
+  out.origin = origin_of(in.Mark(), file);
+  switch (in.Type()) {
+  case YAML::NodeType::Undefined:
+  case YAML::NodeType::Null:
+    out.kind = Node::Kind::null;
+    // An empty value ("key:") carries the mark of the next token; point at its key instead.
+    if (fallback != nullptr && (out.origin.line != fallback->line || out.origin.line == 0)) {
+      out.origin = *fallback;
+    }
+    break;
+  case YAML::NodeType::Scalar:
+    out.kind = Node::Kind::scalar;
+    out.text = in.Scalar();
+    break;
+  case YAML::NodeType::Sequence: {
+    out.kind = Node::Kind::sequence;
+    std::size_t index = 0;
+    for (const auto& item : in) {
+      out.items.push_back(convert(item, file, path + "[" + std::to_string(index) + "]", &out.origin, errors));
+      ++index;
+    }
+    break;
+  }
+  case YAML::NodeType::Map: {
+    out.kind = Node::Kind::mapping;
+    for (auto it = in.begin(); it != in.end(); ++it) {
+      const Origin key_origin = origin_of(it->first.Mark(), file);
+      if (!it->first.IsScalar()) {
+        const Node key = convert(it->first, file, path, &key_origin, errors);
+        errors.push_back(make_diagnostic(key_origin, path, "a key must be a plain name, not " + describe_kind(key)));
+        continue;
+      }
+      const std::string key = it->first.Scalar();
+      const std::string key_path = child_path(path, key);
+      if (const Entry* first = out.find(key)) {
+        errors.push_back(make_diagnostic(key_origin, key_path, "duplicate key",
+                                         "first defined at line " + std::to_string(first->key_origin.line)));
+        continue;
+      }
+      out.entries.push_back(Entry{key, key_origin, convert(it->second, file, key_path, &key_origin, errors)});
+    }
+    break;
+  }
+  }
+  return out;
+}
+
+// A tab in the leading whitespace of the line, if any: its 0-based column.
+std::optional<int> leading_tab(std::string_view line) {
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\t') {
+      return static_cast<int>(i);
+    }
+    if (line[i] != ' ') {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+// yaml-cpp's messages for tabs are obscure ("illegal map value"); name the tab when one is nearby.
+Diagnostic syntax_error(const YAML::Exception& e, const std::string& text, const std::string& file) {
+  const auto lines = [&] {
+    std::vector<std::string_view> out;
+    std::string_view rest = text;
+    while (true) {
+      const auto pos = rest.find('\n');
+      out.push_back(rest.substr(0, pos));
+      if (pos == std::string_view::npos) {
+        return out;
+      }
+      rest.remove_prefix(pos + 1);
+    }
+  }();
+  if (!e.mark.is_null() && e.mark.line >= 0) {
+    for (int line = e.mark.line; line >= 0 && line >= e.mark.line - 1; --line) {
+      if (static_cast<std::size_t>(line) < lines.size()) {
+        if (auto column = leading_tab(lines[static_cast<std::size_t>(line)])) {
+          return make_diagnostic(Origin{file, line + 1, *column + 1}, "",
+                                 "YAML syntax error: tab character in indentation", "YAML indents with spaces only");
+        }
+      }
+    }
+  }
+  return make_diagnostic(origin_of(e.mark, file), "", "YAML syntax error: " + e.msg);
+}
+
+} // namespace
+
+Node parse_yaml(const std::string& text, const std::string& file, std::vector<Diagnostic>& errors) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    errors.push_back(syntax_error(e, text, file));
+    return Node{Node::Kind::null, {}, {}, {}, Origin{file, 0, 0}, false};
+  }
+  if (documents.empty()) {
+    return Node{Node::Kind::null, {}, {}, {}, Origin{file, 0, 0}, false};
+  }
+  if (documents.size() > 1) {
+    errors.push_back(make_diagnostic(origin_of(documents[1].Mark(), file), "",
+                                     "a config holds one YAML document, found a second one",
+                                     "remove the '---' separator"));
+  }
+  const Origin top{file, 1, 1};
+  return convert(documents.front(), file, "", &top, errors);
+}
+
+void set_origin(Node& node, const Origin& origin) {
+  node.origin = origin;
+  for (auto& item : node.items) {
+    set_origin(item, origin);
+  }
+  for (auto& entry : node.entries) {
+    entry.key_origin = origin;
+    set_origin(entry.value, origin);
+  }
+}
+
+std::string describe_kind(const Node& node) {
+  switch (node.kind) {
+  case Node::Kind::null: return "null";
+  case Node::Kind::scalar: return "'" + node.text + "'";
+  case Node::Kind::sequence: return "a list";
+  case Node::Kind::mapping: return "a mapping";
+  }
+  return "?";
+}
+
+std::string flow_text(const Node& node) {
+  switch (node.kind) {
+  case Node::Kind::null: return "null";
+  case Node::Kind::scalar: return node.text;
+  case Node::Kind::sequence: {
+    std::string out = "[";
+    for (std::size_t i = 0; i < node.items.size(); ++i) {
+      out += (i > 0 ? ", " : "") + flow_text(node.items[i]);
+    }
+    return out + "]";
+  }
+  case Node::Kind::mapping: {
+    std::string out = "{";
+    for (std::size_t i = 0; i < node.entries.size(); ++i) {
+      out += (i > 0 ? ", " : "") + node.entries[i].key + ": " + flow_text(node.entries[i].value);
+    }
+    return out + "}";
+  }
+  }
+  return {};
+}
+
+void sort_by_position(std::vector<Diagnostic>& diagnostics) {
+  std::stable_sort(diagnostics.begin(), diagnostics.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    const auto key = [](const Diagnostic& d) {
+      return std::pair(d.where.line == 0 ? INT_MAX : d.where.line, d.where.line == 0 ? 0 : d.where.column);
+    };
+    return key(a) < key(b);
+  });
+}
+
+// ---- Emitting ----
+
+namespace {
+
+bool is_plain_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+         c == '/' || c == '-' || c == '+' || c == '=' || c == '@' || c == '~' || c == ' ';
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) {
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+  }
+  return out;
+}
+
+// True when a plain scalar would read back as something other than a string in YAML 1.1 or 1.2.
+bool looks_typed(std::string_view text) {
+  static const std::set<std::string, std::less<>> words{"null", "~", "true", "false", "yes",   "no",    "on",
+                                                        "off",  "y", "n",    ".inf",  "-.inf", "+.inf", ".nan"};
+  if (words.contains(lower(text))) {
+    return true;
+  }
+  const char first = text.front();
+  const bool numeric_start =
+      (first >= '0' && first <= '9') || ((first == '-' || first == '+' || first == '.') && text.size() > 1 &&
+                                         ((text[1] >= '0' && text[1] <= '9') || text[1] == '.'));
+  return numeric_start && text.find_first_not_of("0123456789abcdefABCDEFxXoO._+-:") == std::string_view::npos;
+}
+
+bool plain_safe(std::string_view text) {
+  if (text.empty() || text.front() == ' ' || text.back() == ' ' || text.front() == '@' || text == "-" ||
+      text.starts_with("- ") || text.find("  ") != std::string_view::npos) {
+    return false;
+  }
+  return std::all_of(text.begin(), text.end(), is_plain_char) && !looks_typed(text);
+}
+
+std::string double_quoted(std::string_view text) {
+  static const char* hex = "0123456789abcdef";
+  std::string out = "\"";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    switch (c) {
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\t': out += "\\t"; break;
+    case '\r': out += "\\r"; break;
+    default:
+      if (byte < 0x20 || byte == 0x7f) {
+        out += "\\x";
+        out += hex[byte >> 4];
+        out += hex[byte & 0xf];
+      } else {
+        out += c;
+      }
+    }
+  }
+  return out + "\"";
+}
+
+std::string string_text(std::string_view text) {
+  return plain_safe(text) ? std::string(text) : double_quoted(text);
+}
+
+std::string scalar_text(const nlohmann::ordered_json& value) {
+  if (value.is_null()) {
+    return "null";
+  }
+  if (value.is_string()) {
+    return string_text(value.get_ref<const std::string&>());
+  }
+  return value.dump();
+}
+
+bool is_scalar(const nlohmann::ordered_json& value) {
+  return !value.is_object() && !value.is_array();
+}
+
+// A literal block (" |2-" and its lines, content indented by indent + 2), when it reads back exactly.
+std::optional<std::string> literal_block(const std::string& text, int indent) {
+  if (text.find_first_not_of(" \t\n") == std::string::npos) {
+    return std::nullopt;
+  }
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
+      return std::nullopt;
+    }
+  }
+  std::string body = text;
+  std::string chomp;
+  if (!body.ends_with('\n')) {
+    chomp = "-";
+  } else if (body.ends_with("\n\n")) {
+    chomp = "+";
+  }
+  if (body.ends_with('\n')) {
+    body.pop_back();
+  }
+  const auto render = [&](int content_indent) {
+    std::string out = " |2" + chomp + "\n";
+    std::size_t start = 0;
+    while (true) {
+      const auto end = body.find('\n', start);
+      const std::string_view line = std::string_view(body).substr(start, end == std::string::npos ? end : end - start);
+      if (!line.empty()) {
+        out += std::string(static_cast<std::size_t>(content_indent), ' ');
+        out += line;
+      }
+      out += '\n';
+      if (end == std::string::npos) {
+        return out;
+      }
+      start = end + 1;
+    }
+  };
+  // Check the rendering by reading it back at the top level, where the indicator means the same.
+  try {
+    const YAML::Node check = YAML::Load("k:" + render(2));
+    if (!check["k"].IsScalar() || check["k"].Scalar() != text) {
+      return std::nullopt;
+    }
+  } catch (const YAML::Exception&) {
+    return std::nullopt;
+  }
+  return render(indent + 2);
+}
+
+std::optional<std::string> flow_sequence(const nlohmann::ordered_json& array) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    const auto& item = array[i];
+    if (!is_scalar(item) || (item.is_string() && item.get_ref<const std::string&>().find('\n') != std::string::npos)) {
+      return std::nullopt;
+    }
+    out += (i > 0 ? ", " : "") + scalar_text(item);
+  }
+  out += "]";
+  if (out.size() > 80) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+void emit_mapping(std::string& out, const nlohmann::ordered_json& object, int indent);
+
+void emit_sequence(std::string& out, const nlohmann::ordered_json& array, int indent) {
+  const std::string pad(static_cast<std::size_t>(indent), ' ');
+  for (const auto& item : array) {
+    if ((item.is_object() || item.is_array()) && !item.empty()) {
+      std::string nested;
+      if (item.is_object()) {
+        emit_mapping(nested, item, indent + 2);
+      } else {
+        emit_sequence(nested, item, indent + 2);
+      }
+      out += pad + "- " + nested.substr(static_cast<std::size_t>(indent) + 2);
+    } else if (item.is_object()) {
+      out += pad + "- {}\n";
+    } else if (item.is_array()) {
+      out += pad + "- []\n";
+    } else {
+      out += pad + "- " + scalar_text(item) + "\n";
+    }
+  }
+}
+
+void emit_mapping(std::string& out, const nlohmann::ordered_json& object, int indent) {
+  const std::string pad(static_cast<std::size_t>(indent), ' ');
+  for (const auto& [key, value] : object.items()) {
+    out += pad + string_text(key) + ":";
+    if (value.is_object()) {
+      if (value.empty()) {
+        out += " {}\n";
+      } else {
+        out += "\n";
+        emit_mapping(out, value, indent + 2);
+      }
+    } else if (value.is_array()) {
+      if (auto flow = flow_sequence(value)) {
+        out += " " + *flow + "\n";
+      } else {
+        out += "\n";
+        emit_sequence(out, value, indent + 2);
+      }
+    } else if (value.is_string() && value.get_ref<const std::string&>().find('\n') != std::string::npos) {
+      if (auto block = literal_block(value.get_ref<const std::string&>(), indent)) {
+        out += *block;
+      } else {
+        out += " " + double_quoted(value.get_ref<const std::string&>()) + "\n";
+      }
+    } else {
+      out += " " + scalar_text(value) + "\n";
+    }
+  }
+}
+
+} // namespace
+
+std::string emit_yaml(const nlohmann::ordered_json& document) {
+  std::string out;
+  if (document.is_object()) {
+    emit_mapping(out, document, 0);
+  } else if (document.is_array()) {
+    emit_sequence(out, document, 0);
+  } else {
+    out = scalar_text(document) + "\n";
+  }
+  return out;
+}
+
+} // namespace jobman::config::detail

@@ -1,0 +1,165 @@
+#include "jobman/core/jobs.hpp"
+
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+
+#include <filesystem>
+
+namespace jobman::core {
+
+using store::DesiredState;
+using store::Phase;
+
+std::filesystem::path store_path() { return util::jobman_home() / "jobman.db"; }
+
+store::JobStore open_store() { return store::JobStore::open(store_path()); }
+
+std::filesystem::path job_directory(std::int64_t id) { return util::jobman_home() / "jobs" / util::format_job_id(id); }
+
+std::string sweep_label(const config::JobConfig& config) {
+  std::string label;
+  for (const auto& [key, value] : config.sweep_point) {
+    if (!label.empty()) {
+      label += ',';
+    }
+    label += key + "=" + value;
+  }
+  return label;
+}
+
+store::NewJob to_new_job(const config::JobConfig& config, const std::string& user) {
+  store::NewJob job;
+  job.name = config.job.name;
+  job.user = user;
+  job.accelerator = config.tpu.accelerator.name;
+  job.zone = config.tpu.zone;
+  job.pricing = config::to_string(config.tpu.pricing);
+  job.tpu_name = config.tpu.name;
+  job.hosts = config.tpu.accelerator.hosts;
+  job.config_path = config.source_path.empty()
+                        ? std::string()
+                        : std::filesystem::absolute(config.source_path).lexically_normal().string();
+  job.sweep_label = sweep_label(config);
+  job.config_yaml = config.resolved_yaml;
+  return job;
+}
+
+std::string_view to_string(Request request) {
+  switch (request) {
+  case Request::resume: return "resume";
+  case Request::cancel: return "cancel";
+  case Request::remove: return "delete";
+  case Request::clean: return "clean";
+  }
+  return "?";
+}
+
+namespace {
+
+store::PhaseChange change_to(Phase to, std::string reason) {
+  store::PhaseChange change;
+  change.to = to;
+  change.reason = std::move(reason);
+  return change;
+}
+
+DesiredState desired_for(Request request) {
+  switch (request) {
+  case Request::resume: return DesiredState::run;
+  case Request::cancel: return DesiredState::stop;
+  case Request::remove: return DesiredState::remove;
+  case Request::clean: return DesiredState::clean;
+  }
+  return DesiredState::run;
+}
+
+// A job has something in the cloud once an attempt has started; only the supervisor may touch that.
+bool has_cloud_footprint(const store::JobRecord& job) { return job.attempt > 0 && job.phase != Phase::deleted; }
+
+// How far along the stop/delete/clean ladder a desired state is.
+int teardown_rank(DesiredState desired) {
+  switch (desired) {
+  case DesiredState::run: return 0;
+  case DesiredState::stop: return 1;
+  case DesiredState::remove: return 2;
+  case DesiredState::clean: return 3;
+  }
+  return 0;
+}
+
+RequestOutcome outcome(const store::JobRecord& job, bool changed, bool done, std::string message) {
+  return RequestOutcome{job.id, changed, done, std::move(message), std::string(store::to_string(job.phase))};
+}
+
+RequestOutcome resume(store::JobStore& store, const store::JobRecord& job) {
+  if (job.phase == Phase::succeeded) {
+    throw Error("job " + util::format_job_id(job.id) + " has already succeeded; create it again to rerun it");
+  }
+  if (job.desired == DesiredState::run && !store::is_terminal(job.phase)) {
+    return outcome(job, false, false, "already " + std::string(store::to_string(job.phase)));
+  }
+  store.set_desired_state(job.id, DesiredState::run, "resume requested");
+  if (store::is_terminal(job.phase)) {
+    store.transition(job.id, job.phase, change_to(Phase::pending, "resumed by the user"));
+  }
+  return outcome(store.get_job(job.id), true, false, "resume requested");
+}
+
+RequestOutcome tear_down(store::JobStore& store, const store::JobRecord& job, Request request) {
+  const DesiredState desired = desired_for(request);
+  const bool already_asked = teardown_rank(job.desired) >= teardown_rank(desired);
+  const std::string verb(to_string(request));
+  if (!already_asked) {
+    store.set_desired_state(job.id, desired, verb + " requested");
+  }
+  if (has_cloud_footprint(job)) {
+    // Stopping the workload and releasing the slice is the supervisor's work, under the job's lease.
+    return outcome(store.get_job(job.id), !already_asked, false, verb + " requested");
+  }
+  switch (request) {
+  case Request::cancel:
+    if (!store::is_terminal(job.phase)) {
+      if (store.transition(job.id, job.phase,
+                           change_to(Phase::cancelled, "cancelled before a slice was requested"))) {
+        return outcome(store.get_job(job.id), true, true, "cancelled");
+      }
+      // A supervisor moved the job meanwhile; it reads the desired state.
+      return outcome(store.get_job(job.id), true, false, verb + " requested");
+    }
+    return outcome(job, !already_asked, true, "already " + std::string(store::to_string(job.phase)));
+  case Request::remove:
+    if (job.phase != Phase::deleted) {
+      if (store.transition(job.id, job.phase,
+                           change_to(Phase::deleted, "deleted before a slice was requested"))) {
+        return outcome(store.get_job(job.id), true, true, "deleted");
+      }
+      return outcome(store.get_job(job.id), true, false, verb + " requested");
+    }
+    return outcome(job, !already_asked, true, "already DELETED");
+  case Request::clean: {
+    std::error_code ec;
+    std::filesystem::remove_all(job_directory(job.id), ec);
+    if (ec) {
+      throw Error("cannot remove " + job_directory(job.id).string() + ": " + ec.message());
+    }
+    store.remove_job(job.id);
+    RequestOutcome removed{job.id, true, true, "removed", ""};
+    return removed;
+  }
+  case Request::resume: break;
+  }
+  return outcome(job, false, false, "");
+}
+
+} // namespace
+
+RequestOutcome apply_request(store::JobStore& store, std::int64_t id, Request request) {
+  const store::JobRecord job = store.get_job(id);
+  if (request == Request::resume) {
+    return resume(store, job);
+  }
+  return tear_down(store, job, request);
+}
+
+} // namespace jobman::core

@@ -1,0 +1,205 @@
+#include "jobman/core/plan.hpp"
+
+#include "jobman/util/strings.hpp"
+
+#include <cctype>
+
+namespace jobman::core {
+
+namespace {
+
+// Lower-case letters, digits and dashes; starts with a letter; no trailing or doubled dash.
+std::string sanitize_resource_part(const std::string& text) {
+  std::string out;
+  for (const char raw : text) {
+    const auto c = static_cast<unsigned char>(raw);
+    char next = '-';
+    if (std::isalnum(c) != 0) {
+      next = static_cast<char>(std::tolower(c));
+    }
+    if (next == '-' && (out.empty() || out.back() == '-')) {
+      continue;
+    }
+    out += next;
+  }
+  while (!out.empty() && out.back() == '-') {
+    out.pop_back();
+  }
+  if (out.empty() || std::isalpha(static_cast<unsigned char>(out.front())) == 0) {
+    out = "tpu-" + out;
+  }
+  return out;
+}
+
+// GCP label values: lower-case letters, digits, '_' and '-', at most 63 characters.
+std::string sanitize_label_value(const std::string& text) {
+  std::string out;
+  for (const char raw : text) {
+    const auto c = static_cast<unsigned char>(raw);
+    if (std::isalnum(c) != 0 || raw == '_' || raw == '-') {
+      out += static_cast<char>(std::tolower(c));
+    } else {
+      out += '_';
+    }
+    if (out.size() == 63) {
+      break;
+    }
+  }
+  return out;
+}
+
+std::vector<int> all_workers(const config::JobConfig& config) {
+  std::vector<int> workers;
+  for (int w = 0; w < config.tpu.accelerator.hosts; ++w) {
+    workers.push_back(w);
+  }
+  return workers;
+}
+
+} // namespace
+
+std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int attempt) {
+  const std::string suffix = "-" + util::format_job_id(job_id) + "-a" + std::to_string(attempt);
+  std::string prefix = sanitize_resource_part(tpu_name);
+  if (prefix.size() + suffix.size() > 63) {
+    prefix.resize(63 - suffix.size());
+    while (!prefix.empty() && prefix.back() == '-') {
+      prefix.pop_back();
+    }
+  }
+  return prefix + suffix;
+}
+
+std::map<std::string, std::string> job_labels(const config::JobConfig& config, std::int64_t job_id,
+                                              const std::string& user, int attempt) {
+  std::map<std::string, std::string> labels = config.tpu.labels;
+  labels["jobman-job-id"] = util::format_job_id(job_id);
+  labels["jobman-owner"] = sanitize_label_value(user);
+  labels["jobman-attempt"] = std::to_string(attempt);
+  return labels;
+}
+
+nlohmann::json create_request_body(const config::JobConfig& config, const std::string& project,
+                                   std::int64_t job_id, const std::string& user, int attempt) {
+  const auto& tpu = config.tpu;
+  nlohmann::json node = {
+      {"acceleratorType", tpu.accelerator.name},
+      {"runtimeVersion", tpu.version},
+      {"labels", job_labels(config, job_id, user, attempt)},
+  };
+  if (!tpu.tags.empty()) {
+    node["tags"] = tpu.tags;
+  }
+  auto metadata = nlohmann::json(tpu.metadata);
+  if (tpu.startup_script) {
+    metadata["startup-script"] = *tpu.startup_script;
+  }
+  if (!metadata.empty()) {
+    node["metadata"] = metadata;
+  }
+  if (!tpu.network.empty() || !tpu.subnetwork.empty()) {
+    nlohmann::json network = {{"enableExternalIps", true}};
+    if (!tpu.network.empty()) {
+      network["network"] = tpu.network;
+    }
+    if (!tpu.subnetwork.empty()) {
+      network["subnetwork"] = tpu.subnetwork;
+    }
+    node["networkConfig"] = network;
+  }
+  if (!tpu.service_account.empty()) {
+    node["serviceAccount"] = {{"email", tpu.service_account}};
+  }
+  if (tpu.pricing == config::Pricing::preemptible) {
+    node["schedulingConfig"] = {{"preemptible", true}};
+  }
+  const std::string parent = "projects/" + project + "/locations/" + tpu.zone;
+  const std::string id = resource_id(tpu.name, job_id, attempt);
+  if (tpu.allocation_mode == config::AllocationMode::tpu_vm) {
+    if (tpu.pricing == config::Pricing::spot) {
+      node["schedulingConfig"] = {{"spot", true}};
+    }
+    return node;
+  }
+  nlohmann::json body = {
+      {"tpu", {{"nodeSpec", nlohmann::json::array({{{"parent", parent}, {"nodeId", id}, {"node", node}}})}}},
+  };
+  if (tpu.pricing == config::Pricing::spot) {
+    body["spot"] = nlohmann::json::object();
+  } else if (tpu.pricing == config::Pricing::ondemand) {
+    body["guaranteed"] = nlohmann::json::object();
+  }
+  if (tpu.queue_timeout_seconds) {
+    body["queueingPolicy"] = {{"validUntilDuration", std::to_string(*tpu.queue_timeout_seconds) + "s"}};
+  }
+  if (!tpu.reservation.empty()) {
+    body["reservationName"] = tpu.reservation;
+  }
+  return body;
+}
+
+std::vector<SetupStep> setup_steps(const config::JobConfig& config) {
+  std::vector<SetupStep> steps;
+  const std::vector<int> every = all_workers(config);
+  if (config.ssh) {
+    std::string summary = "install ssh key " + config.ssh->private_key;
+    if (!config.ssh->identities.empty()) {
+      summary += " and " + std::to_string(config.ssh->identities.size()) + " identities with their ~/.ssh/config entries";
+    }
+    steps.push_back({"ssh", summary, every});
+  }
+  if (config.gcsfuse) {
+    steps.push_back({"gcsfuse", "mount bucket gs://" + config.gcsfuse->bucket_name + " at " + config.gcsfuse->mount_path,
+                     every});
+  }
+  switch (config.job.env_type) {
+  case config::EnvType::venv:
+    if (config.venv) {
+      steps.push_back({"venv",
+                       "create virtualenv " + config.venv->name + " with " + config.venv->python +
+                           (config.venv->requirements_file.empty() ? std::string()
+                                                                   : " and install " + config.venv->requirements_file),
+                       every});
+    }
+    break;
+  case config::EnvType::conda:
+    if (config.conda) {
+      steps.push_back({"conda",
+                       "create conda environment " + config.conda->name +
+                           (config.conda->config_file.empty() ? std::string() : " from " + config.conda->config_file),
+                       every});
+    }
+    break;
+  case config::EnvType::docker:
+    if (config.docker) {
+      steps.push_back({"docker", "pull image " + config.docker->image, every});
+    }
+    break;
+  case config::EnvType::none: break;
+  }
+  const std::vector<int> run_on = config.command.workers.all ? every : config.command.workers.indices;
+  steps.push_back({"command",
+                   "launch the command detached with JOBMAN_JOB_ID, JOBMAN_ATTEMPT, JOBMAN_RESUME, JOBMAN_WORKER_ID, "
+                   "JOBMAN_NUM_WORKERS, JOBMAN_TPU_NAME, JOBMAN_ZONE and JOBMAN_ACCELERATOR set",
+                   run_on});
+  return steps;
+}
+
+nlohmann::json plan_json(const config::JobConfig& config, const std::string& project, const std::string& user) {
+  // The id is not known before the job is recorded; the plan shows attempt 1 of a job numbered 0.
+  const std::string parent = "projects/" + project + "/locations/" + config.tpu.zone;
+  const std::string id = resource_id(config.tpu.name, 0, 1);
+  const bool queued = config.tpu.allocation_mode == config::AllocationMode::queued_resources;
+  nlohmann::json api = {
+      {"method", "POST"},
+      {"url", parent + (queued ? "/queuedResources?queuedResourceId=" : "/nodes?nodeId=") + id},
+      {"body", create_request_body(config, project, 0, user, 1)},
+  };
+  nlohmann::json setup = nlohmann::json::array();
+  for (const auto& step : setup_steps(config)) {
+    setup.push_back({{"module", step.module}, {"summary", step.summary}, {"workers", step.workers}});
+  }
+  return {{"api", api}, {"setup", setup}};
+}
+
+} // namespace jobman::core

@@ -1,0 +1,28 @@
+// The job store's schema: an ordered list of forward migrations, one per PRAGMA user_version step.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace jobman::store::schema {
+
+// One step from `version - 1` to `version`, run in its own IMMEDIATE transaction.
+struct Migration {
+  int version;           // The user_version after this step.
+  std::string_view what; // What the step does, for messages.
+  std::string_view sql;  // The DDL it runs.
+};
+
+// Every migration in order; migrations()[i].version == i + 1.
+std::span<const Migration> migrations();
+
+// The version a fully migrated database has.
+int latest_version();
+
+// The DDL of version 1 exactly as the first release ran it (tests build old databases with it).
+std::string_view v1_sql();
+
+// The terminal phases as an SQL list; must stay identical to the WHERE of migration 2's jobs_unfinished index.
+inline constexpr std::string_view terminal_phase_list = "('SUCCEEDED','FAILED','CANCELLED','DELETED')";
+
+} // namespace jobman::store::schema

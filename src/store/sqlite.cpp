@@ -1,0 +1,271 @@
+#include "sqlite.hpp"
+
+#include "jobman/util/error.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <sqlite3.h>
+#include <thread>
+#include <utility>
+
+namespace jobman::store::sqlite {
+
+Database::Database(const std::string& path, OpenMode mode, int busy_timeout_ms) : path_(path) {
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+                    (mode == OpenMode::in_memory ? SQLITE_OPEN_MEMORY : 0);
+  const std::string name = mode == OpenMode::in_memory ? std::string(":memory:") : path;
+  const int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw Error(path_ + ": cannot open database: " + message);
+  }
+  sqlite3_busy_timeout(db_, busy_timeout_ms);
+  sqlite3_extended_result_codes(db_, 1);
+}
+
+Database::~Database() {
+  sqlite3_close_v2(db_);
+}
+
+void Database::fail(std::string_view what, int rc) const {
+  std::string message = sqlite3_errmsg(db_);
+  if (message.empty() || message == "not an error") {
+    message = sqlite3_errstr(rc);
+  }
+  throw Error(path_ + ": " + std::string(what) + ": " + message);
+}
+
+void Database::enable_wal(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto backoff = std::chrono::milliseconds(1);
+  std::string mode;
+  for (;;) {
+    sqlite3_stmt* stmt = nullptr;
+    int rc = sqlite3_prepare_v2(db_, "PRAGMA journal_mode=WAL", -1, &stmt, nullptr);
+    if (rc == SQLITE_OK) {
+      rc = sqlite3_step(stmt);
+      if (rc == SQLITE_ROW) {
+        const auto* text = sqlite3_column_text(stmt, 0);
+        mode = text != nullptr ? reinterpret_cast<const char*>(text) : "";
+        rc = SQLITE_OK;
+      }
+    }
+    sqlite3_finalize(stmt);
+    const int primary = rc & 0xff;
+    if (rc == SQLITE_OK && mode == "wal") {
+      return;
+    }
+    // A new database file being set up by another process makes the switch fail with BUSY (or report the old mode).
+    if (rc != SQLITE_OK && primary != SQLITE_BUSY && primary != SQLITE_LOCKED) {
+      fail("cannot switch to WAL mode", rc);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (rc != SQLITE_OK) {
+        fail("cannot switch to WAL mode", rc);
+      }
+      throw Error(path_ + ": cannot switch to WAL mode: the journal mode stays \"" + mode + "\"");
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(50));
+  }
+}
+
+void Database::execute(const std::string& sql) {
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
+  if (rc != SQLITE_OK) {
+    std::string message = error != nullptr ? error : sqlite3_errstr(rc);
+    sqlite3_free(error);
+    throw Error(path_ + ": " + message + " (in \"" + sql.substr(0, 60) + "\")");
+  }
+}
+
+std::int64_t Database::query_int(const std::string& sql) {
+  Statement statement(*this, sql);
+  if (!statement.step()) {
+    fail("no result from \"" + sql + "\"", SQLITE_ERROR);
+  }
+  return statement.column_int64(0);
+}
+
+std::string Database::query_text(const std::string& sql) {
+  Statement statement(*this, sql);
+  if (!statement.step()) {
+    fail("no result from \"" + sql + "\"", SQLITE_ERROR);
+  }
+  return statement.column_text(0);
+}
+
+std::int64_t Database::last_insert_rowid() const {
+  return sqlite3_last_insert_rowid(db_);
+}
+
+int Database::changes() const {
+  return sqlite3_changes(db_);
+}
+
+Statement::Statement(Database& db, std::string_view sql, bool persistent) : db_(&db) {
+  const unsigned flags = persistent ? SQLITE_PREPARE_PERSISTENT : 0;
+  const int rc = sqlite3_prepare_v3(db.handle(), sql.data(), static_cast<int>(sql.size()), flags, &stmt_, nullptr);
+  if (rc != SQLITE_OK) {
+    db.fail("cannot prepare \"" + std::string(sql.substr(0, 60)) + "\"", rc);
+  }
+}
+
+Statement::~Statement() {
+  sqlite3_finalize(stmt_);
+}
+
+void Statement::bind(int index, std::int64_t value) {
+  if (const int rc = sqlite3_bind_int64(stmt_, index, value); rc != SQLITE_OK) {
+    db_->fail("cannot bind parameter", rc);
+  }
+}
+
+void Statement::bind(int index, std::string_view value) {
+  // A default-constructed string_view has no data pointer, which SQLite would bind as NULL rather than "".
+  const char* data = value.data() != nullptr ? value.data() : "";
+  const int rc = sqlite3_bind_text64(stmt_, index, data, value.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+  if (rc != SQLITE_OK) {
+    db_->fail("cannot bind parameter", rc);
+  }
+}
+
+void Statement::bind_null(int index) {
+  if (const int rc = sqlite3_bind_null(stmt_, index); rc != SQLITE_OK) {
+    db_->fail("cannot bind parameter", rc);
+  }
+}
+
+void Statement::bind(int index, const std::optional<std::int64_t>& value) {
+  if (value) {
+    bind(index, *value);
+  } else {
+    bind_null(index);
+  }
+}
+
+void Statement::bind(int index, const std::optional<int>& value) {
+  if (value) {
+    bind(index, static_cast<std::int64_t>(*value));
+  } else {
+    bind_null(index);
+  }
+}
+
+int Statement::parameter_index(const char* name) const {
+  return sqlite3_bind_parameter_index(stmt_, name);
+}
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) {
+    return true;
+  }
+  if (rc == SQLITE_DONE) {
+    return false;
+  }
+  // Reset first so the connection is not left with a half-run statement.
+  sqlite3_reset(stmt_);
+  db_->fail("cannot run \"" + std::string(sqlite3_sql(stmt_)).substr(0, 60) + "\"", rc);
+}
+
+void Statement::run() {
+  while (step()) {
+  }
+}
+
+void Statement::reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+bool Statement::is_null(int column) const {
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
+
+std::int64_t Statement::column_int64(int column) const {
+  return sqlite3_column_int64(stmt_, column);
+}
+
+int Statement::column_int(int column) const {
+  return sqlite3_column_int(stmt_, column);
+}
+
+std::string Statement::column_text(int column) const {
+  return std::string(column_text_view(column));
+}
+
+std::string_view Statement::column_text_view(int column) const {
+  const auto* text = sqlite3_column_text(stmt_, column);
+  if (text == nullptr) {
+    return {};
+  }
+  return {reinterpret_cast<const char*>(text), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column))};
+}
+
+std::optional<std::int64_t> Statement::column_optional_int64(int column) const {
+  if (is_null(column)) {
+    return std::nullopt;
+  }
+  return column_int64(column);
+}
+
+std::optional<int> Statement::column_optional_int(int column) const {
+  if (is_null(column)) {
+    return std::nullopt;
+  }
+  return column_int(column);
+}
+
+StatementCache::Handle::Handle(Statement* statement, bool* in_use, std::unique_ptr<Statement> owned)
+    : statement_(statement), in_use_(in_use), owned_(std::move(owned)) {}
+
+StatementCache::Handle::~Handle() {
+  statement_->reset();
+  if (in_use_ != nullptr) {
+    *in_use_ = false;
+  }
+}
+
+StatementCache::Handle StatementCache::get(const std::string& sql) {
+  auto [it, inserted] = entries_.try_emplace(sql);
+  Entry& entry = it->second;
+  if (inserted) {
+    try {
+      entry.statement = std::make_unique<Statement>(*db_, sql, true);
+    } catch (...) {
+      entries_.erase(it);
+      throw;
+    }
+  }
+  if (entry.in_use) {
+    // Someone up the stack is still stepping the cached one (a callback calling back into the store).
+    auto fresh = std::make_unique<Statement>(*db_, sql);
+    Statement* raw = fresh.get();
+    return Handle(raw, nullptr, std::move(fresh));
+  }
+  entry.in_use = true;
+  return Handle(entry.statement.get(), &entry.in_use, nullptr);
+}
+
+Transaction::Transaction(Database& db) : db_(&db) {
+  db.execute("BEGIN IMMEDIATE");
+  open_ = true;
+}
+
+Transaction::~Transaction() {
+  if (open_) {
+    // Nothing useful can be done about a failed rollback here; SQLite rolls back on close anyway.
+    sqlite3_exec(db_->handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+void Transaction::commit() {
+  db_->execute("COMMIT");
+  open_ = false;
+}
+
+} // namespace jobman::store::sqlite

@@ -1,0 +1,229 @@
+// The job commands end to end: the real binary, a fresh JOBMAN_HOME per test.
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sys/stat.h>
+
+namespace jobman::test {
+namespace {
+
+const std::string kData = std::string(JOBMAN_TEST_DATA_DIR) + "/cli/";
+
+class CliJobs : public ::testing::Test {
+protected:
+  TempDir dir;
+  RunOptions opts() const {
+    RunOptions o;
+    o.env["JOBMAN_HOME"] = (dir / "home").string();
+    o.env["XDG_CONFIG_HOME"] = (dir / "config").string();
+    o.env["JOBMAN_PROJECT"] = "";
+    o.env["JOBMAN_CLOUD"] = "";
+    o.env["JOBMAN_ZONE"] = "";
+    o.env["NO_COLOR"] = "";
+    o.env["USER"] = "alice";
+    return o;
+  }
+  RunResult jm(const std::vector<std::string>& args) const { return run_jobman(args, opts()); }
+  nlohmann::json json_of(const std::vector<std::string>& args, int expected_exit = 0) const {
+    const auto r = jm(args);
+    EXPECT_EQ(r.exit_code, expected_exit) << r.err;
+    EXPECT_EQ(r.err, "") << "--json output must not be mixed with logging";
+    return nlohmann::json::parse(r.out);
+  }
+  std::string create(const std::string& config) const {
+    const auto r = jm({"create", config});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out.substr(0, r.out.find('\n'));
+  }
+};
+
+TEST_F(CliJobs, CreatePrintsZeroPaddedIdsThatListAndShowFind) {
+  EXPECT_EQ(create(kData + "train.yaml"), "000001");
+  EXPECT_EQ(create(kData + "train.yaml"), "000002");
+  const auto list = json_of({"list", "--json"});
+  ASSERT_EQ(list.size(), 2U);
+  EXPECT_EQ(list[0]["id"], 1);
+  EXPECT_EQ(list[0]["name"], "cli-train");
+  EXPECT_EQ(list[0]["user"], "alice");
+  EXPECT_EQ(list[0]["accelerator"], "v4-32");
+  EXPECT_EQ(list[0]["zone"], "us-central2-b");
+  EXPECT_EQ(list[0]["status"], "PENDING");
+  EXPECT_EQ(list[0]["hosts"], 4);
+  const auto show = json_of({"show", "2", "--json"});
+  EXPECT_EQ(show["id"], 2);
+  EXPECT_EQ(show["events"][0]["kind"], "created");
+
+  const auto table = jm({"list"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("JOB ID"), std::string::npos);
+  EXPECT_NE(table.out.find("HOST0 IP"), std::string::npos);
+  EXPECT_NE(table.out.find("000002"), std::string::npos);
+  EXPECT_EQ(table.out.find('\x1b'), std::string::npos) << "no colour without a terminal";
+}
+
+TEST_F(CliJobs, ConfigSnapshotIsNotAffectedByLaterEdits) {
+  const auto config = dir.write("job.yaml", "job:\n  name: snap\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                                            "command:\n  cmd: echo first\n");
+  const auto id = create(config.string());
+  dir.write("job.yaml", "job:\n  name: snap\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                        "command:\n  cmd: echo second\n");
+  const auto r = jm({"show", id, "--config"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("echo first"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("echo second"), std::string::npos) << r.out;
+}
+
+TEST_F(CliJobs, DryRunRecordsNothingAndShowsTheRequest) {
+  const auto r = jm({"create", kData + "train.yaml", "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("queuedResources?queuedResourceId="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"acceleratorType\": \"v4-32\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"spot\": {}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("python3 train.py --lr 0.001"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("workers 0-3"), std::string::npos) << r.out;
+  EXPECT_EQ(json_of({"list", "--all", "--json"}).size(), 0U);
+
+  const auto plan = json_of({"create", kData + "train.yaml", "--dry-run", "--json"});
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(plan[0]["plan"]["api"]["body"]["tpu"]["nodeSpec"][0]["node"]["acceleratorType"], "v4-32");
+}
+
+TEST_F(CliJobs, BadConfigNamesFileLineAndKeyAndRecordsNothing) {
+  const auto r = jm({"create", kData + "bad-key.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad-key.yaml:6:3: tpu.pricng: unknown key (did you mean 'pricing'?)"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(json_of({"list", "--all", "--json"}).size(), 0U);
+}
+
+TEST_F(CliJobs, SetAndSweepCreateOneJobPerCombination) {
+  const auto r = jm({"create", kData + "train.yaml", "--set", "tpu.accelerator=v4-8", "--sweep", "vars.lr=0.1,0.2",
+                     "--sweep", "command.workers=0,all"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "000001\n000002\n000003\n000004\n");
+  const auto list = json_of({"list", "--json"});
+  ASSERT_EQ(list.size(), 4U);
+  std::set<std::string> names;
+  for (const auto& job : list) {
+    EXPECT_EQ(job["accelerator"], "v4-8");
+    names.insert(job["name"].get<std::string>());
+    EXPECT_FALSE(job["sweep"].is_null());
+  }
+  EXPECT_EQ(names.size(), 4U) << "sweep members must be told apart by name";
+}
+
+TEST_F(CliJobs, ExitCodesFollowTheTable) {
+  EXPECT_EQ(jm({"show", "42"}).exit_code, 3);
+  EXPECT_NE(jm({"show", "42"}).err.find("no job 000042"), std::string::npos);
+  EXPECT_EQ(jm({"show", "abc"}).exit_code, 2);
+  EXPECT_EQ(jm({"frobnicate"}).exit_code, 2);
+  EXPECT_EQ(jm({"list", "--bogus"}).exit_code, 2);
+  EXPECT_EQ(jm({"create"}).exit_code, 2);
+  EXPECT_EQ(jm({"create", (dir / "missing.yaml").string()}).exit_code, 2);
+  EXPECT_EQ(jm({"list", "--status", "RUNING"}).exit_code, 2);
+  EXPECT_NE(jm({"list", "--status", "RUNING"}).err.find("did you mean RUNNING?"), std::string::npos);
+  EXPECT_EQ(jm({"--help"}).exit_code, 0);
+  EXPECT_EQ(jm({"cancel", "--help"}).exit_code, 0);
+}
+
+TEST_F(CliJobs, EveryCommandHelpHasExamples) {
+  for (const std::string cmd : {"create", "validate", "list", "show", "resume", "cancel", "delete", "clean",
+                                "settings", "completion"}) {
+    const auto r = jm({cmd, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.out.find("Examples:"), std::string::npos) << cmd << " --help has no examples";
+  }
+}
+
+TEST_F(CliJobs, CancelResumeDeleteCleanChangeTheDesiredState) {
+  create(kData + "train.yaml");
+  create(kData + "train.yaml");
+  auto r = jm({"cancel", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "000001: cancelled\n");
+  EXPECT_EQ(jm({"cancel", "1"}).exit_code, 0) << "cancel is safe to repeat";
+  auto job = json_of({"show", "1", "--json"});
+  EXPECT_EQ(job["status"], "CANCELLED");
+  EXPECT_EQ(job["desired"], "stop");
+
+  r = jm({"resume", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  job = json_of({"show", "1", "--json"});
+  EXPECT_EQ(job["status"], "PENDING");
+  EXPECT_EQ(job["desired"], "run");
+
+  r = jm({"delete", "1", "99"});
+  EXPECT_EQ(r.exit_code, 3) << "a missing id is reported after the others are handled";
+  EXPECT_NE(r.err.find("no job 000099"), std::string::npos);
+  EXPECT_EQ(json_of({"show", "1", "--json"})["status"], "DELETED");
+
+  r = jm({"clean", "--all-finished"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "000001: removed\n");
+  EXPECT_EQ(jm({"show", "1"}).exit_code, 3);
+  EXPECT_EQ(create(kData + "train.yaml"), "000003") << "ids are never reused";
+}
+
+TEST_F(CliJobs, ListFiltersByStatusNameAndUser) {
+  create(kData + "train.yaml");
+  create(kData + "train.yaml");
+  jm({"cancel", "2"});
+  auto r = jm({"list", "-q", "--status", "cancelled"});
+  EXPECT_EQ(r.out, "000002\n");
+  r = jm({"list", "-q", "--name", "cli-*"});
+  EXPECT_EQ(r.out, "000001\n000002\n");
+  r = jm({"list", "-q", "--name", "other-*"});
+  EXPECT_EQ(r.out, "");
+  r = jm({"list", "-q", "--user", "bob"});
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(CliJobs, StoreFilesAreReadableByTheOwnerOnly) {
+  create(kData + "train.yaml");
+  struct stat st{};
+  ASSERT_EQ(::stat((dir / "home" / "jobman.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  ASSERT_EQ(::stat((dir / "home").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700);
+}
+
+} // namespace
+} // namespace jobman::test
+
+namespace jobman::test {
+namespace {
+
+// Runs `jobman list` on a pseudo-terminal (util-linux `script`) so that colour decisions see a TTY.
+RunResult list_on_terminal(const TempDir& dir, bool no_color) {
+  RunOptions o;
+  o.env["JOBMAN_HOME"] = (dir / "home").string();
+  o.env["XDG_CONFIG_HOME"] = (dir / "config").string();
+  o.env["JOBMAN_ZONE"] = "";
+  o.env["TERM"] = "xterm";
+  o.env["NO_COLOR"] = no_color ? "1" : "";
+  return run_program({"/usr/bin/script", "-qec", jobman_binary() + " list", "/dev/null"}, o);
+}
+
+TEST(CliColor, ColourOnATerminalUnlessNoColor) {
+  TempDir dir;
+  RunOptions o;
+  o.env["JOBMAN_HOME"] = (dir / "home").string();
+  o.env["XDG_CONFIG_HOME"] = (dir / "config").string();
+  o.env["JOBMAN_ZONE"] = "";
+  ASSERT_EQ(run_jobman({"create", kData + "train.yaml"}, o).exit_code, 0);
+  const auto colored = list_on_terminal(dir, false);
+  ASSERT_EQ(colored.exit_code, 0) << colored.err;
+  EXPECT_NE(colored.out.find("\x1b["), std::string::npos) << colored.out;
+  const auto plain = list_on_terminal(dir, true);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("000001"), std::string::npos) << plain.out;
+  EXPECT_EQ(plain.out.find("\x1b["), std::string::npos) << plain.out;
+}
+
+} // namespace
+} // namespace jobman::test

@@ -1,0 +1,123 @@
+// Every malformed config in tests/data/configs/bad is rejected with the message its first line announces.
+#include "jobman/config/loader.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+
+namespace jobman::config {
+namespace {
+
+const std::filesystem::path bad_dir = JOBMAN_TEST_DATA_DIR "/configs/bad";
+
+std::vector<std::string> bad_files() {
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(bad_dir)) {
+    if (entry.path().extension() == ".yaml") {
+      out.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The text after "# expect: " on the file's first line.
+std::string expectation(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string first;
+  std::getline(in, first);
+  const std::string prefix = "# expect: ";
+  return first.rfind(prefix, 0) == 0 ? first.substr(prefix.size()) : std::string();
+}
+
+class ConfigBadFile : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ConfigBadFile, IsRejectedWithTheExpectedMessage) {
+  const auto path = bad_dir / GetParam();
+  const std::string expected = expectation(path);
+  ASSERT_FALSE(expected.empty()) << path << " has no '# expect: ' first line";
+  // Messages name the file as given; load it from its directory so they say just the file name.
+  const std::string text = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  }();
+  try {
+    parse_job_configs(text, GetParam());
+    FAIL() << path << " loaded without error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << "expected: " << expected << "\nactual:\n"
+                                                                       << e.what();
+    EXPECT_EQ(e.code(), ExitCode::usage);
+    EXPECT_FALSE(e.diagnostics().empty());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ConfigBadDirectory, ConfigBadFile, ::testing::ValuesIn(bad_files()),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param.substr(0, param_info.param.size() - 5);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST(ConfigBadFiles, DirectoryHoldsAtLeastThirtyCases) {
+  EXPECT_GE(bad_files().size(), 30u);
+}
+
+TEST(ConfigBadFiles, LoadingFromDiskNamesThePathAsGiven) {
+  const std::string path = (bad_dir / "bad-unknown-key.yaml").string();
+  try {
+    load_job_configs(path);
+    FAIL() << "loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(path + ":9:3: tpu.acelerator: unknown key (did you mean 'accelerator'?)"),
+              std::string::npos)
+        << e.what();
+    const auto& d = e.diagnostics();
+    const auto it = std::find_if(d.begin(), d.end(), [](const Diagnostic& x) { return x.where.line == 9; });
+    ASSERT_NE(it, d.end());
+    EXPECT_EQ(it->where.column, 3);
+    EXPECT_EQ(it->where.key_path, "tpu.acelerator");
+    EXPECT_EQ(it->hint, "did you mean 'accelerator'?");
+  }
+}
+
+TEST(ConfigBadFiles, AllProblemsAreReportedInDocumentOrder) {
+  const std::string text = "job:\n"
+                           "  name: x\n"
+                           "  loop: maybe\n"
+                           "tpu:\n"
+                           "  accelerator: v4-7\n"
+                           "  zone: us-central2-b\n"
+                           "  pricing: cheap\n"
+                           "command:\n"
+                           "  cmd: echo ${tpu.nope}\n"
+                           "recovery:\n"
+                           "  max_failures: -1\n";
+  try {
+    parse_job_configs(text, "many.yaml");
+    FAIL() << "loaded";
+  } catch (const ConfigError& e) {
+    const auto& d = e.diagnostics();
+    ASSERT_EQ(d.size(), 5u) << e.what();
+    std::vector<int> lines;
+    for (const auto& x : d) {
+      lines.push_back(x.where.line);
+    }
+    EXPECT_EQ(lines, (std::vector<int>{3, 5, 7, 9, 11}));
+  }
+}
+
+TEST(ConfigBadFiles, MissingFileIsAnIoErrorNotAConfigError) {
+  try {
+    load_job_configs("/nonexistent/jobman/config.yaml");
+    FAIL() << "loaded";
+  } catch (const ConfigError&) {
+    FAIL() << "a missing file is not a config problem";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/jobman/config.yaml"), std::string::npos);
+  }
+}
+
+} // namespace
+} // namespace jobman::config

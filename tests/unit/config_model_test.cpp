@@ -1,0 +1,294 @@
+// What a loaded config holds: defaults, keys the Python jobman ignored, secrets, warnings, JSON and YAML output.
+#include "jobman/config/loader.hpp"
+#include "support/temp_dir.hpp"
+
+#include <algorithm>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace jobman::config {
+namespace {
+
+const std::string minimal = "job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                            "command:\n  cmd: echo hi\n";
+
+JobConfig parse_one(const std::string& text, const LoadOptions& options = {}) {
+  auto configs = parse_job_configs(text, "model.yaml", options);
+  EXPECT_EQ(configs.size(), 1u);
+  return configs.front();
+}
+
+std::string error_of(const std::string& text, const LoadOptions& options = {}) {
+  try {
+    parse_job_configs(text, "model.yaml", options);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const ConfigWarning* find_warning(const JobConfig& c, const std::string& key_path) {
+  const auto it = std::find_if(c.warnings.begin(), c.warnings.end(),
+                               [&](const ConfigWarning& w) { return w.where.key_path == key_path; });
+  return it == c.warnings.end() ? nullptr : &*it;
+}
+
+TEST(ConfigModel, DefaultsAreFilledIn) {
+  const auto c = parse_one(minimal);
+  EXPECT_EQ(c.job.env_type, EnvType::none);
+  EXPECT_TRUE(c.job.loop);
+  EXPECT_EQ(c.tpu.name, "demo");
+  EXPECT_EQ(c.tpu.version, "tpu-ubuntu2204-base");
+  EXPECT_EQ(c.tpu.pricing, Pricing::spot);
+  EXPECT_EQ(c.tpu.allocation_mode, AllocationMode::queued_resources);
+  EXPECT_EQ(c.tpu.queue_timeout_seconds, std::nullopt);
+  EXPECT_FALSE(c.tpu.keep_on_success);
+  EXPECT_TRUE(c.command.workers.all);
+  EXPECT_EQ(c.recovery.max_preemptions, std::nullopt);
+  EXPECT_EQ(c.recovery.max_failures, 0);
+  EXPECT_EQ(c.recovery.restart_exit_codes, (std::vector<int>{42}));
+  EXPECT_EQ(c.recovery.poll_interval_seconds, 30);
+  EXPECT_EQ(c.recovery.backoff_initial_seconds, 10);
+  EXPECT_EQ(c.recovery.backoff_max_seconds, 600);
+  EXPECT_DOUBLE_EQ(c.recovery.backoff_multiplier, 2.0);
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_TRUE(c.sweep_point.empty());
+  EXPECT_EQ(c.source_path, "");
+}
+
+TEST(ConfigModel, ZoneDefaultsToTheSettingsZone) {
+  const std::string text = "job:\n  name: demo\ntpu:\n  accelerator: v5e-4\ncommand:\n  cmd: echo\n";
+  LoadOptions options;
+  options.default_zone = "us-west4-a";
+  const auto c = parse_one(text, options);
+  EXPECT_EQ(c.tpu.zone, "us-west4-a");
+  EXPECT_EQ(c.tpu.accelerator.name, "v5litepod-4") << "the alias resolves to the API name";
+  EXPECT_EQ(c.tpu.version, "v2-alpha-tpuv5-lite");
+  EXPECT_EQ(error_of(text), "model.yaml:3:1: tpu.zone: required key is missing (set tpu.zone, or a default zone in "
+                            "settings.yaml (zone:) or JOBMAN_ZONE)");
+}
+
+TEST(ConfigModel, RecoverySectionIsRead) {
+  const auto c = parse_one(minimal + "recovery:\n  max_preemptions: 5\n  max_failures: 2\n"
+                                     "  restart_exit_codes: [42, 75]\n  poll_interval: 2m\n"
+                                     "  backoff:\n    initial: 1s\n    max: 1h30m\n    multiplier: 1.5\n");
+  EXPECT_EQ(c.recovery.max_preemptions, 5);
+  EXPECT_EQ(c.recovery.max_failures, 2);
+  EXPECT_EQ(c.recovery.restart_exit_codes, (std::vector<int>{42, 75}));
+  EXPECT_EQ(c.recovery.poll_interval_seconds, 120);
+  EXPECT_EQ(c.recovery.backoff_initial_seconds, 1);
+  EXPECT_EQ(c.recovery.backoff_max_seconds, 5400);
+  EXPECT_DOUBLE_EQ(c.recovery.backoff_multiplier, 1.5);
+  EXPECT_NE(c.resolved_yaml.find("max: 1h30m\n"), std::string::npos) << c.resolved_yaml;
+  EXPECT_EQ(parse_one(minimal + "recovery:\n  poll_interval: 45\n").recovery.poll_interval_seconds, 45);
+}
+
+TEST(ConfigModel, LoopFalseMeansNoPreemptionBudgetUnlessGivenExplicitly) {
+  const std::string no_loop = "job:\n  name: demo\n  loop: false\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                              "command:\n  cmd: echo\n";
+  EXPECT_EQ(parse_one(no_loop).recovery.max_preemptions, 0);
+  EXPECT_EQ(parse_one(no_loop + "recovery:\n  max_preemptions: 3\n").recovery.max_preemptions, 3);
+  EXPECT_EQ(parse_one(no_loop + "recovery:\n  max_preemptions: unlimited\n").recovery.max_preemptions, std::nullopt);
+  EXPECT_EQ(parse_one(no_loop + "recovery:\n  max_preemptions: null\n").recovery.max_preemptions, std::nullopt);
+  const auto c = parse_one(no_loop + "recovery:\n  max_preemptions: unlimited\n");
+  EXPECT_EQ(parse_one(c.resolved_yaml).recovery.max_preemptions, std::nullopt) << "the explicit value survives";
+}
+
+TEST(ConfigModel, TpuKeysOfJobmanAreRead) {
+  const auto c = parse_one("job:\n  name: demo\ntpu:\n  accelerator: v5p-16\n  zone: us-east5-a\n"
+                           "  queue_timeout: 1h\n  network: net\n  subnetwork: sub\n"
+                           "  service_account: sa@p.iam.gserviceaccount.com\n  reservation: res-1\n"
+                           "  labels: {team: research, cost-center: ml_42}\n  keep_on_success: yes\n"
+                           "  startup_script: |\n    #!/bin/bash\n    echo start\n"
+                           "command:\n  cmd: echo\n  workers: [1, 0]\n");
+  EXPECT_EQ(c.tpu.queue_timeout_seconds, 3600);
+  EXPECT_EQ(c.tpu.network, "net");
+  EXPECT_EQ(c.tpu.subnetwork, "sub");
+  EXPECT_EQ(c.tpu.service_account, "sa@p.iam.gserviceaccount.com");
+  EXPECT_EQ(c.tpu.reservation, "res-1");
+  EXPECT_EQ(c.tpu.labels.at("cost-center"), "ml_42");
+  EXPECT_TRUE(c.tpu.keep_on_success);
+  EXPECT_EQ(c.tpu.startup_script, "#!/bin/bash\necho start\n");
+  EXPECT_EQ(c.tpu.version, "v2-alpha-tpuv5");
+  EXPECT_EQ(c.command.workers.indices, (std::vector<int>{0, 1})) << "indices are sorted";
+  EXPECT_EQ(c.command.workers.to_gcloud(), "0,1");
+}
+
+TEST(ConfigModel, GcloudFlagsWithAnApiEquivalentMoveIntoTheModel) {
+  const auto c = parse_one("job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                           "  tags: [base]\n"
+                           "  flags:\n    - --network=vpc\n    - --subnetwork sub\n    - --service-account\n"
+                           "    - sa@x.iam.gserviceaccount.com\n    - --reserved\n    - --internal-ips\n"
+                           "    - --tags=a,b\n    - --labels=team=ml,env=dev\n    - --metadata=owner=me\n"
+                           "    - --reservation=r1\n    - --boot-disk-size=200\n    - --spot\n"
+                           "command:\n  cmd: echo\n");
+  EXPECT_EQ(c.tpu.network, "vpc");
+  EXPECT_EQ(c.tpu.subnetwork, "sub");
+  EXPECT_EQ(c.tpu.service_account, "sa@x.iam.gserviceaccount.com");
+  EXPECT_TRUE(c.tpu.reserved);
+  EXPECT_TRUE(c.tpu.internal_ips);
+  EXPECT_EQ(c.tpu.reservation, "r1");
+  EXPECT_EQ(c.tpu.tags, (std::vector<std::string>{"base", "a", "b"}));
+  EXPECT_EQ(c.tpu.labels, (std::map<std::string, std::string>{{"env", "dev"}, {"team", "ml"}}));
+  EXPECT_EQ(c.tpu.metadata.at("owner"), "me");
+  EXPECT_EQ(c.tpu.flags, (std::vector<std::string>{"--boot-disk-size=200", "--spot"}));
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0].where.key_path, "tpu.flags");
+  EXPECT_EQ(c.warnings[0].where.line, 8) << "the list of flags starts on line 8";
+  EXPECT_NE(c.warnings[0].message.find("--boot-disk-size=200, --spot"), std::string::npos) << c.warnings[0].message;
+  // The snapshot holds the mapped values as keys and only the rest as flags.
+  const auto again = parse_one(c.resolved_yaml);
+  EXPECT_EQ(to_json(again), to_json(c));
+  EXPECT_EQ(again.warnings.size(), 1u);
+}
+
+TEST(ConfigModel, EmptyFlagsNeedNoWarning) {
+  const auto c = parse_one("job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n  flags: []\n"
+                           "command:\n  cmd: echo\n");
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(ConfigModel, EmailApiKeyIsNeverInTheSnapshot) {
+  const std::string text = minimal + "brevo_email:\n  api_key: xkeysib-secret-123\n  sender: a@b.c\n"
+                                     "  receiver: me@b.c\n";
+  const auto c = parse_one(text);
+  ASSERT_TRUE(c.email);
+  EXPECT_EQ(c.email->api_key, "xkeysib-secret-123");
+  EXPECT_TRUE(c.email->enabled());
+  EXPECT_EQ(c.resolved_yaml.find("xkeysib-secret-123"), std::string::npos);
+  EXPECT_NE(c.resolved_yaml.find("api_key: \"<redacted>\""), std::string::npos) << c.resolved_yaml;
+  EXPECT_EQ(to_json(c).find("xkeysib-secret-123"), std::string::npos);
+  const ConfigWarning* w = find_warning(c, "brevo_email");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->message, "e-mail notifications are not sent yet: this section has no effect");
+  EXPECT_EQ(w->where.line, 8);
+  EXPECT_EQ(c.warnings.size(), 1u);
+}
+
+TEST(ConfigModel, EmailApiKeyFromTheEnvironmentKeepsItsReference) {
+  ::setenv("JOBMAN_TEST_BREVO_KEY", "xkeysib-from-env", 1);
+  const auto c = parse_one(minimal + "brevo_email:\n  api_key: ${oc.env:JOBMAN_TEST_BREVO_KEY}\n  receiver: a@b.c\n");
+  EXPECT_EQ(c.email->api_key, "xkeysib-from-env");
+  EXPECT_EQ(c.resolved_yaml.find("xkeysib-from-env"), std::string::npos);
+  EXPECT_NE(c.resolved_yaml.find("api_key: \"${oc.env:JOBMAN_TEST_BREVO_KEY}\""), std::string::npos) << c.resolved_yaml;
+  EXPECT_EQ(parse_one(c.resolved_yaml).email->api_key, "xkeysib-from-env");
+  ::unsetenv("JOBMAN_TEST_BREVO_KEY");
+}
+
+TEST(ConfigModel, EmailSectionWithoutKeyIsQuiet) {
+  const auto c = parse_one(minimal + "brevo_email:\n  api_key: null\n  sender: null\n  receiver: null\n");
+  ASSERT_TRUE(c.email);
+  EXPECT_FALSE(c.email->enabled());
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(ConfigModel, ZoneOutsideTheCatalogIsAWarning) {
+  const auto c = parse_one("job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: europe-west4-a\n"
+                           "command:\n  cmd: echo\n");
+  const ConfigWarning* w = find_warning(c, "tpu.zone");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->message, "v4 is not offered in europe-west4-a as far as jobman knows (known: us-central2-b)");
+  EXPECT_EQ(w->where.line, 5);
+  EXPECT_EQ(w->where.column, 9);
+}
+
+TEST(ConfigModel, RuntimeVersionOfAnotherGenerationIsAWarning) {
+  const auto c = parse_one("job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                           "  version: v2-alpha-tpuv6e\ncommand:\n  cmd: echo\n");
+  const ConfigWarning* w = find_warning(c, "tpu.version");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->message,
+            "runtime version 'v2-alpha-tpuv6e' is meant for v6e, not v4 (v4 usually runs tpu-ubuntu2204-base)");
+}
+
+TEST(ConfigModel, QueueTimeoutIsIgnoredForPlainTpuVms) {
+  const auto c = parse_one("job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                           "  allocation_mode: tpu-vm\n  queue_timeout: 10m\ncommand:\n  cmd: echo\n");
+  EXPECT_EQ(c.tpu.allocation_mode, AllocationMode::tpu_vm);
+  ASSERT_NE(find_warning(c, "tpu.queue_timeout"), nullptr);
+}
+
+TEST(ConfigModel, EnvironmentFilesAreRelativeToTheConfigAndCheckedOnlyWhenUsed) {
+  test::TempDir dir;
+  dir.write("envs/requirements.txt", "jax\n");
+  const auto path = dir.write("job.yaml", "job:\n  name: demo\n  env_type: venv\n"
+                                          "tpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                                          "venv:\n  name: train\n  requirements_file: envs/requirements.txt\n"
+                                          "conda:\n  name: fms\n  config_file: missing.yaml\n"
+                                          "command:\n  cmd: echo\n");
+  const auto configs = load_job_configs(path.string());
+  ASSERT_EQ(configs.size(), 1u);
+  const auto& c = configs[0];
+  EXPECT_EQ(c.venv->requirements_file, (dir.path() / "envs/requirements.txt").string());
+  EXPECT_EQ(c.conda->config_file, (dir.path() / "missing.yaml").string());
+  ASSERT_EQ(c.warnings.size(), 1u) << "only the unused conda section; its missing file is not checked";
+  EXPECT_EQ(c.warnings[0].where.key_path, "conda");
+}
+
+TEST(ConfigModel, MissingFileOfTheEnvironmentInUseIsAWarning) {
+  test::TempDir dir;
+  const auto path = dir.write("job.yaml", "job:\n  name: demo\n  env_type: conda\n"
+                                          "tpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                                          "conda:\n  name: fms\n  config_file: env.yaml\n"
+                                          "command:\n  cmd: echo\n");
+  const auto c = load_job_configs(path.string()).front();
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0].where.key_path, "conda.config_file");
+  EXPECT_EQ(c.warnings[0].message, "file not found: " + (dir.path() / "env.yaml").string());
+  EXPECT_EQ(c.warnings[0].where.file, path.string());
+  EXPECT_EQ(c.warnings[0].where.line, 9);
+}
+
+TEST(ConfigModel, JsonHasEverySectionInAStableOrder) {
+  const auto c = parse_one(minimal + "vars:\n  lr: 0.1\n");
+  const auto j = nlohmann::ordered_json::parse(to_json(c));
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : j.items()) {
+    keys.push_back(key);
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"job", "tpu", "gcsfuse", "ssh", "docker", "conda", "venv", "command",
+                                            "recovery", "vars", "brevo_email"}));
+  EXPECT_EQ(j["tpu"]["accelerator"], "v4-8");
+  EXPECT_EQ(j["command"]["workers"], "all");
+  EXPECT_EQ(j["recovery"]["max_failures"], 0);
+  EXPECT_EQ(j["recovery"]["poll_interval"], "30s");
+  EXPECT_EQ(j["vars"]["lr"], "0.1");
+  EXPECT_TRUE(j["gcsfuse"].is_null());
+  EXPECT_EQ(to_json(c, -1).find('\n'), std::string::npos);
+  EXPECT_EQ(to_json(c), to_json(parse_one(minimal + "vars:\n  lr: 0.1\n"))) << "deterministic";
+}
+
+TEST(ConfigModel, ResolvedYamlRoundTripsAwkwardStrings) {
+  const std::string text = "job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                           "  metadata:\n    a: \"null\"\n    b: \"  spaced  \"\n    c: \"true\"\n    d: \"#hash\"\n"
+                           "    e: \"tab\\there\"\n    f: \"é ü\"\n    g: \"\"\n    h: \"x: y\"\n"
+                           "command:\n  cmd: \"  indented first line\\n\\ttab\\n\\n\\nkeep trailing\\n\\n\"\n"
+                           "vars:\n  n: \"007\"\n  s: \"- dash\"\n";
+  const auto c = parse_one(text);
+  const auto again = parse_one(c.resolved_yaml);
+  EXPECT_EQ(again.tpu.metadata, c.tpu.metadata);
+  EXPECT_EQ(again.command.cmd, c.command.cmd);
+  EXPECT_EQ(again.vars, c.vars);
+  EXPECT_EQ(again.resolved_yaml, c.resolved_yaml);
+  const auto no_newline = parse_one("job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                                    "command:\n  cmd: |-\n    line one\n    line two\n");
+  EXPECT_EQ(no_newline.command.cmd, "line one\nline two");
+  EXPECT_EQ(parse_one(no_newline.resolved_yaml).command.cmd, "line one\nline two");
+}
+
+TEST(ConfigModel, UnusedEnvironmentSectionsAreNamedOnce) {
+  const auto c = parse_one(minimal + "docker:\n  image: python:3.11\n");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0].where.key_path, "docker");
+  EXPECT_EQ(c.warnings[0].message, "section not used: job.env_type is none");
+}
+
+TEST(ConfigModel, AnyOptionalSectionMayBeNull) {
+  const auto c = parse_one(minimal + "gcsfuse: null\nssh: null\ndocker: null\nconda: null\nvenv: null\n"
+                                     "recovery: null\nvars: null\nsweep: null\nbrevo_email: null\n");
+  EXPECT_FALSE(c.gcsfuse || c.ssh || c.docker || c.conda || c.venv || c.email);
+  EXPECT_EQ(c.recovery.max_failures, 0);
+}
+
+} // namespace
+} // namespace jobman::config

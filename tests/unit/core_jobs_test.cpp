@@ -1,0 +1,101 @@
+#include "jobman/core/jobs.hpp"
+#include "jobman/util/error.hpp"
+#include "support/temp_dir.hpp"
+
+#include <cstdlib>
+#include <gtest/gtest.h>
+
+namespace jobman::core {
+namespace {
+
+using store::DesiredState;
+using store::Phase;
+
+store::NewJob new_job(const std::string& name) {
+  store::NewJob job;
+  job.name = name;
+  job.user = "alice";
+  job.accelerator = "v4-8";
+  job.zone = "us-central2-b";
+  job.pricing = "spot";
+  job.tpu_name = name;
+  job.hosts = 1;
+  return job;
+}
+
+class CoreRequests : public ::testing::Test {
+protected:
+  test::TempDir dir;
+  store::JobStore store = store::JobStore::open_in_memory();
+  std::int64_t id = 0;
+  void SetUp() override {
+    ::setenv("JOBMAN_HOME", dir.path().c_str(), 1);
+    id = store.create_jobs({new_job("a")}).front();
+  }
+  void TearDown() override { ::unsetenv("JOBMAN_HOME"); }
+};
+
+TEST_F(CoreRequests, CancelOfAJobWithNothingInTheCloudEndsItAtOnce) {
+  const auto outcome = apply_request(store, id, Request::cancel);
+  EXPECT_TRUE(outcome.changed);
+  EXPECT_TRUE(outcome.done);
+  const auto job = store.get_job(id);
+  EXPECT_EQ(job.phase, Phase::cancelled);
+  EXPECT_EQ(job.desired, DesiredState::stop);
+  const auto again = apply_request(store, id, Request::cancel);
+  EXPECT_FALSE(again.changed) << "repeating a cancel changes nothing";
+}
+
+TEST_F(CoreRequests, CancelOfARunningJobIsLeftToTheSupervisor) {
+  store.begin_attempt(id, "a-000001-a1", "a-000001-a1", "us-central2-b");
+  store::PhaseChange running;
+  running.to = Phase::running;
+  running.reason = "workload started";
+  ASSERT_TRUE(store.transition(id, Phase::pending, running));
+  const auto outcome = apply_request(store, id, Request::cancel);
+  EXPECT_TRUE(outcome.changed);
+  EXPECT_FALSE(outcome.done);
+  EXPECT_EQ(outcome.message, "cancel requested");
+  const auto job = store.get_job(id);
+  EXPECT_EQ(job.phase, Phase::running) << "only the supervisor stops a workload";
+  EXPECT_EQ(job.desired, DesiredState::stop);
+  // Asking for less than what is already asked changes nothing.
+  EXPECT_EQ(apply_request(store, id, Request::remove).changed, true);
+  EXPECT_EQ(apply_request(store, id, Request::cancel).changed, false);
+  EXPECT_EQ(store.get_job(id).desired, DesiredState::remove);
+}
+
+TEST_F(CoreRequests, ResumeBringsAStoppedJobBackToPending) {
+  apply_request(store, id, Request::cancel);
+  const auto outcome = apply_request(store, id, Request::resume);
+  EXPECT_TRUE(outcome.changed);
+  const auto job = store.get_job(id);
+  EXPECT_EQ(job.phase, Phase::pending);
+  EXPECT_EQ(job.desired, DesiredState::run);
+  EXPECT_FALSE(apply_request(store, id, Request::resume).changed);
+}
+
+TEST_F(CoreRequests, ResumeOfASucceededJobIsAnError) {
+  store::PhaseChange done;
+  done.to = Phase::succeeded;
+  done.reason = "exit 0";
+  ASSERT_TRUE(store.transition(id, std::nullopt, done));
+  EXPECT_THROW(apply_request(store, id, Request::resume), Error);
+}
+
+TEST_F(CoreRequests, CleanRemovesTheRecordAndTheJobDirectory) {
+  std::filesystem::create_directories(job_directory(id) / "attempt-1");
+  dir.write("jobs/" + std::string("000001") + "/attempt-1/worker-0.log", "step=1\n");
+  const auto outcome = apply_request(store, id, Request::clean);
+  EXPECT_TRUE(outcome.done);
+  EXPECT_FALSE(store.find_job(id).has_value());
+  EXPECT_FALSE(std::filesystem::exists(job_directory(id)));
+  EXPECT_THROW(apply_request(store, id, Request::clean), NoSuchJobError);
+}
+
+TEST_F(CoreRequests, MissingJobIsNoSuchJob) {
+  EXPECT_THROW(apply_request(store, 999, Request::cancel), NoSuchJobError);
+}
+
+} // namespace
+} // namespace jobman::core

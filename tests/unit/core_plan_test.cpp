@@ -1,0 +1,86 @@
+#include "jobman/config/loader.hpp"
+#include "jobman/core/plan.hpp"
+
+#include <gtest/gtest.h>
+#include <regex>
+
+namespace jobman::core {
+namespace {
+
+config::JobConfig load(const std::string& yaml) {
+  auto configs = config::parse_job_configs(yaml, "plan.yaml");
+  EXPECT_EQ(configs.size(), 1U);
+  return configs.front();
+}
+
+const std::string kBase = "job:\n  name: plan\ntpu:\n  accelerator: v4-32\n  zone: us-central2-b\n";
+
+TEST(PlanResourceId, IsAValidCloudIdAndEncodesJobAndAttempt) {
+  const std::regex valid("[a-z]([-a-z0-9]{0,61}[a-z0-9])?");
+  EXPECT_EQ(resource_id("yufeng-v4-128", 42, 1), "yufeng-v4-128-000042-a1");
+  EXPECT_EQ(resource_id("My_Run.v2", 7, 3), "my-run-v2-000007-a3");
+  EXPECT_TRUE(std::regex_match(resource_id("42 starts with a digit", 1, 1), valid));
+  const std::string long_name(200, 'x');
+  const auto id = resource_id(long_name, 123456, 12);
+  EXPECT_LE(id.size(), 63U);
+  EXPECT_TRUE(std::regex_match(id, valid)) << id;
+  EXPECT_TRUE(id.ends_with("-123456-a12"));
+  EXPECT_TRUE(std::regex_match(resource_id("a'b\"c $(touch /tmp/x) ;", 1, 1), valid));
+}
+
+TEST(PlanRequestBody, SpotQueuedResourceUsesTheApiFieldNames) {
+  const auto config = load(kBase + "  pricing: spot\n  tags: [a, b]\n  metadata:\n    owner: me\n"
+                                   "  startup_script: echo boot\ncommand:\n  cmd: run\n");
+  const auto body = create_request_body(config, "proj", 42, "alice", 2);
+  ASSERT_TRUE(body.contains("spot"));
+  EXPECT_TRUE(body["spot"].is_object());
+  EXPECT_FALSE(body.contains("guaranteed"));
+  const auto& spec = body["tpu"]["nodeSpec"][0];
+  EXPECT_EQ(spec["parent"], "projects/proj/locations/us-central2-b");
+  EXPECT_EQ(spec["nodeId"], "plan-000042-a2");
+  EXPECT_EQ(spec["node"]["acceleratorType"], "v4-32");
+  EXPECT_EQ(spec["node"]["runtimeVersion"], "tpu-ubuntu2204-base");
+  EXPECT_EQ(spec["node"]["labels"]["jobman-job-id"], "000042");
+  EXPECT_EQ(spec["node"]["labels"]["jobman-owner"], "alice");
+  EXPECT_EQ(spec["node"]["labels"]["jobman-attempt"], "2");
+  EXPECT_EQ(spec["node"]["tags"], nlohmann::json({"a", "b"}));
+  EXPECT_EQ(spec["node"]["metadata"]["owner"], "me");
+  EXPECT_EQ(spec["node"]["metadata"]["startup-script"], "echo boot");
+}
+
+TEST(PlanRequestBody, OnDemandIsGuaranteedAndQueueTimeoutIsValidUntilDuration) {
+  const auto config = load(kBase + "  pricing: ondemand\n  queue_timeout: 2h\ncommand:\n  cmd: run\n");
+  const auto body = create_request_body(config, "proj", 1, "alice", 1);
+  EXPECT_TRUE(body["guaranteed"].is_object());
+  EXPECT_FALSE(body.contains("spot"));
+  EXPECT_EQ(body["queueingPolicy"]["validUntilDuration"], "7200s");
+}
+
+TEST(PlanRequestBody, PreemptibleSetsTheNodeSchedulingConfig) {
+  const auto config = load(kBase + "  pricing: preemptible\ncommand:\n  cmd: run\n");
+  const auto body = create_request_body(config, "proj", 1, "alice", 1);
+  EXPECT_EQ(body["tpu"]["nodeSpec"][0]["node"]["schedulingConfig"]["preemptible"], true);
+  EXPECT_FALSE(body.contains("spot"));
+  EXPECT_FALSE(body.contains("guaranteed"));
+}
+
+TEST(PlanSetupSteps, RunInOrderOnEveryHostAndTheCommandOnTheSelectedOnes) {
+  const auto config = load(kBase + "  pricing: spot\n"
+                                   "gcsfuse:\n  bucket_name: b\n  mount_path: /mnt/b\n"
+                                   "ssh:\n  private_key: ~/.ssh/id_rsa\n"
+                                   "venv:\n  name: env\n  python: '3.10'\n"
+                                   "command:\n  cmd: run\n  workers: [0, 2]\n");
+  auto with_env = config;
+  with_env.job.env_type = config::EnvType::venv;
+  const auto steps = setup_steps(with_env);
+  ASSERT_EQ(steps.size(), 4U);
+  EXPECT_EQ(steps[0].module, "ssh");
+  EXPECT_EQ(steps[1].module, "gcsfuse");
+  EXPECT_EQ(steps[2].module, "venv");
+  EXPECT_EQ(steps[3].module, "command");
+  EXPECT_EQ(steps[0].workers, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(steps[3].workers, (std::vector<int>{0, 2}));
+}
+
+} // namespace
+} // namespace jobman::core

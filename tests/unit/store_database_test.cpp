@@ -1,0 +1,579 @@
+// The job store on disk: file modes, schema migrations, query plans, and several processes at once.
+#include "../../src/store/job_queries.hpp"
+#include "../../src/store/schema.hpp"
+#include "../../src/store/sqlite.hpp"
+#include "jobman/store/job_store.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/system.hpp"
+#include "support/temp_dir.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <cstdio>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <set>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace jobman::store {
+namespace {
+
+using sqlite::Database;
+using sqlite::OpenMode;
+using sqlite::Statement;
+
+NewJob make_job(const std::string& name) {
+  NewJob job;
+  job.name = name;
+  job.user = "alice";
+  job.accelerator = "v4-8";
+  job.zone = "us-central2-b";
+  job.pricing = "spot";
+  job.tpu_name = "jobman-" + name;
+  job.hosts = 1;
+  job.config_path = "/tmp/" + name + ".yaml";
+  job.config_yaml = "name: " + name + "\n";
+  return job;
+}
+
+unsigned mode_of(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    ADD_FAILURE() << "cannot stat " << path;
+    return 0;
+  }
+  return st.st_mode & 07777;
+}
+
+// Fork helpers: children report through their exit status and never return into the test.
+constexpr int child_ok = 0;
+constexpr int child_lost = 10;
+constexpr int child_locked = 11;
+constexpr int child_error = 12;
+
+// Forks `count` children that block until release() and then run `body(i)`, exiting with its result.
+class ChildProcesses {
+public:
+  ChildProcesses(int count, const std::function<int(int)>& body) {
+    int gate[2];
+    if (::pipe(gate) != 0) {
+      throw std::runtime_error("pipe failed");
+    }
+    for (int i = 0; i < count; ++i) {
+      const pid_t pid = ::fork();
+      if (pid < 0) {
+        throw std::runtime_error("fork failed");
+      }
+      if (pid == 0) {
+        ::close(gate[1]);
+        char byte = 0;
+        // Blocks until the parent closes the write end: every child starts at the same moment.
+        while (::read(gate[0], &byte, 1) < 0 && errno == EINTR) {
+        }
+        int result = child_error;
+        try {
+          result = body(i);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "child %d: %s\n", i, e.what());
+          result = std::strstr(e.what(), "locked") != nullptr ? child_locked : child_error;
+        }
+        std::fflush(stderr);
+        ::_exit(result);
+      }
+      pids_.push_back(pid);
+    }
+    ::close(gate[0]);
+    gate_ = gate[1];
+  }
+
+  // Lets every child run.
+  void release() {
+    ::close(gate_);
+    gate_ = -1;
+  }
+
+  // Waits for every child; returns their exit codes (-1 for a child killed by a signal).
+  std::vector<int> wait() {
+    if (gate_ >= 0) {
+      release();
+    }
+    std::vector<int> codes;
+    for (pid_t pid : pids_) {
+      int status = 0;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+    pids_.clear();
+    return codes;
+  }
+
+  ~ChildProcesses() {
+    if (!pids_.empty()) {
+      wait();
+    }
+  }
+
+  ChildProcesses(const ChildProcesses&) = delete;
+  ChildProcesses& operator=(const ChildProcesses&) = delete;
+
+private:
+  std::vector<pid_t> pids_;
+  int gate_ = -1;
+};
+
+// The query plan of `sql`, one line per step.
+std::vector<std::string> query_plan(Database& db, const std::string& sql) {
+  Statement explain(db, "EXPLAIN QUERY PLAN " + sql);
+  std::vector<std::string> plan;
+  while (explain.step()) {
+    plan.push_back(explain.column_text(3));
+  }
+  return plan;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) {
+    text += line + "\n";
+  }
+  return text;
+}
+
+bool scans_whole_jobs_table(const std::vector<std::string>& plan) {
+  return std::any_of(plan.begin(), plan.end(), [](const std::string& line) {
+    return line == "SCAN jobs" || line.starts_with("SCAN jobs USING ROWID") || line == "SCAN TABLE jobs";
+  });
+}
+
+TEST(StoreFile, DatabaseIsPrivateToItsOwner) {
+  test::TempDir tmp;
+  const auto dir = tmp / "home";
+  const auto path = dir / "jobman.db";
+  auto store = JobStore::open(path);
+  store.create_jobs({make_job("a")});
+  EXPECT_EQ(mode_of(dir), 0700U);
+  EXPECT_EQ(mode_of(path), 0600U);
+  ASSERT_TRUE(std::filesystem::exists(path.string() + "-wal")) << "the store runs in WAL mode";
+  EXPECT_EQ(mode_of(path.string() + "-wal"), 0600U);
+  EXPECT_EQ(mode_of(path.string() + "-shm"), 0600U);
+}
+
+TEST(StoreFile, ReopeningKeepsEverything) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  {
+    auto store = JobStore::open(path);
+    store.create_jobs({make_job("a"), make_job("b")});
+    store.append_event(2, "observation", "hello");
+  }
+  auto store = JobStore::open(path);
+  EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
+  EXPECT_EQ(store.get_job(2).name, "b");
+  EXPECT_EQ(store.events(2).back().message, "hello");
+  EXPECT_EQ(store.create_jobs({make_job("c")}), (std::vector<std::int64_t>{3}));
+  EXPECT_TRUE(store.integrity_ok());
+
+  Database raw(path.string(), OpenMode::read_write_create, 1000);
+  EXPECT_EQ(raw.query_text("PRAGMA journal_mode"), "wal");
+}
+
+TEST(StoreFile, EventsAreAppendOnly) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  auto store = JobStore::open(path);
+  const auto ids = store.create_jobs({make_job("a"), make_job("b")});
+  store.append_event(ids[0], "observation", "original");
+
+  Database raw(path.string(), OpenMode::read_write_create, 1000);
+  raw.execute("PRAGMA foreign_keys = ON");
+  try {
+    raw.execute("UPDATE events SET message = 'rewritten' WHERE job_id = 1");
+    FAIL() << "an UPDATE of events must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("append-only"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(raw.execute("DELETE FROM events WHERE job_id = 1"), Error) << "the job still exists";
+  EXPECT_EQ(store.events(ids[0]).back().message, "original");
+
+  store.remove_job(ids[0]);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM events WHERE job_id = 1"), 0) << "remove_job clears them";
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM events WHERE job_id = 2"), 1);
+}
+
+TEST(StoreFile, RemovedIdsAreNotReusedAcrossReopen) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  {
+    auto store = JobStore::open(path);
+    const auto ids = store.create_jobs({make_job("a"), make_job("b")});
+    store.remove_job(ids[1]);
+    store.remove_job(ids[0]);
+  }
+  auto store = JobStore::open(path);
+  EXPECT_EQ(store.create_jobs({make_job("c")}), (std::vector<std::int64_t>{3}));
+}
+
+TEST(StoreSchema, MigrationsAreNumberedInOrder) {
+  const auto steps = schema::migrations();
+  ASSERT_GE(steps.size(), 2U);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].version, static_cast<int>(i) + 1);
+    EXPECT_FALSE(steps[i].sql.empty());
+  }
+  EXPECT_EQ(schema::latest_version(), JobStore::current_schema_version());
+  EXPECT_EQ(steps[0].sql, schema::v1_sql());
+  EXPECT_NE(steps[1].sql.find(schema::terminal_phase_list), std::string_view::npos)
+      << "the list query must spell the terminal phases exactly as the partial index does";
+}
+
+TEST(StoreSchema, VersionOneDatabaseIsMigratedWithItsRowsIntact) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  {
+    // A database exactly as the first release left it.
+    Database v1(path.string(), OpenMode::read_write_create, 1000);
+    v1.execute("PRAGMA journal_mode = WAL");
+    v1.execute("BEGIN IMMEDIATE");
+    v1.execute(std::string(schema::v1_sql()));
+    v1.execute("PRAGMA user_version = 1");
+    v1.execute("COMMIT");
+    v1.execute(R"sql(
+      INSERT INTO jobs (name, user, accelerator, zone, pricing, tpu_name, hosts, phase, desired, phase_reason,
+                        attempt, preemptions, failures, host0_ip, exit_code, created_ms, updated_ms, phase_since_ms,
+                        finished_ms, config_path, sweep_label)
+      VALUES ('old-done', 'carol', 'v4-32', 'us-central2-b', 'spot', 'jobman-000001', 4, 'SUCCEEDED', 'run', 'exit 0',
+              2, 1, 0, '', 0, 1000, 5000, 4000, 4000, '/c/old.yaml', 'lr=0.1'),
+             ('old-running', 'carol', 'v4-8', 'us-central2-b', 'ondemand', 'jobman-000002', 1, 'RUNNING', 'run', '',
+              1, 0, 0, '10.0.0.9', NULL, 2000, 3000, 3000, NULL, '/c/run.yaml', '');
+      INSERT INTO job_configs (job_id, config_yaml) VALUES (1, 'name: old-done'), (2, 'name: old-running');
+      INSERT INTO attempts (job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code)
+      VALUES (1, 1, 'qr-1', 'node-1', 'us-central2-b', 1500, 2500, 'preempted', 143),
+             (1, 2, 'qr-2', 'node-2', 'us-central2-b', 2600, 4000, 'succeeded', 0);
+      INSERT INTO events (job_id, ts_ms, kind, from_phase, to_phase, message, data_json)
+      VALUES (1, 1000, 'created', NULL, 'PENDING', 'created old-done', ''),
+             (1, 4000, 'phase', 'RUNNING', 'SUCCEEDED', 'exit 0', '{"exit_code":0}'),
+             (2, 2000, 'created', NULL, 'PENDING', 'created old-running', '');
+      INSERT INTO leases (job_id, owner, acquired_ms, heartbeat_ms, expires_ms) VALUES (2, 'host/1/1', 2000, 3000, 9000);
+    )sql");
+    ASSERT_EQ(v1.query_int("PRAGMA user_version"), 1);
+  }
+
+  auto store = JobStore::open(path);
+  EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
+  EXPECT_TRUE(store.integrity_ok());
+
+  const auto done = store.get_job(1, true);
+  EXPECT_EQ(done.name, "old-done");
+  EXPECT_EQ(done.user, "carol");
+  EXPECT_EQ(done.hosts, 4);
+  EXPECT_EQ(done.phase, Phase::succeeded);
+  EXPECT_EQ(done.attempt, 2);
+  EXPECT_EQ(done.preemptions, 1);
+  EXPECT_EQ(done.exit_code, 0);
+  EXPECT_EQ(done.finished_ms, 4000);
+  EXPECT_EQ(done.sweep_label, "lr=0.1");
+  EXPECT_EQ(done.config_yaml, "name: old-done");
+  const auto running = store.get_job(2);
+  EXPECT_EQ(running.phase, Phase::running);
+  EXPECT_EQ(running.host0_ip, "10.0.0.9");
+  EXPECT_EQ(running.exit_code, std::nullopt);
+  EXPECT_EQ(running.finished_ms, std::nullopt);
+
+  ASSERT_EQ(store.attempts(1).size(), 2U);
+  EXPECT_EQ(store.attempts(1)[0].outcome, "preempted");
+  const auto events = store.events(1);
+  ASSERT_EQ(events.size(), 2U);
+  EXPECT_EQ(events[1].from, Phase::running);
+  EXPECT_EQ(events[1].to, Phase::succeeded);
+  EXPECT_EQ(events[1].data_json, R"({"exit_code":0})");
+  ASSERT_TRUE(store.lease(2).has_value());
+  EXPECT_EQ(store.lease(2)->owner, "host/1/1");
+
+  // The default view now runs on the version 2 indexes and still finds the right rows.
+  JobFilter filter;
+  filter.now_ms = 4000 + 1000;
+  const auto listed = store.list_jobs(filter);
+  ASSERT_EQ(listed.size(), 2U);
+  filter.now_ms = 4000 + 25LL * 3600 * 1000;
+  ASSERT_EQ(store.list_jobs(filter).size(), 1U);
+  EXPECT_EQ(store.list_jobs(filter)[0].id, 2);
+
+  EXPECT_EQ(store.create_jobs({make_job("new")}), (std::vector<std::int64_t>{3}));
+  Database raw(path.string(), OpenMode::read_write_create, 1000);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_master WHERE name IN ('jobs_unfinished', 'jobs_finished')"), 2);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM job_configs"), 3);
+}
+
+TEST(StoreSchema, NewerDatabaseIsRefused) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  { auto store = JobStore::open(path); }
+  {
+    Database raw(path.string(), OpenMode::read_write_create, 1000);
+    raw.execute("PRAGMA user_version = 99");
+  }
+  try {
+    (void)JobStore::open(path);
+    FAIL() << "a database from a newer jobman must not be opened";
+  } catch (const Error& e) {
+    const std::string expected = path.string() + " was written by a newer jobman (schema 99, this jobman knows " +
+                                 std::to_string(JobStore::current_schema_version()) + ")";
+    EXPECT_EQ(e.what(), expected);
+  }
+}
+
+TEST(StoreSchema, ForeignDatabaseIsReportedWithItsPath) {
+  test::TempDir tmp;
+  const auto path = tmp.write("jobman.db", "this is not an SQLite database, just a file of text padded out. "
+                                           "SQLite looks at the first hundred bytes of the header.............");
+  try {
+    (void)JobStore::open(path);
+    FAIL() << "a file that is not a database must not be opened";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not a database"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StoreQueryPlan, DefaultListReadsIndexesNotTheWholeTable) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  {
+    auto store = JobStore::open(path);
+    std::vector<NewJob> jobs(2000, make_job("old"));
+    store.create_jobs(jobs);
+  }
+  Database raw(path.string(), OpenMode::read_write_create, 1000);
+  // Almost every job long finished, a few running: the shape of a store after months of use.
+  raw.execute("UPDATE jobs SET phase = 'SUCCEEDED', finished_ms = id WHERE id <= 1990");
+  raw.execute("UPDATE jobs SET phase = 'RUNNING' WHERE id > 1990");
+
+  std::vector<JobFilter> filters(4);
+  filters[1].user = "alice";
+  filters[2].phases = {Phase::running, Phase::failed};
+  filters[3].with_config = true;
+  filters[3].name_glob = "old*";
+  for (int analyzed = 0; analyzed < 2; ++analyzed) {
+    for (const auto& filter : filters) {
+      const auto plan = query_plan(raw, queries::list_jobs_sql(filter));
+      EXPECT_FALSE(scans_whole_jobs_table(plan)) << queries::list_jobs_sql(filter) << "\n" << joined(plan);
+      const auto text = joined(plan);
+      EXPECT_NE(text.find("jobs_unfinished"), std::string::npos) << text;
+      EXPECT_NE(text.find("jobs_finished"), std::string::npos) << text;
+      EXPECT_EQ(text.find("TEMP B-TREE FOR ORDER BY"), std::string::npos) << "ids come out in order\n" << text;
+    }
+    // Statistics must not talk the planner into a scan either.
+    raw.execute("ANALYZE");
+  }
+
+  JobFilter history;
+  history.include_history = true;
+  EXPECT_TRUE(scans_whole_jobs_table(query_plan(raw, queries::list_jobs_sql(history))))
+      << "sanity check: the history view does read the table";
+
+  auto store = JobStore::open(path);
+  JobFilter filter;
+  filter.now_ms = 1990;
+  filter.recent_ms = 90;
+  EXPECT_EQ(store.list_jobs(filter).size(), 10U + 91U) << "running jobs plus those finished at 1900 ms or later";
+}
+
+TEST(StoreQueryPlan, ListQueryDoesNotReadTheConfigSnapshot) {
+  JobFilter filter;
+  EXPECT_EQ(queries::list_jobs_sql(filter).find("config_yaml"), std::string::npos);
+  filter.include_history = true;
+  EXPECT_EQ(queries::list_jobs_sql(filter).find("config_yaml"), std::string::npos);
+  filter.with_config = true;
+  EXPECT_NE(queries::list_jobs_sql(filter).find("config_yaml"), std::string::npos);
+}
+
+TEST(StoreConcurrency, TwoStoresRacingForOneLeaseHaveOneWinner) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  auto first = JobStore::open(path);
+  auto second = JobStore::open(path);
+  constexpr int jobs = 200;
+  first.create_jobs(std::vector<NewJob>(jobs, make_job("lease")));
+
+  std::vector<int> won_by_first(jobs + 1, 0);
+  std::vector<int> won_by_second(jobs + 1, 0);
+  std::barrier start(2);
+  std::atomic<bool> failed{false};
+  const std::int64_t now = util::now_ms();
+  auto race = [&](JobStore& store, const std::string& owner, std::vector<int>& won) {
+    start.arrive_and_wait();
+    try {
+      for (int id = 1; id <= jobs; ++id) {
+        won[static_cast<std::size_t>(id)] = store.try_acquire_lease(id, owner, 60'000, now) ? 1 : 0;
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: %s\n", owner.c_str(), e.what());
+      failed = true;
+    }
+  };
+  std::thread a([&] { race(first, "first", won_by_first); });
+  std::thread b([&] { race(second, "second", won_by_second); });
+  a.join();
+  b.join();
+  ASSERT_FALSE(failed);
+  for (int id = 1; id <= jobs; ++id) {
+    const auto i = static_cast<std::size_t>(id);
+    ASSERT_EQ(won_by_first[i] + won_by_second[i], 1) << "job " << id;
+    const auto lease = first.lease(id);
+    ASSERT_TRUE(lease.has_value());
+    EXPECT_EQ(lease->owner, won_by_first[i] != 0 ? "first" : "second");
+  }
+
+  // Sequentially, across connections: the loser can only take over once the lease has expired.
+  EXPECT_FALSE(second.try_acquire_lease(1, "third", 1000, now + 59'999));
+  EXPECT_TRUE(second.try_acquire_lease(1, "third", 1000, now + 60'000));
+  EXPECT_FALSE(first.renew_lease(1, won_by_first[1] != 0 ? "first" : "second", 60'000, now + 60'001));
+}
+
+TEST(StoreConcurrency, ForkedProcessesRacingForOneLeaseHaveOneWinner) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  {
+    auto store = JobStore::open(path);
+    store.create_jobs({make_job("contested")});
+  }
+  constexpr int contenders = 12;
+  const std::int64_t now = util::now_ms();
+  ChildProcesses children(contenders, [&](int i) {
+    auto store = JobStore::open(path);
+    return store.try_acquire_lease(1, "owner-" + std::to_string(i), 60'000, now) ? child_ok : child_lost;
+  });
+  const auto codes = children.wait();
+  int winner = -1;
+  for (int i = 0; i < contenders; ++i) {
+    const int code = codes[static_cast<std::size_t>(i)];
+    ASSERT_TRUE(code == child_ok || code == child_lost) << "child " << i << " exited with " << code;
+    if (code == child_ok) {
+      ASSERT_EQ(winner, -1) << "two winners: " << winner << " and " << i;
+      winner = i;
+    }
+  }
+  ASSERT_NE(winner, -1) << "nobody won";
+  auto store = JobStore::open(path);
+  EXPECT_EQ(store.lease(1)->owner, "owner-" + std::to_string(winner));
+}
+
+TEST(StoreConcurrency, ProcessesOpeningABrandNewDatabaseTogetherEachCreateAJob) {
+  test::TempDir tmp;
+  // Neither the directory nor the database exists yet: every process races to create both.
+  const auto path = tmp / "home" / "jobman.db";
+  constexpr int processes = 32;
+  int results[2];
+  ASSERT_EQ(::pipe(results), 0);
+  std::vector<int> codes;
+  {
+    ChildProcesses children(processes, [&](int i) {
+      ::close(results[0]);
+      auto store = JobStore::open(path);
+      const auto ids = store.create_jobs({make_job("job-" + std::to_string(i))});
+      const std::int64_t id = ids.at(0);
+      // Eight bytes are below PIPE_BUF, so concurrent writes do not interleave.
+      if (::write(results[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) {
+        return child_error;
+      }
+      return child_ok;
+    });
+    codes = children.wait();
+  }
+  ::close(results[1]);
+  std::multiset<std::int64_t> reported;
+  std::int64_t id = 0;
+  while (::read(results[0], &id, sizeof id) == static_cast<ssize_t>(sizeof id)) {
+    reported.insert(id);
+  }
+  ::close(results[0]);
+
+  for (int i = 0; i < processes; ++i) {
+    EXPECT_NE(codes[static_cast<std::size_t>(i)], child_locked) << "child " << i << ": database is locked";
+    EXPECT_EQ(codes[static_cast<std::size_t>(i)], child_ok) << "child " << i;
+  }
+  std::multiset<std::int64_t> expected;
+  for (int i = 1; i <= processes; ++i) {
+    expected.insert(i);
+  }
+  EXPECT_EQ(reported, expected) << "32 distinct ids, 1 to 32";
+
+  auto store = JobStore::open(path);
+  EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
+  EXPECT_TRUE(store.integrity_ok());
+  JobFilter all;
+  all.include_history = true;
+  const auto jobs = store.list_jobs(all);
+  ASSERT_EQ(jobs.size(), static_cast<std::size_t>(processes));
+  for (const auto& job : jobs) {
+    const auto events = store.events(job.id);
+    ASSERT_EQ(events.size(), 1U);
+    EXPECT_EQ(events[0].kind, "created");
+  }
+  EXPECT_EQ(mode_of(path), 0600U);
+  EXPECT_EQ(mode_of(path.parent_path()), 0700U);
+}
+
+TEST(SqliteWrapper, TransactionRollsBackUnlessCommitted) {
+  Database db(":memory:", OpenMode::in_memory, 1000);
+  db.execute("CREATE TABLE t (x INTEGER)");
+  {
+    sqlite::Transaction transaction(db);
+    db.execute("INSERT INTO t VALUES (1)");
+  }
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM t"), 0);
+  {
+    sqlite::Transaction transaction(db);
+    db.execute("INSERT INTO t VALUES (2)");
+    transaction.commit();
+  }
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM t"), 1);
+  try {
+    sqlite::Transaction transaction(db);
+    db.execute("INSERT INTO t VALUES (3)");
+    throw std::runtime_error("interrupted");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM t"), 1) << "an exception rolls the transaction back";
+}
+
+TEST(SqliteWrapper, ErrorsNameTheDatabaseAndSqlitesMessage) {
+  test::TempDir tmp;
+  const auto path = (tmp / "x.db").string();
+  Database db(path, OpenMode::read_write_create, 1000);
+  try {
+    Statement bad(db, "SELECT x FROM nowhere");
+    FAIL() << "preparing a query on a missing table must fail";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.rfind(path, 0), 0U) << message;
+    EXPECT_NE(message.find("no such table: nowhere"), std::string::npos) << message;
+  }
+}
+
+TEST(SqliteWrapper, StatementsBindAndReadEveryType) {
+  Database db(":memory:", OpenMode::in_memory, 1000);
+  Statement query(db, "SELECT ?1, ?2, ?3, ?4, :named");
+  query.bind(1, std::int64_t{1} << 40);
+  query.bind(2, std::string_view("text"));
+  query.bind(3, std::optional<int>());
+  query.bind(4, std::optional<std::int64_t>(7));
+  ASSERT_EQ(query.parameter_index(":named"), 5);
+  query.bind(5, "literal");
+  ASSERT_TRUE(query.step());
+  EXPECT_EQ(query.column_int64(0), std::int64_t{1} << 40);
+  EXPECT_EQ(query.column_text(1), "text");
+  EXPECT_TRUE(query.is_null(2));
+  EXPECT_EQ(query.column_optional_int(2), std::nullopt);
+  EXPECT_EQ(query.column_optional_int64(3), 7);
+  EXPECT_EQ(query.column_text(4), "literal");
+  EXPECT_FALSE(query.step());
+}
+
+} // namespace
+} // namespace jobman::store

@@ -1,0 +1,500 @@
+#include "jobman/store/job_store.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/system.hpp"
+
+#include <algorithm>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace jobman::store {
+namespace {
+
+constexpr std::int64_t hour_ms = 3600LL * 1000;
+
+NewJob make_job(const std::string& name, const std::string& user = "alice") {
+  NewJob job;
+  job.name = name;
+  job.user = user;
+  job.accelerator = "v4-8";
+  job.zone = "us-central2-b";
+  job.pricing = "spot";
+  job.tpu_name = "jobman-" + name;
+  job.hosts = 1;
+  job.config_path = "/home/" + user + "/" + name + ".yaml";
+  job.config_yaml = "name: " + name + "\n";
+  return job;
+}
+
+std::vector<std::int64_t> ids_of(const std::vector<JobRecord>& jobs) {
+  std::vector<std::int64_t> ids;
+  ids.reserve(jobs.size());
+  for (const auto& job : jobs) {
+    ids.push_back(job.id);
+  }
+  return ids;
+}
+
+std::vector<std::string> kinds_of(const std::vector<EventRecord>& events) {
+  std::vector<std::string> kinds;
+  kinds.reserve(events.size());
+  for (const auto& event : events) {
+    kinds.push_back(event.kind);
+  }
+  return kinds;
+}
+
+PhaseChange to_phase(Phase phase, const std::string& reason = "test") {
+  PhaseChange change;
+  change.to = phase;
+  change.reason = reason;
+  return change;
+}
+
+TEST(StorePhase, NamesRoundTrip) {
+  for (Phase phase : all_phases()) {
+    EXPECT_EQ(parse_phase(to_string(phase)), phase) << to_string(phase);
+  }
+  EXPECT_EQ(all_phases().size(), 10U);
+  EXPECT_EQ(all_phases().front(), Phase::pending);
+  EXPECT_EQ(to_string(Phase::provisioning), "PROVISIONING");
+  EXPECT_EQ(parse_phase("running"), Phase::running) << "parsing ignores case";
+  EXPECT_EQ(parse_phase("Recovering"), Phase::recovering);
+  EXPECT_EQ(parse_phase("RUN"), std::nullopt);
+  EXPECT_EQ(parse_phase(""), std::nullopt);
+}
+
+TEST(StorePhase, TerminalPhasesAreTheFourEndings) {
+  std::vector<Phase> terminal;
+  for (Phase phase : all_phases()) {
+    if (is_terminal(phase)) {
+      terminal.push_back(phase);
+    }
+  }
+  EXPECT_EQ(terminal, (std::vector<Phase>{Phase::succeeded, Phase::failed, Phase::cancelled, Phase::deleted}));
+}
+
+TEST(StorePhase, DesiredStateNamesRoundTrip) {
+  for (DesiredState desired : {DesiredState::run, DesiredState::stop, DesiredState::remove, DesiredState::clean}) {
+    EXPECT_EQ(parse_desired_state(to_string(desired)), desired) << to_string(desired);
+  }
+  EXPECT_EQ(to_string(DesiredState::remove), "delete");
+  EXPECT_EQ(parse_desired_state("delete"), DesiredState::remove);
+  EXPECT_EQ(parse_desired_state("remove"), std::nullopt);
+}
+
+TEST(JobStore, InMemoryStoreIsMigratedToTheCurrentSchema) {
+  auto store = JobStore::open_in_memory();
+  EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
+  EXPECT_GE(JobStore::current_schema_version(), 2);
+  EXPECT_TRUE(store.integrity_ok());
+}
+
+TEST(JobStore, CreateJobsReturnsAscendingIdsAndStartsPending) {
+  auto store = JobStore::open_in_memory();
+  const auto before = util::now_ms();
+  const auto ids = store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
+  EXPECT_EQ(ids, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_TRUE(store.create_jobs({}).empty());
+  const auto job = store.get_job(2);
+  EXPECT_EQ(job.name, "b");
+  EXPECT_EQ(job.phase, Phase::pending);
+  EXPECT_EQ(job.desired, DesiredState::run);
+  EXPECT_EQ(job.attempt, 0);
+  EXPECT_GE(job.created_ms, before);
+  EXPECT_EQ(job.updated_ms, job.created_ms);
+  EXPECT_EQ(job.phase_since_ms, job.created_ms);
+  EXPECT_EQ(job.finished_ms, std::nullopt);
+  EXPECT_EQ(job.exit_code, std::nullopt);
+  const auto events = store.events(2);
+  ASSERT_EQ(events.size(), 1U);
+  EXPECT_EQ(events[0].kind, "created");
+  EXPECT_EQ(events[0].to, Phase::pending);
+  EXPECT_EQ(events[0].from, std::nullopt);
+  EXPECT_EQ(events[0].ts_ms, job.created_ms);
+}
+
+TEST(JobStore, EveryFieldRoundTrips) {
+  auto store = JobStore::open_in_memory();
+  NewJob fresh = make_job("train-lr0.1", "bob");
+  fresh.accelerator = "v5litepod-16";
+  fresh.zone = "europe-west4-b";
+  fresh.pricing = "ondemand";
+  fresh.tpu_name = "jobman-000001";
+  fresh.hosts = 4;
+  fresh.config_path = "/home/bob/sweep.yaml";
+  fresh.sweep_label = "lr=0.1,bs=32";
+  fresh.config_yaml = "name: train\ncommand: python train.py --lr 0.1\n# ünïcode and 'quotes'\n";
+  const auto id = store.create_jobs({fresh}).at(0);
+
+  store.begin_attempt(id, "qr-1", "node-1", fresh.zone);
+  PhaseChange change = to_phase(Phase::running, "all workers started");
+  change.host0_ip = "10.0.0.7";
+  change.exit_code = 42;
+  change.add_preemptions = 2;
+  change.add_failures = 1;
+  ASSERT_TRUE(store.transition(id, std::nullopt, change));
+  store.set_desired_state(id, DesiredState::stop, "user asked");
+
+  const auto job = store.get_job(id, true);
+  EXPECT_EQ(job.id, id);
+  EXPECT_EQ(job.name, fresh.name);
+  EXPECT_EQ(job.user, fresh.user);
+  EXPECT_EQ(job.accelerator, fresh.accelerator);
+  EXPECT_EQ(job.zone, fresh.zone);
+  EXPECT_EQ(job.pricing, fresh.pricing);
+  EXPECT_EQ(job.tpu_name, fresh.tpu_name);
+  EXPECT_EQ(job.hosts, 4);
+  EXPECT_EQ(job.phase, Phase::running);
+  EXPECT_EQ(job.desired, DesiredState::stop);
+  EXPECT_EQ(job.phase_reason, "all workers started");
+  EXPECT_EQ(job.attempt, 1);
+  EXPECT_EQ(job.preemptions, 2);
+  EXPECT_EQ(job.failures, 1);
+  EXPECT_EQ(job.host0_ip, "10.0.0.7");
+  EXPECT_EQ(job.exit_code, 42);
+  EXPECT_GE(job.updated_ms, job.created_ms);
+  EXPECT_GE(job.phase_since_ms, job.created_ms);
+  EXPECT_EQ(job.finished_ms, std::nullopt);
+  EXPECT_EQ(job.config_path, fresh.config_path);
+  EXPECT_EQ(job.sweep_label, fresh.sweep_label);
+  EXPECT_EQ(job.config_yaml, fresh.config_yaml);
+
+  EXPECT_EQ(store.get_job(id).config_yaml, "") << "the snapshot is read only when asked for";
+  const auto found = store.find_job(id, true);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->config_yaml, fresh.config_yaml);
+}
+
+TEST(JobStore, MissingJobsAreReportedByFormattedId) {
+  auto store = JobStore::open_in_memory();
+  EXPECT_EQ(store.find_job(42), std::nullopt);
+  try {
+    (void)store.get_job(42);
+    FAIL() << "get_job of a missing job must throw";
+  } catch (const NoSuchJobError& e) {
+    EXPECT_STREQ(e.what(), "no job 000042");
+    EXPECT_EQ(e.code(), ExitCode::no_such_job);
+  }
+  EXPECT_THROW(store.set_desired_state(42, DesiredState::stop, ""), NoSuchJobError);
+  EXPECT_THROW(store.transition(42, std::nullopt, to_phase(Phase::queued)), NoSuchJobError);
+  EXPECT_THROW(store.append_event(42, "observation", "x"), NoSuchJobError);
+  EXPECT_THROW(store.begin_attempt(42, "qr", "node", "zone"), NoSuchJobError);
+  EXPECT_THROW(store.end_attempt(42, 1, "failed", 1), NoSuchJobError);
+  EXPECT_THROW(store.try_acquire_lease(42, "me", 1000, 0), NoSuchJobError);
+  EXPECT_THROW(store.remove_job(42), NoSuchJobError);
+}
+
+TEST(JobStore, SetDesiredStateUpdatesTheJobAndRecordsAnEvent) {
+  auto store = JobStore::open_in_memory();
+  const auto id = store.create_jobs({make_job("a")}).at(0);
+  const auto updated = store.set_desired_state(id, DesiredState::stop, "cancelled by alice");
+  EXPECT_EQ(updated.desired, DesiredState::stop);
+  EXPECT_EQ(store.get_job(id).desired, DesiredState::stop);
+  EXPECT_GE(updated.updated_ms, updated.created_ms);
+  EXPECT_EQ(updated.phase, Phase::pending) << "desired state does not move the phase";
+
+  const auto events = store.events(id);
+  ASSERT_EQ(events.size(), 2U);
+  EXPECT_EQ(events[1].kind, "desired");
+  EXPECT_NE(events[1].message.find("cancelled by alice"), std::string::npos) << events[1].message;
+  EXPECT_NE(events[1].message.find("stop"), std::string::npos) << events[1].message;
+  const auto data = nlohmann::json::parse(events[1].data_json);
+  EXPECT_EQ(data.at("desired"), "stop");
+  EXPECT_EQ(data.at("reason"), "cancelled by alice");
+
+  EXPECT_EQ(store.set_desired_state(id, DesiredState::remove, "").desired, DesiredState::remove);
+  EXPECT_EQ(store.get_job(id).desired, DesiredState::remove);
+}
+
+TEST(JobStore, TransitionIsCompareAndSet) {
+  auto store = JobStore::open_in_memory();
+  const auto id = store.create_jobs({make_job("a")}).at(0);
+  EXPECT_FALSE(store.transition(id, Phase::running, to_phase(Phase::succeeded))) << "the job is PENDING, not RUNNING";
+  EXPECT_EQ(store.get_job(id).phase, Phase::pending);
+  EXPECT_EQ(store.events(id).size(), 1U) << "a refused transition records nothing";
+
+  EXPECT_TRUE(store.transition(id, Phase::pending, to_phase(Phase::queued, "waiting for capacity")));
+  const auto job = store.get_job(id);
+  EXPECT_EQ(job.phase, Phase::queued);
+  EXPECT_EQ(job.phase_reason, "waiting for capacity");
+  EXPECT_GE(job.phase_since_ms, job.created_ms);
+
+  const auto events = store.events(id);
+  ASSERT_EQ(events.size(), 2U);
+  EXPECT_EQ(events[1].kind, "phase");
+  EXPECT_EQ(events[1].from, Phase::pending);
+  EXPECT_EQ(events[1].to, Phase::queued);
+  EXPECT_EQ(events[1].message, "waiting for capacity");
+
+  EXPECT_FALSE(store.transition(id, Phase::pending, to_phase(Phase::provisioning)))
+      << "a second writer that read PENDING loses";
+  EXPECT_TRUE(store.transition(id, std::nullopt, to_phase(Phase::provisioning))) << "nullopt accepts any phase";
+  EXPECT_EQ(store.get_job(id).phase, Phase::provisioning);
+}
+
+TEST(JobStore, TransitionAccumulatesCountersAndKeepsUnsetFields) {
+  auto store = JobStore::open_in_memory();
+  const auto id = store.create_jobs({make_job("a")}).at(0);
+  PhaseChange up = to_phase(Phase::running);
+  up.host0_ip = "10.1.2.3";
+  ASSERT_TRUE(store.transition(id, std::nullopt, up));
+  PhaseChange preempted = to_phase(Phase::recovering, "slice preempted");
+  preempted.add_preemptions = 1;
+  ASSERT_TRUE(store.transition(id, Phase::running, preempted));
+  ASSERT_TRUE(store.transition(id, Phase::recovering, to_phase(Phase::running)));
+  ASSERT_TRUE(store.transition(id, Phase::running, preempted));
+  const auto job = store.get_job(id);
+  EXPECT_EQ(job.preemptions, 2);
+  EXPECT_EQ(job.failures, 0);
+  EXPECT_EQ(job.host0_ip, "10.1.2.3") << "an unset host0_ip leaves the stored one";
+  EXPECT_EQ(job.exit_code, std::nullopt);
+  const auto data = nlohmann::json::parse(store.events(id).back().data_json);
+  EXPECT_EQ(data.at("add_preemptions"), 1);
+}
+
+TEST(JobStore, FinishedTimeIsSetOnTerminalPhasesAndClearedOnLeavingThem) {
+  auto store = JobStore::open_in_memory();
+  const auto id = store.create_jobs({make_job("a")}).at(0);
+  ASSERT_TRUE(store.transition(id, std::nullopt, to_phase(Phase::running)));
+  EXPECT_EQ(store.get_job(id).finished_ms, std::nullopt);
+
+  PhaseChange failed = to_phase(Phase::failed, "exit code 1");
+  failed.exit_code = 1;
+  failed.add_failures = 1;
+  ASSERT_TRUE(store.transition(id, Phase::running, failed));
+  auto job = store.get_job(id);
+  ASSERT_TRUE(job.finished_ms.has_value());
+  EXPECT_EQ(*job.finished_ms, job.phase_since_ms);
+  EXPECT_EQ(job.exit_code, 1);
+  EXPECT_EQ(job.failures, 1);
+
+  ASSERT_TRUE(store.transition(id, Phase::failed, to_phase(Phase::queued, "resumed")));
+  job = store.get_job(id);
+  EXPECT_EQ(job.finished_ms, std::nullopt) << "resume leaves the terminal phase";
+
+  ASSERT_TRUE(store.transition(id, Phase::queued, to_phase(Phase::cancelled)));
+  EXPECT_TRUE(store.get_job(id).finished_ms.has_value());
+}
+
+TEST(JobStore, AttemptsAreNumberedAndClosed) {
+  auto store = JobStore::open_in_memory();
+  const auto id = store.create_jobs({make_job("a")}).at(0);
+  EXPECT_TRUE(store.attempts(id).empty());
+
+  const auto first = store.begin_attempt(id, "jobman-000001-a1", "jobman-000001-a1-node", "us-central2-b");
+  EXPECT_EQ(first.number, 1);
+  EXPECT_EQ(first.job_id, id);
+  EXPECT_EQ(store.get_job(id).attempt, 1);
+  PhaseChange failed = to_phase(Phase::recovering);
+  failed.exit_code = 143;
+  failed.host0_ip = "10.0.0.2";
+  ASSERT_TRUE(store.transition(id, std::nullopt, failed));
+  store.end_attempt(id, 1, "preempted", 143);
+
+  const auto second = store.begin_attempt(id, "jobman-000001-a2", "jobman-000001-a2-node", "us-central2-a");
+  EXPECT_EQ(second.number, 2);
+  auto job = store.get_job(id);
+  EXPECT_EQ(job.attempt, 2);
+  EXPECT_EQ(job.exit_code, std::nullopt) << "the previous attempt's exit code is cleared";
+  EXPECT_EQ(job.host0_ip, "") << "the previous attempt's worker address is cleared";
+
+  const auto attempts = store.attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].number, 1);
+  EXPECT_EQ(attempts[0].queued_resource, "jobman-000001-a1");
+  EXPECT_EQ(attempts[0].node, "jobman-000001-a1-node");
+  EXPECT_EQ(attempts[0].zone, "us-central2-b");
+  EXPECT_EQ(attempts[0].outcome, "preempted");
+  EXPECT_EQ(attempts[0].exit_code, 143);
+  ASSERT_TRUE(attempts[0].ended_ms.has_value());
+  EXPECT_GE(*attempts[0].ended_ms, attempts[0].started_ms);
+  EXPECT_EQ(attempts[1].number, 2);
+  EXPECT_EQ(attempts[1].zone, "us-central2-a");
+  EXPECT_EQ(attempts[1].outcome, "");
+  EXPECT_EQ(attempts[1].ended_ms, std::nullopt);
+  EXPECT_EQ(attempts[1].exit_code, std::nullopt);
+
+  EXPECT_THROW(store.end_attempt(id, 7, "failed", 1), Error);
+  const auto kinds = kinds_of(store.events(id));
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "attempt"), 3) << "two starts and one end";
+}
+
+TEST(JobStore, EventsComeBackOldestFirst) {
+  auto store = JobStore::open_in_memory();
+  const auto ids = store.create_jobs({make_job("a"), make_job("b")});
+  store.append_event(ids[0], "observation", "queued resource ACTIVE", R"({"state":"ACTIVE"})");
+  store.append_event(ids[1], "action", "other job");
+  ASSERT_TRUE(store.transition(ids[0], std::nullopt, to_phase(Phase::running)));
+  store.append_event(ids[0], "error", "ssh failed");
+
+  const auto events = store.events(ids[0]);
+  EXPECT_EQ(kinds_of(events), (std::vector<std::string>{"created", "observation", "phase", "error"}));
+  for (std::size_t i = 1; i < events.size(); ++i) {
+    EXPECT_GT(events[i].id, events[i - 1].id);
+    EXPECT_GE(events[i].ts_ms, events[i - 1].ts_ms);
+  }
+  EXPECT_EQ(events[1].job_id, ids[0]);
+  EXPECT_EQ(events[1].message, "queued resource ACTIVE");
+  EXPECT_EQ(events[1].data_json, R"({"state":"ACTIVE"})");
+  EXPECT_EQ(events[3].data_json, "");
+  EXPECT_EQ(kinds_of(store.events(ids[1])), (std::vector<std::string>{"created", "action"}));
+  EXPECT_TRUE(store.events(999).empty());
+}
+
+TEST(JobStore, RemovedJobsTakeTheirRowsAndTheirIdWithThem) {
+  auto store = JobStore::open_in_memory();
+  const auto ids = store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
+  store.begin_attempt(ids[2], "qr", "node", "zone");
+  ASSERT_TRUE(store.try_acquire_lease(ids[2], "driver", 1000, 0));
+  store.remove_job(ids[2]);
+  EXPECT_EQ(store.find_job(ids[2]), std::nullopt);
+  EXPECT_TRUE(store.events(ids[2]).empty());
+  EXPECT_TRUE(store.attempts(ids[2]).empty());
+  EXPECT_EQ(store.lease(ids[2]), std::nullopt);
+  EXPECT_EQ(store.events(ids[0]).size(), 1U) << "other jobs keep their events";
+
+  const auto again = store.create_jobs({make_job("d")});
+  EXPECT_EQ(again, (std::vector<std::int64_t>{4})) << "the highest id is not handed out twice";
+  EXPECT_TRUE(store.integrity_ok());
+}
+
+TEST(JobStoreFilter, DefaultViewShowsUnfinishedAndRecentlyFinishedJobs) {
+  auto store = JobStore::open_in_memory();
+  const auto ids = store.create_jobs({make_job("running"), make_job("done"), make_job("queued"), make_job("failed")});
+  ASSERT_TRUE(store.transition(ids[0], std::nullopt, to_phase(Phase::running)));
+  ASSERT_TRUE(store.transition(ids[1], std::nullopt, to_phase(Phase::succeeded)));
+  ASSERT_TRUE(store.transition(ids[2], std::nullopt, to_phase(Phase::queued)));
+  ASSERT_TRUE(store.transition(ids[3], std::nullopt, to_phase(Phase::failed)));
+
+  JobFilter recent;
+  EXPECT_EQ(ids_of(store.list_jobs(recent)), ids) << "jobs finished a moment ago are recent";
+
+  JobFilter tomorrow;
+  tomorrow.now_ms = util::now_ms() + 25 * hour_ms;
+  EXPECT_EQ(ids_of(store.list_jobs(tomorrow)), (std::vector<std::int64_t>{ids[0], ids[2]}))
+      << "25 h later only the unfinished jobs are left";
+
+  JobFilter short_window;
+  short_window.now_ms = util::now_ms() + 2 * hour_ms;
+  short_window.recent_ms = hour_ms;
+  EXPECT_EQ(ids_of(store.list_jobs(short_window)), (std::vector<std::int64_t>{ids[0], ids[2]}));
+
+  JobFilter history = tomorrow;
+  history.include_history = true;
+  EXPECT_EQ(ids_of(store.list_jobs(history)), ids);
+}
+
+TEST(JobStoreFilter, PhasesNamesAndUsersNarrowTheList) {
+  auto store = JobStore::open_in_memory();
+  const auto ids = store.create_jobs({make_job("train-a", "alice"), make_job("train-b", "bob"),
+                                      make_job("eval-a", "alice"), make_job("train-c", "alice")});
+  ASSERT_TRUE(store.transition(ids[1], std::nullopt, to_phase(Phase::running)));
+  ASSERT_TRUE(store.transition(ids[3], std::nullopt, to_phase(Phase::failed)));
+
+  JobFilter all;
+  all.include_history = true;
+
+  JobFilter phases = all;
+  phases.phases = {Phase::running, Phase::failed};
+  EXPECT_EQ(ids_of(store.list_jobs(phases)), (std::vector<std::int64_t>{ids[1], ids[3]}));
+
+  JobFilter names = all;
+  names.name_glob = "train-*";
+  EXPECT_EQ(ids_of(store.list_jobs(names)), (std::vector<std::int64_t>{ids[0], ids[1], ids[3]}));
+  names.name_glob = "[!t]*";
+  EXPECT_EQ(ids_of(store.list_jobs(names)), (std::vector<std::int64_t>{ids[2]})) << "shell-style negated class";
+  names.name_glob = "train-?";
+  EXPECT_EQ(store.list_jobs(names).size(), 3U);
+
+  JobFilter users = all;
+  users.user = "alice";
+  EXPECT_EQ(ids_of(store.list_jobs(users)), (std::vector<std::int64_t>{ids[0], ids[2], ids[3]}));
+
+  JobFilter combined;
+  combined.user = "alice";
+  combined.name_glob = "train-*";
+  combined.phases = {Phase::pending, Phase::failed};
+  EXPECT_EQ(ids_of(store.list_jobs(combined)), (std::vector<std::int64_t>{ids[0], ids[3]}));
+  combined.now_ms = util::now_ms() + 25 * hour_ms;
+  EXPECT_EQ(ids_of(store.list_jobs(combined)), (std::vector<std::int64_t>{ids[0]}));
+}
+
+TEST(JobStoreFilter, ConfigSnapshotIsReadOnlyWhenAskedFor) {
+  auto store = JobStore::open_in_memory();
+  store.create_jobs({make_job("a"), make_job("b")});
+  JobFilter filter;
+  for (const auto& job : store.list_jobs(filter)) {
+    EXPECT_EQ(job.config_yaml, "");
+    EXPECT_FALSE(job.config_path.empty());
+  }
+  filter.with_config = true;
+  for (const auto& job : store.list_jobs(filter)) {
+    EXPECT_EQ(job.config_yaml, "name: " + job.name + "\n");
+  }
+}
+
+TEST(JobStoreFilter, CallbacksMayReadTheStoreWhileListing) {
+  auto store = JobStore::open_in_memory();
+  store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
+  JobFilter filter;
+  std::vector<std::int64_t> seen;
+  store.for_each_job(filter, [&](const JobRecord& job) {
+    // The same query, nested: the cached statement is busy, so a fresh one must be used.
+    EXPECT_EQ(store.list_jobs(filter).size(), 3U);
+    EXPECT_EQ(store.get_job(job.id).name, job.name);
+    seen.push_back(job.id);
+  });
+  EXPECT_EQ(seen, (std::vector<std::int64_t>{1, 2, 3}));
+}
+
+TEST(JobStoreLease, AcquireRenewReleaseAndExpiry) {
+  auto store = JobStore::open_in_memory();
+  const auto id = store.create_jobs({make_job("a")}).at(0);
+  const std::int64_t t0 = 1'000'000;
+  EXPECT_EQ(store.lease(id), std::nullopt);
+
+  ASSERT_TRUE(store.try_acquire_lease(id, "host-a/100/1", 30'000, t0));
+  auto lease = store.lease(id);
+  ASSERT_TRUE(lease.has_value());
+  EXPECT_EQ(lease->job_id, id);
+  EXPECT_EQ(lease->owner, "host-a/100/1");
+  EXPECT_EQ(lease->acquired_ms, t0);
+  EXPECT_EQ(lease->heartbeat_ms, t0);
+  EXPECT_EQ(lease->expires_ms, t0 + 30'000);
+
+  EXPECT_FALSE(store.try_acquire_lease(id, "host-b/200/1", 30'000, t0 + 10'000)) << "held and not expired";
+  EXPECT_FALSE(store.renew_lease(id, "host-b/200/1", 30'000, t0 + 10'000)) << "only the holder renews";
+  EXPECT_TRUE(store.try_acquire_lease(id, "host-a/100/1", 30'000, t0 + 5'000)) << "the holder may re-acquire";
+  EXPECT_EQ(store.lease(id)->acquired_ms, t0) << "re-acquiring keeps the acquisition time";
+
+  EXPECT_TRUE(store.renew_lease(id, "host-a/100/1", 30'000, t0 + 20'000));
+  lease = store.lease(id);
+  EXPECT_EQ(lease->heartbeat_ms, t0 + 20'000);
+  EXPECT_EQ(lease->expires_ms, t0 + 50'000);
+  EXPECT_FALSE(store.try_acquire_lease(id, "host-b/200/1", 30'000, t0 + 49'999));
+
+  // The holder stops heartbeating; once the lease expires another driver takes over.
+  ASSERT_TRUE(store.try_acquire_lease(id, "host-b/200/1", 30'000, t0 + 50'000));
+  lease = store.lease(id);
+  EXPECT_EQ(lease->owner, "host-b/200/1");
+  EXPECT_EQ(lease->acquired_ms, t0 + 50'000);
+  EXPECT_FALSE(store.renew_lease(id, "host-a/100/1", 30'000, t0 + 51'000)) << "the old holder has lost it";
+
+  store.release_lease(id, "host-a/100/1");
+  EXPECT_EQ(store.lease(id)->owner, "host-b/200/1") << "only the holder can release";
+  store.release_lease(id, "host-b/200/1");
+  EXPECT_EQ(store.lease(id), std::nullopt);
+  EXPECT_TRUE(store.try_acquire_lease(id, "host-a/100/1", 30'000, t0 + 52'000)) << "a released lease is free";
+}
+
+TEST(JobStoreLease, LeasesAreIndependentPerJob) {
+  auto store = JobStore::open_in_memory();
+  const auto ids = store.create_jobs({make_job("a"), make_job("b")});
+  EXPECT_TRUE(store.try_acquire_lease(ids[0], "one", 1000, 0));
+  EXPECT_TRUE(store.try_acquire_lease(ids[1], "two", 1000, 0));
+  EXPECT_EQ(store.lease(ids[0])->owner, "one");
+  EXPECT_EQ(store.lease(ids[1])->owner, "two");
+}
+
+} // namespace
+} // namespace jobman::store
