@@ -1,5 +1,6 @@
 // bench/list_scale N [RUNS]: builds a store of N jobs with a realistic mix of phases, then times whole
 // `jobman list` and `jobman list --all --json` processes. Last line: list_ms=<median> list_all_json_ms=<median>.
+// LIST_SCALE_KEEP=1 keeps the store for profiling.
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/system.hpp"
 
@@ -44,7 +45,7 @@ void exec_sql(sqlite3* db, const char* sql) {
   }
 }
 
-// Builds the store: 2% unfinished, 1% finished in the last day, the rest finished weeks ago.
+// Builds the store: a year of history through the store API, then phases and times set directly.
 void build_store(const std::string& home, int n) {
   const std::string db_path = home + "/jobman.db";
   {
@@ -77,8 +78,13 @@ void build_store(const std::string& home, int n) {
                      "UPDATE jobs SET phase = ?1, created_ms = ?2, updated_ms = ?3, phase_since_ms = ?3, "
                      "finished_ms = ?4, attempt = ?5, host0_ip = ?6 WHERE id = ?7",
                      -1, &update, nullptr);
+  // Ids follow creation time over a year of history, as `create` allocates them. Jobs created in the last
+  // three days are partly still running; older ones finished within two days of their creation, but for a
+  // few stuck ones (a long queue, a forgotten job) scattered through the history.
   const std::int64_t now = jobman::util::now_ms();
-  const std::int64_t day = 24LL * 3600 * 1000;
+  const std::int64_t hour = 3600LL * 1000;
+  const std::int64_t day = 24 * hour;
+  const std::int64_t span = 365 * day;
   std::mt19937 rng(42);
   const Phase active[] = {Phase::pending, Phase::queued, Phase::provisioning, Phase::setup, Phase::running,
                           Phase::running, Phase::running, Phase::recovering};
@@ -86,21 +92,16 @@ void build_store(const std::string& home, int n) {
                             Phase::succeeded, Phase::succeeded, Phase::failed,    Phase::cancelled,
                             Phase::cancelled, Phase::deleted};
   for (int id = 1; id <= n; ++id) {
-    const int bucket = static_cast<int>(rng() % 100);
+    const std::int64_t created = now - span + static_cast<std::int64_t>(id) * (span / n);
+    const bool recent = now - created < 3 * day;
+    const bool still_active = recent ? rng() % 100 < 30 : rng() % 10000 < 5;
     Phase phase;
-    std::int64_t created;
     std::optional<std::int64_t> done;
-    if (bucket < 2) {
+    if (still_active) {
       phase = active[rng() % std::size(active)];
-      created = now - static_cast<std::int64_t>(rng() % (3 * day));
-    } else if (bucket < 3) {
-      phase = finished[rng() % std::size(finished)];
-      created = now - day - static_cast<std::int64_t>(rng() % day);
-      done = now - static_cast<std::int64_t>(rng() % day);
     } else {
       phase = finished[rng() % std::size(finished)];
-      created = now - 60 * day + static_cast<std::int64_t>(id) * (58 * day / n);
-      done = created + static_cast<std::int64_t>(rng() % day);
+      done = std::min(now, created + static_cast<std::int64_t>(rng() % static_cast<unsigned>(recent ? 20 * hour : 2 * day)));
     }
     const std::string phase_text(jobman::store::to_string(phase));
     sqlite3_bind_text(update, 1, phase_text.c_str(), -1, SQLITE_TRANSIENT);
@@ -204,7 +205,11 @@ int main(int argc, char** argv) {
                *std::min_element(json_ms.begin(), json_ms.end()), *std::max_element(json_ms.begin(), json_ms.end()),
                json_ms.size());
   std::printf("list_ms=%.2f list_all_json_ms=%.1f\n", median(list_ms), median(json_ms));
-  std::error_code ec;
-  std::filesystem::remove_all(home, ec);
+  if (std::getenv("LIST_SCALE_KEEP") != nullptr) {
+    std::fprintf(stderr, "kept the store: JOBMAN_HOME=%s\n", home.c_str());
+  } else {
+    std::error_code ec;
+    std::filesystem::remove_all(home, ec);
+  }
   return 0;
 }

@@ -65,11 +65,11 @@ int print_dry_run(Context& ctx, const std::vector<config::JobConfig>& configs, b
   const std::string user = util::current_user();
   const std::string project = project_for_plan(settings);
   if (json) {
-    nlohmann::json all = nlohmann::json::array();
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
     for (const auto& c : configs) {
-      nlohmann::json item = nlohmann::json::parse(config::to_json(c, -1));
-      nlohmann::json entry = {{"config", item}, {"plan", core::plan_json(c, project, user)}};
-      nlohmann::json warnings = nlohmann::json::array();
+      nlohmann::ordered_json item = nlohmann::ordered_json::parse(config::to_json(c, -1));
+      nlohmann::ordered_json entry = {{"config", item}, {"plan", nlohmann::ordered_json::parse(core::plan_json(c, project, user).dump())}};
+      nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
       for (const auto& w : c.warnings) {
         warnings.push_back(warning_json(w));
       }
@@ -126,10 +126,10 @@ int run_create(Context& ctx, const CreateOptions& options) {
   auto& store = ctx.store();
   const auto ids = store.create_jobs(jobs);
   if (options.json) {
-    nlohmann::json all = nlohmann::json::array();
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < ids.size(); ++i) {
-      nlohmann::json j = job_json(store.get_job(ids[i]));
-      nlohmann::json warnings = nlohmann::json::array();
+      nlohmann::ordered_json j = job_json(store.get_job(ids[i]));
+      nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
       for (const auto& w : configs[i].warnings) {
         warnings.push_back(warning_json(w));
       }

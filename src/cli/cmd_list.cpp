@@ -91,11 +91,13 @@ int run_list(Context& ctx, const ListOptions& options) {
   if (options.json) {
     ChunkedWriter writer(*ctx.out);
     bool first = true;
+    std::string text;
     writer.append("[");
     store.for_each_job(filter, [&](const store::JobRecord& job) {
-      writer.append(first ? "\n  " : ",\n  ");
+      text.assign(first ? "\n  " : ",\n  ");
       first = false;
-      writer.append(job_json(job).dump());
+      append_job_json(text, job);
+      writer.append(text);
     });
     writer.append(first ? "]\n" : "\n]\n");
     return 0;

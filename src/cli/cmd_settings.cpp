@@ -13,11 +13,11 @@ int run_settings(Context& ctx, bool json) {
   }
   const auto settings = config::load_settings();
   if (json) {
-    nlohmann::json j = nlohmann::json::object();
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
     for (const auto& s : settings.sources) {
       j[s.key] = {{"value", s.value}, {"origin", s.origin}};
     }
-    *ctx.out << nlohmann::json{{"file", config::settings_path()}, {"settings", j}}.dump(2) << '\n';
+    *ctx.out << nlohmann::ordered_json{{"file", config::settings_path()}, {"settings", j}}.dump(2) << '\n';
     return 0;
   }
   Table table({"KEY", "VALUE", "FROM"});

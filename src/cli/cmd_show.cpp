@@ -84,7 +84,7 @@ int run_show(Context& ctx, const ShowOptions& options) {
   auto& out = *ctx.out;
   if (options.config) {
     if (options.json) {
-      out << nlohmann::json{{"id", job.id}, {"config_path", job.config_path}, {"config_yaml", job.config_yaml}}.dump(2)
+      out << nlohmann::ordered_json{{"id", job.id}, {"config_path", job.config_path}, {"config_yaml", job.config_yaml}}.dump(2)
           << '\n';
     } else {
       out << job.config_yaml;
@@ -97,12 +97,12 @@ int run_show(Context& ctx, const ShowOptions& options) {
   const auto attempts = store.attempts(id);
   const auto events = store.events(id);
   if (options.json) {
-    nlohmann::json j = job_json(job);
-    j["attempts"] = nlohmann::json::array();
+    nlohmann::ordered_json j = job_json(job);
+    j["attempts"] = nlohmann::ordered_json::array();
     for (const auto& a : attempts) {
       j["attempts"].push_back(attempt_json(a));
     }
-    j["events"] = nlohmann::json::array();
+    j["events"] = nlohmann::ordered_json::array();
     for (const auto& e : events) {
       j["events"].push_back(event_json(e));
     }

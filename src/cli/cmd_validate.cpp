@@ -29,15 +29,15 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
   const auto& first = configs.front();
   const auto& acc = first.tpu.accelerator;
   if (options.json) {
-    nlohmann::json warnings = nlohmann::json::array();
+    nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
     for (const auto& w : first.warnings) {
       warnings.push_back(warning_json(w));
     }
-    nlohmann::json names = nlohmann::json::array();
+    nlohmann::ordered_json names = nlohmann::ordered_json::array();
     for (const auto& c : configs) {
       names.push_back(c.job.name);
     }
-    *ctx.out << nlohmann::json{{"file", options.config_path}, {"valid", true},  {"jobs", names},
+    *ctx.out << nlohmann::ordered_json{{"file", options.config_path}, {"valid", true},  {"jobs", names},
                                {"accelerator", acc.name},     {"chips", acc.chips}, {"hosts", acc.hosts},
                                {"warnings", warnings}}
                     .dump(2)

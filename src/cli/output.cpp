@@ -1,5 +1,6 @@
 #include "output.hpp"
 
+#include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
@@ -9,14 +10,14 @@ namespace jobman::cli {
 
 namespace {
 
-nlohmann::json time_or_null(std::optional<std::int64_t> ms) {
+nlohmann::ordered_json time_or_null(std::optional<std::int64_t> ms) {
   if (!ms) {
     return nullptr;
   }
   return util::format_utc(*ms);
 }
 
-nlohmann::json text_or_null(const std::string& text) {
+nlohmann::ordered_json text_or_null(const std::string& text) {
   if (text.empty()) {
     return nullptr;
   }
@@ -28,34 +29,41 @@ constexpr std::string_view kBold = "\x1b[1m";
 
 } // namespace
 
-nlohmann::json job_json(const store::JobRecord& job) {
-  nlohmann::json j;
-  j["id"] = job.id;
-  j["name"] = job.name;
-  j["user"] = job.user;
-  j["accelerator"] = job.accelerator;
-  j["zone"] = job.zone;
-  j["pricing"] = job.pricing;
-  j["hosts"] = job.hosts;
-  j["tpu_name"] = job.tpu_name;
-  j["status"] = std::string(store::to_string(job.phase));
-  j["desired"] = std::string(store::to_string(job.desired));
-  j["reason"] = job.phase_reason;
-  j["attempt"] = job.attempt;
-  j["preemptions"] = job.preemptions;
-  j["failures"] = job.failures;
-  j["host0_ip"] = text_or_null(job.host0_ip);
-  j["exit_code"] = job.exit_code ? nlohmann::json(*job.exit_code) : nlohmann::json(nullptr);
-  j["created_at"] = util::format_utc(job.created_ms);
-  j["updated_at"] = util::format_utc(job.updated_ms);
-  j["status_since"] = util::format_utc(job.phase_since_ms);
-  j["finished_at"] = time_or_null(job.finished_ms);
-  j["config_path"] = text_or_null(job.config_path);
-  j["sweep"] = text_or_null(job.sweep_label);
-  return j;
+void append_job_json(std::string& out, const store::JobRecord& job) {
+  util::JsonObjectWriter w(out);
+  w.field("id", job.id)
+      .field("name", job.name)
+      .field("user", job.user)
+      .field("accelerator", job.accelerator)
+      .field("zone", job.zone)
+      .field("pricing", job.pricing)
+      .field("hosts", std::int64_t{job.hosts})
+      .field("tpu_name", job.tpu_name)
+      .field("status", store::to_string(job.phase))
+      .field("desired", store::to_string(job.desired))
+      .field("reason", job.phase_reason)
+      .field("attempt", std::int64_t{job.attempt})
+      .field("preemptions", std::int64_t{job.preemptions})
+      .field("failures", std::int64_t{job.failures})
+      .field_or_null("host0_ip", job.host0_ip)
+      .field("exit_code", job.exit_code ? std::optional<std::int64_t>(*job.exit_code) : std::nullopt)
+      .field("created_at", util::format_utc(job.created_ms))
+      .field("updated_at", util::format_utc(job.updated_ms))
+      .field("status_since", util::format_utc(job.phase_since_ms))
+      .field_or_null("finished_at", job.finished_ms ? util::format_utc(*job.finished_ms) : std::string())
+      .field_or_null("config_path", job.config_path)
+      .field_or_null("sweep", job.sweep_label);
+  w.close();
 }
 
-nlohmann::json attempt_json(const store::AttemptRecord& attempt) {
+nlohmann::ordered_json job_json(const store::JobRecord& job) {
+  // One writer for the documented object, so `list --json` and `show --json` cannot disagree.
+  std::string text;
+  append_job_json(text, job);
+  return nlohmann::ordered_json::parse(text);
+}
+
+nlohmann::ordered_json attempt_json(const store::AttemptRecord& attempt) {
   return {
       {"number", attempt.number},
       {"queued_resource", attempt.queued_resource},
@@ -64,29 +72,29 @@ nlohmann::json attempt_json(const store::AttemptRecord& attempt) {
       {"started_at", util::format_utc(attempt.started_ms)},
       {"ended_at", time_or_null(attempt.ended_ms)},
       {"outcome", text_or_null(attempt.outcome)},
-      {"exit_code", attempt.exit_code ? nlohmann::json(*attempt.exit_code) : nlohmann::json(nullptr)},
+      {"exit_code", attempt.exit_code ? nlohmann::ordered_json(*attempt.exit_code) : nlohmann::ordered_json(nullptr)},
   };
 }
 
-nlohmann::json event_json(const store::EventRecord& event) {
-  nlohmann::json j = {
+nlohmann::ordered_json event_json(const store::EventRecord& event) {
+  nlohmann::ordered_json j = {
       {"id", event.id},
       {"time", util::format_utc(event.ts_ms)},
       {"time_ms", event.ts_ms},
       {"kind", event.kind},
       {"message", event.message},
   };
-  j["from"] = event.from ? nlohmann::json(std::string(store::to_string(*event.from))) : nlohmann::json(nullptr);
-  j["to"] = event.to ? nlohmann::json(std::string(store::to_string(*event.to))) : nlohmann::json(nullptr);
+  j["from"] = event.from ? nlohmann::ordered_json(std::string(store::to_string(*event.from))) : nlohmann::ordered_json(nullptr);
+  j["to"] = event.to ? nlohmann::ordered_json(std::string(store::to_string(*event.to))) : nlohmann::ordered_json(nullptr);
   if (!event.data_json.empty()) {
-    j["data"] = nlohmann::json::parse(event.data_json, nullptr, false);
+    j["data"] = nlohmann::ordered_json::parse(event.data_json, nullptr, false);
   } else {
     j["data"] = nullptr;
   }
   return j;
 }
 
-nlohmann::json warning_json(const config::ConfigWarning& warning) {
+nlohmann::ordered_json warning_json(const config::ConfigWarning& warning) {
   return {
       {"file", warning.where.file},
       {"line", warning.where.line},

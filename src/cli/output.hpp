@@ -11,17 +11,20 @@
 
 namespace jobman::cli {
 
-// The documented JSON object for a job (docs/JSON.md); `list --json` prints an array of these.
-nlohmann::json job_json(const store::JobRecord& job);
+// Appends the documented JSON object for a job (docs/JSON.md) as compact text; `list --json` streams these.
+void append_job_json(std::string& out, const store::JobRecord& job);
+
+// The same object as a document, fields in the documented order.
+nlohmann::ordered_json job_json(const store::JobRecord& job);
 
 // An attempt as JSON.
-nlohmann::json attempt_json(const store::AttemptRecord& attempt);
+nlohmann::ordered_json attempt_json(const store::AttemptRecord& attempt);
 
 // An event as JSON.
-nlohmann::json event_json(const store::EventRecord& event);
+nlohmann::ordered_json event_json(const store::EventRecord& event);
 
 // A config warning as JSON: {"file", "line", "column", "key", "message"}.
-nlohmann::json warning_json(const config::ConfigWarning& warning);
+nlohmann::ordered_json warning_json(const config::ConfigWarning& warning);
 
 // "file:line:col: key: message" for a config warning.
 std::string format_warning(const config::ConfigWarning& warning);

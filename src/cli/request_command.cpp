@@ -38,7 +38,7 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
     throw UsageError(std::string(core::to_string(request)) + ": give job ids or --all-finished");
   }
   int exit_code = 0;
-  nlohmann::json results = nlohmann::json::array();
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
   for (const auto id : ids) {
     try {
       const auto outcome = core::apply_request(store, id, request);
@@ -48,7 +48,7 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
                            {"changed", outcome.changed},
                            {"done", outcome.done},
                            {"message", outcome.message},
-                           {"status", outcome.status.empty() ? nlohmann::json(nullptr) : nlohmann::json(outcome.status)}});
+                           {"status", outcome.status.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(outcome.status)}});
       } else {
         *ctx.out << util::format_job_id(id) << ": " << outcome.message << '\n';
       }

@@ -118,7 +118,9 @@ private:
     case Node::Kind::sequence:
       for (std::size_t i = 0; i < node.items.size(); ++i) {
         const std::string index = std::to_string(i);
-        ok = resolve(node.items[i], join(path, index), display + "[" + index + "]") && ok;
+        std::string item_display = display;
+        item_display.append("[").append(index).append("]");
+        ok = resolve(node.items[i], join(path, index), item_display) && ok;
       }
       break;
     case Node::Kind::mapping:
@@ -280,7 +282,11 @@ private:
         report_missing(*current, part, walked, written, from, from_display);
         return nullptr;
       }
-      walked_display = current->is_sequence() ? walked_display + "[" + part + "]" : join(walked_display, part);
+      if (current->is_sequence()) {
+        walked_display.append("[").append(part).append("]");
+      } else {
+        walked_display = join(walked_display, part);
+      }
       walked = join(walked, part);
       current = next;
     }

@@ -96,7 +96,10 @@ std::optional<KeyPathProblem> check_key_path(std::string_view path) {
     if (!found) {
       return KeyPathProblem{i, section.empty() ? "unknown section" : "unknown key", suggestion(part, keys)};
     }
-    section = section.empty() ? part : section + "." + part;
+    if (!section.empty()) {
+      section += '.';
+    }
+    section += part;
   }
   if (section.empty()) {
     return KeyPathProblem{0, "empty key path", {}};

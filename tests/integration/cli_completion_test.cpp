@@ -96,5 +96,15 @@ TEST(ZshCompletion, ParsesAndDefinesTheFunction) {
   EXPECT_EQ(r.out, "_jobman\n");
 }
 
+TEST(InstalledCompletions, CmakeInstallPutsEachShellsScriptWhereTheShellLooks) {
+  TempDir dir;
+  const auto r = run_program({JOBMAN_CMAKE_COMMAND, "--install", JOBMAN_BUILD_DIR, "--prefix", dir.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / "bin/jobman"));
+  EXPECT_EQ(read(dir / "share/bash-completion/completions/jobman"), read(kCompletions / "jobman.bash"));
+  EXPECT_EQ(read(dir / "share/zsh/vendor-completions/_jobman"), read(kCompletions / "_jobman"));
+  EXPECT_EQ(read(dir / "share/fish/vendor_completions.d/jobman.fish"), read(kCompletions / "jobman.fish"));
+}
+
 } // namespace
 } // namespace jobman::test

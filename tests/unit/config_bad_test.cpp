@@ -9,11 +9,13 @@
 namespace jobman::config {
 namespace {
 
-const std::filesystem::path bad_dir = JOBMAN_TEST_DATA_DIR "/configs/bad";
+std::filesystem::path bad_dir() {
+  return JOBMAN_TEST_DATA_DIR "/configs/bad";
+}
 
 std::vector<std::string> bad_files() {
   std::vector<std::string> out;
-  for (const auto& entry : std::filesystem::directory_iterator(bad_dir)) {
+  for (const auto& entry : std::filesystem::directory_iterator(bad_dir())) {
     if (entry.path().extension() == ".yaml") {
       out.push_back(entry.path().filename().string());
     }
@@ -34,7 +36,7 @@ std::string expectation(const std::filesystem::path& path) {
 class ConfigBadFile : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ConfigBadFile, IsRejectedWithTheExpectedMessage) {
-  const auto path = bad_dir / GetParam();
+  const auto path = bad_dir() / GetParam();
   const std::string expected = expectation(path);
   ASSERT_FALSE(expected.empty()) << path << " has no '# expect: ' first line";
   // Messages name the file as given; load it from its directory so they say just the file name.
@@ -65,7 +67,7 @@ TEST(ConfigBadFiles, DirectoryHoldsAtLeastThirtyCases) {
 }
 
 TEST(ConfigBadFiles, LoadingFromDiskNamesThePathAsGiven) {
-  const std::string path = (bad_dir / "bad-unknown-key.yaml").string();
+  const std::string path = (bad_dir() / "bad-unknown-key.yaml").string();
   try {
     load_job_configs(path);
     FAIL() << "loaded";
@@ -101,6 +103,7 @@ TEST(ConfigBadFiles, AllProblemsAreReportedInDocumentOrder) {
     const auto& d = e.diagnostics();
     ASSERT_EQ(d.size(), 5u) << e.what();
     std::vector<int> lines;
+    lines.reserve(d.size());
     for (const auto& x : d) {
       lines.push_back(x.where.line);
     }

@@ -9,8 +9,13 @@
 namespace jobman::config {
 namespace {
 
-const std::string compat_dir = JOBMAN_SHARED_DIR "/compat";
-const std::string examples_dir = JOBMAN_SOURCE_DIR "/configs/examples";
+std::string compat_dir() {
+  return JOBMAN_SHARED_DIR "/compat";
+}
+
+std::string examples_dir() {
+  return JOBMAN_SOURCE_DIR "/configs/examples";
+}
 
 JobConfig load_one(const std::string& path) {
   auto configs = load_job_configs(path);
@@ -169,15 +174,15 @@ TEST_P(ConfigCompat, ResolvedYamlLoadsBackToTheSameConfig) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ConfigCopies, ConfigCompat, ::testing::Values(compat_dir, examples_dir + "/python-jobman"),
+INSTANTIATE_TEST_SUITE_P(ConfigCopies, ConfigCompat, ::testing::Values(compat_dir(), examples_dir() + "/python-jobman"),
                          [](const auto& param_info) { return param_info.index == 0 ? "shared" : "examples"; });
 
 TEST(ConfigExamples, PythonJobmanCopiesAreByteForByte) {
-  for (const auto& entry : std::filesystem::directory_iterator(compat_dir)) {
+  for (const auto& entry : std::filesystem::directory_iterator(compat_dir())) {
     if (entry.path().extension() != ".yaml") {
       continue;
     }
-    const auto copy = std::filesystem::path(examples_dir) / "python-jobman" / entry.path().filename();
+    const auto copy = std::filesystem::path(examples_dir()) / "python-jobman" / entry.path().filename();
     ASSERT_TRUE(std::filesystem::exists(copy)) << copy;
     std::ifstream a(entry.path(), std::ios::binary);
     std::ifstream b(copy, std::ios::binary);
@@ -189,7 +194,7 @@ TEST(ConfigExamples, PythonJobmanCopiesAreByteForByte) {
 
 TEST(ConfigExamples, EveryExampleLoadsCleanly) {
   int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(examples_dir)) {
+  for (const auto& entry : std::filesystem::directory_iterator(examples_dir())) {
     if (entry.path().extension() != ".yaml") {
       continue;
     }
@@ -208,7 +213,7 @@ TEST(ConfigExamples, EveryExampleLoadsCleanly) {
 }
 
 TEST(ConfigExamples, SpotV4SystolicRunsTheBundledWorkload) {
-  const JobConfig c = load_one(examples_dir + "/spot-v4-systolic.yaml");
+  const JobConfig c = load_one(examples_dir() + "/spot-v4-systolic.yaml");
   EXPECT_EQ(c.tpu.accelerator.name, "v4-8");
   EXPECT_EQ(c.tpu.pricing, Pricing::spot);
   EXPECT_EQ(c.tpu.zone, "us-central2-b");
@@ -225,7 +230,7 @@ TEST(ConfigExamples, SpotV4SystolicRunsTheBundledWorkload) {
 }
 
 TEST(ConfigExamples, OndemandV5eUsesAVenv) {
-  const JobConfig c = load_one(examples_dir + "/ondemand-v5e.yaml");
+  const JobConfig c = load_one(examples_dir() + "/ondemand-v5e.yaml");
   EXPECT_EQ(c.tpu.accelerator.name, "v5litepod-16");
   EXPECT_EQ(c.tpu.accelerator.hosts, 4);
   EXPECT_EQ(c.tpu.pricing, Pricing::ondemand);
@@ -237,7 +242,7 @@ TEST(ConfigExamples, OndemandV5eUsesAVenv) {
 }
 
 TEST(ConfigExamples, SweepV6eMakesOneJobPerLearningRate) {
-  const auto configs = load_job_configs(examples_dir + "/sweep-v6e.yaml");
+  const auto configs = load_job_configs(examples_dir() + "/sweep-v6e.yaml");
   ASSERT_EQ(configs.size(), 3u);
   EXPECT_EQ(configs[0].job.name, "sweep-v6e-lr=0.001");
   EXPECT_EQ(configs[1].job.name, "sweep-v6e-lr=0.0003");

@@ -9,8 +9,10 @@
 namespace jobman::config {
 namespace {
 
-const std::string minimal = "job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
-                            "command:\n  cmd: echo hi\n";
+std::string minimal() {
+  return "job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+         "command:\n  cmd: echo hi\n";
+}
 
 JobConfig parse_one(const std::string& text, const LoadOptions& options = {}) {
   auto configs = parse_job_configs(text, "model.yaml", options);
@@ -34,7 +36,7 @@ const ConfigWarning* find_warning(const JobConfig& c, const std::string& key_pat
 }
 
 TEST(ConfigModel, DefaultsAreFilledIn) {
-  const auto c = parse_one(minimal);
+  const auto c = parse_one(minimal());
   EXPECT_EQ(c.job.env_type, EnvType::none);
   EXPECT_TRUE(c.job.loop);
   EXPECT_EQ(c.tpu.name, "demo");
@@ -69,9 +71,9 @@ TEST(ConfigModel, ZoneDefaultsToTheSettingsZone) {
 }
 
 TEST(ConfigModel, RecoverySectionIsRead) {
-  const auto c = parse_one(minimal + "recovery:\n  max_preemptions: 5\n  max_failures: 2\n"
-                                     "  restart_exit_codes: [42, 75]\n  poll_interval: 2m\n"
-                                     "  backoff:\n    initial: 1s\n    max: 1h30m\n    multiplier: 1.5\n");
+  const auto c = parse_one(minimal() + "recovery:\n  max_preemptions: 5\n  max_failures: 2\n"
+                                       "  restart_exit_codes: [42, 75]\n  poll_interval: 2m\n"
+                                       "  backoff:\n    initial: 1s\n    max: 1h30m\n    multiplier: 1.5\n");
   EXPECT_EQ(c.recovery.max_preemptions, 5);
   EXPECT_EQ(c.recovery.max_failures, 2);
   EXPECT_EQ(c.recovery.restart_exit_codes, (std::vector<int>{42, 75}));
@@ -80,7 +82,7 @@ TEST(ConfigModel, RecoverySectionIsRead) {
   EXPECT_EQ(c.recovery.backoff_max_seconds, 5400);
   EXPECT_DOUBLE_EQ(c.recovery.backoff_multiplier, 1.5);
   EXPECT_NE(c.resolved_yaml.find("max: 1h30m\n"), std::string::npos) << c.resolved_yaml;
-  EXPECT_EQ(parse_one(minimal + "recovery:\n  poll_interval: 45\n").recovery.poll_interval_seconds, 45);
+  EXPECT_EQ(parse_one(minimal() + "recovery:\n  poll_interval: 45\n").recovery.poll_interval_seconds, 45);
 }
 
 TEST(ConfigModel, LoopFalseMeansNoPreemptionBudgetUnlessGivenExplicitly) {
@@ -149,8 +151,8 @@ TEST(ConfigModel, EmptyFlagsNeedNoWarning) {
 }
 
 TEST(ConfigModel, EmailApiKeyIsNeverInTheSnapshot) {
-  const std::string text = minimal + "brevo_email:\n  api_key: xkeysib-secret-123\n  sender: a@b.c\n"
-                                     "  receiver: me@b.c\n";
+  const std::string text = minimal() + "brevo_email:\n  api_key: xkeysib-secret-123\n  sender: a@b.c\n"
+                                       "  receiver: me@b.c\n";
   const auto c = parse_one(text);
   ASSERT_TRUE(c.email);
   EXPECT_EQ(c.email->api_key, "xkeysib-secret-123");
@@ -167,7 +169,7 @@ TEST(ConfigModel, EmailApiKeyIsNeverInTheSnapshot) {
 
 TEST(ConfigModel, EmailApiKeyFromTheEnvironmentKeepsItsReference) {
   ::setenv("JOBMAN_TEST_BREVO_KEY", "xkeysib-from-env", 1);
-  const auto c = parse_one(minimal + "brevo_email:\n  api_key: ${oc.env:JOBMAN_TEST_BREVO_KEY}\n  receiver: a@b.c\n");
+  const auto c = parse_one(minimal() + "brevo_email:\n  api_key: ${oc.env:JOBMAN_TEST_BREVO_KEY}\n  receiver: a@b.c\n");
   EXPECT_EQ(c.email->api_key, "xkeysib-from-env");
   EXPECT_EQ(c.resolved_yaml.find("xkeysib-from-env"), std::string::npos);
   EXPECT_NE(c.resolved_yaml.find("api_key: \"${oc.env:JOBMAN_TEST_BREVO_KEY}\""), std::string::npos) << c.resolved_yaml;
@@ -176,7 +178,7 @@ TEST(ConfigModel, EmailApiKeyFromTheEnvironmentKeepsItsReference) {
 }
 
 TEST(ConfigModel, EmailSectionWithoutKeyIsQuiet) {
-  const auto c = parse_one(minimal + "brevo_email:\n  api_key: null\n  sender: null\n  receiver: null\n");
+  const auto c = parse_one(minimal() + "brevo_email:\n  api_key: null\n  sender: null\n  receiver: null\n");
   ASSERT_TRUE(c.email);
   EXPECT_FALSE(c.email->enabled());
   EXPECT_TRUE(c.warnings.empty());
@@ -240,7 +242,7 @@ TEST(ConfigModel, MissingFileOfTheEnvironmentInUseIsAWarning) {
 }
 
 TEST(ConfigModel, JsonHasEverySectionInAStableOrder) {
-  const auto c = parse_one(minimal + "vars:\n  lr: 0.1\n");
+  const auto c = parse_one(minimal() + "vars:\n  lr: 0.1\n");
   const auto j = nlohmann::ordered_json::parse(to_json(c));
   std::vector<std::string> keys;
   for (const auto& [key, value] : j.items()) {
@@ -255,7 +257,7 @@ TEST(ConfigModel, JsonHasEverySectionInAStableOrder) {
   EXPECT_EQ(j["vars"]["lr"], "0.1");
   EXPECT_TRUE(j["gcsfuse"].is_null());
   EXPECT_EQ(to_json(c, -1).find('\n'), std::string::npos);
-  EXPECT_EQ(to_json(c), to_json(parse_one(minimal + "vars:\n  lr: 0.1\n"))) << "deterministic";
+  EXPECT_EQ(to_json(c), to_json(parse_one(minimal() + "vars:\n  lr: 0.1\n"))) << "deterministic";
 }
 
 TEST(ConfigModel, ResolvedYamlRoundTripsAwkwardStrings) {
@@ -277,15 +279,15 @@ TEST(ConfigModel, ResolvedYamlRoundTripsAwkwardStrings) {
 }
 
 TEST(ConfigModel, UnusedEnvironmentSectionsAreNamedOnce) {
-  const auto c = parse_one(minimal + "docker:\n  image: python:3.11\n");
+  const auto c = parse_one(minimal() + "docker:\n  image: python:3.11\n");
   ASSERT_EQ(c.warnings.size(), 1u);
   EXPECT_EQ(c.warnings[0].where.key_path, "docker");
   EXPECT_EQ(c.warnings[0].message, "section not used: job.env_type is none");
 }
 
 TEST(ConfigModel, AnyOptionalSectionMayBeNull) {
-  const auto c = parse_one(minimal + "gcsfuse: null\nssh: null\ndocker: null\nconda: null\nvenv: null\n"
-                                     "recovery: null\nvars: null\nsweep: null\nbrevo_email: null\n");
+  const auto c = parse_one(minimal() + "gcsfuse: null\nssh: null\ndocker: null\nconda: null\nvenv: null\n"
+                                       "recovery: null\nvars: null\nsweep: null\nbrevo_email: null\n");
   EXPECT_FALSE(c.gcsfuse || c.ssh || c.docker || c.conda || c.venv || c.email);
   EXPECT_EQ(c.recovery.max_failures, 0);
 }

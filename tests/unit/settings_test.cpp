@@ -3,6 +3,7 @@
 #include "jobman/util/error.hpp"
 #include "support/temp_dir.hpp"
 
+#include <array>
 #include <cstdlib>
 #include <gtest/gtest.h>
 #include <map>
@@ -11,17 +12,18 @@
 namespace jobman::config {
 namespace {
 
-const std::vector<std::string> variables{"XDG_CONFIG_HOME", "JOBMAN_CLOUD",         "JOBMAN_PROJECT",     "JOBMAN_ZONE",
-                                         "JOBMAN_GCLOUD",   "JOBMAN_POLL_INTERVAL", "JOBMAN_API_ENDPOINT"};
+constexpr std::array<const char*, 7> variables{"XDG_CONFIG_HOME",    "JOBMAN_CLOUD",  "JOBMAN_PROJECT",
+                                               "JOBMAN_ZONE",        "JOBMAN_GCLOUD", "JOBMAN_POLL_INTERVAL",
+                                               "JOBMAN_API_ENDPOINT"};
 
 // Points XDG_CONFIG_HOME at a fresh directory and clears JOBMAN_*; restores everything afterwards.
 class SettingsLoad : public ::testing::Test {
 protected:
   void SetUp() override {
     for (const auto& name : variables) {
-      const char* value = std::getenv(name.c_str());
+      const char* value = std::getenv(name);
       saved_[name] = value == nullptr ? std::nullopt : std::optional<std::string>(value);
-      ::unsetenv(name.c_str());
+      ::unsetenv(name);
     }
     ::setenv("XDG_CONFIG_HOME", dir_.path().c_str(), 1);
   }

@@ -1,0 +1,132 @@
+#include "jobman/util/json_text.hpp"
+
+#include <charconv>
+
+namespace jobman::util {
+
+namespace {
+
+// Length of the valid UTF-8 sequence starting at text[i], or 0 when it is not one.
+std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
+  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  std::size_t length = 0;
+  std::uint32_t min = 0;
+  std::uint32_t code = 0;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+    min = 0x80;
+    code = lead & 0x1FU;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    min = 0x800;
+    code = lead & 0x0FU;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    min = 0x10000;
+    code = lead & 0x07U;
+  } else {
+    return 0;
+  }
+  if (i + length > text.size()) {
+    return 0;
+  }
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((byte(i + k) & 0xC0U) != 0x80U) {
+      return 0;
+    }
+    code = (code << 6U) | (byte(i + k) & 0x3FU);
+  }
+  if (code < min || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+    return 0;
+  }
+  return length;
+}
+
+} // namespace
+
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      const std::size_t length = utf8_sequence_length(text, i);
+      if (length == 0) {
+        out += "\\ufffd";
+        ++i;
+      } else {
+        out.append(text.substr(i, length));
+        i += length;
+      }
+      continue;
+    }
+    switch (c) {
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    case '\b': out += "\\b"; break;
+    case '\f': out += "\\f"; break;
+    default:
+      if (c < 0x20 || c == 0x7f) {
+        out += "\\u00";
+        out += kHex[c >> 4U];
+        out += kHex[c & 0xFU];
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+    ++i;
+  }
+  out += '"';
+}
+
+JsonObjectWriter::JsonObjectWriter(std::string& out) : out_(out) { out_ += '{'; }
+
+void JsonObjectWriter::key(std::string_view name) {
+  if (!first_) {
+    out_ += ',';
+  }
+  first_ = false;
+  append_json_string(out_, name);
+  out_ += ':';
+}
+
+JsonObjectWriter& JsonObjectWriter::field(std::string_view name, std::string_view value) {
+  key(name);
+  append_json_string(out_, value);
+  return *this;
+}
+
+JsonObjectWriter& JsonObjectWriter::field(std::string_view name, std::int64_t value) {
+  key(name);
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  out_.append(buf, end);
+  return *this;
+}
+
+JsonObjectWriter& JsonObjectWriter::field(std::string_view name, std::optional<std::int64_t> value) {
+  if (!value) {
+    key(name);
+    out_ += "null";
+    return *this;
+  }
+  return field(name, *value);
+}
+
+JsonObjectWriter& JsonObjectWriter::field_or_null(std::string_view name, std::string_view value) {
+  if (value.empty()) {
+    key(name);
+    out_ += "null";
+    return *this;
+  }
+  return field(name, value);
+}
+
+void JsonObjectWriter::close() { out_ += '}'; }
+
+} // namespace jobman::util
