@@ -86,11 +86,10 @@ void build_store(const std::string& home, int n) {
   const std::int64_t day = 24 * hour;
   const std::int64_t span = 365 * day;
   std::mt19937 rng(42);
-  const Phase active[] = {Phase::pending, Phase::queued, Phase::provisioning, Phase::setup, Phase::running,
-                          Phase::running, Phase::running, Phase::recovering};
-  const Phase finished[] = {Phase::succeeded, Phase::succeeded, Phase::succeeded, Phase::succeeded,
-                            Phase::succeeded, Phase::succeeded, Phase::failed,    Phase::cancelled,
-                            Phase::cancelled, Phase::deleted};
+  const Phase active[] = {Phase::pending, Phase::queued,  Phase::provisioning, Phase::setup,
+                          Phase::running, Phase::running, Phase::running,      Phase::recovering};
+  const Phase finished[] = {Phase::succeeded, Phase::succeeded, Phase::succeeded, Phase::succeeded, Phase::succeeded,
+                            Phase::succeeded, Phase::failed,    Phase::cancelled, Phase::cancelled, Phase::deleted};
   for (int id = 1; id <= n; ++id) {
     const std::int64_t created = now - span + static_cast<std::int64_t>(id) * (span / n);
     const bool recent = now - created < 3 * day;
@@ -101,7 +100,8 @@ void build_store(const std::string& home, int n) {
       phase = active[rng() % std::size(active)];
     } else {
       phase = finished[rng() % std::size(finished)];
-      done = std::min(now, created + static_cast<std::int64_t>(rng() % static_cast<unsigned>(recent ? 20 * hour : 2 * day)));
+      done = std::min(now,
+                      created + static_cast<std::int64_t>(rng() % static_cast<unsigned>(recent ? 20 * hour : 2 * day)));
     }
     const std::string phase_text(jobman::store::to_string(phase));
     sqlite3_bind_text(update, 1, phase_text.c_str(), -1, SQLITE_TRANSIENT);

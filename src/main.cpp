@@ -1,3 +1,5 @@
 #include "jobman/cli/app.hpp"
 
-int main(int argc, char** argv) { return jobman::cli::run(argc, argv); }
+int main(int argc, char** argv) {
+  return jobman::cli::run(argc, argv);
+}

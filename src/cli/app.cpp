@@ -34,7 +34,9 @@ int report(std::ostream& err, const std::string& message, ExitCode code) {
 
 } // namespace
 
-void silence_logging() { spdlog::set_level(spdlog::level::off); }
+void silence_logging() {
+  spdlog::set_level(spdlog::level::off);
+}
 
 CLI::Option* add_json_flag(CLI::App& command, bool& json) {
   return command.add_flag("--json", json, "Print machine-readable JSON on stdout (see docs/JSON.md); no logging");

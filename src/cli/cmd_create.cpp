@@ -68,7 +68,8 @@ int print_dry_run(Context& ctx, const std::vector<config::JobConfig>& configs, b
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
     for (const auto& c : configs) {
       nlohmann::ordered_json item = nlohmann::ordered_json::parse(config::to_json(c, -1));
-      nlohmann::ordered_json entry = {{"config", item}, {"plan", nlohmann::ordered_json::parse(core::plan_json(c, project, user).dump())}};
+      nlohmann::ordered_json entry = {
+          {"config", item}, {"plan", nlohmann::ordered_json::parse(core::plan_json(c, project, user).dump())}};
       nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
       for (const auto& w : c.warnings) {
         warnings.push_back(warning_json(w));
@@ -141,8 +142,8 @@ int run_create(Context& ctx, const CreateOptions& options) {
   }
   for (std::size_t i = 0; i < ids.size(); ++i) {
     *ctx.out << util::format_job_id(ids[i]) << '\n';
-    spdlog::debug("recorded job {} '{}' ({} in {}, {})", util::format_job_id(ids[i]), jobs[i].name,
-                  jobs[i].accelerator, jobs[i].zone, jobs[i].pricing);
+    spdlog::debug("recorded job {} '{}' ({} in {}, {})", util::format_job_id(ids[i]), jobs[i].name, jobs[i].accelerator,
+                  jobs[i].zone, jobs[i].pricing);
   }
   return 0;
 }
@@ -151,7 +152,8 @@ int run_create(Context& ctx, const CreateOptions& options) {
 
 void add_create_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<CreateOptions>();
-  auto* cmd = app.add_subcommand("create", "Record a job from a config file (one per sweep combination); prints the id(s)");
+  auto* cmd =
+      app.add_subcommand("create", "Record a job from a config file (one per sweep combination); prints the id(s)");
   cmd->add_option("CONFIG", options->config_path, "Job config (YAML, the Python jobman's layout)")
       ->required()
       ->check(CLI::ExistingFile);

@@ -84,7 +84,8 @@ int run_show(Context& ctx, const ShowOptions& options) {
   auto& out = *ctx.out;
   if (options.config) {
     if (options.json) {
-      out << nlohmann::ordered_json{{"id", job.id}, {"config_path", job.config_path}, {"config_yaml", job.config_yaml}}.dump(2)
+      out << nlohmann::ordered_json{{"id", job.id}, {"config_path", job.config_path}, {"config_yaml", job.config_yaml}}
+                 .dump(2)
           << '\n';
     } else {
       out << job.config_yaml;
@@ -157,8 +158,7 @@ int run_show(Context& ctx, const ShowOptions& options) {
     print_timeline(out, job, events, now);
   } else if (!events.empty()) {
     const std::size_t skip = events.size() > kRecentEvents ? events.size() - kRecentEvents : 0;
-    out << "\nRecent events" << (skip > 0 ? " (" + std::to_string(skip) + " earlier; --events shows all)" : "")
-        << '\n';
+    out << "\nRecent events" << (skip > 0 ? " (" + std::to_string(skip) + " earlier; --events shows all)" : "") << '\n';
     for (std::size_t i = skip; i < events.size(); ++i) {
       out << "  " << event_line(events[i]) << '\n';
     }

@@ -37,9 +37,9 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
     for (const auto& c : configs) {
       names.push_back(c.job.name);
     }
-    *ctx.out << nlohmann::ordered_json{{"file", options.config_path}, {"valid", true},  {"jobs", names},
-                               {"accelerator", acc.name},     {"chips", acc.chips}, {"hosts", acc.hosts},
-                               {"warnings", warnings}}
+    *ctx.out << nlohmann::ordered_json{{"file", options.config_path}, {"valid", true},      {"jobs", names},
+                                       {"accelerator", acc.name},     {"chips", acc.chips}, {"hosts", acc.hosts},
+                                       {"warnings", warnings}}
                     .dump(2)
              << '\n';
     return 0;

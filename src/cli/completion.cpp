@@ -28,14 +28,20 @@ struct CommandInfo {
 };
 
 ValueKind kind_of(const std::string& name) {
-  if (name == "CONFIG") return ValueKind::file;
-  if (name == "ID") return ValueKind::job_id;
-  if (name == "SHELL") return ValueKind::shell;
-  if (name == "PHASE") return ValueKind::phase;
+  if (name == "CONFIG")
+    return ValueKind::file;
+  if (name == "ID")
+    return ValueKind::job_id;
+  if (name == "SHELL")
+    return ValueKind::shell;
+  if (name == "PHASE")
+    return ValueKind::phase;
   return ValueKind::other;
 }
 
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+std::string first_line(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
 
 std::vector<OptionInfo> options_of(const CLI::App& app) {
   std::vector<OptionInfo> out;
@@ -80,7 +86,8 @@ std::vector<CommandInfo> commands_of(const CLI::App& app) {
 std::string phase_words() {
   std::string words;
   for (const auto p : store::all_phases()) {
-    if (!words.empty()) words += ' ';
+    if (!words.empty())
+      words += ' ';
     words += store::to_string(p);
   }
   return words;
@@ -89,8 +96,10 @@ std::string phase_words() {
 std::string option_words(const std::vector<OptionInfo>& options) {
   std::string words;
   for (const auto& o : options) {
-    for (const auto& l : o.longs) words += (words.empty() ? "--" : " --") + l;
-    for (const auto& s : o.shorts) words += (words.empty() ? "-" : " -") + s;
+    for (const auto& l : o.longs)
+      words += (words.empty() ? "--" : " --") + l;
+    for (const auto& s : o.shorts)
+      words += (words.empty() ? "-" : " -") + s;
   }
   return words;
 }
@@ -99,8 +108,10 @@ std::string option_words(const std::vector<OptionInfo>& options) {
 std::string single_quoted(const std::string& text) {
   std::string out = "'";
   for (const char c : text) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -108,8 +119,12 @@ std::string single_quoted(const std::string& text) {
 std::string zsh_escape(const std::string& text) {
   std::string out;
   for (const char c : text) {
-    if (c == '[' || c == ']' || c == ':' || c == '\\') out += '\\';
-    if (c == '\'') { out += "'\\''"; continue; }
+    if (c == '[' || c == ']' || c == ':' || c == '\\')
+      out += '\\';
+    if (c == '\'') {
+      out += "'\\''";
+      continue;
+    }
     out += c;
   }
   return out;
@@ -140,17 +155,22 @@ std::string bash_completion(const CLI::App& app) {
     << "  case \"$cmd\" in\n";
   for (const auto& c : commands) {
     s << "  " << c.name;
-    for (const auto& a : c.aliases) s << '|' << a;
+    for (const auto& a : c.aliases)
+      s << '|' << a;
     s << ")\n";
     // Values of options.
     std::string value_cases;
     for (const auto& o : c.options) {
-      if (o.value == ValueKind::none) continue;
+      if (o.value == ValueKind::none)
+        continue;
       std::string names;
-      for (const auto& l : o.longs) names += (names.empty() ? "--" : "|--") + l;
-      for (const auto& sh : o.shorts) names += (names.empty() ? "-" : "|-") + sh;
+      for (const auto& l : o.longs)
+        names += (names.empty() ? "--" : "|--") + l;
+      for (const auto& sh : o.shorts)
+        names += (names.empty() ? "-" : "|-") + sh;
       if (o.value == ValueKind::phase) {
-        value_cases += "      " + names + ") COMPREPLY=($(compgen -W \"" + phase_words() + "\" -- \"$cur\")); return ;;\n";
+        value_cases +=
+            "      " + names + ") COMPREPLY=($(compgen -W \"" + phase_words() + "\" -- \"$cur\")); return ;;\n";
       } else {
         value_cases += "      " + names + ") return ;;\n";
       }
@@ -196,8 +216,10 @@ std::string zsh_completion(const CLI::App& app) {
   s << "  )\n"
     << "  _arguments -C \\\n";
   for (const auto& o : options_of(app)) {
-    for (const auto& l : o.longs) s << "    '--" << l << "[" << zsh_escape(o.description) << "]' \\\n";
-    for (const auto& sh : o.shorts) s << "    '-" << sh << "[" << zsh_escape(o.description) << "]' \\\n";
+    for (const auto& l : o.longs)
+      s << "    '--" << l << "[" << zsh_escape(o.description) << "]' \\\n";
+    for (const auto& sh : o.shorts)
+      s << "    '-" << sh << "[" << zsh_escape(o.description) << "]' \\\n";
   }
   s << "    '1: :->command' \\\n"
     << "    '*:: :->args'\n"
@@ -207,15 +229,20 @@ std::string zsh_completion(const CLI::App& app) {
     << "    case $words[1] in\n";
   for (const auto& c : commands) {
     s << "    " << c.name;
-    for (const auto& a : c.aliases) s << '|' << a;
+    for (const auto& a : c.aliases)
+      s << '|' << a;
     s << ")\n      _arguments \\\n";
     for (const auto& o : c.options) {
       std::string action;
-      if (o.value == ValueKind::phase) action = ":phase:(" + phase_words() + ")";
-      else if (o.value != ValueKind::none) action = ":value: ";
+      if (o.value == ValueKind::phase)
+        action = ":phase:(" + phase_words() + ")";
+      else if (o.value != ValueKind::none)
+        action = ":value: ";
       const std::string repeat = o.value == ValueKind::none ? "" : "*";
-      for (const auto& l : o.longs) s << "        '" << repeat << "--" << l << "[" << zsh_escape(o.description) << "]" << action << "' \\\n";
-      for (const auto& sh : o.shorts) s << "        '" << repeat << "-" << sh << "[" << zsh_escape(o.description) << "]" << action << "' \\\n";
+      for (const auto& l : o.longs)
+        s << "        '" << repeat << "--" << l << "[" << zsh_escape(o.description) << "]" << action << "' \\\n";
+      for (const auto& sh : o.shorts)
+        s << "        '" << repeat << "-" << sh << "[" << zsh_escape(o.description) << "]" << action << "' \\\n";
     }
     const std::string many = c.positional_many ? "*" : "1";
     switch (c.positional) {
@@ -243,26 +270,34 @@ std::string fish_completion(const CLI::App& app) {
   std::string all_names;
   for (const auto& c : commands) {
     all_names += (all_names.empty() ? "" : " ") + c.name;
-    for (const auto& a : c.aliases) all_names += " " + a;
+    for (const auto& a : c.aliases)
+      all_names += " " + a;
   }
   for (const auto& o : options_of(app)) {
     s << "complete -c jobman -n '__fish_use_subcommand'";
-    for (const auto& l : o.longs) s << " -l " << l;
-    for (const auto& sh : o.shorts) s << " -s " << sh;
+    for (const auto& l : o.longs)
+      s << " -l " << l;
+    for (const auto& sh : o.shorts)
+      s << " -s " << sh;
     s << " -d " << single_quoted(o.description) << '\n';
   }
   for (const auto& c : commands) {
     s << "complete -c jobman -n '__fish_use_subcommand' -a " << c.name << " -d " << single_quoted(c.description)
       << '\n';
     std::string seen = c.name;
-    for (const auto& a : c.aliases) seen += " " + a;
+    for (const auto& a : c.aliases)
+      seen += " " + a;
     const std::string cond = "-n '__fish_seen_subcommand_from " + seen + "'";
     for (const auto& o : c.options) {
       s << "complete -c jobman " << cond;
-      for (const auto& l : o.longs) s << " -l " << l;
-      for (const auto& sh : o.shorts) s << " -s " << sh;
-      if (o.value == ValueKind::phase) s << " -x -a " << single_quoted(phase_words());
-      else if (o.value != ValueKind::none) s << " -x";
+      for (const auto& l : o.longs)
+        s << " -l " << l;
+      for (const auto& sh : o.shorts)
+        s << " -s " << sh;
+      if (o.value == ValueKind::phase)
+        s << " -x -a " << single_quoted(phase_words());
+      else if (o.value != ValueKind::none)
+        s << " -x";
       s << " -d " << single_quoted(o.description) << '\n';
     }
     switch (c.positional) {

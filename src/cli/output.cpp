@@ -78,14 +78,14 @@ nlohmann::ordered_json attempt_json(const store::AttemptRecord& attempt) {
 
 nlohmann::ordered_json event_json(const store::EventRecord& event) {
   nlohmann::ordered_json j = {
-      {"id", event.id},
-      {"time", util::format_utc(event.ts_ms)},
-      {"time_ms", event.ts_ms},
-      {"kind", event.kind},
+      {"id", event.id},           {"time", util::format_utc(event.ts_ms)},
+      {"time_ms", event.ts_ms},   {"kind", event.kind},
       {"message", event.message},
   };
-  j["from"] = event.from ? nlohmann::ordered_json(std::string(store::to_string(*event.from))) : nlohmann::ordered_json(nullptr);
-  j["to"] = event.to ? nlohmann::ordered_json(std::string(store::to_string(*event.to))) : nlohmann::ordered_json(nullptr);
+  j["from"] =
+      event.from ? nlohmann::ordered_json(std::string(store::to_string(*event.from))) : nlohmann::ordered_json(nullptr);
+  j["to"] =
+      event.to ? nlohmann::ordered_json(std::string(store::to_string(*event.to))) : nlohmann::ordered_json(nullptr);
   if (!event.data_json.empty()) {
     j["data"] = nlohmann::ordered_json::parse(event.data_json, nullptr, false);
   } else {
@@ -96,11 +96,8 @@ nlohmann::ordered_json event_json(const store::EventRecord& event) {
 
 nlohmann::ordered_json warning_json(const config::ConfigWarning& warning) {
   return {
-      {"file", warning.where.file},
-      {"line", warning.where.line},
-      {"column", warning.where.column},
-      {"key", warning.where.key_path},
-      {"message", warning.message},
+      {"file", warning.where.file},    {"line", warning.where.line}, {"column", warning.where.column},
+      {"key", warning.where.key_path}, {"message", warning.message},
   };
 }
 
@@ -131,8 +128,8 @@ std::string status_text(const store::JobRecord& job) {
   if (store::is_terminal(job.phase) && job.desired == store::DesiredState::stop) {
     return text;
   }
-  if (job.desired != store::DesiredState::run && !(job.phase == store::Phase::deleted &&
-                                                   job.desired == store::DesiredState::remove)) {
+  if (job.desired != store::DesiredState::run &&
+      !(job.phase == store::Phase::deleted && job.desired == store::DesiredState::remove)) {
     text += " (" + std::string(store::to_string(job.desired)) + " requested)";
   }
   return text;

@@ -48,7 +48,8 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
                            {"changed", outcome.changed},
                            {"done", outcome.done},
                            {"message", outcome.message},
-                           {"status", outcome.status.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(outcome.status)}});
+                           {"status", outcome.status.empty() ? nlohmann::ordered_json(nullptr)
+                                                             : nlohmann::ordered_json(outcome.status)}});
       } else {
         *ctx.out << util::format_job_id(id) << ": " << outcome.message << '\n';
       }

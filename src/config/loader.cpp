@@ -337,25 +337,46 @@ private:
 
 // ---- Checks on single values ----
 
-bool matches(const std::string& text, const char* pattern) {
-  return std::regex_match(text, std::regex(pattern));
+// The patterns values are checked against, each compiled once.
+const std::regex& label_key_form() {
+  static const std::regex pattern("[a-z][a-z0-9_-]{0,62}");
+  return pattern;
+}
+
+const std::regex& label_value_form() {
+  static const std::regex pattern("[a-z0-9_-]{0,63}");
+  return pattern;
+}
+
+const std::regex& tag_form() {
+  static const std::regex pattern("[a-z]([-a-z0-9]{0,61}[a-z0-9])?");
+  return pattern;
+}
+
+const std::regex& variable_name_form() {
+  static const std::regex pattern("[A-Za-z_][A-Za-z0-9_-]*");
+  return pattern;
+}
+
+bool matches(const std::string& text, const std::regex& pattern) {
+  return std::regex_match(text, pattern);
 }
 
 void check_label(Problems& p, const Origin& key_at, const Origin& value_at, const std::string& path,
                  const std::string& key, const std::string& value) {
-  if (!matches(key, "[a-z][a-z0-9_-]{0,62}")) {
+  if (!matches(key, label_key_form())) {
     p.error(key_at, path, "label key '" + key + "' is not valid",
             "label keys start with a lowercase letter and use lowercase letters, digits, '_' and '-', "
             "at most 63 characters");
   }
-  if (!matches(value, "[a-z0-9_-]{0,63}")) {
+  if (!matches(value, label_value_form())) {
     p.error(value_at, path, "label value '" + value + "' is not valid",
             "label values use lowercase letters, digits, '_' and '-', at most 63 characters");
   }
 }
 
 void check_tag(Problems& p, const Origin& at, const std::string& path, const std::string& tag) {
-  if (!matches(tag, "[a-z]([-a-z0-9]{0,61}[a-z0-9])?")) {
+  if (!matches(tag, tag_form())) {
     p.error(at, path, "network tag '" + tag + "' is not valid",
             "tags start with a lowercase letter and use lowercase letters, digits and '-', at most 63 characters");
   }
@@ -726,7 +747,7 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
   JobConfig config;
   const auto sections = detail::known_keys("");
   for (const auto& entry : root.entries) {
-    if (std::find(sections.begin(), sections.end(), entry.key) == sections.end() || entry.key == "sweep") {
+    if (std::find(sections.begin(), sections.end(), entry.key) == sections.end()) {
       p.error(entry.key_origin, entry.key, "unknown section", detail::suggestion(entry.key, sections));
     }
   }
@@ -823,7 +844,7 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
     if (vars.node->is_mapping()) {
       for (const auto& entry : vars.node->entries) {
         const std::string path = join_path("vars", entry.key);
-        if (!matches(entry.key, "[A-Za-z_][A-Za-z0-9_-]*")) {
+        if (!matches(entry.key, variable_name_form())) {
           p.error(entry.key_origin, path, "'" + entry.key + "' is not a variable name",
                   "use letters, digits, '_' and '-', starting with a letter");
         } else if (entry.value.is_null()) {

@@ -11,11 +11,17 @@ namespace jobman::core {
 using store::DesiredState;
 using store::Phase;
 
-std::filesystem::path store_path() { return util::jobman_home() / "jobman.db"; }
+std::filesystem::path store_path() {
+  return util::jobman_home() / "jobman.db";
+}
 
-store::JobStore open_store() { return store::JobStore::open(store_path()); }
+store::JobStore open_store() {
+  return store::JobStore::open(store_path());
+}
 
-std::filesystem::path job_directory(std::int64_t id) { return util::jobman_home() / "jobs" / util::format_job_id(id); }
+std::filesystem::path job_directory(std::int64_t id) {
+  return util::jobman_home() / "jobs" / util::format_job_id(id);
+}
 
 std::string sweep_label(const config::JobConfig& config) {
   std::string label;
@@ -75,7 +81,9 @@ DesiredState desired_for(Request request) {
 }
 
 // A job has something in the cloud once an attempt has started; only the supervisor may touch that.
-bool has_cloud_footprint(const store::JobRecord& job) { return job.attempt > 0 && job.phase != Phase::deleted; }
+bool has_cloud_footprint(const store::JobRecord& job) {
+  return job.attempt > 0 && job.phase != Phase::deleted;
+}
 
 // How far along the stop/delete/clean ladder a desired state is.
 int teardown_rank(DesiredState desired) {
@@ -120,8 +128,7 @@ RequestOutcome tear_down(store::JobStore& store, const store::JobRecord& job, Re
   switch (request) {
   case Request::cancel:
     if (!store::is_terminal(job.phase)) {
-      if (store.transition(job.id, job.phase,
-                           change_to(Phase::cancelled, "cancelled before a slice was requested"))) {
+      if (store.transition(job.id, job.phase, change_to(Phase::cancelled, "cancelled before a slice was requested"))) {
         return outcome(store.get_job(job.id), true, true, "cancelled");
       }
       // A supervisor moved the job meanwhile; it reads the desired state.
@@ -130,8 +137,7 @@ RequestOutcome tear_down(store::JobStore& store, const store::JobRecord& job, Re
     return outcome(job, !already_asked, true, "already " + std::string(store::to_string(job.phase)));
   case Request::remove:
     if (job.phase != Phase::deleted) {
-      if (store.transition(job.id, job.phase,
-                           change_to(Phase::deleted, "deleted before a slice was requested"))) {
+      if (store.transition(job.id, job.phase, change_to(Phase::deleted, "deleted before a slice was requested"))) {
         return outcome(store.get_job(job.id), true, true, "deleted");
       }
       return outcome(store.get_job(job.id), true, false, verb + " requested");

@@ -79,8 +79,8 @@ std::map<std::string, std::string> job_labels(const config::JobConfig& config, s
   return labels;
 }
 
-nlohmann::json create_request_body(const config::JobConfig& config, const std::string& project,
-                                   std::int64_t job_id, const std::string& user, int attempt) {
+nlohmann::json create_request_body(const config::JobConfig& config, const std::string& project, std::int64_t job_id,
+                                   const std::string& user, int attempt) {
   const auto& tpu = config.tpu;
   nlohmann::json node = {
       {"acceleratorType", tpu.accelerator.name},
@@ -144,13 +144,14 @@ std::vector<SetupStep> setup_steps(const config::JobConfig& config) {
   if (config.ssh) {
     std::string summary = "install ssh key " + config.ssh->private_key;
     if (!config.ssh->identities.empty()) {
-      summary += " and " + std::to_string(config.ssh->identities.size()) + " identities with their ~/.ssh/config entries";
+      summary +=
+          " and " + std::to_string(config.ssh->identities.size()) + " identities with their ~/.ssh/config entries";
     }
     steps.push_back({"ssh", summary, every});
   }
   if (config.gcsfuse) {
-    steps.push_back({"gcsfuse", "mount bucket gs://" + config.gcsfuse->bucket_name + " at " + config.gcsfuse->mount_path,
-                     every});
+    steps.push_back(
+        {"gcsfuse", "mount bucket gs://" + config.gcsfuse->bucket_name + " at " + config.gcsfuse->mount_path, every});
   }
   switch (config.job.env_type) {
   case config::EnvType::venv:

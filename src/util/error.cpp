@@ -1,6 +1,5 @@
 #include "jobman/util/error.hpp"
 
-
 namespace jobman {
 
 std::string Diagnostic::format() const {

@@ -84,7 +84,9 @@ void append_json_string(std::string& out, std::string_view text) {
   out += '"';
 }
 
-JsonObjectWriter::JsonObjectWriter(std::string& out) : out_(out) { out_ += '{'; }
+JsonObjectWriter::JsonObjectWriter(std::string& out) : out_(out) {
+  out_ += '{';
+}
 
 void JsonObjectWriter::key(std::string_view name) {
   if (!first_) {
@@ -127,6 +129,8 @@ JsonObjectWriter& JsonObjectWriter::field_or_null(std::string_view name, std::st
   return field(name, value);
 }
 
-void JsonObjectWriter::close() { out_ += '}'; }
+void JsonObjectWriter::close() {
+  out_ += '}';
+}
 
 } // namespace jobman::util

@@ -33,7 +33,9 @@ std::string join(std::span<const std::string> items, std::string_view sep) {
 }
 
 std::string_view trim(std::string_view text) {
-  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
+  const auto is_space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+  };
   while (!text.empty() && is_space(text.front())) {
     text.remove_prefix(1);
   }

@@ -152,11 +152,17 @@ std::string format_tm(std::int64_t epoch_ms, bool utc, const char* pattern) {
 }
 } // namespace
 
-std::string format_utc(std::int64_t epoch_ms) { return format_tm(epoch_ms, true, "%Y-%m-%dT%H:%M:%SZ"); }
+std::string format_utc(std::int64_t epoch_ms) {
+  return format_tm(epoch_ms, true, "%Y-%m-%dT%H:%M:%SZ");
+}
 
-std::string format_local(std::int64_t epoch_ms) { return format_tm(epoch_ms, false, "%Y-%m-%d %H:%M:%S"); }
+std::string format_local(std::int64_t epoch_ms) {
+  return format_tm(epoch_ms, false, "%Y-%m-%d %H:%M:%S");
+}
 
-bool is_terminal(int fd) { return ::isatty(fd) == 1; }
+bool is_terminal(int fd) {
+  return ::isatty(fd) == 1;
+}
 
 bool color_enabled(int fd) {
   if (std::getenv("NO_COLOR") != nullptr) {

@@ -43,9 +43,8 @@ INSTANTIATE_TEST_SUITE_P(AllShells, Completions,
 
 // Runs the bash completion function for a command line and returns COMPREPLY, one word per line.
 std::string bash_complete(const TempDir& dir, const std::string& line) {
-  const std::string script = "source '" + (kCompletions / "jobman.bash").string() + "'\n" +
-                             "COMP_WORDS=(" + line + ")\n" +
-                             "COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))\n" +
+  const std::string script = "source '" + (kCompletions / "jobman.bash").string() + "'\n" + "COMP_WORDS=(" + line +
+                             ")\n" + "COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))\n" +
                              "_jobman\n"
                              "printf '%s\\n' \"${COMPREPLY[@]}\"\n";
   RunOptions options;
@@ -90,8 +89,9 @@ TEST(ZshCompletion, ParsesAndDefinesTheFunction) {
   TempDir dir;
   std::filesystem::copy_file(script, dir / "_jobman");
   const auto r = run_program({"/usr/bin/zsh", "-f", "-c",
-                              "fpath=('" + dir.path().string() + "' $fpath); autoload -U compinit; compinit -u -D; "
-                              "print -r -- ${_comps[jobman]}"});
+                              "fpath=('" + dir.path().string() +
+                                  "' $fpath); autoload -U compinit; compinit -u -D; "
+                                  "print -r -- ${_comps[jobman]}"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "_jobman\n");
 }

@@ -132,8 +132,8 @@ TEST_F(CliJobs, ExitCodesFollowTheTable) {
 }
 
 TEST_F(CliJobs, EveryCommandHelpHasExamples) {
-  for (const std::string cmd : {"create", "validate", "list", "show", "resume", "cancel", "delete", "clean",
-                                "settings", "completion"}) {
+  for (const std::string cmd :
+       {"create", "validate", "list", "show", "resume", "cancel", "delete", "clean", "settings", "completion"}) {
     const auto r = jm({cmd, "--help"});
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE(r.out.find("Examples:"), std::string::npos) << cmd << " --help has no examples";
@@ -185,7 +185,7 @@ TEST_F(CliJobs, ListFiltersByStatusNameAndUser) {
 
 TEST_F(CliJobs, StoreFilesAreReadableByTheOwnerOnly) {
   create(kData + "train.yaml");
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat((dir / "home" / "jobman.db").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600);
   ASSERT_EQ(::stat((dir / "home").c_str(), &st), 0);

@@ -12,7 +12,9 @@ extern char** environ;
 
 namespace jobman::test {
 
-std::string jobman_binary() { return JOBMAN_BINARY; }
+std::string jobman_binary() {
+  return JOBMAN_BINARY;
+}
 
 RunResult run_program(const std::vector<std::string>& argv, const RunOptions& options) {
   int in_pipe[2];
@@ -64,18 +66,24 @@ RunResult run_program(const std::vector<std::string>& argv, const RunOptions& op
   while (out_open || err_open) {
     pollfd fds[3];
     int n = 0;
-    if (out_open) fds[n++] = {out_pipe[0], POLLIN, 0};
-    if (err_open) fds[n++] = {err_pipe[0], POLLIN, 0};
-    if (in_fd >= 0) fds[n++] = {in_fd, POLLOUT, 0};
+    if (out_open)
+      fds[n++] = {out_pipe[0], POLLIN, 0};
+    if (err_open)
+      fds[n++] = {err_pipe[0], POLLIN, 0};
+    if (in_fd >= 0)
+      fds[n++] = {in_fd, POLLOUT, 0};
     if (::poll(fds, static_cast<nfds_t>(n), -1) < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       break;
     }
     for (int i = 0; i < n; ++i) {
-      if (fds[i].revents == 0) continue;
+      if (fds[i].revents == 0)
+        continue;
       if (fds[i].fd == in_fd) {
         const ssize_t w = ::write(in_fd, options.input.data() + input_written, options.input.size() - input_written);
-        if (w > 0) input_written += static_cast<std::size_t>(w);
+        if (w > 0)
+          input_written += static_cast<std::size_t>(w);
         if (w < 0 || input_written == options.input.size()) {
           ::close(in_fd);
           in_fd = -1;
@@ -86,12 +94,15 @@ RunResult run_program(const std::vector<std::string>& argv, const RunOptions& op
       if (r > 0) {
         (fds[i].fd == out_pipe[0] ? result.out : result.err).append(buf, static_cast<std::size_t>(r));
       } else if (r == 0 || errno != EINTR) {
-        if (fds[i].fd == out_pipe[0]) out_open = false;
-        else err_open = false;
+        if (fds[i].fd == out_pipe[0])
+          out_open = false;
+        else
+          err_open = false;
       }
     }
   }
-  if (in_fd >= 0) ::close(in_fd);
+  if (in_fd >= 0)
+    ::close(in_fd);
   ::close(out_pipe[0]);
   ::close(err_pipe[0]);
   int status = 0;

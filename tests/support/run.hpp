@@ -9,9 +9,9 @@ namespace jobman::test {
 
 // What a finished child process left behind.
 struct RunResult {
-  int exit_code = -1;   // Exit status, or 128 + signal.
-  std::string out;      // Standard output.
-  std::string err;      // Standard error.
+  int exit_code = -1; // Exit status, or 128 + signal.
+  std::string out;    // Standard output.
+  std::string err;    // Standard error.
 };
 
 // How to run it.

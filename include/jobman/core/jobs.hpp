@@ -35,10 +35,10 @@ std::string_view to_string(Request request);
 // What became of one request.
 struct RequestOutcome {
   std::int64_t id = 0;
-  bool changed = false;     // False when the job was already where the request leads.
-  bool done = false;        // True when nothing is left for the supervisor to do.
-  std::string message;      // One line for people: "cancelled", "cancel requested", ...
-  std::string status;       // The job's phase afterwards ("" once removed).
+  bool changed = false; // False when the job was already where the request leads.
+  bool done = false;    // True when nothing is left for the supervisor to do.
+  std::string message;  // One line for people: "cancelled", "cancel requested", ...
+  std::string status;   // The job's phase afterwards ("" once removed).
 };
 
 // Records `request` for job `id` as its desired state. Where the job has nothing in the cloud yet

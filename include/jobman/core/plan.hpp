@@ -21,13 +21,13 @@ std::map<std::string, std::string> job_labels(const config::JobConfig& config, s
 
 // The body of queuedResources.create (or nodes.create in tpu-vm mode) for one attempt, with the
 // field names of the TPU v2 API.
-nlohmann::json create_request_body(const config::JobConfig& config, const std::string& project,
-                                   std::int64_t job_id, const std::string& user, int attempt);
+nlohmann::json create_request_body(const config::JobConfig& config, const std::string& project, std::int64_t job_id,
+                                   const std::string& user, int attempt);
 
 // One step jobman runs on worker hosts.
 struct SetupStep {
-  std::string module;      // "ssh", "gcsfuse", "venv", "conda", "docker", "command".
-  std::string summary;     // What it does, for people.
+  std::string module;       // "ssh", "gcsfuse", "venv", "conda", "docker", "command".
+  std::string summary;      // What it does, for people.
   std::vector<int> workers; // Which hosts it runs on.
 };
 
