@@ -7,9 +7,6 @@
 namespace jobman::cli {
 
 store::JobStore& Context::store() {
-  if (store_override) {
-    return *store_override;
-  }
   if (!opened_) {
     opened_.emplace(core::open_store());
   }

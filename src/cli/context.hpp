@@ -16,8 +16,7 @@ struct Context {
   std::ostream* err = &std::cerr; // Progress and hints for people go here.
   bool color = false;             // ANSI colour on `out`.
   bool verbose = false;
-  std::function<int()> action;                   // The parsed command, run after parsing succeeded.
-  std::optional<store::JobStore> store_override; // Tests inject a store; otherwise $JOBMAN_HOME's is opened.
+  std::function<int()> action; // The parsed command, run after parsing succeeded.
 
   // The job store, opened on first use.
   store::JobStore& store();

@@ -153,6 +153,7 @@ Settings load_settings() {
   // Without an explicit choice, a project means Google Cloud; otherwise the bundled mock.
   if (!given.contains("cloud")) {
     settings.cloud = settings.project.empty() ? CloudKind::mock : CloudKind::google;
+    origins.emplace("cloud", settings.project.empty() ? "default (no project set)" : "default (a project is set)");
   }
   const std::map<std::string, std::string> values{
       {"cloud", settings.cloud == CloudKind::google ? "google" : "mock"},

@@ -97,8 +97,8 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
   if (!metadata.empty()) {
     node["metadata"] = metadata;
   }
-  if (!tpu.network.empty() || !tpu.subnetwork.empty()) {
-    nlohmann::json network = {{"enableExternalIps", true}};
+  if (!tpu.network.empty() || !tpu.subnetwork.empty() || tpu.internal_ips) {
+    nlohmann::json network = {{"enableExternalIps", !tpu.internal_ips}};
     if (!tpu.network.empty()) {
       network["network"] = tpu.network;
     }
@@ -112,6 +112,9 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
   }
   if (tpu.pricing == config::Pricing::preemptible) {
     node["schedulingConfig"] = {{"preemptible", true}};
+  }
+  if (tpu.reserved) {
+    node["schedulingConfig"]["reserved"] = true;
   }
   const std::string parent = "projects/" + project + "/locations/" + tpu.zone;
   const std::string id = resource_id(tpu.name, job_id, attempt);

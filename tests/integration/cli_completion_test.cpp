@@ -24,6 +24,10 @@ struct Shell {
   std::string file;
 };
 
+void PrintTo(const Shell& shell, std::ostream* os) {
+  *os << shell.name;
+}
+
 class Completions : public ::testing::TestWithParam<Shell> {};
 
 TEST_P(Completions, CommittedScriptMatchesTheCliDefinition) {

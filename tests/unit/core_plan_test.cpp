@@ -64,6 +64,16 @@ TEST(PlanRequestBody, PreemptibleSetsTheNodeSchedulingConfig) {
   EXPECT_FALSE(body.contains("guaranteed"));
 }
 
+TEST(PlanRequestBody, InternalIpsAndReservedReachTheNode) {
+  const auto config = load(kBase + "  pricing: ondemand\n  internal_ips: true\n  reserved: true\n"
+                                   "  network: projects/p/global/networks/n\ncommand:\n  cmd: run\n");
+  const auto body = create_request_body(config, "proj", 1, "alice", 1);
+  const auto& node = body["tpu"]["nodeSpec"][0]["node"];
+  EXPECT_EQ(node["networkConfig"]["enableExternalIps"], false);
+  EXPECT_EQ(node["networkConfig"]["network"], "projects/p/global/networks/n");
+  EXPECT_EQ(node["schedulingConfig"]["reserved"], true);
+}
+
 TEST(PlanSetupSteps, RunInOrderOnEveryHostAndTheCommandOnTheSelectedOnes) {
   const auto config = load(kBase + "  pricing: spot\n"
                                    "gcsfuse:\n  bucket_name: b\n  mount_path: /mnt/b\n"
