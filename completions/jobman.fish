@@ -12,8 +12,8 @@ complete -c jobman -n '__fish_seen_subcommand_from create' -l json -d 'Print mac
 complete -c jobman -n '__fish_seen_subcommand_from create' -F
 complete -c jobman -n '__fish_use_subcommand' -a validate -d 'Check a config file without recording anything'
 complete -c jobman -n '__fish_seen_subcommand_from validate' -l help -s h -d 'Print this help message and exit'
-complete -c jobman -n '__fish_seen_subcommand_from validate' -l set -x -d 'Override a config value: key.path=value'
-complete -c jobman -n '__fish_seen_subcommand_from validate' -l sweep -x -d 'Sweep a value: key.path=v1,v2'
+complete -c jobman -n '__fish_seen_subcommand_from validate' -l set -x -d 'Override a config value before validation: key.path=value'
+complete -c jobman -n '__fish_seen_subcommand_from validate' -l sweep -x -d 'One job per value (cartesian product across --sweep): key.path=v1,v2'
 complete -c jobman -n '__fish_seen_subcommand_from validate' -l json -d 'Print machine-readable JSON on stdout (see docs/JSON.md); no logging'
 complete -c jobman -n '__fish_seen_subcommand_from validate' -F
 complete -c jobman -n '__fish_use_subcommand' -a list -d 'List jobs: unfinished ones and those finished in the last 24 hours'

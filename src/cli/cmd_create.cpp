@@ -15,9 +15,7 @@ namespace jobman::cli {
 namespace {
 
 struct CreateOptions {
-  std::string config_path;
-  std::vector<std::string> set_overrides;
-  std::vector<std::string> sweeps;
+  ConfigArguments config;
   bool dry_run = false;
   bool json = false;
 };
@@ -105,12 +103,7 @@ int run_create(Context& ctx, const CreateOptions& options) {
   if (options.json) {
     silence_logging();
   }
-  config::LoadOptions load;
-  load.set_overrides = options.set_overrides;
-  load.sweep_args = options.sweeps;
-  const config::Settings settings = config::load_settings();
-  load.default_zone = settings.zone;
-  const auto configs = config::load_job_configs(options.config_path, load);
+  const auto configs = load_configs(options.config);
   // Sweep members share their warnings; name each once.
   for (const auto& w : configs.front().warnings) {
     spdlog::warn("{}", format_warning(w));
@@ -154,15 +147,7 @@ void add_create_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<CreateOptions>();
   auto* cmd =
       app.add_subcommand("create", "Record a job from a config file (one per sweep combination); prints the id(s)");
-  cmd->add_option("CONFIG", options->config_path, "Job config (YAML, the Python jobman's layout)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  cmd->add_option("--set", options->set_overrides, "Override a config value before validation: key.path=value")
-      ->allow_extra_args(false)
-      ->type_name("KEY=VALUE");
-  cmd->add_option("--sweep", options->sweeps, "One job per value (cartesian product across --sweep): key.path=v1,v2")
-      ->allow_extra_args(false)
-      ->type_name("KEY=V1,V2");
+  add_config_arguments(*cmd, options->config);
   cmd->add_flag("--dry-run", options->dry_run,
                 "Print the resolved config, the cloud request and the setup steps; record nothing");
   add_json_flag(*cmd, options->json);

@@ -11,9 +11,7 @@ namespace jobman::cli {
 namespace {
 
 struct ValidateOptions {
-  std::string config_path;
-  std::vector<std::string> set_overrides;
-  std::vector<std::string> sweeps;
+  ConfigArguments config;
   bool json = false;
 };
 
@@ -21,11 +19,7 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
   if (options.json) {
     silence_logging();
   }
-  config::LoadOptions load;
-  load.set_overrides = options.set_overrides;
-  load.sweep_args = options.sweeps;
-  load.default_zone = config::load_settings().zone;
-  const auto configs = config::load_job_configs(options.config_path, load);
+  const auto configs = load_configs(options.config);
   const auto& first = configs.front();
   const auto& acc = first.tpu.accelerator;
   if (options.json) {
@@ -37,7 +31,7 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
     for (const auto& c : configs) {
       names.push_back(c.job.name);
     }
-    *ctx.out << nlohmann::ordered_json{{"file", options.config_path}, {"valid", true},      {"jobs", names},
+    *ctx.out << nlohmann::ordered_json{{"file", options.config.path}, {"valid", true},      {"jobs", names},
                                        {"accelerator", acc.name},     {"chips", acc.chips}, {"hosts", acc.hosts},
                                        {"warnings", warnings}}
                     .dump(2)
@@ -47,7 +41,7 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
   for (const auto& w : first.warnings) {
     spdlog::warn("{}", format_warning(w));
   }
-  *ctx.out << options.config_path << ": ok: " << configs.size() << (configs.size() == 1 ? " job" : " jobs") << ", "
+  *ctx.out << options.config.path << ": ok: " << configs.size() << (configs.size() == 1 ? " job" : " jobs") << ", "
            << acc.name << " (" << acc.chips << (acc.chips == 1 ? " chip, " : " chips, ") << acc.hosts
            << (acc.hosts == 1 ? " host" : " hosts") << ") " << config::to_string(first.tpu.pricing) << " in "
            << first.tpu.zone << '\n';
@@ -56,16 +50,31 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
 
 } // namespace
 
+void add_config_arguments(CLI::App& command, ConfigArguments& arguments) {
+  command.add_option("CONFIG", arguments.path, "Job config (YAML, the Python jobman's layout)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  command.add_option("--set", arguments.set_overrides, "Override a config value before validation: key.path=value")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
+  command
+      .add_option("--sweep", arguments.sweeps, "One job per value (cartesian product across --sweep): key.path=v1,v2")
+      ->allow_extra_args(false)
+      ->type_name("KEY=V1,V2");
+}
+
+std::vector<config::JobConfig> load_configs(const ConfigArguments& arguments) {
+  config::LoadOptions load;
+  load.set_overrides = arguments.set_overrides;
+  load.sweep_args = arguments.sweeps;
+  load.default_zone = config::load_settings().zone;
+  return config::load_job_configs(arguments.path, load);
+}
+
 void add_validate_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<ValidateOptions>();
   auto* cmd = app.add_subcommand("validate", "Check a config file without recording anything");
-  cmd->add_option("CONFIG", options->config_path, "Job config (YAML)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--set", options->set_overrides, "Override a config value: key.path=value")
-      ->allow_extra_args(false)
-      ->type_name("KEY=VALUE");
-  cmd->add_option("--sweep", options->sweeps, "Sweep a value: key.path=v1,v2")
-      ->allow_extra_args(false)
-      ->type_name("KEY=V1,V2");
+  add_config_arguments(*cmd, options->config);
   add_json_flag(*cmd, options->json);
   cmd->footer("Examples:\n"
               "  jobman validate train.yaml\n"

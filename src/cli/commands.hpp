@@ -2,6 +2,7 @@
 #pragma once
 
 #include "context.hpp"
+#include "jobman/config/job_config.hpp"
 #include "jobman/core/jobs.hpp"
 
 #include <CLI/CLI.hpp>
@@ -27,6 +28,19 @@ CLI::Option* add_json_flag(CLI::App& command, bool& json);
 
 // Turns logging off for machine-readable output.
 void silence_logging();
+
+// The config arguments create and validate share: the file, --set and --sweep.
+struct ConfigArguments {
+  std::string path;
+  std::vector<std::string> set_overrides;
+  std::vector<std::string> sweeps;
+};
+
+// Adds CONFIG, --set and --sweep to `command`.
+void add_config_arguments(CLI::App& command, ConfigArguments& arguments);
+
+// Loads the config as `create` would: overrides, sweeps, the settings' default zone.
+std::vector<config::JobConfig> load_configs(const ConfigArguments& arguments);
 
 // The arguments resume/cancel/delete/clean share.
 struct RequestCommandOptions {

@@ -3,6 +3,7 @@
 #include "support/temp_dir.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -181,6 +182,22 @@ TEST_F(CliJobs, ListFiltersByStatusNameAndUser) {
   EXPECT_EQ(r.out, "");
   r = jm({"list", "-q", "--user", "bob"});
   EXPECT_EQ(r.out, "");
+}
+
+TEST_F(CliJobs, SecretsInAConfigNeverReachTheStore) {
+  const auto config =
+      dir.write("secret.yaml", "job:\n  name: sec\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                               "command:\n  cmd: echo hi\nbrevo_email:\n  api_key: xkeysib-S3CRET-VALUE\n"
+                               "  sender: a@example.com\n  receiver: b@example.com\n");
+  const auto id = create(config.string());
+  const auto r = jm({"show", id, "--config"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("<redacted>"), std::string::npos) << r.out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir / "home")) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_EQ(bytes.find("S3CRET"), std::string::npos) << entry.path();
+  }
 }
 
 TEST_F(CliJobs, StoreFilesAreReadableByTheOwnerOnly) {
