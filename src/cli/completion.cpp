@@ -28,14 +28,18 @@ struct CommandInfo {
 };
 
 ValueKind kind_of(const std::string& name) {
-  if (name == "CONFIG")
+  if (name == "CONFIG") {
     return ValueKind::file;
-  if (name == "ID")
+  }
+  if (name == "ID") {
     return ValueKind::job_id;
-  if (name == "SHELL")
+  }
+  if (name == "SHELL") {
     return ValueKind::shell;
-  if (name == "PHASE")
+  }
+  if (name == "PHASE") {
     return ValueKind::phase;
+  }
   return ValueKind::other;
 }
 
@@ -86,8 +90,9 @@ std::vector<CommandInfo> commands_of(const CLI::App& app) {
 std::string phase_words() {
   std::string words;
   for (const auto p : store::all_phases()) {
-    if (!words.empty())
+    if (!words.empty()) {
       words += ' ';
+    }
     words += store::to_string(p);
   }
   return words;
@@ -96,10 +101,12 @@ std::string phase_words() {
 std::string option_words(const std::vector<OptionInfo>& options) {
   std::string words;
   for (const auto& o : options) {
-    for (const auto& l : o.longs)
+    for (const auto& l : o.longs) {
       words += (words.empty() ? "--" : " --") + l;
-    for (const auto& s : o.shorts)
+    }
+    for (const auto& s : o.shorts) {
       words += (words.empty() ? "-" : " -") + s;
+    }
   }
   return words;
 }
@@ -108,10 +115,11 @@ std::string option_words(const std::vector<OptionInfo>& options) {
 std::string single_quoted(const std::string& text) {
   std::string out = "'";
   for (const char c : text) {
-    if (c == '\'')
+    if (c == '\'') {
       out += "'\\''";
-    else
+    } else {
       out += c;
+    }
   }
   return out + "'";
 }
@@ -119,8 +127,9 @@ std::string single_quoted(const std::string& text) {
 std::string zsh_escape(const std::string& text) {
   std::string out;
   for (const char c : text) {
-    if (c == '[' || c == ']' || c == ':' || c == '\\')
+    if (c == '[' || c == ']' || c == ':' || c == '\\') {
       out += '\\';
+    }
     if (c == '\'') {
       out += "'\\''";
       continue;
@@ -155,19 +164,23 @@ std::string bash_completion(const CLI::App& app) {
     << "  case \"$cmd\" in\n";
   for (const auto& c : commands) {
     s << "  " << c.name;
-    for (const auto& a : c.aliases)
+    for (const auto& a : c.aliases) {
       s << '|' << a;
+    }
     s << ")\n";
     // Values of options.
     std::string value_cases;
     for (const auto& o : c.options) {
-      if (o.value == ValueKind::none)
+      if (o.value == ValueKind::none) {
         continue;
+      }
       std::string names;
-      for (const auto& l : o.longs)
+      for (const auto& l : o.longs) {
         names += (names.empty() ? "--" : "|--") + l;
-      for (const auto& sh : o.shorts)
+      }
+      for (const auto& sh : o.shorts) {
         names += (names.empty() ? "-" : "|-") + sh;
+      }
       if (o.value == ValueKind::phase) {
         value_cases +=
             "      " + names + ") COMPREPLY=($(compgen -W \"" + phase_words() + "\" -- \"$cur\")); return ;;\n";
@@ -216,10 +229,12 @@ std::string zsh_completion(const CLI::App& app) {
   s << "  )\n"
     << "  _arguments -C \\\n";
   for (const auto& o : options_of(app)) {
-    for (const auto& l : o.longs)
+    for (const auto& l : o.longs) {
       s << "    '--" << l << "[" << zsh_escape(o.description) << "]' \\\n";
-    for (const auto& sh : o.shorts)
+    }
+    for (const auto& sh : o.shorts) {
       s << "    '-" << sh << "[" << zsh_escape(o.description) << "]' \\\n";
+    }
   }
   s << "    '1: :->command' \\\n"
     << "    '*:: :->args'\n"
@@ -229,20 +244,24 @@ std::string zsh_completion(const CLI::App& app) {
     << "    case $words[1] in\n";
   for (const auto& c : commands) {
     s << "    " << c.name;
-    for (const auto& a : c.aliases)
+    for (const auto& a : c.aliases) {
       s << '|' << a;
+    }
     s << ")\n      _arguments \\\n";
     for (const auto& o : c.options) {
       std::string action;
-      if (o.value == ValueKind::phase)
+      if (o.value == ValueKind::phase) {
         action = ":phase:(" + phase_words() + ")";
-      else if (o.value != ValueKind::none)
+      } else if (o.value != ValueKind::none) {
         action = ":value: ";
+      }
       const std::string repeat = o.value == ValueKind::none ? "" : "*";
-      for (const auto& l : o.longs)
+      for (const auto& l : o.longs) {
         s << "        '" << repeat << "--" << l << "[" << zsh_escape(o.description) << "]" << action << "' \\\n";
-      for (const auto& sh : o.shorts)
+      }
+      for (const auto& sh : o.shorts) {
         s << "        '" << repeat << "-" << sh << "[" << zsh_escape(o.description) << "]" << action << "' \\\n";
+      }
     }
     const std::string many = c.positional_many ? "*" : "1";
     switch (c.positional) {
@@ -270,34 +289,41 @@ std::string fish_completion(const CLI::App& app) {
   std::string all_names;
   for (const auto& c : commands) {
     all_names += (all_names.empty() ? "" : " ") + c.name;
-    for (const auto& a : c.aliases)
+    for (const auto& a : c.aliases) {
       all_names += " " + a;
+    }
   }
   for (const auto& o : options_of(app)) {
     s << "complete -c jobman -n '__fish_use_subcommand'";
-    for (const auto& l : o.longs)
+    for (const auto& l : o.longs) {
       s << " -l " << l;
-    for (const auto& sh : o.shorts)
+    }
+    for (const auto& sh : o.shorts) {
       s << " -s " << sh;
+    }
     s << " -d " << single_quoted(o.description) << '\n';
   }
   for (const auto& c : commands) {
     s << "complete -c jobman -n '__fish_use_subcommand' -a " << c.name << " -d " << single_quoted(c.description)
       << '\n';
     std::string seen = c.name;
-    for (const auto& a : c.aliases)
+    for (const auto& a : c.aliases) {
       seen += " " + a;
+    }
     const std::string cond = "-n '__fish_seen_subcommand_from " + seen + "'";
     for (const auto& o : c.options) {
       s << "complete -c jobman " << cond;
-      for (const auto& l : o.longs)
+      for (const auto& l : o.longs) {
         s << " -l " << l;
-      for (const auto& sh : o.shorts)
+      }
+      for (const auto& sh : o.shorts) {
         s << " -s " << sh;
-      if (o.value == ValueKind::phase)
+      }
+      if (o.value == ValueKind::phase) {
         s << " -x -a " << single_quoted(phase_words());
-      else if (o.value != ValueKind::none)
+      } else if (o.value != ValueKind::none) {
         s << " -x";
+      }
       s << " -d " << single_quoted(o.description) << '\n';
     }
     switch (c.positional) {

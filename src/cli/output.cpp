@@ -110,15 +110,15 @@ std::string_view phase_color(store::Phase phase) {
   using store::Phase;
   switch (phase) {
   case Phase::pending: return "";
-  case Phase::queued: return "\x1b[33m";       // yellow
+  case Phase::queued:
   case Phase::provisioning: return "\x1b[33m"; // yellow
   case Phase::setup: return "\x1b[36m";        // cyan
   case Phase::running: return "\x1b[36;1m";    // bright cyan
   case Phase::recovering: return "\x1b[35m";   // magenta
   case Phase::succeeded: return "\x1b[32m";    // green
   case Phase::failed: return "\x1b[31;1m";     // bright red
-  case Phase::cancelled: return "\x1b[2m";     // dim
-  case Phase::deleted: return "\x1b[2m";       // dim
+  case Phase::cancelled:
+  case Phase::deleted: return "\x1b[2m"; // dim
   }
   return "";
 }

@@ -29,7 +29,9 @@ std::string sweep_label(const config::JobConfig& config) {
     if (!label.empty()) {
       label += ',';
     }
-    label += key + "=" + value;
+    label += key;
+    label += '=';
+    label += value;
   }
   return label;
 }

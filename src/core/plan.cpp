@@ -50,6 +50,7 @@ std::string sanitize_label_value(const std::string& text) {
 
 std::vector<int> all_workers(const config::JobConfig& config) {
   std::vector<int> workers;
+  workers.reserve(static_cast<std::size_t>(config.tpu.accelerator.hosts));
   for (int w = 0; w < config.tpu.accelerator.hosts; ++w) {
     workers.push_back(w);
   }
