@@ -1,0 +1,95 @@
+// The jobman-mock-cloud HTTP server: the TPU v2 REST API, the admin API and the background ticker.
+#pragma once
+
+#include "mock_cloud/auth.hpp"
+#include "mock_cloud/world.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <httplib.h>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace jobman::mock {
+
+// How the server is started (the command-line options of jobman-mock-cloud).
+struct ServerOptions {
+  std::string host = "127.0.0.1";            // Address to listen on.
+  int port = 0;                              // 0 picks a free port.
+  bool allow_remote = false;                 // Permits a non-loopback host.
+  std::filesystem::path state_dir;           // Where the state snapshot lives; empty keeps state in memory.
+  std::filesystem::path config_file;         // The world description (configs/mock-cloud.yaml).
+  double time_scale = 1;                     // Every delay and mean interval is divided by this.
+  std::uint64_t seed = 1;                    // Seeds every random draw.
+  std::filesystem::path service_account_key; // When set, a service-account key file the mock trusts is written here.
+};
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback_host(std::string_view host);
+
+// Decides whether a /v2 request carries an acceptable bearer token.
+class BearerCheck {
+public:
+  // Judges one token (without the "Bearer " prefix).
+  using Validator = std::function<bool(std::string_view token)>;
+  // Accepts any non-empty token until a validator is installed.
+  BearerCheck();
+  // Installs the validator (e.g. the token authority's); thread-safe with respect to later requests only.
+  void set_validator(Validator validator);
+  // True when the request has "Authorization: Bearer <token>" and the validator accepts the token.
+  [[nodiscard]] bool authorized(const httplib::Request& request) const;
+
+private:
+  Validator validator_; // The current token judge.
+};
+
+// The HTTP server around one World; routes are registered by the constructor.
+class MockServer {
+public:
+  // Loads the config and the state dir (throws jobman::Error or ConfigError); refuses a remote host unless allowed.
+  explicit MockServer(ServerOptions options);
+  // Stops the server and the ticker.
+  ~MockServer();
+  MockServer(const MockServer&) = delete;
+  MockServer& operator=(const MockServer&) = delete;
+
+  // Binds the listening socket; returns the port (throws jobman::Error on failure).
+  int bind();
+  // Serves until stop(); runs the ticker meanwhile.
+  void run();
+  // Stops serving; safe from any thread.
+  void stop();
+
+  // The world the server exposes.
+  World& world() { return *world_; }
+  // The bearer-token gate of the /v2 API: install the token authority's validator here.
+  BearerCheck& bearer() { return bearer_; }
+  // The underlying HTTP server, for other parts of the mock (e.g. token endpoints) to add routes to.
+  httplib::Server& http() { return http_; }
+
+private:
+  // Registers the /v2 and /mock/v1 routes and the error handlers.
+  void register_routes();
+  // Advances the world every 20 ms until stopped.
+  void ticker_loop();
+
+  ServerOptions options_;             // How it was started.
+  TokenAuthority authority_;          // Issues and checks access tokens (wall clock, not the world's).
+  std::unique_ptr<World> world_;      // The emulated cloud.
+  BearerCheck bearer_;                // The /v2 authentication gate.
+  httplib::Server http_;              // The HTTP server.
+  std::thread ticker_;                // The background ticker.
+  std::mutex ticker_mutex_;           // Guards stopping_.
+  std::condition_variable ticker_cv_; // Wakes the ticker to stop.
+  bool stopping_ = false;             // Set once by stop().
+};
+
+// The jobman-mock-cloud command: parses argv, prints "listening on http://HOST:PORT", serves until SIGTERM.
+int run_mock_cloud(int argc, char** argv);
+
+} // namespace jobman::mock

@@ -1,0 +1,182 @@
+// The mock cloud's world: zones, capacity, the queue, queued resources, nodes, operations and faults.
+#pragma once
+
+#include "mock_cloud/config.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace jobman::mock {
+
+// An HTTP status and a JSON body: a resource, an Operation, or a google.rpc Status error.
+struct Reply {
+  int status = 200;    // HTTP status code.
+  nlohmann::json body; // The response body.
+  // True for 2xx replies.
+  [[nodiscard]] bool ok() const { return status >= 200 && status < 300; }
+};
+
+// A google.rpc Status reply: {"error": {"code", "message", "status"}}.
+Reply error_reply(int http_status, const std::string& message);
+
+// The canonical status name of an HTTP code ("NOT_FOUND" for 404).
+std::string status_name(int http_status);
+
+// Injected API faults for the /v2 API.
+struct FaultSettings {
+  double rate = 0;        // Probability that a request fails with one of `codes`.
+  std::vector<int> codes; // HTTP codes to fail with (chosen uniformly).
+  int latency_ms = 0;     // Wall-clock delay added to every /v2 request (not time-scaled: it is network latency).
+};
+
+// What the fault injector decided for one request.
+struct FaultDecision {
+  int latency_ms = 0;  // Delay to add before answering.
+  int fail_status = 0; // HTTP code to fail with, or 0 to serve the request.
+};
+
+// The state of the emulated TPU API, advanced by `tick(now)`; every method takes the wall-clock time.
+// Thread-safe: one mutex guards everything.
+class World {
+public:
+  // A world described by `config`; delays and rates are divided by `time_scale`; `seed` drives every random draw.
+  World(MockConfig config, double time_scale, std::uint64_t seed);
+
+  // Persists a JSON snapshot to `file` after every change and restores it now if the file exists.
+  void attach_state_file(const std::filesystem::path& file, std::int64_t now_ms);
+
+  // Advances timers: creation, provisioning, preemption, maintenance, suspension, deletion, queue admission.
+  void tick(std::int64_t now_ms);
+
+  // queuedResources.create: `body` is a QueuedResource; returns an Operation or an error.
+  Reply create_queued_resource(const std::string& project, const std::string& zone, const std::string& id,
+                               const std::string& request_id, const nlohmann::json& body, std::int64_t now_ms);
+  // queuedResources.get.
+  Reply get_queued_resource(const std::string& project, const std::string& zone, const std::string& id,
+                            std::int64_t now_ms);
+  // queuedResources.list, ordered by name; `page_token` is opaque.
+  Reply list_queued_resources(const std::string& project, const std::string& zone, int page_size,
+                              const std::string& page_token, std::int64_t now_ms);
+  // queuedResources.delete; ACTIVE or PROVISIONING needs `force`.
+  Reply delete_queued_resource(const std::string& project, const std::string& zone, const std::string& id, bool force,
+                               const std::string& request_id, std::int64_t now_ms);
+  // queuedResources.reset: SUSPENDED or FAILED back to WAITING_FOR_RESOURCES.
+  Reply reset_queued_resource(const std::string& project, const std::string& zone, const std::string& id,
+                              std::int64_t now_ms);
+  // nodes.get.
+  Reply get_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
+  // nodes.list, ordered by name.
+  Reply list_nodes(const std::string& project, const std::string& zone, int page_size, const std::string& page_token,
+                   std::int64_t now_ms);
+  // nodes.delete.
+  Reply delete_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
+  // operations.get; `id` is "operation-...".
+  Reply get_operation(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
+  // operations.list, oldest first.
+  Reply list_operations(const std::string& project, const std::string& zone, int page_size,
+                        const std::string& page_token, std::int64_t now_ms);
+
+  // Admin: preempts an ACTIVE slice now (node PREEMPTED, queued resource SUSPENDING).
+  Reply preempt_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
+  // Admin: flags a node as faulty (its workload's loss turns NaN); health stays HEALTHY.
+  Reply mark_node_faulty(const std::string& project, const std::string& zone, const std::string& id,
+                         std::int64_t now_ms);
+  // True when the node exists and was marked faulty.
+  bool node_faulty(const std::string& project, const std::string& zone, const std::string& id);
+  // Admin: replaces the fault settings; a rate of 0 clears them.
+  void set_faults(const FaultSettings& faults);
+  // Draws the fault decision for one /v2 request from the seeded generator.
+  FaultDecision decide_fault();
+  // Admin: sets a zone's chips (and optionally quota) for a generation and tier; waiting resources may start.
+  Reply set_capacity(const std::string& zone, const std::string& generation, Tier tier, int chips,
+                     std::optional<int> quota, std::int64_t now_ms);
+  // Counts one API request by method name and HTTP status, for metrics.
+  void count_request(const std::string& method, int status);
+  // Admin: request counts, slices per state, faulty nodes, capacity in use, processes_running.
+  nlohmann::json metrics(std::int64_t now_ms);
+
+  // A JSON snapshot of everything that must survive a restart.
+  nlohmann::json snapshot();
+  // Replaces the state with a snapshot.
+  void restore(const nlohmann::json& snapshot);
+
+private:
+  struct QueuedResource; // One queued resource and its timers.
+  struct Node;           // One TPU node (slice) and its worker hosts.
+  struct Operation;      // One long-running operation.
+  struct Pool;           // Chips, quota and use of one zone, generation and tier.
+
+  // Replays every timed event up to `now`, each at its own time.
+  void tick_locked(std::int64_t now);
+  // Applies the events due at `now`, then admits waiting resources.
+  void step_locked(std::int64_t now);
+  // The earliest pending timed event, or INT64_MAX.
+  std::int64_t next_event_locked() const;
+  // Moves waiting resources to PROVISIONING, strictly FIFO per zone, generation and tier.
+  void admit_locked(std::int64_t now);
+  // Writes the snapshot to the state file when something changed.
+  void persist_locked();
+  // The snapshot, with the mutex held.
+  nlohmann::json snapshot_locked() const;
+  // Simulated seconds as wall milliseconds (divided by the time scale).
+  double scaled_ms(double seconds) const;
+  // One draw of a delay, in wall milliseconds.
+  double draw_delay_ms(const DelayDistribution& delay);
+  // One exponential draw with the given mean, in wall milliseconds; 0 when the mean is 0.
+  std::int64_t draw_exponential_ms(double mean_seconds);
+  // The pool of a zone, generation and tier, or nullptr.
+  Pool* pool_for(const std::string& zone, const std::string& generation, Tier tier);
+  // The zone's position in the config (its internal subnet), 255 when unknown.
+  int zone_index(const std::string& zone) const;
+  // Records a pending operation and returns its full name.
+  std::string new_operation(const std::string& project, const std::string& zone, const std::string& verb,
+                            const std::string& target, std::int64_t now);
+  // Marks an operation done with `response` (or its "error" member).
+  void finish_operation(const std::string& name, std::int64_t now, nlohmann::json response);
+  // Returns a resource's chips to its pool.
+  void release_capacity(QueuedResource& qr);
+  // Starts SUSPENDING with the node in `node_state` (PREEMPTED or TERMINATED).
+  void start_suspending(QueuedResource& qr, const std::string& node_state, std::int64_t now);
+  // The QueuedResource as the API returns it.
+  nlohmann::json queued_resource_json(const QueuedResource& qr) const;
+  // The Node as the API returns it.
+  nlohmann::json node_json(const Node& node) const;
+  // The Operation as the API returns it.
+  nlohmann::json operation_json(const Operation& op) const;
+  // "projects/P/locations/Z".
+  std::string location(const std::string& project, const std::string& zone) const;
+  // 404 unless the zone is configured.
+  Reply check_location(const std::string& zone) const;
+
+  std::mutex mutex_;                                                          // Guards everything below.
+  MockConfig config_;                                                         // The world description.
+  double time_scale_;                                                         // Divides every delay.
+  std::mt19937_64 rng_;                                                       // Every random draw.
+  FaultSettings faults_;                                                      // Injected API faults.
+  std::map<std::string, std::unique_ptr<QueuedResource>> queued_resources_;   // Key: full resource name.
+  std::map<std::string, std::unique_ptr<Node>> nodes_;                        // Key: full resource name.
+  std::map<std::string, std::unique_ptr<Operation>> operations_;              // Key: full resource name.
+  std::map<std::string, std::string> request_ids_;                            // location + requestId -> operation.
+  std::map<std::string, std::unique_ptr<Pool>> pools_;                        // zone/generation/tier -> pool.
+  std::map<std::string, std::map<std::string, std::int64_t>> request_counts_; // method -> status -> count.
+  std::int64_t next_sequence_ = 1;                                            // Queue order and operation suffixes.
+  std::uint32_t next_host_ = 0;                                               // Next internal host address.
+  std::filesystem::path state_file_;                                          // Where snapshots go; empty for none.
+  bool dirty_ = false; // Something changed since the last snapshot.
+
+public:
+  // Frees the world.
+  ~World();
+  World(const World&) = delete;
+  World& operator=(const World&) = delete;
+};
+
+} // namespace jobman::mock

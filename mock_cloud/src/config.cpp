@@ -1,0 +1,307 @@
+#include "mock_cloud/config.hpp"
+
+#include "jobman/config/accelerator.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <yaml-cpp/yaml.h>
+
+namespace jobman::mock {
+
+std::string_view tier_name(Tier tier) {
+  return tier == Tier::spot ? "spot" : "on_demand";
+}
+
+DelayDistribution MockConfig::provisioning_for(const std::string& generation) const {
+  if (auto it = provisioning.find(generation); it != provisioning.end()) {
+    return it->second;
+  }
+  if (auto it = provisioning.find("default"); it != provisioning.end()) {
+    return it->second;
+  }
+  return {DelayDistribution::Kind::fixed, 60, 0};
+}
+
+const ZoneConfig* MockConfig::find_zone(std::string_view name) const {
+  for (const auto& zone : zones) {
+    if (zone.name == name) {
+      return &zone;
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+// Collects problems while walking the document.
+class Checker {
+public:
+  explicit Checker(std::string file) : file_(std::move(file)) {}
+
+  void fail(const YAML::Node& node, const std::string& key, const std::string& message, std::string hint = {}) {
+    Diagnostic d;
+    d.where.file = file_;
+    if (node.IsDefined()) {
+      d.where.line = node.Mark().line + 1;
+      d.where.column = node.Mark().column + 1;
+    }
+    d.where.key_path = key;
+    d.message = message;
+    d.hint = std::move(hint);
+    problems_.push_back(std::move(d));
+  }
+
+  // Reports keys of `map` that are not in `known`, with a suggestion.
+  void only_keys(const YAML::Node& map, const std::string& path, const std::vector<std::string>& known) {
+    for (const auto& item : map) {
+      auto key = item.first.as<std::string>();
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        std::string hint;
+        if (auto close = util::closest_match(key, known)) {
+          hint = "did you mean '" + *close + "'?";
+        }
+        fail(item.first, join(path, key), "unknown key", hint);
+      }
+    }
+  }
+
+  bool is_map(const YAML::Node& node, const std::string& path) {
+    if (!node.IsMap()) {
+      fail(node, path, "expected a mapping");
+      return false;
+    }
+    return true;
+  }
+
+  // A duration: a number of seconds or a string such as "90s", "5m", "24h".
+  std::optional<double> seconds(const YAML::Node& node, const std::string& path) {
+    if (!node.IsScalar()) {
+      fail(node, path, "expected a duration such as 90s, 5m or 24h");
+      return std::nullopt;
+    }
+    auto text = node.as<std::string>();
+    if (auto whole = util::parse_duration_seconds(text)) {
+      if (*whole < 0) {
+        fail(node, path, "a duration cannot be negative");
+        return std::nullopt;
+      }
+      return static_cast<double>(*whole);
+    }
+    try {
+      double value = node.as<double>();
+      if (!std::isfinite(value) || value < 0) {
+        fail(node, path, "a duration must be a non-negative number of seconds");
+        return std::nullopt;
+      }
+      return value;
+    } catch (const YAML::Exception&) {
+      fail(node, path, "'" + text + "' is not a duration (e.g. 90s, 5m, 24h, or seconds as a number)");
+      return std::nullopt;
+    }
+  }
+
+  std::optional<double> number(const YAML::Node& node, const std::string& path) {
+    try {
+      double value = node.as<double>();
+      if (std::isfinite(value) && value >= 0) {
+        return value;
+      }
+    } catch (const YAML::Exception&) {
+    }
+    fail(node, path, "expected a non-negative number");
+    return std::nullopt;
+  }
+
+  std::optional<int> count(const YAML::Node& node, const std::string& path) {
+    try {
+      long long value = node.as<long long>();
+      if (value >= 0 && value <= 1'000'000) {
+        return static_cast<int>(value);
+      }
+    } catch (const YAML::Exception&) {
+    }
+    fail(node, path, "expected a whole number of chips between 0 and 1000000");
+    return std::nullopt;
+  }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  void throw_if_failed() {
+    if (!problems_.empty()) {
+      throw ConfigError(problems_);
+    }
+  }
+
+  const std::string& file() const { return file_; }
+
+private:
+  std::string file_;
+  std::vector<Diagnostic> problems_;
+};
+
+std::vector<std::string> generation_names() {
+  std::vector<std::string> names;
+  for (const auto& generation : config::tpu_generations()) {
+    names.push_back(generation.name);
+  }
+  return names;
+}
+
+void parse_delay(Checker& check, const YAML::Node& node, const std::string& path, DelayDistribution& out) {
+  if (!check.is_map(node, path)) {
+    return;
+  }
+  check.only_keys(node, path, {"distribution", "seconds", "min", "max", "median", "sigma"});
+  auto kind = node["distribution"];
+  std::string name = kind.IsDefined() ? kind.as<std::string>() : "";
+  auto need = [&](const char* key) -> std::optional<double> {
+    if (!node[key].IsDefined()) {
+      check.fail(node, Checker::join(path, key), std::string("missing; a ") + name + " distribution needs it");
+      return std::nullopt;
+    }
+    return std::string(key) == "sigma" ? check.number(node[key], Checker::join(path, key))
+                                       : check.seconds(node[key], Checker::join(path, key));
+  };
+  if (name == "fixed") {
+    out.kind = DelayDistribution::Kind::fixed;
+    out.a = need("seconds").value_or(0);
+  } else if (name == "uniform") {
+    out.kind = DelayDistribution::Kind::uniform;
+    auto lo = need("min");
+    auto hi = need("max");
+    if (lo && hi && *lo > *hi) {
+      check.fail(node["min"], Checker::join(path, "min"), "min is greater than max");
+    }
+    out.a = lo.value_or(0);
+    out.b = hi.value_or(0);
+  } else if (name == "lognormal") {
+    out.kind = DelayDistribution::Kind::lognormal;
+    out.a = need("median").value_or(0);
+    out.b = need("sigma").value_or(0);
+  } else {
+    check.fail(kind.IsDefined() ? kind : node, Checker::join(path, "distribution"),
+               kind.IsDefined() ? "'" + name + "' is not a distribution" : "missing",
+               "one of fixed, uniform, lognormal");
+  }
+}
+
+} // namespace
+
+MockConfig parse_mock_config(const std::string& text, const std::string& file) {
+  Checker check(file);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    Diagnostic d;
+    d.where = {file, e.mark.line + 1, e.mark.column + 1, ""};
+    d.message = e.msg;
+    throw ConfigError({d});
+  }
+  MockConfig config;
+  if (!root.IsMap()) {
+    check.fail(root, "", "the mock cloud config must be a mapping with a 'zones' key");
+    check.throw_if_failed();
+  }
+  check.only_keys(root, "", {"lifecycle", "events", "provisioning", "zones"});
+
+  if (auto lifecycle = root["lifecycle"]; lifecycle.IsDefined() && check.is_map(lifecycle, "lifecycle")) {
+    check.only_keys(lifecycle, "lifecycle", {"creating", "suspending", "deleting"});
+    auto read = [&](const char* key, double& out) {
+      if (lifecycle[key].IsDefined()) {
+        out = check.seconds(lifecycle[key], Checker::join("lifecycle", key)).value_or(out);
+      }
+    };
+    read("creating", config.creating_seconds);
+    read("suspending", config.suspending_seconds);
+    read("deleting", config.deleting_seconds);
+  }
+
+  if (auto events = root["events"]; events.IsDefined() && check.is_map(events, "events")) {
+    check.only_keys(events, "events", {"spot_preemption_mean_interval", "maintenance_mean_interval"});
+    if (events["spot_preemption_mean_interval"].IsDefined()) {
+      config.spot_mean_seconds_between_preemptions =
+          check.seconds(events["spot_preemption_mean_interval"], "events.spot_preemption_mean_interval").value_or(0);
+    }
+    if (events["maintenance_mean_interval"].IsDefined()) {
+      config.maintenance_mean_seconds_between_events =
+          check.seconds(events["maintenance_mean_interval"], "events.maintenance_mean_interval").value_or(0);
+    }
+  }
+
+  auto generations = generation_names();
+  auto known_with_default = generations;
+  known_with_default.emplace_back("default");
+  if (auto provisioning = root["provisioning"];
+      provisioning.IsDefined() && check.is_map(provisioning, "provisioning")) {
+    check.only_keys(provisioning, "provisioning", known_with_default);
+    for (const auto& item : provisioning) {
+      auto name = item.first.as<std::string>();
+      DelayDistribution delay;
+      parse_delay(check, item.second, "provisioning." + name, delay);
+      config.provisioning[name] = delay;
+    }
+  }
+
+  auto zones = root["zones"];
+  if (!zones.IsDefined()) {
+    check.fail(root, "zones", "missing: the config must list at least one zone");
+  } else if (check.is_map(zones, "zones")) {
+    for (const auto& zone_item : zones) {
+      ZoneConfig zone;
+      zone.name = zone_item.first.as<std::string>();
+      std::string zone_path = "zones." + zone.name;
+      if (!check.is_map(zone_item.second, zone_path)) {
+        continue;
+      }
+      check.only_keys(zone_item.second, zone_path, generations);
+      for (const auto& gen_item : zone_item.second) {
+        auto generation = gen_item.first.as<std::string>();
+        std::string gen_path = zone_path;
+        gen_path.append(".").append(generation);
+        if (!check.is_map(gen_item.second, gen_path)) {
+          continue;
+        }
+        check.only_keys(gen_item.second, gen_path, {"spot", "on_demand"});
+        for (const auto& tier_item : gen_item.second) {
+          auto tier_key = tier_item.first.as<std::string>();
+          std::string tier_path = gen_path;
+          tier_path.append(".").append(tier_key);
+          if ((tier_key != "spot" && tier_key != "on_demand") || !check.is_map(tier_item.second, tier_path)) {
+            continue;
+          }
+          check.only_keys(tier_item.second, tier_path, {"chips", "quota"});
+          PoolConfig pool;
+          if (!tier_item.second["chips"].IsDefined()) {
+            check.fail(tier_item.second, Checker::join(tier_path, "chips"), "missing");
+          } else {
+            pool.chips = check.count(tier_item.second["chips"], Checker::join(tier_path, "chips")).value_or(0);
+          }
+          pool.quota = pool.chips;
+          if (tier_item.second["quota"].IsDefined()) {
+            pool.quota = check.count(tier_item.second["quota"], Checker::join(tier_path, "quota")).value_or(0);
+          }
+          zone.pools[generation][tier_key == "spot" ? Tier::spot : Tier::on_demand] = pool;
+        }
+      }
+      config.zones.push_back(std::move(zone));
+    }
+    if (config.zones.empty()) {
+      check.fail(zones, "zones", "at least one zone is needed");
+    }
+  }
+  check.throw_if_failed();
+  return config;
+}
+
+MockConfig load_mock_config(const std::filesystem::path& path) {
+  return parse_mock_config(util::read_file(path), path.string());
+}
+
+} // namespace jobman::mock

@@ -1,0 +1,455 @@
+#include "mock_cloud/server.hpp"
+
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+
+#include <arpa/inet.h>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <pthread.h>
+#include <unistd.h>
+
+namespace jobman::mock {
+
+using nlohmann::json;
+
+bool is_loopback_host(std::string_view host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") {
+    return true;
+  }
+  in_addr address{};
+  std::string text(host);
+  if (::inet_pton(AF_INET, text.c_str(), &address) == 1) {
+    return (ntohl(address.s_addr) >> 24) == 127;
+  }
+  return false;
+}
+
+BearerCheck::BearerCheck() : validator_([](std::string_view token) { return !token.empty(); }) {}
+
+void BearerCheck::set_validator(Validator validator) {
+  validator_ = std::move(validator);
+}
+
+bool BearerCheck::authorized(const httplib::Request& request) const {
+  auto header = request.get_header_value("Authorization");
+  constexpr std::string_view prefix = "Bearer ";
+  if (header.size() <= prefix.size() || header.compare(0, prefix.size(), prefix) != 0) {
+    return false;
+  }
+  auto token = util::trim(std::string_view(header).substr(prefix.size()));
+  return !token.empty() && validator_(token);
+}
+
+namespace {
+
+void send(httplib::Response& res, const Reply& reply, bool pretty = true) {
+  res.status = reply.status;
+  res.set_content(pretty ? reply.body.dump(2) : reply.body.dump(), "application/json; charset=UTF-8");
+}
+
+bool pretty(const httplib::Request& req) {
+  auto value = req.get_param_value("prettyPrint");
+  return value != "false" && value != "0";
+}
+
+// Reads pageSize; nullopt when it is not a whole number.
+std::optional<int> page_size(const httplib::Request& req) {
+  if (!req.has_param("pageSize")) {
+    return 0;
+  }
+  auto value = util::parse_int(req.get_param_value("pageSize"));
+  if (!value || *value < 0 || *value > 1'000'000) {
+    return std::nullopt;
+  }
+  return static_cast<int>(*value);
+}
+
+bool flag(const httplib::Request& req, const char* name) {
+  auto value = req.get_param_value(name);
+  return value == "true" || value == "1";
+}
+
+std::optional<Tier> parse_tier(const std::string& text) {
+  if (text == "spot") {
+    return Tier::spot;
+  }
+  if (text == "on_demand" || text == "on-demand" || text == "guaranteed") {
+    return Tier::on_demand;
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+MockServer::MockServer(ServerOptions options) : options_(std::move(options)) {
+  if (!options_.allow_remote && !is_loopback_host(options_.host)) {
+    throw UsageError("refusing to listen on non-loopback address '" + options_.host +
+                     "': the mock cloud has no real security; pass --allow-remote to do it anyway");
+  }
+  if (!(options_.time_scale > 0)) {
+    throw UsageError("--time-scale must be a positive number");
+  }
+  world_ = std::make_unique<World>(load_mock_config(options_.config_file), options_.time_scale, options_.seed);
+  if (!options_.state_dir.empty()) {
+    util::ensure_directory(options_.state_dir, 0700);
+    world_->attach_state_file(options_.state_dir / "state.json", util::now_ms());
+    authority_.load_state_dir(options_.state_dir);
+  }
+  register_routes();
+  register_auth_routes(http_, authority_, AuthRouteOptions{});
+  bearer_.set_validator([this](std::string_view token) { return authority_.valid(token, authority_.now()); });
+}
+
+MockServer::~MockServer() {
+  stop();
+  if (ticker_.joinable()) {
+    ticker_.join();
+  }
+}
+
+void MockServer::register_routes() {
+  using Handler = std::function<Reply(const httplib::Request&)>;
+  const std::string loc = "/v2/projects/([^/]+)/locations/([^/]+)";
+  const std::string id = "([^/:]+)";
+  // A /v2 route: bearer check, injected faults, then the handler; counted under `method` in the metrics.
+  auto api = [this](const std::string& method) {
+    return [this, method](const Handler& handler) {
+      return [this, method, handler](const httplib::Request& req, httplib::Response& res) {
+        Reply reply;
+        if (!bearer_.authorized(req)) {
+          reply = error_reply(401, "Request is missing required authentication credential. Expected OAuth 2 access "
+                                   "token, login cookie or other valid authentication credential.");
+          res.set_header("WWW-Authenticate", "Bearer realm=\"https://accounts.google.com/\"");
+        } else {
+          auto fault = world_->decide_fault();
+          if (fault.latency_ms > 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(fault.latency_ms));
+          }
+          if (fault.fail_status != 0) {
+            reply = error_reply(fault.fail_status, "Injected fault (mock cloud fault injection)");
+          } else {
+            reply = handler(req);
+          }
+        }
+        world_->count_request(method, reply.status);
+        send(res, reply, pretty(req));
+      };
+    };
+  };
+  auto admin = [this](const std::string& method, const Handler& handler) {
+    return [this, method, handler](const httplib::Request& req, httplib::Response& res) {
+      Reply reply = handler(req);
+      world_->count_request(method, reply.status);
+      send(res, reply);
+    };
+  };
+  auto m = [](const httplib::Request& req, int i) { return req.matches[i].str(); };
+  auto bad_page = [] { return error_reply(400, "pageSize must be a non-negative whole number"); };
+
+  http_.Post(loc + "/queuedResources", api("queuedResources.create")([this, m](const httplib::Request& req) {
+               auto body = json::parse(req.body, nullptr, false);
+               if (body.is_discarded()) {
+                 return error_reply(400, "Invalid JSON payload received: the body is not JSON");
+               }
+               return world_->create_queued_resource(m(req, 1), m(req, 2), req.get_param_value("queuedResourceId"),
+                                                     req.get_param_value("requestId"), body, util::now_ms());
+             }));
+  http_.Get(loc + "/queuedResources", api("queuedResources.list")([this, m, bad_page](const httplib::Request& req) {
+              auto size = page_size(req);
+              return size ? world_->list_queued_resources(m(req, 1), m(req, 2), *size, req.get_param_value("pageToken"),
+                                                          util::now_ms())
+                          : bad_page();
+            }));
+  http_.Get(loc + "/queuedResources/" + id, api("queuedResources.get")([this, m](const httplib::Request& req) {
+              return world_->get_queued_resource(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
+            }));
+  http_.Delete(loc + "/queuedResources/" + id, api("queuedResources.delete")([this, m](const httplib::Request& req) {
+                 return world_->delete_queued_resource(m(req, 1), m(req, 2), m(req, 3), flag(req, "force"),
+                                                       req.get_param_value("requestId"), util::now_ms());
+               }));
+  http_.Post(loc + "/queuedResources/" + id + ":reset",
+             api("queuedResources.reset")([this, m](const httplib::Request& req) {
+               return world_->reset_queued_resource(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
+             }));
+  http_.Get(loc + "/nodes", api("nodes.list")([this, m, bad_page](const httplib::Request& req) {
+              auto size = page_size(req);
+              return size ? world_->list_nodes(m(req, 1), m(req, 2), *size, req.get_param_value("pageToken"),
+                                               util::now_ms())
+                          : bad_page();
+            }));
+  http_.Get(loc + "/nodes/" + id, api("nodes.get")([this, m](const httplib::Request& req) {
+              return world_->get_node(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
+            }));
+  http_.Delete(loc + "/nodes/" + id, api("nodes.delete")([this, m](const httplib::Request& req) {
+                 return world_->delete_node(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
+               }));
+  http_.Get(loc + "/operations", api("operations.list")([this, m, bad_page](const httplib::Request& req) {
+              auto size = page_size(req);
+              return size ? world_->list_operations(m(req, 1), m(req, 2), *size, req.get_param_value("pageToken"),
+                                                    util::now_ms())
+                          : bad_page();
+            }));
+  http_.Get(loc + "/operations/" + id, api("operations.get")([this, m](const httplib::Request& req) {
+              return world_->get_operation(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
+            }));
+
+  const std::string admin_node = "/mock/v1/projects/([^/]+)/locations/([^/]+)/nodes/([^/:]+)";
+  http_.Post(admin_node + ":preempt", admin("admin.preempt", [this, m](const httplib::Request& req) {
+               return world_->preempt_node(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
+             }));
+  http_.Post(admin_node + ":markFaulty", admin("admin.markFaulty", [this, m](const httplib::Request& req) {
+               return world_->mark_node_faulty(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
+             }));
+  http_.Post("/mock/v1/faults", admin("admin.faults", [this](const httplib::Request& req) {
+               auto body = json::parse(req.body, nullptr, false);
+               if (!body.is_object() || !body.contains("rate") || !body["rate"].is_number()) {
+                 return error_reply(400, "Expected {\"rate\": 0..1, \"codes\": [429, 503], \"latency_ms\": 200}");
+               }
+               FaultSettings faults;
+               faults.rate = body["rate"].get<double>();
+               if (faults.rate < 0 || faults.rate > 1) {
+                 return error_reply(400, "rate must be between 0 and 1");
+               }
+               for (const auto& code : body.value("codes", json::array({503}))) {
+                 if (!code.is_number_integer() || code.get<int>() < 400 || code.get<int>() > 599) {
+                   return error_reply(400, "codes must be HTTP error codes between 400 and 599");
+                 }
+                 faults.codes.push_back(code.get<int>());
+               }
+               auto latency = body.value("latency_ms", json(0));
+               if (!latency.is_number_integer() || latency.get<int>() < 0 || latency.get<int>() > 60'000) {
+                 return error_reply(400, "latency_ms must be a whole number of milliseconds up to 60000");
+               }
+               faults.latency_ms = latency.get<int>();
+               world_->set_faults(faults);
+               return Reply{200, {{"rate", faults.rate}, {"codes", faults.codes}, {"latency_ms", faults.latency_ms}}};
+             }));
+  http_.Put("/mock/v1/capacity", admin("admin.capacity", [this](const httplib::Request& req) {
+              auto body = json::parse(req.body, nullptr, false);
+              if (!body.is_object() || !body.contains("zone") || !body["zone"].is_string() ||
+                  !body.contains("generation") || !body["generation"].is_string() || !body.contains("tier") ||
+                  !body["tier"].is_string() || !body.contains("chips") || !body["chips"].is_number_integer()) {
+                return error_reply(400, "Expected {\"zone\", \"generation\", \"tier\": \"spot\"|\"on_demand\", "
+                                        "\"chips\", optional \"quota\"}");
+              }
+              auto tier = parse_tier(body["tier"].get<std::string>());
+              if (!tier) {
+                return error_reply(400, "tier must be spot or on_demand");
+              }
+              std::optional<int> quota;
+              if (body.contains("quota")) {
+                if (!body["quota"].is_number_integer()) {
+                  return error_reply(400, "quota must be a whole number");
+                }
+                quota = body["quota"].get<int>();
+              }
+              return world_->set_capacity(body["zone"], body["generation"], *tier, body["chips"].get<int>(), quota,
+                                          util::now_ms());
+            }));
+  http_.Get("/mock/v1/metrics", admin("admin.metrics", [this](const httplib::Request&) {
+              return Reply{200, world_->metrics(util::now_ms())};
+            }));
+
+  http_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    auto status = res.status == 0 ? 404 : res.status;
+    send(res, error_reply(status, status == 404 ? "No such method: " + req.method + " " + req.path
+                                                : "The request could not be served"));
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, const std::exception_ptr& error) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send(res, error_reply(500, "Internal error in the mock cloud: " + what));
+  });
+}
+
+int MockServer::bind() {
+  int port = options_.port == 0 ? http_.bind_to_any_port(options_.host)
+                                : (http_.bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  if (port <= 0) {
+    throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
+  }
+  if (!options_.service_account_key.empty()) {
+    // The key's token_uri names this server, so the port must be known first.
+    const std::string host = options_.host.find(':') != std::string::npos ? "[" + options_.host + "]" : options_.host;
+    ServiceAccountOptions account;
+    account.token_uri = "http://" + host + ":" + std::to_string(port) + "/token";
+    const auto key = generate_service_account_key(account);
+    if (!options_.state_dir.empty()) {
+      write_service_account_key(options_.service_account_key, options_.state_dir, key);
+    } else {
+      util::write_file_atomic(options_.service_account_key, key.key_file.dump(2), 0600);
+    }
+    authority_.trust_key(key);
+  }
+  return port;
+}
+
+void MockServer::ticker_loop() {
+  std::unique_lock lock(ticker_mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    world_->tick(util::now_ms());
+    lock.lock();
+    ticker_cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stopping_; });
+  }
+}
+
+void MockServer::run() {
+  {
+    std::lock_guard lock(ticker_mutex_);
+    if (stopping_) {
+      return;
+    }
+  }
+  ticker_ = std::thread([this] { ticker_loop(); });
+  http_.listen_after_bind();
+  stop();
+  ticker_.join();
+}
+
+void MockServer::stop() {
+  {
+    std::lock_guard lock(ticker_mutex_);
+    stopping_ = true;
+  }
+  ticker_cv_.notify_all();
+  http_.stop();
+}
+
+namespace {
+
+const char* const kUsage = R"(usage: jobman-mock-cloud [options]
+
+An emulator of the Cloud TPU v2 REST API for jobman and its tests.
+
+options:
+  --host ADDR         address to listen on (default 127.0.0.1; non-loopback needs --allow-remote)
+  --port N            port (default 0: pick a free one)
+  --allow-remote      permit a non-loopback --host
+  --state-dir DIR     keep the world in DIR/state.json across restarts (created with mode 0700)
+  --config FILE       world description (default: the bundled configs/mock-cloud.yaml)
+  --time-scale X      divide every delay and mean interval by X (default 1)
+  --seed N            seed of every random draw (default 1)
+  --write-service-account-key FILE
+                      write a service-account key file (mode 0600) whose token_uri is this server;
+                      the server trusts it (its public half is kept under --state-dir)
+  --help              this text
+
+The first line on stdout is "listening on http://HOST:PORT". SIGTERM or SIGINT stops it (exit 0).
+)";
+
+ServerOptions parse_options(int argc, char** argv, bool& help) {
+  ServerOptions options;
+  options.config_file = JOBMAN_MOCK_DEFAULT_CONFIG;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_inline = false;
+    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_inline = true;
+    }
+    auto next = [&]() -> std::string {
+      if (has_inline) {
+        return value;
+      }
+      if (i + 1 >= argc) {
+        throw UsageError(arg + " needs a value");
+      }
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      help = true;
+    } else if (arg == "--allow-remote") {
+      options.allow_remote = true;
+    } else if (arg == "--host") {
+      options.host = next();
+    } else if (arg == "--port") {
+      auto port = util::parse_int(next());
+      if (!port || *port < 0 || *port > 65535) {
+        throw UsageError("--port must be between 0 and 65535");
+      }
+      options.port = static_cast<int>(*port);
+    } else if (arg == "--state-dir") {
+      options.state_dir = next();
+    } else if (arg == "--config") {
+      options.config_file = next();
+    } else if (arg == "--time-scale") {
+      auto text = next();
+      try {
+        std::size_t used = 0;
+        options.time_scale = std::stod(text, &used);
+        if (used != text.size() || !(options.time_scale > 0) || !std::isfinite(options.time_scale)) {
+          throw std::invalid_argument(text);
+        }
+      } catch (const std::exception&) {
+        throw UsageError("--time-scale must be a positive number, not '" + text + "'");
+      }
+    } else if (arg == "--write-service-account-key") {
+      options.service_account_key = next();
+    } else if (arg == "--seed") {
+      auto seed = util::parse_int(next());
+      if (!seed || *seed < 0) {
+        throw UsageError("--seed must be a non-negative whole number");
+      }
+      options.seed = static_cast<std::uint64_t>(*seed);
+    } else {
+      throw UsageError("unknown option '" + arg + "' (see --help)");
+    }
+  }
+  return options;
+}
+
+} // namespace
+
+int run_mock_cloud(int argc, char** argv) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  try {
+    bool help = false;
+    auto options = parse_options(argc, argv, help);
+    if (help) {
+      std::cout << kUsage;
+      return 0;
+    }
+    MockServer server(options);
+    int port = server.bind();
+    std::string host = options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;
+    std::cout << "listening on http://" << host << ":" << port << std::endl;
+    std::thread waiter([&server, signals] {
+      int received = 0;
+      sigwait(&signals, &received);
+      server.stop();
+    });
+    server.run();
+    ::kill(::getpid(), SIGTERM); // Wakes the waiter when the server stopped on its own.
+    waiter.join();
+    return 0;
+  } catch (const Error& e) {
+    std::cerr << "jobman-mock-cloud: error: " << e.what() << "\n";
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    std::cerr << "jobman-mock-cloud: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+} // namespace jobman::mock

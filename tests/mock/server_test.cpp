@@ -1,0 +1,338 @@
+// The jobman-mock-cloud server as a child process, spoken to with cpp-httplib's client.
+#include "jobman/util/system.hpp"
+#include "mock_cloud/jwt.hpp"
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <chrono>
+#include <csignal>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace {
+
+using nlohmann::json;
+
+// A running jobman-mock-cloud; stop() sends SIGTERM and returns the exit status.
+class MockProcess {
+public:
+  explicit MockProcess(std::vector<std::string> args) {
+    int fds[2];
+    if (::pipe(fds) != 0) {
+      throw std::runtime_error("pipe failed");
+    }
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      std::vector<std::string> all = {JOBMAN_MOCK_BINARY};
+      all.insert(all.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (auto& a : all) {
+        argv.push_back(a.data());
+      }
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    std::string line;
+    char c = 0;
+    while (::read(fds[0], &c, 1) == 1 && c != '\n') {
+      line += c;
+    }
+    ::close(fds[0]);
+    first_line_ = line;
+    auto colon = line.rfind(':');
+    if (line.rfind("listening on http://127.0.0.1:", 0) == 0 && colon != std::string::npos) {
+      port_ = std::stoi(line.substr(colon + 1));
+    }
+  }
+  ~MockProcess() { stop(); }
+  MockProcess(const MockProcess&) = delete;
+  MockProcess& operator=(const MockProcess&) = delete;
+
+  int stop() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+      pid_ = -1;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    return exit_code_;
+  }
+  [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] const std::string& first_line() const { return first_line_; }
+
+private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int exit_code_ = -1;
+  std::string first_line_;
+};
+
+const std::string kBase = "/v2/projects/p/locations/us-central2-b";
+const httplib::Headers kAuth = {{"Authorization", "Bearer test-token"}};
+
+json qr_body(const std::string& node_id, const std::string& accelerator, bool spot = true) {
+  json body = {{"tpu",
+                {{"nodeSpec",
+                  {{{"parent", "projects/p/locations/us-central2-b"},
+                    {"nodeId", node_id},
+                    {"node", {{"acceleratorType", accelerator}, {"runtimeVersion", "tpu-ubuntu2204-base"}}}}}}}}};
+  if (spot) {
+    body["spot"] = json::object();
+  }
+  return body;
+}
+
+struct Answer {
+  int status = 0;
+  json body;
+};
+
+Answer call(httplib::Client& client, const std::string& method, const std::string& path, const json& body = nullptr,
+            const httplib::Headers& headers = kAuth) {
+  std::string text = body.is_null() ? "" : body.dump();
+  auto result = method == "GET"    ? client.Get(path, headers)
+                : method == "POST" ? client.Post(path, headers, text, "application/json")
+                : method == "PUT"  ? client.Put(path, headers, text, "application/json")
+                                   : client.Delete(path, headers);
+  if (!result) {
+    return {};
+  }
+  return {result->status, json::parse(result->body, nullptr, false)};
+}
+
+// Polls `check` until it holds or five seconds pass.
+bool eventually(const std::function<bool()>& check) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (check()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return check();
+}
+
+class MockServerTest : public ::testing::Test {
+protected:
+  jobman::test::TempDir dir;
+  std::unique_ptr<MockProcess> server;
+  std::unique_ptr<httplib::Client> client;
+
+  void SetUp() override { start(); }
+
+  void start() {
+    // A static token the mock trusts, as a user would set JOBMAN_ACCESS_TOKEN.
+    dir.write("state/access-tokens", "test-token\n");
+    server = std::make_unique<MockProcess>(std::vector<std::string>{"--port", "0", "--time-scale", "1000", "--seed",
+                                                                    "3", "--state-dir", (dir / "state").string()});
+    ASSERT_GT(server->port(), 0) << server->first_line();
+    client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
+  }
+
+  std::string qr_state(const std::string& id) {
+    auto answer = call(*client, "GET", kBase + "/queuedResources/" + id);
+    return answer.status == 200 ? answer.body["state"]["state"].get<std::string>() : std::to_string(answer.status);
+  }
+};
+
+TEST_F(MockServerTest, ResourceWalksToActiveThenPreemptedThenDeleted) {
+  auto op =
+      call(*client, "POST", kBase + "/queuedResources?queuedResourceId=qr1&requestId=r1&alt=json&prettyPrint=false",
+           qr_body("node1", "v4-32"));
+  ASSERT_EQ(op.status, 200) << op.body.dump();
+  auto op_name = op.body["name"].get<std::string>();
+  EXPECT_EQ(op_name.rfind("projects/p/locations/us-central2-b/operations/operation-", 0), 0U);
+  auto again =
+      call(*client, "POST", kBase + "/queuedResources?queuedResourceId=qr1&requestId=r1", qr_body("node1", "v4-32"));
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(again.body["name"], op_name);
+  EXPECT_EQ(call(*client, "POST", kBase + "/queuedResources?queuedResourceId=qr1", qr_body("node1", "v4-32")).status,
+            409);
+  ASSERT_TRUE(eventually([&] { return qr_state("qr1") == "ACTIVE"; }));
+  auto op_id = op_name.substr(op_name.rfind('/') + 1);
+  auto done = call(*client, "GET", kBase + "/operations/" + op_id + "?$.xgafv=2&key=k&fields=name,done");
+  EXPECT_EQ(done.status, 200);
+  EXPECT_TRUE(done.body["done"].get<bool>());
+  auto ops = call(*client, "GET", kBase + "/operations");
+  EXPECT_EQ(ops.status, 200);
+  EXPECT_FALSE(ops.body["operations"].empty());
+
+  auto node = call(*client, "GET", kBase + "/nodes/node1");
+  ASSERT_EQ(node.status, 200);
+  EXPECT_EQ(node.body["state"], "READY");
+  EXPECT_EQ(node.body["health"], "HEALTHY");
+  EXPECT_EQ(node.body["networkEndpoints"].size(), 4U);
+  auto nodes = call(*client, "GET", kBase + "/nodes");
+  EXPECT_EQ(nodes.body["nodes"].size(), 1U);
+
+  EXPECT_EQ(call(*client, "POST", "/mock/v1/projects/p/locations/us-central2-b/nodes/node1:markFaulty", json::object())
+                .status,
+            200);
+  auto metrics = call(*client, "GET", "/mock/v1/metrics", nullptr, {});
+  EXPECT_EQ(metrics.body["faultyNodes"][0], "projects/p/locations/us-central2-b/nodes/node1");
+  EXPECT_EQ(metrics.body["processes_running"], 0);
+  EXPECT_EQ(metrics.body["requests"]["queuedResources.create"]["409"], 1);
+  EXPECT_EQ(call(*client, "GET", kBase + "/nodes/node1").body["health"], "HEALTHY");
+
+  auto refused = call(*client, "DELETE", kBase + "/queuedResources/qr1");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(refused.body["error"]["status"], "FAILED_PRECONDITION");
+
+  EXPECT_EQ(
+      call(*client, "POST", "/mock/v1/projects/p/locations/us-central2-b/nodes/node1:preempt", json::object()).status,
+      200);
+  EXPECT_EQ(call(*client, "GET", kBase + "/nodes/node1").body["state"], "PREEMPTED");
+  ASSERT_TRUE(eventually([&] { return qr_state("qr1") == "SUSPENDED"; }));
+  EXPECT_EQ(call(*client, "GET", kBase + "/queuedResources/qr1").body["state"]["stateInitiator"], "SERVICE");
+
+  auto reset = call(*client, "POST", kBase + "/queuedResources/qr1:reset", json::object());
+  EXPECT_EQ(reset.status, 200);
+  EXPECT_TRUE(reset.body["done"].get<bool>());
+
+  auto deleting = call(*client, "DELETE", kBase + "/queuedResources/qr1?force=true&requestId=d1");
+  EXPECT_EQ(deleting.status, 200);
+  ASSERT_TRUE(eventually([&] { return qr_state("qr1") == "404"; }));
+  auto gone = call(*client, "GET", kBase + "/queuedResources/qr1");
+  EXPECT_EQ(gone.body["error"]["status"], "NOT_FOUND");
+  EXPECT_EQ(gone.body["error"]["code"], 404);
+  EXPECT_EQ(call(*client, "GET", kBase + "/nodes/node1").status, 404);
+  EXPECT_EQ(server->stop(), 0);
+}
+
+TEST_F(MockServerTest, ErrorCodes) {
+  EXPECT_EQ(call(*client, "GET", kBase + "/queuedResources", nullptr, {}).status, 401);
+  EXPECT_EQ(call(*client, "GET", kBase + "/queuedResources", nullptr, {{"Authorization", "Bearer "}}).status, 401);
+  auto unauth = call(*client, "GET", kBase + "/queuedResources", nullptr, {});
+  EXPECT_EQ(unauth.body["error"]["status"], "UNAUTHENTICATED");
+  auto malformed = client->Post(kBase + "/queuedResources?queuedResourceId=x", kAuth, "{not json", "application/json");
+  ASSERT_TRUE(malformed);
+  EXPECT_EQ(malformed->status, 400);
+  auto unknown = call(*client, "POST", kBase + "/queuedResources?queuedResourceId=x", qr_body("n", "v4-7"));
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_EQ(unknown.body["error"]["status"], "INVALID_ARGUMENT");
+  auto quota = call(*client, "POST", kBase + "/queuedResources?queuedResourceId=big", qr_body("n", "v4-1024"));
+  EXPECT_EQ(quota.status, 429);
+  EXPECT_EQ(quota.body["error"]["status"], "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(call(*client, "GET", kBase + "/nodes/none").status, 404);
+  EXPECT_EQ(call(*client, "DELETE", kBase + "/nodes/none").status, 404);
+  EXPECT_EQ(call(*client, "GET", kBase + "/operations/operation-0").status, 404);
+  EXPECT_EQ(call(*client, "GET", kBase + "/bogus").status, 404);
+
+  ASSERT_EQ(call(*client, "POST", "/mock/v1/faults", {{"rate", 1.0}, {"codes", {503}}, {"latency_ms", 0}}, {}).status,
+            200);
+  auto injected = call(*client, "GET", kBase + "/queuedResources");
+  EXPECT_EQ(injected.status, 503);
+  EXPECT_EQ(injected.body["error"]["status"], "UNAVAILABLE");
+  ASSERT_EQ(call(*client, "POST", "/mock/v1/faults", {{"rate", 0}}, {}).status, 200);
+  EXPECT_EQ(call(*client, "GET", kBase + "/queuedResources").status, 200);
+  EXPECT_EQ(server->stop(), 0);
+}
+
+TEST_F(MockServerTest, PaginatesOverMoreThanOnePage) {
+  for (int i = 0; i < 7; ++i) {
+    auto id = "r" + std::to_string(i);
+    ASSERT_EQ(
+        call(*client, "POST", kBase + "/queuedResources?queuedResourceId=" + id, qr_body(id + "n", "v4-8")).status,
+        200);
+  }
+  std::vector<std::string> names;
+  std::string token;
+  int pages = 0;
+  do {
+    auto path = kBase + "/queuedResources?pageSize=3" + (token.empty() ? "" : "&pageToken=" + token);
+    auto page = call(*client, "GET", path);
+    ASSERT_EQ(page.status, 200) << page.body.dump();
+    for (const auto& qr : page.body["queuedResources"]) {
+      names.push_back(qr["name"]);
+    }
+    token = page.body.value("nextPageToken", "");
+    ++pages;
+  } while (!token.empty() && pages < 10);
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(names.size(), 7U);
+  EXPECT_EQ(call(*client, "GET", kBase + "/queuedResources?pageToken=garbage!").status, 400);
+}
+
+TEST_F(MockServerTest, CapacityChangesLiveAndStateSurvivesRestart) {
+  ASSERT_EQ(call(*client, "PUT", "/mock/v1/capacity",
+                 {{"zone", "us-central2-b"}, {"generation", "v4"}, {"tier", "spot"}, {"chips", 0}}, {})
+                .status,
+            200);
+  ASSERT_EQ(call(*client, "POST", kBase + "/queuedResources?queuedResourceId=w", qr_body("wn", "v4-8")).status, 200);
+  ASSERT_TRUE(eventually([&] { return qr_state("w") == "WAITING_FOR_RESOURCES"; }));
+  ASSERT_EQ(call(*client, "PUT", "/mock/v1/capacity",
+                 {{"zone", "us-central2-b"}, {"generation", "v4"}, {"tier", "spot"}, {"chips", 8}}, {})
+                .status,
+            200);
+  ASSERT_TRUE(eventually([&] { return qr_state("w") == "ACTIVE"; }));
+  EXPECT_EQ(server->stop(), 0);
+  start();
+  EXPECT_EQ(qr_state("w"), "ACTIVE");
+  EXPECT_EQ(call(*client, "GET", kBase + "/nodes/wn").body["state"], "READY");
+  EXPECT_EQ(server->stop(), 0);
+}
+
+TEST(MockServerCommand, RefusesRemoteHostWithoutAllowRemote) {
+  auto result = jobman::test::run_program({JOBMAN_MOCK_BINARY, "--host", "0.0.0.0", "--port", "0"});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.err.find("--allow-remote"), std::string::npos) << result.err;
+  EXPECT_EQ(result.out, "");
+}
+
+} // namespace
+
+namespace jobman::mock {
+namespace {
+
+TEST(MockServerAuth, OnlyTokensTheMockIssuedOpenTheApi) {
+  jobman::test::TempDir dir;
+  const auto key_path = dir / "key.json";
+  MockProcess server(
+      {"--port", "0", "--state-dir", (dir / "state").string(), "--write-service-account-key", key_path.string()});
+  ASSERT_GT(server.port(), 0) << server.first_line();
+  httplib::Client client("127.0.0.1", server.port());
+  const std::string list = kBase + "/queuedResources";
+  EXPECT_EQ(call(client, "GET", list, nullptr, {{"Authorization", "Bearer made-up"}}).status, 401);
+
+  // The metadata server's path, as on a VM.
+  auto metadata = client.Get("/computeMetadata/v1/instance/service-accounts/default/token",
+                             httplib::Headers{{"Metadata-Flavor", "Google"}});
+  ASSERT_TRUE(metadata);
+  ASSERT_EQ(metadata->status, 200) << metadata->body;
+  const auto token = nlohmann::json::parse(metadata->body)["access_token"].get<std::string>();
+  EXPECT_EQ(call(client, "GET", list, nullptr, {{"Authorization", "Bearer " + token}}).status, 200);
+
+  // The service-account key the server wrote: a signed assertion exchanged at the key's own token_uri.
+  const auto key = nlohmann::json::parse(jobman::util::read_file(key_path));
+  const auto token_uri = key["token_uri"].get<std::string>();
+  EXPECT_EQ(token_uri, "http://127.0.0.1:" + std::to_string(server.port()) + "/token");
+  const auto now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto assertion = sign_jwt_rs256({{"alg", "RS256"}, {"typ", "JWT"}, {"kid", key["private_key_id"]}},
+                                        {{"iss", key["client_email"]},
+                                         {"scope", "https://www.googleapis.com/auth/cloud-platform"},
+                                         {"aud", token_uri},
+                                         {"iat", now},
+                                         {"exp", now + 3600}},
+                                        key["private_key"].get<std::string>());
+  auto exchanged =
+      client.Post("/token", "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion,
+                  "application/x-www-form-urlencoded");
+  ASSERT_TRUE(exchanged);
+  ASSERT_EQ(exchanged->status, 200) << exchanged->body;
+  const auto sa_token = nlohmann::json::parse(exchanged->body)["access_token"].get<std::string>();
+  EXPECT_EQ(call(client, "GET", list, nullptr, {{"Authorization", "Bearer " + sa_token}}).status, 200);
+}
+
+} // namespace
+} // namespace jobman::mock

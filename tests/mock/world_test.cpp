@@ -1,0 +1,264 @@
+// The mock cloud's world model, driven by a fake clock: every lifecycle transition without sleeping.
+#include "jobman/util/error.hpp"
+#include "mock_cloud/world.hpp"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using jobman::mock::DelayDistribution;
+using jobman::mock::MockConfig;
+using jobman::mock::PoolConfig;
+using jobman::mock::Reply;
+using jobman::mock::Tier;
+using jobman::mock::World;
+using nlohmann::json;
+
+constexpr std::int64_t kStart = 1'800'000'000'000;
+const std::string kProject = "p";
+const std::string kZone = "us-central2-b";
+
+// Fixed delays: creating 1 s, provisioning 10 s, suspending 2 s, deleting 3 s; 64 spot and 32 on-demand v4 chips.
+MockConfig test_config(double preemption_mean = 0, double maintenance_mean = 0) {
+  MockConfig config;
+  jobman::mock::ZoneConfig zone;
+  zone.name = kZone;
+  zone.pools["v4"][Tier::spot] = PoolConfig{64, 128};
+  zone.pools["v4"][Tier::on_demand] = PoolConfig{32, 32};
+  zone.pools["v5litepod"][Tier::spot] = PoolConfig{64, 64};
+  zone.pools["v6e"][Tier::spot] = PoolConfig{256, 256};
+  config.zones.push_back(zone);
+  config.provisioning["default"] = DelayDistribution{DelayDistribution::Kind::fixed, 10, 0};
+  config.creating_seconds = 1;
+  config.suspending_seconds = 2;
+  config.deleting_seconds = 3;
+  config.spot_mean_seconds_between_preemptions = preemption_mean;
+  config.maintenance_mean_seconds_between_events = maintenance_mean;
+  return config;
+}
+
+json request(const std::string& node_id, const std::string& accelerator, bool spot, json policy = nullptr) {
+  json body = {{"tpu",
+                {{"nodeSpec",
+                  {{{"parent", "projects/p/locations/" + kZone},
+                    {"nodeId", node_id},
+                    {"node", {{"acceleratorType", accelerator}, {"runtimeVersion", "tpu-ubuntu2204-base"}}}}}}}}};
+  if (spot) {
+    body["spot"] = json::object();
+  } else {
+    body["guaranteed"] = json::object();
+  }
+  if (!policy.is_null()) {
+    body["queueingPolicy"] = policy;
+  }
+  return body;
+}
+
+std::string qr_state(World& world, const std::string& id, std::int64_t now) {
+  auto reply = world.get_queued_resource(kProject, kZone, id, now);
+  return reply.ok() ? reply.body["state"]["state"].get<std::string>() : "GONE";
+}
+
+std::string node_state(World& world, const std::string& id, std::int64_t now) {
+  auto reply = world.get_node(kProject, kZone, id, now);
+  return reply.ok() ? reply.body["state"].get<std::string>() : "GONE";
+}
+
+Reply create(World& world, const std::string& id, const std::string& accelerator, bool spot, std::int64_t now,
+             json policy = nullptr) {
+  return world.create_queued_resource(kProject, kZone, id, "", request(id + "-node", accelerator, spot, policy), now);
+}
+
+TEST(MockWorld, WalksCreatingWaitingProvisioningActive) {
+  World world(test_config(), 1, 7);
+  auto op = create(world, "a", "v4-8", true, kStart);
+  ASSERT_TRUE(op.ok()) << op.body.dump();
+  EXPECT_FALSE(op.body["done"].get<bool>());
+  EXPECT_EQ(op.body["metadata"]["@type"], "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata");
+  EXPECT_EQ(qr_state(world, "a", kStart), "CREATING");
+  // Capacity is free, so the request passes through the queue in the same tick.
+  EXPECT_EQ(qr_state(world, "a", kStart + 1000), "PROVISIONING");
+  EXPECT_EQ(node_state(world, "a-node", kStart + 1000), "CREATING");
+  auto op_id = op.body["name"].get<std::string>().substr(op.body["name"].get<std::string>().rfind('/') + 1);
+  auto done = world.get_operation(kProject, kZone, op_id, kStart + 1000);
+  EXPECT_TRUE(done.body["done"].get<bool>());
+  EXPECT_EQ(done.body["response"]["@type"], "type.googleapis.com/google.cloud.tpu.v2.QueuedResource");
+  EXPECT_EQ(qr_state(world, "a", kStart + 10'999), "PROVISIONING");
+  EXPECT_EQ(qr_state(world, "a", kStart + 11'000), "ACTIVE");
+  auto node = world.get_node(kProject, kZone, "a-node", kStart + 11'000).body;
+  EXPECT_EQ(node["state"], "READY");
+  EXPECT_EQ(node["health"], "HEALTHY");
+  EXPECT_EQ(node["schedulingConfig"]["spot"], true);
+  EXPECT_EQ(node["name"], "projects/p/locations/us-central2-b/nodes/a-node");
+  EXPECT_EQ(node["queuedResource"], "projects/p/locations/us-central2-b/queuedResources/a");
+}
+
+TEST(MockWorld, WorkerEndpointsOnePerHost) {
+  World world(test_config(), 1, 7);
+  std::vector<std::pair<std::string, std::size_t>> cases = {
+      {"v4-8", 1}, {"v4-32", 4}, {"v5litepod-16", 4}, {"v6e-256", 64}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    auto id = "e" + std::to_string(i);
+    ASSERT_TRUE(create(world, id, cases[i].first, true, kStart).ok());
+  }
+  world.tick(kStart + 20'000);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    auto node = world.get_node(kProject, kZone, "e" + std::to_string(i) + "-node", kStart + 20'000).body;
+    ASSERT_EQ(node["networkEndpoints"].size(), cases[i].second) << cases[i].first;
+    for (const auto& endpoint : node["networkEndpoints"]) {
+      EXPECT_EQ(endpoint["ipAddress"].get<std::string>().rfind("10.0.", 0), 0U);
+      EXPECT_EQ(endpoint["accessConfig"]["externalIp"].get<std::string>().rfind("34.", 0), 0U);
+    }
+  }
+}
+
+TEST(MockWorld, QueuesFifoPerZoneAndTierAndReleasesOnDelete) {
+  World world(test_config(), 1, 7);
+  ASSERT_TRUE(create(world, "first", "v4-128", true, kStart).ok()); // 64 chips: the whole spot pool.
+  ASSERT_TRUE(create(world, "second", "v4-32", true, kStart).ok());
+  ASSERT_TRUE(create(world, "third", "v4-8", true, kStart).ok());
+  ASSERT_TRUE(create(world, "ondemand", "v4-8", false, kStart).ok());
+  world.tick(kStart + 1000);
+  EXPECT_EQ(qr_state(world, "first", kStart + 1000), "PROVISIONING");
+  EXPECT_EQ(qr_state(world, "second", kStart + 1000), "WAITING_FOR_RESOURCES");
+  EXPECT_EQ(qr_state(world, "third", kStart + 1000), "WAITING_FOR_RESOURCES");
+  EXPECT_EQ(qr_state(world, "ondemand", kStart + 1000), "PROVISIONING"); // Its own tier's queue.
+  world.tick(kStart + 11'000);
+  auto refused = world.delete_queued_resource(kProject, kZone, "first", false, "", kStart + 11'000);
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(refused.body["error"]["status"], "FAILED_PRECONDITION");
+  ASSERT_TRUE(world.delete_queued_resource(kProject, kZone, "first", true, "", kStart + 11'000).ok());
+  EXPECT_EQ(qr_state(world, "first", kStart + 12'000), "DELETING");
+  EXPECT_EQ(qr_state(world, "second", kStart + 12'000), "WAITING_FOR_RESOURCES");
+  EXPECT_EQ(qr_state(world, "first", kStart + 14'000), "GONE");
+  EXPECT_EQ(node_state(world, "first-node", kStart + 14'000), "GONE");
+  EXPECT_EQ(qr_state(world, "second", kStart + 14'000), "PROVISIONING");
+  EXPECT_EQ(qr_state(world, "third", kStart + 14'000), "PROVISIONING");
+}
+
+TEST(MockWorld, ValidUntilDurationExpiresWhileWaiting) {
+  World world(test_config(), 1, 7);
+  ASSERT_TRUE(create(world, "big", "v4-128", true, kStart).ok());
+  ASSERT_TRUE(create(world, "late", "v4-8", true, kStart, {{"validUntilDuration", "30s"}}).ok());
+  EXPECT_EQ(qr_state(world, "late", kStart + 29'000), "WAITING_FOR_RESOURCES");
+  auto failed = world.get_queued_resource(kProject, kZone, "late", kStart + 30'000).body;
+  EXPECT_EQ(failed["state"]["state"], "FAILED");
+  EXPECT_EQ(failed["state"]["stateInitiator"], "SERVICE");
+  EXPECT_TRUE(failed["state"]["failedData"]["error"].contains("message"));
+  // Reset puts it back in the queue.
+  ASSERT_TRUE(world.reset_queued_resource(kProject, kZone, "late", kStart + 31'000).ok());
+  EXPECT_EQ(qr_state(world, "late", kStart + 31'000), "WAITING_FOR_RESOURCES");
+  EXPECT_EQ(world.reset_queued_resource(kProject, kZone, "big", kStart + 31'000).status, 400);
+}
+
+TEST(MockWorld, PreemptionSuspendsFreesCapacityAndNeverRequeues) {
+  World world(test_config(), 1, 7);
+  ASSERT_TRUE(create(world, "a", "v4-128", true, kStart).ok());
+  ASSERT_TRUE(create(world, "b", "v4-128", true, kStart).ok());
+  EXPECT_EQ(qr_state(world, "a", kStart + 11'000), "ACTIVE");
+  ASSERT_TRUE(world.preempt_node(kProject, kZone, "a-node", kStart + 12'000).ok());
+  EXPECT_EQ(node_state(world, "a-node", kStart + 12'000), "PREEMPTED");
+  EXPECT_EQ(qr_state(world, "a", kStart + 12'000), "SUSPENDING");
+  EXPECT_EQ(qr_state(world, "b", kStart + 13'000), "WAITING_FOR_RESOURCES");
+  auto suspended = world.get_queued_resource(kProject, kZone, "a", kStart + 14'000).body;
+  EXPECT_EQ(suspended["state"]["state"], "SUSPENDED");
+  EXPECT_EQ(suspended["state"]["stateInitiator"], "SERVICE");
+  EXPECT_EQ(qr_state(world, "b", kStart + 14'000), "PROVISIONING");
+  EXPECT_EQ(qr_state(world, "a", kStart + 1'000'000), "SUSPENDED");
+  EXPECT_EQ(world.preempt_node(kProject, kZone, "a-node", kStart + 1'000'000).status, 400);
+}
+
+TEST(MockWorld, RandomSpotPreemptionAndOnDemandMaintenance) {
+  World world(test_config(3600, 3600), 1, 11);
+  ASSERT_TRUE(create(world, "spot", "v4-8", true, kStart).ok());
+  ASSERT_TRUE(create(world, "od", "v4-8", false, kStart).ok());
+  std::int64_t t = kStart;
+  while (t < kStart + 100LL * 3600 * 1000 &&
+         (qr_state(world, "spot", t) != "SUSPENDED" || qr_state(world, "od", t) != "SUSPENDED")) {
+    t += 60'000;
+  }
+  EXPECT_EQ(node_state(world, "spot-node", t), "PREEMPTED");
+  EXPECT_EQ(node_state(world, "od-node", t), "TERMINATED");
+}
+
+TEST(MockWorld, QuotaExceededIs429AndErrorsHaveStatus) {
+  World world(test_config(), 1, 7);
+  ASSERT_TRUE(create(world, "a", "v4-256", true, kStart).ok()); // 128 chips = the spot quota.
+  auto over = create(world, "b", "v4-8", true, kStart);
+  EXPECT_EQ(over.status, 429);
+  EXPECT_EQ(over.body["error"]["status"], "RESOURCE_EXHAUSTED");
+  EXPECT_EQ(create(world, "a", "v4-8", true, kStart).status, 409);
+  auto unknown = create(world, "c", "v9-8", true, kStart);
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_EQ(unknown.body["error"]["status"], "INVALID_ARGUMENT");
+  EXPECT_EQ(world.get_queued_resource(kProject, kZone, "zzz", kStart).status, 404);
+}
+
+TEST(MockWorld, RepeatedRequestIdReturnsTheFirstOperation) {
+  World world(test_config(), 1, 7);
+  auto body = request("n", "v4-8", true);
+  auto first = world.create_queued_resource(kProject, kZone, "a", "req-1", body, kStart);
+  auto again = world.create_queued_resource(kProject, kZone, "a", "req-1", body, kStart + 5);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(first.body["name"], again.body["name"]);
+}
+
+TEST(MockWorld, FaultInjectionIsDeterministicForASeed) {
+  auto draws = [](std::uint64_t seed) {
+    World world(test_config(), 1, seed);
+    world.set_faults({0.3, {429, 503}, 0});
+    std::vector<int> out;
+    for (int i = 0; i < 200; ++i) {
+      out.push_back(world.decide_fault().fail_status);
+    }
+    return out;
+  };
+  auto a = draws(5);
+  EXPECT_EQ(a, draws(5));
+  EXPECT_NE(a, draws(6));
+  auto failures = std::count_if(a.begin(), a.end(), [](int s) { return s != 0; });
+  EXPECT_GT(failures, 30);
+  EXPECT_LT(failures, 90);
+  World cleared(test_config(), 1, 5);
+  cleared.set_faults({0.5, {503}, 0});
+  cleared.set_faults({0, {}, 0});
+  EXPECT_EQ(cleared.decide_fault().fail_status, 0);
+}
+
+TEST(MockWorld, CapacityChangeAdmitsWaitingResources) {
+  World world(test_config(), 1, 7);
+  ASSERT_TRUE(world.set_capacity(kZone, "v4", Tier::spot, 0, std::nullopt, kStart).ok());
+  ASSERT_TRUE(create(world, "a", "v4-8", true, kStart).ok());
+  EXPECT_EQ(qr_state(world, "a", kStart + 5000), "WAITING_FOR_RESOURCES");
+  ASSERT_TRUE(world.set_capacity(kZone, "v4", Tier::spot, 8, std::nullopt, kStart + 6000).ok());
+  EXPECT_EQ(qr_state(world, "a", kStart + 6000), "PROVISIONING");
+}
+
+TEST(MockWorld, SnapshotRestoresResourcesAndNodes) {
+  World world(test_config(), 1, 7);
+  ASSERT_TRUE(create(world, "a", "v4-32", true, kStart).ok());
+  world.tick(kStart + 11'000);
+  World restored(test_config(), 1, 7);
+  restored.restore(world.snapshot());
+  EXPECT_EQ(qr_state(restored, "a", kStart + 11'000), "ACTIVE");
+  EXPECT_EQ(restored.get_node(kProject, kZone, "a-node", kStart + 11'000).body,
+            world.get_node(kProject, kZone, "a-node", kStart + 11'000).body);
+}
+
+TEST(MockConfigFile, BundledConfigLoadsAndBadKeysNameFileAndKey) {
+  auto config = jobman::mock::load_mock_config(JOBMAN_MOCK_DEFAULT_CONFIG);
+  ASSERT_NE(config.find_zone("us-central2-b"), nullptr);
+  EXPECT_EQ(config.find_zone("us-central2-b")->pools.at("v4").at(Tier::spot).chips, 256);
+  EXPECT_EQ(config.find_zone("us-central2-b")->pools.at("v4").at(Tier::on_demand).chips, 32);
+  try {
+    jobman::mock::parse_mock_config("zones:\n  z1:\n    v4:\n      spot: {chps: 8}\n", "bad.yaml");
+    FAIL() << "expected a ConfigError";
+  } catch (const jobman::ConfigError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("bad.yaml:4"), std::string::npos) << what;
+    EXPECT_NE(what.find("zones.z1.v4.spot.chps"), std::string::npos) << what;
+    EXPECT_NE(what.find("chips"), std::string::npos) << what;
+  }
+}
+
+} // namespace
