@@ -99,6 +99,8 @@ MockServer::MockServer(ServerOptions options) : options_(std::move(options)) {
     world_->attach_state_file(options_.state_dir / "state.json", util::now_ms());
     authority_.load_state_dir(options_.state_dir);
   }
+  // Headers and body go out in separate writes; without this, Nagle and delayed ACKs add 40 ms to every reply.
+  http_.set_tcp_nodelay(true);
   register_routes();
   register_auth_routes(http_, authority_, AuthRouteOptions{});
   bearer_.set_validator([this](std::string_view token) { return authority_.valid(token, authority_.now()); });

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <ctime>
+#include <functional>
 #include <regex>
 
 namespace jobman::mock {
@@ -122,11 +123,13 @@ std::optional<std::size_t> decode_page_token(const std::string& token) {
 }
 
 // One page of `items` under `field`, with nextPageToken unless it is the last page.
-Reply page(std::vector<json> items, const char* field, int page_size, const std::string& token) {
+// One page of `count` items; only the items on the page are rendered, so a page costs its size, not the list's.
+Reply page(std::size_t count, const std::function<json(std::size_t)>& render, const char* field, int page_size,
+           const std::string& token) {
   std::size_t offset = 0;
   if (!token.empty()) {
     auto decoded = decode_page_token(token);
-    if (!decoded || *decoded > items.size()) {
+    if (!decoded || *decoded > count) {
       return error_reply(400, "Invalid page token: '" + token + "'");
     }
     offset = *decoded;
@@ -137,10 +140,10 @@ Reply page(std::vector<json> items, const char* field, int page_size, const std:
   auto size = static_cast<std::size_t>(page_size == 0 ? kDefaultPageSize : std::min(page_size, kMaxPageSize));
   json out = json::object();
   out[field] = json::array();
-  for (std::size_t i = offset; i < items.size() && i < offset + size; ++i) {
-    out[field].push_back(std::move(items[i]));
+  for (std::size_t i = offset; i < count && i < offset + size; ++i) {
+    out[field].push_back(render(i));
   }
-  if (offset + size < items.size()) {
+  if (offset + size < count) {
     out["nextPageToken"] = encode_page_token(offset + size);
   }
   if (out[field].empty()) {
@@ -816,13 +819,15 @@ Reply World::list_queued_resources(const std::string& project, const std::string
     return r;
   }
   auto prefix = location(project, zone) + "/";
-  std::vector<json> items;
+  std::vector<const QueuedResource*> items;
   for (const auto& [name, qr] : queued_resources_) {
     if (name.rfind(prefix, 0) == 0) {
-      items.push_back(queued_resource_json(*qr));
+      items.push_back(qr.get());
     }
   }
-  return page(std::move(items), "queuedResources", page_size, page_token);
+  return page(
+      items.size(), [&](std::size_t i) { return queued_resource_json(*items[i]); }, "queuedResources", page_size,
+      page_token);
 }
 
 Reply World::delete_queued_resource(const std::string& project, const std::string& zone, const std::string& id,
@@ -936,13 +941,14 @@ Reply World::list_nodes(const std::string& project, const std::string& zone, int
     return r;
   }
   auto prefix = location(project, zone) + "/";
-  std::vector<json> items;
+  std::vector<const Node*> items;
   for (const auto& [name, node] : nodes_) {
     if (name.rfind(prefix, 0) == 0) {
-      items.push_back(node_json(*node));
+      items.push_back(node.get());
     }
   }
-  return page(std::move(items), "nodes", page_size, page_token);
+  return page(
+      items.size(), [&](std::size_t i) { return node_json(*items[i]); }, "nodes", page_size, page_token);
 }
 
 Reply World::delete_node(const std::string& project, const std::string& zone, const std::string& id,
@@ -1005,12 +1011,8 @@ Reply World::list_operations(const std::string& project, const std::string& zone
   }
   std::stable_sort(ops.begin(), ops.end(),
                    [](const Operation* a, const Operation* b) { return a->create_ms < b->create_ms; });
-  std::vector<json> items;
-  items.reserve(ops.size());
-  for (const auto* op : ops) {
-    items.push_back(operation_json(*op));
-  }
-  return page(std::move(items), "operations", page_size, page_token);
+  return page(
+      ops.size(), [&](std::size_t i) { return operation_json(*ops[i]); }, "operations", page_size, page_token);
 }
 
 Reply World::preempt_node(const std::string& project, const std::string& zone, const std::string& id,
