@@ -18,7 +18,6 @@ namespace {
 
 constexpr const char* kOperationMetadataType = "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata";
 constexpr const char* kQueuedResourceType = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource";
-constexpr const char* kNodeType = "type.googleapis.com/google.cloud.tpu.v2.Node";
 constexpr const char* kEmptyType = "type.googleapis.com/google.protobuf.Empty";
 constexpr int kDefaultPageSize = 50;
 constexpr int kMaxPageSize = 1000;
