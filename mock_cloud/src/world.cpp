@@ -122,6 +122,27 @@ std::optional<std::size_t> decode_page_token(const std::string& token) {
 }
 
 // One page of `items` under `field`, with nextPageToken unless it is the last page.
+// The resource called `name` in `items`, rendered; a 404 naming it as `kind` when there is none.
+template <typename Map, typename Render>
+Reply find_reply(const Map& items, const std::string& name, std::string_view kind, Render render) {
+  auto it = items.find(name);
+  if (it == items.end()) {
+    return error_reply(404, std::string(kind) + " '" + name + "' was not found");
+  }
+  return {200, render(*it->second)};
+}
+
+// The resources in `items` whose names start with `prefix`, in name order.
+template <typename Map> auto under_prefix(const Map& items, const std::string& prefix) {
+  std::vector<const typename Map::mapped_type::element_type*> out;
+  for (const auto& [name, item] : items) {
+    if (name.rfind(prefix, 0) == 0) {
+      out.push_back(item.get());
+    }
+  }
+  return out;
+}
+
 // One page of `count` items; only the items on the page are rendered, so a page costs its size, not the list's.
 Reply page(std::size_t count, const std::function<json(std::size_t)>& render, const char* field, int page_size,
            const std::string& token) {
@@ -801,12 +822,8 @@ Reply World::get_queued_resource(const std::string& project, const std::string& 
   std::lock_guard lock(mutex_);
   tick_locked(now_ms);
   persist_locked();
-  auto name = location(project, zone) + "/queuedResources/" + id;
-  auto it = queued_resources_.find(name);
-  if (it == queued_resources_.end()) {
-    return error_reply(404, "Queued resource '" + name + "' was not found");
-  }
-  return {200, queued_resource_json(*it->second)};
+  return find_reply(queued_resources_, location(project, zone) + "/queuedResources/" + id, "Queued resource",
+                    [this](const QueuedResource& qr) { return queued_resource_json(qr); });
 }
 
 Reply World::list_queued_resources(const std::string& project, const std::string& zone, int page_size,
@@ -817,13 +834,7 @@ Reply World::list_queued_resources(const std::string& project, const std::string
   if (auto r = check_location(zone); !r.ok()) {
     return r;
   }
-  auto prefix = location(project, zone) + "/";
-  std::vector<const QueuedResource*> items;
-  for (const auto& [name, qr] : queued_resources_) {
-    if (name.rfind(prefix, 0) == 0) {
-      items.push_back(qr.get());
-    }
-  }
+  const auto items = under_prefix(queued_resources_, location(project, zone) + "/");
   return page(
       items.size(), [&](std::size_t i) { return queued_resource_json(*items[i]); }, "queuedResources", page_size,
       page_token);
@@ -923,12 +934,8 @@ Reply World::get_node(const std::string& project, const std::string& zone, const
   std::lock_guard lock(mutex_);
   tick_locked(now_ms);
   persist_locked();
-  auto name = location(project, zone) + "/nodes/" + id;
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) {
-    return error_reply(404, "Node '" + name + "' was not found");
-  }
-  return {200, node_json(*it->second)};
+  return find_reply(nodes_, location(project, zone) + "/nodes/" + id, "Node",
+                    [this](const Node& node) { return node_json(node); });
 }
 
 Reply World::list_nodes(const std::string& project, const std::string& zone, int page_size,
@@ -939,13 +946,7 @@ Reply World::list_nodes(const std::string& project, const std::string& zone, int
   if (auto r = check_location(zone); !r.ok()) {
     return r;
   }
-  auto prefix = location(project, zone) + "/";
-  std::vector<const Node*> items;
-  for (const auto& [name, node] : nodes_) {
-    if (name.rfind(prefix, 0) == 0) {
-      items.push_back(node.get());
-    }
-  }
+  const auto items = under_prefix(nodes_, location(project, zone) + "/");
   return page(
       items.size(), [&](std::size_t i) { return node_json(*items[i]); }, "nodes", page_size, page_token);
 }
@@ -985,12 +986,8 @@ Reply World::get_operation(const std::string& project, const std::string& zone, 
   std::lock_guard lock(mutex_);
   tick_locked(now_ms);
   persist_locked();
-  auto name = location(project, zone) + "/operations/" + id;
-  auto it = operations_.find(name);
-  if (it == operations_.end()) {
-    return error_reply(404, "Operation '" + name + "' was not found");
-  }
-  return {200, operation_json(*it->second)};
+  return find_reply(operations_, location(project, zone) + "/operations/" + id, "Operation",
+                    [this](const Operation& op) { return operation_json(op); });
 }
 
 Reply World::list_operations(const std::string& project, const std::string& zone, int page_size,
@@ -1001,13 +998,7 @@ Reply World::list_operations(const std::string& project, const std::string& zone
   if (auto r = check_location(zone); !r.ok()) {
     return r;
   }
-  auto prefix = location(project, zone) + "/";
-  std::vector<const Operation*> ops;
-  for (const auto& [name, op] : operations_) {
-    if (name.rfind(prefix, 0) == 0) {
-      ops.push_back(op.get());
-    }
-  }
+  auto ops = under_prefix(operations_, location(project, zone) + "/");
   std::stable_sort(ops.begin(), ops.end(),
                    [](const Operation* a, const Operation* b) { return a->create_ms < b->create_ms; });
   return page(
