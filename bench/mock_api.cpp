@@ -163,6 +163,7 @@ int main(int argc, char** argv) {
          {{{"parent", "projects/bench/locations/us-central2-b"},
            {"node", {{"acceleratorType", "v4-8"}, {"runtimeVersion", "tpu-ubuntu2204-base"}}}}}}}},
       {"spot", nlohmann::json::object()}};
+  const auto creating = Clock::now();
   for (int i = 0; i < slices; ++i) {
     auto spec = body;
     const std::string id = "bench-" + std::to_string(i);
@@ -174,6 +175,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  const double create_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - creating).count() / static_cast<double>(slices);
   // Wait until every slice is ACTIVE (the world runs 100 times faster than real time).
   const auto deadline = Clock::now() + std::chrono::seconds(120);
   int active = 0;
@@ -197,7 +200,7 @@ int main(int argc, char** argv) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  std::fprintf(stderr, "%d of %d slices ACTIVE\n", active, slices);
+  std::fprintf(stderr, "%d of %d slices ACTIVE; create took %.2f ms on average\n", active, slices, create_ms);
 
   const auto get =
       hammer(server.port, kBase + "/queuedResources/bench-" + std::to_string(slices / 2), seconds, threads);

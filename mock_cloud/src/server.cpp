@@ -3,6 +3,7 @@
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
+#include "mock_cloud/partial_response.hpp"
 
 #include <arpa/inet.h>
 #include <cmath>
@@ -96,11 +97,13 @@ MockServer::MockServer(ServerOptions options) : options_(std::move(options)) {
   world_ = std::make_unique<World>(load_mock_config(options_.config_file), options_.time_scale, options_.seed);
   if (!options_.state_dir.empty()) {
     util::ensure_directory(options_.state_dir, 0700);
-    world_->attach_state_file(options_.state_dir / "state.json", util::now_ms());
+    world_->attach_store(options_.state_dir / "state.db", util::now_ms());
     authority_.load_state_dir(options_.state_dir);
   }
   // Headers and body go out in separate writes; without this, Nagle and delayed ACKs add 40 ms to every reply.
   http_.set_tcp_nodelay(true);
+  // cpp-httplib closes a keep-alive connection after 5 requests by default; Google's front end keeps it open.
+  http_.set_keep_alive_max_count(100'000);
   register_routes();
   register_auth_routes(http_, authority_, AuthRouteOptions{});
   bearer_.set_validator([this](std::string_view token) { return authority_.valid(token, authority_.now()); });
@@ -135,6 +138,14 @@ void MockServer::register_routes() {
             reply = error_reply(fault.fail_status, "Injected fault (mock cloud fault injection)");
           } else {
             reply = handler(req);
+          }
+          if (reply.ok() && req.has_param("fields")) {
+            const auto fields = req.get_param_value("fields");
+            if (auto selected = select_fields(reply.body, fields)) {
+              reply.body = std::move(*selected);
+            } else {
+              reply = error_reply(400, "Invalid field selection " + fields);
+            }
           }
         }
         world_->count_request(method, reply.status);
@@ -256,6 +267,17 @@ void MockServer::register_routes() {
               return Reply{200, world_->metrics(util::now_ms())};
             }));
 
+  // A POST, PUT or PATCH of unknown length: Google's front end answers 411 at once, where cpp-httplib would wait for
+  // the connection to close and then refuse it with 400.
+  http_.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    const bool body_method = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+    if (!body_method || req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    send(res, error_reply(411, req.method + " requests require a Content-length header."));
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   http_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) {
       return httplib::Server::HandlerResponse::Unhandled;
@@ -341,7 +363,7 @@ options:
   --host ADDR         address to listen on (default 127.0.0.1; non-loopback needs --allow-remote)
   --port N            port (default 0: pick a free one)
   --allow-remote      permit a non-loopback --host
-  --state-dir DIR     keep the world in DIR/state.json across restarts (created with mode 0700)
+  --state-dir DIR     keep the world in DIR/state.db across restarts (created with mode 0700)
   --config FILE       world description (default: the bundled configs/mock-cloud.yaml)
   --time-scale X      divide every delay and mean interval by X (default 1)
   --seed N            seed of every random draw (default 1)

@@ -2,6 +2,7 @@
 
 #include "jobman/config/accelerator.hpp"
 #include "jobman/util/system.hpp"
+#include "mock_cloud/world_store.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <ctime>
 #include <functional>
 #include <regex>
+#include <sstream>
 
 namespace jobman::mock {
 
@@ -185,6 +187,7 @@ std::string status_name(int http_status) {
   case 403: return "PERMISSION_DENIED";
   case 404: return "NOT_FOUND";
   case 409: return "ALREADY_EXISTS";
+  case 411: return "INVALID_ARGUMENT";
   case 412: return "FAILED_PRECONDITION";
   case 429: return "RESOURCE_EXHAUSTED";
   case 499: return "CANCELLED";
@@ -296,15 +299,35 @@ World::World(MockConfig config, double time_scale, std::uint64_t seed)
 
 World::~World() = default;
 
-void World::attach_state_file(const std::filesystem::path& file, std::int64_t now_ms) {
-  std::error_code ec;
-  bool exists = std::filesystem::exists(file, ec);
-  if (exists) {
-    restore(json::parse(util::read_file(file)));
+void World::attach_store(const std::filesystem::path& file, std::int64_t now_ms) {
+  auto store = std::make_unique<WorldStore>(file);
+  auto contents = store->load();
+  if (!contents.globals.is_null()) {
+    json snapshot = contents.globals;
+    snapshot["requestIds"] = contents.request_ids;
+    for (auto& record : contents.records) {
+      snapshot[record.value("kind", "")].push_back(std::move(record));
+    }
+    restore(snapshot);
   }
   std::lock_guard lock(mutex_);
-  state_file_ = file;
-  dirty_ = true;
+  store_ = std::move(store);
+  if (contents.globals.is_null()) {
+    // A new database: everything the world already holds is written by the persist below.
+    for (const auto& [name, qr] : queued_resources_) {
+      changed_.insert(name);
+    }
+    for (const auto& [name, node] : nodes_) {
+      changed_.insert(name);
+    }
+    for (const auto& [name, op] : operations_) {
+      changed_.insert(name);
+    }
+    for (const auto& entry : request_ids_) {
+      new_request_ids_.push_back(entry);
+    }
+  }
+  touch_locked();
   tick_locked(now_ms);
   persist_locked();
 }
@@ -373,7 +396,7 @@ std::string World::new_operation(const std::string& project, const std::string& 
   op->create_ms = now;
   auto name = op->name;
   operations_[name] = std::move(op);
-  dirty_ = true;
+  touch_locked(name);
   return name;
 }
 
@@ -389,7 +412,7 @@ void World::finish_operation(const std::string& name, std::int64_t now, json res
   } else {
     it->second->response = std::move(response);
   }
-  dirty_ = true;
+  touch_locked(name);
 }
 
 void World::release_capacity(QueuedResource& qr) {
@@ -400,7 +423,7 @@ void World::release_capacity(QueuedResource& qr) {
     pool->used = std::max(0, pool->used - qr.chips);
   }
   qr.holds_capacity = false;
-  dirty_ = true;
+  touch_locked(qr.name);
 }
 
 void World::start_suspending(QueuedResource& qr, const std::string& node_state, std::int64_t now) {
@@ -411,8 +434,9 @@ void World::start_suspending(QueuedResource& qr, const std::string& node_state, 
   qr.maintenance_ms = 0;
   if (auto it = nodes_.find(qr.node_name); it != nodes_.end()) {
     it->second->state = node_state;
+    touch_locked(it->first);
   }
-  dirty_ = true;
+  touch_locked(qr.name);
 }
 
 void World::tick(std::int64_t now_ms) {
@@ -447,7 +471,28 @@ std::int64_t World::next_event_locked() const {
   return next;
 }
 
+void World::touch_locked() {
+  dirty_ = true;
+  due_ms_ = 0;
+}
+
+void World::remember_request_id(const std::string& key, const std::string& operation) {
+  request_ids_[key] = operation;
+  new_request_ids_.emplace_back(key, operation);
+  dirty_ = true;
+}
+
+void World::touch_locked(const std::string& name) {
+  changed_.insert(name);
+  touch_locked();
+}
+
 void World::tick_locked(std::int64_t now) {
+  // Nothing changed since the last tick and no timer is due yet: every step would be a no-op, so skip the walk.
+  // This keeps reads O(1) in the number of slices.
+  if (now < due_ms_) {
+    return;
+  }
   // Replays every timed event up to `now` at its own time, so sparse ticks give the same history as frequent ones.
   for (int guard = 0; guard < 100'000; ++guard) {
     auto next = next_event_locked();
@@ -457,6 +502,9 @@ void World::tick_locked(std::int64_t now) {
     step_locked(next);
   }
   step_locked(now);
+  // Admission ran last and found nothing more to admit; until something changes (touch_locked) or the next timer
+  // fires, another step would change nothing.
+  due_ms_ = next_event_locked();
 }
 
 void World::step_locked(std::int64_t now) {
@@ -467,7 +515,7 @@ void World::step_locked(std::int64_t now) {
     if (qr.state == "CREATING" && now >= qr.next_ms) {
       qr.state = "WAITING_FOR_RESOURCES";
       qr.queued_seq = next_sequence_++;
-      dirty_ = true;
+      touch_locked(qr.name);
       auto response = queued_resource_json(qr);
       response["@type"] = kQueuedResourceType;
       finish_operation(qr.create_op, now, response);
@@ -477,12 +525,13 @@ void World::step_locked(std::int64_t now) {
       qr.failed_error = {{"code", 4},
                          {"message", "The queued resource could not be provisioned before its validUntil deadline "
                                      "(queueingPolicy); capacity was not available in time."}};
-      dirty_ = true;
+      touch_locked(qr.name);
     } else if (qr.state == "PROVISIONING" && now >= qr.next_ms) {
       qr.state = "ACTIVE";
       if (node != nullptr) {
         node->state = "READY";
         node->health = "HEALTHY";
+        touch_locked(node->name);
       }
       if (qr.tier == Tier::spot) {
         auto delay = draw_exponential_ms(config_.spot_mean_seconds_between_preemptions);
@@ -491,7 +540,7 @@ void World::step_locked(std::int64_t now) {
         auto delay = draw_exponential_ms(config_.maintenance_mean_seconds_between_events);
         qr.maintenance_ms = delay > 0 ? now + delay : 0;
       }
-      dirty_ = true;
+      touch_locked(qr.name);
     } else if (qr.state == "ACTIVE" && qr.preempt_ms > 0 && now >= qr.preempt_ms) {
       start_suspending(qr, "PREEMPTED", now);
     } else if (qr.state == "ACTIVE" && qr.maintenance_ms > 0 && now >= qr.maintenance_ms) {
@@ -499,10 +548,11 @@ void World::step_locked(std::int64_t now) {
     } else if (qr.state == "SUSPENDING" && now >= qr.next_ms) {
       qr.state = "SUSPENDED";
       release_capacity(qr);
-      dirty_ = true;
+      touch_locked(qr.name);
     } else if (qr.state == "DELETING" && now >= qr.next_ms) {
       release_capacity(qr);
       if (node != nullptr && node->queued_resource == qr.name) {
+        touch_locked(node->name);
         nodes_.erase(node_it);
       }
       finish_operation(qr.delete_op, now, {{"@type", kEmptyType}});
@@ -510,8 +560,8 @@ void World::step_locked(std::int64_t now) {
         finish_operation(qr.create_op, now,
                          {{"error", {{"code", 10}, {"message", "The queued resource was deleted while creating."}}}});
       }
+      touch_locked(qr.name);
       it = queued_resources_.erase(it);
-      dirty_ = true;
       continue;
     }
     ++it;
@@ -530,9 +580,10 @@ void World::step_locked(std::int64_t now) {
           release_capacity(qr);
         }
         qr.node_name.clear();
+        touch_locked(qr.name);
       }
+      touch_locked(node.name);
       it = nodes_.erase(it);
-      dirty_ = true;
       continue;
     }
     ++it;
@@ -587,8 +638,9 @@ void World::admit_locked(std::int64_t now) {
       node->endpoints.emplace_back(internal, external);
     }
     qr->node_name = node->name;
+    touch_locked(qr->name);
+    touch_locked(node->name);
     nodes_[node->name] = std::move(node);
-    dirty_ = true;
   }
 }
 
@@ -809,9 +861,9 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
   auto op_name = qr->create_op;
   queued_resources_[name] = std::move(qr);
   if (!request_id.empty()) {
-    request_ids_[loc + "|" + request_id] = op_name;
+    remember_request_id(loc + "|" + request_id, op_name);
   }
-  dirty_ = true;
+  touch_locked(name);
   tick_locked(now_ms);
   persist_locked();
   return {200, operation_json(*operations_[op_name])};
@@ -877,13 +929,14 @@ Reply World::delete_queued_resource(const std::string& project, const std::strin
   if (auto node = nodes_.find(qr.node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
     node->second->state = "DELETING";
     node->second->health.clear();
+    touch_locked(node->first);
   }
   qr.delete_op = new_operation(project, zone, "delete", name, now_ms);
   if (!request_id.empty()) {
-    request_ids_[loc + "|" + request_id] = qr.delete_op;
+    remember_request_id(loc + "|" + request_id, qr.delete_op);
   }
   auto op_name = qr.delete_op;
-  dirty_ = true;
+  touch_locked(name);
   tick_locked(now_ms);
   persist_locked();
   return {200, operation_json(*operations_[op_name])};
@@ -906,6 +959,7 @@ Reply World::reset_queued_resource(const std::string& project, const std::string
                                "; only a SUSPENDED or FAILED queued resource can be reset");
   }
   if (auto node = nodes_.find(qr.node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
+    touch_locked(node->first);
     nodes_.erase(node);
   }
   qr.node_name = location(project, zone) + "/nodes/" + qr.request["tpu"]["nodeSpec"][0]["nodeId"].get<std::string>();
@@ -924,7 +978,7 @@ Reply World::reset_queued_resource(const std::string& project, const std::string
   auto response = queued_resource_json(qr);
   response["@type"] = kQueuedResourceType;
   finish_operation(op_name, now_ms, response);
-  dirty_ = true;
+  touch_locked(name);
   tick_locked(now_ms);
   persist_locked();
   return {200, operation_json(*operations_[op_name])};
@@ -975,7 +1029,7 @@ Reply World::delete_node(const std::string& project, const std::string& zone, co
   node.next_ms = now_ms + static_cast<std::int64_t>(scaled_ms(config_.deleting_seconds));
   node.delete_op = new_operation(project, zone, "delete", name, now_ms);
   auto op_name = node.delete_op;
-  dirty_ = true;
+  touch_locked(name);
   tick_locked(now_ms);
   persist_locked();
   return {200, operation_json(*operations_[op_name])};
@@ -1036,7 +1090,7 @@ Reply World::mark_node_faulty(const std::string& project, const std::string& zon
     return error_reply(404, "Node '" + name + "' was not found");
   }
   it->second->faulty = true;
-  dirty_ = true;
+  touch_locked(name);
   persist_locked();
   return {200, {{"node", name}, {"faulty", true}}};
 }
@@ -1093,7 +1147,7 @@ Reply World::set_capacity(const std::string& zone, const std::string& generation
   if (quota) {
     pool->quota = *quota;
   }
-  dirty_ = true;
+  touch_locked();
   tick_locked(now_ms);
   persist_locked();
   return {200,
@@ -1152,12 +1206,15 @@ json World::snapshot() {
   return snapshot_locked();
 }
 
-json World::snapshot_locked() const {
+json World::globals_locked() const {
   json out;
   out["version"] = 1;
   out["nextSequence"] = next_sequence_;
   out["nextHost"] = next_host_;
-  out["requestIds"] = request_ids_;
+  std::ostringstream rng;
+  rng << rng_;
+  out["rng"] = rng.str();
+  out["pools"] = json::array();
   for (const auto& [key, pool] : pools_) {
     out["pools"].push_back({{"zone", pool->zone},
                             {"generation", pool->generation},
@@ -1165,62 +1222,80 @@ json World::snapshot_locked() const {
                             {"chips", pool->chips},
                             {"quota", pool->quota}});
   }
+  return out;
+}
+
+json World::record_of(const QueuedResource& qr) {
+  return {{"kind", "queuedResources"},
+          {"name", qr.name},
+          {"project", qr.project},
+          {"zone", qr.zone},
+          {"id", qr.id},
+          {"request", qr.request},
+          {"state", qr.state},
+          {"initiator", qr.initiator},
+          {"accelerator", qr.accelerator},
+          {"generation", qr.generation},
+          {"tier", tier_name(qr.tier)},
+          {"chips", qr.chips},
+          {"hosts", qr.hosts},
+          {"node", qr.node_name},
+          {"createMs", qr.create_ms},
+          {"nextMs", qr.next_ms},
+          {"queuedSeq", qr.queued_seq},
+          {"validUntilMs", qr.valid_until_ms},
+          {"preemptMs", qr.preempt_ms},
+          {"maintenanceMs", qr.maintenance_ms},
+          {"holdsCapacity", qr.holds_capacity},
+          {"failedError", qr.failed_error},
+          {"createOp", qr.create_op},
+          {"deleteOp", qr.delete_op}};
+}
+
+json World::record_of(const Node& node) {
+  json endpoints = json::array();
+  for (const auto& [internal, external] : node.endpoints) {
+    endpoints.push_back({internal, external});
+  }
+  return {{"kind", "nodes"},
+          {"name", node.name},
+          {"project", node.project},
+          {"zone", node.zone},
+          {"id", node.id},
+          {"queuedResource", node.queued_resource},
+          {"spec", node.spec},
+          {"accelerator", node.accelerator},
+          {"tier", tier_name(node.tier)},
+          {"state", node.state},
+          {"health", node.health},
+          {"createMs", node.create_ms},
+          {"nextMs", node.next_ms},
+          {"numericId", node.numeric_id},
+          {"endpoints", endpoints},
+          {"faulty", node.faulty},
+          {"deleteOp", node.delete_op}};
+}
+
+json World::record_of(const Operation& op) {
+  return {{"kind", "operations"}, {"name", op.name},          {"verb", op.verb},
+          {"target", op.target},  {"createMs", op.create_ms}, {"endMs", op.end_ms},
+          {"done", op.done},      {"response", op.response},  {"error", op.error}};
+}
+
+json World::snapshot_locked() const {
+  json out = globals_locked();
+  out["requestIds"] = request_ids_;
+  out["queuedResources"] = json::array();
   for (const auto& [name, qr] : queued_resources_) {
-    out["queuedResources"].push_back({{"name", qr->name},
-                                      {"project", qr->project},
-                                      {"zone", qr->zone},
-                                      {"id", qr->id},
-                                      {"request", qr->request},
-                                      {"state", qr->state},
-                                      {"initiator", qr->initiator},
-                                      {"accelerator", qr->accelerator},
-                                      {"generation", qr->generation},
-                                      {"tier", tier_name(qr->tier)},
-                                      {"chips", qr->chips},
-                                      {"hosts", qr->hosts},
-                                      {"node", qr->node_name},
-                                      {"createMs", qr->create_ms},
-                                      {"nextMs", qr->next_ms},
-                                      {"queuedSeq", qr->queued_seq},
-                                      {"validUntilMs", qr->valid_until_ms},
-                                      {"preemptMs", qr->preempt_ms},
-                                      {"maintenanceMs", qr->maintenance_ms},
-                                      {"holdsCapacity", qr->holds_capacity},
-                                      {"failedError", qr->failed_error},
-                                      {"createOp", qr->create_op},
-                                      {"deleteOp", qr->delete_op}});
+    out["queuedResources"].push_back(record_of(*qr));
   }
+  out["nodes"] = json::array();
   for (const auto& [name, node] : nodes_) {
-    json endpoints = json::array();
-    for (const auto& [internal, external] : node->endpoints) {
-      endpoints.push_back({internal, external});
-    }
-    out["nodes"].push_back({{"name", node->name},
-                            {"project", node->project},
-                            {"zone", node->zone},
-                            {"id", node->id},
-                            {"queuedResource", node->queued_resource},
-                            {"spec", node->spec},
-                            {"accelerator", node->accelerator},
-                            {"tier", tier_name(node->tier)},
-                            {"state", node->state},
-                            {"health", node->health},
-                            {"createMs", node->create_ms},
-                            {"nextMs", node->next_ms},
-                            {"numericId", node->numeric_id},
-                            {"endpoints", endpoints},
-                            {"faulty", node->faulty},
-                            {"deleteOp", node->delete_op}});
+    out["nodes"].push_back(record_of(*node));
   }
+  out["operations"] = json::array();
   for (const auto& [name, op] : operations_) {
-    out["operations"].push_back({{"name", op->name},
-                                 {"verb", op->verb},
-                                 {"target", op->target},
-                                 {"createMs", op->create_ms},
-                                 {"endMs", op->end_ms},
-                                 {"done", op->done},
-                                 {"response", op->response},
-                                 {"error", op->error}});
+    out["operations"].push_back(record_of(*op));
   }
   return out;
 }
@@ -1316,14 +1391,36 @@ void World::restore(const json& snapshot) {
     auto name = op->name;
     operations_[name] = std::move(op);
   }
+  if (snapshot.contains("rng")) {
+    // The generator's state, so a restarted world draws the same delays the original would have.
+    std::istringstream in(snapshot["rng"].get<std::string>());
+    in >> rng_;
+  }
+  touch_locked();
 }
 
 void World::persist_locked() {
-  if (!dirty_ || state_file_.empty()) {
+  if (!dirty_ || !store_) {
     return;
   }
+  WorldStore::Changes changes;
+  changes.globals = globals_locked().dump();
+  for (const auto& name : changed_) {
+    if (auto qr = queued_resources_.find(name); qr != queued_resources_.end()) {
+      changes.upserts.emplace_back(name, record_of(*qr->second).dump());
+    } else if (auto node = nodes_.find(name); node != nodes_.end()) {
+      changes.upserts.emplace_back(name, record_of(*node->second).dump());
+    } else if (auto op = operations_.find(name); op != operations_.end()) {
+      changes.upserts.emplace_back(name, record_of(*op->second).dump());
+    } else {
+      changes.removed.push_back(name);
+    }
+  }
+  changes.request_ids = std::move(new_request_ids_);
+  store_->save(changes);
+  changed_.clear();
+  new_request_ids_.clear();
   dirty_ = false;
-  util::write_file_atomic(state_file_, snapshot_locked().dump(), 0600);
 }
 
 } // namespace jobman::mock

@@ -1,20 +1,15 @@
 #include "jobman/store/job_store.hpp"
 
 #include "job_queries.hpp"
+#include "jobman/store/sqlite.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "schema.hpp"
-#include "sqlite.hpp"
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstring>
-#include <fcntl.h>
 #include <nlohmann/json.hpp>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace jobman::store {
 namespace {
@@ -128,19 +123,6 @@ void read_job(const Database& db, const Statement& row, bool with_config, JobRec
 
 [[noreturn]] void throw_no_such_job(std::int64_t id) {
   throw NoSuchJobError("no job " + util::format_job_id(id));
-}
-
-// Creates the database file with mode 0600 unless it exists; SQLite gives its -wal and -shm files the same mode.
-void create_private_file(const std::filesystem::path& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    return;
-  }
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    throw Error("cannot create " + path.string() + ": " + std::strerror(errno));
-  }
-  ::close(fd);
 }
 
 int read_user_version(Database& db) {
@@ -351,7 +333,7 @@ JobStore JobStore::open(const std::filesystem::path& path) {
   if (path.has_parent_path()) {
     util::ensure_directory(path.parent_path(), 0700);
   }
-  create_private_file(path);
+  sqlite::create_private_file(path);
   auto impl = std::make_unique<Impl>(path.string(), sqlite::OpenMode::read_write_create);
   configure(impl->db, true);
   migrate(impl->db);

@@ -1,14 +1,31 @@
-#include "sqlite.hpp"
+#include "jobman/store/sqlite.hpp"
 
 #include "jobman/util/error.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 #include <utility>
 
 namespace jobman::store::sqlite {
+
+void create_private_file(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    return;
+  }
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    throw Error("cannot create " + path.string() + ": " + std::strerror(errno));
+  }
+  ::close(fd);
+}
 
 Database::Database(const std::string& path, OpenMode mode, int busy_timeout_ms) : path_(path) {
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |

@@ -8,7 +8,9 @@
 #include <csignal>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <nlohmann/json.hpp>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -280,6 +282,59 @@ TEST_F(MockServerTest, CapacityChangesLiveAndStateSurvivesRestart) {
   EXPECT_EQ(qr_state("w"), "ACTIVE");
   EXPECT_EQ(call(*client, "GET", kBase + "/nodes/wn").body["state"], "READY");
   EXPECT_EQ(server->stop(), 0);
+}
+
+// Sends `request` as it is on a fresh connection and returns everything the server wrote back.
+std::string raw_exchange(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0 &&
+      ::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+    char buffer[4096];
+    for (ssize_t n = 0; (n = ::read(fd, buffer, sizeof buffer)) > 0;) {
+      reply.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  return reply;
+}
+
+TEST_F(MockServerTest, PostWithoutContentLengthIs411AsAtGoogle) {
+  const std::string head = "POST " + kBase +
+                           "/queuedResources/x:reset HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer "
+                           "test-token\r\nConnection: close\r\n";
+  const auto refused = raw_exchange(server->port(), head + "\r\n");
+  EXPECT_EQ(refused.rfind("HTTP/1.1 411 ", 0), 0U) << refused;
+  EXPECT_NE(refused.find("require a Content-length header"), std::string::npos) << refused;
+  // With the length, the same request reaches the API (and finds no such resource).
+  const auto served = raw_exchange(server->port(), head + "Content-Length: 0\r\n\r\n");
+  EXPECT_EQ(served.rfind("HTTP/1.1 404 ", 0), 0U) << served;
+}
+
+TEST_F(MockServerTest, FieldsSelectsAPartialResponse) {
+  ASSERT_EQ(call(*client, "POST", kBase + "/queuedResources?queuedResourceId=f1", qr_body("f1n", "v4-8")).status, 200);
+  ASSERT_EQ(call(*client, "POST", kBase + "/queuedResources?queuedResourceId=f2", qr_body("f2n", "v4-8")).status, 200);
+  auto page = call(*client, "GET",
+                   kBase + "/queuedResources?pageSize=1&fields=queuedResources(name,state/state)," +
+                       "nextPageToken&prettyPrint=false");
+  ASSERT_EQ(page.status, 200) << page.body.dump();
+  ASSERT_EQ(page.body["queuedResources"].size(), 1U);
+  const auto& qr = page.body["queuedResources"][0];
+  EXPECT_EQ(qr["name"], "projects/p/locations/us-central2-b/queuedResources/f1");
+  EXPECT_EQ(qr.size(), 2U) << qr.dump();
+  EXPECT_EQ(qr["state"].size(), 1U) << qr.dump();
+  EXPECT_TRUE(page.body.contains("nextPageToken"));
+  auto bad = call(*client, "GET", kBase + "/queuedResources?fields=queuedResources(name");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["error"]["status"], "INVALID_ARGUMENT");
+  // Errors are never filtered.
+  auto missing = call(*client, "GET", kBase + "/queuedResources/none?fields=name");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.body["error"]["status"], "NOT_FOUND");
 }
 
 TEST(MockServerCommand, RefusesRemoteHostWithoutAllowRemote) {

@@ -1,6 +1,8 @@
 // The mock cloud's world model, driven by a fake clock: every lifecycle transition without sleeping.
 #include "jobman/util/error.hpp"
 #include "mock_cloud/world.hpp"
+#include "mock_cloud/world_store.hpp"
+#include "support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -243,6 +245,75 @@ TEST(MockWorld, SnapshotRestoresResourcesAndNodes) {
   EXPECT_EQ(qr_state(restored, "a", kStart + 11'000), "ACTIVE");
   EXPECT_EQ(restored.get_node(kProject, kZone, "a-node", kStart + 11'000).body,
             world.get_node(kProject, kZone, "a-node", kStart + 11'000).body);
+}
+
+// The first twenty seconds of a world: creates (one with a requestId), provisioning, a delete, a faulty node.
+void first_twenty_seconds(World& world) {
+  ASSERT_TRUE(create(world, "a", "v4-32", true, kStart).ok());
+  ASSERT_TRUE(create(world, "b", "v4-8", false, kStart).ok());
+  ASSERT_TRUE(
+      world.create_queued_resource(kProject, kZone, "c", "req-c", request("c-node", "v4-8", true), kStart + 100).ok());
+  world.tick(kStart + 12'000);
+  ASSERT_TRUE(world.delete_queued_resource(kProject, kZone, "b", true, "del-b", kStart + 13'000).ok());
+  ASSERT_TRUE(world.mark_node_faulty(kProject, kZone, "a-node", kStart + 13'500).ok());
+  world.tick(kStart + 20'000); // b is gone: its rows must be removed, not left behind.
+  ASSERT_EQ(qr_state(world, "b", kStart + 20'000), "GONE");
+}
+
+// The number of resources a snapshot holds.
+std::size_t resource_count(const json& snapshot) {
+  return snapshot["queuedResources"].size() + snapshot["nodes"].size() + snapshot["operations"].size();
+}
+
+// Hours of spot preemptions, each answered by deleting the suspended resource and creating it again.
+void churn(World& world, std::int64_t from, std::int64_t to) {
+  for (std::int64_t t = from; t < to; t += 7'000) {
+    world.tick(t);
+    for (const auto* id : {"a", "c"}) {
+      if (qr_state(world, id, t) == "SUSPENDED") {
+        ASSERT_TRUE(world.delete_queued_resource(kProject, kZone, id, false, "", t).ok());
+      } else if (qr_state(world, id, t) == "GONE") {
+        ASSERT_TRUE(create(world, id, "v4-8", true, t).ok());
+      }
+    }
+  }
+}
+
+TEST(MockWorldStore, ARestartedWorldIsTheSameWorldAndMakesTheSameDraws) {
+  jobman::test::TempDir dir;
+  // Spot preemptions and maintenance at random, so the generator's state matters after a restart.
+  World uninterrupted(test_config(600, 900), 1, 11);
+  first_twenty_seconds(uninterrupted);
+  const auto db = dir / "state.db";
+  {
+    World before(test_config(600, 900), 1, 11);
+    before.attach_store(db, kStart);
+    first_twenty_seconds(before);
+    // The store holds a row for every resource and none for those gone.
+    EXPECT_EQ(jobman::mock::WorldStore(db).load().records.size(), resource_count(before.snapshot()));
+  }
+  // A different seed: the stored generator state must win.
+  World restarted(test_config(600, 900), 1, 99);
+  restarted.attach_store(db, kStart + 20'000);
+  EXPECT_EQ(restarted.snapshot(), uninterrupted.snapshot());
+  EXPECT_TRUE(restarted.node_faulty(kProject, kZone, "a-node"));
+  // A repeated requestId still finds its operation.
+  auto again =
+      restarted.create_queued_resource(kProject, kZone, "c", "req-c", request("c-node", "v4-8", true), kStart + 20'000);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.body["name"], uninterrupted.snapshot()["requestIds"]["projects/p/locations/us-central2-b|req-c"]);
+
+  const std::int64_t end = kStart + 4 * 3'600'000;
+  churn(uninterrupted, kStart + 21'000, end);
+  churn(restarted, kStart + 21'000, end);
+  const auto final_state = uninterrupted.snapshot();
+  EXPECT_EQ(restarted.snapshot(), final_state);
+  EXPECT_GT(final_state["nextSequence"].get<int>(), 20) << "the churn should have preempted and recreated";
+  EXPECT_EQ(jobman::mock::WorldStore(db).load().records.size(), resource_count(final_state));
+  // What the restarted world committed along the way restores to the same world again.
+  World third(test_config(600, 900), 1, 5);
+  third.attach_store(db, end - 7'000);
+  EXPECT_EQ(third.snapshot(), final_state);
 }
 
 TEST(MockConfigFile, BundledConfigLoadsAndBadKeysNameFileAndKey) {

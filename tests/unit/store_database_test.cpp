@@ -1,7 +1,7 @@
 // The job store on disk: file modes, schema migrations, query plans, and several processes at once.
 #include "../../src/store/job_queries.hpp"
 #include "../../src/store/schema.hpp"
-#include "../../src/store/sqlite.hpp"
+#include "jobman/store/sqlite.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/system.hpp"

@@ -11,10 +11,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace jobman::mock {
+
+class WorldStore;
 
 // An HTTP status and a JSON body: a resource, an Operation, or a google.rpc Status error.
 struct Reply {
@@ -50,8 +53,9 @@ public:
   // A world described by `config`; delays and rates are divided by `time_scale`; `seed` drives every random draw.
   World(MockConfig config, double time_scale, std::uint64_t seed);
 
-  // Persists a JSON snapshot to `file` after every change and restores it now if the file exists.
-  void attach_state_file(const std::filesystem::path& file, std::int64_t now_ms);
+  // Keeps the world in the SQLite database `file` from now on (each change commits the rows it touched), restoring
+  // it first when the database holds a world. Throws jobman::Error when the database cannot be opened.
+  void attach_store(const std::filesystem::path& file, std::int64_t now_ms);
 
   // Advances timers: creation, provisioning, preemption, maintenance, suspension, deletion, queue admission.
   void tick(std::int64_t now_ms);
@@ -114,18 +118,32 @@ private:
   struct Operation;      // One long-running operation.
   struct Pool;           // Chips, quota and use of one zone, generation and tier.
 
-  // Replays every timed event up to `now`, each at its own time.
+  // Replays every timed event up to `now`, each at its own time; returns at once when nothing is due.
   void tick_locked(std::int64_t now);
+  // Records a change to the world's scalars: the store is stale and the next tick must step (admission may succeed).
+  void touch_locked();
+  // Records a change to the resource called `name` (created, changed or removed), as touch_locked() does.
+  void touch_locked(const std::string& name);
+  // Records a requestId's operation, to be persisted with the next commit.
+  void remember_request_id(const std::string& key, const std::string& operation);
   // Applies the events due at `now`, then admits waiting resources.
   void step_locked(std::int64_t now);
   // The earliest pending timed event, or INT64_MAX.
   std::int64_t next_event_locked() const;
   // Moves waiting resources to PROVISIONING, strictly FIFO per zone, generation and tier.
   void admit_locked(std::int64_t now);
-  // Writes the snapshot to the state file when something changed.
+  // Commits what changed since the last commit to the store, if there is one.
   void persist_locked();
   // The snapshot, with the mutex held.
   nlohmann::json snapshot_locked() const;
+  // The scalar state: sequence numbers, the generator, the pools' chips and quota.
+  nlohmann::json globals_locked() const;
+  // A queued resource as stored (every field, including timers).
+  static nlohmann::json record_of(const QueuedResource& qr);
+  // A node as stored.
+  static nlohmann::json record_of(const Node& node);
+  // An operation as stored.
+  static nlohmann::json record_of(const Operation& op);
   // Simulated seconds as wall milliseconds (divided by the time scale).
   double scaled_ms(double seconds) const;
   // One draw of a delay, in wall milliseconds.
@@ -169,8 +187,11 @@ private:
   std::map<std::string, std::map<std::string, std::int64_t>> request_counts_; // method -> status -> count.
   std::int64_t next_sequence_ = 1;                                            // Queue order and operation suffixes.
   std::uint32_t next_host_ = 0;                                               // Next internal host address.
-  std::filesystem::path state_file_;                                          // Where snapshots go; empty for none.
-  bool dirty_ = false; // Something changed since the last snapshot.
+  std::unique_ptr<WorldStore> store_;                                         // Where changes are committed, or null.
+  std::set<std::string> changed_;                                    // Resources changed since the last commit.
+  std::vector<std::pair<std::string, std::string>> new_request_ids_; // requestIds not committed yet.
+  bool dirty_ = false;                                               // Something changed since the last commit.
+  std::int64_t due_ms_ = 0; // No tick before this time can change anything; 0 after any change.
 
 public:
   // Frees the world.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,10 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace jobman::store::sqlite {
+
+// Creates an empty database file with mode 0600 unless `path` exists; SQLite gives its -wal and -shm files the same
+// mode. Throws jobman::Error when it cannot.
+void create_private_file(const std::filesystem::path& path);
 
 // How a connection is opened.
 enum class OpenMode { read_write_create, in_memory };
