@@ -476,6 +476,18 @@ void World::touch_locked() {
   due_ms_ = 0;
 }
 
+const World::Operation* World::operation_for_request(const std::string& key) const {
+  if (key.empty()) {
+    return nullptr;
+  }
+  auto it = request_ids_.find(key);
+  if (it == request_ids_.end()) {
+    return nullptr;
+  }
+  auto op = operations_.find(it->second);
+  return op == operations_.end() ? nullptr : op->second.get();
+}
+
 void World::remember_request_id(const std::string& key, const std::string& operation) {
   request_ids_[key] = operation;
   new_request_ids_.emplace_back(key, operation);
@@ -552,6 +564,9 @@ void World::step_locked(std::int64_t now) {
     } else if (qr.state == "DELETING" && now >= qr.next_ms) {
       release_capacity(qr);
       if (node != nullptr && node->queued_resource == qr.name) {
+        if (!node->delete_op.empty()) {
+          finish_operation(node->delete_op, now, {{"@type", kEmptyType}}); // The node went with its resource.
+        }
         touch_locked(node->name);
         nodes_.erase(node_it);
       }
@@ -727,12 +742,10 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
     return r;
   }
   auto loc = location(project, zone);
-  if (!request_id.empty()) {
-    if (auto it = request_ids_.find(loc + "|" + request_id); it != request_ids_.end()) {
-      if (auto op = operations_.find(it->second); op != operations_.end()) {
-        return {200, operation_json(*op->second)};
-      }
-    }
+  const auto name = loc + "/queuedResources/" + id;
+  const auto request_key = "create " + name + " " + request_id;
+  if (const auto* op = operation_for_request(request_id.empty() ? "" : request_key)) {
+    return {200, operation_json(*op)};
   }
   if (id.empty()) {
     return error_reply(400, "queuedResourceId is required");
@@ -744,7 +757,6 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
   if (!body.is_object()) {
     return error_reply(400, "The request body must be a QueuedResource JSON object");
   }
-  auto name = loc + "/queuedResources/" + id;
   if (queued_resources_.count(name) != 0) {
     return error_reply(409, "Queued resource '" + name + "' already exists");
   }
@@ -822,18 +834,8 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
     return error_reply(400, "Accelerator type " + accelerator->name + " (" + std::string(tier_name(tier)) +
                                 ") is not offered in zone " + zone);
   }
-  int held = 0;
-  for (const auto& [other_name, other] : queued_resources_) {
-    if (other->project == project && other->zone == zone && other->generation == pool->generation &&
-        other->tier == tier && other->state != "FAILED" && other->state != "SUSPENDED" && other->state != "DELETING") {
-      held += other->chips;
-    }
-  }
-  if (held + accelerator->chips > pool->quota) {
-    return error_reply(429, "Quota exceeded: " + std::to_string(accelerator->chips) + " " + pool->generation + " " +
-                                std::string(tier_name(tier)) + " chips requested in " + zone + ", " +
-                                std::to_string(held) + " of the quota of " + std::to_string(pool->quota) +
-                                " already in use");
+  if (auto r = check_quota(project, *pool, accelerator->chips); !r.ok()) {
+    return r;
   }
   auto qr = std::make_unique<QueuedResource>();
   qr->name = name;
@@ -861,12 +863,30 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
   auto op_name = qr->create_op;
   queued_resources_[name] = std::move(qr);
   if (!request_id.empty()) {
-    remember_request_id(loc + "|" + request_id, op_name);
+    remember_request_id(request_key, op_name);
   }
   touch_locked(name);
   tick_locked(now_ms);
   persist_locked();
   return {200, operation_json(*operations_[op_name])};
+}
+
+Reply World::check_quota(const std::string& project, const Pool& pool, int chips) const {
+  int held = 0;
+  for (const auto& [name, other] : queued_resources_) {
+    if (other->project == project && other->zone == pool.zone && other->generation == pool.generation &&
+        other->tier == pool.tier && other->state != "FAILED" && other->state != "SUSPENDED" &&
+        other->state != "DELETING") {
+      held += other->chips;
+    }
+  }
+  if (held + chips <= pool.quota) {
+    return {200, {}};
+  }
+  return error_reply(429, "Quota exceeded: " + std::to_string(chips) + " " + pool.generation + " " +
+                              std::string(tier_name(pool.tier)) + " chips requested in " + pool.zone + ", " +
+                              std::to_string(held) + " of the quota of " + std::to_string(pool.quota) +
+                              " already in use");
 }
 
 Reply World::get_queued_resource(const std::string& project, const std::string& zone, const std::string& id,
@@ -897,15 +917,12 @@ Reply World::delete_queued_resource(const std::string& project, const std::strin
   std::lock_guard lock(mutex_);
   tick_locked(now_ms);
   auto loc = location(project, zone);
-  if (!request_id.empty()) {
-    if (auto it = request_ids_.find(loc + "|" + request_id); it != request_ids_.end()) {
-      if (auto op = operations_.find(it->second); op != operations_.end()) {
-        persist_locked();
-        return {200, operation_json(*op->second)};
-      }
-    }
+  const auto name = loc + "/queuedResources/" + id;
+  const auto request_key = "delete " + name + " " + request_id;
+  if (const auto* op = operation_for_request(request_id.empty() ? "" : request_key)) {
+    persist_locked();
+    return {200, operation_json(*op)};
   }
-  auto name = loc + "/queuedResources/" + id;
   auto it = queued_resources_.find(name);
   if (it == queued_resources_.end()) {
     persist_locked();
@@ -933,7 +950,7 @@ Reply World::delete_queued_resource(const std::string& project, const std::strin
   }
   qr.delete_op = new_operation(project, zone, "delete", name, now_ms);
   if (!request_id.empty()) {
-    remember_request_id(loc + "|" + request_id, qr.delete_op);
+    remember_request_id(request_key, qr.delete_op);
   }
   auto op_name = qr.delete_op;
   touch_locked(name);
@@ -957,6 +974,12 @@ Reply World::reset_queued_resource(const std::string& project, const std::string
     persist_locked();
     return failed_precondition("Queued resource '" + name + "' is " + qr.state +
                                "; only a SUSPENDED or FAILED queued resource can be reset");
+  }
+  if (const auto* pool = pool_for(qr.zone, qr.generation, qr.tier)) {
+    if (auto r = check_quota(project, *pool, qr.chips); !r.ok()) {
+      persist_locked();
+      return r;
+    }
   }
   if (auto node = nodes_.find(qr.node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
     touch_locked(node->first);
@@ -1028,6 +1051,17 @@ Reply World::delete_node(const std::string& project, const std::string& zone, co
   node.health.clear();
   node.next_ms = now_ms + static_cast<std::int64_t>(scaled_ms(config_.deleting_seconds));
   node.delete_op = new_operation(project, zone, "delete", name, now_ms);
+  // The node's queued resource loses its slice: it suspends until the node is gone, and never provisions or gets
+  // preempted meanwhile (its own timers would otherwise bring the node back to READY).
+  if (auto qr = queued_resources_.find(node.queued_resource);
+      qr != queued_resources_.end() && (qr->second->state == "PROVISIONING" || qr->second->state == "ACTIVE")) {
+    qr->second->state = "SUSPENDING";
+    qr->second->initiator = "USER";
+    qr->second->next_ms = node.next_ms;
+    qr->second->preempt_ms = 0;
+    qr->second->maintenance_ms = 0;
+    touch_locked(qr->first);
+  }
   auto op_name = node.delete_op;
   touch_locked(name);
   tick_locked(now_ms);

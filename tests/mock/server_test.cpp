@@ -1,6 +1,7 @@
 // The jobman-mock-cloud server as a child process, spoken to with cpp-httplib's client.
 #include "jobman/util/system.hpp"
 #include "mock_cloud/jwt.hpp"
+#include "support/mock_cloud.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
@@ -19,66 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-// A running jobman-mock-cloud; stop() sends SIGTERM and returns the exit status.
-class MockProcess {
-public:
-  explicit MockProcess(std::vector<std::string> args) {
-    int fds[2];
-    if (::pipe(fds) != 0) {
-      throw std::runtime_error("pipe failed");
-    }
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      std::vector<std::string> all = {JOBMAN_MOCK_BINARY};
-      all.insert(all.end(), args.begin(), args.end());
-      std::vector<char*> argv;
-      for (auto& a : all) {
-        argv.push_back(a.data());
-      }
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    std::string line;
-    char c = 0;
-    while (::read(fds[0], &c, 1) == 1 && c != '\n') {
-      line += c;
-    }
-    ::close(fds[0]);
-    first_line_ = line;
-    auto colon = line.rfind(':');
-    if (line.rfind("listening on http://127.0.0.1:", 0) == 0 && colon != std::string::npos) {
-      port_ = std::stoi(line.substr(colon + 1));
-    }
-  }
-  ~MockProcess() { stop(); }
-  MockProcess(const MockProcess&) = delete;
-  MockProcess& operator=(const MockProcess&) = delete;
-
-  int stop() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-      pid_ = -1;
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    return exit_code_;
-  }
-  [[nodiscard]] int port() const { return port_; }
-  [[nodiscard]] const std::string& first_line() const { return first_line_; }
-
-private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  int exit_code_ = -1;
-  std::string first_line_;
-};
-
 const std::string kBase = "/v2/projects/p/locations/us-central2-b";
 const httplib::Headers kAuth = {{"Authorization", "Bearer test-token"}};
 
@@ -94,34 +35,13 @@ json qr_body(const std::string& node_id, const std::string& accelerator, bool sp
   return body;
 }
 
-struct Answer {
-  int status = 0;
-  json body;
-};
+using Answer = jobman::test::HttpAnswer;
+using jobman::test::eventually;
+using MockProcess = jobman::test::MockCloudProcess;
 
 Answer call(httplib::Client& client, const std::string& method, const std::string& path, const json& body = nullptr,
             const httplib::Headers& headers = kAuth) {
-  std::string text = body.is_null() ? "" : body.dump();
-  auto result = method == "GET"    ? client.Get(path, headers)
-                : method == "POST" ? client.Post(path, headers, text, "application/json")
-                : method == "PUT"  ? client.Put(path, headers, text, "application/json")
-                                   : client.Delete(path, headers);
-  if (!result) {
-    return {};
-  }
-  return {result->status, json::parse(result->body, nullptr, false)};
-}
-
-// Polls `check` until it holds or five seconds pass.
-bool eventually(const std::function<bool()>& check) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (check()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return check();
+  return jobman::test::http_call(client, method, path, body, headers);
 }
 
 class MockServerTest : public ::testing::Test {

@@ -301,7 +301,9 @@ TEST(MockWorldStore, ARestartedWorldIsTheSameWorldAndMakesTheSameDraws) {
   auto again =
       restarted.create_queued_resource(kProject, kZone, "c", "req-c", request("c-node", "v4-8", true), kStart + 20'000);
   ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again.body["name"], uninterrupted.snapshot()["requestIds"]["projects/p/locations/us-central2-b|req-c"]);
+  EXPECT_EQ(
+      again.body["name"],
+      uninterrupted.snapshot()["requestIds"]["create projects/p/locations/us-central2-b/queuedResources/c req-c"]);
 
   const std::int64_t end = kStart + 4 * 3'600'000;
   churn(uninterrupted, kStart + 21'000, end);

@@ -124,7 +124,11 @@ private:
   void touch_locked();
   // Records a change to the resource called `name` (created, changed or removed), as touch_locked() does.
   void touch_locked(const std::string& name);
-  // Records a requestId's operation, to be persisted with the next commit.
+  // The operation an earlier request with this key started, or nullptr (always for an empty key).
+  const Operation* operation_for_request(const std::string& key) const;
+  // 429 when `chips` more in `pool` would exceed the project's quota there; 200 otherwise.
+  Reply check_quota(const std::string& project, const Pool& pool, int chips) const;
+  // Records a requestId's operation (key: verb, resource name and requestId), to be persisted with the next commit.
   void remember_request_id(const std::string& key, const std::string& operation);
   // Applies the events due at `now`, then admits waiting resources.
   void step_locked(std::int64_t now);

@@ -1,0 +1,86 @@
+#include "support/mock_cloud.hpp"
+
+#include <csignal>
+#include <stdexcept>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace jobman::test {
+
+std::string mock_cloud_binary() {
+  return JOBMAN_MOCK_BINARY;
+}
+
+MockCloudProcess::MockCloudProcess(const std::vector<std::string>& args) {
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    throw std::runtime_error("pipe failed");
+  }
+  std::vector<std::string> all = {mock_cloud_binary()};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : all) {
+    argv.push_back(arg.data());
+  }
+  argv.push_back(nullptr);
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  char c = 0;
+  while (::read(fds[0], &c, 1) == 1 && c != '\n') {
+    first_line_ += c;
+  }
+  ::close(fds[0]);
+  const std::string prefix = "listening on http://127.0.0.1:";
+  if (first_line_.rfind(prefix, 0) == 0) {
+    port_ = std::stoi(first_line_.substr(prefix.size()));
+  }
+}
+
+MockCloudProcess::~MockCloudProcess() {
+  stop();
+}
+
+int MockCloudProcess::stop() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return exit_code_;
+}
+
+HttpAnswer http_call(httplib::Client& client, const std::string& method, const std::string& path,
+                     const nlohmann::json& body, const httplib::Headers& headers) {
+  const std::string text = body.is_null() ? "" : body.dump();
+  auto result = method == "GET"    ? client.Get(path, headers)
+                : method == "POST" ? client.Post(path, headers, text, "application/json")
+                : method == "PUT"  ? client.Put(path, headers, text, "application/json")
+                                   : client.Delete(path, headers);
+  if (!result) {
+    return {};
+  }
+  return {result->status, nlohmann::json::parse(result->body, nullptr, false), result->body, result->headers};
+}
+
+bool eventually(const std::function<bool()>& check, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (check()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return check();
+}
+
+} // namespace jobman::test

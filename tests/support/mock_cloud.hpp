@@ -1,0 +1,57 @@
+// A jobman-mock-cloud child process and small HTTP helpers, for tests that talk to the mock over loopback.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace jobman::test {
+
+// The built jobman-mock-cloud binary's path.
+std::string mock_cloud_binary();
+
+// A running jobman-mock-cloud started with `args`; its first stdout line gives the port. The destructor stops it.
+class MockCloudProcess {
+public:
+  // Starts the server and reads its "listening on" line; port() is 0 when it did not start.
+  explicit MockCloudProcess(const std::vector<std::string>& args);
+  ~MockCloudProcess();
+  MockCloudProcess(const MockCloudProcess&) = delete;
+  MockCloudProcess& operator=(const MockCloudProcess&) = delete;
+
+  // Sends SIGTERM, waits, and returns the exit status (128 + signal when killed); repeated calls return it again.
+  int stop();
+  // The port it listens on, or 0.
+  [[nodiscard]] int port() const { return port_; }
+  // Its process id while it runs.
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  // What it printed first (the "listening on" line, or whatever it said instead).
+  [[nodiscard]] const std::string& first_line() const { return first_line_; }
+
+private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int exit_code_ = -1;
+  std::string first_line_;
+};
+
+// An HTTP reply: status (0 when the request failed), body parsed as JSON (discarded when not JSON), text, headers.
+struct HttpAnswer {
+  int status = 0;           // HTTP status, or 0 when there was no reply.
+  nlohmann::json body;      // The body as JSON; is_discarded() when it is not JSON.
+  std::string text;         // The body as sent.
+  httplib::Headers headers; // The reply's headers.
+};
+
+// Sends GET, POST, PUT or DELETE with `body` as JSON (none when null).
+HttpAnswer http_call(httplib::Client& client, const std::string& method, const std::string& path,
+                     const nlohmann::json& body, const httplib::Headers& headers);
+
+// Polls `check` every few milliseconds until it holds or `limit` passes; returns its last answer.
+bool eventually(const std::function<bool()>& check, std::chrono::milliseconds limit = std::chrono::seconds(10));
+
+} // namespace jobman::test
