@@ -5,6 +5,7 @@
 #include "jobman/util/system.hpp"
 #include "mock_cloud/partial_response.hpp"
 
+#include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 #include <cmath>
 #include <csignal>
@@ -355,87 +356,49 @@ void MockServer::stop() {
 
 namespace {
 
-const char* const kUsage = R"(usage: jobman-mock-cloud [options]
-
-An emulator of the Cloud TPU v2 REST API for jobman and its tests.
-
-options:
-  --host ADDR         address to listen on (default 127.0.0.1; non-loopback needs --allow-remote)
-  --port N            port (default 0: pick a free one)
-  --allow-remote      permit a non-loopback --host
-  --state-dir DIR     keep the world in DIR/state.db across restarts (created with mode 0700)
-  --config FILE       world description (default: the bundled configs/mock-cloud.yaml)
-  --time-scale X      divide every delay and mean interval by X (default 1)
-  --seed N            seed of every random draw (default 1)
-  --write-service-account-key FILE
-                      write a service-account key file (mode 0600) whose token_uri is this server;
-                      the server trusts it (its public half is kept under --state-dir)
-  --help              this text
-
-The first line on stdout is "listening on http://HOST:PORT". SIGTERM or SIGINT stops it (exit 0).
-)";
-
-ServerOptions parse_options(int argc, char** argv, bool& help) {
-  ServerOptions options;
-  options.config_file = JOBMAN_MOCK_DEFAULT_CONFIG;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_inline = false;
-    if (auto eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_inline = true;
-    }
-    auto next = [&]() -> std::string {
-      if (has_inline) {
-        return value;
-      }
-      if (i + 1 >= argc) {
-        throw UsageError(arg + " needs a value");
-      }
-      return argv[++i];
-    };
-    if (arg == "--help" || arg == "-h") {
-      help = true;
-    } else if (arg == "--allow-remote") {
-      options.allow_remote = true;
-    } else if (arg == "--host") {
-      options.host = next();
-    } else if (arg == "--port") {
-      auto port = util::parse_int(next());
-      if (!port || *port < 0 || *port > 65535) {
-        throw UsageError("--port must be between 0 and 65535");
-      }
-      options.port = static_cast<int>(*port);
-    } else if (arg == "--state-dir") {
-      options.state_dir = next();
-    } else if (arg == "--config") {
-      options.config_file = next();
-    } else if (arg == "--time-scale") {
-      auto text = next();
-      try {
-        std::size_t used = 0;
-        options.time_scale = std::stod(text, &used);
-        if (used != text.size() || !(options.time_scale > 0) || !std::isfinite(options.time_scale)) {
-          throw std::invalid_argument(text);
-        }
-      } catch (const std::exception&) {
-        throw UsageError("--time-scale must be a positive number, not '" + text + "'");
-      }
-    } else if (arg == "--write-service-account-key") {
-      options.service_account_key = next();
-    } else if (arg == "--seed") {
-      auto seed = util::parse_int(next());
-      if (!seed || *seed < 0) {
-        throw UsageError("--seed must be a non-negative whole number");
-      }
-      options.seed = static_cast<std::uint64_t>(*seed);
-    } else {
-      throw UsageError("unknown option '" + arg + "' (see --help)");
+// The installed world description (PREFIX/share/jobman/mock-cloud.yaml beside PREFIX/bin), else the source tree's.
+std::filesystem::path default_config_file() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto installed = exe.parent_path().parent_path() / "share" / "jobman" / "mock-cloud.yaml";
+    if (std::filesystem::exists(installed, ec)) {
+      return installed;
     }
   }
-  return options;
+  return JOBMAN_MOCK_DEFAULT_CONFIG;
+}
+
+// The command line of jobman-mock-cloud, parsed into `options`.
+void define_options(CLI::App& app, ServerOptions& options) {
+  app.description("An emulator of the Cloud TPU v2 REST API, Google's OAuth token endpoint and the metadata "
+                  "server's token path, for jobman and its tests.");
+  app.footer("The first line on stdout is \"listening on http://HOST:PORT\". SIGTERM or SIGINT stops it (exit 0).\n"
+             "Admin calls for demos and tests live under /mock/v1/ (preempt, markFaulty, faults, capacity, metrics).");
+  app.add_option("--host", options.host, "Address to listen on; a non-loopback one needs --allow-remote")
+      ->default_str(options.host);
+  app.add_option("--port", options.port, "Port; 0 picks a free one")->check(CLI::Range(0, 65535))->default_str("0");
+  app.add_flag("--allow-remote", options.allow_remote, "Permit a non-loopback --host (the mock has no real security)");
+  app.add_option("--state-dir", options.state_dir,
+                 "Keep the world in DIR/state.db across restarts (created with mode 0700); in memory without it");
+  app.add_option("--config", options.config_file, "The world description: zones, capacity, delays, event rates")
+      ->default_str(options.config_file.string());
+  app.add_option("--time-scale", options.time_scale, "Divide every delay and mean interval by X (1000: a day in 86 s)")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            double value = 0;
+            return CLI::detail::lexical_cast(text, value) && value > 0 && std::isfinite(value)
+                       ? std::string()
+                       : "must be a positive number, not '" + text + "'";
+          },
+          "POSITIVE"))
+      ->default_str("1");
+  app.add_option("--seed", options.seed, "Seed of every random draw")
+      ->check(CLI::NonNegativeNumber) // The unsigned conversion alone would wrap "-3" around.
+      ->default_str("1");
+  app.add_option("--write-service-account-key", options.service_account_key,
+                 "Write a service-account key file (mode 0600) whose token_uri is this server; the server trusts it "
+                 "(its public half is kept under --state-dir)");
 }
 
 } // namespace
@@ -447,13 +410,20 @@ int run_mock_cloud(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  ServerOptions options;
+  options.config_file = default_config_file();
+  CLI::App app{"", "jobman-mock-cloud"};
+  define_options(app, options);
   try {
-    bool help = false;
-    auto options = parse_options(argc, argv, help);
-    if (help) {
-      std::cout << kUsage;
-      return 0;
-    }
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "jobman-mock-cloud: error: " << e.what() << "\nRun 'jobman-mock-cloud --help' for usage.\n";
+    return static_cast<int>(ExitCode::usage);
+  }
+  try {
     MockServer server(options);
     int port = server.bind();
     std::string host = options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;

@@ -257,6 +257,27 @@ TEST_F(MockServerTest, FieldsSelectsAPartialResponse) {
   EXPECT_EQ(missing.body["error"]["status"], "NOT_FOUND");
 }
 
+TEST(MockServerCommand, BadOptionsExitTwoNamingTheOption) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--time-scale", "0"}, "--time-scale"},
+      {{"--time-scale", "fast"}, "--time-scale"},
+      {{"--port", "70000"}, "--port"},
+      {{"--seed", "-3"}, "--seed"},
+      {{"--frobnicate"}, "--frobnicate"},
+  };
+  for (const auto& [args, named] : cases) {
+    std::vector<std::string> argv = {JOBMAN_MOCK_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto result = jobman::test::run_program(argv);
+    EXPECT_EQ(result.exit_code, 2) << named << ": " << result.err;
+    EXPECT_NE(result.err.find(named), std::string::npos) << result.err;
+    EXPECT_EQ(result.out, "") << "nothing may claim to listen";
+  }
+  auto help = jobman::test::run_program({JOBMAN_MOCK_BINARY, "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--time-scale"), std::string::npos);
+}
+
 TEST(MockServerCommand, RefusesRemoteHostWithoutAllowRemote) {
   auto result = jobman::test::run_program({JOBMAN_MOCK_BINARY, "--host", "0.0.0.0", "--port", "0"});
   EXPECT_NE(result.exit_code, 0);
