@@ -259,10 +259,8 @@ TEST_F(MockServerTest, FieldsSelectsAPartialResponse) {
 
 TEST(MockServerCommand, BadOptionsExitTwoNamingTheOption) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-      {{"--time-scale", "0"}, "--time-scale"},
-      {{"--time-scale", "fast"}, "--time-scale"},
-      {{"--port", "70000"}, "--port"},
-      {{"--seed", "-3"}, "--seed"},
+      {{"--time-scale", "0"}, "--time-scale"}, {{"--time-scale", "fast"}, "--time-scale"},
+      {{"--port", "70000"}, "--port"},         {{"--seed", "-3"}, "--seed"},
       {{"--frobnicate"}, "--frobnicate"},
   };
   for (const auto& [args, named] : cases) {

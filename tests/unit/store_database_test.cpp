@@ -1,8 +1,8 @@
 // The job store on disk: file modes, schema migrations, query plans, and several processes at once.
 #include "../../src/store/job_queries.hpp"
 #include "../../src/store/schema.hpp"
-#include "jobman/store/sqlite.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/sqlite.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/system.hpp"
 #include "support/temp_dir.hpp"
