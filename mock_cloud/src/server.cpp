@@ -7,9 +7,12 @@
 
 #include <CLI/CLI.hpp>
 #include <arpa/inet.h>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <pthread.h>
 #include <unistd.h>
@@ -115,6 +118,13 @@ MockServer::~MockServer() {
   if (ticker_.joinable()) {
     ticker_.join();
   }
+  // The world stops telling the data plane, then the data plane ends every process the slices started.
+  world_->set_listener(nullptr);
+  workers_.reset();
+  if (!scratch_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(scratch_dir_, ec);
+  }
 }
 
 void MockServer::register_routes() {
@@ -218,6 +228,25 @@ void MockServer::register_routes() {
   http_.Post(admin_node + ":markFaulty", admin("admin.markFaulty", [this, m](const httplib::Request& req) {
                return world_->mark_node_faulty(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
              }));
+  // Where a worker host lives and the environment a command there gets: what the mock's gcloud needs to run
+  // ssh and scp. 404 while the node is not READY.
+  http_.Get(admin_node + "/workers/([0-9]+)", admin("admin.worker", [this, m](const httplib::Request& req) {
+              const auto node = "projects/" + m(req, 1) + "/locations/" + m(req, 2) + "/nodes/" + m(req, 3);
+              const auto worker = util::parse_int(m(req, 4));
+              auto host = workers_ && worker && *worker < 100'000
+                              ? workers_->host(node, static_cast<int>(*worker), req.get_param_value("user"))
+                              : std::nullopt;
+              if (!host) {
+                return error_reply(404, "No worker " + m(req, 4) + " of node '" + node +
+                                            "' is up (the node is not READY, or has fewer workers)");
+              }
+              return Reply{200,
+                           {{"worker", host->worker},
+                            {"dir", host->dir.string()},
+                            {"home", host->home.string()},
+                            {"marker", host->marker},
+                            {"env", host->env}}};
+            }));
   http_.Post("/mock/v1/faults", admin("admin.faults", [this](const httplib::Request& req) {
                auto body = json::parse(req.body, nullptr, false);
                if (!body.is_object() || !body.contains("rate") || !body["rate"].is_number()) {
@@ -265,7 +294,9 @@ void MockServer::register_routes() {
                                           util::now_ms());
             }));
   http_.Get("/mock/v1/metrics", admin("admin.metrics", [this](const httplib::Request&) {
-              return Reply{200, world_->metrics(util::now_ms())};
+              auto metrics = world_->metrics(util::now_ms());
+              metrics["processes_running"] = workers_ ? workers_->processes_running() : 0;
+              return Reply{200, metrics};
             }));
 
   // A POST, PUT or PATCH of unknown length: Google's front end answers 411 at once, where cpp-httplib would wait for
@@ -319,7 +350,34 @@ int MockServer::bind() {
     }
     authority_.trust_key(key);
   }
+  start_data_plane(port);
   return port;
+}
+
+void MockServer::start_data_plane(int port) {
+  std::filesystem::path base = options_.state_dir;
+  if (base.empty()) {
+    // Without a state directory the sandboxes and buckets live as long as the server.
+    std::string pattern = (std::filesystem::temp_directory_path() / "jobman-mock-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw Error("cannot create a scratch directory for the mock's worker hosts: " +
+                  std::string(std::strerror(errno)));
+    }
+    scratch_dir_ = pattern;
+    base = scratch_dir_;
+  }
+  WorkerHostsOptions hosts;
+  hosts.root = base / "workers";
+  hosts.buckets = base / "buckets";
+  hosts.tools = options_.tools_dir;
+  const std::string host = options_.host.find(':') != std::string::npos ? "[" + options_.host + "]" : options_.host;
+  hosts.api_endpoint = "http://" + host + ":" + std::to_string(port) + "/";
+  // A preempted VM gets 30 seconds' notice before it is powered off; never less than 50 ms of wall time.
+  hosts.grace =
+      std::chrono::milliseconds(std::max<std::int64_t>(50, static_cast<std::int64_t>(30'000 / options_.time_scale)));
+  workers_ = std::make_unique<WorkerHosts>(hosts);
+  world_->set_listener(workers_.get());
+  workers_->prune();
 }
 
 void MockServer::ticker_loop() {
@@ -369,6 +427,19 @@ std::filesystem::path default_config_file() {
   return JOBMAN_MOCK_DEFAULT_CONFIG;
 }
 
+// The mock's tools: tools/ beside the binary in a build tree, PREFIX/lib/jobman/mock-tools when installed.
+std::filesystem::path default_tools_dir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    return {};
+  }
+  if (auto beside = exe.parent_path() / "tools"; std::filesystem::is_directory(beside, ec)) {
+    return beside;
+  }
+  return exe.parent_path().parent_path() / "lib" / "jobman" / "mock-tools";
+}
+
 // The command line of jobman-mock-cloud, parsed into `options`.
 void define_options(CLI::App& app, ServerOptions& options) {
   app.description("An emulator of the Cloud TPU v2 REST API, Google's OAuth token endpoint and the metadata "
@@ -396,6 +467,9 @@ void define_options(CLI::App& app, ServerOptions& options) {
   app.add_option("--seed", options.seed, "Seed of every random draw")
       ->check(CLI::NonNegativeNumber) // The unsigned conversion alone would wrap "-3" around.
       ->default_str("1");
+  app.add_option("--tools-dir", options.tools_dir,
+                 "The mock's tools (gcloud, gcsfuse, systolic-train), first on every worker host's PATH")
+      ->default_str(options.tools_dir.string());
   app.add_option("--write-service-account-key", options.service_account_key,
                  "Write a service-account key file (mode 0600) whose token_uri is this server; the server trusts it "
                  "(its public half is kept under --state-dir)");
@@ -412,6 +486,7 @@ int run_mock_cloud(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   ServerOptions options;
   options.config_file = default_config_file();
+  options.tools_dir = default_tools_dir();
   CLI::App app{"", "jobman-mock-cloud"};
   define_options(app, options);
   try {

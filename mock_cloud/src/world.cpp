@@ -323,9 +323,7 @@ void World::attach_store(const std::filesystem::path& file, std::int64_t now_ms)
     for (const auto& [name, op] : operations_) {
       changed_.insert(name);
     }
-    for (const auto& entry : request_ids_) {
-      new_request_ids_.push_back(entry);
-    }
+    new_request_ids_.assign(request_ids_.begin(), request_ids_.end());
   }
   touch_locked();
   tick_locked(now_ms);
@@ -435,6 +433,7 @@ void World::start_suspending(QueuedResource& qr, const std::string& node_state, 
   if (auto it = nodes_.find(qr.node_name); it != nodes_.end()) {
     it->second->state = node_state;
     touch_locked(it->first);
+    announce_lost_locked(it->first);
   }
   touch_locked(qr.name);
 }
@@ -469,6 +468,34 @@ std::int64_t World::next_event_locked() const {
     }
   }
   return next;
+}
+
+void World::set_listener(SliceListener* listener) {
+  std::lock_guard lock(mutex_);
+  listener_ = listener;
+  for (const auto& [name, node] : nodes_) {
+    if (node->state == "READY") {
+      announce_ready_locked(*node);
+    }
+  }
+}
+
+void World::announce_ready_locked(const Node& node) {
+  if (listener_ == nullptr) {
+    return;
+  }
+  SliceHosts slice;
+  slice.node_name = node.name;
+  slice.numeric_id = node.numeric_id;
+  slice.hosts = static_cast<int>(node.endpoints.size());
+  slice.faulty = node.faulty;
+  listener_->slice_ready(slice);
+}
+
+void World::announce_lost_locked(const std::string& node_name) {
+  if (listener_ != nullptr) {
+    listener_->slice_lost(node_name);
+  }
 }
 
 void World::touch_locked() {
@@ -544,6 +571,7 @@ void World::step_locked(std::int64_t now) {
         node->state = "READY";
         node->health = "HEALTHY";
         touch_locked(node->name);
+        announce_ready_locked(*node);
       }
       if (qr.tier == Tier::spot) {
         auto delay = draw_exponential_ms(config_.spot_mean_seconds_between_preemptions);
@@ -568,6 +596,7 @@ void World::step_locked(std::int64_t now) {
           finish_operation(node->delete_op, now, {{"@type", kEmptyType}}); // The node went with its resource.
         }
         touch_locked(node->name);
+        announce_lost_locked(node->name);
         nodes_.erase(node_it);
       }
       finish_operation(qr.delete_op, now, {{"@type", kEmptyType}});
@@ -598,6 +627,7 @@ void World::step_locked(std::int64_t now) {
         touch_locked(qr.name);
       }
       touch_locked(node.name);
+      announce_lost_locked(node.name);
       it = nodes_.erase(it);
       continue;
     }
@@ -947,6 +977,7 @@ Reply World::delete_queued_resource(const std::string& project, const std::strin
     node->second->state = "DELETING";
     node->second->health.clear();
     touch_locked(node->first);
+    announce_lost_locked(node->first);
   }
   qr.delete_op = new_operation(project, zone, "delete", name, now_ms);
   if (!request_id.empty()) {
@@ -983,6 +1014,7 @@ Reply World::reset_queued_resource(const std::string& project, const std::string
   }
   if (auto node = nodes_.find(qr.node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
     touch_locked(node->first);
+    announce_lost_locked(node->first);
     nodes_.erase(node);
   }
   qr.node_name = location(project, zone) + "/nodes/" + qr.request["tpu"]["nodeSpec"][0]["nodeId"].get<std::string>();
@@ -1049,6 +1081,7 @@ Reply World::delete_node(const std::string& project, const std::string& zone, co
   }
   node.state = "DELETING";
   node.health.clear();
+  announce_lost_locked(name);
   node.next_ms = now_ms + static_cast<std::int64_t>(scaled_ms(config_.deleting_seconds));
   node.delete_op = new_operation(project, zone, "delete", name, now_ms);
   // The node's queued resource loses its slice: it suspends until the node is gone, and never provisions or gets
@@ -1125,6 +1158,9 @@ Reply World::mark_node_faulty(const std::string& project, const std::string& zon
   }
   it->second->faulty = true;
   touch_locked(name);
+  if (listener_ != nullptr) {
+    listener_->slice_faulty(name);
+  }
   persist_locked();
   return {200, {{"node", name}, {"faulty", true}}};
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "mock_cloud/auth.hpp"
+#include "mock_cloud/worker_hosts.hpp"
 #include "mock_cloud/world.hpp"
 
 #include <atomic>
@@ -27,6 +28,7 @@ struct ServerOptions {
   double time_scale = 1;                     // Every delay and mean interval is divided by this.
   std::uint64_t seed = 1;                    // Seeds every random draw.
   std::filesystem::path service_account_key; // When set, a service-account key file the mock trusts is written here.
+  std::filesystem::path tools_dir;           // The mock's tools (gcloud, gcsfuse, systolic-train), on workers' PATH.
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".
@@ -58,7 +60,7 @@ public:
   MockServer(const MockServer&) = delete;
   MockServer& operator=(const MockServer&) = delete;
 
-  // Binds the listening socket; returns the port (throws jobman::Error on failure).
+  // Binds the listening socket and starts the data plane; returns the port (throws jobman::Error on failure).
   int bind();
   // Serves until stop(); runs the ticker meanwhile.
   void run();
@@ -77,16 +79,20 @@ private:
   void register_routes();
   // Advances the world every 20 ms until stopped.
   void ticker_loop();
+  // Creates the worker hosts (under the state directory, or a scratch one) and connects them to the world.
+  void start_data_plane(int port);
 
-  ServerOptions options_;             // How it was started.
-  TokenAuthority authority_;          // Issues and checks access tokens (wall clock, not the world's).
-  std::unique_ptr<World> world_;      // The emulated cloud.
-  BearerCheck bearer_;                // The /v2 authentication gate.
-  httplib::Server http_;              // The HTTP server.
-  std::thread ticker_;                // The background ticker.
-  std::mutex ticker_mutex_;           // Guards stopping_.
-  std::condition_variable ticker_cv_; // Wakes the ticker to stop.
-  bool stopping_ = false;             // Set once by stop().
+  ServerOptions options_;                // How it was started.
+  TokenAuthority authority_;             // Issues and checks access tokens (wall clock, not the world's).
+  std::unique_ptr<World> world_;         // The emulated cloud.
+  std::unique_ptr<WorkerHosts> workers_; // The slices' worker hosts; created by bind().
+  std::filesystem::path scratch_dir_;    // Holds workers and buckets when there is no state directory.
+  BearerCheck bearer_;                   // The /v2 authentication gate.
+  httplib::Server http_;                 // The HTTP server.
+  std::thread ticker_;                   // The background ticker.
+  std::mutex ticker_mutex_;              // Guards stopping_.
+  std::condition_variable ticker_cv_;    // Wakes the ticker to stop.
+  bool stopping_ = false;                // Set once by stop().
 };
 
 // The jobman-mock-cloud command: parses argv, prints "listening on http://HOST:PORT", serves until SIGTERM.

@@ -46,6 +46,27 @@ struct FaultDecision {
   int fail_status = 0; // HTTP code to fail with, or 0 to serve the request.
 };
 
+// One slice whose worker hosts just came up, as the data plane needs it.
+struct SliceHosts {
+  std::string node_name;  // projects/P/locations/Z/nodes/ID
+  std::string numeric_id; // The node's id: tells this incarnation from a later node of the same name.
+  int hosts = 0;          // Worker hosts (networkEndpoints).
+  bool faulty = false;    // Marked faulty already (a restored world).
+};
+
+// Told when slices' worker hosts come and go. Called with the world's mutex held: it must be quick and must not
+// call into the world.
+class SliceListener {
+public:
+  virtual ~SliceListener() = default;
+  // The node became READY: its hosts exist from now on.
+  virtual void slice_ready(const SliceHosts& slice) = 0;
+  // The node was preempted, terminated, is being deleted or is gone: its hosts and their processes end.
+  virtual void slice_lost(const std::string& node_name) = 0;
+  // The node was marked faulty.
+  virtual void slice_faulty(const std::string& node_name) = 0;
+};
+
 // The state of the emulated TPU API, advanced by `tick(now)`; every method takes the wall-clock time.
 // Thread-safe: one mutex guards everything.
 class World {
@@ -56,6 +77,10 @@ public:
   // Keeps the world in the SQLite database `file` from now on (each change commits the rows it touched), restoring
   // it first when the database holds a world. Throws jobman::Error when the database cannot be opened.
   void attach_store(const std::filesystem::path& file, std::int64_t now_ms);
+
+  // Tells `listener` (which must outlive the world, or be replaced by nullptr) about slices from now on, starting
+  // with every READY node the world already has.
+  void set_listener(SliceListener* listener);
 
   // Advances timers: creation, provisioning, preemption, maintenance, suspension, deletion, queue admission.
   void tick(std::int64_t now_ms);
@@ -120,6 +145,10 @@ private:
 
   // Replays every timed event up to `now`, each at its own time; returns at once when nothing is due.
   void tick_locked(std::int64_t now);
+  // Tells the listener a node is READY.
+  void announce_ready_locked(const Node& node);
+  // Tells the listener a node's hosts are gone.
+  void announce_lost_locked(const std::string& node_name);
   // Records a change to the world's scalars: the store is stale and the next tick must step (admission may succeed).
   void touch_locked();
   // Records a change to the resource called `name` (created, changed or removed), as touch_locked() does.
@@ -195,7 +224,8 @@ private:
   std::set<std::string> changed_;                                    // Resources changed since the last commit.
   std::vector<std::pair<std::string, std::string>> new_request_ids_; // requestIds not committed yet.
   bool dirty_ = false;                                               // Something changed since the last commit.
-  std::int64_t due_ms_ = 0; // No tick before this time can change anything; 0 after any change.
+  std::int64_t due_ms_ = 0;           // No tick before this time can change anything; 0 after any change.
+  SliceListener* listener_ = nullptr; // The data plane, or null.
 
 public:
   // Frees the world.

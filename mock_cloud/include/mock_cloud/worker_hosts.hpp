@@ -1,0 +1,87 @@
+// The mock cloud's data plane: one sandbox per TPU worker host, the processes started there, and their end.
+#pragma once
+
+#include "mock_cloud/world.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace jobman::mock {
+
+// Where a worker host lives and what a command started there sees.
+struct WorkerHost {
+  int worker = 0;                         // Its index in the slice.
+  std::filesystem::path dir;              // The sandbox: home/, tmp/ and .mock/ inside.
+  std::filesystem::path home;             // HOME.
+  std::map<std::string, std::string> env; // The whole environment of a command started there.
+  std::string marker;                     // MOCK_TPU_HOST's value: every process there carries it.
+};
+
+// How the data plane is set up.
+struct WorkerHostsOptions {
+  std::filesystem::path root;              // Sandboxes go to root/<node id>-<numeric id>/worker-<n>.
+  std::filesystem::path buckets;           // The mock's Cloud Storage: buckets/<name>; survives everything.
+  std::filesystem::path tools;             // The mock's tools (gcloud, gcsfuse, systolic-train): first on PATH.
+  std::string api_endpoint;                // http://HOST:PORT/, so `gcloud` on a worker reaches the mock too.
+  std::chrono::milliseconds grace{30'000}; // SIGTERM to SIGKILL when a slice goes away.
+};
+
+// Worker hosts of every READY slice. A command started on a worker (by the mock's gcloud) carries the host's marker
+// in its environment, and so do all its descendants, however they detach; that is how a slice's processes are
+// found in the process table and ended when the slice is preempted or deleted. Thread-safe.
+class WorkerHosts : public SliceListener {
+public:
+  // Creates the root and bucket directories (mode 0700).
+  explicit WorkerHosts(WorkerHostsOptions options);
+  // Waits for lost slices to be ended, then ends every process on every slice (SIGTERM, then SIGKILL after the
+  // grace period); the sandboxes of live slices stay for a restarted mock.
+  ~WorkerHosts() override;
+  WorkerHosts(const WorkerHosts&) = delete;
+  WorkerHosts& operator=(const WorkerHosts&) = delete;
+
+  // Creates the slice's worker sandboxes; a slice already known keeps its directories. Quick: safe under a lock.
+  void slice_ready(const SliceHosts& slice) override;
+  // The slice is gone (preempted, terminated or deleted): no new command may start there, every process on it gets
+  // SIGTERM now and SIGKILL after the grace period, then its sandboxes are wiped. Returns at once; repeats are no-ops.
+  void slice_lost(const std::string& node_name) override;
+  // Makes the slice's MXUs faulty: the workload sees MOCK_TPU_FAULT_FILE appear.
+  void slice_faulty(const std::string& node_name) override;
+  // Removes sandboxes under the root that belong to no READY slice (left by a mock that was killed).
+  void prune();
+
+  // Worker `worker` of a READY slice, or nullopt when the slice is not (or no longer) up or has no such worker.
+  std::optional<WorkerHost> host(const std::string& node_name, int worker, const std::string& user);
+  // The number of live (not zombie) processes on all slices.
+  int processes_running() const;
+  // The live processes carrying `marker` (a host's) or, with a marker ending in '/', any host of that slice.
+  std::vector<pid_t> processes_with(const std::string& marker) const;
+  // The directory of a slice's sandboxes (whether or not it still exists).
+  std::filesystem::path slice_dir(const SliceHosts& slice) const;
+  // Blocks until every lost slice has been ended and wiped.
+  void wait_idle();
+
+private:
+  // A READY slice.
+  struct Slice {
+    SliceHosts hosts;          // As given to slice_ready.
+    std::filesystem::path dir; // Its sandboxes' parent.
+  };
+
+  // SIGTERM, grace, SIGKILL and wipe for one lost slice; runs on a thread of its own, without the mutex.
+  void end_slice(const std::string& marker_prefix, const std::filesystem::path& dir);
+
+  WorkerHostsOptions options_;          // As constructed.
+  mutable std::mutex mutex_;            // Guards everything below.
+  std::condition_variable idle_;        // Signalled when the last lost slice has been ended.
+  std::map<std::string, Slice> slices_; // READY slices; key: node name.
+  int ending_ = 0;                      // Lost slices being ended right now.
+};
+
+} // namespace jobman::mock

@@ -1,0 +1,605 @@
+#include "mock_cloud/gcloud_shim.hpp"
+
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <httplib.h>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace jobman::mock {
+
+using nlohmann::json;
+
+std::optional<std::vector<int>> parse_worker_selection(std::string_view spec, int count, std::string* error) {
+  auto fail = [&](const std::string& why) -> std::optional<std::vector<int>> {
+    if (error != nullptr) {
+      *error = why;
+    }
+    return std::nullopt;
+  };
+  std::vector<int> out;
+  if (spec == "all") {
+    for (int w = 0; w < count; ++w) {
+      out.push_back(w);
+    }
+    return out;
+  }
+  std::set<int> seen;
+  for (const auto& part : util::split(spec, ',')) {
+    const auto dash = part.find('-');
+    const auto first = util::parse_int(part.substr(0, dash));
+    const auto last = dash == std::string::npos ? first : util::parse_int(part.substr(dash + 1));
+    if (!first || !last || *first < 0 || *last < *first) {
+      return fail("Invalid value for [--worker]: '" + std::string(spec) +
+                  "' (expected all, N, a list such as 1,3 or a range such as 1-3)");
+    }
+    if (*last >= count) {
+      return fail("Invalid value for [--worker]: worker " + std::to_string(*last) + " does not exist; the TPU has " +
+                  std::to_string(count) + " worker" + (count == 1 ? "" : "s") + " (0-" + std::to_string(count - 1) +
+                  ")");
+    }
+    for (auto w = *first; w <= *last; ++w) {
+      if (seen.insert(static_cast<int>(w)).second) {
+        out.push_back(static_cast<int>(w));
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<RemotePath> parse_remote_path(std::string_view operand) {
+  const auto colon = operand.find(':');
+  const auto slash = operand.find('/');
+  if (colon == std::string_view::npos || colon == 0 || (slash != std::string_view::npos && slash < colon)) {
+    return std::nullopt;
+  }
+  RemotePath remote;
+  auto host = operand.substr(0, colon);
+  if (const auto at = host.find('@'); at != std::string_view::npos) {
+    remote.user = std::string(host.substr(0, at));
+    host.remove_prefix(at + 1);
+  }
+  remote.node = std::string(host);
+  remote.path = std::string(operand.substr(colon + 1));
+  return remote;
+}
+
+namespace {
+
+// gcloud's own failures: "ERROR: (gcloud.COMMAND) MESSAGE", exit 1 (2 for usage).
+struct GcloudError : std::runtime_error {
+  GcloudError(const std::string& message, int exit_code) : std::runtime_error(message), code(exit_code) {}
+  int code;
+};
+
+// The parsed command line: positional words and --flags (repeated flags keep every value).
+struct CommandLine {
+  std::vector<std::string> words;
+  std::multimap<std::string, std::string> flags;
+
+  [[nodiscard]] bool has(const std::string& name) const { return flags.count(name) > 0; }
+  [[nodiscard]] std::string value(const std::string& name, const std::string& fallback = "") const {
+    auto it = flags.find(name);
+    return it == flags.end() ? fallback : it->second;
+  }
+};
+
+// Flags that take no value; every other --flag takes one (as --flag=value or --flag value).
+bool is_boolean_flag(const std::string& name) {
+  static const std::set<std::string> names = {"quiet",
+                                              "recurse",
+                                              "internal-ip",
+                                              "tunnel-through-iap",
+                                              "compress",
+                                              "dry-run",
+                                              "help",
+                                              "version",
+                                              "no-user-output-enabled",
+                                              "log-http",
+                                              "plain",
+                                              "strict-host-key-checking"};
+  return names.count(name) > 0;
+}
+
+CommandLine parse_command_line(const std::vector<std::string>& args) {
+  CommandLine line;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& arg = args[i];
+    if (arg == "-q") {
+      line.flags.emplace("quiet", "");
+    } else if (arg == "--") {
+      line.words.insert(line.words.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    } else if (arg.rfind("--", 0) == 0) {
+      const auto eq = arg.find('=');
+      const auto name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      if (eq != std::string::npos) {
+        line.flags.emplace(name, arg.substr(eq + 1));
+      } else if (is_boolean_flag(name)) {
+        line.flags.emplace(name, "");
+      } else if (i + 1 < args.size()) {
+        line.flags.emplace(name, args[++i]);
+      } else {
+        throw GcloudError("argument --" + name + ": expected one argument", 2);
+      }
+    } else {
+      line.words.push_back(arg);
+    }
+  }
+  return line;
+}
+
+// gcloud's properties: $CLOUDSDK_CONFIG/configurations/config_default, an INI file ("[core]\nproject = p").
+class Properties {
+public:
+  Properties() {
+    auto dir = util::getenv_nonempty("CLOUDSDK_CONFIG");
+    file_ = (dir ? std::filesystem::path(*dir) : util::home_dir() / ".config" / "gcloud") / "configurations" /
+            "config_default";
+    std::ifstream in(file_);
+    std::string line;
+    std::string section;
+    while (std::getline(in, line)) {
+      auto text = std::string(util::trim(line));
+      if (text.size() > 2 && text.front() == '[' && text.back() == ']') {
+        section = text.substr(1, text.size() - 2);
+      } else if (auto eq = text.find('='); eq != std::string::npos && !section.empty()) {
+        values_[section + "/" + std::string(util::trim(text.substr(0, eq)))] =
+            std::string(util::trim(text.substr(eq + 1)));
+      }
+    }
+  }
+
+  // "core/project" for "project", as gcloud names properties.
+  static std::string full_name(const std::string& name) {
+    return name.find('/') == std::string::npos ? "core/" + name : name;
+  }
+  [[nodiscard]] std::optional<std::string> get(const std::string& name) const {
+    auto it = values_.find(full_name(name));
+    return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+  void set(const std::string& name, const std::optional<std::string>& value) {
+    if (value) {
+      values_[full_name(name)] = *value;
+    } else {
+      values_.erase(full_name(name));
+    }
+    std::map<std::string, std::vector<std::pair<std::string, std::string>>> sections;
+    for (const auto& [key, val] : values_) {
+      const auto slash = key.find('/');
+      sections[key.substr(0, slash)].emplace_back(key.substr(slash + 1), val);
+    }
+    std::string text;
+    for (const auto& [section, entries] : sections) {
+      text += "[" + section + "]\n";
+      for (const auto& [key, val] : entries) {
+        text += key + " = " + val + "\n";
+      }
+    }
+    util::ensure_directory(file_.parent_path(), 0700);
+    util::write_file_atomic(file_, text, 0600);
+  }
+  [[nodiscard]] const std::map<std::string, std::string>& all() const { return values_; }
+
+private:
+  std::filesystem::path file_;
+  std::map<std::string, std::string> values_;
+};
+
+// The mock's address from CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU, the variable Google's gcloud reads.
+std::unique_ptr<httplib::Client> mock_client() {
+  auto endpoint = util::getenv_nonempty("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU");
+  if (!endpoint) {
+    throw GcloudError("this gcloud is jobman's mock cloud stand-in and only reaches the mock: set "
+                      "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU to its address (http://127.0.0.1:PORT/)",
+                      1);
+  }
+  auto base = *endpoint;
+  while (!base.empty() && base.back() == '/') {
+    base.pop_back();
+  }
+  if (base.size() > 3 && base.compare(base.size() - 3, 3, "/v2") == 0) {
+    base.resize(base.size() - 3);
+  }
+  auto client = std::make_unique<httplib::Client>(base);
+  if (!client->is_valid()) {
+    throw GcloudError("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU is not a URL: " + *endpoint, 1);
+  }
+  client->set_tcp_nodelay(true);
+  client->set_connection_timeout(std::chrono::seconds(10));
+  client->set_read_timeout(std::chrono::seconds(60));
+  return client;
+}
+
+// GET `path`; throws GcloudError when the mock cannot be reached.
+httplib::Result get(httplib::Client& client, const std::string& path, const httplib::Headers& headers = {}) {
+  auto result = client.Get(path, headers);
+  if (!result) {
+    throw GcloudError("There was a problem refreshing your current auth tokens: cannot reach the mock cloud (" +
+                          httplib::to_string(result.error()) + ")",
+                      1);
+  }
+  return result;
+}
+
+// An access token from the mock's metadata-server path (CLOUDSDK_AUTH_ACCESS_TOKEN wins, as in gcloud).
+std::string access_token(httplib::Client& client) {
+  if (auto token = util::getenv_nonempty("CLOUDSDK_AUTH_ACCESS_TOKEN")) {
+    return *token;
+  }
+  auto reply =
+      get(client, "/computeMetadata/v1/instance/service-accounts/default/token", {{"Metadata-Flavor", "Google"}});
+  auto body = json::parse(reply->body, nullptr, false);
+  if (reply->status != 200 || !body.is_object() || !body.contains("access_token")) {
+    throw GcloudError("cannot get an access token from the mock cloud (HTTP " + std::to_string(reply->status) + ")", 1);
+  }
+  return body["access_token"].get<std::string>();
+}
+
+// The API's error message in a reply body, or the status line.
+std::string api_message(const httplib::Result& reply) {
+  auto body = json::parse(reply->body, nullptr, false);
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    return body["error"].value("status", std::string()) + ": " + body["error"].value("message", std::string());
+  }
+  return "HTTP " + std::to_string(reply->status);
+}
+
+// Where a TPU command acts: project, zone and the client.
+struct Target {
+  std::string project;
+  std::string zone;
+  std::unique_ptr<httplib::Client> client;
+};
+
+Target resolve_target(const CommandLine& line) {
+  Properties properties;
+  Target target;
+  target.project = line.value("project");
+  if (target.project.empty()) {
+    target.project =
+        util::getenv_nonempty("CLOUDSDK_CORE_PROJECT").value_or(properties.get("core/project").value_or(""));
+  }
+  target.zone = line.value("zone");
+  if (target.zone.empty()) {
+    target.zone = util::getenv_nonempty("CLOUDSDK_COMPUTE_ZONE").value_or(properties.get("compute/zone").value_or(""));
+  }
+  if (target.project.empty()) {
+    throw GcloudError("The required property [project] is not currently set. Use --project or "
+                      "gcloud config set project PROJECT.",
+                      1);
+  }
+  if (target.zone.empty()) {
+    throw GcloudError("Error parsing [tpu]. The [tpu] resource is not properly specified. Failed to find attribute "
+                      "[zone]. Use --zone or gcloud config set compute/zone ZONE.",
+                      1);
+  }
+  target.client = mock_client();
+  return target;
+}
+
+// The node's worker count and external addresses, from nodes.get.
+std::vector<std::string> node_endpoints(Target& target, const std::string& node) {
+  const auto token = access_token(*target.client);
+  auto reply = get(*target.client, "/v2/projects/" + target.project + "/locations/" + target.zone + "/nodes/" + node,
+                   {{"Authorization", "Bearer " + token}});
+  if (reply->status != 200) {
+    throw GcloudError(api_message(reply), 1);
+  }
+  auto body = json::parse(reply->body, nullptr, false);
+  std::vector<std::string> addresses;
+  for (const auto& endpoint : body.value("networkEndpoints", json::array())) {
+    addresses.push_back(
+        endpoint.value("accessConfig", json::object()).value("externalIp", endpoint.value("ipAddress", "")));
+  }
+  return addresses;
+}
+
+// A worker host as the mock describes it; nullopt when it is not up (or the mock itself is gone).
+std::optional<json> worker_host(Target& target, const std::string& node, int worker, const std::string& user) {
+  auto reply = target.client->Get("/mock/v1/projects/" + target.project + "/locations/" + target.zone + "/nodes/" +
+                                  node + "/workers/" + std::to_string(worker) + "?user=" + user);
+  if (!reply || reply->status != 200) {
+    return std::nullopt;
+  }
+  auto body = json::parse(reply->body, nullptr, false);
+  if (!body.is_object() || !body.contains("env") || !body.contains("home")) {
+    return std::nullopt;
+  }
+  return body;
+}
+
+// Starts `bash -c command` (or an interactive shell) on a worker host; returns its pid.
+pid_t start_on_host(const json& host, const std::optional<std::string>& command, bool own_stdin) {
+  std::vector<std::string> env_strings;
+  for (const auto& [key, value] : host["env"].items()) {
+    env_strings.push_back(key + "=" + value.get<std::string>());
+  }
+  if (const char* term = std::getenv("TERM"); term != nullptr && !command) {
+    env_strings.push_back(std::string("TERM=") + term);
+  }
+  std::vector<char*> envp;
+  for (auto& entry : env_strings) {
+    envp.push_back(entry.data());
+  }
+  envp.push_back(nullptr);
+  const auto home = host["home"].get<std::string>();
+  std::string command_text = command.value_or("");
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) {
+    return pid;
+  }
+  // The remote side of an ssh session: its own session, ended (SIGHUP) when the client goes away.
+  if (command) {
+    ::setsid();
+  }
+  ::prctl(PR_SET_PDEATHSIG, SIGHUP);
+  if (::getppid() != parent) {
+    ::_exit(255);
+  }
+  if (!own_stdin) {
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ::dup2(null, 0);
+  }
+  if (::chdir(home.c_str()) != 0) {
+    ::_exit(255);
+  }
+  if (command) {
+    const char* argv[] = {"bash", "-c", command_text.c_str(), nullptr};
+    ::execve("/bin/bash", const_cast<char* const*>(argv), envp.data());
+  } else {
+    const char* argv[] = {"bash", "-il", nullptr};
+    ::execve("/bin/bash", const_cast<char* const*>(argv), envp.data());
+  }
+  ::_exit(127);
+}
+
+// The sessions this ssh invocation started, for the signal handler to hang up on (as sshd does when the client
+// goes away). Fixed storage: a signal handler may not touch the heap.
+constexpr int kMaxChildren = 4096;
+std::array<pid_t, kMaxChildren> g_children{}; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+volatile std::sig_atomic_t g_child_count = 0; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+
+extern "C" void hang_up_children(int /*signal*/) {
+  for (int i = 0; i < g_child_count; ++i) {
+    ::kill(-g_children[static_cast<std::size_t>(i)], SIGHUP);
+    ::kill(g_children[static_cast<std::size_t>(i)], SIGHUP);
+  }
+  ::_exit(255);
+}
+
+int run_ssh(const CommandLine& line) {
+  if (line.words.size() != 1) {
+    throw GcloudError("argument TPU: expected one TPU name ([USER@]TPU_NAME)", 2);
+  }
+  std::string user = util::current_user();
+  std::string node = line.words[0];
+  if (auto at = node.find('@'); at != std::string::npos) {
+    user = node.substr(0, at);
+    node = node.substr(at + 1);
+  }
+  auto target = resolve_target(line);
+  const auto addresses = node_endpoints(target, node);
+  std::string error;
+  auto workers = parse_worker_selection(line.value("worker", "0"), static_cast<int>(addresses.size()), &error);
+  if (!workers) {
+    throw GcloudError(error, 1);
+  }
+  std::optional<std::string> command;
+  if (line.has("command")) {
+    command = line.value("command");
+  }
+  if (!command && workers->size() != 1) {
+    throw GcloudError("an interactive session needs exactly one --worker", 2);
+  }
+  std::vector<std::pair<int, pid_t>> running;
+  std::vector<int> unreachable;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    std::signal(sig, hang_up_children);
+  }
+  for (int worker : *workers) {
+    auto host = worker_host(target, node, worker, user);
+    if (!host) {
+      std::cerr << "ssh: connect to host " << addresses[static_cast<std::size_t>(worker)]
+                << " port 22: Connection refused\n";
+      unreachable.push_back(worker);
+      continue;
+    }
+    const pid_t pid = start_on_host(*host, command, workers->size() == 1);
+    running.emplace_back(worker, pid);
+    if (g_child_count < kMaxChildren) {
+      g_children[static_cast<std::size_t>(g_child_count)] = pid;
+      g_child_count = g_child_count + 1;
+    }
+  }
+  int result = unreachable.empty() ? 0 : 255;
+  for (const auto& [worker, pid] : running) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 255; // ssh reports a remote death by signal as 255.
+    if (!worker_host(target, node, worker, user)) {
+      // The host went away under the command: the connection was closed, whatever the command's last words.
+      std::cerr << "Connection to " << addresses[static_cast<std::size_t>(worker)] << " closed by remote host.\n";
+      code = 255;
+    }
+    if (code == 255) {
+      result = 255;
+    } else if (code != 0 && result == 0) {
+      result = code;
+    }
+  }
+  return result;
+}
+
+int run_scp(const CommandLine& line) {
+  if (line.words.size() < 2) {
+    throw GcloudError("scp needs at least one source and a destination", 2);
+  }
+  std::vector<std::string> sources(line.words.begin(), line.words.end() - 1);
+  const auto& destination = line.words.back();
+  auto remote_destination = parse_remote_path(destination);
+  std::optional<RemotePath> remote_source;
+  for (const auto& source : sources) {
+    auto remote = parse_remote_path(source);
+    if (remote && remote_destination) {
+      throw GcloudError("scp copies between this machine and a TPU, not between two TPUs", 1);
+    }
+    if (remote) {
+      if (remote_source && remote_source->node != remote->node) {
+        throw GcloudError("all remote sources must be on the same TPU", 1);
+      }
+      remote_source = remote;
+    } else if (!remote_destination) {
+      throw GcloudError("one side of scp must be remote ([USER@]TPU_NAME:PATH)", 1);
+    }
+  }
+  const auto& remote = remote_destination ? *remote_destination : *remote_source;
+  const std::string user = remote.user.empty() ? util::current_user() : remote.user;
+  auto target = resolve_target(line);
+  const auto addresses = node_endpoints(target, remote.node);
+  std::string error;
+  auto workers = parse_worker_selection(line.value("worker", "0"), static_cast<int>(addresses.size()), &error);
+  if (!workers) {
+    throw GcloudError(error, 1);
+  }
+  const auto options =
+      line.has("recurse") ? std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing
+                          : std::filesystem::copy_options::overwrite_existing;
+  int result = 0;
+  for (int worker : *workers) {
+    auto host = worker_host(target, remote.node, worker, user);
+    if (!host) {
+      std::cerr << "ssh: connect to host " << addresses[static_cast<std::size_t>(worker)]
+                << " port 22: Connection refused\nlost connection\n";
+      result = 255;
+      continue;
+    }
+    const std::filesystem::path home = host->at("home").get<std::string>();
+    auto on_host = [&](const std::string& path) {
+      std::filesystem::path p = path.empty() ? "." : path;
+      return p.is_absolute() ? p : home / p;
+    };
+    for (const auto& source : sources) {
+      std::filesystem::path from =
+          remote_destination ? std::filesystem::path(source) : on_host(parse_remote_path(source)->path);
+      std::filesystem::path to =
+          remote_destination ? on_host(remote_destination->path) : std::filesystem::path(destination);
+      std::error_code ec;
+      if (std::filesystem::is_directory(from, ec) && !line.has("recurse")) {
+        std::cerr << "scp: " << source << ": not a regular file\n";
+        result = result == 0 ? 1 : result;
+        continue;
+      }
+      if (std::filesystem::is_directory(to, ec)) {
+        to /= from.filename();
+      }
+      std::filesystem::copy(from, to, options, ec);
+      if (ec) {
+        std::cerr << "scp: " << source << ": " << ec.message() << "\n";
+        result = result == 0 ? 1 : result;
+      }
+    }
+  }
+  return result;
+}
+
+int run_config(const CommandLine& line) {
+  Properties properties;
+  const auto& words = line.words;
+  if (words.size() == 4 && words[1] == "set") {
+    properties.set(words[2], words[3]);
+    if (!line.has("quiet")) {
+      std::cerr << "Updated property [" << Properties::full_name(words[2]) << "].\n";
+    }
+    return 0;
+  }
+  if (words.size() == 3 && (words[1] == "get-value" || words[1] == "get")) {
+    if (auto value = properties.get(words[2])) {
+      std::cout << *value << "\n";
+    } else {
+      std::cerr << "(unset)\n";
+    }
+    return 0;
+  }
+  if (words.size() == 3 && words[1] == "unset") {
+    properties.set(words[2], std::nullopt);
+    std::cerr << "Unset property [" << Properties::full_name(words[2]) << "].\n";
+    return 0;
+  }
+  if (words.size() == 2 && words[1] == "list") {
+    std::string section;
+    for (const auto& [key, value] : properties.all()) {
+      const auto slash = key.find('/');
+      if (key.substr(0, slash) != section) {
+        section = key.substr(0, slash);
+        std::cout << "[" << section << "]\n";
+      }
+      std::cout << key.substr(slash + 1) << " = " << value << "\n";
+    }
+    return 0;
+  }
+  throw GcloudError("config: expected set PROPERTY VALUE, get-value PROPERTY, unset PROPERTY or list", 2);
+}
+
+} // namespace
+
+int run_gcloud(const std::vector<std::string>& args) {
+  std::string command = "gcloud";
+  try {
+    auto line = parse_command_line(args);
+    auto& words = line.words;
+    if (line.has("version") || (!words.empty() && words[0] == "version")) {
+      std::cout << "Google Cloud SDK 0.0.0 (jobman mock cloud stand-in)\n";
+      return 0;
+    }
+    if (!words.empty() && (words[0] == "alpha" || words[0] == "beta")) {
+      words.erase(words.begin());
+    }
+    if (words.size() >= 4 && words[0] == "compute" && words[1] == "tpus" && words[2] == "tpu-vm" &&
+        (words[3] == "ssh" || words[3] == "scp")) {
+      command = "gcloud.compute.tpus.tpu-vm." + words[3];
+      const bool ssh = words[3] == "ssh";
+      words.erase(words.begin(), words.begin() + 4);
+      return ssh ? run_ssh(line) : run_scp(line);
+    }
+    if (words.size() == 2 && words[0] == "auth" && words[1] == "print-access-token") {
+      command = "gcloud.auth.print-access-token";
+      auto client = mock_client();
+      std::cout << access_token(*client) << "\n";
+      return 0;
+    }
+    if (!words.empty() && words[0] == "config") {
+      command = "gcloud.config";
+      return run_config(line);
+    }
+    throw GcloudError("Invalid choice: '" + util::join(words, " ") +
+                          "'. This gcloud is jobman's mock cloud stand-in: it runs compute tpus tpu-vm ssh and scp, "
+                          "auth print-access-token, and config set, get-value, unset and list.",
+                      2);
+  } catch (const GcloudError& e) {
+    std::cerr << "ERROR: (" << command << ") " << e.what() << "\n";
+    return e.code;
+  } catch (const std::exception& e) {
+    std::cerr << "ERROR: (" << command << ") " << e.what() << "\n";
+    return 1;
+  }
+}
+
+} // namespace jobman::mock

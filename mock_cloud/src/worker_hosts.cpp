@@ -1,0 +1,233 @@
+#include "mock_cloud/worker_hosts.hpp"
+
+#include "jobman/util/system.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+namespace jobman::mock {
+
+namespace {
+
+constexpr const char* kMarkerVariable = "MOCK_TPU_HOST";
+
+// The live process ids whose environment has MOCK_TPU_HOST starting with `prefix`.
+std::vector<pid_t> scan_processes(const std::string& prefix) {
+  const std::string wanted = std::string(kMarkerVariable) + "=" + prefix;
+  const pid_t self = ::getpid();
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    if (pid == self) {
+      continue;
+    }
+    // A zombie has finished: it holds no resources and cannot be signalled away, so it does not count.
+    std::ifstream stat(entry.path() / "stat");
+    std::string stat_line;
+    std::getline(stat, stat_line);
+    const auto close_paren = stat_line.rfind(')');
+    if (close_paren == std::string::npos || close_paren + 2 >= stat_line.size() || stat_line[close_paren + 2] == 'Z') {
+      continue;
+    }
+    std::ifstream environ(entry.path() / "environ", std::ios::binary);
+    std::string variable;
+    while (std::getline(environ, variable, '\0')) {
+      if (variable.compare(0, wanted.size(), wanted) == 0) {
+        found.push_back(pid);
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+// Sends `signal` to every process carrying the prefix; returns how many there were.
+std::size_t signal_all(const std::string& prefix, int signal) {
+  const auto pids = scan_processes(prefix);
+  for (pid_t pid : pids) {
+    ::kill(pid, signal);
+  }
+  return pids.size();
+}
+
+// Polls the process table until no process carries the prefix or `limit` passes; true when none is left.
+bool await_none(const std::string& prefix, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    if (scan_processes(prefix).empty()) {
+      return true;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// A short stable tag of the root directory: the markers of two mocks with different roots never collide, and a
+// restarted mock with the same root finds what its predecessor started.
+std::string root_tag(const std::filesystem::path& root) {
+  std::ostringstream out;
+  out << std::hex << std::hash<std::string>{}(std::filesystem::absolute(root).lexically_normal().string());
+  return out.str();
+}
+
+} // namespace
+
+WorkerHosts::WorkerHosts(WorkerHostsOptions options) : options_(std::move(options)) {
+  util::ensure_directory(options_.root, 0700);
+  util::ensure_directory(options_.buckets, 0700);
+}
+
+WorkerHosts::~WorkerHosts() {
+  wait_idle();
+  // Every process any slice of this mock started: SIGTERM, the grace period, then SIGKILL. Sandboxes stay, so a
+  // mock restarted on the same state directory finds its slices' disks as a rebooted VM would.
+  const auto prefix = root_tag(options_.root) + "/";
+  if (signal_all(prefix, SIGTERM) > 0 && !await_none(prefix, options_.grace)) {
+    signal_all(prefix, SIGKILL);
+    await_none(prefix, std::chrono::seconds(5));
+  }
+}
+
+std::filesystem::path WorkerHosts::slice_dir(const SliceHosts& slice) const {
+  const auto id = slice.node_name.substr(slice.node_name.rfind('/') + 1);
+  return options_.root / (id + "-" + slice.numeric_id);
+}
+
+void WorkerHosts::slice_ready(const SliceHosts& slice) {
+  std::lock_guard lock(mutex_);
+  auto& known = slices_[slice.node_name];
+  if (known.hosts.numeric_id == slice.numeric_id) {
+    return;
+  }
+  known = Slice{slice, slice_dir(slice)};
+  for (int w = 0; w < slice.hosts; ++w) {
+    const auto dir = known.dir / ("worker-" + std::to_string(w));
+    util::ensure_directory(dir / "home", 0700);
+    util::ensure_directory(dir / "tmp", 0700);
+    util::ensure_directory(dir / ".mock", 0700);
+    if (slice.faulty) {
+      util::write_file_atomic(dir / ".mock" / "faulty", "", 0600);
+    }
+  }
+}
+
+void WorkerHosts::slice_lost(const std::string& node_name) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = slices_.find(node_name);
+    if (it == slices_.end()) {
+      return;
+    }
+    ++ending_;
+    const auto prefix = root_tag(options_.root) + "/" + it->second.hosts.numeric_id + "/";
+    // One thread per slice: a mass preemption ends every slice within one grace period, not one after another.
+    std::thread([this, prefix, dir = it->second.dir] {
+      end_slice(prefix, dir);
+      std::lock_guard done(mutex_);
+      if (--ending_ == 0) {
+        idle_.notify_all();
+      }
+    }).detach();
+    slices_.erase(it);
+  }
+}
+
+void WorkerHosts::prune() {
+  std::lock_guard lock(mutex_);
+  std::error_code ec;
+  std::vector<std::filesystem::path> stale;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.root, ec)) {
+    const bool owned = std::any_of(slices_.begin(), slices_.end(),
+                                   [&](const auto& slice) { return slice.second.dir == entry.path(); });
+    if (!owned) {
+      stale.push_back(entry.path());
+    }
+  }
+  for (const auto& dir : stale) {
+    std::filesystem::remove_all(dir, ec);
+  }
+}
+
+void WorkerHosts::slice_faulty(const std::string& node_name) {
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(node_name);
+  if (it == slices_.end()) {
+    return;
+  }
+  it->second.hosts.faulty = true;
+  for (int w = 0; w < it->second.hosts.hosts; ++w) {
+    util::write_file_atomic(it->second.dir / ("worker-" + std::to_string(w)) / ".mock" / "faulty", "", 0600);
+  }
+}
+
+std::optional<WorkerHost> WorkerHosts::host(const std::string& node_name, int worker, const std::string& user) {
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(node_name);
+  if (it == slices_.end() || worker < 0 || worker >= it->second.hosts.hosts) {
+    return std::nullopt;
+  }
+  WorkerHost host;
+  host.worker = worker;
+  host.dir = it->second.dir / ("worker-" + std::to_string(worker));
+  host.home = host.dir / "home";
+  host.marker = root_tag(options_.root) + "/" + it->second.hosts.numeric_id + "/" + std::to_string(worker);
+  const std::string name = user.empty() ? "tpu" : user;
+  host.env = {
+      {"HOME", host.home.string()},
+      {"USER", name},
+      {"LOGNAME", name},
+      {"SHELL", "/bin/bash"},
+      {"LANG", "C.UTF-8"},
+      {"TMPDIR", (host.dir / "tmp").string()},
+      {"PATH", options_.tools.string() + ":" + (host.home / ".local" / "bin").string() +
+                   ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+      {kMarkerVariable, host.marker},
+      {"MOCK_TPU_WORKER_DIR", host.dir.string()},
+      {"MOCK_TPU_FAULT_FILE", (host.dir / ".mock" / "faulty").string()},
+      {"MOCK_GCS_ROOT", options_.buckets.string()},
+      {"CLOUDSDK_CONFIG", (host.home / ".config" / "gcloud").string()},
+  };
+  if (!options_.api_endpoint.empty()) {
+    host.env["CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"] = options_.api_endpoint;
+  }
+  return host;
+}
+
+int WorkerHosts::processes_running() const {
+  return static_cast<int>(scan_processes(root_tag(options_.root) + "/").size());
+}
+
+std::vector<pid_t> WorkerHosts::processes_with(const std::string& marker) const {
+  return scan_processes(marker);
+}
+
+void WorkerHosts::wait_idle() {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [this] { return ending_ == 0; });
+}
+
+void WorkerHosts::end_slice(const std::string& marker_prefix, const std::filesystem::path& dir) {
+  if (signal_all(marker_prefix, SIGTERM) > 0 && !await_none(marker_prefix, options_.grace)) {
+    signal_all(marker_prefix, SIGKILL);
+    await_none(marker_prefix, std::chrono::seconds(5));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  // A command that started in the last moment before the slice was marked lost is caught here.
+  signal_all(marker_prefix, SIGKILL);
+}
+
+} // namespace jobman::mock

@@ -1,0 +1,172 @@
+// The mock cloud's Cloud Storage FUSE, for worker hosts: `gcsfuse [flags] BUCKET DIR` mounts the mock bucket
+// $MOCK_GCS_ROOT/BUCKET at DIR (an empty directory, as gcsfuse requires), `fusermount -u DIR` unmounts it and
+// `mountpoint [-q] DIR` tells whether DIR is mounted. One program under three names. A mount is a symbolic link
+// in place of the empty directory: the bucket's files are the same files on every worker and survive the slice.
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <set>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The mock's buckets, from the worker's environment.
+fs::path bucket_root() {
+  const char* root = std::getenv("MOCK_GCS_ROOT");
+  if (root == nullptr || *root == '\0') {
+    std::cerr << "gcsfuse: MOCK_GCS_ROOT is not set: this gcsfuse only runs on the mock cloud's worker hosts\n";
+    std::exit(1);
+  }
+  return root;
+}
+
+// True when `dir` is a mount of a mock bucket.
+bool is_mounted(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_symlink(dir, ec)) {
+    return false;
+  }
+  const auto target = fs::read_symlink(dir, ec);
+  const auto root = fs::weakly_canonical(bucket_root(), ec);
+  return !ec && target.parent_path() == root;
+}
+
+int mount(const std::vector<std::string>& args) {
+  // Flags gcsfuse takes with a value; the rest of the flags take none.
+  static const std::set<std::string> with_value = {"-o",
+                                                   "--dir-mode",
+                                                   "--file-mode",
+                                                   "--uid",
+                                                   "--gid",
+                                                   "--only-dir",
+                                                   "--key-file",
+                                                   "--token-url",
+                                                   "--limit-bytes-per-sec",
+                                                   "--limit-ops-per-sec",
+                                                   "--stat-cache-ttl",
+                                                   "--type-cache-ttl",
+                                                   "--log-file",
+                                                   "--log-format",
+                                                   "--temp-dir",
+                                                   "--max-conns-per-host",
+                                                   "--stat-cache-capacity",
+                                                   "--billing-project",
+                                                   "--config-file",
+                                                   "--app-name",
+                                                   "--rename-dir-limit",
+                                                   "--kernel-list-cache-ttl-secs",
+                                                   "--metadata-cache-ttl-secs"};
+  std::vector<std::string> operands;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const auto& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << "usage: gcsfuse [flags] BUCKET MOUNTPOINT  (the mock cloud's stand-in)\n";
+      return 0;
+    }
+    if (arg.rfind('-', 0) == 0) {
+      if (with_value.count(arg) > 0) {
+        ++i;
+      }
+      continue;
+    }
+    operands.push_back(arg);
+  }
+  if (operands.size() != 2) {
+    std::cerr << "gcsfuse: expected BUCKET MOUNTPOINT, got " << operands.size() << " operands\n";
+    return 1;
+  }
+  const auto& bucket = operands[0];
+  const fs::path dir = operands[1];
+  if (bucket.empty() || bucket.find('/') != std::string::npos || bucket == "." || bucket == "..") {
+    std::cerr << "gcsfuse: invalid bucket name '" << bucket << "'\n";
+    return 1;
+  }
+  std::error_code ec;
+  if (is_mounted(dir)) {
+    std::cerr << "gcsfuse: Error while mounting gcsfuse: mountpoint " << dir.string() << " is not empty\n";
+    return 1;
+  }
+  if (!fs::is_directory(dir, ec)) {
+    std::cerr << "gcsfuse: Error while mounting gcsfuse: mountpoint " << dir.string() << " is not a directory\n";
+    return 1;
+  }
+  if (!fs::is_empty(dir, ec)) {
+    std::cerr << "gcsfuse: Error while mounting gcsfuse: mountpoint " << dir.string() << " is not empty\n";
+    return 1;
+  }
+  // Every bucket exists in the mock's Cloud Storage; the first mount creates it.
+  const auto root = fs::weakly_canonical(bucket_root(), ec);
+  fs::create_directories(root / bucket, ec);
+  fs::remove(dir, ec);
+  fs::create_directory_symlink(root / bucket, dir, ec);
+  if (ec) {
+    std::cerr << "gcsfuse: cannot mount " << bucket << " at " << dir.string() << ": " << ec.message() << "\n";
+    return 1;
+  }
+  std::cerr << "File system has been successfully mounted.\n";
+  return 0;
+}
+
+int unmount(const std::vector<std::string>& args) {
+  std::vector<std::string> operands;
+  bool unmount_flag = false;
+  for (const auto& arg : args) {
+    if (arg == "-u" || arg == "-uz" || arg == "-zu") {
+      unmount_flag = true;
+    } else if (arg.rfind('-', 0) != 0) {
+      operands.push_back(arg);
+    }
+  }
+  if (!unmount_flag || operands.size() != 1) {
+    std::cerr << "fusermount: expected -u MOUNTPOINT\n";
+    return 1;
+  }
+  const fs::path dir = operands[0];
+  if (!is_mounted(dir)) {
+    std::cerr << "fusermount: entry for " << dir.string() << " not found in /etc/mtab\n";
+    return 1;
+  }
+  std::error_code ec;
+  fs::remove(dir, ec);
+  fs::create_directory(dir, ec);
+  return ec ? 1 : 0;
+}
+
+int mountpoint(const std::vector<std::string>& args) {
+  bool quiet = false;
+  std::vector<std::string> operands;
+  for (const auto& arg : args) {
+    if (arg == "-q" || arg == "--quiet") {
+      quiet = true;
+    } else if (arg.rfind('-', 0) != 0) {
+      operands.push_back(arg);
+    }
+  }
+  if (operands.size() != 1) {
+    std::cerr << "mountpoint: bad usage\n";
+    return 1;
+  }
+  const bool mounted = is_mounted(operands[0]);
+  if (!quiet) {
+    std::cout << operands[0] << (mounted ? " is a mountpoint\n" : " is not a mountpoint\n");
+  }
+  return mounted ? 0 : 32; // util-linux's status for "not a mountpoint".
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const std::string name = fs::path(argv[0]).filename().string();
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (name == "fusermount" || name == "fusermount3") {
+    return unmount(args);
+  }
+  if (name == "mountpoint") {
+    return mountpoint(args);
+  }
+  return mount(args);
+}
