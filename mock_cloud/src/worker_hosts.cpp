@@ -17,8 +17,9 @@ namespace {
 
 constexpr const char* kMarkerVariable = "MOCK_TPU_HOST";
 
-// The live process ids whose environment has MOCK_TPU_HOST starting with `prefix`.
-std::vector<pid_t> scan_processes(const std::string& prefix) {
+} // namespace
+
+std::vector<pid_t> find_marked_processes(const std::string& prefix) {
   const std::string wanted = std::string(kMarkerVariable) + "=" + prefix;
   const pid_t self = ::getpid();
   std::vector<pid_t> found;
@@ -52,9 +53,11 @@ std::vector<pid_t> scan_processes(const std::string& prefix) {
   return found;
 }
 
+namespace {
+
 // Sends `signal` to every process carrying the prefix; returns how many there were.
 std::size_t signal_all(const std::string& prefix, int signal) {
-  const auto pids = scan_processes(prefix);
+  const auto pids = find_marked_processes(prefix);
   for (pid_t pid : pids) {
     ::kill(pid, signal);
   }
@@ -65,7 +68,7 @@ std::size_t signal_all(const std::string& prefix, int signal) {
 bool await_none(const std::string& prefix, std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {
-    if (scan_processes(prefix).empty()) {
+    if (find_marked_processes(prefix).empty()) {
       return true;
     }
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -207,11 +210,7 @@ std::optional<WorkerHost> WorkerHosts::host(const std::string& node_name, int wo
 }
 
 int WorkerHosts::processes_running() const {
-  return static_cast<int>(scan_processes(root_tag(options_.root) + "/").size());
-}
-
-std::vector<pid_t> WorkerHosts::processes_with(const std::string& marker) const {
-  return scan_processes(marker);
+  return static_cast<int>(find_marked_processes(root_tag(options_.root) + "/").size());
 }
 
 void WorkerHosts::wait_idle() {

@@ -24,6 +24,10 @@ struct WorkerHost {
   std::string marker;                     // MOCK_TPU_HOST's value: every process there carries it.
 };
 
+// The live (not zombie) processes whose environment has MOCK_TPU_HOST starting with `prefix`: a host's marker, or a
+// slice's ("TAG/NUMERIC_ID/"), read from the process table.
+std::vector<pid_t> find_marked_processes(const std::string& prefix);
+
 // How the data plane is set up.
 struct WorkerHostsOptions {
   std::filesystem::path root;              // Sandboxes go to root/<node id>-<numeric id>/worker-<n>.
@@ -60,8 +64,6 @@ public:
   std::optional<WorkerHost> host(const std::string& node_name, int worker, const std::string& user);
   // The number of live (not zombie) processes on all slices.
   int processes_running() const;
-  // The live processes carrying `marker` (a host's) or, with a marker ending in '/', any host of that slice.
-  std::vector<pid_t> processes_with(const std::string& marker) const;
   // The directory of a slice's sandboxes (whether or not it still exists).
   std::filesystem::path slice_dir(const SliceHosts& slice) const;
   // Blocks until every lost slice has been ended and wiped.

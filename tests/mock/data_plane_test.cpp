@@ -1,0 +1,443 @@
+// The mock cloud's data plane, end to end: worker hosts per accelerator, the gcloud stand-in's ssh and scp forms and
+// exit codes, live output, processes ended and disks wiped on preemption and delete, buckets kept, gcsfuse.
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+#include "mock_cloud/gcloud_shim.hpp"
+#include "mock_cloud/worker_hosts.hpp"
+#include "support/mock_cloud.hpp"
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <map>
+#include <poll.h>
+#include <set>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+using jobman::test::eventually;
+using jobman::test::MockCloudProcess;
+using jobman::test::RunResult;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::string kZone = "us-central2-b";
+const std::string kLoc = "projects/p/locations/" + kZone;
+const httplib::Headers kAuth = {{"Authorization", "Bearer test-token"}};
+
+// Room for every accelerator the tests use, one-second delays (1 ms at --time-scale 1000), no random events.
+const std::string kWorld = R"(lifecycle: {creating: 1s, suspending: 1s, deleting: 1s}
+provisioning:
+  default: {distribution: fixed, seconds: 1s}
+zones:
+  us-central2-b:
+    v4:
+      spot: {chips: 64}
+    v5litepod:
+      spot: {chips: 64}
+    v6e:
+      spot: {chips: 256}
+)";
+
+std::string gcloud_binary() {
+  return (fs::path(jobman::test::mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
+}
+
+// The pids on the slice or host `prefix` names, from the process table.
+std::vector<pid_t> processes_marked(const std::string& prefix) {
+  return jobman::mock::find_marked_processes(prefix);
+}
+
+// A child process whose stdout is read line by line while it runs.
+class StreamingProcess {
+public:
+  StreamingProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      throw std::runtime_error("pipe failed");
+    }
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      for (const auto& [key, value] : env) {
+        ::setenv(key.c_str(), value.c_str(), 1);
+      }
+      std::vector<char*> args;
+      for (const auto& a : argv) {
+        args.push_back(const_cast<char*>(a.c_str()));
+      }
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    fd_ = out[0];
+  }
+  ~StreamingProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+  }
+  StreamingProcess(const StreamingProcess&) = delete;
+  StreamingProcess& operator=(const StreamingProcess&) = delete;
+
+  // The next line of output, or nullopt at the end or after `limit`.
+  std::optional<std::string> next_line(std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
+        auto line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return line;
+      }
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+        return std::nullopt;
+      }
+      char chunk[4096];
+      const auto n = ::read(fd_, chunk, sizeof chunk);
+      if (n <= 0) {
+        return std::nullopt;
+      }
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+  // Waits for the exit status (128 + signal when killed).
+  int wait() {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+class MockDataPlaneTest : public ::testing::Test {
+protected:
+  jobman::test::TempDir dir;
+  std::unique_ptr<MockCloudProcess> server;
+  std::unique_ptr<httplib::Client> client;
+
+  void SetUp() override { start(); }
+
+  void start() {
+    auto config = dir.write("world.yaml", kWorld);
+    dir.write("state/access-tokens", "test-token\n");
+    server = std::make_unique<MockCloudProcess>(std::vector<std::string>{
+        "--port", "0", "--time-scale", "1000", "--config", config.string(), "--state-dir", (dir / "state").string()});
+    ASSERT_GT(server->port(), 0) << server->first_line();
+    client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
+  }
+
+  [[nodiscard]] std::map<std::string, std::string> gcloud_env() const {
+    return {{"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "http://127.0.0.1:" + std::to_string(server->port()) + "/"},
+            {"CLOUDSDK_CONFIG", (dir / "gcloud-config").string()}};
+  }
+
+  // Runs the gcloud stand-in as jobman does.
+  RunResult gcloud(std::vector<std::string> args) {
+    args.insert(args.begin(), gcloud_binary());
+    jobman::test::RunOptions options;
+    options.env = gcloud_env();
+    return jobman::test::run_program(args, options);
+  }
+
+  // `gcloud compute tpus tpu-vm ssh NODE --worker=W --command=CMD` with the project and zone.
+  RunResult ssh(const std::string& node, const std::string& worker, const std::string& command) {
+    return gcloud({"compute", "tpus", "tpu-vm", "ssh", node, "--zone", kZone, "--project", "p", "--worker=" + worker,
+                   "--command", command});
+  }
+
+  jobman::test::HttpAnswer api(const std::string& method, const std::string& path, const json& body = nullptr,
+                               const httplib::Headers& headers = kAuth) {
+    return jobman::test::http_call(*client, method, path, body, headers);
+  }
+
+  // Creates a spot queued resource `id` with node `id`-node and waits until it is ACTIVE.
+  void create_active(const std::string& id, const std::string& accelerator) {
+    json body = {{"tpu",
+                  {{"nodeSpec",
+                    {{{"parent", kLoc},
+                      {"nodeId", id + "-node"},
+                      {"node", {{"acceleratorType", accelerator}, {"runtimeVersion", "tpu-ubuntu2204-base"}}}}}}}},
+                 {"spot", json::object()}};
+    auto created = api("POST", "/v2/" + kLoc + "/queuedResources?queuedResourceId=" + id, body);
+    ASSERT_EQ(created.status, 200) << created.text;
+    ASSERT_TRUE(eventually([&] {
+      auto qr = api("GET", "/v2/" + kLoc + "/queuedResources/" + id);
+      return qr.status == 200 && qr.body["state"]["state"] == "ACTIVE";
+    }));
+  }
+
+  // The worker host as the mock describes it.
+  json worker(const std::string& node, int index) {
+    return api("GET", "/mock/v1/" + kLoc + "/nodes/" + node + "/workers/" + std::to_string(index), nullptr, {}).body;
+  }
+
+  void preempt(const std::string& node) {
+    ASSERT_EQ(api("POST", "/mock/v1/" + kLoc + "/nodes/" + node + ":preempt", json::object(), {}).status, 200);
+  }
+};
+
+TEST(GcloudWorkerSelection, AllSingleListsRangesAndErrors) {
+  std::string error;
+  EXPECT_EQ(jobman::mock::parse_worker_selection("all", 4, &error), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(jobman::mock::parse_worker_selection("2", 4, &error), (std::vector<int>{2}));
+  EXPECT_EQ(jobman::mock::parse_worker_selection("1,3", 4, &error), (std::vector<int>{1, 3}));
+  EXPECT_EQ(jobman::mock::parse_worker_selection("1-3", 4, &error), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(jobman::mock::parse_worker_selection("3,0-1,1", 4, &error), (std::vector<int>{3, 0, 1}));
+  for (const auto* bad : {"", "x", "-1", "3-1", "1,,2", "4", "0-4", "1-"}) {
+    EXPECT_FALSE(jobman::mock::parse_worker_selection(bad, 4, &error)) << bad;
+    EXPECT_NE(error.find("--worker"), std::string::npos) << error;
+  }
+}
+
+TEST(GcloudRemotePath, SplitsUserNodeAndPath) {
+  auto remote = jobman::mock::parse_remote_path("me@tpu-1:logs/x.txt");
+  ASSERT_TRUE(remote);
+  EXPECT_EQ(remote->user, "me");
+  EXPECT_EQ(remote->node, "tpu-1");
+  EXPECT_EQ(remote->path, "logs/x.txt");
+  EXPECT_EQ(jobman::mock::parse_remote_path("tpu-1:/abs")->path, "/abs");
+  EXPECT_FALSE(jobman::mock::parse_remote_path("local/file:with-colon"));
+  EXPECT_FALSE(jobman::mock::parse_remote_path("plain"));
+}
+
+TEST_F(MockDataPlaneTest, EachAcceleratorHasOneHostPerEndpoint) {
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"v4-8", 1}, {"v4-32", 4}, {"v5litepod-16", 4}, {"v6e-256", 64}};
+  for (const auto& [accelerator, hosts] : cases) {
+    std::string id = accelerator;
+    std::replace(id.begin(), id.end(), '-', 'x');
+    create_active(id, accelerator);
+    auto node = api("GET", "/v2/" + kLoc + "/nodes/" + id + "-node");
+    EXPECT_EQ(node.body["networkEndpoints"].size(), static_cast<std::size_t>(hosts)) << accelerator;
+    auto result = ssh(id + "-node", "all", "echo host-$MOCK_TPU_HOST");
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    std::set<std::string> seen;
+    std::istringstream lines(result.out);
+    for (std::string line; std::getline(lines, line);) {
+      seen.insert(line);
+    }
+    EXPECT_EQ(seen.size(), static_cast<std::size_t>(hosts)) << accelerator << ": " << result.out;
+    EXPECT_EQ(worker(id + "-node", hosts - 1).value("worker", -1), hosts - 1);
+    EXPECT_TRUE(worker(id + "-node", hosts).contains("error")) << accelerator;
+  }
+}
+
+TEST_F(MockDataPlaneTest, SshFormsSelectWorkersAndReturnTheCommandsExitCode) {
+  create_active("s", "v4-32");
+  auto one = ssh("s-node", "2", "echo $MOCK_TPU_HOST; pwd");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("/2\n"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("worker-2/home"), std::string::npos) << one.out;
+
+  auto list = ssh("s-node", "1,3", "echo w${MOCK_TPU_HOST##*/}");
+  EXPECT_EQ(list.exit_code, 0);
+  EXPECT_NE(list.out.find("w1\n"), std::string::npos);
+  EXPECT_NE(list.out.find("w3\n"), std::string::npos);
+  EXPECT_EQ(list.out.find("w2\n"), std::string::npos);
+  auto range = ssh("s-node", "1-3", "echo w${MOCK_TPU_HOST##*/}");
+  EXPECT_EQ(std::count(range.out.begin(), range.out.end(), '\n'), 3) << range.out;
+
+  // The forms jobman uses: alpha, USER@NODE, --ssh-flag, --quiet, --flag=value.
+  auto full = gcloud({"alpha", "compute", "tpus", "tpu-vm", "ssh", "alice@s-node", "--zone=" + kZone, "--project=p",
+                      "--worker=0", "--ssh-flag=-o ServerAliveInterval=5", "--ssh-flag=-n", "--quiet",
+                      "--command=echo $USER $HOME"});
+  ASSERT_EQ(full.exit_code, 0) << full.err;
+  EXPECT_EQ(full.out.rfind("alice ", 0), 0U) << full.out;
+
+  // The command's own status comes back; on several workers, the first failure.
+  EXPECT_EQ(ssh("s-node", "0", "exit 7").exit_code, 7);
+  EXPECT_EQ(ssh("s-node", "all", "exit $(( ${MOCK_TPU_HOST##*/} == 2 ? 5 : 0 ))").exit_code, 5);
+  // Quoting survives: the command reaches bash as one argument.
+  auto quoted = ssh("s-node", "0", "printf '%s|' \"a b\" '$HOME' \"$(echo x)\"");
+  EXPECT_EQ(quoted.out, "a b|$HOME|x|");
+  // Standard input reaches a single worker.
+  jobman::test::RunOptions with_input;
+  with_input.env = gcloud_env();
+  with_input.input = "from stdin\n";
+  auto piped = jobman::test::run_program({gcloud_binary(), "compute", "tpus", "tpu-vm", "ssh", "s-node", "--zone",
+                                          kZone, "--project", "p", "--command", "cat"},
+                                         with_input);
+  EXPECT_EQ(piped.out, "from stdin\n");
+}
+
+TEST_F(MockDataPlaneTest, UnreachableHostsAndBadArgumentsAreReportedAsGcloudDoes) {
+  create_active("u", "v4-8");
+  auto missing = ssh("nope", "0", "true");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("NOT_FOUND"), std::string::npos) << missing.err;
+  auto out_of_range = ssh("u-node", "3", "true");
+  EXPECT_EQ(out_of_range.exit_code, 1);
+  EXPECT_NE(out_of_range.err.find("--worker"), std::string::npos) << out_of_range.err;
+  preempt("u-node");
+  auto gone = ssh("u-node", "0", "true");
+  EXPECT_EQ(gone.exit_code, 255) << gone.err;
+  EXPECT_NE(gone.err.find("port 22"), std::string::npos) << gone.err;
+  auto unset = jobman::test::run_program({gcloud_binary(), "compute", "tpus", "tpu-vm", "ssh", "u-node", "--zone",
+                                          kZone, "--project", "p", "--command", "true"},
+                                         {{{"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", ""}}, "", ""});
+  EXPECT_EQ(unset.exit_code, 1);
+  EXPECT_NE(unset.err.find("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"), std::string::npos) << unset.err;
+  EXPECT_EQ(gcloud({"compute", "instances", "list"}).exit_code, 2);
+}
+
+TEST_F(MockDataPlaneTest, OutputStreamsLiveWhileTheCommandRuns) {
+  create_active("live", "v4-8");
+  const auto gate = dir / "gate";
+  std::vector<std::string> argv = {
+      gcloud_binary(), "compute",
+      "tpus",          "tpu-vm",
+      "ssh",           "live-node",
+      "--zone",        kZone,
+      "--project",     "p",
+      "--command",     "echo first; while [ ! -e " + gate.string() + " ]; do sleep 0.01; done; echo second"};
+  StreamingProcess running(argv, gcloud_env());
+  // The first line arrives while the command is still blocked on the gate: nothing is buffered until the end.
+  EXPECT_EQ(running.next_line(), "first");
+  EXPECT_FALSE(fs::exists(gate));
+  std::ofstream(gate) << "open";
+  EXPECT_EQ(running.next_line(), "second");
+  EXPECT_EQ(running.wait(), 0);
+}
+
+TEST_F(MockDataPlaneTest, PreemptionEndsEveryProcessWipesDisksAndKeepsBuckets) {
+  create_active("p", "v4-32");
+  const auto marker = worker("p-node", 0)["marker"].get<std::string>();
+  const auto slice_prefix = marker.substr(0, marker.rfind('/') + 1);
+  const fs::path worker_dir = worker("p-node", 1)["dir"].get<std::string>();
+  // A bucket mounted on every worker, a file written to it, and a detached process that ignores SIGTERM.
+  auto mounted =
+      ssh("p-node", "all", "mkdir -p ~/bucket && gcsfuse --implicit-dirs data ~/bucket && mountpoint -q ~/bucket");
+  ASSERT_EQ(mounted.exit_code, 0) << mounted.err;
+  ASSERT_EQ(ssh("p-node", "0", "echo kept > ~/bucket/ckpt").exit_code, 0);
+  EXPECT_EQ(ssh("p-node", "3", "cat ~/bucket/ckpt").out, "kept\n") << "the bucket is shared by the workers";
+  ASSERT_EQ(
+      ssh("p-node", "all", "setsid nohup bash -c 'trap \"\" TERM; sleep 600' >/dev/null 2>&1 < /dev/null &").exit_code,
+      0);
+  std::vector<std::string> argv = {gcloud_binary(),
+                                   "compute",
+                                   "tpus",
+                                   "tpu-vm",
+                                   "ssh",
+                                   "p-node",
+                                   "--zone",
+                                   kZone,
+                                   "--project",
+                                   "p",
+                                   "--worker=all",
+                                   "--command",
+                                   "echo up; sleep 600"};
+  StreamingProcess foreground(argv, gcloud_env());
+  ASSERT_EQ(foreground.next_line(), "up");
+  // One sleep per worker in the foreground and one detached per worker (bash execs the last command it runs).
+  ASSERT_TRUE(eventually([&] { return processes_marked(slice_prefix).size() >= 8; }))
+      << processes_marked(slice_prefix).size();
+
+  preempt("p-node");
+  // The foreground command's connection drops: ssh's 255.
+  EXPECT_EQ(foreground.wait(), 255);
+  // Every process of the slice is gone from the process table, the detached one that ignored SIGTERM included.
+  EXPECT_TRUE(eventually([&] { return processes_marked(slice_prefix).empty(); }))
+      << processes_marked(slice_prefix).size() << " left";
+  EXPECT_TRUE(eventually([&] { return !fs::exists(worker_dir); })) << "the worker's disk is wiped";
+  EXPECT_EQ(jobman::util::read_file(dir / "state" / "buckets" / "data" / "ckpt"), "kept\n");
+  EXPECT_EQ(api("GET", "/mock/v1/metrics", nullptr, {}).body["processes_running"], 0);
+}
+
+TEST_F(MockDataPlaneTest, DeleteEndsEveryProcessToo) {
+  create_active("d", "v4-8");
+  const auto marker = worker("d-node", 0)["marker"].get<std::string>();
+  ASSERT_EQ(ssh("d-node", "0", "setsid nohup sleep 600 >/dev/null 2>&1 < /dev/null &").exit_code, 0);
+  ASSERT_TRUE(eventually([&] { return processes_marked(marker).size() == 1; }));
+  EXPECT_EQ(api("GET", "/mock/v1/metrics", nullptr, {}).body["processes_running"], 1);
+  ASSERT_EQ(api("DELETE", "/v2/" + kLoc + "/queuedResources/d?force=true").status, 200);
+  EXPECT_TRUE(eventually([&] { return processes_marked(marker).empty(); }));
+}
+
+TEST_F(MockDataPlaneTest, StoppingTheMockEndsEveryWorkloadItStarted) {
+  create_active("t", "v4-8");
+  const auto marker = worker("t-node", 0)["marker"].get<std::string>();
+  ASSERT_EQ(ssh("t-node", "0", "setsid nohup sleep 600 >/dev/null 2>&1 < /dev/null &").exit_code, 0);
+  ASSERT_TRUE(eventually([&] { return processes_marked(marker).size() == 1; }));
+  EXPECT_EQ(server->stop(), 0);
+  EXPECT_TRUE(processes_marked(marker).empty()) << "SIGTERM returns only once the workloads are gone";
+}
+
+TEST_F(MockDataPlaneTest, ScpCopiesToAndFromSelectedWorkers) {
+  create_active("c", "v4-32");
+  dir.write("upload/a.txt", "alpha\n");
+  dir.write("upload/sub/b.txt", "beta\n");
+  auto file = gcloud({"compute", "tpus", "tpu-vm", "scp", (dir / "upload" / "a.txt").string(), "c-node:a.txt", "--zone",
+                      kZone, "--project", "p", "--worker=all"});
+  ASSERT_EQ(file.exit_code, 0) << file.err;
+  EXPECT_EQ(ssh("c-node", "all", "cat ~/a.txt").out, "alpha\nalpha\nalpha\nalpha\n");
+  auto no_recurse = gcloud(
+      {"compute", "tpus", "tpu-vm", "scp", (dir / "upload").string(), "c-node:up", "--zone", kZone, "--project", "p"});
+  EXPECT_NE(no_recurse.exit_code, 0);
+  auto tree = gcloud({"alpha", "compute", "tpus", "tpu-vm", "scp", "--recurse", (dir / "upload").string(),
+                      "me@c-node:up", "--zone", kZone, "--project", "p", "--worker=1,2"});
+  ASSERT_EQ(tree.exit_code, 0) << tree.err;
+  EXPECT_EQ(ssh("c-node", "2", "cat ~/up/sub/b.txt").out, "beta\n");
+  EXPECT_NE(ssh("c-node", "3", "cat ~/up/sub/b.txt").exit_code, 0);
+  ASSERT_EQ(ssh("c-node", "3", "echo from-3 > ~/result.txt").exit_code, 0);
+  auto back = gcloud({"compute", "tpus", "tpu-vm", "scp", "c-node:result.txt", (dir / "result.txt").string(), "--zone",
+                      kZone, "--project", "p", "--worker=3"});
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(jobman::util::read_file(dir / "result.txt"), "from-3\n");
+}
+
+TEST_F(MockDataPlaneTest, GcsfuseMountsUnmountsAndRefusesABusyMountpoint) {
+  create_active("g", "v4-8");
+  EXPECT_EQ(ssh("g-node", "0", "mkdir -p ~/m && mountpoint -q ~/m").exit_code, 32);
+  EXPECT_EQ(ssh("g-node", "0", "gcsfuse bkt ~/m && mountpoint -q ~/m && echo x > ~/m/f").exit_code, 0);
+  EXPECT_EQ(ssh("g-node", "0", "gcsfuse bkt ~/m").exit_code, 1) << "already mounted";
+  EXPECT_EQ(ssh("g-node", "0", "mkdir -p ~/busy && touch ~/busy/file && gcsfuse bkt ~/busy").exit_code, 1);
+  EXPECT_EQ(ssh("g-node", "0", "fusermount -u ~/m && ! mountpoint -q ~/m && [ -d ~/m ] && [ ! -e ~/m/f ]").exit_code,
+            0);
+  EXPECT_EQ(jobman::util::read_file(dir / "state" / "buckets" / "bkt" / "f"), "x\n");
+}
+
+TEST_F(MockDataPlaneTest, AuthAndConfigWorkAsOnAWorkstation) {
+  auto token = gcloud({"auth", "print-access-token"});
+  ASSERT_EQ(token.exit_code, 0) << token.err;
+  const auto bearer = std::string(jobman::util::trim(token.out));
+  EXPECT_EQ(api("GET", "/v2/" + kLoc + "/queuedResources", nullptr, {{"Authorization", "Bearer " + bearer}}).status,
+            200);
+  EXPECT_EQ(gcloud({"config", "set", "project", "p"}).exit_code, 0);
+  EXPECT_EQ(gcloud({"config", "set", "compute/zone", kZone}).exit_code, 0);
+  EXPECT_EQ(gcloud({"config", "get-value", "project"}).out, "p\n");
+  // With project and zone configured, ssh needs neither flag.
+  create_active("cfg", "v4-8");
+  auto result = gcloud({"compute", "tpus", "tpu-vm", "ssh", "cfg-node", "--command", "echo ok"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "ok\n");
+}
+
+TEST_F(MockDataPlaneTest, AFaultyNodeShowsItsWorkloadTheFaultFile) {
+  create_active("f", "v4-8");
+  EXPECT_EQ(ssh("f-node", "0", "test -e \"$MOCK_TPU_FAULT_FILE\"").exit_code, 1);
+  ASSERT_EQ(api("POST", "/mock/v1/" + kLoc + "/nodes/f-node:markFaulty", json::object(), {}).status, 200);
+  EXPECT_EQ(ssh("f-node", "0", "test -e \"$MOCK_TPU_FAULT_FILE\"").exit_code, 0);
+}
+
+} // namespace
