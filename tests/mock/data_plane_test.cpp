@@ -440,4 +440,59 @@ TEST_F(MockDataPlaneTest, AFaultyNodeShowsItsWorkloadTheFaultFile) {
   EXPECT_EQ(ssh("f-node", "0", "test -e \"$MOCK_TPU_FAULT_FILE\"").exit_code, 0);
 }
 
+// The `checksum=` value in a run's output, or "".
+std::string checksum_of(const std::string& output) {
+  const auto at = output.rfind("checksum=");
+  return at == std::string::npos ? "" : output.substr(at + 9, 16);
+}
+
+TEST_F(MockDataPlaneTest, TrainingSurvivesAPreemptionAndEndsWithTheUninterruptedChecksum) {
+  const std::string train = "systolic-train --steps 60 --ckpt-every 5 --dim 16 --array 4";
+  // The reference: the same run on this machine, never interrupted.
+  auto reference = jobman::test::run_program({(fs::path(gcloud_binary()).parent_path() / "systolic-train").string(),
+                                              "--steps", "60", "--ckpt-every", "5", "--dim", "16", "--array", "4"});
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const auto expected = checksum_of(reference.out);
+  ASSERT_EQ(expected.size(), 16U) << reference.out;
+
+  // Attempt 1 on a four-host slice, checkpoints in a mounted bucket; slow steps so the preemption lands mid-run.
+  create_active("t1", "v4-32");
+  const std::string mount = "mkdir -p ~/b && (mountpoint -q ~/b || gcsfuse runs ~/b) && ";
+  const std::string run = mount + "JOBMAN_WORKER_ID=${MOCK_TPU_HOST##*/} " + train + " --ckpt-dir ~/b/ckpt";
+  StreamingProcess first({gcloud_binary(), "compute", "tpus", "tpu-vm", "ssh", "t1-node", "--zone", kZone, "--project",
+                          "p", "--worker=all", "--command", run + " --step-time-ms 20"},
+                         gcloud_env());
+  // Wait until worker 0 has written a checkpoint past step 10, then preempt.
+  for (auto line = first.next_line(); line; line = first.next_line()) {
+    if (line->rfind("checkpoint step=15", 0) == 0) {
+      break;
+    }
+  }
+  preempt("t1-node");
+  EXPECT_EQ(first.wait(), 255) << "the slice went away under the command";
+
+  // Attempt 2 on a new slice: it resumes from the newest checkpoint in the bucket and finishes.
+  create_active("t2", "v4-32");
+  auto second = ssh("t2-node", "all", run);
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  EXPECT_NE(second.out.find("resumed from step="), std::string::npos) << second.out;
+  EXPECT_EQ(second.out.find("starting from step=0"), std::string::npos) << second.out;
+  // All four workers end with the uninterrupted run's checksum.
+  std::size_t finished = 0;
+  for (auto at = second.out.find("checksum="); at != std::string::npos; at = second.out.find("checksum=", at + 1)) {
+    EXPECT_EQ(second.out.substr(at + 9, 16), expected);
+    ++finished;
+  }
+  EXPECT_EQ(finished, 4U);
+}
+
+TEST_F(MockDataPlaneTest, TrainingOnAFaultyNodeGoesNaN) {
+  create_active("nan", "v4-8");
+  ASSERT_EQ(api("POST", "/mock/v1/" + kLoc + "/nodes/nan-node:markFaulty", json::object(), {}).status, 200);
+  auto result = ssh("nan-node", "0", "systolic-train --steps 5 --dim 8 --array 4");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.out.find("loss=nan"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("non-finite loss"), std::string::npos) << result.out;
+}
+
 } // namespace

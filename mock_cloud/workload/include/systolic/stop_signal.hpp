@@ -1,0 +1,23 @@
+// Requests to stop a run early: SIGTERM and SIGINT in the program, something scripted in tests.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+namespace jobman::systolic {
+
+// Where a stop request comes from. Once one has arrived, every later call reports it again.
+class StopSignals {
+public:
+  virtual ~StopSignals() = default;
+  // The signal number of a stop request that has arrived, or 0; never waits.
+  virtual int pending() = 0;
+  // Waits up to `timeout` for a stop request; returns its signal number, or 0 when the time passed without one.
+  virtual int wait_for(std::chrono::milliseconds timeout) = 0;
+};
+
+// Blocks SIGTERM and SIGINT in the calling thread (call it before starting threads) and receives them through a
+// signalfd, so they are noticed between steps and end any wait at once. Throws std::system_error when it cannot.
+std::unique_ptr<StopSignals> make_process_stop_signals();
+
+} // namespace jobman::systolic

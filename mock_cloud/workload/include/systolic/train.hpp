@@ -1,0 +1,67 @@
+// systolic-train: the command line, the training loop with checkpoints and early stops, and the program itself.
+#pragma once
+
+#include "systolic/model.hpp"
+#include "systolic/stop_signal.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+
+namespace jobman::systolic {
+
+// The exit statuses of systolic-train.
+enum class TrainExit : int {
+  ok = 0,            // Every step ran; the checksum was printed.
+  failure = 1,       // A non-finite loss (faulty hardware) or an I/O error.
+  usage = 2,         // A bad option, or a checkpoint directory that belongs to a different run.
+  interrupted = 130, // SIGINT.
+  terminated = 143,  // SIGTERM.
+};
+
+// The command line of systolic-train.
+struct TrainOptions {
+  ModelConfig model;              // Width, batch, seed, learning rate, momentum.
+  std::uint64_t steps = 1000;     // Train until this many steps are complete.
+  std::uint32_t array = 8;        // The systolic array is array x array processing elements.
+  std::filesystem::path ckpt_dir; // Where checkpoints live; empty for none.
+  std::uint64_t ckpt_every = 100; // Worker 0 writes a checkpoint every this many steps (and after the last).
+  std::uint32_t keep = 3;         // Worker 0 keeps this many newest checkpoints.
+  std::uint64_t step_time_ms = 0; // Each step lasts at least this long (simulated wall time).
+  std::uint64_t worker_id = 0;    // Only worker 0 writes checkpoints.
+};
+
+// The outcome of reading a command line.
+struct ParsedCommandLine {
+  std::optional<TrainOptions> options; // Set when the run should go ahead.
+  TrainExit exit = TrainExit::ok;      // Otherwise the status to exit with (ok after --help).
+  std::string message;                 // Otherwise the help text (for stdout) or the error (for stderr).
+};
+
+// Looks up an environment variable; nothing when it is unset.
+using EnvironmentLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// Reads argv with CLI11; the worker id falls back to JOBMAN_WORKER_ID from `environment`, then 0. A bad option
+// gives TrainExit::usage and a message naming it.
+ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvironmentLookup& environment);
+
+// What a run talks to.
+struct TrainingIo {
+  std::ostream& out;                // The run's story, one flushed line each: start, steps, checkpoints, end.
+  std::ostream& err;                // Warnings, such as checkpoints skipped because they are damaged.
+  StopSignals& stop;                // Early stop requests, checked between steps and during the step-time wait.
+  std::function<bool()> mxu_faulty; // Asked before every step: is the simulated hardware faulty now?
+};
+
+// Resumes from the newest valid checkpoint (or starts afresh), trains to options.steps and prints the checksum of
+// the final weights. Returns how the run ended; throws nothing for I/O trouble (it reports it and returns failure).
+TrainExit run_training(const TrainOptions& options, TrainingIo& io);
+
+// The program: parses argv, takes over SIGTERM and SIGINT, runs, and returns the exit status. The simulated
+// hardware is faulty while the file named by MOCK_TPU_FAULT_FILE exists.
+int systolic_train_main(int argc, char** argv);
+
+} // namespace jobman::systolic

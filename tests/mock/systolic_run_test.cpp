@@ -1,0 +1,249 @@
+// The training loop of systolic-train in-process: its output, checkpoints, early stops and resumes, with stop
+// requests and hardware faults scripted by the test.
+#include "support/temp_dir.hpp"
+#include "systolic/checkpoint.hpp"
+#include "systolic/train.hpp"
+
+#include <algorithm>
+#include <csignal>
+#include <functional>
+#include <gtest/gtest.h>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using jobman::systolic::CheckpointDirectory;
+using jobman::systolic::SkippedCheckpoint;
+using jobman::systolic::StopSignals;
+using jobman::systolic::TrainExit;
+using jobman::systolic::TrainingIo;
+using jobman::systolic::TrainOptions;
+
+// Delivers `signal` once the run has completed `steps` steps (0: never); never waits.
+class StopAfterSteps : public StopSignals {
+public:
+  StopAfterSteps(std::uint64_t steps, int signal) : steps_(steps), signal_(signal) {}
+  int pending() override { return steps_ != 0 && completed_ >= steps_ ? signal_ : 0; }
+  int wait_for(std::chrono::milliseconds /*timeout*/) override {
+    ++completed_; // The loop waits once after every completed step.
+    return pending();
+  }
+
+private:
+  std::uint64_t steps_;
+  int signal_;
+  std::uint64_t completed_ = 0;
+};
+
+// One in-process run's outcome.
+struct Outcome {
+  TrainExit exit = TrainExit::ok;
+  std::vector<std::string> lines; // Standard output, line by line.
+  std::string err;                // Standard error.
+
+  // The checksum line's value, or "".
+  [[nodiscard]] std::string checksum() const {
+    for (const auto& line : lines) {
+      if (line.starts_with("checksum=")) {
+        return line.substr(9);
+      }
+    }
+    return "";
+  }
+  // The "step=N ..." lines.
+  [[nodiscard]] std::vector<std::string> step_lines() const {
+    std::vector<std::string> steps;
+    for (const auto& line : lines) {
+      if (line.starts_with("step=")) {
+        steps.push_back(line);
+      }
+    }
+    return steps;
+  }
+};
+
+TrainOptions small_options(std::uint64_t steps, const fs::path& ckpt_dir = {}) {
+  TrainOptions options;
+  options.steps = steps;
+  options.model.dim = 6;
+  options.model.batch = 4;
+  options.array = 4;
+  options.ckpt_dir = ckpt_dir;
+  options.ckpt_every = 5;
+  options.keep = 2;
+  return options;
+}
+
+Outcome train(const TrainOptions& options, std::uint64_t stop_after = 0, int signal = SIGTERM,
+              std::function<bool()> faulty = {}) {
+  std::ostringstream out;
+  std::ostringstream err;
+  StopAfterSteps stop(stop_after, signal);
+  TrainingIo io{out, err, stop, std::move(faulty)};
+  Outcome outcome;
+  outcome.exit = jobman::systolic::run_training(options, io);
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) {
+    outcome.lines.push_back(line);
+  }
+  outcome.err = err.str();
+  return outcome;
+}
+
+TEST(SystolicRun, PrintsTheStartOneLinePerStepAndTheChecksum) {
+  const Outcome run = train(small_options(4));
+  EXPECT_EQ(run.exit, TrainExit::ok);
+  ASSERT_EQ(run.lines.size(), 6U);
+  EXPECT_EQ(run.lines[0], "starting from step=0");
+  const std::regex step_line(R"(step=(\d+) loss=([0-9.e+-]+) mxu_util=(0\.\d{4}|1\.0000) cycles=(\d+))");
+  for (int i = 1; i <= 4; ++i) {
+    std::smatch match;
+    ASSERT_TRUE(std::regex_match(run.lines[static_cast<std::size_t>(i)], match, step_line))
+        << run.lines[static_cast<std::size_t>(i)];
+    EXPECT_EQ(match[1], std::to_string(i));
+  }
+  EXPECT_TRUE(std::regex_match(run.lines[5], std::regex("checksum=[0-9a-f]{16}"))) << run.lines[5];
+}
+
+TEST(SystolicRun, SameOptionsGiveTheSameChecksumAndOtherSeedsDoNot) {
+  const TrainOptions options = small_options(10);
+  TrainOptions other = options;
+  other.model.seed = 2;
+  EXPECT_EQ(train(options).checksum(), train(options).checksum());
+  EXPECT_NE(train(options).checksum(), train(other).checksum());
+}
+
+TEST(SystolicRun, ArraySizeChangesCyclesButNotTheResult) {
+  TrainOptions options = small_options(6);
+  const Outcome small_array = train(options);
+  options.array = 2;
+  const Outcome smaller_array = train(options);
+  EXPECT_EQ(small_array.checksum(), smaller_array.checksum());
+  EXPECT_NE(small_array.step_lines(), smaller_array.step_lines()); // Different cycle counts and utilisation.
+}
+
+// Stops after every possible step, resumes, and compares with the run that was never stopped.
+TEST(SystolicRun, StoppingAfterAnyStepAndResumingGivesTheUninterruptedResult) {
+  const std::uint64_t steps = 13;
+  const Outcome uninterrupted = train(small_options(steps));
+  ASSERT_EQ(uninterrupted.exit, TrainExit::ok);
+  for (std::uint64_t stop_at = 1; stop_at < steps; ++stop_at) {
+    for (const int signal : {SIGTERM, SIGINT}) {
+      jobman::test::TempDir dir;
+      const TrainOptions options = small_options(steps, dir / "ckpt");
+      const Outcome stopped = train(options, stop_at, signal);
+      ASSERT_EQ(stopped.exit, signal == SIGTERM ? TrainExit::terminated : TrainExit::interrupted);
+      const std::string by = signal == SIGTERM ? "SIGTERM" : "SIGINT";
+      EXPECT_NE(std::find(stopped.lines.begin(), stopped.lines.end(),
+                          "terminated at step=" + std::to_string(stop_at) + " by " + by),
+                stopped.lines.end());
+      const Outcome resumed = train(options);
+      ASSERT_EQ(resumed.exit, TrainExit::ok);
+      // The stop saved the last completed step, so nothing is computed twice.
+      EXPECT_EQ(resumed.lines[0].rfind("resumed from step=" + std::to_string(stop_at) + " checkpoint=", 0), 0U)
+          << resumed.lines[0];
+      std::vector<std::string> steps_seen = stopped.step_lines();
+      const auto rest = resumed.step_lines();
+      steps_seen.insert(steps_seen.end(), rest.begin(), rest.end());
+      EXPECT_EQ(steps_seen, uninterrupted.step_lines()) << "stopped after " << stop_at;
+      EXPECT_EQ(resumed.checksum(), uninterrupted.checksum()) << "stopped after " << stop_at;
+    }
+  }
+}
+
+TEST(SystolicRun, CheckpointsFollowCkptEveryAndTheLastStepAndOnlyKeepTheNewest) {
+  jobman::test::TempDir dir;
+  TrainOptions options = small_options(12, dir / "ckpt");
+  options.keep = 2;
+  const Outcome run = train(options);
+  ASSERT_EQ(run.exit, TrainExit::ok);
+  std::vector<std::string> saved;
+  for (const auto& line : run.lines) {
+    if (line.starts_with("checkpoint ")) {
+      saved.push_back(line.substr(0, line.find(" path=")));
+    }
+  }
+  EXPECT_EQ(saved, (std::vector<std::string>{"checkpoint step=5", "checkpoint step=10", "checkpoint step=12"}));
+  const auto files = CheckpointDirectory(dir / "ckpt").list();
+  ASSERT_EQ(files.size(), 2U);
+  EXPECT_EQ(files[0].step, 12U);
+  EXPECT_EQ(files[1].step, 10U);
+}
+
+TEST(SystolicRun, RunPastItsLastStepOnlyPrintsTheChecksum) {
+  jobman::test::TempDir dir;
+  const TrainOptions options = small_options(5, dir / "ckpt");
+  const Outcome first = train(options);
+  const Outcome again = train(options);
+  EXPECT_EQ(again.exit, TrainExit::ok);
+  EXPECT_TRUE(again.step_lines().empty());
+  EXPECT_EQ(again.checksum(), first.checksum());
+}
+
+TEST(SystolicRun, WorkersOtherThanZeroResumeButNeverWrite) {
+  jobman::test::TempDir dir;
+  const Outcome writer = train(small_options(5, dir / "ckpt"));
+  ASSERT_EQ(writer.exit, TrainExit::ok);
+  TrainOptions reader = small_options(9, dir / "ckpt");
+  reader.worker_id = 1;
+  const Outcome run = train(reader);
+  EXPECT_EQ(run.exit, TrainExit::ok);
+  EXPECT_EQ(run.lines[0].rfind("resumed from step=5 ", 0), 0U) << run.lines[0];
+  EXPECT_EQ(CheckpointDirectory(dir / "ckpt").list().size(), 1U);
+  EXPECT_EQ(run.checksum(), train(small_options(9)).checksum());
+}
+
+TEST(SystolicRun, DamagedNewestCheckpointIsReportedSetAsideAndReplayed) {
+  jobman::test::TempDir dir;
+  TrainOptions options = small_options(10, dir / "ckpt");
+  options.keep = 5;
+  ASSERT_EQ(train(options).exit, TrainExit::ok);
+  const fs::path newest = dir / "ckpt" / CheckpointDirectory::file_name(10);
+  fs::resize_file(newest, fs::file_size(newest) - 1);
+  options.steps = 12;
+  const Outcome resumed = train(options);
+  EXPECT_EQ(resumed.exit, TrainExit::ok);
+  EXPECT_EQ(resumed.lines[0].rfind("resumed from step=5 ", 0), 0U) << resumed.lines[0];
+  EXPECT_NE(resumed.err.find("skipping checkpoint " + newest.string() + ": truncated"), std::string::npos)
+      << resumed.err;
+  EXPECT_TRUE(fs::exists(newest.string() + ".invalid"));
+  EXPECT_EQ(resumed.checksum(), train(small_options(12)).checksum());
+}
+
+TEST(SystolicRun, CheckpointsOfAnotherRunAreRefused) {
+  jobman::test::TempDir dir;
+  ASSERT_EQ(train(small_options(5, dir / "ckpt")).exit, TrainExit::ok);
+  TrainOptions other = small_options(10, dir / "ckpt");
+  other.model.seed = 8;
+  other.model.learning_rate = 0.5;
+  const Outcome refused = train(other);
+  EXPECT_EQ(refused.exit, TrainExit::usage);
+  ASSERT_FALSE(refused.lines.empty());
+  EXPECT_NE(refused.lines.back().find("--seed 1 there, 8 here"), std::string::npos) << refused.lines.back();
+  EXPECT_NE(refused.lines.back().find("--lr 0.1 there, 0.5 here"), std::string::npos) << refused.lines.back();
+}
+
+TEST(SystolicRun, FaultyHardwareEndsTheRunWithoutCheckpointingItsResult) {
+  jobman::test::TempDir dir;
+  TrainOptions options = small_options(100, dir / "ckpt");
+  options.ckpt_every = 1;
+  options.keep = 100;
+  int probes = 0;
+  const Outcome run = train(options, 0, SIGTERM, [&probes] { return ++probes >= 7; });
+  EXPECT_EQ(run.exit, TrainExit::failure);
+  ASSERT_GE(run.lines.size(), 2U);
+  EXPECT_EQ(run.lines[run.lines.size() - 2].rfind("step=7 loss=nan ", 0), 0U) << run.lines[run.lines.size() - 2];
+  EXPECT_EQ(run.lines.back(), "error: non-finite loss at step 7");
+  const auto files = CheckpointDirectory(dir / "ckpt").list();
+  ASSERT_FALSE(files.empty());
+  EXPECT_EQ(files.front().step, 6U);
+  const auto loaded = CheckpointDirectory(dir / "ckpt").load_newest_valid([](const SkippedCheckpoint&) {});
+  ASSERT_TRUE(loaded);
+  EXPECT_TRUE(loaded->checkpoint.state.weights.all_finite());
+}
+
+} // namespace

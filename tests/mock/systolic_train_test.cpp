@@ -1,0 +1,482 @@
+// The systolic-train binary as a child process: killed and resumed at random steps it still ends with the
+// uninterrupted run's checksum; signals, faulty hardware, workers and bad options behave as documented.
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+#include "systolic/checkpoint.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <map>
+#include <optional>
+#include <poll.h>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using jobman::systolic::CheckpointDirectory;
+using jobman::systolic::SkippedCheckpoint;
+
+// How long any single wait on the child may take before the test gives up: generous, for sanitizer builds on busy
+// machines. Nothing is asserted about how long things take below this.
+constexpr auto kPatience = std::chrono::seconds(60);
+
+std::string systolic_binary() {
+  return JOBMAN_SYSTOLIC_BINARY;
+}
+
+// A running systolic-train whose stdout is read line by line as it is written; stderr goes to a file.
+class TrainerProcess {
+public:
+  // Starts the binary with `args`; `env` entries are set (an empty value unsets the variable).
+  TrainerProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+                 const fs::path& stderr_file) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+    }
+    std::vector<std::string> all{systolic_binary()};
+    all.insert(all.end(), args.begin(), args.end());
+    pid_ = ::fork();
+    if (pid_ < 0) {
+      throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    }
+    if (pid_ == 0) {
+      ::dup2(fds[1], 1);
+      const int err = ::open(stderr_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (err >= 0) {
+        ::dup2(err, 2);
+      }
+      for (const auto& [key, value] : env) {
+        if (value.empty()) {
+          ::unsetenv(key.c_str());
+        } else {
+          ::setenv(key.c_str(), value.c_str(), 1);
+        }
+      }
+      std::vector<char*> argv;
+      argv.reserve(all.size() + 1);
+      for (auto& arg : all) {
+        argv.push_back(arg.data());
+      }
+      argv.push_back(nullptr);
+      ::execve(argv[0], argv.data(), environ);
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    out_ = fds[0];
+  }
+
+  ~TrainerProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) {
+      ::close(out_);
+    }
+  }
+  TrainerProcess(const TrainerProcess&) = delete;
+  TrainerProcess& operator=(const TrainerProcess&) = delete;
+
+  // The next complete stdout line; nothing at the end of the output or when the patience runs out.
+  std::optional<std::string> next_line() {
+    const auto deadline = Clock::now() + kPatience;
+    while (true) {
+      if (const auto newline = buffer_.find('\n'); newline != std::string::npos) {
+        std::string line = buffer_.substr(0, newline);
+        buffer_.erase(0, newline + 1);
+        lines_.push_back(line);
+        return line;
+      }
+      if (out_ < 0) {
+        return std::nullopt;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {
+        return std::nullopt;
+      }
+      pollfd fds{out_, POLLIN, 0};
+      const int ready = ::poll(&fds, 1, static_cast<int>(left.count()));
+      if (ready < 0 && errno == EINTR) {
+        continue;
+      }
+      if (ready <= 0) {
+        return std::nullopt;
+      }
+      char chunk[4096];
+      const ssize_t got = ::read(out_, chunk, sizeof chunk);
+      if (got > 0) {
+        buffer_.append(chunk, static_cast<std::size_t>(got));
+      } else if (got == 0 || errno != EINTR) {
+        ::close(out_);
+        out_ = -1;
+      }
+    }
+  }
+
+  // Reads lines until one starts with `prefix`; returns it, or nothing when the output ended first.
+  std::optional<std::string> read_until(const std::string& prefix) {
+    while (auto line = next_line()) {
+      if (line->starts_with(prefix)) {
+        return line;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Sends `signal` to the child.
+  void send(int signal) const { ::kill(pid_, signal); }
+
+  // Reads the rest of stdout and reaps the child; returns its exit status (128 + signal when killed), or -1 when
+  // it did not end within the patience (it is then killed).
+  int finish() {
+    while (next_line()) {
+    }
+    if (out_ >= 0) {
+      ::kill(pid_, SIGKILL);
+    }
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    const bool timed_out = out_ >= 0;
+    pid_ = -1;
+    if (timed_out) {
+      return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  // Every stdout line read so far.
+  [[nodiscard]] const std::vector<std::string>& lines() const { return lines_; }
+
+private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::string buffer_;
+  std::vector<std::string> lines_;
+};
+
+// The value after "checksum=" in `lines`, or "".
+std::string checksum_of(const std::vector<std::string>& lines) {
+  for (const auto& line : lines) {
+    if (line.starts_with("checksum=")) {
+      return line.substr(9);
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    lines.push_back(text.substr(start, end - start));
+  }
+  return lines;
+}
+
+// The step number of a "step=N ..." line.
+std::uint64_t step_of(const std::string& line) {
+  return std::stoull(line.substr(5, line.find(' ') - 5));
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// systolic-train with `args` to completion.
+jobman::test::RunResult run_trainer(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  args.insert(args.begin(), systolic_binary());
+  env.try_emplace("JOBMAN_WORKER_ID", "");
+  env.try_emplace("MOCK_TPU_FAULT_FILE", "");
+  return jobman::test::run_program(args, {env, "", ""});
+}
+
+// `args` with a small model added, so that sanitizer builds run it quickly.
+std::vector<std::string> with_small_model(std::vector<std::string> args) {
+  args.insert(args.end(), {"--dim", "10", "--batch", "6", "--array", "4"});
+  return args;
+}
+
+// An environment without the variables systolic-train reads, whatever the test runner has set.
+std::map<std::string, std::string> clean_env() {
+  return {{"JOBMAN_WORKER_ID", ""}, {"MOCK_TPU_FAULT_FILE", ""}};
+}
+
+TEST(SystolicTrain, DefaultRunOfAHundredStepsPrintsEveryStepAndAChecksum) {
+  const auto result = run_trainer({"--steps", "100"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto lines = split_lines(result.out);
+  ASSERT_EQ(lines.size(), 102U);
+  EXPECT_EQ(lines.front(), "starting from step=0");
+  EXPECT_EQ(lines[100].rfind("step=100 loss=", 0), 0U);
+  EXPECT_EQ(checksum_of(lines).size(), 16U);
+}
+
+// The central guarantee: a run killed at random steps (SIGTERM and SIGKILL) and restarted each time computes
+// exactly what the run that was never interrupted computes, step by step and in its final weights.
+TEST(SystolicTrain, KilledAndResumedAtRandomStepsEndsWithTheUninterruptedChecksum) {
+  const std::uint64_t steps = 80;
+  const std::vector<std::string> args = with_small_model({"--steps", std::to_string(steps)});
+  const auto uninterrupted = run_trainer(args);
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.err;
+  const auto reference_lines = split_lines(uninterrupted.out);
+  const std::string reference_checksum = checksum_of(reference_lines);
+  ASSERT_EQ(reference_checksum.size(), 16U);
+  std::map<std::uint64_t, std::string> reference_steps;
+  for (const auto& line : reference_lines) {
+    if (line.starts_with("step=")) {
+      reference_steps[step_of(line)] = line;
+    }
+  }
+
+  // SYSTOLIC_TEST_SEED reproduces a failing sequence of kill points.
+  const char* seed_text = std::getenv("SYSTOLIC_TEST_SEED");
+  const std::uint64_t seed = seed_text != nullptr ? std::stoull(seed_text) : std::random_device{}();
+  std::cout << "[ info     ] kill points drawn with SYSTOLIC_TEST_SEED=" << seed << std::endl;
+  SCOPED_TRACE("SYSTOLIC_TEST_SEED=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+
+  jobman::test::TempDir dir;
+  // Checkpoints every 3 steps; a short step time so that the signal lands before the run can finish.
+  std::vector<std::string> interrupted_args = args;
+  interrupted_args.insert(interrupted_args.end(), {"--ckpt-dir", (dir / "bucket" / "ckpt").string(), "--ckpt-every",
+                                                   "3", "--keep", "2", "--step-time-ms", "10"});
+  const int signals[] = {SIGTERM, SIGKILL, SIGTERM, SIGKILL, SIGTERM, SIGTERM, SIGKILL};
+  int interruptions = 0;
+  for (const int signal : signals) {
+    TrainerProcess trainer(interrupted_args, clean_env(), dir / "stderr.log");
+    const auto first = trainer.next_line();
+    ASSERT_TRUE(first) << read_text(dir / "stderr.log");
+    std::uint64_t resume_step = 0;
+    if (interruptions == 0) {
+      EXPECT_EQ(*first, "starting from step=0");
+    } else {
+      // Every earlier run left a checkpoint: the first was stopped by SIGTERM, which saves the last step.
+      ASSERT_EQ(first->rfind("resumed from step=", 0), 0U) << *first;
+      resume_step = std::stoull(first->substr(18, first->find(' ', 18) - 18));
+    }
+    // A few steps past the resume point, never within 6 steps of the end, so the run cannot finish first.
+    const std::uint64_t last_kill_step = std::min(resume_step + 8, steps - 6);
+    ASSERT_LT(resume_step, last_kill_step) << "no room left for another interruption";
+    const std::uint64_t kill_step = std::uniform_int_distribution<std::uint64_t>(resume_step + 1, last_kill_step)(rng);
+    ASSERT_TRUE(trainer.read_until("step=" + std::to_string(kill_step) + " "))
+        << "no step=" << kill_step << " line; stderr: " << read_text(dir / "stderr.log");
+    trainer.send(signal);
+    const int exit_code = trainer.finish();
+    EXPECT_EQ(exit_code, signal == SIGTERM ? 143 : 128 + SIGKILL) << "killed at step " << kill_step;
+    ++interruptions;
+    for (const auto& line : trainer.lines()) {
+      if (line.starts_with("step=")) {
+        EXPECT_EQ(line, reference_steps[step_of(line)]) << "a resumed run computed a different step";
+      }
+    }
+    if (signal == SIGTERM) {
+      const auto& lines = trainer.lines();
+      EXPECT_TRUE(std::any_of(lines.begin(), lines.end(),
+                              [](const std::string& line) { return line.starts_with("terminated at step="); }));
+    }
+  }
+  EXPECT_GE(interruptions, 5);
+
+  TrainerProcess last(interrupted_args, clean_env(), dir / "stderr.log");
+  EXPECT_EQ(last.finish(), 0) << read_text(dir / "stderr.log");
+  ASSERT_FALSE(last.lines().empty());
+  EXPECT_EQ(last.lines().front().rfind("resumed from step=", 0), 0U) << last.lines().front();
+  for (const auto& line : last.lines()) {
+    if (line.starts_with("step=")) {
+      EXPECT_EQ(line, reference_steps[step_of(line)]);
+    }
+  }
+  EXPECT_EQ(checksum_of(last.lines()), reference_checksum);
+  // No temporary file of a writer killed mid-write survives the next writer's start.
+  for (const auto& entry : fs::directory_iterator(dir / "bucket" / "ckpt")) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
+}
+
+TEST(SystolicTrain, SigtermDuringALongStepTimeEndsTheRunWith143) {
+  jobman::test::TempDir dir;
+  // Each step lasts at least ten minutes, so the signal arrives during the first step's wait.
+  TrainerProcess trainer(
+      with_small_model({"--steps", "3", "--step-time-ms", "600000", "--ckpt-dir", (dir / "ckpt").string()}),
+      clean_env(), dir / "stderr.log");
+  ASSERT_TRUE(trainer.read_until("step=1 "));
+  trainer.send(SIGTERM);
+  EXPECT_EQ(trainer.finish(), 143) << read_text(dir / "stderr.log");
+  const auto& lines = trainer.lines();
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "terminated at step=1 by SIGTERM"), lines.end());
+  // The completed step was saved on the way out.
+  EXPECT_EQ(CheckpointDirectory(dir / "ckpt").list().front().step, 1U);
+}
+
+TEST(SystolicTrain, SigintEndsTheRunWith130) {
+  jobman::test::TempDir dir;
+  TrainerProcess trainer(with_small_model({"--steps", "3", "--step-time-ms", "600000"}), clean_env(),
+                         dir / "stderr.log");
+  ASSERT_TRUE(trainer.read_until("step=1 "));
+  trainer.send(SIGINT);
+  EXPECT_EQ(trainer.finish(), 130) << read_text(dir / "stderr.log");
+  EXPECT_EQ(trainer.lines().back(), "terminated at step=1 by SIGINT");
+}
+
+TEST(SystolicTrain, FaultFileMakesTheLossNanAndTheRunFailWithoutCheckpointingIt) {
+  jobman::test::TempDir dir;
+  const fs::path fault = dir / "tpu-fault";
+  std::map<std::string, std::string> env = clean_env();
+  env["MOCK_TPU_FAULT_FILE"] = fault.string();
+  TrainerProcess trainer(with_small_model({"--steps", "100000000", "--ckpt-dir", (dir / "ckpt").string(),
+                                           "--ckpt-every", "2", "--keep", "1000000"}),
+                         env, dir / "stderr.log");
+  ASSERT_TRUE(trainer.read_until("step=5 "));
+  std::ofstream(fault) << "faulty\n";
+  const auto nan_line = trainer.read_until("step=");
+  std::optional<std::string> bad = nan_line;
+  while (bad && bad->find(" loss=nan ") == std::string::npos) {
+    bad = trainer.read_until("step=");
+  }
+  ASSERT_TRUE(bad) << "no loss=nan line";
+  const std::uint64_t bad_step = step_of(*bad);
+  const auto error = trainer.next_line();
+  ASSERT_TRUE(error);
+  EXPECT_EQ(*error, "error: non-finite loss at step " + std::to_string(bad_step));
+  EXPECT_EQ(trainer.finish(), 1);
+  // Every checkpoint is intact, finite, and older than the NaN step.
+  const auto files = CheckpointDirectory(dir / "ckpt").list();
+  ASSERT_FALSE(files.empty());
+  EXPECT_LT(files.front().step, bad_step);
+  const auto loaded = CheckpointDirectory(dir / "ckpt").load_newest_valid([](const SkippedCheckpoint& skipped) {
+    ADD_FAILURE() << "damaged checkpoint " << skipped.path << ": " << skipped.reason;
+  });
+  ASSERT_TRUE(loaded);
+  EXPECT_TRUE(loaded->checkpoint.state.weights.all_finite());
+  EXPECT_TRUE(loaded->checkpoint.state.velocity.all_finite());
+}
+
+TEST(SystolicTrain, FaultFileFromTheStartFailsTheFirstStep) {
+  jobman::test::TempDir dir;
+  const fs::path fault = dir.write("fault", "");
+  const auto result = run_trainer(with_small_model({"--steps", "10", "--ckpt-dir", (dir / "ckpt").string()}),
+                                  {{"MOCK_TPU_FAULT_FILE", fault.string()}});
+  EXPECT_EQ(result.exit_code, 1);
+  const auto lines = split_lines(result.out);
+  ASSERT_EQ(lines.size(), 3U) << result.out;
+  EXPECT_EQ(lines[1].rfind("step=1 loss=nan mxu_util=", 0), 0U) << lines[1];
+  EXPECT_EQ(lines[2], "error: non-finite loss at step 1");
+  EXPECT_TRUE(CheckpointDirectory(dir / "ckpt").list().empty());
+}
+
+TEST(SystolicTrain, OnlyWorkerZeroWritesCheckpointsAndEveryWorkerResumes) {
+  jobman::test::TempDir dir;
+  const std::string ckpt = (dir / "bucket" / "ckpt").string();
+  const auto whole = run_trainer(with_small_model({"--steps", "30"}));
+  ASSERT_EQ(whole.exit_code, 0);
+
+  // Worker 3 (from the environment) with no checkpoints yet: trains from zero, writes nothing, not even the dir.
+  const auto worker3 = run_trainer(with_small_model({"--steps", "20", "--ckpt-dir", ckpt, "--ckpt-every", "5"}),
+                                   {{"JOBMAN_WORKER_ID", "3"}});
+  ASSERT_EQ(worker3.exit_code, 0) << worker3.err;
+  EXPECT_FALSE(fs::exists(ckpt));
+
+  // Worker 0 (the environment says 3, the option wins) writes.
+  const auto worker0 =
+      run_trainer(with_small_model({"--steps", "20", "--ckpt-dir", ckpt, "--ckpt-every", "10", "--worker-id", "0"}),
+                  {{"JOBMAN_WORKER_ID", "3"}});
+  ASSERT_EQ(worker0.exit_code, 0) << worker0.err;
+  const auto written = CheckpointDirectory(ckpt).list();
+  ASSERT_EQ(written.size(), 2U);
+  EXPECT_EQ(written.front().step, 20U);
+
+  // Worker 1 resumes from worker 0's newest checkpoint, finishes the run, and leaves the directory as it was.
+  const auto worker1 = run_trainer(with_small_model({"--steps", "30", "--ckpt-dir", ckpt, "--ckpt-every", "5"}),
+                                   {{"JOBMAN_WORKER_ID", "1"}});
+  ASSERT_EQ(worker1.exit_code, 0) << worker1.err;
+  EXPECT_EQ(worker1.out.rfind("resumed from step=20 checkpoint=" + written.front().path.string() + "\n", 0), 0U)
+      << worker1.out;
+  EXPECT_EQ(worker1.out.find("checkpoint step="), std::string::npos);
+  const auto after = CheckpointDirectory(ckpt).list();
+  ASSERT_EQ(after.size(), written.size());
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].path, written[i].path);
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(ckpt), fs::directory_iterator()), 2);
+  EXPECT_EQ(checksum_of(split_lines(worker1.out)), checksum_of(split_lines(whole.out)));
+}
+
+TEST(SystolicTrain, CorruptedNewestCheckpointIsSkippedWithAWarning) {
+  jobman::test::TempDir dir;
+  const fs::path ckpt = dir / "ckpt";
+  ASSERT_EQ(
+      run_trainer(with_small_model({"--steps", "20", "--ckpt-dir", ckpt.string(), "--ckpt-every", "10"})).exit_code, 0);
+  const fs::path newest = ckpt / CheckpointDirectory::file_name(20);
+  {
+    std::fstream file(newest, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(200);
+    file.put('\x5a');
+  }
+  const auto resumed = run_trainer(with_small_model({"--steps", "25", "--ckpt-dir", ckpt.string()}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(resumed.out.rfind("resumed from step=10 ", 0), 0U) << resumed.out;
+  EXPECT_NE(resumed.err.find("skipping checkpoint " + newest.string() + ": checksum mismatch"), std::string::npos)
+      << resumed.err;
+  EXPECT_EQ(checksum_of(split_lines(resumed.out)),
+            checksum_of(split_lines(run_trainer(with_small_model({"--steps", "25"})).out)));
+}
+
+TEST(SystolicTrain, ArraySizeDoesNotChangeTheChecksum) {
+  std::string checksum;
+  for (const char* array : {"1", "3", "16"}) {
+    const auto result = run_trainer({"--steps", "5", "--dim", "10", "--batch", "6", "--array", array});
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const std::string this_checksum = checksum_of(split_lines(result.out));
+    if (checksum.empty()) {
+      checksum = this_checksum;
+    }
+    EXPECT_EQ(this_checksum, checksum) << "--array " << array;
+  }
+}
+
+TEST(SystolicTrain, BadOptionsExitTwoNamingTheOption) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--steps", "-5"}, {"--array", "0"},      {"--dim", "many"}, {"--lr", "-0.1"},
+      {"--keep", "0"},   {"--ckpt-every", "0"}, {"--unknown"},     {"--step-time-ms", "soon"},
+  };
+  for (const auto& args : cases) {
+    const auto result = run_trainer(args);
+    EXPECT_EQ(result.exit_code, 2) << args[0];
+    EXPECT_NE(result.err.find(args[0]), std::string::npos) << result.err;
+    EXPECT_EQ(result.out, "") << args[0];
+  }
+  const auto env = run_trainer({"--steps", "1"}, {{"JOBMAN_WORKER_ID", "-1"}});
+  EXPECT_EQ(env.exit_code, 2);
+  EXPECT_NE(env.err.find("JOBMAN_WORKER_ID"), std::string::npos) << env.err;
+}
+
+TEST(SystolicTrain, CheckpointsOfADifferentRunExitTwo) {
+  jobman::test::TempDir dir;
+  const std::string ckpt = (dir / "ckpt").string();
+  ASSERT_EQ(run_trainer(with_small_model({"--steps", "3", "--ckpt-dir", ckpt})).exit_code, 0);
+  const auto other = run_trainer({"--steps", "3", "--ckpt-dir", ckpt, "--dim", "12", "--batch", "6"});
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_NE(other.out.find("--dim 10 there, 12 here"), std::string::npos) << other.out;
+}
+
+} // namespace
