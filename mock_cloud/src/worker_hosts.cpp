@@ -134,14 +134,18 @@ void WorkerHosts::slice_lost(const std::string& node_name) {
     if (it == slices_.end()) {
       return;
     }
-    ++ending_;
     const auto prefix = root_tag(options_.root) + "/" + it->second.hosts.numeric_id + "/";
     // One thread per slice: a mass preemption ends every slice within one grace period, not one after another.
-    std::thread([this, prefix, dir = it->second.dir] {
-      end_slice(prefix, dir);
-      std::lock_guard done(mutex_);
-      if (--ending_ == 0) {
-        idle_.notify_all();
+    // The thread shares only the counter (kept alive by its own reference) and copies of what it needs.
+    {
+      std::lock_guard count(ending_->mutex);
+      ++ending_->count;
+    }
+    std::thread([ending = ending_, prefix, dir = it->second.dir, grace = options_.grace] {
+      end_slice(prefix, dir, grace);
+      std::lock_guard done(ending->mutex);
+      if (--ending->count == 0) {
+        ending->idle.notify_all();
       }
     }).detach();
     slices_.erase(it);
@@ -214,12 +218,13 @@ int WorkerHosts::processes_running() const {
 }
 
 void WorkerHosts::wait_idle() {
-  std::unique_lock lock(mutex_);
-  idle_.wait(lock, [this] { return ending_ == 0; });
+  std::unique_lock lock(ending_->mutex);
+  ending_->idle.wait(lock, [this] { return ending_->count == 0; });
 }
 
-void WorkerHosts::end_slice(const std::string& marker_prefix, const std::filesystem::path& dir) {
-  if (signal_all(marker_prefix, SIGTERM) > 0 && !await_none(marker_prefix, options_.grace)) {
+void WorkerHosts::end_slice(const std::string& marker_prefix, const std::filesystem::path& dir,
+                            std::chrono::milliseconds grace) {
+  if (signal_all(marker_prefix, SIGTERM) > 0 && !await_none(marker_prefix, grace)) {
     signal_all(marker_prefix, SIGKILL);
     await_none(marker_prefix, std::chrono::seconds(5));
   }

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -76,14 +77,21 @@ private:
     std::filesystem::path dir; // Its sandboxes' parent.
   };
 
-  // SIGTERM, grace, SIGKILL and wipe for one lost slice; runs on a thread of its own, without the mutex.
-  void end_slice(const std::string& marker_prefix, const std::filesystem::path& dir);
+  // Lost slices being ended right now, shared with the threads that end them.
+  struct Ending {
+    std::mutex mutex;             // Guards count.
+    std::condition_variable idle; // Signalled when count drops to 0.
+    int count = 0;                // Threads still ending a slice.
+  };
 
-  WorkerHostsOptions options_;          // As constructed.
-  mutable std::mutex mutex_;            // Guards everything below.
-  std::condition_variable idle_;        // Signalled when the last lost slice has been ended.
-  std::map<std::string, Slice> slices_; // READY slices; key: node name.
-  int ending_ = 0;                      // Lost slices being ended right now.
+  // SIGTERM, the grace period, SIGKILL and the wipe for one lost slice; runs on a thread of its own.
+  static void end_slice(const std::string& marker_prefix, const std::filesystem::path& dir,
+                        std::chrono::milliseconds grace);
+
+  WorkerHostsOptions options_;                                  // As constructed.
+  mutable std::mutex mutex_;                                    // Guards slices_.
+  std::map<std::string, Slice> slices_;                         // READY slices; key: node name.
+  std::shared_ptr<Ending> ending_ = std::make_shared<Ending>(); // Slices being ended.
 };
 
 } // namespace jobman::mock
