@@ -186,9 +186,9 @@ public:
     }
     std::string text;
     for (const auto& [section, entries] : sections) {
-      text += "[" + section + "]\n";
+      text.append("[").append(section).append("]\n");
       for (const auto& [key, val] : entries) {
-        text += key + " = " + val + "\n";
+        text.append(key).append(" = ").append(val).append("\n");
       }
     }
     util::ensure_directory(file_.parent_path(), 0700);
@@ -334,6 +334,7 @@ pid_t start_on_host(const json& host, const std::optional<std::string>& command,
     env_strings.push_back(std::string("TERM=") + term);
   }
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (auto& entry : env_strings) {
     envp.push_back(entry.data());
   }
