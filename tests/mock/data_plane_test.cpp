@@ -4,6 +4,7 @@
 #include "jobman/util/system.hpp"
 #include "mock_cloud/gcloud_shim.hpp"
 #include "mock_cloud/worker_hosts.hpp"
+#include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -56,79 +57,7 @@ std::vector<pid_t> processes_marked(const std::string& prefix) {
   return jobman::mock::find_marked_processes(prefix);
 }
 
-// A child process whose stdout is read line by line while it runs.
-class StreamingProcess {
-public:
-  StreamingProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) {
-      throw std::runtime_error("pipe failed");
-    }
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], 1);
-      for (const auto& [key, value] : env) {
-        ::setenv(key.c_str(), value.c_str(), 1);
-      }
-      std::vector<char*> args;
-      for (const auto& a : argv) {
-        args.push_back(const_cast<char*>(a.c_str()));
-      }
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    fd_ = out[0];
-  }
-  ~StreamingProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      wait();
-    }
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  StreamingProcess(const StreamingProcess&) = delete;
-  StreamingProcess& operator=(const StreamingProcess&) = delete;
-
-  // The next line of output, or nullopt at the end or after `limit`.
-  std::optional<std::string> next_line(std::chrono::milliseconds limit = std::chrono::seconds(20)) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-      if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
-        auto line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return line;
-      }
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      pollfd p{fd_, POLLIN, 0};
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-        return std::nullopt;
-      }
-      char chunk[4096];
-      const auto n = ::read(fd_, chunk, sizeof chunk);
-      if (n <= 0) {
-        return std::nullopt;
-      }
-      buffer_.append(chunk, static_cast<std::size_t>(n));
-    }
-  }
-  // Waits for the exit status (128 + signal when killed).
-  int wait() {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-  std::string buffer_;
-};
+using StreamingProcess = jobman::test::LineReadingProcess;
 
 class MockDataPlaneTest : public ::testing::Test {
 protected:
@@ -317,7 +246,7 @@ TEST_F(MockDataPlaneTest, OutputStreamsLiveWhileTheCommandRuns) {
   EXPECT_FALSE(fs::exists(gate));
   std::ofstream(gate) << "open";
   EXPECT_EQ(running.next_line(), "second");
-  EXPECT_EQ(running.wait(), 0);
+  EXPECT_EQ(running.finish(), 0);
 }
 
 TEST_F(MockDataPlaneTest, PreemptionEndsEveryProcessWipesDisksAndKeepsBuckets) {
@@ -355,7 +284,7 @@ TEST_F(MockDataPlaneTest, PreemptionEndsEveryProcessWipesDisksAndKeepsBuckets) {
 
   preempt("p-node");
   // The foreground command's connection drops: ssh's 255.
-  EXPECT_EQ(foreground.wait(), 255);
+  EXPECT_EQ(foreground.finish(), 255);
   // Every process of the slice is gone from the process table, the detached one that ignored SIGTERM included.
   EXPECT_TRUE(eventually([&] { return processes_marked(slice_prefix).empty(); }))
       << processes_marked(slice_prefix).size() << " left";
@@ -469,7 +398,7 @@ TEST_F(MockDataPlaneTest, TrainingSurvivesAPreemptionAndEndsWithTheUninterrupted
     }
   }
   preempt("t1-node");
-  EXPECT_EQ(first.wait(), 255) << "the slice went away under the command";
+  EXPECT_EQ(first.finish(), 255) << "the slice went away under the command";
 
   // Attempt 2 on a new slice: it resumes from the newest checkpoint in the bucket and finishes.
   create_active("t2", "v4-32");

@@ -1,5 +1,6 @@
 // The systolic-train binary as a child process: killed and resumed at random steps it still ends with the
 // uninterrupted run's checksum; signals, faulty hardware, workers and bad options behave as documented.
+#include "support/line_process.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 #include "systolic/checkpoint.hpp"
@@ -24,8 +25,6 @@
 #include <unistd.h>
 #include <vector>
 
-extern char** environ;
-
 namespace {
 
 namespace fs = std::filesystem;
@@ -42,135 +41,19 @@ std::string systolic_binary() {
 }
 
 // A running systolic-train whose stdout is read line by line as it is written; stderr goes to a file.
-class TrainerProcess {
+class TrainerProcess : public jobman::test::LineReadingProcess {
 public:
   // Starts the binary with `args`; `env` entries are set (an empty value unsets the variable).
   TrainerProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
-                 const fs::path& stderr_file) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
-      throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-    }
-    std::vector<std::string> all{systolic_binary()};
-    all.insert(all.end(), args.begin(), args.end());
-    pid_ = ::fork();
-    if (pid_ < 0) {
-      throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-    }
-    if (pid_ == 0) {
-      ::dup2(fds[1], 1);
-      const int err = ::open(stderr_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      if (err >= 0) {
-        ::dup2(err, 2);
-      }
-      for (const auto& [key, value] : env) {
-        if (value.empty()) {
-          ::unsetenv(key.c_str());
-        } else {
-          ::setenv(key.c_str(), value.c_str(), 1);
-        }
-      }
-      std::vector<char*> argv;
-      argv.reserve(all.size() + 1);
-      for (auto& arg : all) {
-        argv.push_back(arg.data());
-      }
-      argv.push_back(nullptr);
-      ::execve(argv[0], argv.data(), environ);
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    out_ = fds[0];
-  }
-
-  ~TrainerProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) {
-      ::close(out_);
-    }
-  }
-  TrainerProcess(const TrainerProcess&) = delete;
-  TrainerProcess& operator=(const TrainerProcess&) = delete;
-
-  // The next complete stdout line; nothing at the end of the output or when the patience runs out.
-  std::optional<std::string> next_line() {
-    const auto deadline = Clock::now() + kPatience;
-    while (true) {
-      if (const auto newline = buffer_.find('\n'); newline != std::string::npos) {
-        std::string line = buffer_.substr(0, newline);
-        buffer_.erase(0, newline + 1);
-        lines_.push_back(line);
-        return line;
-      }
-      if (out_ < 0) {
-        return std::nullopt;
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) {
-        return std::nullopt;
-      }
-      pollfd fds{out_, POLLIN, 0};
-      const int ready = ::poll(&fds, 1, static_cast<int>(left.count()));
-      if (ready < 0 && errno == EINTR) {
-        continue;
-      }
-      if (ready <= 0) {
-        return std::nullopt;
-      }
-      char chunk[4096];
-      const ssize_t got = ::read(out_, chunk, sizeof chunk);
-      if (got > 0) {
-        buffer_.append(chunk, static_cast<std::size_t>(got));
-      } else if (got == 0 || errno != EINTR) {
-        ::close(out_);
-        out_ = -1;
-      }
-    }
-  }
-
-  // Reads lines until one starts with `prefix`; returns it, or nothing when the output ended first.
-  std::optional<std::string> read_until(const std::string& prefix) {
-    while (auto line = next_line()) {
-      if (line->starts_with(prefix)) {
-        return line;
-      }
-    }
-    return std::nullopt;
-  }
-
-  // Sends `signal` to the child.
-  void send(int signal) const { ::kill(pid_, signal); }
-
-  // Reads the rest of stdout and reaps the child; returns its exit status (128 + signal when killed), or -1 when
-  // it did not end within the patience (it is then killed).
-  int finish() {
-    while (next_line()) {
-    }
-    if (out_ >= 0) {
-      ::kill(pid_, SIGKILL);
-    }
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    const bool timed_out = out_ >= 0;
-    pid_ = -1;
-    if (timed_out) {
-      return -1;
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-  // Every stdout line read so far.
-  [[nodiscard]] const std::vector<std::string>& lines() const { return lines_; }
+                 const fs::path& stderr_file)
+      : LineReadingProcess(with_binary(args), env, stderr_file, kPatience) {}
 
 private:
-  pid_t pid_ = -1;
-  int out_ = -1;
-  std::string buffer_;
-  std::vector<std::string> lines_;
+  static std::vector<std::string> with_binary(const std::vector<std::string>& args) {
+    std::vector<std::string> all{systolic_binary()};
+    all.insert(all.end(), args.begin(), args.end());
+    return all;
+  }
 };
 
 // The value after "checksum=" in `lines`, or "".
