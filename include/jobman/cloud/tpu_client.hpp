@@ -1,0 +1,206 @@
+// The Cloud TPU v2 REST API (queued resources, nodes, operations) with retries and typed answers. Field names and
+// enum strings are those of the API's discovery document.
+#pragma once
+
+#include "jobman/cloud/auth.hpp"
+#include "jobman/cloud/http.hpp"
+#include "jobman/cloud/retry.hpp"
+#include "jobman/config/settings.hpp"
+#include "jobman/util/error.hpp"
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace jobman::cloud {
+
+// Google's default TPU API base URL.
+inline constexpr const char* kDefaultTpuEndpoint = "https://tpu.googleapis.com/v2/";
+
+// The base URL to use: JOBMAN_API_ENDPOINT, else settings.api_endpoint, else kDefaultTpuEndpoint; "/v2/" is appended
+// when the URL does not end with it (so a mock's "http://127.0.0.1:8471" works).
+std::string resolve_tpu_endpoint(const config::Settings& settings);
+
+// A project and zone: "projects/P/locations/Z".
+struct Location {
+  std::string project; // Project id.
+  std::string zone;    // Zone, e.g. "us-central2-b".
+  // "projects/P/locations/Z".
+  [[nodiscard]] std::string name() const { return "projects/" + project + "/locations/" + zone; }
+};
+
+// google.rpc.Status, as found in Operation.error and FailedData.error.
+struct RpcStatus {
+  int code = 0;        // The gRPC code.
+  std::string message; // The server's message.
+};
+
+// QueuedResourceState.state.
+enum class QueuedResourceState {
+  state_unspecified,
+  creating,
+  accepted,
+  provisioning,
+  failed,
+  deleting,
+  active,
+  suspending,
+  suspended,
+  waiting_for_resources,
+};
+
+// QueuedResourceState.stateInitiator.
+enum class StateInitiator { state_initiator_unspecified, user, service };
+
+// Node.state.
+enum class NodeState {
+  state_unspecified,
+  creating,
+  ready,
+  restarting,
+  reimaging,
+  deleting,
+  repairing,
+  stopped,
+  stopping,
+  starting,
+  preempted,
+  terminated,
+  hiding,
+  hidden,
+  unhiding,
+  unknown,
+};
+
+// Node.health.
+enum class NodeHealth { health_unspecified, healthy, timeout, unhealthy_tensorflow, unhealthy_maintenance };
+
+// The enum strings of the discovery document ("WAITING_FOR_RESOURCES", "SERVICE", "PREEMPTED", "HEALTHY").
+const char* to_string(QueuedResourceState state);
+const char* to_string(StateInitiator initiator);
+const char* to_string(NodeState state);
+const char* to_string(NodeHealth health);
+
+// A queued resource as the API returns it.
+struct QueuedResource {
+  std::string name;                                                   // projects/P/locations/Z/queuedResources/ID.
+  std::string create_time;                                            // createTime (RFC 3339).
+  QueuedResourceState state = QueuedResourceState::state_unspecified; // state.state.
+  StateInitiator state_initiator = StateInitiator::state_initiator_unspecified; // state.stateInitiator.
+  std::optional<RpcStatus> failed_error;                                        // state.failedData.error.
+  std::vector<std::string> node_ids;                                            // tpu.nodeSpec[].nodeId.
+  bool spot = false;                                                            // A `spot` member is present.
+  nlohmann::json raw;                                                           // The whole object as received.
+};
+
+// One worker host's addresses (Node.networkEndpoints[]).
+struct NetworkEndpoint {
+  std::string ip_address;  // ipAddress.
+  std::string external_ip; // accessConfig.externalIp; empty when none.
+};
+
+// A TPU node as the API returns it.
+struct Node {
+  std::string name;                                   // projects/P/locations/Z/nodes/ID.
+  NodeState state = NodeState::state_unspecified;     // state.
+  NodeHealth health = NodeHealth::health_unspecified; // health.
+  std::string accelerator_type;                       // acceleratorType, e.g. "v4-32".
+  std::vector<NetworkEndpoint> network_endpoints;     // networkEndpoints[], worker 0 first.
+  std::map<std::string, std::string> labels;          // labels.
+  nlohmann::json raw;                                 // The whole object as received.
+};
+
+// A long-running operation.
+struct Operation {
+  std::string name;               // projects/P/locations/Z/operations/ID.
+  bool done = false;              // done.
+  std::optional<RpcStatus> error; // error, when it failed.
+  nlohmann::json response;        // response, when it succeeded (null otherwise).
+  nlohmann::json metadata;        // metadata.
+};
+
+// Parsers from the API's JSON; missing fields keep their defaults, unknown enum strings become *_unspecified.
+QueuedResource parse_queued_resource(const nlohmann::json& json);
+Node parse_node(const nlohmann::json& json);
+Operation parse_operation(const nlohmann::json& json);
+
+// A TPU API call that failed: "TPU API: <method> <resource>: <STATUS> (<http>): <server's message>".
+class ApiError : public Error {
+public:
+  // `http_status` is 0 when no answer arrived; `status` is google.rpc's name ("NOT_FOUND"), or empty.
+  ApiError(const std::string& message, int http_status, std::string status)
+      : Error(message), http_status_(http_status), status_(std::move(status)) {}
+  // The HTTP status, or 0 when no answer arrived.
+  [[nodiscard]] int http_status() const noexcept { return http_status_; }
+  // The google.rpc status name, e.g. "RESOURCE_EXHAUSTED"; empty when unknown.
+  [[nodiscard]] const std::string& status() const noexcept { return status_; }
+
+private:
+  int http_status_;
+  std::string status_;
+};
+
+// How a client retries and polls; the waiting functions are injectable so tests need not wait.
+struct TpuClientOptions {
+  std::string endpoint = kDefaultTpuEndpoint;           // Base URL ending in "/v2/".
+  RetryPolicy retry;                                    // For every request.
+  HttpOptions http;                                     // Connection and request timeouts.
+  std::chrono::milliseconds poll_initial{1000};         // First wait when polling an operation.
+  std::chrono::milliseconds poll_max{10'000};           // Longest wait between polls.
+  std::function<void(std::chrono::milliseconds)> sleep; // Waits; std::this_thread::sleep_for when empty.
+  std::function<double()> jitter;                       // Values in [0, 1); a random generator when empty.
+};
+
+// Whether a delete also removes what the resource holds (an ACTIVE queued resource needs it).
+enum class DeleteMode { normal, force };
+
+// What queuedResources.create led to.
+struct CreateResult {
+  std::optional<Operation> operation;     // The create's operation; empty when the resource already existed.
+  std::optional<QueuedResource> existing; // The resource found after a 409 ALREADY_EXISTS.
+};
+
+// A client of one TPU API endpoint. Thread-safe.
+class TpuClient {
+public:
+  // Uses `tokens` for every call and `options` for the endpoint, retries and polling.
+  TpuClient(std::shared_ptr<CachedTokenSource> tokens, TpuClientOptions options);
+  ~TpuClient();
+  TpuClient(const TpuClient&) = delete;
+  TpuClient& operator=(const TpuClient&) = delete;
+
+  // queuedResources.create with a request id kept across retries; a 409 returns the existing resource.
+  CreateResult create_queued_resource(const Location& where, const std::string& id, const nlohmann::json& body);
+  // queuedResources.get; nullopt when it does not exist.
+  std::optional<QueuedResource> get_queued_resource(const Location& where, const std::string& id);
+  // queuedResources.list, every page (`page_size` per request; 0 for the server's default).
+  std::vector<QueuedResource> list_queued_resources(const Location& where, int page_size = 0);
+  // queuedResources.delete with a request id kept across retries; nullopt when it was already gone.
+  std::optional<Operation> delete_queued_resource(const Location& where, const std::string& id, DeleteMode mode);
+
+  // nodes.get; nullopt when it does not exist.
+  std::optional<Node> get_node(const Location& where, const std::string& id);
+  // nodes.list, every page.
+  std::vector<Node> list_nodes(const Location& where, int page_size = 0);
+  // nodes.delete with a request id kept across retries; nullopt when it was already gone.
+  std::optional<Operation> delete_node(const Location& where, const std::string& id);
+
+  // operations.get by full name.
+  Operation get_operation(const std::string& name);
+  // Polls operations.get with backoff until done; throws jobman::Error when `timeout` passes first.
+  Operation wait_operation(const std::string& name, std::chrono::milliseconds timeout);
+
+  // The base URL, ending in "/v2/".
+  [[nodiscard]] const std::string& endpoint() const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace jobman::cloud

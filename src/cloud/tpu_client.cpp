@@ -1,0 +1,296 @@
+#include "jobman/cloud/tpu_client.hpp"
+
+#include "jobman/util/system.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <random>
+#include <set>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+namespace jobman::cloud {
+namespace {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+// One API call, for the request and for messages.
+struct Call {
+  std::string method;      // "queuedResources.create".
+  std::string resource;    // The resource or parent it acts on.
+  std::string http_method; // GET, POST, DELETE.
+  std::string url;         // Absolute, with the query string.
+  std::string body;        // JSON text for POST.
+};
+
+// A successful answer, or one of the statuses the caller accepted.
+struct Answer {
+  int status = 0;
+  json body;
+};
+
+// "TPU API: <method> <resource>: <STATUS> (<http>): <message>" from a google.rpc error body.
+ApiError api_error(const Call& call, const HttpResponse& response) {
+  const std::string prefix = "TPU API: " + call.method + " " + call.resource + ": ";
+  if (response.failure != TransportFailure::none) {
+    return {prefix + "cannot reach " + call.url.substr(0, call.url.find('?')) + " (" + to_string(response.failure) +
+                "): " + response.error,
+            0, ""};
+  }
+  const auto body = json::parse(response.body, nullptr, false);
+  std::string status;
+  std::string message;
+  if (body.is_object() && body.contains("error") && body["error"].is_object()) {
+    const auto& error = body["error"];
+    if (error.contains("status") && error["status"].is_string()) {
+      status = error["status"].get<std::string>();
+    }
+    if (error.contains("message") && error["message"].is_string()) {
+      message = error["message"].get<std::string>();
+    }
+  }
+  if (message.empty()) {
+    message = response.body.substr(0, 200);
+    std::replace(message.begin(), message.end(), '\n', ' ');
+  }
+  const std::string code = status.empty() ? "HTTP " + std::to_string(response.status)
+                                          : status + " (" + std::to_string(response.status) + ")";
+  return {prefix + code + (message.empty() ? "" : ": " + message), response.status, status};
+}
+
+std::string normalise_endpoint(std::string url) {
+  while (!url.empty() && url.back() == '/') {
+    url.pop_back();
+  }
+  if (url.size() < 3 || url.compare(url.size() - 3, 3, "/v2") != 0) {
+    url += "/v2";
+  }
+  return url + "/";
+}
+
+} // namespace
+
+std::string resolve_tpu_endpoint(const config::Settings& settings) {
+  if (auto env = util::getenv_nonempty("JOBMAN_API_ENDPOINT")) {
+    return normalise_endpoint(*env);
+  }
+  if (!settings.api_endpoint.empty()) {
+    return normalise_endpoint(settings.api_endpoint);
+  }
+  return kDefaultTpuEndpoint;
+}
+
+struct TpuClient::Impl {
+  std::shared_ptr<CachedTokenSource> tokens;
+  TpuClientOptions options;
+  HttpClient http;
+  std::mutex random_mutex;
+  std::mt19937_64 random{std::random_device{}()};
+
+  Impl(std::shared_ptr<CachedTokenSource> token_source, TpuClientOptions client_options)
+      : tokens(std::move(token_source)), options(std::move(client_options)), http(options.http) {
+    options.endpoint = normalise_endpoint(options.endpoint);
+  }
+
+  void sleep(milliseconds delay) {
+    if (options.sleep) {
+      options.sleep(delay);
+    } else {
+      std::this_thread::sleep_for(delay);
+    }
+  }
+
+  double jitter() {
+    if (options.jitter) {
+      return options.jitter();
+    }
+    const std::lock_guard lock(random_mutex);
+    return std::uniform_real_distribution<double>(0.0, 1.0)(random);
+  }
+
+  std::string url(const std::string& path, const std::string& query = "") const {
+    return options.endpoint + path + "?prettyPrint=false" + (query.empty() ? "" : "&" + query);
+  }
+
+  // Sends `call` with retries; returns 2xx answers and those in `accepted`, throws ApiError for the rest.
+  Answer execute(const Call& call, const std::set<int>& accepted = {}) {
+    const auto start = std::chrono::steady_clock::now();
+    bool refreshed_token = false;
+    for (int attempt = 1;; ++attempt) {
+      HttpRequest request;
+      request.method = call.http_method;
+      request.url = call.url;
+      request.headers = {{"Authorization", "Bearer " + tokens->token()}, {"Accept", "application/json"}};
+      if (call.http_method == "POST") {
+        request.headers.emplace_back("Content-Type", "application/json");
+        request.body = call.body;
+      }
+      const HttpResponse response = http.send(request);
+      if (response.failure == TransportFailure::none) {
+        if ((response.status >= 200 && response.status < 300) || accepted.count(response.status) > 0) {
+          Answer answer{response.status, json::parse(response.body, nullptr, false)};
+          if (answer.body.is_discarded()) {
+            throw ApiError("TPU API: " + call.method + " " + call.resource + ": the answer is not JSON",
+                           response.status, "");
+          }
+          return answer;
+        }
+        if (response.status == 401 && !refreshed_token) {
+          // The token may have been revoked or expired early: fetch a new one once.
+          refreshed_token = true;
+          tokens->invalidate();
+          continue;
+        }
+      }
+      AttemptOutcome outcome;
+      outcome.attempt = attempt;
+      outcome.http_status = response.status;
+      outcome.failure = response.failure;
+      if (auto retry_after = response.header("Retry-After")) {
+        outcome.retry_after = parse_retry_after(*retry_after, util::now_ms());
+      }
+      outcome.elapsed = std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start);
+      const RetryDecision decision = decide_retry(outcome, options.retry, jitter());
+      ApiError error = api_error(call, response);
+      if (!decision.retry) {
+        throw error;
+      }
+      spdlog::debug("{}; retrying in {} ms (attempt {} of {})", error.what(), decision.delay.count(), attempt + 1,
+                    options.retry.max_attempts);
+      sleep(decision.delay);
+    }
+  }
+
+  template <typename T, typename Parse>
+  std::vector<T> list(const std::string& method, const std::string& parent, const std::string& collection,
+                      int page_size, Parse parse) {
+    std::vector<T> out;
+    std::string page_token;
+    do {
+      std::string query;
+      if (page_size > 0) {
+        query = "pageSize=" + std::to_string(page_size);
+      }
+      if (!page_token.empty()) {
+        query += (query.empty() ? "" : "&") + std::string("pageToken=") + url_encode(page_token);
+      }
+      const Answer answer = execute(Call{method, parent, "GET", url(parent + "/" + collection, query), ""});
+      if (answer.body.contains(collection) && answer.body[collection].is_array()) {
+        for (const auto& item : answer.body[collection]) {
+          out.push_back(parse(item));
+        }
+      }
+      const std::string next = answer.body.value("nextPageToken", "");
+      if (!next.empty() && next == page_token) {
+        throw ApiError("TPU API: " + method + " " + parent + ": the server repeated page token " + next, 200, "");
+      }
+      page_token = next;
+    } while (!page_token.empty());
+    return out;
+  }
+
+  std::optional<Operation> remove(const std::string& method, const std::string& name, const std::string& query) {
+    const Answer answer = execute(Call{method, name, "DELETE", url(name, query), ""}, {404});
+    if (answer.status == 404) {
+      return std::nullopt;
+    }
+    return parse_operation(answer.body);
+  }
+};
+
+TpuClient::TpuClient(std::shared_ptr<CachedTokenSource> tokens, TpuClientOptions options)
+    : impl_(std::make_unique<Impl>(std::move(tokens), std::move(options))) {}
+
+TpuClient::~TpuClient() = default;
+
+const std::string& TpuClient::endpoint() const {
+  return impl_->options.endpoint;
+}
+
+CreateResult TpuClient::create_queued_resource(const Location& where, const std::string& id, const json& body) {
+  const std::string parent = where.name();
+  const std::string name = parent + "/queuedResources/" + id;
+  const std::string request_id = new_request_id(); // The same for every retry of this create.
+  const Call call{
+      "queuedResources.create", name, "POST",
+      impl_->url(parent + "/queuedResources", "queuedResourceId=" + url_encode(id) + "&requestId=" + request_id),
+      body.dump()};
+  const Answer answer = impl_->execute(call, {409});
+  CreateResult result;
+  if (answer.status != 409) {
+    result.operation = parse_operation(answer.body);
+    return result;
+  }
+  result.existing = get_queued_resource(where, id);
+  if (!result.existing) {
+    // It existed a moment ago and is gone now (deleted meanwhile): report the conflict as the server put it.
+    HttpResponse conflict;
+    conflict.status = 409;
+    conflict.body = answer.body.dump();
+    throw api_error(call, conflict);
+  }
+  return result;
+}
+
+std::optional<QueuedResource> TpuClient::get_queued_resource(const Location& where, const std::string& id) {
+  const std::string name = where.name() + "/queuedResources/" + id;
+  const Answer answer = impl_->execute(Call{"queuedResources.get", name, "GET", impl_->url(name), ""}, {404});
+  if (answer.status == 404) {
+    return std::nullopt;
+  }
+  return parse_queued_resource(answer.body);
+}
+
+std::vector<QueuedResource> TpuClient::list_queued_resources(const Location& where, int page_size) {
+  return impl_->list<QueuedResource>("queuedResources.list", where.name(), "queuedResources", page_size,
+                                     parse_queued_resource);
+}
+
+std::optional<Operation> TpuClient::delete_queued_resource(const Location& where, const std::string& id,
+                                                           DeleteMode mode) {
+  const std::string query =
+      std::string(mode == DeleteMode::force ? "force=true&" : "") + "requestId=" + new_request_id();
+  return impl_->remove("queuedResources.delete", where.name() + "/queuedResources/" + id, query);
+}
+
+std::optional<Node> TpuClient::get_node(const Location& where, const std::string& id) {
+  const std::string name = where.name() + "/nodes/" + id;
+  const Answer answer = impl_->execute(Call{"nodes.get", name, "GET", impl_->url(name), ""}, {404});
+  if (answer.status == 404) {
+    return std::nullopt;
+  }
+  return parse_node(answer.body);
+}
+
+std::vector<Node> TpuClient::list_nodes(const Location& where, int page_size) {
+  return impl_->list<Node>("nodes.list", where.name(), "nodes", page_size, parse_node);
+}
+
+std::optional<Operation> TpuClient::delete_node(const Location& where, const std::string& id) {
+  return impl_->remove("nodes.delete", where.name() + "/nodes/" + id, "requestId=" + new_request_id());
+}
+
+Operation TpuClient::get_operation(const std::string& name) {
+  return parse_operation(impl_->execute(Call{"operations.get", name, "GET", impl_->url(name), ""}).body);
+}
+
+Operation TpuClient::wait_operation(const std::string& name, milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto delay = impl_->options.poll_initial;
+  for (;;) {
+    Operation operation = get_operation(name);
+    if (operation.done) {
+      return operation;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      throw Error("TPU API: operations.get " + name + ": not done after " + std::to_string(timeout.count() / 1000) +
+                  " s");
+    }
+    impl_->sleep(std::min(delay, std::chrono::duration_cast<milliseconds>(deadline - now)));
+    delay = std::min(impl_->options.poll_max, milliseconds(delay.count() * 3 / 2 + 1));
+  }
+}
+
+} // namespace jobman::cloud
