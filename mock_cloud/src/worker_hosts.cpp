@@ -164,6 +164,10 @@ void WorkerHosts::prune() {
     }
   }
   for (const auto& dir : stale) {
+    // The slice died with an earlier mock that was killed before it could end it: end what still runs there.
+    const auto name = dir.filename().string();
+    const auto numeric_id = name.substr(name.rfind('-') + 1);
+    signal_all(root_tag(options_.root) + "/" + numeric_id + "/", SIGKILL);
     std::filesystem::remove_all(dir, ec);
   }
 }

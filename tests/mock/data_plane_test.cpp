@@ -4,6 +4,7 @@
 #include "jobman/util/system.hpp"
 #include "mock_cloud/gcloud_shim.hpp"
 #include "mock_cloud/worker_hosts.hpp"
+#include "mock_cloud/world.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
@@ -310,6 +311,26 @@ TEST_F(MockDataPlaneTest, StoppingTheMockEndsEveryWorkloadItStarted) {
   ASSERT_TRUE(eventually([&] { return processes_marked(marker).size() == 1; }));
   EXPECT_EQ(server->stop(), 0);
   EXPECT_TRUE(processes_marked(marker).empty()) << "SIGTERM returns only once the workloads are gone";
+}
+
+TEST_F(MockDataPlaneTest, AMockRestartedAfterBeingKilledEndsWhatItsLostSlicesLeftRunning) {
+  create_active("k", "v4-8");
+  const auto marker = worker("k-node", 0)["marker"].get<std::string>();
+  const fs::path sandbox = fs::path(worker("k-node", 0)["dir"].get<std::string>()).parent_path();
+  ASSERT_EQ(ssh("k-node", "0", "setsid nohup sleep 600 >/dev/null 2>&1 < /dev/null &").exit_code, 0);
+  ASSERT_TRUE(eventually([&] { return processes_marked(marker).size() == 1; }));
+  // The mock dies without ending anything; meanwhile the slice is deleted from its state.
+  ::kill(server->pid(), SIGKILL);
+  EXPECT_EQ(server->stop(), 128 + SIGKILL);
+  {
+    jobman::mock::World world(jobman::mock::load_mock_config(dir / "world.yaml"), 1000, 1);
+    world.attach_store(dir / "state" / "state.db", jobman::util::now_ms());
+    ASSERT_TRUE(world.delete_queued_resource("p", kZone, "k", true, "", jobman::util::now_ms()).ok());
+  }
+  EXPECT_EQ(processes_marked(marker).size(), 1U) << "nothing ended it yet";
+  start();
+  EXPECT_TRUE(processes_marked(marker).empty()) << "the restarted mock ends it before it serves";
+  EXPECT_FALSE(fs::exists(sandbox));
 }
 
 TEST_F(MockDataPlaneTest, ScpCopiesToAndFromSelectedWorkers) {

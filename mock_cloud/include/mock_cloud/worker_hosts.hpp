@@ -58,7 +58,8 @@ public:
   void slice_lost(const std::string& node_name) override;
   // Makes the slice's MXUs faulty: the workload sees MOCK_TPU_FAULT_FILE appear.
   void slice_faulty(const std::string& node_name) override;
-  // Removes sandboxes under the root that belong to no READY slice (left by a mock that was killed).
+  // Removes sandboxes under the root that belong to no READY slice, and kills what still runs there (both left by
+  // a mock that was killed).
   void prune();
 
   // Worker `worker` of a READY slice, or nullopt when the slice is not (or no longer) up or has no such worker.
