@@ -4,6 +4,7 @@
 #include "jobman/cloud/tpu_client.hpp"
 #include "jobman/util/system.hpp"
 #include "support/mock_cloud.hpp"
+#include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
 #include <atomic>
@@ -24,33 +25,7 @@ using std::chrono::milliseconds;
 
 const Location kWhere{"p", "us-central2-b"};
 
-// Sets or clears an environment variable for one test and restores it afterwards.
-class ScopedEnv {
-public:
-  ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
-    if (const char* old = std::getenv(name)) {
-      old_ = old;
-    }
-    if (value) {
-      ::setenv(name, value->c_str(), 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using jobman::test::ScopedEnv;
 
 // Wraps a source and counts how often it is asked for a token.
 class CountingSource final : public TokenSource {

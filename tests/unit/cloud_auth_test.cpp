@@ -2,6 +2,7 @@
 // token cache.
 #include "jobman/cloud/auth.hpp"
 #include "jobman/util/error.hpp"
+#include "support/scoped_env.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -200,33 +201,7 @@ TEST(CloudTokenSource, DescriptionsNeverContainTheToken) {
 namespace jobman::cloud {
 namespace {
 
-// Sets or clears an environment variable for one test and restores it afterwards.
-class ScopedEnv {
-public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) {
-      old_ = old;
-    }
-    if (value != nullptr) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using jobman::test::ScopedEnv;
 
 TEST(CloudDefaultTokenSource, TakesTheFirstSourceThatApplies) {
   const auto dir = std::filesystem::temp_directory_path() / ("jobman-auth-chain-" + std::to_string(::getpid()));
