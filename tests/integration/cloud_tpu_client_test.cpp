@@ -28,15 +28,11 @@ const std::string kZone = "us-central2-b";
 const Location kWhere{"p", kZone};
 
 // Every delay is one simulated second (1 ms at --time-scale 1000); no random preemption or maintenance.
-const std::string kFastWorld = R"(lifecycle: {creating: 1s, suspending: 1s, deleting: 1s}
-provisioning:
-  default: {distribution: fixed, seconds: 1s}
-zones:
-  us-central2-b:
+const std::string kFastWorld = test::test_world(1, R"(  us-central2-b:
     v4:
       spot: {chips: 64, quota: 128}
       on_demand: {chips: 32, quota: 32}
-)";
+)");
 
 // A job config's queued resource, as core builds it for the API.
 json request_body(const std::string& name, const std::string& accelerator, long long job_id) {
@@ -56,11 +52,7 @@ protected:
   std::atomic<int> sleeps{0};
 
   void SetUp() override {
-    const auto world = dir.write("world.yaml", kFastWorld);
-    dir.write("state/access-tokens", "test-token\n");
-    server = std::make_unique<test::MockCloudProcess>(
-        std::vector<std::string>{"--port", "0", "--time-scale", "1000", "--seed", "5", "--config", world.string(),
-                                 "--state-dir", (dir / "state").string()});
+    server = test::start_test_mock(dir, kFastWorld, 5);
     ASSERT_GT(server->port(), 0) << server->first_line();
     admin = std::make_unique<httplib::Client>("127.0.0.1", server->port());
   }

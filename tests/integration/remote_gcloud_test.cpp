@@ -23,12 +23,8 @@ protected:
   jobman::remote::SliceTarget target;
 
   void SetUp() override {
-    auto config = dir.write("world.yaml", "lifecycle: {creating: 1s, suspending: 1s, deleting: 1s}\n"
-                                          "provisioning:\n  default: {distribution: fixed, seconds: 1s}\n"
-                                          "zones:\n  us-central2-b:\n    v4:\n      spot: {chips: 64}\n");
-    dir.write("state/access-tokens", "test-token\n");
-    server = std::make_unique<jobman::test::MockCloudProcess>(std::vector<std::string>{
-        "--port", "0", "--time-scale", "1000", "--config", config.string(), "--state-dir", (dir / "state").string()});
+    server = jobman::test::start_test_mock(
+        dir, jobman::test::test_world(1, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n"));
     ASSERT_GT(server->port(), 0) << server->first_line();
     client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
     ::setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU",

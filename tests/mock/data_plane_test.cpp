@@ -36,18 +36,14 @@ const std::string kLoc = "projects/p/locations/" + kZone;
 const httplib::Headers kAuth = {{"Authorization", "Bearer test-token"}};
 
 // Room for every accelerator the tests use, one-second delays (1 ms at --time-scale 1000), no random events.
-const std::string kWorld = R"(lifecycle: {creating: 1s, suspending: 1s, deleting: 1s}
-provisioning:
-  default: {distribution: fixed, seconds: 1s}
-zones:
-  us-central2-b:
+const std::string kWorld = jobman::test::test_world(1, R"(  us-central2-b:
     v4:
       spot: {chips: 64}
     v5litepod:
       spot: {chips: 64}
     v6e:
       spot: {chips: 256}
-)";
+)");
 
 std::string gcloud_binary() {
   return (fs::path(jobman::test::mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
@@ -69,10 +65,7 @@ protected:
   void SetUp() override { start(); }
 
   void start() {
-    auto config = dir.write("world.yaml", kWorld);
-    dir.write("state/access-tokens", "test-token\n");
-    server = std::make_unique<MockCloudProcess>(std::vector<std::string>{
-        "--port", "0", "--time-scale", "1000", "--config", config.string(), "--state-dir", (dir / "state").string()});
+    server = jobman::test::start_test_mock(dir, kWorld);
     ASSERT_GT(server->port(), 0) << server->first_line();
     client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
   }

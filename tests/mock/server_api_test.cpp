@@ -32,29 +32,21 @@ const std::string kOperationMetadataType = "type.googleapis.com/google.cloud.tpu
 const std::string kEmptyType = "type.googleapis.com/google.protobuf.Empty";
 
 // Every delay is one simulated second (1 ms at --time-scale 1000); no random preemption or maintenance.
-const std::string kFastWorld = R"(lifecycle: {creating: 1s, suspending: 1s, deleting: 1s}
-provisioning:
-  default: {distribution: fixed, seconds: 1s}
-zones:
-  us-central2-b:
+const std::string kFastWorld = jobman::test::test_world(1, R"(  us-central2-b:
     v4:
       spot: {chips: 64, quota: 128}
       on_demand: {chips: 32, quota: 32}
   europe-west4-a:
     v5litepod:
       spot: {chips: 16}
-)";
+)");
 
 // Every delay is 2500 simulated seconds (2.5 s at --time-scale 1000): long enough to see each transient state.
-const std::string kSlowWorld = R"(lifecycle: {creating: 2500s, suspending: 2500s, deleting: 2500s}
-provisioning:
-  default: {distribution: fixed, seconds: 2500s}
-zones:
-  us-central2-b:
+const std::string kSlowWorld = jobman::test::test_world(2500, R"(  us-central2-b:
     v4:
       spot: {chips: 64, quota: 128}
       on_demand: {chips: 32, quota: 32}
-)";
+)");
 
 // A queued resource asking for one node; `tier` is "spot", "guaranteed" or "" (neither).
 json qr_body(const std::string& node_id, const std::string& accelerator, const std::string& tier = "spot") {
@@ -110,12 +102,7 @@ protected:
   void start(const std::string& world) {
     client.reset();
     server.reset();
-    auto config = dir.write("world.yaml", world);
-    // A static token the mock trusts, as a user would set JOBMAN_ACCESS_TOKEN.
-    dir.write("state/access-tokens", "test-token\n");
-    server = std::make_unique<MockProcess>(std::vector<std::string>{"--port", "0", "--time-scale", "1000", "--seed",
-                                                                    "3", "--config", config.string(), "--state-dir",
-                                                                    (dir / "state").string()});
+    server = jobman::test::start_test_mock(dir, world, 3);
     ASSERT_GT(server->port(), 0) << server->first_line();
     client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
   }

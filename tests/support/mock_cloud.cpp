@@ -72,6 +72,21 @@ HttpAnswer http_call(httplib::Client& client, const std::string& method, const s
   return {result->status, nlohmann::json::parse(result->body, nullptr, false), result->body, result->headers};
 }
 
+std::string test_world(int seconds, const std::string& zones) {
+  const auto delay = std::to_string(seconds) + "s";
+  return "lifecycle: {creating: " + delay + ", suspending: " + delay + ", deleting: " + delay + "}\n" +
+         "provisioning:\n  default: {distribution: fixed, seconds: " + delay + "}\nzones:\n" + zones;
+}
+
+std::unique_ptr<MockCloudProcess> start_test_mock(const TempDir& dir, const std::string& world, int seed) {
+  const auto config = dir.write("world.yaml", world);
+  // A static token the mock trusts, as a user would set JOBMAN_ACCESS_TOKEN.
+  dir.write("state/access-tokens", "test-token\n");
+  return std::make_unique<MockCloudProcess>(std::vector<std::string>{"--port", "0", "--time-scale", "1000", "--seed",
+                                                                     std::to_string(seed), "--config", config.string(),
+                                                                     "--state-dir", (dir / "state").string()});
+}
+
 bool eventually(const std::function<bool()>& check, std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {

@@ -1,9 +1,12 @@
 // A jobman-mock-cloud child process and small HTTP helpers, for tests that talk to the mock over loopback.
 #pragma once
 
+#include "support/temp_dir.hpp"
+
 #include <chrono>
 #include <functional>
 #include <httplib.h>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <sys/types.h>
@@ -50,6 +53,14 @@ struct HttpAnswer {
 // Sends GET, POST, PUT or DELETE with `body` as JSON (none when null).
 HttpAnswer http_call(httplib::Client& client, const std::string& method, const std::string& path,
                      const nlohmann::json& body, const httplib::Headers& headers);
+
+// A world description for tests: every lifecycle and provisioning delay `seconds` simulated seconds, no random
+// preemption or maintenance, and `zones`, the body of the zones: mapping (each line indented by two spaces).
+std::string test_world(int seconds, const std::string& zones);
+
+// Starts a jobman-mock-cloud for a test at --time-scale 1000: `world` written to dir/world.yaml, its state in
+// dir/state, which trusts the static bearer token "test-token". Check port() before use.
+std::unique_ptr<MockCloudProcess> start_test_mock(const TempDir& dir, const std::string& world, int seed = 1);
 
 // Polls `check` every few milliseconds until it holds or `limit` passes; returns its last answer.
 bool eventually(const std::function<bool()>& check, std::chrono::milliseconds limit = std::chrono::seconds(10));
