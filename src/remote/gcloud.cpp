@@ -1,13 +1,6 @@
 #include "jobman/remote/gcloud.hpp"
 
-#include <cerrno>
-#include <csignal>
-#include <cstring>
-#include <fcntl.h>
-#include <poll.h>
-#include <stdexcept>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "child.hpp"
 
 namespace jobman::remote {
 
@@ -24,139 +17,79 @@ std::string shell_quote(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> ssh_argv(const SliceTarget& target, int worker, const std::string& command) {
-  std::vector<std::string> argv = {target.gcloud, "compute",
-                                   "tpus",        "tpu-vm",
-                                   "ssh",         target.user.empty() ? target.node : target.user + "@" + target.node};
+namespace {
+
+// --zone, --project, --worker, --ssh-key-file and --quiet, common to ssh and scp.
+void add_common_flags(std::vector<std::string>& argv, const SliceTarget& target, int worker) {
   argv.push_back("--zone=" + target.zone);
   if (!target.project.empty()) {
     argv.push_back("--project=" + target.project);
   }
   argv.push_back("--worker=" + std::to_string(worker));
+  if (!target.ssh_key_file.empty()) {
+    argv.push_back("--ssh-key-file=" + target.ssh_key_file);
+  }
   argv.emplace_back("--quiet");
-  argv.push_back("--command=" + command);
-  return argv;
 }
 
-namespace {
-
-// One gcloud child: its pid (also its process group) and the read end of its output pipe.
-struct Child {
-  pid_t pid = -1;
-  int fd = -1;
-  WorkerRun run;
-};
-
-// Starts `argv` in its own process group with stdout and stderr on one pipe and stdin from /dev/null.
-Child spawn(const std::vector<std::string>& argv) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+// Pairs each worker with its child's run.
+std::vector<WorkerRun> collect(const std::vector<int>& workers, std::vector<detail::ChildRun> runs) {
+  std::vector<WorkerRun> out;
+  out.reserve(workers.size());
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    out.push_back({workers[i], runs[i].exit_code, runs[i].timed_out, std::move(runs[i].output)});
   }
-  std::vector<char*> args;
-  args.reserve(argv.size() + 1);
-  for (const auto& arg : argv) {
-    args.push_back(const_cast<char*>(arg.c_str()));
-  }
-  args.push_back(nullptr);
-  Child child;
-  child.pid = ::fork();
-  if (child.pid < 0) {
-    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  }
-  if (child.pid == 0) {
-    ::setpgid(0, 0);
-    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    ::dup2(null, 0);
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  ::setpgid(child.pid, child.pid);
-  ::close(fds[1]);
-  child.fd = fds[0];
-  return child;
+  return out;
 }
 
 } // namespace
 
+std::vector<std::string> ssh_argv(const SliceTarget& target, int worker, const std::string& command) {
+  std::vector<std::string> argv = {target.gcloud, "compute",
+                                   "tpus",        "tpu-vm",
+                                   "ssh",         target.user.empty() ? target.node : target.user + "@" + target.node};
+  add_common_flags(argv, target, worker);
+  argv.push_back("--command=" + command);
+  return argv;
+}
+
+std::vector<std::string> scp_argv(const SliceTarget& target, int worker, const std::vector<std::string>& sources,
+                                  const std::string& remote_path) {
+  std::vector<std::string> argv = {target.gcloud, "compute", "tpus", "tpu-vm", "scp"};
+  argv.insert(argv.end(), sources.begin(), sources.end());
+  argv.push_back((target.user.empty() ? target.node : target.user + "@" + target.node) + ":" + remote_path);
+  add_common_flags(argv, target, worker);
+  return argv;
+}
+
 std::vector<WorkerRun> run_on_workers(const SliceTarget& target, const std::vector<int>& workers,
                                       const std::string& command, std::chrono::milliseconds timeout) {
-  std::vector<Child> children;
-  children.reserve(workers.size());
+  return run_on_workers(
+      target, workers, [&](int) { return command; }, timeout);
+}
+
+std::vector<WorkerRun> run_on_workers(const SliceTarget& target, const std::vector<int>& workers,
+                                      const std::function<std::string(int)>& command,
+                                      std::chrono::milliseconds timeout) {
+  std::vector<std::vector<std::string>> argvs;
+  argvs.reserve(workers.size());
   for (int worker : workers) {
-    auto child = spawn(ssh_argv(target, worker, command));
-    child.run.worker = worker;
-    children.push_back(std::move(child));
+    argvs.push_back(ssh_argv(target, worker, command(worker)));
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool terminated = false;
-  for (;;) {
-    std::vector<pollfd> open;
-    for (const auto& child : children) {
-      if (child.fd >= 0) {
-        open.push_back({child.fd, POLLIN, 0});
-      }
-    }
-    if (open.empty()) {
-      break;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline + (terminated ? std::chrono::seconds(5) : std::chrono::seconds(0))) {
-      // Time is up: SIGTERM to every run still writing, and after a grace period SIGKILL.
-      for (auto& child : children) {
-        if (child.fd >= 0) {
-          ::kill(-child.pid, terminated ? SIGKILL : SIGTERM);
-          child.run.timed_out = true;
-        }
-      }
-      if (terminated) {
-        for (auto& child : children) {
-          if (child.fd >= 0) {
-            ::close(child.fd);
-            child.fd = -1;
-          }
-        }
-        break;
-      }
-      terminated = true;
-      continue;
-    }
-    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-        (terminated ? deadline + std::chrono::seconds(5) : deadline) - now);
-    if (::poll(open.data(), open.size(), static_cast<int>(std::max<long long>(1, wait_ms.count()))) < 0 &&
-        errno != EINTR) {
-      throw std::runtime_error(std::string("poll: ") + std::strerror(errno));
-    }
-    for (auto& child : children) {
-      if (child.fd < 0) {
-        continue;
-      }
-      pollfd probe{child.fd, POLLIN, 0};
-      if (::poll(&probe, 1, 0) <= 0) {
-        continue;
-      }
-      char chunk[4096];
-      const ssize_t got = ::read(child.fd, chunk, sizeof chunk);
-      if (got > 0) {
-        child.run.output.append(chunk, static_cast<std::size_t>(got));
-      } else if (got == 0 || errno != EINTR) {
-        ::close(child.fd);
-        child.fd = -1;
-      }
+  return collect(workers, detail::run_all(argvs, timeout));
+}
+
+std::vector<WorkerRun> copy_to_workers(const SliceTarget& target, const std::vector<Upload>& uploads,
+                                       const std::string& remote_dir, std::chrono::milliseconds timeout) {
+  std::vector<int> workers;
+  std::vector<std::vector<std::string>> argvs;
+  for (const auto& upload : uploads) {
+    if (!upload.sources.empty()) {
+      workers.push_back(upload.worker);
+      argvs.push_back(scp_argv(target, upload.worker, upload.sources, remote_dir));
     }
   }
-  std::vector<WorkerRun> runs;
-  runs.reserve(children.size());
-  for (auto& child : children) {
-    int status = 0;
-    while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    child.run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    runs.push_back(std::move(child.run));
-  }
-  return runs;
+  return collect(workers, detail::run_all(argvs, timeout));
 }
 
 } // namespace jobman::remote

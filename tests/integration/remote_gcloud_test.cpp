@@ -2,6 +2,7 @@
 // worker's output apart, hostile text quoted end to end, and a step that outlives its timeout stopped.
 #include "jobman/remote/gcloud.hpp"
 #include "support/mock_cloud.hpp"
+#include "support/mock_slice.hpp"
 #include "support/temp_dir.hpp"
 
 #include <filesystem>
@@ -12,51 +13,15 @@ namespace {
 using jobman::remote::run_on_workers;
 using jobman::remote::shell_quote;
 using jobman::test::eventually;
-using nlohmann::json;
 namespace fs = std::filesystem;
 
 class RemoteGcloudTest : public ::testing::Test {
 protected:
   jobman::test::TempDir dir;
-  std::unique_ptr<jobman::test::MockCloudProcess> server;
-  std::unique_ptr<httplib::Client> client;
-  jobman::remote::SliceTarget target;
+  jobman::test::MockSlice slice{dir};
+  jobman::remote::SliceTarget target = slice.target();
 
-  void SetUp() override {
-    server = jobman::test::start_test_mock(
-        dir, jobman::test::test_world(1, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n"));
-    ASSERT_GT(server->port(), 0) << server->first_line();
-    client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
-    ::setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU",
-             ("http://127.0.0.1:" + std::to_string(server->port()) + "/").c_str(), 1);
-    ::setenv("CLOUDSDK_CONFIG", (dir / "gcloud").c_str(), 1);
-    target.gcloud = (fs::path(jobman::test::mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
-    target.project = "p";
-    target.zone = "us-central2-b";
-    target.node = "slice-node";
-    const json body = {{"tpu",
-                        {{"nodeSpec",
-                          {{{"parent", "projects/p/locations/us-central2-b"},
-                            {"nodeId", "slice-node"},
-                            {"node", {{"acceleratorType", "v4-32"}, {"runtimeVersion", "tpu-ubuntu2204-base"}}}}}}}},
-                       {"spot", json::object()}};
-    const httplib::Headers auth = {{"Authorization", "Bearer test-token"}};
-    ASSERT_EQ(jobman::test::http_call(*client, "POST",
-                                      "/v2/projects/p/locations/us-central2-b/queuedResources?queuedResourceId=slice",
-                                      body, auth)
-                  .status,
-              200);
-    ASSERT_TRUE(eventually([&] {
-      auto node = jobman::test::http_call(*client, "GET", "/v2/projects/p/locations/us-central2-b/nodes/slice-node",
-                                          nullptr, auth);
-      return node.status == 200 && node.body["state"] == "READY";
-    }));
-  }
-
-  void TearDown() override {
-    ::unsetenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU");
-    ::unsetenv("CLOUDSDK_CONFIG");
-  }
+  void SetUp() override { ASSERT_TRUE(slice.ready()) << slice.server().first_line(); }
 };
 
 TEST_F(RemoteGcloudTest, HostileTextArrivesIntactOnEveryWorkerAndRunsNothing) {
@@ -98,10 +63,7 @@ TEST_F(RemoteGcloudTest, AStepPastItsTimeoutIsStoppedOnTheWorkersToo) {
     EXPECT_EQ(run.output.rfind("started\n", 0), 0U) << run.output;
   }
   // The remote sleeps went with their sessions, as sshd ends a session whose client is gone.
-  EXPECT_TRUE(eventually([&] {
-    auto metrics = jobman::test::http_call(*client, "GET", "/mock/v1/metrics", nullptr, {});
-    return metrics.status == 200 && metrics.body["processes_running"] == 0;
-  }));
+  EXPECT_TRUE(eventually([&] { return slice.processes_running() == 0; }));
 }
 
 } // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,11 +20,17 @@ struct SliceTarget {
   std::string zone;              // --zone.
   std::string node;              // The TPU node's name.
   std::string user;              // Remote user; empty for gcloud's default.
+  std::string ssh_key_file;      // --ssh-key-file: the private key gcloud connects with; empty for gcloud's own.
 };
 
 // The argv of `gcloud compute tpus tpu-vm ssh` running `command` on one worker. The command travels as one argv
 // element: no local shell ever sees it.
 std::vector<std::string> ssh_argv(const SliceTarget& target, int worker, const std::string& command);
+
+// The argv of `gcloud compute tpus tpu-vm scp` copying local `sources` to `remote_path` on one worker (a path
+// relative to the remote user's home, or absolute).
+std::vector<std::string> scp_argv(const SliceTarget& target, int worker, const std::vector<std::string>& sources,
+                                  const std::string& remote_path);
 
 // What one worker's run of a command left.
 struct WorkerRun {
@@ -37,5 +44,21 @@ struct WorkerRun {
 // waits for all of them. A run still going after `timeout` gets SIGTERM, then SIGKILL, and is marked timed out.
 std::vector<WorkerRun> run_on_workers(const SliceTarget& target, const std::vector<int>& workers,
                                       const std::string& command, std::chrono::milliseconds timeout);
+
+// The same with a command of its own for each worker: `command(worker)`.
+std::vector<WorkerRun> run_on_workers(const SliceTarget& target, const std::vector<int>& workers,
+                                      const std::function<std::string(int)>& command,
+                                      std::chrono::milliseconds timeout);
+
+// Files for one worker: local paths copied into one remote directory.
+struct Upload {
+  int worker = 0;
+  std::vector<std::string> sources; // Local files; each keeps its file name.
+};
+
+// Copies each worker's files into `remote_dir` (relative to the remote user's home), all workers in parallel with
+// one scp each; the directory must exist. Workers with no files are skipped. Same timeout rule as run_on_workers.
+std::vector<WorkerRun> copy_to_workers(const SliceTarget& target, const std::vector<Upload>& uploads,
+                                       const std::string& remote_dir, std::chrono::milliseconds timeout);
 
 } // namespace jobman::remote

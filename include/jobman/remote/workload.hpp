@@ -1,0 +1,107 @@
+// The job's command on the workers, detached from whoever launched it: launched under setsid with its pid and exit
+// code kept in files on each worker, its output streamed home into the attempt's worker logs, and found again later
+// from nothing but the job and the attempt (still running? exit code? re-attach, stop).
+#pragma once
+
+#include "jobman/remote/gcloud.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace jobman::remote {
+
+// Which run of the command: the job and its attempt. On a worker its files live in
+// ~/.jobman/jobs/<job>/attempt-<n>/ (pid, exit_code, output.log, run.sh).
+struct WorkloadId {
+  std::string job_id; // The job's id as text; letters, digits, '-', '_' and '.' only.
+  int attempt = 1;    // 1, 2, ...
+};
+
+// The directory of a workload on a worker, relative to the remote user's home.
+std::string remote_workload_dir(const WorkloadId& id);
+
+// What to launch. The command is shell text run by bash in the remote user's home, with every JOBMAN_* variable of
+// the contract exported (JOBMAN_WORKER_ID per worker).
+struct LaunchSpec {
+  WorkloadId id;
+  std::string command;     // Already wrapped for its environment (see environment_command in setup.hpp).
+  int num_workers = 1;     // JOBMAN_NUM_WORKERS: the slice's host count.
+  std::string tpu_name;    // JOBMAN_TPU_NAME.
+  std::string zone;        // JOBMAN_ZONE.
+  std::string accelerator; // JOBMAN_ACCELERATOR.
+  std::map<std::string, std::string> extra_env; // More variables for the command (names must be shell names).
+  bool docker = false; // The command runs in a container named $JOBMAN_CONTAINER, which stop() also stops.
+};
+
+// The docker container of one worker's workload: "jobman-<job>-<attempt>-w<worker>".
+std::string container_name(const WorkloadId& id, int worker);
+
+// The JOBMAN_* variables one worker's command sees (and JOBMAN_CONTAINER for a docker workload).
+std::map<std::string, std::string> workload_environment(const LaunchSpec& spec, int worker);
+
+// Where a workload stands on one worker.
+enum class WorkloadState {
+  absent,      // Never launched there (or the worker's disk was wiped).
+  starting,    // Launched, but its pid is not recorded yet.
+  running,     // Its process is alive.
+  exited,      // It ended; exit_code holds its status (143 for SIGTERM, 137 when stop had to SIGKILL it).
+  vanished,    // Its process is gone without an exit code (killed from outside, or the host rebooted).
+  unreachable, // The worker could not be asked (gcloud failed: host preempted, deleted or down).
+};
+
+// "running", "exited", ...
+std::string to_string(WorkloadState state);
+
+// One worker's answer.
+struct WorkerStatus {
+  int worker = 0;
+  WorkloadState state = WorkloadState::unreachable;
+  int exit_code = -1;     // The workload's status when exited, gcloud's (255 for a lost host) when unreachable.
+  long long pid = 0;      // The workload's process (its session leader) when running.
+  bool launched = false;  // launch(): this call started it (false when it was already there).
+  std::string diagnostic; // What gcloud or the worker said when the answer is not a state.
+};
+
+// Launches the command on each of `workers`, detached (setsid, nohup, output to the worker's output.log), and
+// returns each worker's state afterwards. Idempotent per worker: a workload already launched for this id is never
+// started a second time; its state is reported instead.
+std::vector<WorkerStatus> launch(const SliceTarget& target, const std::vector<int>& workers, const LaunchSpec& spec,
+                                 std::chrono::milliseconds timeout);
+
+// Asks each worker where the workload stands.
+std::vector<WorkerStatus> query(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
+                                std::chrono::milliseconds timeout);
+
+// Stops the workload on each worker: SIGTERM to its process group (and `docker stop` to its container), then
+// SIGKILL after `grace`. Returns the states afterwards: exited with the workload's own status, or 137 when it had
+// to be killed; absent or unreachable as query() would say.
+std::vector<WorkerStatus> stop(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
+                               std::chrono::milliseconds grace, std::chrono::milliseconds timeout);
+
+// The local log of one worker's output: <attempt_dir>/worker-<w>.log.
+std::filesystem::path worker_log_path(const std::filesystem::path& attempt_dir, int worker);
+
+// How one worker's stream ended.
+struct StreamEnd {
+  int worker = 0;
+  int exit_code = -1;      // gcloud's: 0 when the workload ended and all its output arrived; 255 when the host
+                           // went away; other values when the worker had nothing to stream.
+  bool cancelled = false;  // The caller's stop token ended it.
+  std::uint64_t bytes = 0; // Bytes appended to the local log by this call.
+  std::string diagnostic;  // gcloud's stderr ("Connection to ... closed by remote host.").
+};
+
+// Streams each worker's output into its local log while the workload runs, starting where the local log ends, so
+// that a second attach (from this process or another) neither repeats nor loses a line. Only complete lines are
+// written while the stream runs; a last line without a newline is written once the workload has ended. Returns
+// when every stream has ended, or soon after `stop` is requested. Throws jobman::Error when another process is
+// already attached to one of the logs.
+std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
+                              const std::filesystem::path& attempt_dir, std::stop_token stop = {});
+
+} // namespace jobman::remote

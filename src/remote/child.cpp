@@ -1,0 +1,146 @@
+#include "child.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdexcept>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace jobman::remote::detail {
+
+namespace {
+
+[[noreturn]] void fail(const char* what) {
+  throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));
+}
+
+// The grace between SIGTERM and SIGKILL for a child whose time ran out.
+constexpr auto kKillGrace = std::chrono::seconds(5);
+
+} // namespace
+
+void close_fd(int& fd) {
+  if (fd >= 0) {
+    ::close(fd);
+    fd = -1;
+  }
+}
+
+Child spawn(const std::vector<std::string>& argv, bool merge_stderr) {
+  int out[2];
+  int err[2] = {-1, -1};
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    fail("pipe");
+  }
+  if (!merge_stderr && ::pipe2(err, O_CLOEXEC) != 0) {
+    ::close(out[0]);
+    ::close(out[1]);
+    fail("pipe");
+  }
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const auto& arg : argv) {
+    args.push_back(const_cast<char*>(arg.c_str()));
+  }
+  args.push_back(nullptr);
+  Child child;
+  child.pid = ::fork();
+  if (child.pid < 0) {
+    fail("fork");
+  }
+  if (child.pid == 0) {
+    ::setpgid(0, 0);
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ::dup2(null, 0);
+    ::dup2(out[1], 1);
+    ::dup2(merge_stderr ? out[1] : err[1], 2);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  ::setpgid(child.pid, child.pid);
+  ::close(out[1]);
+  child.out_fd = out[0];
+  if (!merge_stderr) {
+    ::close(err[1]);
+    child.err_fd = err[0];
+  }
+  return child;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return -1;
+    }
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, std::chrono::milliseconds timeout) {
+  std::vector<Child> children;
+  std::vector<ChildRun> runs(argvs.size());
+  children.reserve(argvs.size());
+  for (const auto& argv : argvs) {
+    children.push_back(spawn(argv, true));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool terminated = false;
+  for (;;) {
+    std::vector<pollfd> open;
+    std::vector<std::size_t> owner;
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      if (children[i].out_fd >= 0) {
+        open.push_back({children[i].out_fd, POLLIN, 0});
+        owner.push_back(i);
+      }
+    }
+    if (open.empty()) {
+      break;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const auto limit = terminated ? deadline + kKillGrace : deadline;
+    if (now >= limit) {
+      // Time is up: SIGTERM to every run still writing; after the grace, SIGKILL and stop reading.
+      for (std::size_t i = 0; i < children.size(); ++i) {
+        if (children[i].out_fd >= 0) {
+          ::kill(-children[i].pid, terminated ? SIGKILL : SIGTERM);
+          runs[i].timed_out = true;
+          if (terminated) {
+            close_fd(children[i].out_fd);
+          }
+        }
+      }
+      terminated = true;
+      continue;
+    }
+    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit - now).count();
+    if (::poll(open.data(), open.size(), static_cast<int>(std::clamp<long long>(wait_ms, 1, 60'000))) < 0 &&
+        errno != EINTR) {
+      fail("poll");
+    }
+    for (std::size_t k = 0; k < open.size(); ++k) {
+      if ((open[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
+        continue;
+      }
+      auto& child = children[owner[k]];
+      char chunk[8192];
+      const ssize_t got = ::read(child.out_fd, chunk, sizeof chunk);
+      if (got > 0) {
+        runs[owner[k]].output.append(chunk, static_cast<std::size_t>(got));
+      } else if (got == 0 || errno != EINTR) {
+        close_fd(child.out_fd);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    runs[i].exit_code = wait_exit(children[i].pid);
+  }
+  return runs;
+}
+
+} // namespace jobman::remote::detail

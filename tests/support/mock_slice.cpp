@@ -1,0 +1,77 @@
+#include "support/mock_slice.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace jobman::test {
+
+namespace {
+
+using nlohmann::json;
+
+const httplib::Headers& auth() {
+  static const httplib::Headers headers = {{"Authorization", "Bearer test-token"}};
+  return headers;
+}
+
+constexpr const char* kNode = "/v2/projects/p/locations/us-central2-b/nodes/slice-node";
+
+} // namespace
+
+MockSlice::MockSlice(const TempDir& dir, const std::string& accelerator) {
+  server_ = start_test_mock(dir, test_world(1, "  us-central2-b:\n    v4:\n      spot: {chips: 256}\n"
+                                               "    v5litepod:\n      spot: {chips: 256}\n"));
+  if (server_->port() <= 0) {
+    return;
+  }
+  client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+  endpoint_ = std::make_unique<ScopedEnv>("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU",
+                                          "http://127.0.0.1:" + std::to_string(server_->port()) + "/");
+  gcloud_config_ = std::make_unique<ScopedEnv>("CLOUDSDK_CONFIG", (dir / "gcloud").string());
+  target_.gcloud = (std::filesystem::path(mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
+  target_.project = "p";
+  target_.zone = "us-central2-b";
+  target_.node = "slice-node";
+  const json body = {{"tpu",
+                      {{"nodeSpec",
+                        {{{"parent", "projects/p/locations/us-central2-b"},
+                          {"nodeId", "slice-node"},
+                          {"node", {{"acceleratorType", accelerator}, {"runtimeVersion", "tpu-ubuntu2204-base"}}}}}}}},
+                     {"spot", json::object()}};
+  if (http_call(*client_, "POST", "/v2/projects/p/locations/us-central2-b/queuedResources?queuedResourceId=slice", body,
+                auth())
+          .status != 200) {
+    return;
+  }
+  ready_ = eventually([&] {
+    auto node = http_call(*client_, "GET", kNode, nullptr, auth());
+    return node.status == 200 && node.body["state"] == "READY";
+  });
+}
+
+std::filesystem::path MockSlice::worker_path(int worker, const char* key) {
+  auto answer = http_call(
+      *client_, "GET", "/mock/v1/projects/p/locations/us-central2-b/nodes/slice-node/workers/" + std::to_string(worker),
+      nullptr, {});
+  return answer.status == 200 ? std::filesystem::path(answer.body[key].get<std::string>()) : std::filesystem::path();
+}
+
+std::filesystem::path MockSlice::worker_dir(int worker) {
+  return worker_path(worker, "dir");
+}
+
+std::filesystem::path MockSlice::worker_home(int worker) {
+  return worker_path(worker, "home");
+}
+
+bool MockSlice::preempt() {
+  return http_call(*client_, "POST", "/mock/v1/projects/p/locations/us-central2-b/nodes/slice-node:preempt",
+                   json::object(), {})
+             .status == 200;
+}
+
+int MockSlice::processes_running() {
+  auto metrics = http_call(*client_, "GET", "/mock/v1/metrics", nullptr, {});
+  return metrics.status == 200 ? metrics.body["processes_running"].get<int>() : -1;
+}
+
+} // namespace jobman::test

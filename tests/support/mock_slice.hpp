@@ -1,0 +1,52 @@
+// A mock cloud with one READY slice, and the environment the mock's gcloud needs to reach it: what tests of the
+// remote layer run against.
+#pragma once
+
+#include "jobman/remote/gcloud.hpp"
+#include "support/mock_cloud.hpp"
+#include "support/scoped_env.hpp"
+#include "support/temp_dir.hpp"
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace jobman::test {
+
+// Starts a mock (state in dir/), creates queued resource "slice" with node "slice-node" of `accelerator` in
+// us-central2-b, waits until the node is READY, and points CLOUDSDK_* at the mock for this object's lifetime.
+// Check ready() before use.
+class MockSlice {
+public:
+  explicit MockSlice(const TempDir& dir, const std::string& accelerator = "v4-32");
+
+  // The node came up READY.
+  [[nodiscard]] bool ready() const { return ready_; }
+  // Where commands for the slice go: the mock's gcloud, project p, the zone and the node.
+  [[nodiscard]] const remote::SliceTarget& target() const { return target_; }
+  // The mock's admin and API client.
+  httplib::Client& client() { return *client_; }
+  // The running server.
+  MockCloudProcess& server() { return *server_; }
+
+  // One worker host's directory and home, from the mock's admin API (empty when the worker is not up).
+  std::filesystem::path worker_dir(int worker);
+  std::filesystem::path worker_home(int worker);
+  // Preempts the node now (admin API); true when the mock accepted.
+  bool preempt();
+  // Processes the mock's worker hosts are running (its metrics), -1 when it cannot say.
+  int processes_running();
+
+private:
+  // A field of the admin API's answer about a worker host, as a path.
+  std::filesystem::path worker_path(int worker, const char* key);
+
+  std::unique_ptr<MockCloudProcess> server_;
+  std::unique_ptr<httplib::Client> client_;
+  std::unique_ptr<ScopedEnv> endpoint_;
+  std::unique_ptr<ScopedEnv> gcloud_config_;
+  remote::SliceTarget target_;
+  bool ready_ = false;
+};
+
+} // namespace jobman::test
