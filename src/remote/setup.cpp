@@ -1,0 +1,538 @@
+#include "jobman/remote/setup.hpp"
+
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <openssl/evp.h>
+#include <set>
+#include <sstream>
+#include <system_error>
+#include <unistd.h>
+
+namespace jobman::remote {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Hex SHA-256 of `data`.
+std::string sha256_hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_Digest(data.data(), data.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
+    throw Error("SHA-256 failed");
+  }
+  std::string hex;
+  hex.reserve(length * 2);
+  for (unsigned int i = 0; i < length; ++i) {
+    char byte[3];
+    std::snprintf(byte, sizeof byte, "%02x", digest[i]);
+    hex += byte;
+  }
+  return hex;
+}
+
+// Splits a config's flag entries into words and quotes each: "--env HOME=/x" is two words, as the Python jobman
+// read them, and no flag text is ever evaluated by the worker's shell.
+std::string quoted_words(const std::vector<std::string>& flags) {
+  std::string out;
+  for (const auto& flag : flags) {
+    std::istringstream words(flag);
+    std::string word;
+    while (words >> word) {
+      out += " " + shell_quote(word);
+    }
+  }
+  return out;
+}
+
+// Shell helpers shared by the modules. $changed is set by a module that changed something; every step ends the
+// module with status 1 on failure.
+constexpr const char* kPrelude = R"sh(set -u
+f="$HOME/.jobman/files"
+jobman_verify() {
+  [ "$(sha256sum < "$f/$1" 2>/dev/null | cut -c1-64)" = "${1%%-*}" ] && return 0
+  echo "jobman: $f/$1 is missing or damaged; run the setup again to send it" >&2
+  return 1
+}
+jobman_install() {
+  jobman_verify "$1" || return 1
+  if cmp -s "$f/$1" "$2" && [ "$(stat -c %a "$2")" = "$3" ]; then return 0; fi
+  cp "$f/$1" "$2.jobman-tmp" && chmod "$3" "$2.jobman-tmp" && mv "$2.jobman-tmp" "$2" || return 1
+  echo "installed $2"
+  changed=1
+}
+jobman_append_once() {
+  if [ -f "$1" ] && grep -qxF -- "$2" "$1"; then return 0; fi
+  printf '%s\n' "$2" >> "$1" || return 1
+  echo "added an entry to $1"
+  changed=1
+}
+jobman_mode() {
+  if [ "$(stat -c %a "$1")" != "$2" ]; then chmod "$2" "$1" || return 1; changed=1; fi
+}
+jobman_docker() {
+  if docker info > /dev/null 2>&1; then D=docker; else D="sudo -n docker"; fi
+}
+jobman_run_module() {
+  changed=0
+  if "jobman_setup_$1"; then
+    if [ "$changed" = 1 ]; then echo "jobman-setup: $1 changed"; else echo "jobman-setup: $1 unchanged"; fi
+  else
+    echo "jobman-setup: $1 failed"
+    exit 1
+  fi
+}
+)sh";
+
+// Adds `path` to the plan's files (once) and returns its remote name.
+std::string add_file(SetupPlan& plan, const std::string& path, const std::string& what) {
+  const fs::path local = util::expand_user(path);
+  std::string content;
+  try {
+    content = util::read_file(local);
+  } catch (const Error& e) {
+    throw Error(what + ": " + e.what());
+  }
+  SetupFile file;
+  file.local_path = fs::absolute(local).string();
+  file.sha256 = sha256_hex(content);
+  std::string base = local.filename().string();
+  std::replace_if(
+      base.begin(), base.end(),
+      [](char c) { return std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '.' && c != '_' && c != '-'; }, '_');
+  file.remote_name = file.sha256 + "-" + base;
+  const bool known = std::any_of(plan.files.begin(), plan.files.end(),
+                                 [&](const SetupFile& f) { return f.remote_name == file.remote_name; });
+  if (!known) {
+    plan.files.push_back(file);
+  }
+  return file.remote_name;
+}
+
+std::string ssh_module(SetupPlan& plan, const config::SshSection& ssh) {
+  std::string body = "jobman_setup_ssh() {\n";
+  body += "  [ -d \"$HOME/.ssh\" ] || { mkdir -p \"$HOME/.ssh\" && changed=1; } || return 1\n";
+  body += "  jobman_mode \"$HOME/.ssh\" 700 || return 1\n";
+  for (std::size_t i = 0; i < ssh.identities.size(); ++i) {
+    const auto& identity = ssh.identities[i];
+    const std::string where = "ssh.identities[" + std::to_string(i) + "]";
+    const auto key_name = util::expand_user(identity.private_key).filename().string();
+    const auto key = add_file(plan, identity.private_key, where + ".private_key");
+    body += "  jobman_install " + shell_quote(key) + " \"$HOME/.ssh\"/" + shell_quote(key_name) + " 600 || return 1\n";
+    if (!identity.public_key.empty()) {
+      const auto pub_name = util::expand_user(identity.public_key).filename().string();
+      const auto pub = add_file(plan, identity.public_key, where + ".public_key");
+      body +=
+          "  jobman_install " + shell_quote(pub) + " \"$HOME/.ssh\"/" + shell_quote(pub_name) + " 644 || return 1\n";
+      // The workers reach one another with this identity, so each accepts it.
+      body += "  jobman_append_once \"$HOME/.ssh/authorized_keys\" \"$(cat \"$f\"/" + shell_quote(pub) +
+              ")\" || return 1\n";
+      body += "  jobman_mode \"$HOME/.ssh/authorized_keys\" 600 || return 1\n";
+    }
+    if (!util::trim(identity.config_entry).empty()) {
+      // The entry goes in once, after a marker line naming its content.
+      const std::string entry(util::trim(identity.config_entry));
+      const auto marker = "# jobman " + sha256_hex(entry).substr(0, 16);
+      body += "  if ! { [ -f \"$HOME/.ssh/config\" ] && grep -qxF " + shell_quote(marker) +
+              " \"$HOME/.ssh/config\"; }; then\n";
+      body += "    printf '\\n%s\\n%s\\n' " + shell_quote(marker) + " " + shell_quote(entry) +
+              " >> \"$HOME/.ssh/config\" || return 1\n";
+      body += "    echo \"added an entry to $HOME/.ssh/config\"; changed=1\n  fi\n";
+      body += "  jobman_mode \"$HOME/.ssh/config\" 600 || return 1\n";
+    }
+  }
+  body += "}\n";
+  return body;
+}
+
+std::string gcsfuse_module(const config::GcsfuseSection& gcs) {
+  const auto flags = gcs.flags.empty() ? std::string(" --implicit-dirs") : quoted_words(gcs.flags);
+  std::string body = "jobman_setup_gcsfuse() {\n";
+  body += "  mp=" + remote_path_expr(gcs.mount_path) + "\n";
+  body += R"sh(  if mountpoint -q "$mp" 2> /dev/null; then
+    if ls "$mp" > /dev/null 2>&1; then return 0; fi
+    echo "$mp is a dead mount; mounting it again"
+    fusermount -u "$mp" || return 1
+  fi
+  if ! command -v gcsfuse > /dev/null 2>&1; then
+    command -v apt-get > /dev/null 2>&1 || { echo "gcsfuse is not installed and apt-get is not available" >&2; return 1; }
+    codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    echo "installing gcsfuse (gcsfuse-$codename)"
+    curl -fsSL https://packages.cloud.google.com/apt/doc/apt-key.gpg | sudo -n tee /usr/share/keyrings/cloud.google.asc > /dev/null &&
+      echo "deb [signed-by=/usr/share/keyrings/cloud.google.asc] https://packages.cloud.google.com/apt gcsfuse-$codename main" |
+      sudo -n tee /etc/apt/sources.list.d/gcsfuse.list > /dev/null &&
+      sudo -n apt-get update -q && sudo -n apt-get install -y -q gcsfuse || return 1
+  fi
+  mkdir -p "$mp" || return 1
+)sh";
+  body += "  gcsfuse" + flags + " " + shell_quote(gcs.bucket_name) + " \"$mp\" || return 1\n";
+  body += "  echo \"mounted gs://\"" + shell_quote(gcs.bucket_name) + "\" on $mp\"\n  changed=1\n}\n";
+  return body;
+}
+
+// The interpreter a venv is made with: "3.10" -> python3.10, "python3.9" as is, nothing -> python3.
+std::string venv_python(const config::VenvSection& venv) {
+  if (venv.python.empty()) {
+    return "python3";
+  }
+  return venv.python.starts_with("python") ? venv.python : "python" + venv.python;
+}
+
+// The venv's directory on a worker.
+std::string venv_dir_expr(const config::VenvSection& venv) {
+  return "\"$HOME\"/venvs/" + shell_quote(venv.name);
+}
+
+std::string venv_module(SetupPlan& plan, const config::VenvSection& venv) {
+  const auto python = venv_python(venv);
+  std::string requirements;
+  if (!venv.requirements_file.empty()) {
+    requirements = add_file(plan, venv.requirements_file, "venv.requirements_file");
+  }
+  // What the venv was last set up from; a venv made from anything else is set up again.
+  const auto wanted = sha256_hex(python + "\n" + requirements).substr(0, 32);
+  std::string body = "jobman_setup_venv() {\n";
+  body += "  dir=" + venv_dir_expr(venv) + "; py=" + shell_quote(python) + "\n";
+  body += "  if [ -x \"$dir/bin/python\" ] && [ \"$(cat \"$dir/.jobman-setup\" 2> /dev/null)\" = " + wanted +
+          " ]; then return 0; fi\n";
+  body += R"sh(  command -v "$py" > /dev/null 2>&1 || { echo "$py is not installed on this worker" >&2; return 1; }
+  version='import sys; print("%d.%d" % sys.version_info[:2])'
+  if [ -x "$dir/bin/python" ] && [ "$("$dir/bin/python" -c "$version")" != "$("$py" -c "$version")" ]; then
+    echo "$dir was made with another Python; making it again"
+    rm -rf "$dir"
+  fi
+  if [ ! -x "$dir/bin/python" ]; then "$py" -m venv "$dir" || return 1; echo "created $dir"; fi
+)sh";
+  if (!requirements.empty()) {
+    body += "  jobman_verify " + shell_quote(requirements) + " || return 1\n";
+    body += "  \"$dir/bin/python\" -m pip install -r \"$f\"/" + shell_quote(requirements) + " || return 1\n";
+  }
+  body += "  echo " + wanted + " > \"$dir/.jobman-setup\" || return 1\n  changed=1\n}\n";
+  return body;
+}
+
+// Shell text setting $conda to the conda program ($HOME/miniconda3/bin/conda when none is on PATH).
+constexpr const char* kFindConda = "conda=$(command -v conda 2> /dev/null || echo \"$HOME/miniconda3/bin/conda\")";
+
+std::string conda_module(SetupPlan& plan, const config::CondaSection& conda) {
+  std::string file;
+  if (!conda.config_file.empty()) {
+    file = add_file(plan, conda.config_file, "conda.config_file");
+  }
+  const auto name = shell_quote(conda.name);
+  const auto marker = "\"$HOME\"/.jobman/conda-" + shell_quote(sha256_hex(conda.name).substr(0, 16));
+  std::string body = "jobman_setup_conda() {\n";
+  body += std::string("  ") + kFindConda + "\n";
+  body += R"sh(  if [ ! -x "$conda" ]; then
+    echo "installing Miniconda in $HOME/miniconda3"
+    installer="$HOME/.jobman/miniconda.sh"
+    curl -fsSL "https://repo.anaconda.com/miniconda/Miniconda3-latest-Linux-$(uname -m).sh" -o "$installer" &&
+      bash "$installer" -b -p "$HOME/miniconda3" && rm -f "$installer" || return 1
+    changed=1
+  fi
+)sh";
+  body += "  exists=0; \"$conda\" env list | awk '!/^#/ {print $1}' | grep -qxF -- " + name + " && exists=1\n";
+  if (file.empty()) {
+    body += "  [ $exists = 1 ] && return 0\n";
+    body += "  echo \"conda environment \"" + name +
+            "\" does not exist on this worker and conda.config_file is not set\" >&2\n  return 1\n}\n";
+    return body;
+  }
+  body += "  [ $exists = 1 ] && [ \"$(cat " + marker + " 2> /dev/null)\" = " + file.substr(0, 64) + " ] && return 0\n";
+  body += "  jobman_verify " + shell_quote(file) + " || return 1\n";
+  body += "  if [ $exists = 1 ]; then \"$conda\" env update -n " + name + " -f \"$f\"/" + shell_quote(file) +
+          " --prune || return 1\n";
+  body += "  else \"$conda\" env create -n " + name + " -f \"$f\"/" + shell_quote(file) + " || return 1; fi\n";
+  body += "  echo " + file.substr(0, 64) + " > " + marker + " || return 1\n  changed=1\n}\n";
+  return body;
+}
+
+std::string docker_module(const config::DockerSection& docker) {
+  const auto image = shell_quote(docker.image);
+  std::string body = "jobman_setup_docker() {\n";
+  body +=
+      "  command -v docker > /dev/null 2>&1 || { echo \"docker is not installed on this worker\" >&2; return 1; }\n";
+  body += "  jobman_docker\n";
+  body += "  $D image inspect " + image + " > /dev/null 2>&1 && return 0\n";
+  body += "  $D pull " + image + " || return 1\n  changed=1\n}\n";
+  return body;
+}
+
+} // namespace
+
+std::string remote_path_expr(const std::string& path) {
+  if (path == "~") {
+    return "\"$HOME\"";
+  }
+  if (path.starts_with("~/")) {
+    return "\"$HOME\"/" + shell_quote(path.substr(2));
+  }
+  return shell_quote(path);
+}
+
+SetupPlan plan_setup(const config::JobConfig& config) {
+  SetupPlan plan;
+  std::string functions;
+  if (config.ssh) {
+    plan.modules.emplace_back("ssh");
+    functions += ssh_module(plan, *config.ssh);
+  }
+  if (config.gcsfuse) {
+    plan.modules.emplace_back("gcsfuse");
+    functions += gcsfuse_module(*config.gcsfuse);
+  }
+  switch (config.job.env_type) {
+  case config::EnvType::venv:
+    if (config.venv) {
+      plan.modules.emplace_back("venv");
+      functions += venv_module(plan, *config.venv);
+    }
+    break;
+  case config::EnvType::conda:
+    if (config.conda) {
+      plan.modules.emplace_back("conda");
+      functions += conda_module(plan, *config.conda);
+    }
+    break;
+  case config::EnvType::docker:
+    if (config.docker) {
+      plan.modules.emplace_back("docker");
+      functions += docker_module(*config.docker);
+    }
+    break;
+  case config::EnvType::none: break;
+  }
+  plan.script = std::string(kPrelude) + functions;
+  for (const auto& module : plan.modules) {
+    plan.script += "jobman_run_module " + module + "\n";
+  }
+  return plan;
+}
+
+std::string to_string(ModuleOutcome outcome) {
+  switch (outcome) {
+  case ModuleOutcome::unchanged: return "unchanged";
+  case ModuleOutcome::changed: return "changed";
+  case ModuleOutcome::failed: return "failed";
+  }
+  return "failed";
+}
+
+bool WorkerSetup::changed() const {
+  return !uploaded.empty() || std::any_of(modules.begin(), modules.end(),
+                                          [](const ModuleResult& m) { return m.outcome != ModuleOutcome::unchanged; });
+}
+
+namespace {
+
+// The check step: makes ~/.jobman/files (private) and names each needed file that is missing or damaged.
+std::string check_script(const SetupPlan& plan) {
+  std::string s = "f=\"$HOME/.jobman/files\"\n[ -d \"$f\" ] || mkdir -p -m 700 \"$f\" || exit 1\n";
+  s += "[ -d \"$f\" ] && echo jobman-files-ready\n";
+  for (const auto& file : plan.files) {
+    s += "[ \"$(sha256sum < \"$f\"/" + shell_quote(file.remote_name) +
+         " 2> /dev/null | cut -c1-64)\" = " + file.sha256 + " ] || echo jobman-missing " +
+         shell_quote(file.remote_name) + "\n";
+  }
+  return s;
+}
+
+// The last lines of `output` (at most `count`), joined with "; ", for a one-sentence error.
+std::string tail_lines(const std::string& output, std::size_t count) {
+  std::vector<std::string> lines;
+  for (const auto& line : util::split(output, '\n')) {
+    if (!util::trim(line).empty() && !line.starts_with("jobman-setup: ")) {
+      lines.emplace_back(util::trim(line));
+    }
+  }
+  const auto first = lines.size() > count ? lines.end() - static_cast<std::ptrdiff_t>(count) : lines.begin();
+  return util::join(std::vector<std::string>(first, lines.end()), "; ");
+}
+
+// Appends to a worker's setup log.
+class SetupLog {
+public:
+  explicit SetupLog(const fs::path& path) : out_(path, std::ios::app) {
+    if (!out_) {
+      throw Error("cannot write " + path.string());
+    }
+  }
+  void write(const std::string& text) {
+    out_ << text;
+    if (!text.empty() && !text.ends_with('\n')) {
+      out_ << '\n';
+    }
+    out_.flush();
+  }
+
+private:
+  std::ofstream out_;
+};
+
+// A directory of links named by the files' remote names, so that one scp per worker sends them under those names.
+// Removed with the object.
+class UploadStage {
+public:
+  UploadStage(const fs::path& attempt_dir, const std::vector<SetupFile>& files)
+      : dir_(attempt_dir / (".upload-" + std::to_string(::getpid()))) {
+    fs::remove_all(dir_);
+    util::ensure_directory(dir_, 0700);
+    for (const auto& file : files) {
+      fs::create_symlink(file.local_path, dir_ / file.remote_name);
+    }
+  }
+  UploadStage(const UploadStage&) = delete;
+  UploadStage& operator=(const UploadStage&) = delete;
+  ~UploadStage() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  [[nodiscard]] std::string path(const std::string& remote_name) const { return (dir_ / remote_name).string(); }
+
+private:
+  fs::path dir_;
+};
+
+} // namespace
+
+std::vector<WorkerSetup> run_setup(const SliceTarget& target, const std::vector<int>& workers, const SetupPlan& plan,
+                                   const fs::path& attempt_dir, std::chrono::milliseconds timeout) {
+  util::ensure_directory(attempt_dir, 0700);
+  std::map<int, WorkerSetup> results;
+  std::map<int, std::unique_ptr<SetupLog>> logs;
+  for (int worker : workers) {
+    results[worker].worker = worker;
+    logs[worker] = std::make_unique<SetupLog>(attempt_dir / ("setup-" + std::to_string(worker) + ".log"));
+    logs[worker]->write("== setup " + util::format_utc(util::now_ms()) + " (" +
+                        (plan.modules.empty() ? std::string("no modules") : util::join(plan.modules, ", ")) + ") ==");
+  }
+  auto fail = [&](WorkerSetup& result, const WorkerRun& run, const std::string& step) {
+    result.exit_code = run.exit_code;
+    result.timed_out = run.timed_out;
+    const auto detail = tail_lines(run.output, 3);
+    result.error = step + (run.timed_out ? " timed out" : " failed (exit " + std::to_string(run.exit_code) + ")") +
+                   (detail.empty() ? "" : ": " + detail);
+  };
+
+  // 1. Which files does each worker lack?
+  std::vector<int> reachable;
+  std::vector<Upload> uploads;
+  for (auto& run : run_on_workers(target, workers, check_script(plan), timeout)) {
+    auto& result = results[run.worker];
+    if (run.exit_code != 0 || run.output.find("jobman-files-ready") == std::string::npos) {
+      logs[run.worker]->write(run.output);
+      fail(result, run, "checking worker " + std::to_string(run.worker));
+      continue;
+    }
+    Upload upload{run.worker, {}};
+    for (const auto& line : util::split(run.output, '\n')) {
+      if (line.starts_with("jobman-missing ")) {
+        result.uploaded.push_back(line.substr(15));
+      }
+    }
+    reachable.push_back(run.worker);
+    uploads.push_back(upload);
+  }
+
+  // 2. Send them, one scp per worker.
+  if (!plan.files.empty()) {
+    const UploadStage stage(attempt_dir, plan.files);
+    for (auto& upload : uploads) {
+      for (const auto& name : results[upload.worker].uploaded) {
+        upload.sources.push_back(stage.path(name));
+      }
+    }
+    for (const auto& run : copy_to_workers(target, uploads, ".jobman/files", timeout)) {
+      auto& result = results[run.worker];
+      logs[run.worker]->write("sent " + util::join(result.uploaded, ", ") + "\n" + run.output);
+      if (run.exit_code != 0) {
+        fail(result, run, "sending files to worker " + std::to_string(run.worker));
+        std::erase(reachable, run.worker);
+      }
+    }
+  }
+
+  // 3. Run the modules.
+  if (!plan.modules.empty()) {
+    for (const auto& run : run_on_workers(target, reachable, plan.script, timeout)) {
+      auto& result = results[run.worker];
+      logs[run.worker]->write(run.output);
+      result.exit_code = run.exit_code;
+      for (const auto& line : util::split(run.output, '\n')) {
+        if (!line.starts_with("jobman-setup: ")) {
+          continue;
+        }
+        const auto words = util::split(line.substr(14), ' ');
+        if (words.size() == 2) {
+          const auto outcome = words[1] == "unchanged" ? ModuleOutcome::unchanged
+                               : words[1] == "changed" ? ModuleOutcome::changed
+                                                       : ModuleOutcome::failed;
+          result.modules.push_back({words[0], outcome});
+        }
+      }
+      if (run.exit_code != 0 || result.modules.size() != plan.modules.size()) {
+        const auto module = !result.modules.empty() && result.modules.back().outcome == ModuleOutcome::failed
+                                ? result.modules.back().module + " setup"
+                                : std::string("setup");
+        fail(result, run, module + " on worker " + std::to_string(run.worker));
+      }
+    }
+  }
+  std::vector<WorkerSetup> out;
+  out.reserve(workers.size());
+  for (int worker : workers) {
+    logs[worker]->write(results[worker].ok() ? "== setup done ==" : "== setup failed: " + results[worker].error);
+    out.push_back(std::move(results[worker]));
+  }
+  return out;
+}
+
+std::string environment_command(const config::JobConfig& config, const std::string& command) {
+  switch (config.job.env_type) {
+  case config::EnvType::none: return command;
+  case config::EnvType::venv:
+    if (!config.venv) {
+      return command;
+    }
+    return ". " + venv_dir_expr(*config.venv) + "/bin/activate || exit 1\n" + command;
+  case config::EnvType::conda:
+    if (!config.conda) {
+      return command;
+    }
+    return std::string(kFindConda) + "\nexec \"$conda\" run --no-capture-output -n " + shell_quote(config.conda->name) +
+           " bash -c " + shell_quote(command) + "\n";
+  case config::EnvType::docker: {
+    if (!config.docker) {
+      return command;
+    }
+    const auto& docker = *config.docker;
+    std::string run = "if docker info > /dev/null 2>&1; then D=docker; else D=\"sudo -n docker\"; fi\n";
+    run += "exec $D run --rm --name \"$JOBMAN_CONTAINER\"";
+    for (const char* name : {"JOBMAN_JOB_ID", "JOBMAN_ATTEMPT", "JOBMAN_RESUME", "JOBMAN_WORKER_ID",
+                             "JOBMAN_NUM_WORKERS", "JOBMAN_TPU_NAME", "JOBMAN_ZONE", "JOBMAN_ACCELERATOR"}) {
+      run += std::string(" -e ") + name;
+    }
+    for (const auto& variable : docker.env_vars) {
+      run += " -e " + shell_quote(variable);
+    }
+    for (const auto& dir : docker.mount_dirs) {
+      run += " -v " + shell_quote(dir + ":" + dir);
+    }
+    if (!docker.workdir.empty()) {
+      run += " -w " + shell_quote(docker.workdir);
+    }
+    run += quoted_words(docker.flags) + " " + shell_quote(docker.image) + " bash -c " + shell_quote(command) + "\n";
+    return run;
+  }
+  }
+  return command;
+}
+
+} // namespace jobman::remote
