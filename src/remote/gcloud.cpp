@@ -1,6 +1,11 @@
 #include "jobman/remote/gcloud.hpp"
 
 #include "child.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/system.hpp"
+
+#include <algorithm>
+#include <unistd.h>
 
 namespace jobman::remote {
 
@@ -43,6 +48,43 @@ std::vector<WorkerRun> collect(const std::vector<int>& workers, std::vector<deta
 }
 
 } // namespace
+
+std::filesystem::path executable_dir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::current_path() : exe.parent_path();
+}
+
+std::string gcloud_program(const config::Settings& settings, const std::filesystem::path& exe_dir) {
+  const bool user_set = std::any_of(settings.sources.begin(), settings.sources.end(), [](const auto& source) {
+    return source.key == "gcloud" && source.origin != "default";
+  });
+  if (user_set || settings.cloud == config::CloudKind::google) {
+    return settings.gcloud;
+  }
+  const auto built = exe_dir / "mock_cloud" / "tools" / "gcloud";
+  const auto installed = exe_dir.parent_path() / "lib" / "jobman" / "mock-tools" / "gcloud";
+  for (const auto& candidate : {built, installed}) {
+    if (::access(candidate.c_str(), X_OK) == 0) {
+      return candidate.string();
+    }
+  }
+  throw Error("the mock cloud's gcloud stand-in is missing: looked for " + built.string() + " and " +
+              installed.string() + " (set gcloud in the settings to use another program)");
+}
+
+SliceTarget slice_target(const config::Settings& settings, const config::JobConfig& config, const std::string& node) {
+  SliceTarget target;
+  target.gcloud = gcloud_program(settings);
+  target.project = settings.project;
+  target.zone = config.tpu.zone;
+  target.node = node;
+  target.user = config.job.remote_user;
+  if (config.ssh && !config.ssh->private_key.empty()) {
+    target.ssh_key_file = util::expand_user(config.ssh->private_key).string();
+  }
+  return target;
+}
 
 std::vector<std::string> ssh_argv(const SliceTarget& target, int worker, const std::string& command) {
   std::vector<std::string> argv = {target.gcloud, "compute",

@@ -1,7 +1,11 @@
 // Running commands on a slice's worker hosts through `gcloud compute tpus tpu-vm ssh`, every worker in parallel.
 #pragma once
 
+#include "jobman/config/job_config.hpp"
+#include "jobman/config/settings.hpp"
+
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -13,6 +17,15 @@ namespace jobman::remote {
 // (quotes, $, backticks, newlines, any bytes).
 std::string shell_quote(std::string_view text);
 
+// The directory of the running executable (from /proc/self/exe).
+std::filesystem::path executable_dir();
+
+// The gcloud program for ssh and scp: the settings' `gcloud` when the user set it; otherwise "gcloud" for Google's
+// cloud, and for the mock cloud its stand-in, found from `exe_dir` (the jobman binary's directory) as
+// mock_cloud/tools/gcloud in a build tree or ../lib/jobman/mock-tools/gcloud when installed. Throws jobman::Error
+// naming both places when the mock's stand-in is in neither.
+std::string gcloud_program(const config::Settings& settings, const std::filesystem::path& exe_dir = executable_dir());
+
 // Where commands go: the gcloud program and the TPU node.
 struct SliceTarget {
   std::string gcloud = "gcloud"; // The program (Google's, or the mock's stand-in).
@@ -22,6 +35,10 @@ struct SliceTarget {
   std::string user;              // Remote user; empty for gcloud's default.
   std::string ssh_key_file;      // --ssh-key-file: the private key gcloud connects with; empty for gcloud's own.
 };
+
+// The target for a job's node: gcloud_program(settings), the settings' project, the config's zone, its
+// job.remote_user, and its ssh.private_key (with "~" expanded) as the key gcloud connects with.
+SliceTarget slice_target(const config::Settings& settings, const config::JobConfig& config, const std::string& node);
 
 // The argv of `gcloud compute tpus tpu-vm ssh` running `command` on one worker. The command travels as one argv
 // element: no local shell ever sees it.
