@@ -29,7 +29,7 @@ std::string sha256_hex(std::string_view data) {
     throw Error("SHA-256 failed");
   }
   std::string hex;
-  hex.reserve(length * 2);
+  hex.reserve(static_cast<std::size_t>(length) * 2);
   for (unsigned int i = 0; i < length; ++i) {
     char byte[3];
     std::snprintf(byte, sizeof byte, "%02x", digest[i]);
@@ -523,7 +523,7 @@ std::string environment_command(const config::JobConfig& config, const std::stri
       run += " -e " + shell_quote(variable);
     }
     for (const auto& dir : docker.mount_dirs) {
-      run += " -v " + shell_quote(dir + ":" + dir);
+      run += " -v " + shell_quote(std::string(dir).append(":").append(dir));
     }
     if (!docker.workdir.empty()) {
       run += " -w " + shell_quote(docker.workdir);

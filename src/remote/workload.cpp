@@ -306,7 +306,7 @@ struct EventFd {
 } // namespace
 
 std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
-                              const std::filesystem::path& attempt_dir, std::stop_token stop) {
+                              const std::filesystem::path& attempt_dir, const std::stop_token& stop) {
   check_id(id);
   std::vector<Stream> streams(workers.size());
   auto release = [&] {

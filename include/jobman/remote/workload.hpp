@@ -102,6 +102,6 @@ struct StreamEnd {
 // when every stream has ended, or soon after `stop` is requested. Throws jobman::Error when another process is
 // already attached to one of the logs.
 std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
-                              const std::filesystem::path& attempt_dir, std::stop_token stop = {});
+                              const std::filesystem::path& attempt_dir, const std::stop_token& stop = {});
 
 } // namespace jobman::remote
