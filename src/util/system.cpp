@@ -88,6 +88,10 @@ void ensure_directory(const std::filesystem::path& dir, unsigned mode) {
 }
 
 std::string read_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error("cannot read " + path.string() + ": it is a directory");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw Error("cannot read " + path.string() + ": " + std::strerror(errno));

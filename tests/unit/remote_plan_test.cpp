@@ -1,0 +1,411 @@
+// The remote layer's pure parts: gcloud argv, the setup plan, the command in its environment, workload names.
+#include "jobman/config/loader.hpp"
+#include "jobman/remote/gcloud.hpp"
+#include "jobman/remote/setup.hpp"
+#include "jobman/remote/workload.hpp"
+#include "support/run.hpp"
+#include "support/scoped_env.hpp"
+#include "support/temp_dir.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <gtest/gtest.h>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using jobman::config::EnvType;
+using jobman::config::JobConfig;
+using jobman::remote::shell_quote;
+using jobman::test::TempDir;
+
+// Text that runs `touch PWNED` in every way a shell could be tricked into it.
+std::string hostile() {
+  return "a'b\"c $(touch PWNED) `touch PWNED` ;\necho $HOME \\";
+}
+
+// The message of the jobman::Error `action` throws, or "(no error)".
+template <typename Action> std::string error_of(Action&& action) {
+  try {
+    std::forward<Action>(action)();
+  } catch (const jobman::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Writes `content` to `name` in `dir` with mode 0755 and returns its path.
+fs::path write_executable(const TempDir& dir, const std::string& name, const std::string& content) {
+  auto path = dir.write(name, content);
+  fs::permissions(path, static_cast<fs::perms>(0755));
+  return path;
+}
+
+// Puts a program `name` first on PATH (in dir/bin) that prints each argument followed by a NUL; "info" just succeeds.
+void fake_printing_program(const TempDir& dir, const std::string& name) {
+  write_executable(dir, "bin/" + name, "#!/bin/bash\n[ \"$1\" = info ] && exit 0\nprintf '%s\\0' \"$@\"\n");
+}
+
+// Runs `text` with bash in `dir` (dir/bin first on PATH, plus `env`) and splits what it printed at NULs.
+std::vector<std::string> printed_argv(const TempDir& dir, const std::string& text,
+                                      std::map<std::string, std::string> env = {}) {
+  const char* path = std::getenv("PATH");
+  env["PATH"] = (dir / "bin").string() + ":" + (path != nullptr ? path : "/usr/bin:/bin");
+  const auto result = jobman::test::run_program({"/bin/bash", "-c", text}, {env, "", dir.path().string()});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  std::vector<std::string> words;
+  std::size_t start = 0;
+  for (std::size_t end = result.out.find('\0'); end != std::string::npos; end = result.out.find('\0', start)) {
+    words.push_back(result.out.substr(start, end - start));
+    start = end + 1;
+  }
+  return words;
+}
+
+// The eight JOBMAN_* names docker passes into the container, each after -e.
+std::vector<std::string> passed_jobman_names() {
+  std::vector<std::string> out;
+  for (const char* name : {"JOBMAN_JOB_ID", "JOBMAN_ATTEMPT", "JOBMAN_RESUME", "JOBMAN_WORKER_ID", "JOBMAN_NUM_WORKERS",
+                           "JOBMAN_TPU_NAME", "JOBMAN_ZONE", "JOBMAN_ACCELERATOR"}) {
+    out.insert(out.end(), {"-e", name});
+  }
+  return out;
+}
+
+TEST(RemoteScpArgv, SourcesComeBeforeTheUserNodePathAndTheCommonFlags) {
+  const jobman::remote::SliceTarget target{"/opt/gcloud", "proj", "us-central2-b", "job-7-a1", "alice", "/k/id"};
+  EXPECT_EQ(jobman::remote::scp_argv(target, 2, {"/tmp/a b", "/tmp/c"}, ".jobman/files"),
+            (std::vector<std::string>{"/opt/gcloud", "compute", "tpus", "tpu-vm", "scp", "/tmp/a b", "/tmp/c",
+                                      "alice@job-7-a1:.jobman/files", "--zone=us-central2-b", "--project=proj",
+                                      "--worker=2", "--ssh-key-file=/k/id", "--quiet"}));
+  const jobman::remote::SliceTarget plain{"gcloud", "", "europe-west4-a", "n", "", ""};
+  EXPECT_EQ(jobman::remote::scp_argv(plain, 0, {"f"}, "/abs"),
+            (std::vector<std::string>{"gcloud", "compute", "tpus", "tpu-vm", "scp", "f", "n:/abs",
+                                      "--zone=europe-west4-a", "--worker=0", "--quiet"}));
+}
+
+TEST(RemoteSshArgv, AKeyFileGoesBeforeQuietAndTheCommandStaysLast) {
+  const jobman::remote::SliceTarget target{"gcloud", "proj", "us-central2-b", "node", "", "/home/u/.ssh/jobman key"};
+  EXPECT_EQ(jobman::remote::ssh_argv(target, 1, "true"),
+            (std::vector<std::string>{"gcloud", "compute", "tpus", "tpu-vm", "ssh", "node", "--zone=us-central2-b",
+                                      "--project=proj", "--worker=1", "--ssh-key-file=/home/u/.ssh/jobman key",
+                                      "--quiet", "--command=true"}));
+}
+
+TEST(RemoteGcloudProgram, AUserSetGcloudWinsAndGoogleUsesTheSettingsGcloud) {
+  const TempDir dir;
+  jobman::config::Settings settings;
+  settings.gcloud = "/opt/my gcloud";
+  settings.sources = {{"gcloud", "/opt/my gcloud", "env JOBMAN_GCLOUD"}};
+  EXPECT_EQ(jobman::remote::gcloud_program(settings, dir / "bin"), "/opt/my gcloud") << "mock cloud, no stand-in";
+  settings.cloud = jobman::config::CloudKind::google;
+  settings.gcloud = "gcloud";
+  settings.sources = {{"gcloud", "gcloud", "default"}};
+  EXPECT_EQ(jobman::remote::gcloud_program(settings, dir / "bin"), "gcloud");
+}
+
+TEST(RemoteGcloudProgram, TheMockCloudFindsItsStandInInTheBuildTreeFirstThenTheInstall) {
+  const TempDir dir;
+  jobman::config::Settings settings;
+  settings.sources = {{"gcloud", "gcloud", "default"}};
+  const auto installed = write_executable(dir, "lib/jobman/mock-tools/gcloud", "#!/bin/sh\n");
+  EXPECT_EQ(jobman::remote::gcloud_program(settings, dir / "bin"), installed.string());
+  const auto built = write_executable(dir, "bin/mock_cloud/tools/gcloud", "#!/bin/sh\n");
+  EXPECT_EQ(jobman::remote::gcloud_program(settings, dir / "bin"), built.string());
+}
+
+TEST(RemoteGcloudProgram, AMissingOrNonExecutableStandInIsAnErrorNamingBothPlaces) {
+  const TempDir dir;
+  jobman::config::Settings settings;
+  settings.sources = {{"gcloud", "gcloud", "default"}};
+  dir.write("bin/mock_cloud/tools/gcloud", "#!/bin/sh\n"); // Mode 0644: not a program.
+  const auto message = error_of([&] { jobman::remote::gcloud_program(settings, dir / "bin"); });
+  EXPECT_NE(message.find((dir / "bin/mock_cloud/tools/gcloud").string()), std::string::npos) << message;
+  EXPECT_NE(message.find((dir / "lib/jobman/mock-tools/gcloud").string()), std::string::npos) << message;
+}
+
+TEST(RemotePathExpr, TildeIsTheRemoteHomeAndEverythingElseIsQuoted) {
+  using jobman::remote::remote_path_expr;
+  EXPECT_EQ(remote_path_expr("~"), "\"$HOME\"");
+  EXPECT_EQ(remote_path_expr("~/x y"), "\"$HOME\"/'x y'");
+  EXPECT_EQ(remote_path_expr("/abs/p'q"), "'/abs/p'\\''q'");
+  EXPECT_EQ(remote_path_expr("rel/dir"), "'rel/dir'");
+  EXPECT_EQ(remote_path_expr("~other/x"), "'~other/x'");
+  const auto result = jobman::test::run_program(
+      {"/bin/bash", "-c", "printf '%s|' " + remote_path_expr("~") + " " + remote_path_expr("~/x $(y)")},
+      {{{"HOME", "/home/w w"}}, "", ""});
+  EXPECT_EQ(result.out, "/home/w w|/home/w w/x $(y)|");
+}
+
+// A config with an ssh identity (key and public key), a gcsfuse mount and every environment section.
+JobConfig full_config(const TempDir& dir) {
+  JobConfig config;
+  config.job.name = "demo";
+  config.ssh = jobman::config::SshSection{"", {{dir.write("id key+1", "abc").string(), "", ""}}};
+  config.gcsfuse = jobman::config::GcsfuseSection{"bucket", "~/mnt", {}};
+  config.venv = jobman::config::VenvSection{"env", "", "3.10"};
+  config.conda = jobman::config::CondaSection{"env", ""};
+  config.docker = jobman::config::DockerSection{"img:tag", {}, {}, {}, ""};
+  return config;
+}
+
+TEST(RemotePlanSetup, ModulesRunSshThenGcsfuseThenOnlyTheConfiguredEnvironment) {
+  const TempDir dir;
+  auto config = full_config(dir);
+  for (const auto& [env, name] : std::vector<std::pair<EnvType, std::string>>{
+           {EnvType::venv, "venv"}, {EnvType::conda, "conda"}, {EnvType::docker, "docker"}}) {
+    config.job.env_type = env;
+    const auto plan = jobman::remote::plan_setup(config);
+    EXPECT_EQ(plan.modules, (std::vector<std::string>{"ssh", "gcsfuse", name}));
+    EXPECT_TRUE(
+        plan.script.ends_with("jobman_run_module ssh\njobman_run_module gcsfuse\njobman_run_module " + name + "\n"))
+        << plan.script;
+    for (const std::string other : {"venv", "conda", "docker"}) {
+      EXPECT_EQ(plan.script.find("jobman_setup_" + other + "()") != std::string::npos, other == name) << other;
+    }
+  }
+  config.job.env_type = EnvType::none;
+  EXPECT_EQ(jobman::remote::plan_setup(config).modules, (std::vector<std::string>{"ssh", "gcsfuse"}));
+  const JobConfig bare;
+  const auto empty = jobman::remote::plan_setup(bare);
+  EXPECT_TRUE(empty.modules.empty());
+  EXPECT_TRUE(empty.files.empty());
+  EXPECT_EQ(empty.script.find("\njobman_run_module "), std::string::npos);
+}
+
+TEST(RemotePlanSetup, FilesAreNamedByTheirContentAndListedOnce) {
+  const TempDir dir;
+  const jobman::test::ScopedEnv home("HOME", dir.path().string());
+  dir.write("keys/id key+1", "abc");
+  dir.write("keys/id key+1.pub", "ssh-ed25519 AAAA");
+  JobConfig config;
+  config.ssh = jobman::config::SshSection{
+      "", {{"~/keys/id key+1", "~/keys/id key+1.pub", ""}, {(dir / "keys/id key+1").string(), "", ""}}};
+  const auto plan = jobman::remote::plan_setup(config);
+  ASSERT_EQ(plan.files.size(), 2U);
+  const std::string abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+  EXPECT_EQ(plan.files[0].local_path, (dir / "keys/id key+1").string());
+  EXPECT_EQ(plan.files[0].sha256, abc);
+  EXPECT_EQ(plan.files[0].remote_name, abc + "-id_key_1");
+  EXPECT_EQ(plan.files[1].local_path, (dir / "keys/id key+1.pub").string());
+  EXPECT_EQ(plan.files[1].remote_name, plan.files[1].sha256 + "-id_key_1.pub");
+  EXPECT_NE(plan.script.find("jobman_install '" + abc + "-id_key_1' \"$HOME/.ssh\"/'id key+1' 600"), std::string::npos)
+      << plan.script;
+}
+
+// plan_setup's error for `config`, or "(no error)".
+std::string setup_error(const JobConfig& config) {
+  return error_of([&] { jobman::remote::plan_setup(config); });
+}
+
+TEST(RemotePlanSetup, AMissingFileIsAnErrorNamingItsConfigKeyAndPath) {
+  const TempDir dir;
+  const auto key = dir.write("id", "abc").string();
+  dir.write("id.pub", "pub");
+  const auto missing = (dir / "missing").string();
+  const auto names = [&](const std::string& message, const std::string& config_key) {
+    return message.starts_with(config_key + ": ") && message.find(missing) != std::string::npos;
+  };
+  JobConfig config;
+  config.ssh = jobman::config::SshSection{"", {{key, key + ".pub", ""}, {missing, "", ""}}};
+  EXPECT_PRED2(names, setup_error(config), "ssh.identities[1].private_key");
+  config.ssh->identities = {{key, missing, ""}};
+  EXPECT_PRED2(names, setup_error(config), "ssh.identities[0].public_key");
+  config.ssh.reset();
+  config.job.env_type = EnvType::venv;
+  config.venv = jobman::config::VenvSection{"env", missing, ""};
+  EXPECT_PRED2(names, setup_error(config), "venv.requirements_file");
+  config.job.env_type = EnvType::conda;
+  config.conda = jobman::config::CondaSection{"env", missing};
+  EXPECT_PRED2(names, setup_error(config), "conda.config_file");
+}
+
+TEST(RemotePlanSetup, ADirectoryGivenAsAKeyFileIsAnError) {
+  const TempDir dir;
+  JobConfig config;
+  config.ssh = jobman::config::SshSection{"", {{dir.path().string(), "", ""}}};
+  const auto message = setup_error(config);
+  EXPECT_TRUE(message.starts_with("ssh.identities[0].private_key: ")) << message;
+}
+
+TEST(RemotePlanSetup, HostileConfigTextOnlyEverAppearsAsQuotedWords) {
+  const TempDir dir;
+  JobConfig config;
+  const auto key = dir.write(hostile(), "abc").string();
+  dir.write(hostile() + ".pub", "ssh-ed25519 AAAA");
+  config.ssh = jobman::config::SshSection{"", {{key, key + ".pub", hostile()}}};
+  config.gcsfuse = jobman::config::GcsfuseSection{hostile(), "/mnt/" + hostile(), {"--o=$(touch PWNED)", "--uid `id`"}};
+  config.venv = jobman::config::VenvSection{hostile(), "", ""};
+  config.conda = jobman::config::CondaSection{hostile(), dir.write("env.yaml", "name: x\n").string()};
+  config.docker = jobman::config::DockerSection{hostile(), {}, {}, {}, ""};
+  const std::vector<std::string> quoted = {
+      "gcsfuse '--o=$(touch' 'PWNED)' '--uid' '`id`' " + shell_quote(hostile()),
+      jobman::remote::remote_path_expr("/mnt/" + hostile()),
+      shell_quote(hostile() + ".pub"),
+      shell_quote(hostile()),
+  };
+  for (const auto env : {EnvType::venv, EnvType::conda, EnvType::docker}) {
+    config.job.env_type = env;
+    const auto plan = jobman::remote::plan_setup(config);
+    ASSERT_EQ(plan.modules.size(), 3U);
+    const auto check = jobman::test::run_program({"/bin/bash", "-n"}, {{}, plan.script, ""});
+    EXPECT_EQ(check.exit_code, 0) << check.err << plan.script;
+    std::string rest = plan.script;
+    for (const auto& word : quoted) {
+      EXPECT_NE(rest.find(word), std::string::npos) << word << "\n" << plan.script;
+      for (auto at = rest.find(word); at != std::string::npos; at = rest.find(word)) {
+        rest.erase(at, word.size());
+      }
+    }
+    EXPECT_EQ(rest.find("touch PWNED"), std::string::npos) << "unquoted config text:\n" << rest;
+    EXPECT_EQ(rest.find("`id`"), std::string::npos) << "unquoted config text:\n" << rest;
+  }
+}
+
+TEST(RemoteEnvironmentCommand, NoneLeavesItAloneAndVenvActivatesFirst) {
+  const TempDir dir;
+  JobConfig config;
+  EXPECT_EQ(jobman::remote::environment_command(config, hostile()), hostile());
+  config.job.env_type = EnvType::venv;
+  config.venv = jobman::config::VenvSection{"my env", "", ""};
+  const auto text = jobman::remote::environment_command(config, "printf %s \"$X\"");
+  EXPECT_EQ(text, ". \"$HOME\"/venvs/'my env'/bin/activate || exit 1\nprintf %s \"$X\"");
+  dir.write("venvs/my env/bin/activate", "X=activated\n");
+  const auto ran = jobman::test::run_program({"/bin/bash", "-c", text}, {{{"HOME", dir.path().string()}}, "", ""});
+  EXPECT_EQ(ran.out, "activated");
+  fs::remove(dir / "venvs/my env/bin/activate");
+  const auto broken = jobman::test::run_program({"/bin/bash", "-c", text}, {{{"HOME", dir.path().string()}}, "", ""});
+  EXPECT_EQ(broken.exit_code, 1);
+  EXPECT_EQ(broken.out, "") << "the command must not run outside its venv";
+}
+
+TEST(RemoteEnvironmentCommand, CondaRunsTheCommandAsOneBashArgument) {
+  const TempDir dir;
+  JobConfig config;
+  config.job.env_type = EnvType::conda;
+  config.conda = jobman::config::CondaSection{"ml env", ""};
+  EXPECT_EQ(jobman::remote::environment_command(config, "echo 'hi'"),
+            "conda=$(command -v conda 2> /dev/null || echo \"$HOME/miniconda3/bin/conda\")\n"
+            "exec \"$conda\" run --no-capture-output -n 'ml env' bash -c 'echo '\\''hi'\\'''\n");
+  fake_printing_program(dir, "conda");
+  EXPECT_EQ(printed_argv(dir, jobman::remote::environment_command(config, hostile())),
+            (std::vector<std::string>{"run", "--no-capture-output", "-n", "ml env", "bash", "-c", hostile()}));
+  EXPECT_FALSE(fs::exists(dir / "PWNED"));
+}
+
+TEST(RemoteEnvironmentCommand, DockerPassesTheContractVariablesAndQuotesEveryWord) {
+  const auto configs = jobman::config::parse_job_configs(
+      "job:\n  name: demo\n  env_type: docker\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+      "  version: tpu-ubuntu2204-base\ncommand:\n  cmd: echo hi\ndocker:\n  image: img:tag\n"
+      "  flags: ['--env HOME=/x', '--shm-size=1g']\n  env_vars: ['A=1 2']\n  mount_dirs: [/data]\n"
+      "  workdir: /work dir\n",
+      "docker.yaml");
+  ASSERT_EQ(configs.size(), 1U);
+  std::string expected = "if docker info > /dev/null 2>&1; then D=docker; else D=\"sudo -n docker\"; fi\n"
+                         "exec $D run --rm --name \"$JOBMAN_CONTAINER\"";
+  for (const auto& word : passed_jobman_names()) {
+    expected += " " + word;
+  }
+  expected += " -e 'A=1 2' -v '/data:/data' -w '/work dir' '--env' 'HOME=/x' '--shm-size=1g' 'img:tag' bash -c "
+              "'echo hi'\n";
+  EXPECT_EQ(jobman::remote::environment_command(configs[0], configs[0].command.cmd), expected);
+}
+
+TEST(RemoteEnvironmentCommand, DockerArgvSurvivesTheShellWithHostileText) {
+  const TempDir dir;
+  JobConfig config;
+  config.job.env_type = EnvType::docker;
+  config.docker = jobman::config::DockerSection{
+      "img:" + hostile(), {"--label a$(touch PWNED)", " --init "}, {"K=" + hostile()}, {"/data dir"}, "/w'd"};
+  fake_printing_program(dir, "docker");
+  const auto argv = printed_argv(dir, jobman::remote::environment_command(config, hostile()),
+                                 {{"JOBMAN_CONTAINER", "jobman-job-7-2-w0"}});
+  std::vector<std::string> expected = {"run", "--rm", "--name", "jobman-job-7-2-w0"};
+  const auto names = passed_jobman_names();
+  expected.insert(expected.end(), names.begin(), names.end());
+  expected.insert(expected.end(), {"-e", "K=" + hostile(), "-v", "/data dir:/data dir", "-w", "/w'd", "--label",
+                                   "a$(touch", "PWNED)", "--init", "img:" + hostile(), "bash", "-c", hostile()});
+  EXPECT_EQ(argv, expected);
+  EXPECT_FALSE(fs::exists(dir / "PWNED"));
+}
+
+TEST(RemoteWorkloadEnvironment, EveryContractVariableHasItsValue) {
+  jobman::remote::LaunchSpec spec;
+  spec.id = {"job-7", 1};
+  spec.num_workers = 4;
+  spec.tpu_name = "job-7-a1";
+  spec.zone = "us-central2-b";
+  spec.accelerator = "v4-32";
+  spec.extra_env = {{"FOO", "bar"}, {"JOBMAN_JOB_ID", "spoofed"}};
+  const std::map<std::string, std::string> first = {{"FOO", "bar"},
+                                                    {"JOBMAN_ACCELERATOR", "v4-32"},
+                                                    {"JOBMAN_ATTEMPT", "1"},
+                                                    {"JOBMAN_JOB_ID", "job-7"},
+                                                    {"JOBMAN_NUM_WORKERS", "4"},
+                                                    {"JOBMAN_RESUME", "0"},
+                                                    {"JOBMAN_TPU_NAME", "job-7-a1"},
+                                                    {"JOBMAN_WORKER_ID", "2"},
+                                                    {"JOBMAN_ZONE", "us-central2-b"}};
+  EXPECT_EQ(jobman::remote::workload_environment(spec, 2), first);
+  spec.id.attempt = 3;
+  spec.docker = true;
+  auto later = first;
+  later["JOBMAN_ATTEMPT"] = "3";
+  later["JOBMAN_RESUME"] = "1";
+  later["JOBMAN_WORKER_ID"] = "0";
+  later["JOBMAN_CONTAINER"] = "jobman-job-7-3-w0";
+  EXPECT_EQ(jobman::remote::workload_environment(spec, 0), later);
+  spec.id.attempt = 2;
+  EXPECT_EQ(jobman::remote::workload_environment(spec, 0).at("JOBMAN_RESUME"), "1");
+}
+
+TEST(RemoteWorkloadNames, DirectoryContainerLogAndStateNamesFollowTheWorkload) {
+  EXPECT_EQ(jobman::remote::remote_workload_dir({"job-7", 3}), ".jobman/jobs/job-7/attempt-3");
+  EXPECT_EQ(jobman::remote::container_name({"job-7", 3}, 5), "jobman-job-7-3-w5");
+  EXPECT_EQ(jobman::remote::worker_log_path("/a/b", 2), fs::path("/a/b/worker-2.log"));
+  using jobman::remote::WorkloadState;
+  const std::vector<std::pair<WorkloadState, std::string>> names = {
+      {WorkloadState::absent, "absent"},     {WorkloadState::starting, "starting"},
+      {WorkloadState::running, "running"},   {WorkloadState::exited, "exited"},
+      {WorkloadState::vanished, "vanished"}, {WorkloadState::unreachable, "unreachable"}};
+  for (const auto& [state, name] : names) {
+    EXPECT_EQ(jobman::remote::to_string(state), name);
+  }
+}
+
+TEST(RemoteWorkloadId, ABadIdIsRejectedBeforeAnythingRuns) {
+  const TempDir dir;
+  const jobman::remote::SliceTarget target{(dir / "no-such-gcloud").string(), "p", "z", "node", "", ""};
+  const std::vector<jobman::remote::WorkloadId> bad = {{"a/b", 1}, {"..", 1},   {"a..b", 1},  {"a b", 1}, {"", 1},
+                                                       {"job", 0}, {"job", -1}, {"$(id)", 1}, {"j;x", 1}, {"j\nx", 1}};
+  const std::chrono::milliseconds timeout(1000);
+  const auto invalid = [](const std::string& message) { return message.starts_with("invalid workload id"); };
+  fs::create_directories(dir / "attempt");
+  for (const auto& id : bad) {
+    jobman::remote::LaunchSpec spec;
+    spec.id = id;
+    spec.command = "true";
+    EXPECT_PRED1(invalid, error_of([&] { jobman::remote::launch(target, {0}, spec, timeout); }));
+    EXPECT_PRED1(invalid, error_of([&] { jobman::remote::query(target, {0}, id, timeout); }));
+    EXPECT_PRED1(invalid, error_of([&] { jobman::remote::stop(target, {0}, id, timeout, timeout); }));
+    EXPECT_PRED1(invalid, error_of([&] { jobman::remote::attach(target, {0}, id, dir / "attempt"); }));
+    EXPECT_FALSE(fs::exists(jobman::remote::worker_log_path(dir / "attempt", 0))) << id.job_id;
+  }
+}
+
+TEST(RemoteWorkloadId, LaunchRejectsAnExtraVariableThatIsNotAShellName) {
+  const jobman::remote::SliceTarget target{"/nonexistent/gcloud", "p", "z", "node", "", ""};
+  for (const std::string name : {"", "1X", "A-B", "A B", "X;id"}) {
+    jobman::remote::LaunchSpec spec;
+    spec.id = {"job-7", 1};
+    spec.extra_env = {{name, "v"}};
+    const auto message = error_of([&] { jobman::remote::launch(target, {0}, spec, std::chrono::milliseconds(1000)); });
+    EXPECT_EQ(message, "invalid environment variable name '" + name + "'");
+  }
+}
+
+} // namespace
