@@ -51,6 +51,11 @@ bool BearerCheck::authorized(const httplib::Request& request) const {
 
 namespace {
 
+// Threads serving HTTP. cpp-httplib keeps a thread on each kept-alive connection until its keep-alive timeout, and
+// every jobman process, gcloud stand-in and test client may hold one: its default (8 on this machine) would make
+// the next caller wait seconds.
+constexpr std::size_t kHttpThreads = 64;
+
 void send(httplib::Response& res, const Reply& reply, bool pretty = true) {
   res.status = reply.status;
   res.set_content(pretty ? reply.body.dump(2) : reply.body.dump(), "application/json; charset=UTF-8");
@@ -108,6 +113,7 @@ MockServer::MockServer(ServerOptions options) : options_(std::move(options)) {
   http_.set_tcp_nodelay(true);
   // cpp-httplib closes a keep-alive connection after 5 requests by default; Google's front end keeps it open.
   http_.set_keep_alive_max_count(100'000);
+  http_.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
   register_routes();
   register_auth_routes(http_, authority_, AuthRouteOptions{});
   bearer_.set_validator([this](std::string_view token) { return authority_.valid(token, authority_.now()); });
