@@ -1,20 +1,18 @@
 // The mock cloud's conda, for worker hosts: environments are recorded under $HOME/miniconda3, commands run in them.
+#include "worker_tool.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <functional>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -23,36 +21,17 @@
 #include <vector>
 #include <yaml-cpp/yaml.h>
 
+namespace jobman::mock::tools {
 namespace {
 
-namespace fs = std::filesystem;
-using nlohmann::json;
-
-// A failure that ends the program: what() goes to stderr as it is, and status() is the exit status.
-class Failure : public std::runtime_error {
-public:
-  // A failure reported with `message` and exit status `status`.
-  Failure(const std::string& message, int status) : std::runtime_error(message), status_(status) {}
-  // The exit status.
-  [[nodiscard]] int status() const { return status_; }
-
-private:
-  int status_;
-};
+// The name this program reports its failures under.
+constexpr std::string_view kTool = "conda";
 
 // The exit status of a command line conda cannot parse, as argparse gives it.
 constexpr int kUsageError = 2;
 
 // The version this conda reports.
 constexpr const char* kVersion = "24.5.0 (mock)";
-
-// Fails unless this is a mock worker host.
-void require_worker_host() {
-  const char* dir = std::getenv("MOCK_TPU_WORKER_DIR");
-  if (dir == nullptr || *dir == '\0') {
-    throw Failure("conda: MOCK_TPU_WORKER_DIR is not set: this conda only runs on the mock cloud's worker hosts", 1);
-  }
-}
 
 // The base prefix: a per-user Miniconda in HOME, so that it goes with the slice as a real one does.
 fs::path base_prefix() {
@@ -86,130 +65,58 @@ Failure not_an_environment(const fs::path& prefix) {
 
 // The current time as conda's history writes it.
 std::string timestamp() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm parts{};
-  ::localtime_r(&now, &parts);
-  std::array<char, 32> text{};
-  std::strftime(text.data(), text.size(), "%Y-%m-%d %H:%M:%S", &parts);
-  return text.data();
+  return format_time(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now()), "%Y-%m-%d %H:%M:%S",
+                     TimeZone::kLocal);
 }
 
-// `text` cut at every `separator`.
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (true) {
-    const auto end = text.find(separator, start);
-    parts.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) {
-      return parts;
-    }
-    start = end + 1;
-  }
-}
-
-// Writes `content` to `path` through a rename, so that a reader never sees part of it.
-void write_atomic(const fs::path& path, const std::string& content) {
-  const auto temporary = path.parent_path() / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << content;
-    if (!out.flush()) {
-      throw Failure("conda: cannot write " + temporary.string(), 1);
-    }
-  }
-  fs::rename(temporary, path);
-}
-
-// Appends `content` to `path`.
-void append_file(const fs::path& path, const std::string& content) {
-  std::ofstream out(path, std::ios::app);
-  out << content;
-  if (!out.flush()) {
-    throw Failure("conda: cannot write " + path.string(), 1);
-  }
+// The JSON object in `path`; an empty one when there is none.
+json read_object(const fs::path& path) {
+  auto object = read_json(path);
+  return object && object->is_object() ? *object : json::object();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Command lines.
-
-// An option a conda command takes: its long name, its one-letter form (0 when none) and whether it takes a value.
-struct OptionSpec {
-  std::string_view name; // Without the dashes.
-  char letter;           // The short form, or 0.
-  bool takes_value;      // --name VALUE (or --name=VALUE) rather than a switch.
-};
-
-// A command line taken apart: the options given, by long name, and the operands.
-struct Options {
-  std::map<std::string, std::vector<std::string>, std::less<>> given; // Every value in order; "" for a switch.
-  std::vector<std::string> operands;                                  // Everything that is not an option.
-
-  // Whether option `name` was given.
-  [[nodiscard]] bool on(std::string_view name) const { return given.find(name) != given.end(); }
-  // The last value given for `name`, or nothing.
-  [[nodiscard]] std::optional<std::string> value(std::string_view name) const {
-    const auto it = given.find(name);
-    return it == given.end() ? std::nullopt : std::optional<std::string>(it->second.back());
-  }
-  // Every value given for `name`.
-  [[nodiscard]] std::vector<std::string> values(std::string_view name) const {
-    const auto it = given.find(name);
-    return it == given.end() ? std::vector<std::string>{} : it->second;
-  }
-};
 
 // A usage error of `conda COMMAND`, worded and numbered as argparse words and numbers them.
 Failure usage_error(const std::string& command, const std::string& message) {
   return {"usage: conda " + command + " [options]\nconda " + command + ": error: " + message, kUsageError};
 }
 
-// Parses the arguments of `conda COMMAND` against `specs`. Options and operands may mix, except with
-// `first_operand_ends_options` (conda run: the command and its arguments).
-Options parse_options(const std::vector<std::string>& args, std::span<const OptionSpec> specs,
-                      const std::string& command, bool first_operand_ends_options) {
-  Options options;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const auto& arg = args[i];
-    if (arg == "--") {
-      options.operands.insert(options.operands.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-      break;
+// Parses the arguments of `conda COMMAND` against `specs`, as argparse does: -n NAME, -nNAME, -n=NAME, --name NAME
+// and --name=NAME. Options and operands may mix unless the first operand ends the options (conda run: the command and
+// its arguments).
+CommandLine parse_options(const std::vector<std::string>& args, std::span<const OptionSpec> specs,
+                          const std::string& command, FirstOperand first_operand) {
+  const auto read_option = [&](const std::vector<std::string>& words, std::size_t& i, CommandLine& line) {
+    const auto& arg = words[i];
+    const bool long_form = arg.starts_with("--");
+    const auto equals = arg.find('=');
+    const std::string name =
+        long_form ? arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2) : arg.substr(1, 1);
+    const auto spec = std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& s) {
+      return long_form ? s.name == name : s.letter == name.front();
+    });
+    if (spec == specs.end()) {
+      throw usage_error(command, "unrecognized arguments: " + arg);
     }
-    if (arg.size() > 1 && arg[0] == '-') {
-      const bool long_form = arg.starts_with("--");
-      const auto equals = arg.find('=');
-      const std::string name =
-          long_form ? arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2) : arg.substr(1, 1);
-      const auto spec = std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& s) {
-        return long_form ? s.name == name : s.letter == name.front();
-      });
-      if (spec == specs.end()) {
-        throw usage_error(command, "unrecognized arguments: " + arg);
+    std::string value;
+    if (spec->takes_value) {
+      if (long_form && equals != std::string::npos) {
+        value = arg.substr(equals + 1);
+      } else if (!long_form && arg.size() > 2) {
+        value = arg.substr(arg[2] == '=' ? 3 : 2);
+      } else if (i + 1 < words.size()) {
+        value = words[++i];
+      } else {
+        throw usage_error(command, "argument " + arg + ": expected one argument");
       }
-      std::string value;
-      if (spec->takes_value) {
-        if (long_form && equals != std::string::npos) {
-          value = arg.substr(equals + 1);
-        } else if (!long_form && arg.size() > 2) {
-          value = arg.substr(arg[2] == '=' ? 3 : 2);
-        } else if (i + 1 < args.size()) {
-          value = args[++i];
-        } else {
-          throw usage_error(command, "argument " + arg + ": expected one argument");
-        }
-      } else if ((long_form && equals != std::string::npos) || (!long_form && arg.size() > 2)) {
-        throw usage_error(command, "argument " + arg + ": ignored explicit argument");
-      }
-      options.given[std::string(spec->name)].push_back(value);
-      continue;
+    } else if ((long_form && equals != std::string::npos) || (!long_form && arg.size() > 2)) {
+      throw usage_error(command, "argument " + arg + ": ignored explicit argument");
     }
-    if (first_operand_ends_options) {
-      options.operands.insert(options.operands.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-      break;
-    }
-    options.operands.push_back(arg);
-  }
-  return options;
+    line.options[std::string(spec->name)].push_back(value);
+  };
+  return parse_command_line(args, first_operand, read_option);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -521,7 +428,8 @@ int create_environment(const EnvironmentRequest& request, const std::string& inv
     fs::create_symlink(*python, staging.path() / "bin" / "python3");
     fs::create_symlink(*python, staging.path() / "bin" / "python");
   }
-  append_file(staging.path() / "conda-meta" / "history", history_entry(invocation, request.dependencies));
+  write_file(kTool, staging.path() / "conda-meta" / "history", history_entry(invocation, request.dependencies),
+             WriteMode::kAppend);
   const auto now = timestamp();
   const json record = {{"name", request.name},
                        {"prefix", prefix.string()},
@@ -531,7 +439,7 @@ int create_environment(const EnvironmentRequest& request, const std::string& inv
                        {"source", request.source},
                        {"created", now},
                        {"updated", now}};
-  write_atomic(record_file(staging.path()), record.dump(2) + "\n");
+  write_atomic(kTool, record_file(staging.path()), record.dump(2) + "\n");
   if (::rename(staging.path().c_str(), prefix.c_str()) != 0) {
     throw Failure("CondaValueError: prefix already exists: " + prefix.string(), 1);
   }
@@ -541,7 +449,7 @@ int create_environment(const EnvironmentRequest& request, const std::string& inv
 }
 
 // The environment's name from -n, else from the file's `name:`.
-std::string environment_name(const Options& options, const EnvironmentFile& file) {
+std::string environment_name(const CommandLine& options, const EnvironmentFile& file) {
   if (const auto name = options.value("name")) {
     return *name;
   }
@@ -555,7 +463,7 @@ std::string environment_name(const Options& options, const EnvironmentFile& file
 int env_create(const std::vector<std::string>& args, const std::string& invocation) {
   static constexpr std::array kOptions = {OptionSpec{"file", 'f', true}, OptionSpec{"name", 'n', true},
                                           OptionSpec{"yes", 'y', false}, OptionSpec{"quiet", 'q', false}};
-  const auto options = parse_options(args, kOptions, "env create", false);
+  const auto options = parse_options(args, kOptions, "env create", FirstOperand::kMixesWithOptions);
   if (!options.operands.empty()) {
     throw usage_error("env create", "unrecognized arguments: " + options.operands.front());
   }
@@ -574,7 +482,7 @@ int env_create(const std::vector<std::string>& args, const std::string& invocati
 int create(const std::vector<std::string>& args, const std::string& invocation) {
   static constexpr std::array kOptions = {OptionSpec{"name", 'n', true}, OptionSpec{"channel", 'c', true},
                                           OptionSpec{"yes", 'y', false}, OptionSpec{"quiet", 'q', false}};
-  const auto options = parse_options(args, kOptions, "create", false);
+  const auto options = parse_options(args, kOptions, "create", FirstOperand::kMixesWithOptions);
   const auto name = options.value("name");
   if (!name) {
     throw usage_error("create", "one of the arguments -n/--name is required");
@@ -598,7 +506,7 @@ int env_update(const std::vector<std::string>& args, const std::string& invocati
   static constexpr std::array kOptions = {OptionSpec{"file", 'f', true}, OptionSpec{"name", 'n', true},
                                           OptionSpec{"prune", 0, false}, OptionSpec{"yes", 'y', false},
                                           OptionSpec{"quiet", 'q', false}};
-  const auto options = parse_options(args, kOptions, "env update", false);
+  const auto options = parse_options(args, kOptions, "env update", FirstOperand::kMixesWithOptions);
   if (!options.operands.empty()) {
     throw usage_error("env update", "unrecognized arguments: " + options.operands.front());
   }
@@ -608,11 +516,7 @@ int env_update(const std::vector<std::string>& args, const std::string& invocati
   if (!is_environment(prefix)) {
     throw not_an_environment(prefix);
   }
-  auto record = [&] {
-    std::ifstream in(record_file(prefix));
-    auto parsed = in ? json::parse(in, nullptr, false) : json::object();
-    return parsed.is_object() ? parsed : json::object();
-  }();
+  auto record = read_object(record_file(prefix));
   const auto channels =
       file.channels.empty() ? record.value("channels", std::vector<std::string>{"defaults"}) : file.channels;
   solve(file.dependencies, channels, options.on("quiet"));
@@ -634,7 +538,8 @@ int env_update(const std::vector<std::string>& args, const std::string& invocati
     }
   }
   fs::create_directories(prefix / "conda-meta");
-  append_file(prefix / "conda-meta" / "history", history_entry(invocation, file.dependencies));
+  write_file(kTool, prefix / "conda-meta" / "history", history_entry(invocation, file.dependencies),
+             WriteMode::kAppend);
   record["name"] = name;
   record["prefix"] = prefix.string();
   record["channels"] = channels;
@@ -644,7 +549,7 @@ int env_update(const std::vector<std::string>& args, const std::string& invocati
   }
   record["source"] = file.path.string();
   record["updated"] = timestamp();
-  write_atomic(record_file(prefix), record.dump(2) + "\n");
+  write_atomic(kTool, record_file(prefix), record.dump(2) + "\n");
   print_transaction(file.dependencies, name, options.on("quiet"));
   return 0;
 }
@@ -675,7 +580,7 @@ int remove_environment(const std::optional<std::string>& name, bool quiet) {
 int env_remove(const std::vector<std::string>& args) {
   static constexpr std::array kOptions = {OptionSpec{"name", 'n', true}, OptionSpec{"yes", 'y', false},
                                           OptionSpec{"quiet", 'q', false}};
-  const auto options = parse_options(args, kOptions, "env remove", false);
+  const auto options = parse_options(args, kOptions, "env remove", FirstOperand::kMixesWithOptions);
   if (!options.operands.empty()) {
     throw usage_error("env remove", "unrecognized arguments: " + options.operands.front());
   }
@@ -686,7 +591,7 @@ int env_remove(const std::vector<std::string>& args) {
 int remove(const std::vector<std::string>& args) {
   static constexpr std::array kOptions = {OptionSpec{"name", 'n', true}, OptionSpec{"all", 0, false},
                                           OptionSpec{"yes", 'y', false}, OptionSpec{"quiet", 'q', false}};
-  const auto options = parse_options(args, kOptions, "remove", false);
+  const auto options = parse_options(args, kOptions, "remove", FirstOperand::kMixesWithOptions);
   if (!options.on("all") || !options.operands.empty()) {
     throw usage_error("remove", "the mock's conda removes whole environments only: conda remove -n NAME --all");
   }
@@ -740,7 +645,7 @@ int list_environments(bool as_json) {
 // `conda env list [--json]`.
 int env_list(const std::vector<std::string>& args) {
   static constexpr std::array kOptions = {OptionSpec{"json", 0, false}};
-  const auto options = parse_options(args, kOptions, "env list", false);
+  const auto options = parse_options(args, kOptions, "env list", FirstOperand::kMixesWithOptions);
   return list_environments(options.on("json"));
 }
 
@@ -748,7 +653,7 @@ int env_list(const std::vector<std::string>& args) {
 int info(const std::vector<std::string>& args) {
   static constexpr std::array kOptions = {OptionSpec{"base", 0, false}, OptionSpec{"envs", 'e', false},
                                           OptionSpec{"json", 0, false}};
-  const auto options = parse_options(args, kOptions, "info", false);
+  const auto options = parse_options(args, kOptions, "info", FirstOperand::kMixesWithOptions);
   if (options.on("base")) {
     std::cout << base_prefix().string() << "\n";
     return 0;
@@ -780,7 +685,7 @@ int run(const std::vector<std::string>& args) {
   static constexpr std::array kOptions = {
       OptionSpec{"name", 'n', true},       OptionSpec{"prefix", 'p', true}, OptionSpec{"no-capture-output", 0, false},
       OptionSpec{"live-stream", 0, false}, OptionSpec{"cwd", 0, true},      OptionSpec{"verbose", 'v', false}};
-  const auto options = parse_options(args, kOptions, "run", true);
+  const auto options = parse_options(args, kOptions, "run", FirstOperand::kEndsOptions);
   const auto name = options.value("name");
   const auto given_prefix = options.value("prefix");
   const fs::path prefix = given_prefix ? fs::absolute(*given_prefix) : prefix_of(name.value_or("base"));
@@ -799,9 +704,7 @@ int run(const std::vector<std::string>& args) {
   ::setenv("CONDA_PREFIX", prefix.c_str(), 1);
   ::setenv("CONDA_DEFAULT_ENV", given_prefix ? prefix.c_str() : name.value_or("base").c_str(), 1);
   ::setenv("CONDA_SHLVL", "1", 1);
-  std::ifstream in(record_file(prefix));
-  const auto record = in ? json::parse(in, nullptr, false) : json::object();
-  const auto variables = record.is_object() ? record.value("variables", json::object()) : json::object();
+  const auto variables = read_object(record_file(prefix)).value("variables", json::object());
   if (variables.is_object()) {
     for (const auto& [key, value] : variables.items()) {
       if (value.is_string()) {
@@ -810,12 +713,7 @@ int run(const std::vector<std::string>& args) {
     }
   }
   std::vector<std::string> argv = options.operands;
-  std::vector<char*> pointers;
-  pointers.reserve(argv.size() + 1);
-  for (auto& arg : argv) {
-    pointers.push_back(arg.data());
-  }
-  pointers.push_back(nullptr);
+  const auto pointers = exec_array(argv);
   std::cout.flush();
   ::execvp(pointers[0], pointers.data());
   const int error = errno;
@@ -896,6 +794,7 @@ int dispatch(std::vector<std::string> args, const std::string& invocation) {
 }
 
 } // namespace
+} // namespace jobman::mock::tools
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
@@ -903,16 +802,6 @@ int main(int argc, char** argv) {
   for (const auto& arg : args) {
     invocation += " " + arg;
   }
-  try {
-    require_worker_host();
-    return dispatch(args, invocation);
-  } catch (const Failure& failure) {
-    std::cout.flush();
-    std::cerr << failure.what() << "\n";
-    return failure.status();
-  } catch (const std::exception& error) {
-    std::cout.flush();
-    std::cerr << "conda: " << error.what() << "\n";
-    return 1;
-  }
+  namespace tools = jobman::mock::tools;
+  return tools::run_on_worker_host(tools::kTool, [&] { return tools::dispatch(args, invocation); });
 }

@@ -1,4 +1,6 @@
 // The mock cloud's docker, for worker hosts: images are records, a container is its command run on the host itself.
+#include "worker_tool.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -9,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -22,7 +23,6 @@
 #include <regex>
 #include <span>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <sys/wait.h>
@@ -51,41 +51,18 @@ extern "C" void forward_to_container(int signal) {
   errno = saved;
 }
 
+namespace jobman::mock::tools {
 namespace {
 
-namespace fs = std::filesystem;
-using nlohmann::json;
-
-// A failure that ends the program: what() goes to stderr as it is, and status() is the exit status.
-class Failure : public std::runtime_error {
-public:
-  // A failure reported with `message` and exit status `status`.
-  Failure(const std::string& message, int status) : std::runtime_error(message), status_(status) {}
-  // The exit status.
-  [[nodiscard]] int status() const { return status_; }
-
-private:
-  int status_;
-};
+// The name this program reports its failures under.
+constexpr std::string_view kTool = "docker";
 
 // docker's exit status for its own failures, as opposed to the container's.
 constexpr int kDockerError = 125;
 
-// The PATH a container gets when the caller has none: docker's default.
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-// The worker host's sandbox; fails when this is not a mock worker host.
-fs::path worker_dir() {
-  const char* dir = std::getenv("MOCK_TPU_WORKER_DIR");
-  if (dir == nullptr || *dir == '\0') {
-    throw Failure("docker: MOCK_TPU_WORKER_DIR is not set: this docker only runs on the mock cloud's worker hosts", 1);
-  }
-  return dir;
-}
-
 // Where this host's docker keeps its state; it dies with the slice, as a VM's disk does.
 fs::path state_dir() {
-  return worker_dir() / ".mock" / "docker";
+  return worker_dir(kTool) / ".mock" / "docker";
 }
 
 // One record per image.
@@ -105,12 +82,7 @@ std::int64_t now_seconds() {
 
 // `seconds` since the epoch in RFC 3339, UTC, as docker prints times.
 std::string rfc3339(std::int64_t seconds) {
-  const std::time_t time = seconds;
-  std::tm parts{};
-  ::gmtime_r(&time, &parts);
-  std::array<char, 32> text{};
-  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &parts);
-  return text.data();
+  return format_time(seconds, "%Y-%m-%dT%H:%M:%SZ", TimeZone::kUtc);
 }
 
 // A duration in docker's words: "5 seconds", "About a minute", "3 hours".
@@ -138,20 +110,6 @@ std::string human_duration(std::int64_t seconds) {
   return std::to_string(hours / 24) + " days";
 }
 
-// `text` cut at every `separator`.
-std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (true) {
-    const auto end = text.find(separator, start);
-    parts.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) {
-      return parts;
-    }
-    start = end + 1;
-  }
-}
-
 // `parts` joined with `separator` between them.
 std::string join(const std::vector<std::string>& parts, const std::string& separator) {
   std::string text;
@@ -166,33 +124,11 @@ bool is_lower_hex(std::string_view text) {
   return !text.empty() && text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
-// A temporary name beside `path`, private to this process.
-fs::path temporary_beside(const fs::path& path) {
-  return path.parent_path() / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()));
-}
-
-// Writes `content` to a new file `path`.
-void write_new_file(const fs::path& path, const std::string& content) {
-  std::ofstream out(path, std::ios::trunc);
-  out << content;
-  if (!out.flush()) {
-    throw Failure("docker: cannot write " + path.string(), 1);
-  }
-}
-
-// Replaces `path` with `content` through a rename, so that a reader never sees part of it.
-void write_atomic(const fs::path& path, const std::string& content) {
-  fs::create_directories(path.parent_path());
-  const auto temporary = temporary_beside(path);
-  write_new_file(temporary, content);
-  fs::rename(temporary, path);
-}
-
 // Writes `content` to `path` unless a file is already there; of two writers racing, exactly one wins.
 bool write_exclusive(const fs::path& path, const std::string& content) {
   fs::create_directories(path.parent_path());
   const auto temporary = temporary_beside(path);
-  write_new_file(temporary, content);
+  write_file(kTool, temporary, content, WriteMode::kReplace);
   const bool created = ::link(temporary.c_str(), path.c_str()) == 0;
   const int error = errno;
   std::error_code ignored;
@@ -201,19 +137,6 @@ bool write_exclusive(const fs::path& path, const std::string& content) {
     throw Failure("docker: cannot write " + path.string() + ": " + std::strerror(error), 1);
   }
   return created;
-}
-
-// The JSON in `path`, or nothing when there is no such file.
-std::optional<json> read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return std::nullopt;
-  }
-  json value = json::parse(in, nullptr, false);
-  if (value.is_discarded()) {
-    return std::nullopt;
-  }
-  return value;
 }
 
 // 64 hex digits that depend only on `text`: the mock's image ids and digests.
@@ -289,55 +212,22 @@ bool same_process(pid_t pid, long long start) {
 // ---------------------------------------------------------------------------------------------------------------
 // Command lines.
 
-// A flag a docker command takes: its long name, its one-letter form (0 when none) and whether it takes a value.
-struct FlagSpec {
-  std::string_view name; // Without the dashes.
-  char letter;           // The shorthand, or 0.
-  bool takes_value;      // --name VALUE (or --name=VALUE) rather than a switch.
-};
-
-// A command line taken apart: the flags given, by long name, and the operands.
-struct ParsedArgs {
-  std::map<std::string, std::vector<std::string>, std::less<>> flags; // Every value in order; "true" for a switch.
-  std::vector<std::string> operands;                                  // Everything that is not a flag.
-
-  // Whether switch `name` was given (and not as --name=false).
-  [[nodiscard]] bool on(std::string_view name) const {
-    const auto it = flags.find(name);
-    return it != flags.end() && it->second.back() != "false" && it->second.back() != "0";
-  }
-  // Every value given for `name`.
-  [[nodiscard]] std::vector<std::string> values(std::string_view name) const {
-    const auto it = flags.find(name);
-    return it == flags.end() ? std::vector<std::string>{} : it->second;
-  }
-  // The last value given for `name`, or nothing.
-  [[nodiscard]] std::optional<std::string> value(std::string_view name) const {
-    const auto it = flags.find(name);
-    return it == flags.end() ? std::nullopt : std::optional<std::string>(it->second.back());
-  }
-};
-
 // A usage error of `docker COMMAND`, worded and numbered as docker words and numbers them.
 Failure usage_error(const std::string& command, const std::string& message) {
   return {message + "\nSee 'docker " + command + " --help'.", kDockerError};
 }
 
-// Parses the arguments of `docker COMMAND` against `specs`. Flags and operands may mix, except with
-// `first_operand_ends_flags` (docker run: IMAGE and everything after it are the container's command).
-ParsedArgs parse_args(const std::vector<std::string>& args, std::span<const FlagSpec> specs, const std::string& command,
-                      bool first_operand_ends_flags) {
-  ParsedArgs parsed;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const auto& arg = args[i];
-    if (arg == "--") {
-      parsed.operands.insert(parsed.operands.end(), args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-      break;
-    }
+// Parses the arguments of `docker COMMAND` against `specs`, as docker's flag package does: --name VALUE,
+// --name=VALUE, -n VALUE, -nVALUE and bundled switches (-it). Flags and operands may mix unless the first operand
+// ends the flags (docker run: IMAGE and everything after it are the container's command).
+CommandLine parse_args(const std::vector<std::string>& args, std::span<const OptionSpec> specs,
+                       const std::string& command, FirstOperand first_operand) {
+  const auto read_flag = [&](const std::vector<std::string>& words, std::size_t& i, CommandLine& line) {
+    const auto& arg = words[i];
     if (arg.size() > 2 && arg.starts_with("--")) {
       const auto equals = arg.find('=');
       const std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
-      const auto spec = std::find_if(specs.begin(), specs.end(), [&](const FlagSpec& s) { return s.name == name; });
+      const auto spec = std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& s) { return s.name == name; });
       if (spec == specs.end()) {
         throw usage_error(command, "unknown flag: --" + name);
       }
@@ -345,48 +235,40 @@ ParsedArgs parse_args(const std::vector<std::string>& args, std::span<const Flag
       if (equals != std::string::npos) {
         value = arg.substr(equals + 1);
       } else if (spec->takes_value) {
-        if (i + 1 >= args.size()) {
+        if (i + 1 >= words.size()) {
           throw usage_error(command, "flag needs an argument: --" + name);
         }
-        value = args[++i];
+        value = words[++i];
       }
-      parsed.flags[std::string(spec->name)].push_back(value);
-      continue;
+      line.options[std::string(spec->name)].push_back(value);
+      return;
     }
-    if (arg.size() > 1 && arg[0] == '-') {
-      for (std::size_t j = 1; j < arg.size(); ++j) {
-        const char letter = arg[j];
-        const auto spec =
-            std::find_if(specs.begin(), specs.end(), [&](const FlagSpec& s) { return s.letter == letter; });
-        if (spec == specs.end()) {
-          throw usage_error(command, std::string("unknown shorthand flag: '") + letter + "' in " + arg);
-        }
-        if (!spec->takes_value) {
-          parsed.flags[std::string(spec->name)].emplace_back("true");
-          continue;
-        }
-        std::string value = arg.substr(j + 1);
-        if (value.starts_with('=')) {
-          value.erase(0, 1);
-        }
-        if (value.empty()) {
-          if (i + 1 >= args.size()) {
-            throw usage_error(command, std::string("flag needs an argument: '") + letter + "' in -" + letter);
-          }
-          value = args[++i];
-        }
-        parsed.flags[std::string(spec->name)].push_back(value);
-        break;
+    for (std::size_t j = 1; j < arg.size(); ++j) {
+      const char letter = arg[j];
+      const auto spec =
+          std::find_if(specs.begin(), specs.end(), [&](const OptionSpec& s) { return s.letter == letter; });
+      if (spec == specs.end()) {
+        throw usage_error(command, std::string("unknown shorthand flag: '") + letter + "' in " + arg);
       }
-      continue;
+      if (!spec->takes_value) {
+        line.options[std::string(spec->name)].emplace_back("true");
+        continue;
+      }
+      std::string value = arg.substr(j + 1);
+      if (value.starts_with('=')) {
+        value.erase(0, 1);
+      }
+      if (value.empty()) {
+        if (i + 1 >= words.size()) {
+          throw usage_error(command, std::string("flag needs an argument: '") + letter + "' in -" + letter);
+        }
+        value = words[++i];
+      }
+      line.options[std::string(spec->name)].push_back(value);
+      return;
     }
-    if (first_operand_ends_flags) {
-      parsed.operands.insert(parsed.operands.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-      break;
-    }
-    parsed.operands.push_back(arg);
-  }
-  return parsed;
+  };
+  return parse_command_line(args, first_operand, read_flag);
 }
 
 // The number of characters in UTF-8 `text`.
@@ -623,7 +505,7 @@ void pull(const ImageRef& ref, std::ostream& out) {
                   {"CreatedUnix", created},
                   {"Reference", familiar},
                   {"Size", 0}};
-    write_atomic(file, image.dump(4));
+    write_atomic(kTool, file, image.dump(4));
   }
   out << "Digest: " << digest << "\n";
   out << "Status: " << (present ? "Image is up to date for " : "Downloaded newer image for ") << familiar << "\n";
@@ -779,7 +661,7 @@ void settle(const Container& c, int status) {
     } else {
       now->exit_code = status;
       now->finished = now_seconds();
-      write_atomic(c.file, to_json(*now).dump(2));
+      write_atomic(kTool, c.file, to_json(*now).dump(2));
     }
   }
 }
@@ -827,25 +709,25 @@ Failure name_conflict(const std::string& name) {
 // docker run.
 
 // The flags `docker run` understands.
-constexpr std::array kRunFlags = {FlagSpec{"rm", 0, false},
-                                  FlagSpec{"name", 0, true},
-                                  FlagSpec{"env", 'e', true},
-                                  FlagSpec{"env-file", 0, true},
-                                  FlagSpec{"volume", 'v', true},
-                                  FlagSpec{"workdir", 'w', true},
-                                  FlagSpec{"privileged", 0, false},
-                                  FlagSpec{"network", 0, true},
-                                  FlagSpec{"net", 0, true},
-                                  FlagSpec{"init", 0, false},
-                                  FlagSpec{"ipc", 0, true},
-                                  FlagSpec{"tty", 't', false},
-                                  FlagSpec{"interactive", 'i', false},
-                                  FlagSpec{"shm-size", 0, true},
-                                  FlagSpec{"user", 'u', true},
-                                  FlagSpec{"detach", 'd', false},
-                                  FlagSpec{"hostname", 'h', true},
-                                  FlagSpec{"pull", 0, true},
-                                  FlagSpec{"help", 0, false}};
+constexpr std::array kRunFlags = {OptionSpec{"rm", 0, false},
+                                  OptionSpec{"name", 0, true},
+                                  OptionSpec{"env", 'e', true},
+                                  OptionSpec{"env-file", 0, true},
+                                  OptionSpec{"volume", 'v', true},
+                                  OptionSpec{"workdir", 'w', true},
+                                  OptionSpec{"privileged", 0, false},
+                                  OptionSpec{"network", 0, true},
+                                  OptionSpec{"net", 0, true},
+                                  OptionSpec{"init", 0, false},
+                                  OptionSpec{"ipc", 0, true},
+                                  OptionSpec{"tty", 't', false},
+                                  OptionSpec{"interactive", 'i', false},
+                                  OptionSpec{"shm-size", 0, true},
+                                  OptionSpec{"user", 'u', true},
+                                  OptionSpec{"detach", 'd', false},
+                                  OptionSpec{"hostname", 'h', true},
+                                  OptionSpec{"pull", 0, true},
+                                  OptionSpec{"help", 0, false}};
 
 // What `docker run` was asked to do, checked.
 struct RunRequest {
@@ -859,6 +741,9 @@ struct RunRequest {
   std::optional<std::string> hostname;    // -h, else the short container id.
   std::map<std::string, std::string> env; // The container's environment, but HOSTNAME.
 };
+
+// The PATH a container gets when the caller has none: docker's default.
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 // The variables a container takes from its caller: PATH and HOME, so that the host's tools keep working, and the
 // mock's MOCK_* (among them the host's marker, by which the mock finds and ends the container's processes).
@@ -951,7 +836,7 @@ void check_volume(const std::string& spec) {
 
 // Turns `docker run`'s arguments into a checked request; fails as docker fails, with 125.
 RunRequest parse_run(const std::vector<std::string>& args) {
-  const auto parsed = parse_args(args, kRunFlags, "run", true);
+  const auto parsed = parse_args(args, kRunFlags, "run", FirstOperand::kEndsOptions);
   if (parsed.on("help")) {
     throw Failure("Usage:  docker run [OPTIONS] IMAGE [COMMAND] [ARG...]  (the mock cloud's docker)", 0);
   }
@@ -1076,19 +961,9 @@ int start_container(Container& c, const RunRequest& request) {
     env_entries.push_back(key);
     env_entries.back().append("=").append(value);
   }
-  std::vector<char*> env_pointers;
-  env_pointers.reserve(env_entries.size() + 1);
-  for (auto& entry : env_entries) {
-    env_pointers.push_back(entry.data());
-  }
-  env_pointers.push_back(nullptr);
+  auto env_pointers = exec_array(env_entries);
   std::vector<std::string> argv = c.command;
-  std::vector<char*> argv_pointers;
-  argv_pointers.reserve(argv.size() + 1);
-  for (auto& arg : argv) {
-    argv_pointers.push_back(arg.data());
-  }
-  argv_pointers.push_back(nullptr);
+  const auto argv_pointers = exec_array(argv);
   const std::string workdir = request.workdir.string();
 
   std::array<int, 2> go{};     // Parent to child: the record is written, start.
@@ -1187,7 +1062,7 @@ int start_container(Container& c, const RunRequest& request) {
     } else if (!now->exit_code) {
       now->exit_code = code;
       now->finished = now_seconds();
-      write_atomic(c.file, to_json(*now).dump(2));
+      write_atomic(kTool, c.file, to_json(*now).dump(2));
     }
   }
   if (exec_failed) {
@@ -1228,9 +1103,9 @@ int run_command(const std::vector<std::string>& args) {
 
 // `docker pull IMAGE`.
 int pull_command(const std::vector<std::string>& args) {
-  static constexpr std::array kFlags = {FlagSpec{"quiet", 'q', false}, FlagSpec{"all-tags", 'a', false},
-                                        FlagSpec{"platform", 0, true}};
-  const auto parsed = parse_args(args, kFlags, "pull", false);
+  static constexpr std::array kFlags = {OptionSpec{"quiet", 'q', false}, OptionSpec{"all-tags", 'a', false},
+                                        OptionSpec{"platform", 0, true}};
+  const auto parsed = parse_args(args, kFlags, "pull", FirstOperand::kMixesWithOptions);
   if (parsed.operands.size() != 1) {
     throw Failure("docker: 'docker pull' requires 1 argument.\nSee 'docker pull --help'.", 1);
   }
@@ -1280,9 +1155,10 @@ std::optional<json> inspect_image(const std::string& name) {
 
 // `docker image inspect IMAGE...` and `docker inspect [--type image|container] NAME...`.
 int inspect_command(const std::vector<std::string>& args, std::string type) {
-  static constexpr std::array kFlags = {FlagSpec{"type", 0, true}, FlagSpec{"format", 'f', true},
-                                        FlagSpec{"size", 's', false}};
-  const auto parsed = parse_args(args, kFlags, type == "image" ? "image inspect" : "inspect", false);
+  static constexpr std::array kFlags = {OptionSpec{"type", 0, true}, OptionSpec{"format", 'f', true},
+                                        OptionSpec{"size", 's', false}};
+  const auto parsed =
+      parse_args(args, kFlags, type == "image" ? "image inspect" : "inspect", FirstOperand::kMixesWithOptions);
   type = parsed.value("type").value_or(type);
   if (parsed.operands.empty()) {
     throw Failure("docker: 'docker inspect' requires at least 1 argument.\nSee 'docker inspect --help'.", 1);
@@ -1314,9 +1190,9 @@ int inspect_command(const std::vector<std::string>& args, std::string type) {
 
 // `docker images [-q] [REPOSITORY[:TAG]]`.
 int images_command(const std::vector<std::string>& args) {
-  static constexpr std::array kFlags = {FlagSpec{"quiet", 'q', false}, FlagSpec{"all", 'a', false},
-                                        FlagSpec{"no-trunc", 0, false}, FlagSpec{"digests", 0, false}};
-  const auto parsed = parse_args(args, kFlags, "images", false);
+  static constexpr std::array kFlags = {OptionSpec{"quiet", 'q', false}, OptionSpec{"all", 'a', false},
+                                        OptionSpec{"no-trunc", 0, false}, OptionSpec{"digests", 0, false}};
+  const auto parsed = parse_args(args, kFlags, "images", FirstOperand::kMixesWithOptions);
   const bool no_trunc = parsed.on("no-trunc");
   std::vector<std::vector<std::string>> rows = {{"REPOSITORY", "TAG", "IMAGE ID", "CREATED", "SIZE"}};
   for (const auto& image : all_images()) {
@@ -1344,8 +1220,8 @@ int images_command(const std::vector<std::string>& args) {
 
 // `docker rmi [-f] IMAGE...`.
 int rmi_command(const std::vector<std::string>& args) {
-  static constexpr std::array kFlags = {FlagSpec{"force", 'f', false}, FlagSpec{"no-prune", 0, false}};
-  const auto parsed = parse_args(args, kFlags, "rmi", false);
+  static constexpr std::array kFlags = {OptionSpec{"force", 'f', false}, OptionSpec{"no-prune", 0, false}};
+  const auto parsed = parse_args(args, kFlags, "rmi", FirstOperand::kMixesWithOptions);
   int status = 0;
   for (const auto& name : parsed.operands) {
     const auto image = find_image(name);
@@ -1374,9 +1250,9 @@ int rmi_command(const std::vector<std::string>& args) {
 
 // `docker ps [-a] [-q] [--no-trunc] [--filter name=N|id=ID|status=S]`.
 int ps_command(const std::vector<std::string>& args) {
-  static constexpr std::array kFlags = {FlagSpec{"all", 'a', false}, FlagSpec{"quiet", 'q', false},
-                                        FlagSpec{"filter", 'f', true}, FlagSpec{"no-trunc", 0, false}};
-  const auto parsed = parse_args(args, kFlags, "ps", false);
+  static constexpr std::array kFlags = {OptionSpec{"all", 'a', false}, OptionSpec{"quiet", 'q', false},
+                                        OptionSpec{"filter", 'f', true}, OptionSpec{"no-trunc", 0, false}};
+  const auto parsed = parse_args(args, kFlags, "ps", FirstOperand::kMixesWithOptions);
   if (!parsed.operands.empty()) {
     throw usage_error("ps", "\"docker ps\" accepts no arguments.");
   }
@@ -1429,11 +1305,42 @@ int ps_command(const std::vector<std::string>& args) {
   return 0;
 }
 
+// What became of a container a command was given.
+enum class ContainerOutcome {
+  kDone,    // The command did what it does: the container's name is echoed.
+  kRefused, // The command could not, and said why on stderr: the exit status is 1.
+};
+
+// Runs `docker COMMAND`'s `act` on each container `names` names, as docker's stop, kill and rm do: echoes each name
+// acted on; reports a name that finds no container or a container `act` refuses, and returns 1 for it (else 0).
+int for_each_container(const std::string& command, const std::vector<std::string>& names,
+                       const std::function<ContainerOutcome(const Container& c, const std::string& name)>& act) {
+  if (names.empty()) {
+    throw Failure(
+        "docker: 'docker " + command + "' requires at least 1 argument.\nSee 'docker " + command + " --help'.", 1);
+  }
+  int status = 0;
+  for (const auto& name : names) {
+    const auto c = find_container(name);
+    if (!c) {
+      report_no_such_container(name);
+      status = 1;
+      continue;
+    }
+    if (act(*c, name) == ContainerOutcome::kRefused) {
+      status = 1;
+      continue;
+    }
+    std::cout << name << "\n";
+  }
+  return status;
+}
+
 // `docker stop [-t SECONDS] CONTAINER...`: SIGTERM, then SIGKILL after the timeout (10 s by default).
 int stop_command(const std::vector<std::string>& args) {
-  static constexpr std::array kFlags = {FlagSpec{"time", 't', true}, FlagSpec{"timeout", 0, true},
-                                        FlagSpec{"signal", 's', true}};
-  const auto parsed = parse_args(args, kFlags, "stop", false);
+  static constexpr std::array kFlags = {OptionSpec{"time", 't', true}, OptionSpec{"timeout", 0, true},
+                                        OptionSpec{"signal", 's', true}};
+  const auto parsed = parse_args(args, kFlags, "stop", FirstOperand::kMixesWithOptions);
   const auto time = parsed.value("time") ? parsed.value("time") : parsed.value("timeout");
   char* end = nullptr;
   const long seconds = time ? std::strtol(time->c_str(), &end, 10) : 10;
@@ -1443,30 +1350,19 @@ int stop_command(const std::vector<std::string>& args) {
   if (parsed.value("signal")) {
     throw usage_error("stop", "docker: the mock's docker stops containers with SIGTERM only (no --signal)");
   }
-  if (parsed.operands.empty()) {
-    throw Failure("docker: 'docker stop' requires at least 1 argument.\nSee 'docker stop --help'.", 1);
-  }
-  int status = 0;
-  for (const auto& name : parsed.operands) {
-    const auto c = find_container(name);
-    if (!c) {
-      report_no_such_container(name);
-      status = 1;
-      continue;
-    }
-    if (c->running()) {
-      signal_container(*c, SIGTERM);
-      const auto gone = [&] { return !same_process(c->pid, c->pid_start); };
+  return for_each_container("stop", parsed.operands, [&](const Container& c, const std::string&) {
+    if (c.running()) {
+      signal_container(c, SIGTERM);
+      const auto gone = [&] { return !same_process(c.pid, c.pid_start); };
       // A negative timeout waits for as long as it takes, as docker's does.
       if (await(gone, seconds < 0 ? std::chrono::hours(24 * 365) : std::chrono::seconds(seconds))) {
-        settle(*c, 128 + SIGTERM);
+        settle(c, 128 + SIGTERM);
       } else {
-        kill_container(*c);
+        kill_container(c);
       }
     }
-    std::cout << name << "\n";
-  }
-  return status;
+    return ContainerOutcome::kDone;
+  });
 }
 
 // A signal named as docker takes it: "KILL", "SIGKILL" or "9".
@@ -1492,71 +1388,47 @@ int parse_signal(const std::string& text) {
 
 // `docker kill [-s SIGNAL] CONTAINER...`: SIGKILL (or the signal given) at once.
 int kill_command(const std::vector<std::string>& args) {
-  static constexpr std::array kFlags = {FlagSpec{"signal", 's', true}};
-  const auto parsed = parse_args(args, kFlags, "kill", false);
+  static constexpr std::array kFlags = {OptionSpec{"signal", 's', true}};
+  const auto parsed = parse_args(args, kFlags, "kill", FirstOperand::kMixesWithOptions);
   const int signal = parse_signal(parsed.value("signal").value_or("KILL"));
-  if (parsed.operands.empty()) {
-    throw Failure("docker: 'docker kill' requires at least 1 argument.\nSee 'docker kill --help'.", 1);
-  }
-  int status = 0;
-  for (const auto& name : parsed.operands) {
-    const auto c = find_container(name);
-    if (!c) {
-      report_no_such_container(name);
-      status = 1;
-      continue;
-    }
-    if (!c->running()) {
-      std::cerr << "Error response from daemon: Cannot kill container: " << name << ": Container " << c->id
+  return for_each_container("kill", parsed.operands, [&](const Container& c, const std::string& name) {
+    if (!c.running()) {
+      std::cerr << "Error response from daemon: Cannot kill container: " << name << ": Container " << c.id
                 << " is not running\n";
-      status = 1;
-      continue;
+      return ContainerOutcome::kRefused;
     }
     if (signal == SIGKILL) {
-      kill_container(*c);
+      kill_container(c);
     } else {
-      signal_container(*c, signal);
+      signal_container(c, signal);
     }
-    std::cout << name << "\n";
-  }
-  return status;
+    return ContainerOutcome::kDone;
+  });
 }
 
 // `docker rm [-f] CONTAINER...`.
 int rm_command(const std::vector<std::string>& args) {
-  static constexpr std::array kFlags = {FlagSpec{"force", 'f', false}, FlagSpec{"volumes", 'v', false}};
-  const auto parsed = parse_args(args, kFlags, "rm", false);
-  if (parsed.operands.empty()) {
-    throw Failure("docker: 'docker rm' requires at least 1 argument.\nSee 'docker rm --help'.", 1);
-  }
-  int status = 0;
-  for (const auto& name : parsed.operands) {
-    const auto c = find_container(name);
-    if (!c) {
-      report_no_such_container(name);
-      status = 1;
-      continue;
-    }
-    if (c->running()) {
+  static constexpr std::array kFlags = {OptionSpec{"force", 'f', false}, OptionSpec{"volumes", 'v', false}};
+  const auto parsed = parse_args(args, kFlags, "rm", FirstOperand::kMixesWithOptions);
+  return for_each_container("rm", parsed.operands, [&](const Container& c, const std::string&) {
+    if (c.running()) {
       if (!parsed.on("force")) {
-        std::cerr << "Error response from daemon: You cannot remove a running container " << c->id
+        std::cerr << "Error response from daemon: You cannot remove a running container " << c.id
                   << ". Stop the container before attempting removal or force remove\n";
-        status = 1;
-        continue;
+        return ContainerOutcome::kRefused;
       }
-      kill_container(*c);
+      kill_container(c);
     }
     std::error_code ec;
-    fs::remove(c->file, ec);
-    std::cout << name << "\n";
-  }
-  return status;
+    fs::remove(c.file, ec);
+    return ContainerOutcome::kDone;
+  });
 }
 
 // `docker info`.
 int info_command(const std::vector<std::string>& args) {
-  static constexpr std::array kFlags = {FlagSpec{"format", 'f', true}};
-  const auto parsed = parse_args(args, kFlags, "info", false);
+  static constexpr std::array kFlags = {OptionSpec{"format", 'f', true}};
+  const auto parsed = parse_args(args, kFlags, "info", FirstOperand::kMixesWithOptions);
   const auto containers = all_containers();
   const auto running =
       std::count_if(containers.begin(), containers.end(), [](const Container& c) { return c.running(); });
@@ -1635,50 +1507,32 @@ int dispatch(std::vector<std::string> args) {
     command = it->second;
     args.erase(args.begin());
   }
-  if (command == "run") {
-    return run_command(args);
-  }
-  if (command == "pull") {
-    return pull_command(args);
-  }
-  if (command == "images") {
-    return images_command(args);
-  }
-  if (command == "rmi") {
-    return rmi_command(args);
-  }
-  if (command == "inspect" || command == "image-inspect" || command == "container-inspect") {
-    return inspect_command(args, command == "inspect" ? "" : command.substr(0, command.find('-')));
-  }
-  if (command == "ps") {
-    return ps_command(args);
-  }
-  if (command == "stop") {
-    return stop_command(args);
-  }
-  if (command == "kill") {
-    return kill_command(args);
-  }
-  if (command == "rm") {
-    return rm_command(args);
-  }
-  if (command == "info") {
-    return info_command(args);
+  // The classic commands, by name.
+  using Command = std::function<int(const std::vector<std::string>&)>;
+  static const std::map<std::string, Command, std::less<>> kCommands = {
+      {"run", run_command},
+      {"pull", pull_command},
+      {"images", images_command},
+      {"rmi", rmi_command},
+      {"inspect", [](const std::vector<std::string>& rest) { return inspect_command(rest, ""); }},
+      {"image-inspect", [](const std::vector<std::string>& rest) { return inspect_command(rest, "image"); }},
+      {"container-inspect", [](const std::vector<std::string>& rest) { return inspect_command(rest, "container"); }},
+      {"ps", ps_command},
+      {"stop", stop_command},
+      {"kill", kill_command},
+      {"rm", rm_command},
+      {"info", info_command}};
+  if (const auto it = kCommands.find(command); it != kCommands.end()) {
+    return it->second(args);
   }
   throw Failure("docker: '" + command + "' is not a docker command.\nSee 'docker --help'", 1);
 }
 
 } // namespace
+} // namespace jobman::mock::tools
 
 int main(int argc, char** argv) {
-  try {
-    worker_dir();
-    return dispatch(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const Failure& failure) {
-    std::cerr << failure.what() << "\n";
-    return failure.status();
-  } catch (const std::exception& error) {
-    std::cerr << "docker: " << error.what() << "\n";
-    return 1;
-  }
+  namespace tools = jobman::mock::tools;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  return tools::run_on_worker_host(tools::kTool, [&] { return tools::dispatch(args); });
 }
