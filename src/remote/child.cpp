@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdexcept>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,15 +31,19 @@ void close_fd(int& fd) {
   }
 }
 
-Child spawn(const std::vector<std::string>& argv, bool merge_stderr) {
+Child spawn(const std::vector<std::string>& argv, bool merge_stderr, bool stdin_pipe) {
   int out[2];
   int err[2] = {-1, -1};
+  int in[2] = {-1, -1};
   if (::pipe2(out, O_CLOEXEC) != 0) {
     fail("pipe");
   }
-  if (!merge_stderr && ::pipe2(err, O_CLOEXEC) != 0) {
-    ::close(out[0]);
-    ::close(out[1]);
+  if ((!merge_stderr && ::pipe2(err, O_CLOEXEC) != 0) || (stdin_pipe && ::pipe2(in, O_CLOEXEC) != 0)) {
+    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1]}) {
+      if (fd >= 0) {
+        ::close(fd);
+      }
+    }
     fail("pipe");
   }
   std::vector<char*> args;
@@ -54,8 +59,7 @@ Child spawn(const std::vector<std::string>& argv, bool merge_stderr) {
   }
   if (child.pid == 0) {
     ::setpgid(0, 0);
-    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    ::dup2(null, 0);
+    ::dup2(stdin_pipe ? in[0] : ::open("/dev/null", O_RDONLY | O_CLOEXEC), 0);
     ::dup2(out[1], 1);
     ::dup2(merge_stderr ? out[1] : err[1], 2);
     ::execvp(args[0], args.data());
@@ -68,7 +72,39 @@ Child spawn(const std::vector<std::string>& argv, bool merge_stderr) {
     ::close(err[1]);
     child.err_fd = err[0];
   }
+  if (stdin_pipe) {
+    ::close(in[0]);
+    child.in_fd = in[1];
+    ::fcntl(child.in_fd, F_SETFL, ::fcntl(child.in_fd, F_GETFL) | O_NONBLOCK);
+  }
   return child;
+}
+
+std::size_t write_some(int fd, std::string_view data) {
+  // SIGPIPE is blocked in this thread around the write; one raised by it is taken back before unblocking.
+  sigset_t pipe_only;
+  sigset_t old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  ssize_t n = 0;
+  do {
+    n = ::write(fd, data.data(), data.size());
+  } while (n < 0 && errno == EINTR);
+  const int saved = errno;
+  if (n < 0 && saved == EPIPE) {
+    const timespec now{0, 0};
+    while (::sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (n >= 0) {
+    return static_cast<std::size_t>(n);
+  }
+  if (saved == EAGAIN) {
+    return 0;
+  }
+  return data.size();
 }
 
 int wait_exit(pid_t pid) {
@@ -81,12 +117,21 @@ int wait_exit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, std::chrono::milliseconds timeout) {
+std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, std::chrono::milliseconds timeout,
+                              const std::vector<std::string>& inputs) {
   std::vector<Child> children;
   std::vector<ChildRun> runs(argvs.size());
+  std::vector<std::string_view> pending(argvs.size());
   children.reserve(argvs.size());
-  for (const auto& argv : argvs) {
-    children.push_back(spawn(argv, true));
+  for (std::size_t i = 0; i < argvs.size(); ++i) {
+    const bool feed = i < inputs.size();
+    children.push_back(spawn(argvs[i], true, feed));
+    if (feed) {
+      pending[i] = inputs[i];
+      if (pending[i].empty()) {
+        close_fd(children[i].in_fd);
+      }
+    }
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   bool terminated = false;
@@ -99,7 +144,17 @@ std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs
         owner.push_back(i);
       }
     }
-    if (open.empty()) {
+    const std::size_t readers = open.size();
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      if (children[i].in_fd >= 0) {
+        open.push_back({children[i].in_fd, POLLOUT, 0});
+        owner.push_back(i);
+      }
+    }
+    if (readers == 0) {
+      for (auto& child : children) {
+        close_fd(child.in_fd);
+      }
       break;
     }
     const auto now = std::chrono::steady_clock::now();
@@ -112,6 +167,7 @@ std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs
           runs[i].timed_out = true;
           if (terminated) {
             close_fd(children[i].out_fd);
+            close_fd(children[i].in_fd);
           }
         }
       }
@@ -123,7 +179,18 @@ std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs
         errno != EINTR) {
       fail("poll");
     }
-    for (std::size_t k = 0; k < open.size(); ++k) {
+    for (std::size_t k = readers; k < open.size(); ++k) {
+      if (open[k].revents == 0) {
+        continue;
+      }
+      auto& child = children[owner[k]];
+      auto& rest = pending[owner[k]];
+      rest.remove_prefix((open[k].revents & POLLOUT) != 0 ? write_some(child.in_fd, rest) : rest.size());
+      if (rest.empty()) {
+        close_fd(child.in_fd);
+      }
+    }
+    for (std::size_t k = 0; k < readers; ++k) {
       if ((open[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
         continue;
       }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -14,11 +15,16 @@ struct Child {
   pid_t pid = -1;
   int out_fd = -1; // stdout, and stderr too when they were merged.
   int err_fd = -1; // stderr when kept apart; -1 when merged.
+  int in_fd = -1;  // The write end of its stdin when it was given a pipe; -1 for /dev/null.
 };
 
-// Starts `argv` in its own process group, stdin from /dev/null. With `merge_stderr` stdout and stderr share one pipe
-// (interleaved as written); otherwise each has its own.
-Child spawn(const std::vector<std::string>& argv, bool merge_stderr);
+// Starts `argv` in its own process group. With `merge_stderr` stdout and stderr share one pipe (interleaved as
+// written); otherwise each has its own. Its stdin is a pipe (in_fd) with `stdin_pipe`, /dev/null otherwise.
+Child spawn(const std::vector<std::string>& argv, bool merge_stderr, bool stdin_pipe = false);
+
+// Writes as much of `data` as `fd` takes without blocking and returns how much that was; a reader that has gone
+// away (EPIPE) counts as taking everything. SIGPIPE is kept from the process.
+std::size_t write_some(int fd, std::string_view data);
 
 // Waits for `pid` and returns its exit status, 128 + the signal when a signal ended it.
 int wait_exit(pid_t pid);
@@ -33,8 +39,10 @@ struct ChildRun {
   std::string output;
 };
 
-// Runs every argv at once with stdout and stderr merged and waits for all of them. A child still writing after
-// `timeout` gets SIGTERM to its process group, then SIGKILL five seconds later, and is marked timed out.
-std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, std::chrono::milliseconds timeout);
+// Runs every argv at once with stdout and stderr merged and waits for all of them; inputs[i] (when given) is fed to
+// child i's stdin, which is then closed. A child still writing after `timeout` gets SIGTERM to its process group,
+// then SIGKILL five seconds later, and is marked timed out.
+std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, std::chrono::milliseconds timeout,
+                              const std::vector<std::string>& inputs = {});
 
 } // namespace jobman::remote::detail

@@ -111,14 +111,18 @@ std::vector<WorkerRun> run_on_workers(const SliceTarget& target, const std::vect
 }
 
 std::vector<WorkerRun> run_on_workers(const SliceTarget& target, const std::vector<int>& workers,
-                                      const std::function<std::string(int)>& command,
-                                      std::chrono::milliseconds timeout) {
+                                      const std::function<std::string(int)>& command, std::chrono::milliseconds timeout,
+                                      const std::function<std::string(int)>& input) {
   std::vector<std::vector<std::string>> argvs;
+  std::vector<std::string> inputs;
   argvs.reserve(workers.size());
   for (int worker : workers) {
     argvs.push_back(ssh_argv(target, worker, command(worker)));
+    if (input) {
+      inputs.push_back(input(worker));
+    }
   }
-  return collect(workers, detail::run_all(argvs, timeout));
+  return collect(workers, detail::run_all(argvs, timeout, inputs));
 }
 
 std::vector<WorkerRun> copy_to_workers(const SliceTarget& target, const std::vector<Upload>& uploads,

@@ -513,14 +513,25 @@ std::string environment_command(const config::JobConfig& config, const std::stri
       return command;
     }
     const auto& docker = *config.docker;
-    std::string run = "if docker info > /dev/null 2>&1; then D=docker; else D=\"sudo -n docker\"; fi\n";
-    run += "exec $D run --rm --name \"$JOBMAN_CONTAINER\"";
+    std::string prelude = "if docker info > /dev/null 2>&1; then D=docker; else D=\"sudo -n docker\"; fi\n";
+    std::string run = "exec $D run --rm --name \"$JOBMAN_CONTAINER\"";
     for (const char* name : {"JOBMAN_JOB_ID", "JOBMAN_ATTEMPT", "JOBMAN_RESUME", "JOBMAN_WORKER_ID",
                              "JOBMAN_NUM_WORKERS", "JOBMAN_TPU_NAME", "JOBMAN_ZONE", "JOBMAN_ACCELERATOR"}) {
       run += std::string(" -e ") + name;
     }
-    for (const auto& variable : docker.env_vars) {
-      run += " -e " + shell_quote(variable);
+    if (!docker.env_vars.empty()) {
+      // Values go through a file beside run.sh ($0), not docker's arguments: they may hold secrets.
+      std::string lines;
+      for (const auto& variable : docker.env_vars) {
+        if (variable.find('\n') != std::string::npos || variable.find('=') == std::string::npos) {
+          throw Error("docker.env_vars: '" + variable.substr(0, variable.find('\n')) +
+                      "' is not one line of the form NAME=value");
+        }
+        lines += variable + "\n";
+      }
+      prelude += "jobman_env_file=\"$(dirname \"$0\")/docker.env\"\n";
+      prelude += "(umask 077 && printf '%s' " + shell_quote(lines) + " > \"$jobman_env_file\") || exit 1\n";
+      run += " --env-file \"$jobman_env_file\"";
     }
     for (const auto& dir : docker.mount_dirs) {
       run += " -v " + shell_quote(std::string(dir).append(":").append(dir));
@@ -529,7 +540,7 @@ std::string environment_command(const config::JobConfig& config, const std::stri
       run += " -w " + shell_quote(docker.workdir);
     }
     run += quoted_words(docker.flags) + " " + shell_quote(docker.image) + " bash -c " + shell_quote(command) + "\n";
-    return run;
+    return prelude + run;
   }
   }
   return command;

@@ -74,7 +74,8 @@ std::string launch_script(const LaunchSpec& spec, int worker) {
   s += kStateFunctions;
   s += "mkdir -p \"$(dirname \"$d\")\" || exit 1\n";
   s += "if mkdir \"$d\" 2>/dev/null; then\n";
-  s += "  printf '%s' " + shell_quote(run_script(spec, worker)) + " > \"$d/run.sh\" || exit 1\n";
+  // run.sh arrives on stdin, so that the command and its variables appear in no process's arguments.
+  s += "  (umask 077 && cat > \"$d/run.sh\") || exit 1\n";
   if (spec.docker) {
     s += "  printf '%s\\n' " + shell_quote(container_name(spec.id, worker)) + " > \"$d/container\"\n";
   }
@@ -86,7 +87,7 @@ std::string launch_script(const LaunchSpec& spec, int worker) {
   // Wait (at most 10 s) for the wrapper to record its pid, so that the state reported is "running".
   s += "  i=0; while [ ! -f \"$d/pid\" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n";
   s += "  echo jobman-launched\n";
-  s += "fi\n";
+  s += "else\n  cat > /dev/null\nfi\n";
   s += "jobman_state\n";
   return s;
 }
@@ -246,7 +247,8 @@ std::vector<WorkerStatus> launch(const SliceTarget& target, const std::vector<in
     }
   }
   return parse_all(run_on_workers(
-      target, workers, [&](int worker) { return launch_script(spec, worker); }, timeout));
+      target, workers, [&](int worker) { return launch_script(spec, worker); }, timeout,
+      [&](int worker) { return run_script(spec, worker); }));
 }
 
 std::vector<WorkerStatus> query(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,

@@ -10,7 +10,9 @@
 #include "support/temp_dir.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <iterator>
 #include <map>
 #include <sys/stat.h>
 
@@ -196,7 +198,7 @@ TEST_F(RemoteSetupTest, AVenvIsMadeOnceAndTheCommandRunsInIt) {
 }
 
 TEST_F(RemoteSetupTest, ADockerCommandRunsInItsContainerAndStopReachesIt) {
-  const auto cfg = config("docker", "docker:\n  image: lab/trainer:1.0\n  env_vars: [\"LAB=1\"]\n"
+  const auto cfg = config("docker", "docker:\n  image: lab/trainer:1.0\n  env_vars: [\"LAB=1\", \"TOKEN=s3cr3t-42\"]\n"
                                     "  flags: [\"--privileged\", \"--network=host\"]\n");
   const auto plan = jobman::remote::plan_setup(cfg);
   auto first = jobman::remote::run_setup(target, {0, 1}, plan, attempt_dir, kStep);
@@ -210,11 +212,21 @@ TEST_F(RemoteSetupTest, ADockerCommandRunsInItsContainerAndStopReachesIt) {
   jobman::remote::LaunchSpec spec;
   spec.id = {"9", 1};
   spec.docker = true;
-  spec.command = jobman::remote::environment_command(cfg, "echo worker=$JOBMAN_WORKER_ID lab=$LAB; exec sleep 600");
+  spec.command = jobman::remote::environment_command(
+      cfg, "echo worker=$JOBMAN_WORKER_ID lab=$LAB token=${#TOKEN}; exec sleep 600");
   for (const auto& status : jobman::remote::launch(target, {0, 1}, spec, kStep)) {
     EXPECT_EQ(status.state, jobman::remote::WorkloadState::running) << status.diagnostic;
   }
   EXPECT_TRUE(eventually([&] { return run(1, "docker ps --filter name=jobman-9-1-w1 -q").size() > 1; }));
+  // The variables' values are in no process's arguments while the container runs.
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    std::error_code ec;
+    if (fs::exists(entry.path() / "cmdline", ec)) {
+      std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+      const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(cmdline.find("s3cr3t-42"), std::string::npos) << entry.path();
+    }
+  }
   const auto stopped = jobman::remote::stop(target, {0, 1}, spec.id, std::chrono::seconds(5), kStep);
   for (const auto& status : stopped) {
     EXPECT_EQ(status.state, jobman::remote::WorkloadState::exited);
@@ -222,7 +234,7 @@ TEST_F(RemoteSetupTest, ADockerCommandRunsInItsContainerAndStopReachesIt) {
   }
   EXPECT_EQ(run(1, "docker ps -q | wc -l"), "0\n");
   jobman::remote::attach(target, {0, 1}, spec.id, attempt_dir);
-  EXPECT_EQ(jobman::util::read_file(jobman::remote::worker_log_path(attempt_dir, 1)), "worker=1 lab=1\n");
+  EXPECT_EQ(jobman::util::read_file(jobman::remote::worker_log_path(attempt_dir, 1)), "worker=1 lab=1 token=9\n");
   EXPECT_TRUE(eventually([&] { return slice.processes_running() == 0; }));
 }
 

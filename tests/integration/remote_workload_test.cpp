@@ -114,6 +114,25 @@ TEST_F(RemoteWorkloadTest, EveryWorkerSeesTheContractVariables) {
   EXPECT_EQ(jobman::util::read_file(jobman::remote::worker_log_path(dir / "a2", 2)), "resume=1 attempt=2\n");
 }
 
+TEST_F(RemoteWorkloadTest, TheCommandTravelsOnStdinAndNeverInAnArgumentList) {
+  // A gcloud that records every argument it is given, then does its job.
+  const auto log = dir / "gcloud-argv.log";
+  target.gcloud = dir.write("gcloud-recording", "#!/bin/bash\nprintf '%s\\n' \"$@\" >> " + log.string() + "\nexec " +
+                                                    slice.target().gcloud + " \"$@\"\n")
+                      .string();
+  fs::permissions(target.gcloud, fs::perms::owner_all);
+  auto command = spec("echo token=s3cr3t-launch-value");
+  command.extra_env["API_TOKEN"] = "s3cr3t-env-value";
+  for (const auto& status : jobman::remote::launch(target, kAll, command, kStep)) {
+    EXPECT_TRUE(status.launched) << status.diagnostic;
+  }
+  jobman::remote::attach(target, kAll, {"7", 1}, attempt_dir);
+  EXPECT_EQ(local_log(2), "token=s3cr3t-launch-value\n");
+  const auto arguments = jobman::util::read_file(log);
+  EXPECT_NE(arguments.find("--command="), std::string::npos);
+  EXPECT_EQ(arguments.find("s3cr3t"), std::string::npos) << arguments;
+}
+
 TEST_F(RemoteWorkloadTest, ExitCodesAreKeptPerWorkerAndALastLineWithoutNewlineArrives) {
   jobman::remote::launch(target, kAll, spec("printf 'no newline'; exit $((JOBMAN_WORKER_ID + 3))"), kStep);
   for (const auto& end : jobman::remote::attach(target, kAll, {"7", 1}, attempt_dir)) {

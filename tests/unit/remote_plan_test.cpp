@@ -3,6 +3,7 @@
 #include "jobman/remote/gcloud.hpp"
 #include "jobman/remote/setup.hpp"
 #include "jobman/remote/workload.hpp"
+#include "jobman/util/system.hpp"
 #include "support/run.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
@@ -28,6 +29,13 @@ std::string hostile() {
   return "a'b\"c $(touch PWNED) `touch PWNED` ;\necho $HOME \\";
 }
 
+// hostile() without its newline: what one env-file line can hold.
+std::string one_line_hostile() {
+  auto text = hostile();
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
 // The message of the jobman::Error `action` throws, or "(no error)".
 template <typename Action> std::string error_of(Action&& action) {
   try {
@@ -50,12 +58,14 @@ void fake_printing_program(const TempDir& dir, const std::string& name) {
   write_executable(dir, "bin/" + name, "#!/bin/bash\n[ \"$1\" = info ] && exit 0\nprintf '%s\\0' \"$@\"\n");
 }
 
-// Runs `text` with bash in `dir` (dir/bin first on PATH, plus `env`) and splits what it printed at NULs.
+// Runs `text` as the script dir/run.sh, as a workload runs (bash in `dir`, dir/bin first on PATH, plus `env`), and
+// splits what it printed at NULs.
 std::vector<std::string> printed_argv(const TempDir& dir, const std::string& text,
                                       std::map<std::string, std::string> env = {}) {
   const char* path = std::getenv("PATH");
   env["PATH"] = (dir / "bin").string() + ":" + (path != nullptr ? path : "/usr/bin:/bin");
-  const auto result = jobman::test::run_program({"/bin/bash", "-c", text}, {env, "", dir.path().string()});
+  const auto script = dir.write("run.sh", text);
+  const auto result = jobman::test::run_program({"/bin/bash", script.string()}, {env, "", dir.path().string()});
   EXPECT_EQ(result.exit_code, 0) << result.err;
   std::vector<std::string> words;
   std::size_t start = 0;
@@ -306,11 +316,14 @@ TEST(RemoteEnvironmentCommand, DockerPassesTheContractVariablesAndQuotesEveryWor
       "docker.yaml");
   ASSERT_EQ(configs.size(), 1U);
   std::string expected = "if docker info > /dev/null 2>&1; then D=docker; else D=\"sudo -n docker\"; fi\n"
+                         "jobman_env_file=\"$(dirname \"$0\")/docker.env\"\n"
+                         "(umask 077 && printf '%s' 'A=1 2\n' > \"$jobman_env_file\") || exit 1\n"
                          "exec $D run --rm --name \"$JOBMAN_CONTAINER\"";
   for (const auto& word : passed_jobman_names()) {
     expected += " " + word;
   }
-  expected += " -e 'A=1 2' -v '/data:/data' -w '/work dir' '--env' 'HOME=/x' '--shm-size=1g' 'img:tag' bash -c "
+  expected += " --env-file \"$jobman_env_file\" -v '/data:/data' -w '/work dir' '--env' 'HOME=/x' '--shm-size=1g' "
+              "'img:tag' bash -c "
               "'echo hi'\n";
   EXPECT_EQ(jobman::remote::environment_command(configs[0], configs[0].command.cmd), expected);
 }
@@ -320,17 +333,24 @@ TEST(RemoteEnvironmentCommand, DockerArgvSurvivesTheShellWithHostileText) {
   JobConfig config;
   config.job.env_type = EnvType::docker;
   config.docker = jobman::config::DockerSection{
-      "img:" + hostile(), {"--label a$(touch PWNED)", " --init "}, {"K=" + hostile()}, {"/data dir"}, "/w'd"};
+      "img:" + hostile(), {"--label a$(touch PWNED)", " --init "}, {"K=" + one_line_hostile()}, {"/data dir"}, "/w'd"};
   fake_printing_program(dir, "docker");
   const auto argv = printed_argv(dir, jobman::remote::environment_command(config, hostile()),
                                  {{"JOBMAN_CONTAINER", "jobman-job-7-2-w0"}});
   std::vector<std::string> expected = {"run", "--rm", "--name", "jobman-job-7-2-w0"};
   const auto names = passed_jobman_names();
   expected.insert(expected.end(), names.begin(), names.end());
-  expected.insert(expected.end(), {"-e", "K=" + hostile(), "-v", "/data dir:/data dir", "-w", "/w'd", "--label",
+  expected.insert(expected.end(), {"--env-file", (dir / "docker.env").string(), "-v", "/data dir:/data dir", "-w", "/w'd", "--label",
                                    "a$(touch", "PWNED)", "--init", "img:" + hostile(), "bash", "-c", hostile()});
   EXPECT_EQ(argv, expected);
+  // The variable's value is in a private file beside run.sh, not on docker's command line.
+  EXPECT_EQ(jobman::util::read_file(dir / "docker.env"), "K=" + one_line_hostile() + "\n");
+  EXPECT_EQ(fs::status(dir / "docker.env").permissions(), fs::perms::owner_read | fs::perms::owner_write);
   EXPECT_FALSE(fs::exists(dir / "PWNED"));
+  // A value over two lines cannot be an env-file line: refused, naming the key.
+  config.docker->env_vars = {"K=a\nb"};
+  EXPECT_EQ(error_of([&] { jobman::remote::environment_command(config, "true"); }),
+            "docker.env_vars: 'K=a' is not one line of the form NAME=value");
 }
 
 TEST(RemoteWorkloadEnvironment, EveryContractVariableHasItsValue) {

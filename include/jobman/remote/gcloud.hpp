@@ -62,10 +62,11 @@ struct WorkerRun {
 std::vector<WorkerRun> run_on_workers(const SliceTarget& target, const std::vector<int>& workers,
                                       const std::string& command, std::chrono::milliseconds timeout);
 
-// The same with a command of its own for each worker: `command(worker)`.
+// The same with a command of its own for each worker, `command(worker)`, and, when `input` is given, `input(worker)`
+// written to that command's stdin (text that must not appear in any process's arguments).
 std::vector<WorkerRun> run_on_workers(const SliceTarget& target, const std::vector<int>& workers,
-                                      const std::function<std::string(int)>& command,
-                                      std::chrono::milliseconds timeout);
+                                      const std::function<std::string(int)>& command, std::chrono::milliseconds timeout,
+                                      const std::function<std::string(int)>& input = {});
 
 // Files for one worker: local paths copied into one remote directory.
 struct Upload {

@@ -64,7 +64,9 @@ std::vector<WorkerSetup> run_setup(const SliceTarget& target, const std::vector<
                                    const std::filesystem::path& attempt_dir, std::chrono::milliseconds timeout);
 
 // The command as it runs in the config's environment: inside the venv, through `conda run`, or in a docker
-// container named $JOBMAN_CONTAINER with the JOBMAN_* variables passed in. Unchanged for env_type none.
+// container named $JOBMAN_CONTAINER with the JOBMAN_* variables passed in and docker.env_vars given through a
+// file beside run.sh (never on docker's command line). Unchanged for env_type none. Throws jobman::Error for an
+// env_vars entry that is not one NAME=value line.
 std::string environment_command(const config::JobConfig& config, const std::string& command);
 
 // A path from a config as shell text for the worker: "~" and "~/..." become the remote user's home, the rest is
