@@ -340,8 +340,9 @@ TEST(RemoteEnvironmentCommand, DockerArgvSurvivesTheShellWithHostileText) {
   std::vector<std::string> expected = {"run", "--rm", "--name", "jobman-job-7-2-w0"};
   const auto names = passed_jobman_names();
   expected.insert(expected.end(), names.begin(), names.end());
-  expected.insert(expected.end(), {"--env-file", (dir / "docker.env").string(), "-v", "/data dir:/data dir", "-w", "/w'd", "--label",
-                                   "a$(touch", "PWNED)", "--init", "img:" + hostile(), "bash", "-c", hostile()});
+  expected.insert(expected.end(),
+                  {"--env-file", (dir / "docker.env").string(), "-v", "/data dir:/data dir", "-w", "/w'd", "--label",
+                   "a$(touch", "PWNED)", "--init", "img:" + hostile(), "bash", "-c", hostile()});
   EXPECT_EQ(argv, expected);
   // The variable's value is in a private file beside run.sh, not on docker's command line.
   EXPECT_EQ(jobman::util::read_file(dir / "docker.env"), "K=" + one_line_hostile() + "\n");
