@@ -23,6 +23,14 @@ std::filesystem::path job_directory(std::int64_t id) {
   return util::jobman_home() / "jobs" / util::format_job_id(id);
 }
 
+std::filesystem::path attempt_directory(std::int64_t id, int attempt) {
+  return job_directory(id) / ("attempt-" + std::to_string(attempt));
+}
+
+remote::WorkloadId workload_id(std::int64_t id, int attempt) {
+  return {util::format_job_id(id), attempt};
+}
+
 std::string sweep_label(const config::JobConfig& config) {
   std::string label;
   for (const auto& [key, value] : config.sweep_point) {

@@ -8,6 +8,7 @@
 #include "support/mock_slice.hpp"
 #include "support/temp_dir.hpp"
 
+#include <algorithm>
 #include <fcntl.h>
 #include <filesystem>
 #include <gtest/gtest.h>
@@ -188,26 +189,20 @@ TEST_F(RemoteWorkloadTest, StopKillsWhatIgnoresSigterm) {
   }
 }
 
-TEST_F(RemoteWorkloadTest, TrainingStreamsHomeAndReattachesFromAnotherProcessWithoutGapsOrRepeats) {
+TEST_F(RemoteWorkloadTest, TrainingStreamsHomeIsReattachedFromAnotherProcessAndStopped) {
   const std::string train =
-      "exec systolic-train --steps 400 --step-time-ms 10 --ckpt-every 50 --ckpt-dir \"$HOME/ckpt\"";
+      "exec systolic-train --steps 100000 --step-time-ms 10 --ckpt-every 50 --ckpt-dir \"$HOME/ckpt\"";
   for (const auto& status : jobman::remote::launch(target, kAll, spec(train), kStep)) {
     ASSERT_EQ(status.state, WorkloadState::running) << status.diagnostic;
   }
+  const auto every_log_has = [&](const std::string& text) {
+    return std::all_of(kAll.begin(), kAll.end(), [&](int w) { return local_log(w).find(text) != std::string::npos; });
+  };
   // The first watcher streams a while and is stopped mid-run.
   std::stop_source stop;
   std::vector<jobman::remote::StreamEnd> first;
   std::thread watcher([&] { first = jobman::remote::attach(target, kAll, {"7", 1}, attempt_dir, stop.get_token()); });
-  EXPECT_TRUE(eventually(
-      [&] {
-        for (int w : kAll) {
-          if (local_log(w).find("step=20 ") == std::string::npos) {
-            return false;
-          }
-        }
-        return true;
-      },
-      std::chrono::seconds(30)));
+  EXPECT_TRUE(eventually([&] { return every_log_has("step=20 "); }, std::chrono::seconds(30)));
   stop.request_stop();
   watcher.join();
   for (const auto& end : first) {
@@ -218,7 +213,7 @@ TEST_F(RemoteWorkloadTest, TrainingStreamsHomeAndReattachesFromAnotherProcessWit
   EXPECT_EQ(jobman::remote::query(target, {0}, {"7", 1}, kStep)[0].state, WorkloadState::running)
       << "the workload outlives its watcher";
 
-  // A second process picks up where the local logs end and follows to the end.
+  // A second process picks up where the local logs end and follows until the workload ends.
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -232,6 +227,12 @@ TEST_F(RemoteWorkloadTest, TrainingStreamsHomeAndReattachesFromAnotherProcessWit
     }
     ::_exit(code);
   }
+  // Once it has streamed past a checkpoint, the workload is stopped: SIGTERM, and worker 0 saves its last step.
+  EXPECT_TRUE(eventually([&] { return every_log_has("step=60 "); }, std::chrono::seconds(30)));
+  for (const auto& status : jobman::remote::stop(target, kAll, {"7", 1}, std::chrono::seconds(10), kStep)) {
+    EXPECT_EQ(status.state, WorkloadState::exited) << status.diagnostic;
+    EXPECT_EQ(status.exit_code, 143) << "worker " << status.worker;
+  }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -240,13 +241,10 @@ TEST_F(RemoteWorkloadTest, TrainingStreamsHomeAndReattachesFromAnotherProcessWit
     const auto log = local_log(w);
     EXPECT_EQ(log, remote_log(w)) << "worker " << w << ": the local log is not the workload's output byte for byte";
     expect_complete_training_lines(log, w);
-    EXPECT_NE(log.find("step=400 "), std::string::npos);
-    EXPECT_NE(log.find("checksum="), std::string::npos);
+    EXPECT_NE(log.find("terminated at step="), std::string::npos) << "worker " << w;
   }
-  for (const auto& answer : jobman::remote::query(target, kAll, {"7", 1}, kStep)) {
-    EXPECT_EQ(answer.state, WorkloadState::exited);
-    EXPECT_EQ(answer.exit_code, 0);
-  }
+  EXPECT_TRUE(fs::exists(slice.worker_home(0) / "ckpt")) << "worker 0 checkpointed";
+  EXPECT_EQ(slice.processes_running(), 0);
 }
 
 TEST_F(RemoteWorkloadTest, OneLogHasOneWatcher) {

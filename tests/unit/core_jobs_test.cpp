@@ -1,5 +1,6 @@
 #include "jobman/core/jobs.hpp"
 #include "jobman/util/error.hpp"
+#include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
 #include <cstdlib>
@@ -95,6 +96,23 @@ TEST_F(CoreRequests, CleanRemovesTheRecordAndTheJobDirectory) {
 
 TEST_F(CoreRequests, MissingJobIsNoSuchJob) {
   EXPECT_THROW(apply_request(store, 999, Request::cancel), NoSuchJobError);
+}
+
+} // namespace
+} // namespace jobman::core
+
+namespace jobman::core {
+namespace {
+
+TEST(CoreAttempts, AnAttemptsLogsAndWorkloadAreNamedByTheJobAndTheAttempt) {
+  const jobman::test::TempDir dir;
+  const jobman::test::ScopedEnv home("JOBMAN_HOME", dir.path().string());
+  EXPECT_EQ(attempt_directory(42, 3), dir / "jobs" / "000042" / "attempt-3");
+  EXPECT_EQ(attempt_directory(42, 3).parent_path(), job_directory(42));
+  const auto id = workload_id(42, 3);
+  EXPECT_EQ(id.job_id, "000042");
+  EXPECT_EQ(id.attempt, 3);
+  EXPECT_EQ(remote::remote_workload_dir(id), ".jobman/jobs/000042/attempt-3");
 }
 
 } // namespace

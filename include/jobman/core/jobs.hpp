@@ -2,6 +2,7 @@
 #pragma once
 
 #include "jobman/config/job_config.hpp"
+#include "jobman/remote/workload.hpp"
 #include "jobman/store/job_store.hpp"
 
 #include <cstdint>
@@ -19,6 +20,12 @@ store::JobStore open_store();
 
 // $JOBMAN_HOME/jobs/<id>: where a job's logs and local state live.
 std::filesystem::path job_directory(std::int64_t id);
+
+// $JOBMAN_HOME/jobs/<id>/attempt-<n>: one attempt's setup-<w>.log and worker-<w>.log files.
+std::filesystem::path attempt_directory(std::int64_t id, int attempt);
+
+// The attempt's workload on the workers (remote files under ~/.jobman/jobs/<id>/attempt-<n>).
+remote::WorkloadId workload_id(std::int64_t id, int attempt);
 
 // The row `create` records for a resolved config.
 store::NewJob to_new_job(const config::JobConfig& config, const std::string& user);
