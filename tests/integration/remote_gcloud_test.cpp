@@ -15,14 +15,7 @@ using jobman::remote::shell_quote;
 using jobman::test::eventually;
 namespace fs = std::filesystem;
 
-class RemoteGcloudTest : public ::testing::Test {
-protected:
-  jobman::test::TempDir dir;
-  jobman::test::MockSlice slice{dir};
-  jobman::remote::SliceTarget target = slice.target();
-
-  void SetUp() override { ASSERT_TRUE(slice.ready()) << slice.server().first_line(); }
-};
+using RemoteGcloudTest = jobman::test::MockSliceTest;
 
 TEST_F(RemoteGcloudTest, HostileTextArrivesIntactOnEveryWorkerAndRunsNothing) {
   const auto canary = dir / "pwned";

@@ -40,15 +40,13 @@ std::map<std::string, std::string> snapshot(const fs::path& root) {
   return out;
 }
 
-class RemoteSetupTest : public ::testing::Test {
+class RemoteSetupTest : public jobman::test::MockSliceTest {
 protected:
-  jobman::test::TempDir dir;
-  jobman::test::MockSlice slice{dir};
-  jobman::remote::SliceTarget target = slice.target();
-  fs::path attempt_dir = dir / "jobs" / "9" / "attempt-1";
-
   void SetUp() override {
-    ASSERT_TRUE(slice.ready()) << slice.server().first_line();
+    MockSliceTest::SetUp();
+    if (HasFatalFailure()) {
+      return;
+    }
     fs::create_directories(dir / "state" / "buckets" / "data");
     dir.write("keys/id_lab",
               "-----BEGIN OPENSSH PRIVATE KEY-----\nnot a real key\n-----END OPENSSH PRIVATE KEY-----\n");

@@ -28,18 +28,8 @@ using jobman::test::eventually;
 constexpr auto kStep = std::chrono::seconds(60);
 const std::vector<int> kAll = {0, 1, 2, 3};
 
-class RemoteWorkloadTest : public ::testing::Test {
+class RemoteWorkloadTest : public jobman::test::MockSliceTest {
 protected:
-  jobman::test::TempDir dir;
-  jobman::test::MockSlice slice{dir};
-  jobman::remote::SliceTarget target = slice.target();
-  fs::path attempt_dir = dir / "jobs" / "7" / "attempt-1";
-
-  void SetUp() override {
-    ASSERT_TRUE(slice.ready()) << slice.server().first_line();
-    fs::create_directories(attempt_dir);
-  }
-
   jobman::remote::LaunchSpec spec(const std::string& command, int attempt = 1) {
     jobman::remote::LaunchSpec out;
     out.id = {"7", attempt};

@@ -8,6 +8,7 @@
 #include "support/temp_dir.hpp"
 
 #include <filesystem>
+#include <gtest/gtest.h>
 #include <memory>
 #include <string>
 
@@ -47,6 +48,21 @@ private:
   std::unique_ptr<ScopedEnv> gcloud_config_;
   remote::SliceTarget target_;
   bool ready_ = false;
+};
+
+// A test on a four-host mock slice (v4-32): its directory, the slice, a target for its node, and an empty local
+// attempt directory (dir/jobs/7/attempt-1). SetUp fails the test when the slice did not come up.
+class MockSliceTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_TRUE(slice.ready()) << slice.server().first_line();
+    std::filesystem::create_directories(attempt_dir);
+  }
+
+  TempDir dir;
+  MockSlice slice{dir};
+  remote::SliceTarget target = slice.target();
+  std::filesystem::path attempt_dir = dir / "jobs" / "7" / "attempt-1";
 };
 
 } // namespace jobman::test
