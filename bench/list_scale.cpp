@@ -3,6 +3,7 @@
 // LIST_SCALE_KEEP=1 keeps the store for profiling.
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/system.hpp"
+#include "stats.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -165,10 +166,7 @@ double time_run(const std::string& home, const std::vector<std::string>& args, s
   return std::chrono::duration<double, std::milli>(end - start).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
+using jobman::bench::median;
 
 } // namespace
 

@@ -1,6 +1,8 @@
 // bench/mock_api [SLICES] [SECONDS] [THREADS]: starts jobman-mock-cloud with SLICES live (ACTIVE) queued resources,
 // then measures GET and list latency and throughput on loopback, and the server's memory. Last line:
 // get_p50_ms=.. get_p99_ms=.. get_rps=.. list_p50_ms=.. list_p99_ms=.. list_rps=.. rss_mib=..
+#include "stats.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -131,12 +133,7 @@ Result hammer(int port, const std::string& path, double seconds, int threads) {
   return result;
 }
 
-double quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) {
-    return 0;
-  }
-  return sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(q * static_cast<double>(sorted.size())))];
-}
+using jobman::bench::quantile;
 
 } // namespace
 

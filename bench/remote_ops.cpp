@@ -8,6 +8,7 @@
 #include "jobman/remote/setup.hpp"
 #include "jobman/remote/workload.hpp"
 #include "jobman/util/system.hpp"
+#include "stats.hpp"
 #include "support/mock_slice.hpp"
 #include "support/temp_dir.hpp"
 
@@ -31,15 +32,8 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0 : values[values.size() / 2];
-}
-
-double percentile(std::vector<double> values, double p) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0 : values[std::min(values.size() - 1, static_cast<std::size_t>(p * values.size()))];
-}
+using jobman::bench::median;
+using jobman::bench::quantile;
 
 // Realtime clock in microseconds, as the workload's `date +%s%6N` prints it.
 long long now_us() {
@@ -148,9 +142,10 @@ int main(int argc, char** argv) {
     jobman::remote::stop(target, workers, spec.id, std::chrono::seconds(5), kStep);
     stop.push_back(ms_since(start));
   }
+  std::sort(lags.begin(), lags.end());
   std::printf("hosts=%zu setup_first_ms=%.0f setup_again_ms=%.0f launch_ms=%.0f query_ms=%.0f stop_ms=%.0f "
               "line_lag_p50_ms=%.1f line_lag_p99_ms=%.1f\n",
               workers.size(), median(setup_first), median(setup_again), median(launch), median(query), median(stop),
-              percentile(lags, 0.5), percentile(lags, 0.99));
+              quantile(lags, 0.5), quantile(lags, 0.99));
   return 0;
 }
