@@ -5,7 +5,7 @@ _jobman() {
     case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac
   done
   if [[ -z "$cmd" ]]; then
-    COMPREPLY=($(compgen -W "create validate list show resume cancel delete clean settings completion --help -h --version --verbose -v" -- "$cur"))
+    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean settings completion daemon wait --help -h --version --verbose -v" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -15,7 +15,7 @@ _jobman() {
       --sweep) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --set --sweep --dry-run --json" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --set --sweep --dry-run --json --wait --no-start" -- "$cur"))
       return
     fi
     COMPREPLY=($(compgen -f -- "$cur"))
@@ -49,6 +49,27 @@ _jobman() {
     fi
     COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))
     ;;
+  logs)
+    case "$prev" in
+      --worker) return ;;
+      --attempt) return ;;
+    esac
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h --follow -f --worker --attempt --setup" -- "$cur"))
+      return
+    fi
+    COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))
+    ;;
+  ssh)
+    case "$prev" in
+      --worker) return ;;
+    esac
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h --worker" -- "$cur"))
+      return
+    fi
+    COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))
+    ;;
   resume)
     if [[ "$cur" == -* ]]; then
       COMPREPLY=($(compgen -W "--help -h --json" -- "$cur"))
@@ -58,21 +79,21 @@ _jobman() {
     ;;
   cancel)
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --json" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --json --no-wait" -- "$cur"))
       return
     fi
     COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))
     ;;
   delete)
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --all-finished --json" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --all-finished --json --no-wait" -- "$cur"))
       return
     fi
     COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))
     ;;
   clean)
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --all-finished --json" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --all-finished --json --no-wait" -- "$cur"))
       return
     fi
     COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))
@@ -89,6 +110,29 @@ _jobman() {
       return
     fi
     COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur"))
+    ;;
+  daemon)
+    case "$prev" in
+      --tick) return ;;
+      --lease-ttl) return ;;
+      --idle-exit) return ;;
+      --job) return ;;
+      --ready-fd) return ;;
+    esac
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h --tick --lease-ttl --idle-exit --job --ready-fd" -- "$cur"))
+      return
+    fi
+    ;;
+  wait)
+    case "$prev" in
+      --timeout) return ;;
+    esac
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h --timeout --json" -- "$cur"))
+      return
+    fi
+    COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))
     ;;
   esac
 }

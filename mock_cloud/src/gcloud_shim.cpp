@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <set>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 namespace jobman::mock {
@@ -227,8 +229,13 @@ std::unique_ptr<httplib::Client> mock_client() {
 }
 
 // GET `path`; throws GcloudError when the mock cannot be reached.
+// A GET, retried like gcloud's HTTP layer retries reads: on 429 and 5xx answers, a few times with growing waits.
 httplib::Result get(httplib::Client& client, const std::string& path, const httplib::Headers& headers = {}) {
   auto result = client.Get(path, headers);
+  for (int retry = 0; retry < 5 && result && (result->status == 429 || result->status >= 500); ++retry) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50LL << retry));
+    result = client.Get(path, headers);
+  }
   if (!result) {
     throw GcloudError("There was a problem refreshing your current auth tokens: cannot reach the mock cloud (" +
                           httplib::to_string(result.error()) + ")",

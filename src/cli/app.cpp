@@ -13,11 +13,14 @@ namespace jobman::cli {
 
 namespace {
 
-void setup_logging(bool verbose) {
-  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_st>(
+void setup_logging(bool verbose, bool daemon) {
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>(
       util::color_enabled(2) ? spdlog::color_mode::automatic : spdlog::color_mode::never);
   auto logger = std::make_shared<spdlog::logger>("jobman", sink);
-  if (verbose) {
+  if (daemon) {
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$: %v");
+    logger->set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+  } else if (verbose) {
     logger->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%P] %^%l%$: %v");
     logger->set_level(spdlog::level::debug);
   } else {
@@ -53,6 +56,7 @@ void build_app(CLI::App& app, Context& ctx) {
              "  jobman create configs/examples/spot-v4-systolic.yaml\n"
              "  jobman list\n"
              "  jobman show 000042\n"
+             "  jobman logs -f 000042\n"
              "  jobman cancel 000042\n"
              "\n"
              "Exit codes: 0 ok, 1 error, 2 usage or config error, 3 no such job, 4 job failed,\n"
@@ -61,12 +65,16 @@ void build_app(CLI::App& app, Context& ctx) {
   add_validate_command(app, ctx);
   add_list_command(app, ctx);
   add_show_command(app, ctx);
+  add_logs_command(app, ctx);
+  add_ssh_command(app, ctx);
   add_resume_command(app, ctx);
   add_cancel_command(app, ctx);
   add_delete_command(app, ctx);
   add_clean_command(app, ctx);
   add_settings_command(app, ctx);
   add_completion_command(app, ctx);
+  add_daemon_command(app, ctx);
+  add_wait_command(app, ctx);
 }
 
 int run(int argc, char** argv) {
@@ -101,7 +109,7 @@ int run(int argc, char** argv) {
   } catch (const Error& e) {
     return report(std::cerr, e.what(), e.code());
   }
-  setup_logging(ctx.verbose);
+  setup_logging(ctx.verbose, ctx.daemon);
   if (!ctx.action) {
     return report(std::cerr, "no command given; run 'jobman --help'", ExitCode::usage);
   }

@@ -2,11 +2,14 @@
 #include "commands.hpp"
 #include "jobman/config/loader.hpp"
 #include "jobman/config/settings.hpp"
+#include "jobman/core/cloud.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/plan.hpp"
+#include "jobman/core/supervisor.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
+#include "waiting.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -18,7 +21,16 @@ struct CreateOptions {
   ConfigArguments config;
   bool dry_run = false;
   bool json = false;
+  bool wait = false;
+  bool no_start = false;
 };
+
+// Hands the new jobs to a supervisor (see start_supervisor).
+void start_driving(Context& ctx, const CreateOptions& options) {
+  if (!options.no_start) {
+    start_supervisor(ctx);
+  }
+}
 
 std::string project_for_plan(const config::Settings& settings) {
   if (!settings.project.empty()) {
@@ -119,6 +131,12 @@ int run_create(Context& ctx, const CreateOptions& options) {
   }
   auto& store = ctx.store();
   const auto ids = store.create_jobs(jobs);
+  start_driving(ctx, options);
+  std::optional<WaitResult> waited;
+  if (options.wait) {
+    waited = wait_for_jobs(ctx, ids, WaitGoal::finished, std::nullopt);
+  }
+  const int exit_code = waited ? wait_exit_code(*waited) : 0;
   if (options.json) {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -131,14 +149,19 @@ int run_create(Context& ctx, const CreateOptions& options) {
       all.push_back(j);
     }
     *ctx.out << all.dump(2) << '\n';
-    return 0;
+    return exit_code;
   }
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    *ctx.out << util::format_job_id(ids[i]) << '\n';
+    *ctx.out << util::format_job_id(ids[i]);
+    if (waited) {
+      const auto& job = waited->jobs.at(ids[i]);
+      *ctx.out << ": " << (job ? status_text(*job) : std::string("removed"));
+    }
+    *ctx.out << '\n';
     spdlog::debug("recorded job {} '{}' ({} in {}, {})", util::format_job_id(ids[i]), jobs[i].name, jobs[i].accelerator,
                   jobs[i].zone, jobs[i].pricing);
   }
-  return 0;
+  return exit_code;
 }
 
 } // namespace
@@ -151,8 +174,14 @@ void add_create_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--dry-run", options->dry_run,
                 "Print the resolved config, the cloud request and the setup steps; record nothing");
   add_json_flag(*cmd, options->json);
+  auto* wait = cmd->add_flag("--wait", options->wait,
+                             "Block until the jobs end; exit codes as for 'jobman wait' (0, 4 failed, 5 cancelled)");
+  auto* no_start = cmd->add_flag("--no-start", options->no_start,
+                                 "Only record the jobs; start no supervisor (a running one still picks them up)");
+  wait->excludes(no_start);
   cmd->footer("Examples:\n"
               "  jobman create configs/examples/spot-v4-systolic.yaml\n"
+              "  jobman create train.yaml --wait && echo succeeded\n"
               "  jobman create train.yaml --set tpu.zone=us-central2-b --set command.workers=all\n"
               "  jobman create train.yaml --sweep vars.lr=1e-4,3e-4 --sweep vars.bs=32,64   # 4 jobs\n"
               "  jobman create train.yaml --dry-run\n"

@@ -20,8 +20,12 @@ void add_resume_command(CLI::App& app, Context& ctx);     // `resume ID...`
 void add_cancel_command(CLI::App& app, Context& ctx);     // `cancel ID...`
 void add_delete_command(CLI::App& app, Context& ctx);     // `delete ID...`
 void add_clean_command(CLI::App& app, Context& ctx);      // `clean ID...`
+void add_logs_command(CLI::App& app, Context& ctx);       // `logs ID`
+void add_ssh_command(CLI::App& app, Context& ctx);        // `ssh ID [-- COMMAND...]`
 void add_settings_command(CLI::App& app, Context& ctx);   // `settings`
 void add_completion_command(CLI::App& app, Context& ctx); // `completion SHELL`
+void add_daemon_command(CLI::App& app, Context& ctx);     // `daemon`
+void add_wait_command(CLI::App& app, Context& ctx);       // `wait ID...`
 
 // Adds the `--json` flag every data-printing command has; it also silences logging.
 CLI::Option* add_json_flag(CLI::App& command, bool& json);
@@ -47,6 +51,7 @@ struct RequestCommandOptions {
   std::vector<std::string> ids;
   bool all_finished = false;
   bool json = false;
+  bool no_wait = false;
 };
 
 // Adds the shared arguments of resume/cancel/delete/clean to `command`.

@@ -77,7 +77,9 @@ std::vector<CommandInfo> commands_of(const CLI::App& app) {
     info.description = first_line(sub->get_description());
     info.options = options_of(*sub);
     for (const CLI::Option* opt : sub->get_options()) {
-      if (opt->get_positional() && opt->get_lnames().empty() && opt->get_snames().empty()) {
+      // The first positional is the one completed (`ssh ID [-- COMMAND...]` completes the ID).
+      if (opt->get_positional() && opt->get_lnames().empty() && opt->get_snames().empty() &&
+          info.positional == ValueKind::none) {
         info.positional = kind_of(opt->get_name());
         info.positional_many = opt->get_items_expected_max() > 1;
       }

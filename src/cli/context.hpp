@@ -16,6 +16,7 @@ struct Context {
   std::ostream* err = &std::cerr; // Progress and hints for people go here.
   bool color = false;             // ANSI colour on `out`.
   bool verbose = false;
+  bool daemon = false;         // The command is the long-running supervisor: timestamped logs.
   std::function<int()> action; // The parsed command, run after parsing succeeded.
 
   // The job store, opened on first use.

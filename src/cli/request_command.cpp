@@ -1,10 +1,25 @@
 // What resume, cancel, delete and clean share: several ids, --all-finished, one outcome line per job.
 #include "commands.hpp"
+#include "jobman/core/supervisor.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "output.hpp"
+#include "waiting.hpp"
+
+#include <cctype>
 
 namespace jobman::cli {
+
+namespace {
+
+std::string to_lower(std::string text) {
+  for (auto& c : text) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return text;
+}
+
+} // namespace
 
 void add_request_arguments(CLI::App& command, RequestCommandOptions& options, bool with_all_finished) {
   auto* ids = command.add_option("ID", options.ids, "Job ids (000042 or 42)");
@@ -17,6 +32,11 @@ void add_request_arguments(CLI::App& command, RequestCommandOptions& options, bo
     ids->required();
   }
   add_json_flag(command, options.json);
+  if (command.get_name() != "resume") {
+    command.add_flag("--no-wait", options.no_wait,
+                     "Return once the request is recorded; the supervisor carries it out (default: wait for the "
+                     "cloud to confirm)");
+  }
 }
 
 int run_request_command(Context& ctx, const RequestCommandOptions& options, core::Request request) {
@@ -39,20 +59,10 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
   }
   int exit_code = 0;
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  std::vector<core::RequestOutcome> outcomes;
   for (const auto id : ids) {
     try {
-      const auto outcome = core::apply_request(store, id, request);
-      if (options.json) {
-        results.push_back({{"id", id},
-                           {"request", std::string(core::to_string(request))},
-                           {"changed", outcome.changed},
-                           {"done", outcome.done},
-                           {"message", outcome.message},
-                           {"status", outcome.status.empty() ? nlohmann::ordered_json(nullptr)
-                                                             : nlohmann::ordered_json(outcome.status)}});
-      } else {
-        *ctx.out << util::format_job_id(id) << ": " << outcome.message << '\n';
-      }
+      outcomes.push_back(core::apply_request(store, id, request));
     } catch (const Error& e) {
       // Keep going: one bad id must not leave the others undone. The worst code wins.
       *ctx.err << "jobman: error: " << e.what() << '\n';
@@ -63,6 +73,44 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
       if (exit_code == 0 || code == static_cast<int>(ExitCode::error)) {
         exit_code = code;
       }
+    }
+  }
+  // What is left is the supervisor's: make sure one runs, then wait for the cloud to confirm.
+  std::vector<std::int64_t> pending;
+  for (const auto& outcome : outcomes) {
+    if (!outcome.done) {
+      pending.push_back(outcome.id);
+    }
+  }
+  if (!pending.empty()) {
+    start_supervisor(ctx);
+  }
+  if (!pending.empty() && !options.no_wait && request != core::Request::resume) {
+    const WaitGoal goal = request == core::Request::cancel   ? WaitGoal::cancelled
+                          : request == core::Request::remove ? WaitGoal::deleted
+                                                             : WaitGoal::removed;
+    const auto waited = wait_for_jobs(ctx, pending, goal, std::nullopt);
+    for (auto& outcome : outcomes) {
+      const auto found = waited.jobs.find(outcome.id);
+      if (found == waited.jobs.end()) {
+        continue;
+      }
+      outcome.done = true;
+      outcome.status = found->second ? std::string(store::to_string(found->second->phase)) : std::string();
+      outcome.message = found->second ? to_lower(outcome.status) : std::string("removed");
+    }
+  }
+  for (const auto& outcome : outcomes) {
+    if (options.json) {
+      results.push_back({{"id", outcome.id},
+                         {"request", std::string(core::to_string(request))},
+                         {"changed", outcome.changed},
+                         {"done", outcome.done},
+                         {"message", outcome.message},
+                         {"status", outcome.status.empty() ? nlohmann::ordered_json(nullptr)
+                                                           : nlohmann::ordered_json(outcome.status)}});
+    } else {
+      *ctx.out << util::format_job_id(outcome.id) << ": " << outcome.message << '\n';
     }
   }
   if (options.json) {

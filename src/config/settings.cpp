@@ -6,14 +6,23 @@
 #include "schema.hpp"
 #include "yaml_tree.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <sstream>
 
 namespace jobman::config {
 
 namespace {
 
 using detail::Node;
+
+// 60 -> "60", 2.5 -> "2.5".
+std::string format_scale(double scale) {
+  std::ostringstream out;
+  out << scale;
+  return out.str();
+}
 using detail::Origin;
 
 // The settings keys in the order `jobman settings` lists them, with the variable that overrides each.
@@ -30,6 +39,8 @@ const std::vector<Key>& keys() {
       {"gcloud", "JOBMAN_GCLOUD"},
       {"poll_interval", "JOBMAN_POLL_INTERVAL"},
       {"api_endpoint", "JOBMAN_API_ENDPOINT"},
+      {"mock_time_scale", "JOBMAN_MOCK_TIME_SCALE"},
+      {"autostart", "JOBMAN_AUTOSTART"},
   };
   return table;
 }
@@ -144,6 +155,23 @@ Settings load_settings() {
       } else {
         settings.api_endpoint = text;
       }
+    } else if (key == "autostart") {
+      if (text == "true" || text == "yes" || text == "on" || text == "1") {
+        settings.autostart = true;
+      } else if (text == "false" || text == "no" || text == "off" || text == "0") {
+        settings.autostart = false;
+      } else {
+        report(g, key, "'" + text + "' is not true or false");
+      }
+    } else if (key == "mock_time_scale") {
+      char* end = nullptr;
+      const double scale = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !(scale >= 1 && scale <= 1e6)) {
+        report(g, key, "'" + text + "' is not a number from 1 to 1000000",
+               "1 is real time; 60 makes a minute a second");
+      } else {
+        settings.mock_time_scale = scale;
+      }
     }
   }
   if (!errors.empty()) {
@@ -162,6 +190,8 @@ Settings load_settings() {
       {"gcloud", settings.gcloud},
       {"poll_interval", detail::exact_duration(settings.poll_interval_seconds)},
       {"api_endpoint", settings.api_endpoint},
+      {"mock_time_scale", format_scale(settings.mock_time_scale)},
+      {"autostart", settings.autostart ? "true" : "false"},
   };
   for (const auto& key : keys()) {
     const auto origin = origins.find(key.name);

@@ -1,9 +1,11 @@
 #include "jobman/core/jobs.hpp"
 
+#include "jobman/config/loader.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 namespace jobman::core {
@@ -42,6 +44,10 @@ std::string sweep_label(const config::JobConfig& config) {
     label += value;
   }
   return label;
+}
+
+config::JobConfig recorded_config(const store::JobRecord& job) {
+  return config::parse_job_configs(job.config_yaml, "config snapshot of job " + util::format_job_id(job.id)).front();
 }
 
 store::NewJob to_new_job(const config::JobConfig& config, const std::string& user) {
@@ -90,9 +96,17 @@ DesiredState desired_for(Request request) {
   return DesiredState::run;
 }
 
-// A job has something in the cloud once an attempt has started; only the supervisor may touch that.
-bool has_cloud_footprint(const store::JobRecord& job) {
-  return job.attempt > 0 && job.phase != Phase::deleted;
+// A job has something in the cloud while one of its attempts holds a slice not yet released, or while it may be
+// requesting one (not yet finished); only the supervisor, under the job's lease, may touch that.
+bool has_cloud_footprint(store::JobStore& store, const store::JobRecord& job) {
+  if (job.attempt == 0) {
+    return false;
+  }
+  if (!store::is_terminal(job.phase)) {
+    return true;
+  }
+  const auto attempts = store.attempts(job.id);
+  return std::any_of(attempts.begin(), attempts.end(), [](const auto& a) { return !a.released_ms; });
 }
 
 // How far along the stop/delete/clean ladder a desired state is.
@@ -119,7 +133,14 @@ RequestOutcome resume(store::JobStore& store, const store::JobRecord& job) {
   }
   store.set_desired_state(job.id, DesiredState::run, "resume requested");
   if (store::is_terminal(job.phase)) {
-    store.transition(job.id, job.phase, change_to(Phase::pending, "resumed by the user"));
+    auto change = change_to(Phase::pending, "resumed by the user");
+    if (job.phase == Phase::failed) {
+      // A fresh start: the budgets count from here (the events keep what was spent).
+      change.add_failures = -job.failures;
+      change.add_preemptions = -job.preemptions;
+      change.reason += "; failure and preemption budgets reset";
+    }
+    store.transition(job.id, job.phase, change);
   }
   return outcome(store.get_job(job.id), true, false, "resume requested");
 }
@@ -131,7 +152,7 @@ RequestOutcome tear_down(store::JobStore& store, const store::JobRecord& job, Re
   if (!already_asked) {
     store.set_desired_state(job.id, desired, verb + " requested");
   }
-  if (has_cloud_footprint(job)) {
+  if (has_cloud_footprint(store, job)) {
     // Stopping the workload and releasing the slice is the supervisor's work, under the job's lease.
     return outcome(store.get_job(job.id), !already_asked, false, verb + " requested");
   }

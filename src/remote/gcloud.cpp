@@ -86,11 +86,16 @@ SliceTarget slice_target(const config::Settings& settings, const config::JobConf
   return target;
 }
 
-std::vector<std::string> ssh_argv(const SliceTarget& target, int worker, const std::string& command) {
+std::vector<std::string> shell_argv(const SliceTarget& target, int worker) {
   std::vector<std::string> argv = {target.gcloud, "compute",
                                    "tpus",        "tpu-vm",
                                    "ssh",         target.user.empty() ? target.node : target.user + "@" + target.node};
   add_common_flags(argv, target, worker);
+  return argv;
+}
+
+std::vector<std::string> ssh_argv(const SliceTarget& target, int worker, const std::string& command) {
+  auto argv = shell_argv(target, worker);
   argv.push_back("--command=" + command);
   return argv;
 }

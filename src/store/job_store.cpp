@@ -63,8 +63,8 @@ bool iequals(std::string_view a, std::string_view b) {
 constexpr std::string_view job_columns =
     "jobs.id, name, user, accelerator, zone, pricing, tpu_name, hosts, phase, desired, phase_reason, attempt, "
     "preemptions, failures, host0_ip, exit_code, created_ms, updated_ms, phase_since_ms, finished_ms, "
-    "config_path, sweep_label";
-constexpr int config_yaml_column = 22;
+    "config_path, sweep_label, cleanup_pending";
+constexpr int config_yaml_column = 23;
 
 std::string select_jobs(bool with_config) {
   std::string sql = "SELECT ";
@@ -114,6 +114,7 @@ void read_job(const Database& db, const Statement& row, bool with_config, JobRec
   job.finished_ms = row.column_optional_int64(19);
   job.config_path.assign(row.column_text_view(20));
   job.sweep_label.assign(row.column_text_view(21));
+  job.cleanup_pending = row.column_int(22) != 0;
   if (with_config) {
     job.config_yaml.assign(row.column_text_view(config_yaml_column));
   } else {
@@ -492,7 +493,8 @@ bool JobStore::transition(std::int64_t id, std::optional<Phase> expected, const 
     auto update = impl_->statements.get(
         "UPDATE jobs SET phase = ?2, phase_reason = ?3, phase_since_ms = ?4, updated_ms = ?5, finished_ms = ?6, "
         "host0_ip = COALESCE(?7, host0_ip), exit_code = COALESCE(?8, exit_code), "
-        "preemptions = preemptions + ?9, failures = failures + ?10 WHERE id = ?1");
+        "preemptions = preemptions + ?9, failures = failures + ?10, "
+        "cleanup_pending = COALESCE(?11, cleanup_pending) WHERE id = ?1");
     update->bind(1, id);
     update->bind(2, to_string(change.to));
     update->bind(3, change.reason);
@@ -505,6 +507,9 @@ bool JobStore::transition(std::int64_t id, std::optional<Phase> expected, const 
     update->bind(8, change.exit_code);
     update->bind(9, change.add_preemptions);
     update->bind(10, change.add_failures);
+    if (change.cleanup_pending) {
+      update->bind(11, *change.cleanup_pending ? 1 : 0);
+    }
     update->run();
   }
   impl_->insert_event(id, now, "phase", from, change.to, change.reason, phase_event_data(change));
@@ -626,7 +631,7 @@ void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& o
 
 std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
   auto query = impl_->statements.get(
-      "SELECT job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code "
+      "SELECT job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code, released_ms "
       "FROM attempts WHERE job_id = ?1 ORDER BY number");
   query->bind(1, job_id);
   std::vector<AttemptRecord> attempts;
@@ -641,9 +646,53 @@ std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
     attempt.ended_ms = query->column_optional_int64(6);
     attempt.outcome = query->column_text(7);
     attempt.exit_code = query->column_optional_int(8);
+    attempt.released_ms = query->column_optional_int64(9);
     attempts.push_back(std::move(attempt));
   }
   return attempts;
+}
+
+void JobStore::mark_released(std::int64_t job_id, const std::string& queued_resource, const std::string& how) {
+  const std::int64_t now = util::now_ms();
+  Transaction transaction(impl_->db);
+  {
+    auto update = impl_->statements.get("UPDATE attempts SET released_ms = ?3 "
+                                        "WHERE job_id = ?1 AND queued_resource = ?2 AND released_ms IS NULL");
+    update->bind(1, job_id);
+    update->bind(2, queued_resource);
+    update->bind(3, now);
+    update->run();
+  }
+  if (impl_->db.changes() == 0) {
+    return; // Already recorded (or never ours): nothing to say twice.
+  }
+  const nlohmann::json data = {{"queued_resource", queued_resource}};
+  impl_->insert_event(job_id, now, "action", std::nullopt, std::nullopt, queued_resource + " released: " + how,
+                      data.dump());
+  transaction.commit();
+}
+
+void JobStore::set_cleanup_pending(std::int64_t job_id, bool pending) {
+  auto update = impl_->statements.get("UPDATE jobs SET cleanup_pending = ?2 WHERE id = ?1");
+  update->bind(1, job_id);
+  update->bind(2, pending ? 1 : 0);
+  update->run();
+}
+
+std::vector<JobRecord> JobStore::jobs_to_drive(bool with_config) const {
+  // Three index scans: unfinished jobs, finished ones with a slice to release, and delete/clean requests.
+  auto query = impl_->statements.get(
+      select_jobs(with_config) + " WHERE jobs.id IN (SELECT id FROM jobs WHERE phase NOT IN " +
+      std::string(schema::terminal_phase_list) +
+      " UNION SELECT id FROM jobs WHERE cleanup_pending = 1 OR desired IN ('delete','clean'))"
+      " AND NOT (desired = 'delete' AND phase = 'DELETED' AND cleanup_pending = 0) ORDER BY jobs.id");
+  std::vector<JobRecord> jobs;
+  while (query->step()) {
+    JobRecord job;
+    read_job(impl_->db, *query, with_config, job);
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
 }
 
 bool JobStore::try_acquire_lease(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms,
@@ -683,6 +732,27 @@ bool JobStore::renew_lease(std::int64_t job_id, const std::string& owner, std::i
     update->run();
   }
   const bool held = impl_->db.changes() > 0;
+  transaction.commit();
+  return held;
+}
+
+std::vector<std::int64_t> JobStore::renew_leases(const std::vector<std::int64_t>& job_ids, const std::string& owner,
+                                                 std::int64_t ttl_ms, std::int64_t now_ms) {
+  std::vector<std::int64_t> held;
+  Transaction transaction(impl_->db);
+  auto update =
+      impl_->statements.get("UPDATE leases SET heartbeat_ms = ?3, expires_ms = ?4 WHERE job_id = ?1 AND owner = ?2");
+  for (const auto id : job_ids) {
+    update->reset();
+    update->bind(1, id);
+    update->bind(2, owner);
+    update->bind(3, now_ms);
+    update->bind(4, now_ms + ttl_ms);
+    update->run();
+    if (impl_->db.changes() > 0) {
+      held.push_back(id);
+    }
+  }
   transaction.commit();
   return held;
 }

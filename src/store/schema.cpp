@@ -95,9 +95,19 @@ CREATE INDEX jobs_unfinished ON jobs(id) WHERE phase NOT IN ('SUCCEEDED','FAILED
 CREATE INDEX jobs_finished ON jobs(finished_ms);
 )sql";
 
-constexpr std::array<Migration, 2> all{{
+// Version 3: what the supervisor needs to finish a job's cleanup. attempts.released_ms is when the attempt's queued
+// resource and node were confirmed gone (or never made); jobs.cleanup_pending marks a finished job whose slice
+// must still be released. The partial index finds the jobs the supervisor drives besides the unfinished ones.
+constexpr std::string_view v3 = R"sql(
+ALTER TABLE attempts ADD COLUMN released_ms INTEGER;
+ALTER TABLE jobs ADD COLUMN cleanup_pending INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX jobs_to_release ON jobs(id) WHERE cleanup_pending = 1 OR desired IN ('delete','clean');
+)sql";
+
+constexpr std::array<Migration, 3> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
+    {3, "record released slices and pending cleanups for the supervisor", v3},
 }};
 
 } // namespace

@@ -128,6 +128,7 @@ int LineReadingProcess::finish() {
   if (timed_out) {
     return -1;
   }
+  killed_by_signal_ = WIFSIGNALED(status);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 

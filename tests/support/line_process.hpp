@@ -35,6 +35,8 @@ public:
   int finish();
   // Every stdout line read so far.
   [[nodiscard]] const std::vector<std::string>& lines() const { return lines_; }
+  // After finish(): the child was ended by a signal rather than exiting with a status of its own.
+  [[nodiscard]] bool killed_by_signal() const { return killed_by_signal_; }
 
 private:
   std::chrono::milliseconds patience_;
@@ -42,6 +44,7 @@ private:
   int out_ = -1;
   std::string buffer_;
   std::vector<std::string> lines_;
+  bool killed_by_signal_ = false;
 };
 
 } // namespace jobman::test

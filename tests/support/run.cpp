@@ -115,7 +115,10 @@ RunResult run_program(const std::vector<std::string>& argv, const RunOptions& op
 RunResult run_jobman(const std::vector<std::string>& args, const RunOptions& options) {
   std::vector<std::string> argv{jobman_binary()};
   argv.insert(argv.end(), args.begin(), args.end());
-  return run_program(argv, options);
+  // Tests of the store and the commands start no supervisor or mock cloud unless they ask for one.
+  RunOptions with_defaults = options;
+  with_defaults.env.emplace("JOBMAN_AUTOSTART", "0");
+  return run_program(argv, with_defaults);
 }
 
 } // namespace jobman::test

@@ -24,7 +24,7 @@ struct RunOptions {
 // Runs `argv` (argv[0] is a path) and waits for it.
 RunResult run_program(const std::vector<std::string>& argv, const RunOptions& options = {});
 
-// Runs the built jobman binary with `args`.
+// Runs the built jobman binary with `args`; JOBMAN_AUTOSTART is 0 unless `options.env` sets it.
 RunResult run_jobman(const std::vector<std::string>& args, const RunOptions& options = {});
 
 // The built jobman binary's path.

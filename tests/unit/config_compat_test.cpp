@@ -233,8 +233,9 @@ TEST(ConfigExamples, SpotV4SystolicRunsTheBundledWorkload) {
   EXPECT_EQ(c.tpu.name, c.job.name) << "defaulted from job.name";
   ASSERT_TRUE(c.gcsfuse);
   EXPECT_EQ(c.gcsfuse->bucket_name, "jobman-demo");
-  EXPECT_EQ(c.gcsfuse->mount_path, "/mnt/bucket");
-  EXPECT_NE(c.command.cmd.find("systolic-train --steps 2000 --ckpt-dir /mnt/bucket/ckpt/systolic-v4 --ckpt-every 100"),
+  EXPECT_EQ(c.gcsfuse->mount_path, "~/bucket");
+  EXPECT_NE(c.command.cmd.find(
+                "systolic-train --steps 2000 --step-time-ms 20 --ckpt-dir ~/bucket/ckpt/systolic-v4 --ckpt-every 100"),
             std::string::npos);
   EXPECT_NE(c.command.cmd.find("${JOBMAN_ATTEMPT}"), std::string::npos) << "shell variables are left alone";
   EXPECT_EQ(c.recovery.max_preemptions, std::nullopt);

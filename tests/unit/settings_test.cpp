@@ -12,9 +12,9 @@
 namespace jobman::config {
 namespace {
 
-constexpr std::array<const char*, 7> variables{"XDG_CONFIG_HOME",    "JOBMAN_CLOUD",  "JOBMAN_PROJECT",
-                                               "JOBMAN_ZONE",        "JOBMAN_GCLOUD", "JOBMAN_POLL_INTERVAL",
-                                               "JOBMAN_API_ENDPOINT"};
+constexpr std::array<const char*, 9> variables{"XDG_CONFIG_HOME",     "JOBMAN_CLOUD",           "JOBMAN_PROJECT",
+                                               "JOBMAN_ZONE",         "JOBMAN_GCLOUD",          "JOBMAN_POLL_INTERVAL",
+                                               "JOBMAN_API_ENDPOINT", "JOBMAN_MOCK_TIME_SCALE", "JOBMAN_AUTOSTART"};
 
 // Points XDG_CONFIG_HOME at a fresh directory and clears JOBMAN_*; restores everything afterwards.
 class SettingsLoad : public ::testing::Test {
@@ -72,13 +72,16 @@ TEST_F(SettingsLoad, MissingFileGivesDefaults) {
   EXPECT_EQ(s.gcloud, "gcloud");
   EXPECT_EQ(s.poll_interval_seconds, 30);
   EXPECT_EQ(s.api_endpoint, "");
-  ASSERT_EQ(s.sources.size(), 6u);
+  EXPECT_EQ(s.mock_time_scale, 60);
+  EXPECT_TRUE(s.autostart);
+  ASSERT_EQ(s.sources.size(), 8u);
   std::vector<std::string> keys;
   for (const auto& source : s.sources) {
     keys.push_back(source.key);
     EXPECT_TRUE(source.origin.starts_with("default")) << source.key << ": " << source.origin;
   }
-  EXPECT_EQ(keys, (std::vector<std::string>{"cloud", "project", "zone", "gcloud", "poll_interval", "api_endpoint"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"cloud", "project", "zone", "gcloud", "poll_interval", "api_endpoint",
+                                            "mock_time_scale", "autostart"}));
   EXPECT_EQ(s.sources[0].value, "mock");
   EXPECT_EQ(s.sources[4].value, "30s");
 }
@@ -98,6 +101,32 @@ TEST_F(SettingsLoad, FileValuesAreReadWithTheirLines) {
   EXPECT_EQ(origin_of(s, "cloud"), "default (a project is set)");
   EXPECT_EQ(s.sources[0].value, "google");
   EXPECT_EQ(s.sources[4].value, "2m");
+}
+
+TEST_F(SettingsLoad, MockTimeScaleIsANumberFromOneUp) {
+  const auto path = write_settings("mock_time_scale: 2.5\n");
+  EXPECT_EQ(load_settings().mock_time_scale, 2.5);
+  EXPECT_EQ(origin_of(load_settings(), "mock_time_scale"), path + ":1");
+  ::setenv("JOBMAN_MOCK_TIME_SCALE", "1000", 1);
+  EXPECT_EQ(load_settings().mock_time_scale, 1000);
+  for (const char* bad : {"0.5", "fast", "1e9", "60x"}) {
+    ::setenv("JOBMAN_MOCK_TIME_SCALE", bad, 1);
+    try {
+      (void)load_settings();
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("JOBMAN_MOCK_TIME_SCALE"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(SettingsLoad, AutostartIsABoolean) {
+  write_settings("autostart: no\n");
+  EXPECT_FALSE(load_settings().autostart);
+  ::setenv("JOBMAN_AUTOSTART", "1", 1);
+  EXPECT_TRUE(load_settings().autostart);
+  ::setenv("JOBMAN_AUTOSTART", "sometimes", 1);
+  EXPECT_THROW((void)load_settings(), ConfigError);
 }
 
 TEST_F(SettingsLoad, ExplicitCloudWinsOverTheProjectRule) {

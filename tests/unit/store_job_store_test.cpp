@@ -496,5 +496,63 @@ TEST(JobStoreLease, LeasesAreIndependentPerJob) {
   EXPECT_EQ(store.lease(ids[1])->owner, "two");
 }
 
+TEST(JobStoreSupervisor, JobsToDriveAreUnfinishedOnesPendingCleanupsAndTeardownRequests) {
+  auto store = JobStore::open_in_memory();
+  const auto ids = store.create_jobs(std::vector<NewJob>(6, make_job("j")));
+  // 1 stays PENDING; 2 succeeded and released; 3 failed with its slice still to release; 4 cancelled (slice kept);
+  // 5 cancelled and then asked to be deleted; 6 deleted and done.
+  store.transition(ids[1], std::nullopt, to_phase(Phase::succeeded));
+  auto failed = to_phase(Phase::failed);
+  failed.cleanup_pending = true;
+  store.transition(ids[2], std::nullopt, failed);
+  store.transition(ids[3], std::nullopt, to_phase(Phase::cancelled));
+  store.transition(ids[4], std::nullopt, to_phase(Phase::cancelled));
+  store.set_desired_state(ids[4], DesiredState::remove, "test");
+  store.set_desired_state(ids[5], DesiredState::remove, "test");
+  store.transition(ids[5], std::nullopt, to_phase(Phase::deleted));
+  EXPECT_EQ(ids_of(store.jobs_to_drive()), (std::vector<std::int64_t>{ids[0], ids[2], ids[4]}));
+  EXPECT_TRUE(store.get_job(ids[2]).cleanup_pending);
+  store.set_cleanup_pending(ids[2], false);
+  store.set_desired_state(ids[5], DesiredState::clean, "test");
+  EXPECT_EQ(ids_of(store.jobs_to_drive()), (std::vector<std::int64_t>{ids[0], ids[4], ids[5]}));
+  EXPECT_TRUE(store.jobs_to_drive(false).front().config_yaml.empty());
+  EXPECT_EQ(store.jobs_to_drive(true).front().config_yaml, "name: j\n");
+}
+
+TEST(JobStoreSupervisor, ReleasingASliceMarksEveryAttemptThatUsedItOnce) {
+  auto store = JobStore::open_in_memory();
+  const auto id = store.create_jobs({make_job("j")}).front();
+  store.begin_attempt(id, "qr-a1", "qr-a1", "us-central2-b");
+  store.end_attempt(id, 1, "cancelled", std::nullopt);
+  store.begin_attempt(id, "qr-a1", "qr-a1", "us-central2-b"); // Resumed on the same slice.
+  store.mark_released(id, "qr-a1", "deleted");
+  store.mark_released(id, "qr-a1", "deleted");
+  const auto attempts = store.attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_TRUE(attempts[0].released_ms.has_value());
+  EXPECT_TRUE(attempts[1].released_ms.has_value());
+  int released_events = 0;
+  for (const auto& e : store.events(id)) {
+    released_events += e.message == "qr-a1 released: deleted" ? 1 : 0;
+  }
+  EXPECT_EQ(released_events, 1) << "saying it again changes nothing";
+  store.begin_attempt(id, "qr-a3", "qr-a3", "us-central2-b");
+  EXPECT_FALSE(store.attempts(id).back().released_ms.has_value());
+}
+
+TEST(JobStoreLease, RenewingManyLeasesKeepsOnlyTheOwnersOnes) {
+  auto store = JobStore::open_in_memory();
+  const auto ids = store.create_jobs(std::vector<NewJob>(3, make_job("j")));
+  ASSERT_TRUE(store.try_acquire_lease(ids[0], "me", 1000, 0));
+  ASSERT_TRUE(store.try_acquire_lease(ids[1], "other", 1000, 0));
+  ASSERT_TRUE(store.try_acquire_lease(ids[2], "me", 1000, 0));
+  EXPECT_EQ(store.renew_leases(ids, "me", 5000, 500), (std::vector<std::int64_t>{ids[0], ids[2]}));
+  EXPECT_EQ(store.lease(ids[0])->expires_ms, 5500);
+  EXPECT_EQ(store.lease(ids[1])->expires_ms, 1000) << "another owner's lease is untouched";
+  // Once taken over after expiry, a lease is no longer renewed for its old owner.
+  ASSERT_TRUE(store.try_acquire_lease(ids[2], "new", 1000, 6000));
+  EXPECT_EQ(store.renew_leases(ids, "me", 5000, 6001), (std::vector<std::int64_t>{ids[0]}));
+}
+
 } // namespace
 } // namespace jobman::store

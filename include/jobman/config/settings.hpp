@@ -24,6 +24,8 @@ struct Settings {
   std::string gcloud = "gcloud"; // Program run for ssh/scp and access tokens.
   long long poll_interval_seconds = 30;
   std::string api_endpoint;           // TPU API base URL; empty means the cloud's default.
+  double mock_time_scale = 60;        // The bundled mock's --time-scale (and the supervisor's tick divisor there).
+  bool autostart = true;              // create/resume/wait/cancel/... start the supervisor (and mock) when none runs.
   std::vector<SettingSource> sources; // Every key, in a fixed order, for `jobman settings`.
 };
 

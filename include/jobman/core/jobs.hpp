@@ -33,6 +33,10 @@ store::NewJob to_new_job(const config::JobConfig& config, const std::string& use
 // "lr=0.1,bs=32" for a sweep member; empty otherwise.
 std::string sweep_label(const config::JobConfig& config);
 
+// The config recorded when the job was created (`job` read with its config). Throws ConfigError when the snapshot
+// no longer parses.
+config::JobConfig recorded_config(const store::JobRecord& job);
+
 // What a user asks of an existing job.
 enum class Request { resume, cancel, remove, clean };
 

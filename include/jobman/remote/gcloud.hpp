@@ -44,6 +44,9 @@ SliceTarget slice_target(const config::Settings& settings, const config::JobConf
 // element: no local shell ever sees it.
 std::vector<std::string> ssh_argv(const SliceTarget& target, int worker, const std::string& command);
 
+// The argv of an interactive `gcloud compute tpus tpu-vm ssh` session on one worker: ssh_argv without a command.
+std::vector<std::string> shell_argv(const SliceTarget& target, int worker);
+
 // The argv of `gcloud compute tpus tpu-vm scp` copying local `sources` to `remote_path` on one worker (a path
 // relative to the remote user's home, or absolute).
 std::vector<std::string> scp_argv(const SliceTarget& target, int worker, const std::vector<std::string>& sources,

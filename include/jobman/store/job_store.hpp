@@ -56,6 +56,7 @@ struct JobRecord {
   std::optional<std::int64_t> finished_ms; // When the job entered a terminal phase.
   std::string config_path;                 // The file given to `create`, absolute.
   std::string sweep_label;                 // "lr=0.1,bs=32" for sweep members; empty otherwise.
+  bool cleanup_pending = false;            // Finished, but its slice is still to be released.
   std::string config_yaml;                 // The resolved config snapshot; filled only when asked for.
 };
 
@@ -95,6 +96,7 @@ struct AttemptRecord {
   std::optional<std::int64_t> ended_ms;
   std::string outcome; // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled".
   std::optional<int> exit_code;
+  std::optional<std::int64_t> released_ms; // When its queued resource and node were confirmed gone.
 };
 
 // One timestamped, append-only fact about a job.
@@ -126,6 +128,7 @@ struct PhaseChange {
   std::optional<int> exit_code;
   int add_preemptions = 0;
   int add_failures = 0;
+  std::optional<bool> cleanup_pending; // Set or clear JobRecord::cleanup_pending with the change.
 };
 
 // The SQLite-backed store. One per process; not shared between threads.
@@ -179,11 +182,23 @@ public:
   void end_attempt(std::int64_t job_id, int number, const std::string& outcome, std::optional<int> exit_code);
   // The job's attempts, oldest first.
   [[nodiscard]] std::vector<AttemptRecord> attempts(std::int64_t job_id) const;
+  // Records that `queued_resource` (and its node) are gone, on every attempt that used it, with an event saying
+  // `how`. Repeating it changes nothing.
+  void mark_released(std::int64_t job_id, const std::string& queued_resource, const std::string& how);
+  // Sets or clears JobRecord::cleanup_pending.
+  void set_cleanup_pending(std::int64_t job_id, bool pending);
+
+  // The jobs a supervisor has work on, by id: unfinished ones, finished ones with cleanup pending, and delete or
+  // clean requests not yet carried out.
+  [[nodiscard]] std::vector<JobRecord> jobs_to_drive(bool with_config = false) const;
 
   // Takes the job's lease if it is free, expired, or already `owner`'s. True when `owner` holds it.
   bool try_acquire_lease(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms, std::int64_t now_ms);
   // Extends `owner`'s lease; false when `owner` no longer holds it.
   bool renew_lease(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms, std::int64_t now_ms);
+  // Extends each of `owner`'s leases in one transaction; returns the ids `owner` still holds.
+  std::vector<std::int64_t> renew_leases(const std::vector<std::int64_t>& job_ids, const std::string& owner,
+                                         std::int64_t ttl_ms, std::int64_t now_ms);
   // Gives the lease up if `owner` holds it.
   void release_lease(std::int64_t job_id, const std::string& owner);
   // The current lease, expired or not.

@@ -1,0 +1,65 @@
+// The supervisor's judgements, as pure functions: what a queued resource's state means for a job, how an attempt's
+// workers ended, and where a preemption or failure leaves the job given its budgets.
+#pragma once
+
+#include "jobman/cloud/tpu_client.hpp"
+#include "jobman/config/job_config.hpp"
+#include "jobman/remote/workload.hpp"
+#include "jobman/store/job_store.hpp"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace jobman::core {
+
+// What the cloud says about an attempt's slice.
+enum class SliceVerdict {
+  waiting,      // Requested, not yet provisioning (CREATING, ACCEPTED, WAITING_FOR_RESOURCES).
+  provisioning, // PROVISIONING.
+  active,       // ACTIVE: the nodes are up.
+  lost,         // SUSPENDING, SUSPENDED, FAILED, or gone: a preemption as far as the job is concerned.
+  deleting,     // DELETING (by someone).
+};
+
+// The verdict for a queued resource's state; nullopt (the resource is gone) is `lost`.
+SliceVerdict judge_slice(const std::optional<cloud::QueuedResource>& resource);
+
+// The phase a job waiting for its slice is in for a verdict: QUEUED or PROVISIONING (nullopt for the others).
+std::optional<store::Phase> waiting_phase(SliceVerdict verdict);
+
+// How an attempt's workers stand, taken together.
+enum class AttemptOutcome {
+  running,     // Nothing decided yet: worker 0 runs (others may have finished with 0).
+  succeeded,   // Worker 0 exited 0 and no worker exited otherwise.
+  preempted,   // A worker exited 143, or its workload vanished or its disk was wiped.
+  restart,     // A worker exited with one of the restart codes.
+  failed,      // A worker exited with any other non-zero code.
+  unreachable, // A worker could not be asked: the host may be lost; the cloud decides.
+};
+
+// "running", "succeeded", ...
+std::string to_string(AttemptOutcome outcome);
+
+// The outcome with the exit code and the worker that decided it, and a sentence for the event log.
+struct AttemptVerdict {
+  AttemptOutcome outcome = AttemptOutcome::running;
+  int exit_code = 0; // The deciding worker's code (255 when unreachable).
+  int worker = 0;
+  std::string reason; // "worker 2 exited 1", "worker 0 exited 0", ...
+};
+
+// Judges the statuses of the workers that run the command. A non-zero exit on any worker decides (worker 0's
+// first, then in worker order) over worker 0's success; an unreachable worker decides over running ones.
+AttemptVerdict judge_workers(const std::vector<remote::WorkerStatus>& statuses,
+                             const config::RecoverySection& recovery);
+
+// Where a job goes after a preemption: RECOVERING while the preemption budget allows one more (job.loop and
+// max_preemptions), otherwise FAILED. `spent` is the preemptions the job had before this one.
+store::PhaseChange after_preemption(const config::JobConfig& config, int spent, const std::string& what);
+
+// Where a job goes after a real failure: SETUP on the same slice while the failure budget allows one more,
+// otherwise FAILED. `spent` is the failures the job had before this one.
+store::PhaseChange after_failure(const config::JobConfig& config, int spent, const std::string& what);
+
+} // namespace jobman::core

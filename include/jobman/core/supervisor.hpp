@@ -1,0 +1,89 @@
+// The supervisor: the reconcile loop that makes the cloud match what users asked of their jobs. It drives every job
+// whose lease it holds: requests slices, sets up workers, launches and watches the workload, recovers from
+// preemptions, and carries out cancel, delete and clean. See DESIGN.md, "Decisions".
+#pragma once
+
+#include "jobman/core/cloud.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace jobman::core {
+
+// How a supervisor runs.
+struct SupervisorOptions {
+  std::string owner;                 // The lease owner; lease_owner_id() when empty.
+  std::vector<std::int64_t> only;    // Drive just these jobs; every job when empty.
+  std::chrono::milliseconds tick{0}; // How often the cloud is observed; 0: the smallest of the settings' and the
+                                     // jobs' poll intervals, divided by the cloud's time scale (at least 20 ms).
+  std::chrono::milliseconds lease_ttl{15'000};        // A lease not renewed for this long may be taken over.
+  std::optional<std::chrono::milliseconds> idle_exit; // run() returns once no job was left to drive for this long.
+  int action_threads = 16;                            // Cloud and worker operations in flight at once.
+};
+
+// What a supervisor has done so far.
+struct SupervisorStats {
+  std::uint64_t ticks = 0;       // Observation rounds.
+  std::uint64_t list_calls = 0;  // queuedResources.list calls (one per zone in use per tick).
+  std::uint64_t get_calls = 0;   // Per-job GETs (around transitions).
+  std::uint64_t mutations = 0;   // Creates and deletes.
+  std::uint64_t transitions = 0; // Phase changes it made.
+  std::size_t jobs_driven = 0;   // Jobs it holds the lease of now.
+  std::size_t streams = 0;       // Workload output streams open now.
+};
+
+// One reconcile loop over the store at `store_path`. Construct it before starting other threads: it exports the
+// cloud's gcloud environment into the process.
+class Supervisor {
+public:
+  Supervisor(CloudAccess access, std::filesystem::path store_path, SupervisorOptions options = {});
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Runs until `stop` is requested (or, with idle_exit, nothing was left to drive for that long); then stops watching,
+  // releases its leases and returns. Workloads keep running on the workers.
+  void run(std::stop_token stop);
+
+  // A snapshot of the counters; callable from any thread.
+  [[nodiscard]] SupervisorStats stats() const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// This process as a lease owner: "host:pid:start-time", unique even when pids are reused.
+std::string lease_owner_id();
+
+// $JOBMAN_HOME/daemon.lock: every `jobman daemon` holds a shared lock on it while it runs; it holds the pid of the
+// newest one.
+std::filesystem::path daemon_lock_path();
+
+// Holds the shared daemon lock for its lifetime, so that daemon_running() sees this process.
+class DaemonPresence {
+public:
+  DaemonPresence();
+  ~DaemonPresence();
+  DaemonPresence(const DaemonPresence&) = delete;
+  DaemonPresence& operator=(const DaemonPresence&) = delete;
+
+private:
+  int fd_ = -1;
+};
+
+// Some `jobman daemon` of this $JOBMAN_HOME is running.
+bool daemon_running();
+
+// Starts `jobman daemon` in the background (log in $JOBMAN_HOME/daemon.log) unless one is running; says so on
+// `notice` when it starts one. Returns true when it started one.
+bool ensure_daemon(std::ostream& notice);
+
+} // namespace jobman::core

@@ -1,0 +1,24 @@
+// A shell on one of a job's worker hosts: the slice the job's current attempt runs on, and the gcloud command that
+// reaches it.
+#pragma once
+
+#include "jobman/config/job_config.hpp"
+#include "jobman/core/cloud.hpp"
+#include "jobman/store/job_store.hpp"
+
+#include <string>
+#include <vector>
+
+namespace jobman::core {
+
+// The job's current attempt when its slice may still be up: the attempt has a node, its slice was not released, and
+// the job is unfinished or still has its slice to release. Throws jobman::Error saying why not otherwise
+// ("job 000042 has no slice: it is DELETED").
+store::AttemptRecord live_attempt(const store::JobStore& store, const store::JobRecord& job);
+
+// The argv of gcloud's ssh to `worker` of the attempt's node, in the attempt's zone: an interactive shell when
+// `command` is empty, otherwise that shell text run there.
+std::vector<std::string> worker_shell_argv(const CloudAccess& access, const config::JobConfig& config,
+                                           const store::AttemptRecord& attempt, int worker, const std::string& command);
+
+} // namespace jobman::core

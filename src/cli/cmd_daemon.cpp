@@ -1,0 +1,105 @@
+// `jobman daemon`: the supervisor in the foreground, logging to stderr, until SIGTERM or SIGINT.
+#include "commands.hpp"
+#include "jobman/config/settings.hpp"
+#include "jobman/core/cloud.hpp"
+#include "jobman/core/jobs.hpp"
+#include "jobman/core/supervisor.hpp"
+#include "jobman/util/strings.hpp"
+
+#include <csignal>
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+#include <thread>
+#include <unistd.h>
+
+namespace jobman::cli {
+
+namespace {
+
+struct DaemonOptions {
+  std::string tick;
+  std::string lease_ttl = "15s";
+  std::string idle_exit;
+  int ready_fd = -1;
+  std::vector<std::string> jobs;
+};
+
+// A duration argument in seconds ("30s", "2m", "1.5" is not accepted) or milliseconds with an "ms" suffix.
+std::chrono::milliseconds duration_argument(const std::string& text, const char* option) {
+  if (text.ends_with("ms")) {
+    if (auto ms = util::parse_int(std::string_view(text).substr(0, text.size() - 2)); ms && *ms >= 0) {
+      return std::chrono::milliseconds(*ms);
+    }
+  } else if (auto seconds = util::parse_duration_seconds(text); seconds && *seconds >= 0) {
+    return std::chrono::milliseconds(*seconds * 1000);
+  }
+  throw UsageError(std::string(option) + ": '" + text + "' is not a duration (500ms, 30s, 5m)");
+}
+
+int run_daemon(const DaemonOptions& options) {
+  core::SupervisorOptions supervisor;
+  if (!options.tick.empty()) {
+    supervisor.tick = duration_argument(options.tick, "--tick");
+  }
+  supervisor.lease_ttl = duration_argument(options.lease_ttl, "--lease-ttl");
+  if (supervisor.lease_ttl < std::chrono::milliseconds(200)) {
+    throw UsageError("--lease-ttl: must be at least 200ms");
+  }
+  if (!options.idle_exit.empty()) {
+    supervisor.idle_exit = duration_argument(options.idle_exit, "--idle-exit");
+  }
+  for (const auto& text : options.jobs) {
+    supervisor.only.push_back(parse_job_id_argument(text));
+  }
+  // SIGTERM and SIGINT are taken by one thread that asks the loop to stop; every other thread blocks them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const core::DaemonPresence presence;
+  if (options.ready_fd >= 0) {
+    ::close(options.ready_fd); // Tells the starter that this daemon is there.
+  }
+  auto access = core::connect_cloud(config::load_settings(), std::cerr);
+  core::Supervisor loop(std::move(access), core::store_path(), supervisor);
+  std::stop_source stop;
+  std::jthread waiter([&stop, signals] {
+    int received = 0;
+    sigwait(&signals, &received);
+    spdlog::info("received {}; stopping", received == SIGTERM ? "SIGTERM" : "SIGINT");
+    stop.request_stop();
+  });
+  loop.run(stop.get_token());
+  if (!stop.stop_requested()) {
+    // The loop ended by itself (idle): let the signal thread go.
+    ::pthread_kill(waiter.native_handle(), SIGTERM);
+  }
+  return 0;
+}
+
+} // namespace
+
+void add_daemon_command(CLI::App& app, Context& ctx) {
+  auto options = std::make_shared<DaemonOptions>();
+  auto* cmd = app.add_subcommand("daemon", "Run the supervisor in the foreground: drive every job it can lease");
+  cmd->add_option("--tick", options->tick,
+                  "How often the cloud is observed (default: poll_interval, divided by the mock's time scale)");
+  cmd->add_option("--lease-ttl", options->lease_ttl,
+                  "A job whose driver stops renewing its lease for this long is taken over (default 15s)");
+  cmd->add_option("--idle-exit", options->idle_exit, "Exit after this long with no job to drive (default: never)");
+  cmd->add_option("--job", options->jobs, "Drive only these jobs (repeatable)");
+  cmd->add_option("--ready-fd", options->ready_fd, "Close this descriptor once running (used by create)")->group("");
+  cmd->footer("Examples:\n"
+              "  jobman daemon                       # what create and resume start in the background\n"
+              "  systemctl --user enable --now jobman   # with scripts/jobman.service installed\n"
+              "Logs go to stderr. SIGTERM or SIGINT stops it; workloads keep running and the next supervisor\n"
+              "re-attaches to them. Several daemons may run: each job is driven by the one holding its lease.");
+  cmd->callback([&ctx, options] {
+    ctx.daemon = true;
+    ctx.action = [options] { return run_daemon(*options); };
+  });
+}
+
+} // namespace jobman::cli

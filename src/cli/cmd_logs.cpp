@@ -1,0 +1,163 @@
+// `jobman logs ID`: the output a job's workers sent home (or their setup logs), once or followed as it grows.
+#include "commands.hpp"
+#include "jobman/core/job_logs.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <optional>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+namespace jobman::cli {
+
+namespace {
+
+struct LogsOptions {
+  std::string id;
+  bool follow = false;
+  std::string worker;         // An index, "all", or empty for the default.
+  std::optional<int> attempt; // Default: the job's current attempt.
+  bool setup = false;
+};
+
+// SIGINT as a readable descriptor for the length of a scope: blocked, and delivered through a signalfd, so that a
+// follower polls for it with its files and ends with exit code 130.
+class InterruptSignal {
+public:
+  InterruptSignal() {
+    sigemptyset(&signals_);
+    sigaddset(&signals_, SIGINT);
+    if (::sigprocmask(SIG_BLOCK, &signals_, &previous_) != 0) {
+      throw Error(std::string("sigprocmask: ") + std::strerror(errno));
+    }
+    fd_ = ::signalfd(-1, &signals_, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd_ < 0) {
+      const int error = errno;
+      ::sigprocmask(SIG_SETMASK, &previous_, nullptr);
+      throw Error(std::string("signalfd: ") + std::strerror(error));
+    }
+  }
+  InterruptSignal(const InterruptSignal&) = delete;
+  InterruptSignal& operator=(const InterruptSignal&) = delete;
+  ~InterruptSignal() {
+    // Take a pending SIGINT, which has been answered, before unblocking it: it must not end the process.
+    signalfd_siginfo info{};
+    while (::read(fd_, &info, sizeof info) > 0) {
+    }
+    ::close(fd_);
+    ::sigprocmask(SIG_SETMASK, &previous_, nullptr);
+  }
+  // Readable once SIGINT has arrived.
+  [[nodiscard]] int fd() const { return fd_; }
+
+private:
+  sigset_t signals_{};
+  sigset_t previous_{};
+  int fd_ = -1;
+};
+
+// The workers whose logs are printed, in order.
+std::vector<int> chosen_workers(const LogsOptions& options, const store::JobRecord& job) {
+  const std::string name = util::format_job_id(job.id);
+  std::vector<int> candidates; // The setup runs on every host, the command on those the config selects.
+  const auto config = core::recorded_config(job);
+  if (options.setup || config.command.workers.all) {
+    for (int w = 0; w < job.hosts; ++w) {
+      candidates.push_back(w);
+    }
+  } else {
+    candidates = config.command.workers.indices;
+    std::sort(candidates.begin(), candidates.end());
+  }
+  if (candidates.empty()) {
+    throw Error("job " + name + " has no workers");
+  }
+  if (options.worker == "all") {
+    return candidates;
+  }
+  if (options.worker.empty()) {
+    return {candidates.front()};
+  }
+  const auto worker = util::parse_int(options.worker);
+  if (!worker || *worker < 0 || *worker >= job.hosts) {
+    throw UsageError("--worker " + options.worker + ": job " + name +
+                     (job.hosts == 1 ? " has only worker 0" : " has workers 0 to " + std::to_string(job.hosts - 1)) +
+                     " (or give 'all')");
+  }
+  if (std::find(candidates.begin(), candidates.end(), *worker) == candidates.end()) {
+    std::vector<std::string> listed;
+    listed.reserve(candidates.size());
+    for (const int w : candidates) {
+      listed.push_back(std::to_string(w));
+    }
+    throw UsageError("--worker " + options.worker + ": worker " + options.worker + " of job " + name +
+                     " does not run the command (command.workers: " + util::join(listed, ", ") +
+                     "); --setup shows its setup log");
+  }
+  return {static_cast<int>(*worker)};
+}
+
+int run_logs(Context& ctx, const LogsOptions& options) {
+  const std::int64_t id = parse_job_id_argument(options.id);
+  auto& store = ctx.store();
+  const auto job = store.get_job(id, true);
+  const std::string name = util::format_job_id(id);
+  const std::string phase(store::to_string(job.phase));
+  // Following a job that has not started waits for its first attempt.
+  const bool wait_for_start = options.follow && !store::is_terminal(job.phase);
+  if (job.attempt < 1 && (!wait_for_start || options.attempt)) {
+    throw Error("job " + name + " has not started (" + phase + "), so it has no logs yet");
+  }
+  if (options.attempt && (*options.attempt < 1 || *options.attempt > job.attempt)) {
+    throw UsageError("--attempt " + std::to_string(*options.attempt) + ": job " + name +
+                     (job.attempt == 1 ? " has only attempt 1" : " has attempts 1 to " + std::to_string(job.attempt)));
+  }
+  core::LogSelection selection;
+  selection.job_id = id;
+  selection.attempt = options.attempt.value_or(job.attempt);
+  selection.kind = options.setup ? core::LogKind::setup : core::LogKind::worker;
+  selection.workers = chosen_workers(options, job);
+  if (!options.follow) {
+    const bool over = selection.attempt < job.attempt || store::is_terminal(job.phase);
+    core::print_logs(selection, over ? core::LogState::final : core::LogState::growing, *ctx.out);
+    return 0;
+  }
+  const InterruptSignal interrupt;
+  if (job.attempt < 1) {
+    *ctx.err << "jobman: job " << name << " has not started yet (" << phase << "); waiting for its first attempt"
+             << std::endl;
+  }
+  const auto end = core::follow_logs(store, selection, *ctx.out, *ctx.err, interrupt.fd());
+  return static_cast<int>(end == core::FollowEnd::interrupted ? ExitCode::interrupted : ExitCode::ok);
+}
+
+} // namespace
+
+void add_logs_command(CLI::App& app, Context& ctx) {
+  auto options = std::make_shared<LogsOptions>();
+  auto* cmd = app.add_subcommand("logs", "Print a job's output as its workers wrote it; -f follows it");
+  cmd->add_option("ID", options->id, "Job id (000042 or 42)")->required();
+  cmd->add_flag("-f,--follow", options->follow,
+                "Keep printing lines as they arrive, on into later attempts, until the job has finished");
+  cmd->add_option("--worker", options->worker,
+                  "Which worker: an index, or 'all' (each line then starts with [w<N>]). Default 0, the worker whose "
+                  "exit code decides the job's outcome")
+      ->type_name("N|all");
+  cmd->add_option("--attempt", options->attempt, "Which attempt (1, 2, ...); default the current one")->type_name("K");
+  cmd->add_flag("--setup", options->setup, "Print the setup logs (ssh, gcsfuse, environment) instead of the output");
+  cmd->footer("Examples:\n"
+              "  jobman logs 42\n"
+              "  jobman logs 42 -f\n"
+              "  jobman logs 42 --worker all --attempt 1\n"
+              "  jobman logs 42 --setup --worker 3\n"
+              "Reads $JOBMAN_HOME/jobs/<id>/attempt-<n>/: whole lines only, bytes as the workers wrote them.\n"
+              "Exit code 1 when the job has not started (-f waits for it), 3 when there is no such job,\n"
+              "130 when interrupted.");
+  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_logs(ctx, *options); }; });
+}
+
+} // namespace jobman::cli

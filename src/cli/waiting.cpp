@@ -1,0 +1,111 @@
+#include "waiting.hpp"
+
+#include "jobman/config/settings.hpp"
+#include "jobman/core/cloud.hpp"
+#include "jobman/core/supervisor.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+
+#include <thread>
+
+namespace jobman::cli {
+
+namespace {
+
+using store::Phase;
+
+bool reached(const std::optional<store::JobRecord>& job, WaitGoal goal) {
+  if (!job) {
+    return true; // Removed: nothing more will happen to it.
+  }
+  switch (goal) {
+  case WaitGoal::finished:
+  case WaitGoal::cancelled:
+    return store::is_terminal(job->phase) && job->desired != store::DesiredState::remove &&
+           job->desired != store::DesiredState::clean;
+  case WaitGoal::deleted: return job->phase == Phase::deleted && !job->cleanup_pending;
+  case WaitGoal::removed: return false;
+  }
+  return false;
+}
+
+} // namespace
+
+void start_supervisor(Context& ctx) {
+  const auto settings = config::load_settings();
+  if (!settings.autostart) {
+    return;
+  }
+  if (settings.cloud == config::CloudKind::mock && settings.api_endpoint.empty()) {
+    core::ensure_mock_cloud(settings, *ctx.err);
+  }
+  core::ensure_daemon(*ctx.err);
+}
+
+WaitResult wait_for_jobs(Context& ctx, const std::vector<std::int64_t>& ids, WaitGoal goal,
+                         std::optional<std::chrono::milliseconds> timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool progress = util::is_terminal(2);
+  auto& store = ctx.store();
+  WaitResult result;
+  bool daemon_checked = false;
+  std::size_t last_width = 0;
+  for (;;) {
+    std::vector<std::string> waiting;
+    for (const auto id : ids) {
+      auto job = store.find_job(id);
+      if (!reached(job, goal)) {
+        waiting.push_back(util::format_job_id(id) + " " + std::string(store::to_string(job->phase)));
+      }
+      result.jobs[id] = std::move(job);
+    }
+    if (waiting.empty()) {
+      break;
+    }
+    if (!daemon_checked) {
+      start_supervisor(ctx);
+      daemon_checked = true;
+    }
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    if (timeout && elapsed >= *timeout) {
+      result.timed_out = true;
+      break;
+    }
+    if (progress) {
+      std::string line = "waiting " +
+                         util::format_duration(std::chrono::duration_cast<std::chrono::seconds>(elapsed).count()) +
+                         ": " + util::join(waiting, ", ");
+      if (line.size() > 100) {
+        line = line.substr(0, 97) + "...";
+      }
+      *ctx.err << '\r' << line << std::string(last_width > line.size() ? last_width - line.size() : 0, ' ')
+               << std::flush;
+      last_width = line.size();
+    }
+    // The store is all there is to read; a tenth of a second keeps scripts snappy and costs nothing.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (progress && last_width > 0) {
+    *ctx.err << '\r' << std::string(last_width, ' ') << '\r' << std::flush;
+  }
+  return result;
+}
+
+int wait_exit_code(const WaitResult& result) {
+  if (result.timed_out) {
+    return static_cast<int>(ExitCode::timed_out);
+  }
+  int code = 0;
+  for (const auto& [id, job] : result.jobs) {
+    if (job && job->phase == Phase::failed) {
+      return static_cast<int>(ExitCode::job_failed);
+    }
+    if (!job || job->phase == Phase::cancelled || job->phase == Phase::deleted) {
+      code = static_cast<int>(ExitCode::cancelled);
+    }
+  }
+  return code;
+}
+
+} // namespace jobman::cli

@@ -1,0 +1,167 @@
+#include "jobman/core/recovery.hpp"
+
+#include <algorithm>
+
+namespace jobman::core {
+
+using cloud::QueuedResourceState;
+using store::Phase;
+
+SliceVerdict judge_slice(const std::optional<cloud::QueuedResource>& resource) {
+  if (!resource) {
+    return SliceVerdict::lost;
+  }
+  switch (resource->state) {
+  case QueuedResourceState::state_unspecified:
+  case QueuedResourceState::creating:
+  case QueuedResourceState::accepted:
+  case QueuedResourceState::waiting_for_resources: return SliceVerdict::waiting;
+  case QueuedResourceState::provisioning: return SliceVerdict::provisioning;
+  case QueuedResourceState::active: return SliceVerdict::active;
+  case QueuedResourceState::deleting: return SliceVerdict::deleting;
+  case QueuedResourceState::failed:
+  case QueuedResourceState::suspending:
+  case QueuedResourceState::suspended: return SliceVerdict::lost;
+  }
+  return SliceVerdict::lost;
+}
+
+std::optional<Phase> waiting_phase(SliceVerdict verdict) {
+  switch (verdict) {
+  case SliceVerdict::waiting: return Phase::queued;
+  case SliceVerdict::provisioning: return Phase::provisioning;
+  default: return std::nullopt;
+  }
+}
+
+std::string to_string(AttemptOutcome outcome) {
+  switch (outcome) {
+  case AttemptOutcome::running: return "running";
+  case AttemptOutcome::succeeded: return "succeeded";
+  case AttemptOutcome::preempted: return "preempted";
+  case AttemptOutcome::restart: return "restart";
+  case AttemptOutcome::failed: return "failed";
+  case AttemptOutcome::unreachable: return "unreachable";
+  }
+  return "?";
+}
+
+namespace {
+
+AttemptVerdict exited(const remote::WorkerStatus& status, const config::RecoverySection& recovery) {
+  AttemptVerdict verdict;
+  verdict.worker = status.worker;
+  verdict.exit_code = status.exit_code;
+  verdict.reason = "worker " + std::to_string(status.worker) + " exited " + std::to_string(status.exit_code);
+  if (status.exit_code == 0) {
+    verdict.outcome = AttemptOutcome::succeeded;
+  } else if (status.exit_code == 143) {
+    verdict.outcome = AttemptOutcome::preempted;
+    verdict.reason += " (SIGTERM)";
+  } else if (std::find(recovery.restart_exit_codes.begin(), recovery.restart_exit_codes.end(), status.exit_code) !=
+             recovery.restart_exit_codes.end()) {
+    verdict.outcome = AttemptOutcome::restart;
+    verdict.reason += " (a restart code)";
+  } else {
+    verdict.outcome = AttemptOutcome::failed;
+  }
+  return verdict;
+}
+
+} // namespace
+
+AttemptVerdict judge_workers(const std::vector<remote::WorkerStatus>& statuses,
+                             const config::RecoverySection& recovery) {
+  using remote::WorkloadState;
+  // Worker 0 first: its code is the job's.
+  std::vector<const remote::WorkerStatus*> ordered;
+  for (const auto& s : statuses) {
+    ordered.push_back(&s);
+  }
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto* a, const auto* b) { return (a->worker == 0) > (b->worker == 0); });
+  for (const auto* s : ordered) {
+    if (s->state == WorkloadState::exited && s->exit_code != 0) {
+      return exited(*s, recovery);
+    }
+  }
+  for (const auto* s : ordered) {
+    if (s->state == WorkloadState::vanished || s->state == WorkloadState::absent) {
+      AttemptVerdict verdict;
+      verdict.outcome = AttemptOutcome::preempted;
+      verdict.worker = s->worker;
+      verdict.exit_code = 143;
+      verdict.reason =
+          "worker " + std::to_string(s->worker) + "'s workload " +
+          (s->state == WorkloadState::vanished ? "vanished without an exit code" : "is gone with the worker's disk");
+      return verdict;
+    }
+  }
+  for (const auto* s : ordered) {
+    if (s->state == WorkloadState::unreachable) {
+      AttemptVerdict verdict;
+      verdict.outcome = AttemptOutcome::unreachable;
+      verdict.worker = s->worker;
+      verdict.exit_code = s->exit_code < 0 ? 255 : s->exit_code;
+      verdict.reason = "worker " + std::to_string(s->worker) + " cannot be reached";
+      if (!s->diagnostic.empty()) {
+        verdict.reason += ": " + s->diagnostic;
+      }
+      return verdict;
+    }
+  }
+  for (const auto* s : ordered) {
+    if (s->worker == 0 && s->state == WorkloadState::exited) {
+      return exited(*s, recovery);
+    }
+  }
+  // Worker 0 is not among the selected workers: success once every selected worker exited 0.
+  const bool has_worker0 = std::any_of(statuses.begin(), statuses.end(), [](const auto& s) { return s.worker == 0; });
+  if (!has_worker0 && !statuses.empty() &&
+      std::all_of(statuses.begin(), statuses.end(), [](const auto& s) { return s.state == WorkloadState::exited; })) {
+    return exited(statuses.front(), recovery);
+  }
+  return {};
+}
+
+store::PhaseChange after_preemption(const config::JobConfig& config, int spent, const std::string& what) {
+  store::PhaseChange change;
+  change.add_preemptions = 1;
+  const int now_spent = spent + 1;
+  if (!config.job.loop) {
+    change.to = Phase::failed;
+    change.reason = what + "; job.loop is false, so preemptions are not recovered";
+    change.cleanup_pending = true;
+  } else if (config.recovery.max_preemptions && now_spent > *config.recovery.max_preemptions) {
+    change.to = Phase::failed;
+    change.reason = what + "; preemption budget spent (" + std::to_string(*config.recovery.max_preemptions) +
+                    " allowed, this was number " + std::to_string(now_spent) + ")";
+    change.cleanup_pending = true;
+  } else {
+    change.to = Phase::recovering;
+    change.reason = what + " (preemption " + std::to_string(now_spent) +
+                    (config.recovery.max_preemptions ? " of " + std::to_string(*config.recovery.max_preemptions)
+                                                     : std::string(", no limit")) +
+                    ")";
+  }
+  return change;
+}
+
+store::PhaseChange after_failure(const config::JobConfig& config, int spent, const std::string& what) {
+  store::PhaseChange change;
+  change.add_failures = 1;
+  const int now_spent = spent + 1;
+  if (now_spent > config.recovery.max_failures) {
+    change.to = Phase::failed;
+    change.reason =
+        what + "; failure budget spent (" + std::to_string(config.recovery.max_failures) + " retries allowed)";
+    change.cleanup_pending = true;
+  } else {
+    change.to = Phase::setup;
+    change.reason = what + " (failure " + std::to_string(now_spent) + " of " +
+                    std::to_string(config.recovery.max_failures) + " allowed; retrying on the same slice)";
+  }
+  return change;
+}
+
+} // namespace jobman::core

@@ -1,0 +1,43 @@
+#include "jobman/core/worker_shell.hpp"
+
+#include "jobman/remote/gcloud.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+
+#include <algorithm>
+
+namespace jobman::core {
+
+store::AttemptRecord live_attempt(const store::JobStore& store, const store::JobRecord& job) {
+  const std::string prefix = "job " + util::format_job_id(job.id) + " has no slice: ";
+  const std::string phase(store::to_string(job.phase));
+  const auto attempts = store.attempts(job.id);
+  const auto current = std::find_if(attempts.begin(), attempts.end(),
+                                    [&](const store::AttemptRecord& a) { return a.number == job.attempt; });
+  const bool released = current != attempts.end() && current->released_ms.has_value();
+  if (store::is_terminal(job.phase) && (!job.cleanup_pending || current == attempts.end() || released)) {
+    throw Error(prefix + "it is " + phase);
+  }
+  if (job.attempt < 1) {
+    throw Error(prefix + "it has not started yet (" + phase + ")");
+  }
+  if (current == attempts.end() || current->node.empty()) {
+    throw Error(prefix + "attempt " + std::to_string(job.attempt) + " has no node yet (" + phase + ")");
+  }
+  if (released) {
+    throw Error(prefix + "the slice of attempt " + std::to_string(job.attempt) + " is gone (" + phase + ")");
+  }
+  return *current;
+}
+
+std::vector<std::string> worker_shell_argv(const CloudAccess& access, const config::JobConfig& config,
+                                           const store::AttemptRecord& attempt, int worker,
+                                           const std::string& command) {
+  auto target = slice_target(access, config, attempt.node);
+  if (!attempt.zone.empty()) {
+    target.zone = attempt.zone;
+  }
+  return command.empty() ? remote::shell_argv(target, worker) : remote::ssh_argv(target, worker, command);
+}
+
+} // namespace jobman::core

@@ -1,0 +1,459 @@
+// Jobs driven end to end by `jobman daemon` against a real jobman-mock-cloud: slices requested, set up, trained on,
+// preempted, recovered, cancelled, resumed, deleted and cleaned. Each test checks the final phase, the attempts, the
+// checksum of the training run, and that the mock holds no queued resource, node or process afterwards.
+#include "jobman/store/job_store.hpp"
+#include "support/line_process.hpp"
+#include "support/mock_cloud.hpp"
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <csignal>
+#include <dirent.h>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace jobman::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using store::Phase;
+
+constexpr const char* kZone = "us-central2-b";
+constexpr const char* kLocation = "/mock/v1/projects/jobman-mock/locations/us-central2-b";
+// Waits for things the supervisor does: generous, since sanitizer builds on two cores are slow.
+constexpr std::chrono::seconds kPatience{120};
+
+std::string file_text(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The checksum an uninterrupted run of `steps` steps prints.
+std::string uninterrupted_checksum(int steps) {
+  const auto tool = (fs::path(mock_cloud_binary()).parent_path() / "tools" / "systolic-train").string();
+  const auto run = run_program({tool, "--steps", std::to_string(steps)});
+  const auto at = run.out.rfind("checksum=");
+  return at == std::string::npos ? std::string("none") : run.out.substr(at + 9, 16);
+}
+
+// Kills every process whose environment names `home` as its JOBMAN_HOME (a supervisor or mock started in the
+// background by a command under test).
+void kill_processes_of(const fs::path& home) {
+  const std::string needle = "JOBMAN_HOME=" + home.string();
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) {
+    return;
+  }
+  while (const auto* entry = ::readdir(proc)) {
+    const std::string name = entry->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    const auto environ_text = file_text(fs::path("/proc") / name / "environ");
+    std::string_view rest(environ_text);
+    while (!rest.empty()) {
+      const auto end = rest.find('\0');
+      if (rest.substr(0, end) == needle) {
+        ::kill(std::stoi(name), SIGKILL);
+        break;
+      }
+      if (end == std::string_view::npos) {
+        break;
+      }
+      rest.remove_prefix(end + 1);
+    }
+  }
+  ::closedir(proc);
+}
+
+// A jobman home on its own mock cloud, with helpers to run commands, start and kill supervisors, and look at the
+// store and the mock.
+class SupervisorTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_GT(mock->port(), 0) << mock->first_line();
+    client = std::make_unique<httplib::Client>("127.0.0.1", mock->port());
+    env = {{"JOBMAN_HOME", home.string()},
+           {"XDG_CONFIG_HOME", (dir / "config").string()},
+           {"JOBMAN_CLOUD", "mock"},
+           {"JOBMAN_PROJECT", ""},
+           {"JOBMAN_API_ENDPOINT", "http://127.0.0.1:" + std::to_string(mock->port())},
+           {"JOBMAN_MOCK_TIME_SCALE", "1000"},
+           {"JOBMAN_AUTOSTART", "0"},
+           {"JOBMAN_GCLOUD", ""}};
+  }
+
+  void TearDown() override {
+    daemons.clear();
+    kill_processes_of(home);
+  }
+
+  // Runs jobman with this home's environment.
+  RunResult jm(const std::vector<std::string>& args) { return run_jobman(args, RunOptions{env, "", ""}); }
+
+  // Starts `jobman daemon` (fast ticks, short leases); returns its index in `daemons`.
+  std::size_t start_daemon() {
+    daemons.push_back(std::make_unique<LineReadingProcess>(
+        std::vector<std::string>{jobman_binary(), "daemon", "--tick", "50ms", "--lease-ttl", "2s"}, env,
+        dir / ("daemon-" + std::to_string(daemons.size()) + ".log")));
+    return daemons.size() - 1;
+  }
+
+  // A config for a job on a v4 slice running `command`, with `extra` YAML appended.
+  std::string config(const std::string& command, const std::string& pricing = "spot",
+                     const std::string& accelerator = "v4-8", const std::string& extra = "") {
+    static int counter = 0;
+    std::string text = "job:\n  name: e2e\n"
+                       "tpu:\n  accelerator: " +
+                       accelerator + "\n  zone: " + kZone + "\n  pricing: " + pricing +
+                       "\n"
+                       "gcsfuse:\n  bucket_name: e2e-bucket\n  mount_path: ~/bucket\n"
+                       "command:\n  cmd: |\n    " +
+                       command + "\n  workers: all\n" + extra;
+    return dir.write("job-" + std::to_string(++counter) + ".yaml", text).string();
+  }
+
+  // The training command: `steps` steps of `step_ms`, checkpoints in the bucket every 20 steps.
+  static std::string training(int steps, int step_ms) {
+    return "systolic-train --steps " + std::to_string(steps) + " --step-time-ms " + std::to_string(step_ms) +
+           " --ckpt-dir ~/bucket/ckpt-$JOBMAN_JOB_ID --ckpt-every 20";
+  }
+
+  std::int64_t create(const std::string& config_path) {
+    const auto r = jm({"create", config_path});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::stoll(r.out);
+  }
+
+  store::JobStore& db() {
+    if (!store) {
+      store.emplace(store::JobStore::open(home / "jobman.db"));
+    }
+    return *store;
+  }
+
+  store::JobRecord job(std::int64_t id) { return db().get_job(id); }
+
+  bool await_phase(std::int64_t id, Phase phase) {
+    return eventually([&] { return db().find_job(id) && db().get_job(id).phase == phase; }, kPatience);
+  }
+
+  fs::path worker_log(std::int64_t id, int attempt, int worker) {
+    char name[16];
+    std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(id));
+    return home / "jobs" / name / ("attempt-" + std::to_string(attempt)) /
+           ("worker-" + std::to_string(worker) + ".log");
+  }
+
+  bool await_log(std::int64_t id, int attempt, const std::string& text) {
+    return eventually([&] { return file_text(worker_log(id, attempt, 0)).find(text) != std::string::npos; }, kPatience);
+  }
+
+  // The checksum each of the attempt's workers printed last.
+  std::vector<std::string> checksums(std::int64_t id, int attempt, int workers) {
+    std::vector<std::string> sums;
+    for (int w = 0; w < workers; ++w) {
+      const auto text = file_text(worker_log(id, attempt, w));
+      const auto at = text.rfind("checksum=");
+      sums.push_back(at == std::string::npos ? std::string("missing") : text.substr(at + 9, 16));
+    }
+    return sums;
+  }
+
+  json metrics() { return http_call(*client, "GET", "/mock/v1/metrics", nullptr, {}).body; }
+
+  // The mock holds no queued resource, node or process.
+  bool mock_is_empty() {
+    auto m = metrics();
+    const auto count = [](const json& by_state) {
+      int n = 0;
+      for (const auto& [state, value] : by_state.items()) {
+        n += value.get<int>();
+      }
+      return n;
+    };
+    return m.is_object() && count(m["queuedResources"]) == 0 && count(m["nodes"]) == 0 &&
+           m["processes_running"].get<int>() == 0;
+  }
+
+  bool preempt(const std::string& node) {
+    return http_call(*client, "POST", std::string(kLocation) + "/nodes/" + node + ":preempt", json::object(), {})
+               .status == 200;
+  }
+
+  // The node of the job's current attempt.
+  std::string node_of(std::int64_t id) { return db().attempts(id).back().node; }
+
+  TempDir dir;
+  fs::path home = dir / "home";
+  std::unique_ptr<MockCloudProcess> mock =
+      start_test_mock(dir, test_world(2, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n"
+                                         "      on_demand: {chips: 32}\n"));
+  std::unique_ptr<httplib::Client> client;
+  std::map<std::string, std::string> env;
+  std::vector<std::unique_ptr<LineReadingProcess>> daemons;
+  std::optional<store::JobStore> store;
+};
+
+TEST_F(SupervisorTest, AnOnDemandJobRunsToSuccessAndLeavesNothingBehind) {
+  start_daemon();
+  const auto id = create(config(training(200, 2), "ondemand"));
+  const auto waited = jm({"wait", std::to_string(id), "--timeout", "120"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
+  const auto done = job(id);
+  EXPECT_EQ(done.phase, Phase::succeeded) << done.phase_reason;
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(done.exit_code, 0);
+  EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(200)});
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+  EXPECT_TRUE(eventually([&] { return db().attempts(id).back().released_ms.has_value(); }, kPatience));
+  // Every phase on the way was recorded, in order (PROVISIONING only when a listing caught the slice in it).
+  std::vector<Phase> phases;
+  for (const auto& e : db().events(id)) {
+    if (e.kind == "phase" && e.to != Phase::provisioning) {
+      phases.push_back(*e.to);
+    }
+  }
+  EXPECT_EQ(phases, (std::vector<Phase>{Phase::queued, Phase::setup, Phase::running, Phase::succeeded}));
+}
+
+TEST_F(SupervisorTest, ASpotJobPreemptedDuringSetupAndWhileRunningFinishesWithTheUninterruptedChecksum) {
+  // A gcloud that holds the first setup step until the test lets it go: the preemption lands inside the setup.
+  const auto real_gcloud = (fs::path(mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
+  const auto gate = dir / "gate";
+  const auto wrapper =
+      dir.write("gcloud-gate", "#!/bin/bash\n"
+                               "if [[ \"$*\" == *jobman-setup* ]] && [ -e '" +
+                                   gate.string() + ".armed' ]; then\n  rm -f '" + gate.string() + ".armed'\n  touch '" +
+                                   gate.string() + ".held'\n  while [ -e '" + gate.string() +
+                                   ".held' ]; do sleep 0.02; done\nfi\nexec '" + real_gcloud + "' \"$@\"\n");
+  fs::permissions(wrapper, fs::perms::owner_all);
+  dir.write("gate.armed", "");
+  env["JOBMAN_GCLOUD"] = wrapper.string();
+  start_daemon();
+  const auto id = create(config(training(400, 10), "spot", "v4-16"));
+
+  // 1. Preempted while the first attempt's setup is under way.
+  ASSERT_TRUE(eventually([&] { return fs::exists(dir / "gate.held"); }, kPatience));
+  EXPECT_EQ(job(id).phase, Phase::setup);
+  ASSERT_TRUE(preempt(node_of(id)));
+  fs::remove(dir / "gate.held");
+
+  // 2. Preempted again while the second attempt trains, after a checkpoint.
+  ASSERT_TRUE(eventually([&] { return job(id).attempt == 2 && job(id).phase == Phase::running; }, kPatience))
+      << job(id).phase_reason;
+  ASSERT_TRUE(await_log(id, 2, "step=100 "));
+  ASSERT_TRUE(preempt(node_of(id)));
+
+  const auto waited = jm({"wait", std::to_string(id), "--timeout", "180"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
+  const auto done = job(id);
+  EXPECT_EQ(done.phase, Phase::succeeded) << done.phase_reason;
+  EXPECT_EQ(done.attempt, 3);
+  EXPECT_EQ(done.preemptions, 2);
+  EXPECT_EQ(done.failures, 0);
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 3U);
+  EXPECT_EQ(attempts[0].outcome, "preempted");
+  EXPECT_EQ(attempts[1].outcome, "preempted");
+  EXPECT_EQ(attempts[2].outcome, "succeeded");
+  EXPECT_NE(attempts[0].queued_resource, attempts[1].queued_resource) << "a new slice for every attempt";
+  // Attempt 1 never ran the command; attempt 3 resumed from a checkpoint and every worker ends where an
+  // uninterrupted run ends.
+  EXPECT_FALSE(fs::exists(worker_log(id, 1, 0)));
+  EXPECT_NE(file_text(worker_log(id, 3, 0)).find("resumed from step="), std::string::npos);
+  const auto expected = uninterrupted_checksum(400);
+  EXPECT_EQ(checksums(id, 3, 2), (std::vector<std::string>{expected, expected}));
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(SupervisorTest, ANewDaemonAfterKillNineFinishesTheJobWithTheSameWorkloadProcess) {
+  const auto first = start_daemon();
+  const auto id = create(config(training(500, 10)));
+  ASSERT_TRUE(await_phase(id, Phase::running));
+  ASSERT_TRUE(await_log(id, 1, "step=50 "));
+  const auto node = node_of(id);
+  const auto worker = http_call(*client, "GET", std::string(kLocation) + "/nodes/" + node + "/workers/0", nullptr, {});
+  ASSERT_EQ(worker.status, 200);
+  char name[16];
+  std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(id));
+  const auto pid_file =
+      fs::path(worker.body["home"].get<std::string>()) / ".jobman" / "jobs" / name / "attempt-1" / "pid";
+  const auto pid_before = file_text(pid_file);
+  ASSERT_FALSE(pid_before.empty());
+  const auto owner_before = db().lease(id)->owner;
+
+  daemons[first]->send(SIGKILL);
+  EXPECT_EQ(daemons[first]->finish(), 128 + SIGKILL);
+  start_daemon();
+  // The new daemon takes the lease once the old one expires, and re-attaches to the same process.
+  ASSERT_TRUE(eventually([&] { return db().lease(id) && db().lease(id)->owner != owner_before; }, kPatience));
+  if (fs::exists(pid_file)) {
+    EXPECT_EQ(file_text(pid_file), pid_before);
+  }
+  const auto waited = jm({"wait", std::to_string(id), "--timeout", "120"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
+  const auto done = job(id);
+  EXPECT_EQ(done.phase, Phase::succeeded) << done.phase_reason;
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(done.preemptions, 0);
+  // Launched once, started from step 0 once, never resumed: the same run from start to end, its output complete.
+  const auto log = file_text(worker_log(id, 1, 0));
+  EXPECT_EQ(log.find("starting from step=0"), log.rfind("starting from step=0"));
+  EXPECT_EQ(log.find("resumed"), std::string::npos);
+  int launches = 0;
+  for (const auto& e : db().events(id)) {
+    launches += e.message.starts_with("launched attempt") ? 1 : 0;
+  }
+  EXPECT_EQ(launches, 1);
+  for (int step = 1; step <= 500; ++step) {
+    ASSERT_NE(log.find("step=" + std::to_string(step) + " "), std::string::npos) << "line of step " << step;
+  }
+  EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(500)});
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(SupervisorTest, CancelResumeDeleteAndCleanDoWhatTheySay) {
+  start_daemon();
+  const auto id = create(config(training(100000, 10)));
+  ASSERT_TRUE(await_phase(id, Phase::running));
+  ASSERT_TRUE(await_log(id, 1, "step=30 "));
+
+  auto r = jm({"cancel", std::to_string(id)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "000001: cancelled\n");
+  EXPECT_EQ(job(id).phase, Phase::cancelled);
+  EXPECT_EQ(db().attempts(id).back().outcome, "cancelled");
+  EXPECT_EQ(metrics()["processes_running"], 0) << "the workload is stopped on every worker";
+  EXPECT_EQ(metrics()["queuedResources"].value("ACTIVE", 0), 1) << "the slice is kept";
+  EXPECT_EQ(jm({"cancel", std::to_string(id)}).exit_code, 0) << "safe to repeat";
+
+  r = jm({"resume", std::to_string(id)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(eventually([&] { return job(id).attempt == 2 && job(id).phase == Phase::running; }, kPatience));
+  const auto attempts = db().attempts(id);
+  EXPECT_EQ(attempts[1].queued_resource, attempts[0].queued_resource) << "resumed on the kept slice";
+  ASSERT_TRUE(await_log(id, 2, "resumed from step="));
+
+  r = jm({"delete", std::to_string(id)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "000001: deleted\n");
+  EXPECT_EQ(job(id).phase, Phase::deleted);
+  EXPECT_TRUE(mock_is_empty()) << "delete returns once the cloud confirmed: " << metrics().dump();
+  EXPECT_EQ(jm({"delete", std::to_string(id)}).exit_code, 0) << "safe to repeat";
+
+  r = jm({"clean", std::to_string(id)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "000001: removed\n");
+  EXPECT_FALSE(db().find_job(id).has_value());
+  EXPECT_FALSE(fs::exists(home / "jobs" / "000001"));
+  EXPECT_EQ(jm({"clean", std::to_string(id)}).exit_code, 3);
+  EXPECT_TRUE(db().integrity_ok());
+}
+
+TEST_F(SupervisorTest, InjectedApiFaultsCreateNoDuplicateQueuedResource) {
+  ASSERT_EQ(http_call(*client, "POST", "/mock/v1/faults", {{"rate", 0.2}, {"codes", {429, 503}}}, {}).status, 200);
+  start_daemon();
+  const auto id = create(config(training(100, 2)));
+  const auto waited = jm({"wait", std::to_string(id), "--timeout", "180"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
+  EXPECT_EQ(job(id).phase, Phase::succeeded) << job(id).phase_reason;
+  EXPECT_EQ(job(id).attempt, 1);
+  const auto m = metrics();
+  EXPECT_EQ(m["requests"]["queuedResources.create"].value("200", 0), 1) << m["requests"].dump();
+  EXPECT_GT(
+      m["requests"]["queuedResources.list"].value("429", 0) + m["requests"]["queuedResources.list"].value("503", 0), 0)
+      << "faults were injected";
+  EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(100)});
+  ASSERT_EQ(http_call(*client, "POST", "/mock/v1/faults", {{"rate", 0.0}, {"codes", json::array()}}, {}).status, 200);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(SupervisorTest, ExitOneWithNoFailureBudgetFailsWithoutARetry) {
+  start_daemon();
+  const auto id = create(config("echo about to fail; exit 1", "spot", "v4-8", "recovery:\n  max_failures: 0\n"));
+  const auto waited = jm({"wait", std::to_string(id), "--timeout", "120"});
+  EXPECT_EQ(waited.exit_code, 4) << waited.out << waited.err;
+  const auto done = job(id);
+  EXPECT_EQ(done.phase, Phase::failed);
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(done.failures, 1);
+  EXPECT_EQ(done.exit_code, 1);
+  EXPECT_NE(done.phase_reason.find("worker 0 exited 1"), std::string::npos) << done.phase_reason;
+  EXPECT_EQ(file_text(worker_log(id, 1, 0)), "about to fail\n");
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << "a failed job's slice is released";
+  EXPECT_TRUE(eventually([&] { return !job(id).cleanup_pending; }, kPatience));
+}
+
+TEST_F(SupervisorTest, ARestartExitCodeRestartsWithoutSpendingTheFailureBudget) {
+  start_daemon();
+  const auto id = create(config("if [ \"$JOBMAN_ATTEMPT\" = 1 ]; then exit 42; fi; " + training(100, 2), "spot", "v4-8",
+                                "recovery:\n  max_failures: 0\n  restart_exit_codes: [42]\n"));
+  const auto waited = jm({"wait", std::to_string(id), "--timeout", "120"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
+  const auto done = job(id);
+  EXPECT_EQ(done.phase, Phase::succeeded) << done.phase_reason;
+  EXPECT_EQ(done.attempt, 2);
+  EXPECT_EQ(done.failures, 0);
+  EXPECT_EQ(done.preemptions, 0);
+  const auto attempts = db().attempts(id);
+  EXPECT_EQ(attempts[0].outcome, "restart");
+  EXPECT_EQ(attempts[0].exit_code, 42);
+  EXPECT_EQ(checksums(id, 2, 1), std::vector<std::string>{uninterrupted_checksum(100)});
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(SupervisorTest, AZoneWithoutCapacityKeepsTheJobQueuedUntilCapacityIsAdded) {
+  const auto capacity = [&](int chips) {
+    return http_call(*client, "PUT", "/mock/v1/capacity",
+                     {{"zone", kZone}, {"generation", "v4"}, {"tier", "spot"}, {"chips", chips}}, {})
+        .status;
+  };
+  ASSERT_EQ(capacity(0), 200);
+  start_daemon();
+  const auto id = create(config(training(100, 2)));
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& e : db().events(id)) {
+          if (e.message.ends_with("is WAITING_FOR_RESOURCES")) {
+            return true;
+          }
+        }
+        return false;
+      },
+      kPatience));
+  EXPECT_EQ(job(id).phase, Phase::queued);
+  ASSERT_EQ(capacity(64), 200);
+  ASSERT_TRUE(await_phase(id, Phase::running));
+  const auto waited = jm({"wait", std::to_string(id), "--timeout", "120"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
+  EXPECT_EQ(job(id).attempt, 1);
+  EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(100)});
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(SupervisorTest, CreateStartsTheBundledMockAndASupervisorAndSaysSoOnce) {
+  env.erase("JOBMAN_API_ENDPOINT");
+  env["JOBMAN_AUTOSTART"] = "1";
+  const auto path = config(training(50, 2));
+  auto first = jm({"create", path});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_NE(first.err.find("bundled mock cloud"), std::string::npos) << first.err;
+  EXPECT_NE(first.err.find("started the supervisor"), std::string::npos) << first.err;
+  auto second = jm({"create", path, "--wait"});
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(second.err.find("bundled mock cloud"), std::string::npos) << "said once: " << second.err;
+  EXPECT_EQ(second.out, "000002: SUCCEEDED\n");
+  const auto waited = jm({"wait", "1", "2", "--timeout", "120"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
+  EXPECT_TRUE(fs::exists(home / "mock" / "server.json"));
+  EXPECT_TRUE(fs::exists(home / "daemon.log"));
+}
+
+} // namespace
+} // namespace jobman::test

@@ -1,0 +1,132 @@
+// The supervisor's judgements: queued-resource states, how an attempt's workers ended, and the budgets.
+#include "jobman/config/loader.hpp"
+#include "jobman/core/recovery.hpp"
+
+#include <gtest/gtest.h>
+
+namespace jobman::core {
+namespace {
+
+using remote::WorkerStatus;
+using remote::WorkloadState;
+using store::Phase;
+
+config::JobConfig job_config(const std::string& recovery, const std::string& job_extra = "") {
+  const std::string text = "job:\n  name: t\n" + job_extra +
+                           "tpu:\n  accelerator: v4-32\n  zone: us-central2-b\n"
+                           "command:\n  cmd: train\n" +
+                           recovery;
+  return config::parse_job_configs(text, "test.yaml").front();
+}
+
+WorkerStatus status(int worker, WorkloadState state, int exit_code = -1) {
+  WorkerStatus s;
+  s.worker = worker;
+  s.state = state;
+  s.exit_code = exit_code;
+  return s;
+}
+
+std::optional<cloud::QueuedResource> resource(cloud::QueuedResourceState state) {
+  cloud::QueuedResource qr;
+  qr.state = state;
+  return qr;
+}
+
+TEST(CoreRecovery, QueuedResourceStatesMapToWhatTheJobDoes) {
+  using cloud::QueuedResourceState;
+  EXPECT_EQ(judge_slice(resource(QueuedResourceState::waiting_for_resources)), SliceVerdict::waiting);
+  EXPECT_EQ(judge_slice(resource(QueuedResourceState::accepted)), SliceVerdict::waiting);
+  EXPECT_EQ(judge_slice(resource(QueuedResourceState::creating)), SliceVerdict::waiting);
+  EXPECT_EQ(judge_slice(resource(QueuedResourceState::provisioning)), SliceVerdict::provisioning);
+  EXPECT_EQ(judge_slice(resource(QueuedResourceState::active)), SliceVerdict::active);
+  EXPECT_EQ(judge_slice(resource(QueuedResourceState::suspending)), SliceVerdict::lost);
+  EXPECT_EQ(judge_slice(resource(QueuedResourceState::suspended)), SliceVerdict::lost);
+  EXPECT_EQ(judge_slice(resource(QueuedResourceState::failed)), SliceVerdict::lost);
+  EXPECT_EQ(judge_slice(resource(QueuedResourceState::deleting)), SliceVerdict::deleting);
+  EXPECT_EQ(judge_slice(std::nullopt), SliceVerdict::lost) << "a slice that is gone is a preemption";
+  EXPECT_EQ(waiting_phase(SliceVerdict::waiting), Phase::queued);
+  EXPECT_EQ(waiting_phase(SliceVerdict::provisioning), Phase::provisioning);
+  EXPECT_EQ(waiting_phase(SliceVerdict::active), std::nullopt);
+}
+
+TEST(CoreRecovery, WorkerZeroExitingZeroIsSuccess) {
+  const auto recovery = job_config("").recovery;
+  const auto v = judge_workers({status(0, WorkloadState::exited, 0), status(1, WorkloadState::running)}, recovery);
+  EXPECT_EQ(v.outcome, AttemptOutcome::succeeded);
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ(v.reason, "worker 0 exited 0");
+  EXPECT_EQ(judge_workers({status(0, WorkloadState::running), status(1, WorkloadState::exited, 0)}, recovery).outcome,
+            AttemptOutcome::running)
+      << "another worker's 0 decides nothing";
+}
+
+TEST(CoreRecovery, ANonZeroExitAnywhereDecidesAndIsClassified) {
+  const auto recovery = job_config("recovery:\n  restart_exit_codes: [42, 75]\n").recovery;
+  auto v = judge_workers({status(0, WorkloadState::running), status(3, WorkloadState::exited, 1)}, recovery);
+  EXPECT_EQ(v.outcome, AttemptOutcome::failed);
+  EXPECT_EQ(v.worker, 3);
+  EXPECT_EQ(v.exit_code, 1);
+  v = judge_workers({status(0, WorkloadState::exited, 0), status(1, WorkloadState::exited, 75)}, recovery);
+  EXPECT_EQ(v.outcome, AttemptOutcome::restart) << "a failure elsewhere wins over worker 0's success";
+  EXPECT_EQ(v.exit_code, 75);
+  v = judge_workers({status(0, WorkloadState::exited, 143), status(1, WorkloadState::exited, 1)}, recovery);
+  EXPECT_EQ(v.outcome, AttemptOutcome::preempted) << "worker 0's code is looked at first";
+  EXPECT_EQ(v.worker, 0);
+}
+
+TEST(CoreRecovery, LostProcessesAndHostsAreNotFailures) {
+  const auto recovery = job_config("").recovery;
+  auto v = judge_workers({status(0, WorkloadState::running), status(1, WorkloadState::vanished)}, recovery);
+  EXPECT_EQ(v.outcome, AttemptOutcome::preempted);
+  EXPECT_EQ(v.exit_code, 143);
+  v = judge_workers({status(0, WorkloadState::absent)}, recovery);
+  EXPECT_EQ(v.outcome, AttemptOutcome::preempted) << "a wiped disk";
+  auto lost = status(2, WorkloadState::unreachable, 255);
+  lost.diagnostic = "Connection closed by remote host.";
+  v = judge_workers({status(0, WorkloadState::running), lost}, recovery);
+  EXPECT_EQ(v.outcome, AttemptOutcome::unreachable);
+  EXPECT_EQ(v.exit_code, 255);
+  EXPECT_NE(v.reason.find("Connection closed"), std::string::npos);
+  EXPECT_EQ(judge_workers({status(0, WorkloadState::running), status(1, WorkloadState::starting)}, recovery).outcome,
+            AttemptOutcome::running);
+}
+
+TEST(CoreRecovery, WithoutWorkerZeroEverySelectedWorkerMustSucceed) {
+  const auto recovery = job_config("").recovery;
+  EXPECT_EQ(judge_workers({status(1, WorkloadState::exited, 0), status(2, WorkloadState::running)}, recovery).outcome,
+            AttemptOutcome::running);
+  EXPECT_EQ(judge_workers({status(1, WorkloadState::exited, 0), status(2, WorkloadState::exited, 0)}, recovery).outcome,
+            AttemptOutcome::succeeded);
+}
+
+TEST(CoreRecovery, PreemptionsSpendTheirOwnBudget) {
+  const auto limited = job_config("recovery:\n  max_preemptions: 2\n  max_failures: 0\n");
+  auto c = after_preemption(limited, 0, "slice SUSPENDED");
+  EXPECT_EQ(c.to, Phase::recovering);
+  EXPECT_EQ(c.add_preemptions, 1);
+  EXPECT_EQ(c.add_failures, 0);
+  EXPECT_EQ(c.reason, "slice SUSPENDED (preemption 1 of 2)");
+  EXPECT_EQ(after_preemption(limited, 1, "x").to, Phase::recovering);
+  c = after_preemption(limited, 2, "x");
+  EXPECT_EQ(c.to, Phase::failed);
+  EXPECT_EQ(c.cleanup_pending, true) << "a failed job's slice is released";
+  EXPECT_NE(c.reason.find("preemption budget spent"), std::string::npos);
+  EXPECT_EQ(after_preemption(job_config(""), 1000, "x").to, Phase::recovering) << "unlimited by default";
+  EXPECT_EQ(after_preemption(job_config("", "  loop: false\n"), 0, "x").to, Phase::failed);
+}
+
+TEST(CoreRecovery, FailuresRetryOnTheSameSliceUntilTheBudgetIsSpent) {
+  const auto none = job_config("recovery:\n  max_failures: 0\n");
+  auto c = after_failure(none, 0, "worker 0 exited 1");
+  EXPECT_EQ(c.to, Phase::failed);
+  EXPECT_EQ(c.add_failures, 1);
+  EXPECT_EQ(c.add_preemptions, 0);
+  const auto two = job_config("recovery:\n  max_failures: 2\n");
+  EXPECT_EQ(after_failure(two, 0, "x").to, Phase::setup);
+  EXPECT_EQ(after_failure(two, 1, "x").to, Phase::setup);
+  EXPECT_EQ(after_failure(two, 2, "x").to, Phase::failed);
+}
+
+} // namespace
+} // namespace jobman::core

@@ -1,0 +1,97 @@
+// Which slice `jobman ssh` may reach, and the gcloud command that reaches it.
+#include "jobman/config/loader.hpp"
+#include "jobman/core/worker_shell.hpp"
+#include "jobman/util/error.hpp"
+
+#include <gtest/gtest.h>
+
+namespace jobman::core {
+namespace {
+
+using store::Phase;
+
+class CoreWorkerShell : public ::testing::Test {
+protected:
+  store::JobStore store = store::JobStore::open_in_memory();
+  std::int64_t id = 0;
+  void SetUp() override {
+    store::NewJob job;
+    job.name = "train";
+    job.user = "alice";
+    job.accelerator = "v4-32";
+    job.zone = "us-central2-b";
+    job.pricing = "spot";
+    job.tpu_name = "train";
+    job.hosts = 4;
+    id = store.create_jobs({job}).front();
+  }
+  void move_to(Phase phase) {
+    store::PhaseChange change;
+    change.to = phase;
+    change.reason = "test";
+    ASSERT_TRUE(store.transition(id, std::nullopt, change));
+  }
+  // The message live_attempt throws, or "" when it returns an attempt.
+  std::string refusal() {
+    try {
+      live_attempt(store, store.get_job(id));
+      return "";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ExitCode::error);
+      return e.what();
+    }
+  }
+};
+
+TEST_F(CoreWorkerShell, AJobThatHasNotStartedHasNoSlice) {
+  EXPECT_EQ(refusal(), "job 000001 has no slice: it has not started yet (PENDING)");
+  move_to(Phase::cancelled);
+  EXPECT_EQ(refusal(), "job 000001 has no slice: it is CANCELLED");
+}
+
+TEST_F(CoreWorkerShell, TheCurrentAttemptsSliceIsLiveUntilReleased) {
+  store.begin_attempt(id, "train-000001-a1", "train-000001-a1", "us-central2-b");
+  store.begin_attempt(id, "train-000001-a2", "train-000001-a2", "us-central2-b");
+  move_to(Phase::running);
+  const auto attempt = live_attempt(store, store.get_job(id));
+  EXPECT_EQ(attempt.number, 2);
+  EXPECT_EQ(attempt.node, "train-000001-a2");
+  store.mark_released(id, "train-000001-a2", "test");
+  move_to(Phase::recovering);
+  EXPECT_EQ(refusal(), "job 000001 has no slice: the slice of attempt 2 is gone (RECOVERING)");
+}
+
+TEST_F(CoreWorkerShell, AFinishedJobHasASliceOnlyWhileItsReleaseIsPending) {
+  store.begin_attempt(id, "train-000001-a1", "train-000001-a1", "us-central2-b");
+  move_to(Phase::failed);
+  EXPECT_EQ(refusal(), "job 000001 has no slice: it is FAILED");
+  store.set_cleanup_pending(id, true);
+  EXPECT_EQ(refusal(), "") << "a failed job's slice is kept until it is released, and can be looked at";
+  store.mark_released(id, "train-000001-a1", "test");
+  EXPECT_EQ(refusal(), "job 000001 has no slice: it is FAILED");
+  move_to(Phase::deleted);
+  EXPECT_EQ(refusal(), "job 000001 has no slice: it is DELETED");
+}
+
+TEST_F(CoreWorkerShell, TheArgvIsAShellWithoutACommandAndRunsOneWithIt) {
+  const auto config = config::parse_job_configs("job:\n  name: train\ntpu:\n  accelerator: v4-32\n  zone: "
+                                                "us-central2-b\ncommand:\n  cmd: python3 train.py\n",
+                                                "train.yaml")
+                          .front();
+  CloudAccess access;
+  access.settings.cloud = config::CloudKind::google;
+  access.mock = false;
+  access.project = "proj";
+  access.gcloud = "/opt/gcloud";
+  store::AttemptRecord attempt;
+  attempt.node = "train-000001-a1";
+  attempt.zone = "us-central2-a";
+  EXPECT_EQ(worker_shell_argv(access, config, attempt, 2, ""),
+            (std::vector<std::string>{"/opt/gcloud", "compute", "tpus", "tpu-vm", "ssh", "train-000001-a1",
+                                      "--zone=us-central2-a", "--project=proj", "--worker=2", "--quiet"}))
+      << "the attempt's zone wins over the config's";
+  EXPECT_EQ(worker_shell_argv(access, config, attempt, 0, "df -h /tmp").back(), "--command=df -h /tmp");
+}
+
+} // namespace
+} // namespace jobman::core
