@@ -7,6 +7,7 @@
 #include "jobman/util/strings.hpp"
 
 #include <csignal>
+#include <ctime>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <thread>
@@ -65,17 +66,19 @@ int run_daemon(const DaemonOptions& options) {
   auto access = core::connect_cloud(config::load_settings(), std::cerr);
   core::Supervisor loop(std::move(access), core::store_path(), supervisor);
   std::stop_source stop;
-  std::jthread waiter([&stop, signals] {
-    int received = 0;
-    sigwait(&signals, &received);
-    spdlog::info("received {}; stopping", received == SIGTERM ? "SIGTERM" : "SIGINT");
-    stop.request_stop();
+  // Waits for the signals a fifth of a second at a time, so that it also ends when the loop ends by itself.
+  std::jthread waiter([&stop, signals](const std::stop_token& done) {
+    const timespec period{0, 200'000'000};
+    while (!done.stop_requested()) {
+      const int received = sigtimedwait(&signals, nullptr, &period);
+      if (received == SIGTERM || received == SIGINT) {
+        spdlog::info("received {}; stopping", received == SIGTERM ? "SIGTERM" : "SIGINT");
+        stop.request_stop();
+        return;
+      }
+    }
   });
   loop.run(stop.get_token());
-  if (!stop.stop_requested()) {
-    // The loop ended by itself (idle): let the signal thread go.
-    ::pthread_kill(waiter.native_handle(), SIGTERM);
-  }
   return 0;
 }
 

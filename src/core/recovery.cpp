@@ -75,6 +75,7 @@ AttemptVerdict judge_workers(const std::vector<remote::WorkerStatus>& statuses,
   using remote::WorkloadState;
   // Worker 0 first: its code is the job's.
   std::vector<const remote::WorkerStatus*> ordered;
+  ordered.reserve(statuses.size());
   for (const auto& s : statuses) {
     ordered.push_back(&s);
   }

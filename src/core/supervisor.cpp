@@ -54,11 +54,8 @@ std::string job_label(std::int64_t id) {
   return "job " + util::format_job_id(id);
 }
 
-// The workers the command runs on.
-std::vector<int> command_workers(const config::JobConfig& config, int hosts) {
-  if (!config.command.workers.all) {
-    return config.command.workers.indices;
-  }
+// Every worker host of a slice: 0 .. hosts-1.
+std::vector<int> all_workers(int hosts) {
   std::vector<int> all(static_cast<std::size_t>(std::max(hosts, 1)));
   for (int w = 0; w < static_cast<int>(all.size()); ++w) {
     all[static_cast<std::size_t>(w)] = w;
@@ -66,12 +63,9 @@ std::vector<int> command_workers(const config::JobConfig& config, int hosts) {
   return all;
 }
 
-std::vector<int> all_workers(int hosts) {
-  std::vector<int> all(static_cast<std::size_t>(std::max(hosts, 1)));
-  for (int w = 0; w < static_cast<int>(all.size()); ++w) {
-    all[static_cast<std::size_t>(w)] = w;
-  }
-  return all;
+// The workers the command runs on.
+std::vector<int> command_workers(const config::JobConfig& config, int hosts) {
+  return config.command.workers.all ? all_workers(hosts) : config.command.workers.indices;
 }
 
 // The id part of "projects/P/locations/Z/queuedResources/ID".
@@ -518,6 +512,10 @@ struct Supervisor::Impl {
   void adopt(store::JobRecord row) {
     const auto id = row.id;
     try {
+      // A read first: another supervisor's live lease costs no write transaction each second.
+      if (const auto lease = store->lease(id); lease && lease->owner != options.owner && lease->expires_ms > now_ms()) {
+        return;
+      }
       if (!store->try_acquire_lease(id, options.owner, options.lease_ttl.count(), now_ms())) {
         return; // Another supervisor drives it.
       }
@@ -544,6 +542,8 @@ struct Supervisor::Impl {
       to_drop.push_back(id);
       return;
     }
+    store->append_event(id, "action", "driven by supervisor " + options.owner,
+                        nlohmann::json{{"owner", options.owner}}.dump());
     spdlog::debug("{}: driving it ({}, desired {})", job_label(id), store::to_string(d.job.phase),
                   store::to_string(d.job.desired));
   }
@@ -979,10 +979,6 @@ struct Supervisor::Impl {
                    return; // Cancel, delete or clean arrived meanwhile; the next step carries it out.
                  }
                  if (failure.empty()) {
-                   std::vector<long long> pids;
-                   for (const auto& s : launched) {
-                     pids.push_back(s.pid);
-                   }
                    live->retry_step = 0;
                    move(*live, Phase::setup,
                         change(Phase::running, "launched attempt " + std::to_string(live->job.attempt) + " on " +
@@ -1337,7 +1333,7 @@ Supervisor::Supervisor(CloudAccess access, fs::path store_path, SupervisorOption
 
 Supervisor::~Supervisor() = default;
 
-void Supervisor::run(std::stop_token stop) {
+void Supervisor::run(const std::stop_token& stop) {
   impl_->run(stop);
 }
 

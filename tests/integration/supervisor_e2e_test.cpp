@@ -139,6 +139,17 @@ protected:
 
   store::JobRecord job(std::int64_t id) { return db().get_job(id); }
 
+  // `jobman wait ID` must end with `exit_code` within `seconds`; returns the job as it ended.
+  store::JobRecord wait_for(std::int64_t id, int exit_code = 0, int seconds = 120) {
+    const auto waited = jm({"wait", std::to_string(id), "--timeout", std::to_string(seconds)});
+    EXPECT_EQ(waited.exit_code, exit_code) << waited.out << waited.err;
+    auto ended = job(id);
+    if (exit_code == 0) {
+      EXPECT_EQ(ended.phase, Phase::succeeded) << ended.phase_reason;
+    }
+    return ended;
+  }
+
   bool await_phase(std::int64_t id, Phase phase) {
     return eventually([&] { return db().find_job(id) && db().get_job(id).phase == phase; }, kPatience);
   }
@@ -203,10 +214,7 @@ protected:
 TEST_F(SupervisorTest, AnOnDemandJobRunsToSuccessAndLeavesNothingBehind) {
   start_daemon();
   const auto id = create(config(training(200, 2), "ondemand"));
-  const auto waited = jm({"wait", std::to_string(id), "--timeout", "120"});
-  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
-  const auto done = job(id);
-  EXPECT_EQ(done.phase, Phase::succeeded) << done.phase_reason;
+  const auto done = wait_for(id, 0, 120);
   EXPECT_EQ(done.attempt, 1);
   EXPECT_EQ(done.exit_code, 0);
   EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(200)});
@@ -250,10 +258,7 @@ TEST_F(SupervisorTest, ASpotJobPreemptedDuringSetupAndWhileRunningFinishesWithTh
   ASSERT_TRUE(await_log(id, 2, "step=100 "));
   ASSERT_TRUE(preempt(node_of(id)));
 
-  const auto waited = jm({"wait", std::to_string(id), "--timeout", "180"});
-  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
-  const auto done = job(id);
-  EXPECT_EQ(done.phase, Phase::succeeded) << done.phase_reason;
+  const auto done = wait_for(id, 0, 180);
   EXPECT_EQ(done.attempt, 3);
   EXPECT_EQ(done.preemptions, 2);
   EXPECT_EQ(done.failures, 0);
@@ -296,10 +301,7 @@ TEST_F(SupervisorTest, ANewDaemonAfterKillNineFinishesTheJobWithTheSameWorkloadP
   if (fs::exists(pid_file)) {
     EXPECT_EQ(file_text(pid_file), pid_before);
   }
-  const auto waited = jm({"wait", std::to_string(id), "--timeout", "120"});
-  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
-  const auto done = job(id);
-  EXPECT_EQ(done.phase, Phase::succeeded) << done.phase_reason;
+  const auto done = wait_for(id, 0, 120);
   EXPECT_EQ(done.attempt, 1);
   EXPECT_EQ(done.preemptions, 0);
   // Launched once, started from step 0 once, never resumed: the same run from start to end, its output complete.
@@ -315,6 +317,34 @@ TEST_F(SupervisorTest, ANewDaemonAfterKillNineFinishesTheJobWithTheSameWorkloadP
     ASSERT_NE(log.find("step=" + std::to_string(step) + " "), std::string::npos) << "line of step " << step;
   }
   EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(500)});
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(SupervisorTest, TwoDaemonsNeverDriveTheSameJob) {
+  start_daemon();
+  start_daemon();
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    ids.push_back(create(config(training(60, 2))));
+  }
+  std::vector<std::string> args{"wait", "--timeout", "120"};
+  for (const auto id : ids) {
+    args.push_back(std::to_string(id));
+  }
+  const auto waited = jm(args);
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
+  for (const auto id : ids) {
+    int drivers = 0;
+    int launches = 0;
+    for (const auto& e : db().events(id)) {
+      drivers += e.message.starts_with("driven by supervisor") ? 1 : 0;
+      launches += e.message.starts_with("launched attempt") ? 1 : 0;
+    }
+    EXPECT_EQ(drivers, 1) << "job " << id;
+    EXPECT_EQ(launches, 1) << "job " << id;
+    EXPECT_EQ(job(id).attempt, 1);
+  }
+  EXPECT_EQ(metrics()["requests"]["queuedResources.create"].value("200", 0), 6);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 
@@ -360,10 +390,7 @@ TEST_F(SupervisorTest, InjectedApiFaultsCreateNoDuplicateQueuedResource) {
   ASSERT_EQ(http_call(*client, "POST", "/mock/v1/faults", {{"rate", 0.2}, {"codes", {429, 503}}}, {}).status, 200);
   start_daemon();
   const auto id = create(config(training(100, 2)));
-  const auto waited = jm({"wait", std::to_string(id), "--timeout", "180"});
-  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
-  EXPECT_EQ(job(id).phase, Phase::succeeded) << job(id).phase_reason;
-  EXPECT_EQ(job(id).attempt, 1);
+  EXPECT_EQ(wait_for(id, 0, 180).attempt, 1);
   const auto m = metrics();
   EXPECT_EQ(m["requests"]["queuedResources.create"].value("200", 0), 1) << m["requests"].dump();
   EXPECT_GT(
@@ -377,9 +404,7 @@ TEST_F(SupervisorTest, InjectedApiFaultsCreateNoDuplicateQueuedResource) {
 TEST_F(SupervisorTest, ExitOneWithNoFailureBudgetFailsWithoutARetry) {
   start_daemon();
   const auto id = create(config("echo about to fail; exit 1", "spot", "v4-8", "recovery:\n  max_failures: 0\n"));
-  const auto waited = jm({"wait", std::to_string(id), "--timeout", "120"});
-  EXPECT_EQ(waited.exit_code, 4) << waited.out << waited.err;
-  const auto done = job(id);
+  const auto done = wait_for(id, 4);
   EXPECT_EQ(done.phase, Phase::failed);
   EXPECT_EQ(done.attempt, 1);
   EXPECT_EQ(done.failures, 1);
@@ -394,10 +419,7 @@ TEST_F(SupervisorTest, ARestartExitCodeRestartsWithoutSpendingTheFailureBudget) 
   start_daemon();
   const auto id = create(config("if [ \"$JOBMAN_ATTEMPT\" = 1 ]; then exit 42; fi; " + training(100, 2), "spot", "v4-8",
                                 "recovery:\n  max_failures: 0\n  restart_exit_codes: [42]\n"));
-  const auto waited = jm({"wait", std::to_string(id), "--timeout", "120"});
-  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
-  const auto done = job(id);
-  EXPECT_EQ(done.phase, Phase::succeeded) << done.phase_reason;
+  const auto done = wait_for(id, 0, 120);
   EXPECT_EQ(done.attempt, 2);
   EXPECT_EQ(done.failures, 0);
   EXPECT_EQ(done.preemptions, 0);
@@ -430,9 +452,7 @@ TEST_F(SupervisorTest, AZoneWithoutCapacityKeepsTheJobQueuedUntilCapacityIsAdded
   EXPECT_EQ(job(id).phase, Phase::queued);
   ASSERT_EQ(capacity(64), 200);
   ASSERT_TRUE(await_phase(id, Phase::running));
-  const auto waited = jm({"wait", std::to_string(id), "--timeout", "120"});
-  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
-  EXPECT_EQ(job(id).attempt, 1);
+  EXPECT_EQ(wait_for(id).attempt, 1);
   EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(100)});
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }

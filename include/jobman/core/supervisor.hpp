@@ -50,7 +50,7 @@ public:
 
   // Runs until `stop` is requested (or, with idle_exit, nothing was left to drive for that long); then stops watching,
   // releases its leases and returns. Workloads keep running on the workers.
-  void run(std::stop_token stop);
+  void run(const std::stop_token& stop);
 
   // A snapshot of the counters; callable from any thread.
   [[nodiscard]] SupervisorStats stats() const;
