@@ -45,6 +45,7 @@ constexpr milliseconds kRemoteTimeout{120'000};
 constexpr milliseconds kStopGrace{30'000};
 // Consecutive unreachable answers from a worker whose slice the cloud calls ACTIVE before it counts as lost.
 constexpr int kUnreachableLimit = 3;
+constexpr int kListPageSize = 1000;
 
 std::int64_t now_ms() {
   return util::now_ms();
@@ -563,7 +564,8 @@ struct Supervisor::Impl {
     for (auto& [zone, jobs] : zones) {
       std::vector<cloud::QueuedResource> listed;
       try {
-        listed = access->client->list_queued_resources(access->location(zone));
+        // The largest page the API serves: one request per zone for up to 1,000 slices.
+        listed = access->client->list_queued_resources(access->location(zone), kListPageSize);
       } catch (const std::exception& e) {
         spdlog::warn("listing queued resources in {}: {}", zone, e.what());
         continue;
