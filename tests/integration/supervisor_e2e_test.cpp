@@ -7,12 +7,14 @@
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
+#include <atomic>
 #include <csignal>
 #include <dirent.h>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 namespace jobman::test {
 namespace {
@@ -70,6 +72,67 @@ void kill_processes_of(const fs::path& home) {
   }
   ::closedir(proc);
 }
+
+// A proxy in front of the mock that, when told to, refuses queued-resource deletes with 403 PERMISSION_DENIED, as
+// the API does when the caller's role changed.
+class RefusingProxy {
+public:
+  explicit RefusingProxy(int upstream_port) : upstream_port_(upstream_port) {
+    const auto forward = [this](const httplib::Request& req, httplib::Response& res) {
+      if (refuse_deletes_ && req.method == "DELETE" && req.path.find("/queuedResources/") != std::string::npos) {
+        ++refused_;
+        res.status = 403;
+        res.set_content(R"({"error":{"code":403,"message":"Permission 'tpu.queuedResources.delete' denied",)"
+                        R"("status":"PERMISSION_DENIED"}})",
+                        "application/json");
+        return;
+      }
+      httplib::Client upstream("127.0.0.1", upstream_port_);
+      httplib::Headers headers;
+      for (const auto& [name, value] : req.headers) {
+        if (name == "Authorization" || name == "Metadata-Flavor") {
+          headers.emplace(name, value);
+        }
+      }
+      const auto type = req.get_header_value("Content-Type");
+      auto answer = req.method == "GET"    ? upstream.Get(req.target, headers)
+                    : req.method == "POST" ? upstream.Post(req.target, headers, req.body, type)
+                    : req.method == "PUT"  ? upstream.Put(req.target, headers, req.body, type)
+                                           : upstream.Delete(req.target, headers, req.body, type);
+      if (!answer) {
+        res.status = 502;
+        return;
+      }
+      res.status = answer->status;
+      res.set_content(answer->body, answer->get_header_value("Content-Type"));
+    };
+    server_.Get(".*", forward);
+    server_.Post(".*", forward);
+    server_.Put(".*", forward);
+    server_.Delete(".*", forward);
+    // Bound before the thread starts, so connections made at once wait in the backlog until it accepts them.
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~RefusingProxy() {
+    server_.stop();
+    thread_.join();
+  }
+  RefusingProxy(const RefusingProxy&) = delete;
+  RefusingProxy& operator=(const RefusingProxy&) = delete;
+
+  [[nodiscard]] int port() const { return port_; }
+  void refuse_deletes(bool refuse) { refuse_deletes_ = refuse; }
+  [[nodiscard]] int refused() const { return refused_; }
+
+private:
+  int upstream_port_;
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> refuse_deletes_{false};
+  std::atomic<int> refused_{0};
+};
 
 // A jobman home on its own mock cloud, with helpers to run commands, start and kill supervisors, and look at the
 // store and the mock.
@@ -413,6 +476,35 @@ TEST_F(SupervisorTest, ExitOneWithNoFailureBudgetFailsWithoutARetry) {
   EXPECT_EQ(file_text(worker_log(id, 1, 0)), "about to fail\n");
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << "a failed job's slice is released";
   EXPECT_TRUE(eventually([&] { return !job(id).cleanup_pending; }, kPatience));
+}
+
+TEST_F(SupervisorTest, ACleanupFailureIsRecordedAndRetriedAndNeverOverwritesTheTerminalPhase) {
+  RefusingProxy proxy(mock->port());
+  env["JOBMAN_API_ENDPOINT"] = "http://127.0.0.1:" + std::to_string(proxy.port());
+  proxy.refuse_deletes(true);
+  start_daemon();
+  const auto id = create(config("exit 3", "spot", "v4-8", "recovery:\n  max_failures: 0\n"));
+  const auto failed = wait_for(id, 4);
+  EXPECT_EQ(failed.phase, Phase::failed);
+  // The slice cannot be deleted: each refusal is an error event, retried with the backoff; the phase stays.
+  ASSERT_TRUE(eventually([&] { return proxy.refused() >= 3; }, kPatience)) << proxy.refused();
+  EXPECT_EQ(job(id).phase, Phase::failed);
+  EXPECT_EQ(job(id).phase_reason, failed.phase_reason);
+  EXPECT_TRUE(job(id).cleanup_pending);
+  int errors = 0;
+  for (const auto& e : db().events(id)) {
+    errors += e.kind == "error" && e.message.find("PERMISSION_DENIED") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_GE(errors, 2);
+  EXPECT_EQ(metrics()["queuedResources"].value("ACTIVE", 0), 1) << "still there, still known";
+
+  proxy.refuse_deletes(false);
+  ASSERT_TRUE(eventually([&] { return !job(id).cleanup_pending; }, kPatience));
+  EXPECT_EQ(job(id).phase, Phase::failed);
+  EXPECT_EQ(job(id).phase_reason, failed.phase_reason);
+  EXPECT_EQ(job(id).exit_code, 3);
+  EXPECT_TRUE(db().attempts(id).back().released_ms.has_value());
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 
 TEST_F(SupervisorTest, ARestartExitCodeRestartsWithoutSpendingTheFailureBudget) {
