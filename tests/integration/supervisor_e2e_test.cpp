@@ -387,6 +387,7 @@ TEST_F(SupervisorTest, TwoDaemonsNeverDriveTheSameJob) {
   start_daemon();
   start_daemon();
   std::vector<std::int64_t> ids;
+  ids.reserve(6);
   for (int i = 0; i < 6; ++i) {
     ids.push_back(create(config(training(60, 2))));
   }
