@@ -97,8 +97,16 @@ int run_show(Context& ctx, const ShowOptions& options) {
   }
   const auto attempts = store.attempts(id);
   const auto events = store.events(id);
+  const auto lease = store.lease(id);
+  const std::int64_t now = util::now_ms();
   if (options.json) {
     nlohmann::ordered_json j = job_json(job);
+    j["cleanup_pending"] = job.cleanup_pending;
+    j["driver"] = lease ? nlohmann::ordered_json{{"owner", lease->owner},
+                                                 {"heartbeat_at", util::format_utc(lease->heartbeat_ms)},
+                                                 {"expires_at", util::format_utc(lease->expires_ms)},
+                                                 {"live", lease->expires_ms > now}}
+                        : nlohmann::ordered_json(nullptr);
     j["attempts"] = nlohmann::ordered_json::array();
     for (const auto& a : attempts) {
       j["attempts"].push_back(attempt_json(a));
@@ -110,7 +118,6 @@ int run_show(Context& ctx, const ShowOptions& options) {
     out << j.dump(2) << '\n';
     return 0;
   }
-  const std::int64_t now = util::now_ms();
   const bool color = ctx.color;
   const auto status = status_text(job);
   const auto color_code = phase_color(job.phase);
@@ -126,6 +133,12 @@ int run_show(Context& ctx, const ShowOptions& options) {
     field("Reason", printable(job.phase_reason));
   }
   field("Desired", std::string(store::to_string(job.desired)));
+  // Who drives it, from the lease: a live one is renewed every few seconds by its supervisor.
+  if (lease && lease->expires_ms > now) {
+    field("Driven by", "supervisor " + printable(lease->owner) + " (renewed " + when(lease->heartbeat_ms, now) + ")");
+  } else if (!store::is_terminal(job.phase) || job.cleanup_pending) {
+    field("Driven by", "no supervisor yet (one starts with create, resume or wait, or run 'jobman daemon')");
+  }
   field("User", printable(job.user));
   field("Accelerator", accelerator_detail(job.accelerator));
   field("Zone", job.zone + " (" + job.pricing + ")");

@@ -125,6 +125,9 @@ std::string_view phase_color(store::Phase phase) {
 
 std::string status_text(const store::JobRecord& job) {
   std::string text(store::to_string(job.phase));
+  if (job.cleanup_pending && job.desired != store::DesiredState::remove && job.desired != store::DesiredState::clean) {
+    text += " (releasing slice)";
+  }
   if (store::is_terminal(job.phase) && job.desired == store::DesiredState::stop) {
     return text;
   }
