@@ -79,6 +79,7 @@ std::string last_segment(const std::string& name) {
 struct Completion {
   std::int64_t job_id = 0;
   std::function<void()> apply;
+  bool ends_operation = false; // The result of the job's operation in flight (not news from a stream or a lease).
 };
 
 // Where threads hand their results to the loop.
@@ -377,14 +378,26 @@ struct Supervisor::Impl {
 
   void apply(Completion& completion) {
     auto it = driven.find(completion.job_id);
+    if (it != driven.end() && it->second.lost) {
+      // Another supervisor holds the job now: what this one learnt is not its to record.
+      if (completion.ends_operation) {
+        it->second.busy = false;
+        drop(it->second);
+      }
+      return;
+    }
     try {
-      if (it != driven.end()) {
+      if (it != driven.end() && completion.ends_operation) {
         it->second.busy = false;
         // What the user asked may have changed while the operation ran.
         reload(it->second);
       }
       completion.apply();
     } catch (const NoSuchJobError&) {
+      {
+        const std::lock_guard lock(leases_mutex);
+        held.erase(completion.job_id);
+      }
       driven.erase(completion.job_id);
     } catch (const std::exception& e) {
       spdlog::error("{}: {}", job_label(completion.job_id), e.what());
@@ -679,7 +692,7 @@ struct Supervisor::Impl {
         std::string message = e.what();
         apply = [message] { throw Error(message); };
       }
-      inbox->post({id, std::move(apply)});
+      inbox->post({id, std::move(apply), true});
     });
   }
 
@@ -774,8 +787,11 @@ struct Supervisor::Impl {
   void slice_created(std::int64_t id, const std::string& qr, const std::string& zone) {
     Driven* d = find(id);
     if (d == nullptr) {
-      // Cleaned while the request was in flight: the resource must not outlive the job.
-      orphan_delete(qr, zone);
+      // Cleaned while the request was in flight: the resource must not outlive the job. (A job whose lease went to
+      // another supervisor meanwhile keeps it: that one requests the same name and finds it.)
+      if (!store->find_job(id)) {
+        orphan_delete(qr, zone);
+      }
       return;
     }
     // Record it whatever happened meanwhile, so that it is released when the job no longer wants it.
