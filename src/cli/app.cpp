@@ -77,49 +77,98 @@ void build_app(CLI::App& app, Context& ctx) {
   add_wait_command(app, ctx);
 }
 
-int run(int argc, char** argv) {
+struct CommandLine::State {
   Context ctx;
-  ctx.color = util::color_enabled(1);
   CLI::App app;
+  Outcome outcome = Outcome::run;
+  std::string text;
+  int exit_code = 0;
+  std::string command = "jobman";
+
+  void fail(const std::string& message, ExitCode code) {
+    outcome = Outcome::error;
+    text = "jobman: error: " + message + "\n";
+    exit_code = static_cast<int>(code);
+  }
+};
+
+CommandLine::CommandLine(int argc, const char* const* argv) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.ctx.color = util::color_enabled(1);
   try {
-    build_app(app, ctx);
+    build_app(s.app, s.ctx);
   } catch (const CLI::Error& e) {
-    return report(std::cerr, std::string("internal: ") + e.what(), ExitCode::error);
+    s.fail(std::string("internal: ") + e.what(), ExitCode::error);
+    return;
   }
   try {
-    app.parse(argc, argv);
+    s.app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return 0;
+    s.outcome = Outcome::print;
+    s.text = s.app.help();
   } catch (const CLI::CallForAllHelp&) {
-    std::cout << app.help("", CLI::AppFormatMode::All);
-    return 0;
+    s.outcome = Outcome::print;
+    s.text = s.app.help("", CLI::AppFormatMode::All);
   } catch (const CLI::CallForVersion& e) {
-    std::cout << e.what() << '\n';
-    return 0;
+    s.outcome = Outcome::print;
+    s.text = std::string(e.what()) + "\n";
   } catch (const CLI::ParseError& e) {
-    // Find the subcommand that was being parsed, so the hint points at its help.
-    std::string where = "jobman";
-    for (const auto* sub : app.get_subcommands()) {
-      where += " " + sub->get_name();
+    // Name the subcommand that was being parsed, so the hint points at its help.
+    for (const auto* sub : s.app.get_subcommands()) {
+      s.command += " " + sub->get_name();
     }
-    std::cerr << "jobman: error: " << e.what() << "\n"
-              << "Run '" << where << " --help' for usage.\n";
-    return static_cast<int>(ExitCode::usage);
+    s.fail(std::string(e.what()) + "\nRun '" + s.command + " --help' for usage.", ExitCode::usage);
+    return;
   } catch (const Error& e) {
-    return report(std::cerr, e.what(), e.code());
+    s.fail(e.what(), e.code());
+    return;
   }
-  setup_logging(ctx.verbose, ctx.daemon);
-  if (!ctx.action) {
-    return report(std::cerr, "no command given; run 'jobman --help'", ExitCode::usage);
+  for (const auto* sub : s.app.get_subcommands()) {
+    s.command += " " + sub->get_name();
   }
+  if (s.outcome == Outcome::run && !s.ctx.action) {
+    s.fail("no command given; run 'jobman --help'", ExitCode::usage);
+  }
+}
+
+CommandLine::~CommandLine() = default;
+
+CommandLine::Outcome CommandLine::outcome() const {
+  return state_->outcome;
+}
+
+const std::string& CommandLine::text() const {
+  return state_->text;
+}
+
+int CommandLine::exit_code() const {
+  return state_->exit_code;
+}
+
+const std::string& CommandLine::command() const {
+  return state_->command;
+}
+
+int CommandLine::execute() {
+  State& s = *state_;
+  setup_logging(s.ctx.verbose, s.ctx.daemon);
   try {
-    return ctx.action();
+    return s.ctx.action();
   } catch (const Error& e) {
     return report(std::cerr, e.what(), e.code());
   } catch (const std::exception& e) {
     return report(std::cerr, e.what(), ExitCode::error);
   }
+}
+
+int run(int argc, char** argv) {
+  CommandLine line(argc, argv);
+  switch (line.outcome()) {
+  case CommandLine::Outcome::print: std::cout << line.text(); return line.exit_code();
+  case CommandLine::Outcome::error: std::cerr << line.text(); return line.exit_code();
+  case CommandLine::Outcome::run: break;
+  }
+  return line.execute();
 }
 
 } // namespace jobman::cli
