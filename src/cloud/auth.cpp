@@ -85,7 +85,8 @@ std::string sign_rs256(const std::string& input, const std::string& pem) {
   return signature;
 }
 
-// A token endpoint's answer: {"access_token", "expires_in", "token_type"}.
+} // namespace
+
 AccessToken parse_token_answer(const HttpResponse& response, const std::string& source) {
   if (response.failure != TransportFailure::none) {
     throw Error("cannot get an access token from " + source + ": " + response.error);
@@ -114,6 +115,8 @@ AccessToken parse_token_answer(const HttpResponse& response, const std::string& 
   }
   return token;
 }
+
+namespace {
 
 class StaticTokenSource final : public TokenSource {
 public:

@@ -126,7 +126,7 @@ struct TpuClient::Impl {
         request.headers.emplace_back("Content-Type", "application/json");
         request.body = call.body;
       }
-      const HttpResponse response = http.send(request);
+      const HttpResponse response = options.transport ? options.transport(request) : http.send(request);
       if (response.failure == TransportFailure::none) {
         if ((response.status >= 200 && response.status < 300) || accepted.count(response.status) > 0) {
           Answer answer{response.status, json::parse(response.body, nullptr, false)};

@@ -2,6 +2,7 @@
 // and a thread-safe cache in front of them. Tokens are never logged, stored or put on a command line.
 #pragma once
 
+#include "jobman/cloud/http.hpp"
 #include "jobman/config/settings.hpp"
 
 #include <chrono>
@@ -43,6 +44,10 @@ std::unique_ptr<TokenSource> make_metadata_token_source(const std::string& host)
 // The first source that applies: JOBMAN_ACCESS_TOKEN, GOOGLE_APPLICATION_CREDENTIALS, the settings' gcloud program
 // when it is found on PATH, then the metadata server ($GCE_METADATA_HOST or metadata.google.internal).
 std::unique_ptr<TokenSource> make_default_token_source(const config::Settings& settings);
+
+// A token endpoint's answer ({"access_token", "expires_in", "token_type"}) as a token; throws jobman::Error naming
+// `source` for a failure, an error status or an answer without an access_token. Never includes the token in messages.
+AccessToken parse_token_answer(const HttpResponse& response, const std::string& source);
 
 // The fields of a service-account key file that signing needs.
 struct ServiceAccountKey {

@@ -145,15 +145,16 @@ private:
   std::string status_;
 };
 
-// How a client retries and polls; the waiting functions are injectable so tests need not wait.
+// How a client retries and polls; waiting and sending are injectable so tests need neither wait nor a server.
 struct TpuClientOptions {
-  std::string endpoint = kDefaultTpuEndpoint;           // Base URL ending in "/v2/".
-  RetryPolicy retry;                                    // For every request.
-  HttpOptions http;                                     // Connection and request timeouts.
-  std::chrono::milliseconds poll_initial{1000};         // First wait when polling an operation.
-  std::chrono::milliseconds poll_max{10'000};           // Longest wait between polls.
-  std::function<void(std::chrono::milliseconds)> sleep; // Waits; std::this_thread::sleep_for when empty.
-  std::function<double()> jitter;                       // Values in [0, 1); a random generator when empty.
+  std::string endpoint = kDefaultTpuEndpoint;                // Base URL ending in "/v2/".
+  RetryPolicy retry;                                         // For every request.
+  HttpOptions http;                                          // Connection and request timeouts.
+  std::chrono::milliseconds poll_initial{1000};              // First wait when polling an operation.
+  std::chrono::milliseconds poll_max{10'000};                // Longest wait between polls.
+  std::function<void(std::chrono::milliseconds)> sleep;      // Waits; std::this_thread::sleep_for when empty.
+  std::function<double()> jitter;                            // Values in [0, 1); a random generator when empty.
+  std::function<HttpResponse(const HttpRequest&)> transport; // Sends a request; the libcurl HttpClient when empty.
 };
 
 // Whether a delete also removes what the resource holds (an ACTIVE queued resource needs it).
