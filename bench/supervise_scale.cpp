@@ -113,7 +113,8 @@ int main(int argc, char** argv) {
       {"JOBMAN_PROJECT", ""},
       {"JOBMAN_API_ENDPOINT", "http://127.0.0.1:" + std::to_string(mock->port())},
       {"JOBMAN_MOCK_TIME_SCALE", "1000"},
-      {"JOBMAN_AUTOSTART", "0"}};
+      {"JOBMAN_AUTOSTART", "0"},
+      {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", mock->admin_token_file()}};
   jobman::test::RunOptions options{env, "", ""};
 
   // N jobs: one sweep per zone.
@@ -168,7 +169,7 @@ int main(int argc, char** argv) {
     const auto at = jobman::util::now_ms();
     const auto reply = jobman::test::http_call(
         admin, "POST", "/mock/v1/projects/jobman-mock/locations/" + job.zone + "/nodes/" + node + ":preempt",
-        nlohmann::json::object(), {});
+        nlohmann::json::object(), mock->admin_headers());
     if (reply.status == 200) {
       preempted.emplace_back(job.id, at);
     }

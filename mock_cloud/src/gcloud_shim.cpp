@@ -1,5 +1,6 @@
 #include "mock_cloud/gcloud_shim.hpp"
 
+#include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
@@ -317,10 +318,41 @@ std::vector<std::string> node_endpoints(Target& target, const std::string& node)
   return addresses;
 }
 
+// The token in the file JOBMAN_MOCK_ADMIN_TOKEN_FILE names; throws GcloudError.
+std::string read_admin_token() {
+  const auto file = util::getenv_nonempty("JOBMAN_MOCK_ADMIN_TOKEN_FILE");
+  if (!file) {
+    throw GcloudError("this gcloud reaches the mock's worker hosts through its admin API: set "
+                      "JOBMAN_MOCK_ADMIN_TOKEN_FILE to the mock's admin token file (STATE_DIR/admin-token, or the "
+                      "file its second line of output names)",
+                      1);
+  }
+  std::string text;
+  try {
+    text = util::read_file(*file);
+  } catch (const Error& e) {
+    throw GcloudError(std::string("cannot read the mock's admin token: ") + e.what(), 1);
+  }
+  return std::string(util::trim(text));
+}
+
+// The mock's admin token, from the file JOBMAN_MOCK_ADMIN_TOKEN_FILE names: the worker hosts are reached through the
+// mock's admin API, which no API access token opens. The token travels only in a request header. Read once.
+const std::string& admin_token() {
+  static const std::string token = read_admin_token();
+  return token;
+}
+
 // A worker host as the mock describes it; nullopt when it is not up (or the mock itself is gone).
 std::optional<json> worker_host(Target& target, const std::string& node, int worker, const std::string& user) {
   auto reply = target.client->Get("/mock/v1/projects/" + target.project + "/locations/" + target.zone + "/nodes/" +
-                                  node + "/workers/" + std::to_string(worker) + "?user=" + user);
+                                      node + "/workers/" + std::to_string(worker) + "?user=" + user,
+                                  {{"Authorization", "Bearer " + admin_token()}});
+  if (reply && (reply->status == 401 || reply->status == 403)) {
+    throw GcloudError("the mock refused its admin token (" + api_message(reply) +
+                          "): JOBMAN_MOCK_ADMIN_TOKEN_FILE names another mock's token",
+                      1);
+  }
   if (!reply || reply->status != 200) {
     return std::nullopt;
   }

@@ -3,6 +3,7 @@
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
+#include "mock_cloud/admin_token.hpp"
 #include "mock_cloud/partial_response.hpp"
 
 #include <CLI/CLI.hpp>
@@ -109,6 +110,10 @@ MockServer::MockServer(ServerOptions options) : options_(std::move(options)) {
     world_->attach_store(options_.state_dir / "state.db", util::now_ms());
     authority_.load_state_dir(options_.state_dir);
   }
+  admin_token_path_ = !options_.admin_token_file.empty() ? options_.admin_token_file
+                      : !options_.state_dir.empty()      ? admin_token_file(options_.state_dir)
+                                                         : admin_token_file(scratch_dir());
+  admin_token_ = load_or_create_admin_token(admin_token_path_);
   // Headers and body go out in separate writes; without this, Nagle and delayed ACKs add 40 ms to every reply.
   http_.set_tcp_nodelay(true);
   // cpp-httplib closes a keep-alive connection after 5 requests by default; Google's front end keeps it open.
@@ -170,9 +175,23 @@ void MockServer::register_routes() {
       };
     };
   };
+  // A /mock/v1 route: only the mock's own admin token opens it, never an API access token (any local user can get
+  // one from the metadata path), since these routes preempt slices and hand out the worker hosts' shells.
   auto admin = [this](const std::string& method, const Handler& handler) {
     return [this, method, handler](const httplib::Request& req, httplib::Response& res) {
-      Reply reply = handler(req);
+      Reply reply;
+      const auto header = req.get_header_value("Authorization");
+      if (header.empty()) {
+        reply = error_reply(401, "The mock's admin API needs its admin token: send 'Authorization: Bearer' and the "
+                                 "token in " +
+                                     admin_token_path_.string());
+        res.set_header("WWW-Authenticate", "Bearer realm=\"jobman-mock-cloud admin\"");
+      } else if (!admin_token_matches(header, admin_token_)) {
+        reply = error_reply(403, "The mock's admin API accepts only its admin token (in " + admin_token_path_.string() +
+                                     "), not this credential");
+      } else {
+        reply = handler(req);
+      }
       world_->count_request(method, reply.status);
       send(res, reply);
     };
@@ -360,18 +379,21 @@ int MockServer::bind() {
   return port;
 }
 
-void MockServer::start_data_plane(int port) {
-  std::filesystem::path base = options_.state_dir;
-  if (base.empty()) {
-    // Without a state directory the sandboxes and buckets live as long as the server.
+const std::filesystem::path& MockServer::scratch_dir() {
+  if (scratch_dir_.empty()) {
+    // mkdtemp makes it with mode 0700.
     std::string pattern = (std::filesystem::temp_directory_path() / "jobman-mock-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr) {
-      throw Error("cannot create a scratch directory for the mock's worker hosts: " +
-                  std::string(std::strerror(errno)));
+      throw Error("cannot create a scratch directory for the mock: " + std::string(std::strerror(errno)));
     }
     scratch_dir_ = pattern;
-    base = scratch_dir_;
   }
+  return scratch_dir_;
+}
+
+void MockServer::start_data_plane(int port) {
+  // Without a state directory the sandboxes and buckets live as long as the server.
+  const std::filesystem::path base = options_.state_dir.empty() ? scratch_dir() : options_.state_dir;
   WorkerHostsOptions hosts;
   hosts.root = base / "workers";
   hosts.buckets = base / "buckets";
@@ -450,8 +472,13 @@ std::filesystem::path default_tools_dir() {
 void define_options(CLI::App& app, ServerOptions& options) {
   app.description("An emulator of the Cloud TPU v2 REST API, Google's OAuth token endpoint and the metadata "
                   "server's token path, for jobman and its tests.");
-  app.footer("The first line on stdout is \"listening on http://HOST:PORT\". SIGTERM or SIGINT stops it (exit 0).\n"
-             "Admin calls for demos and tests live under /mock/v1/ (preempt, markFaulty, faults, capacity, metrics).");
+  app.footer(
+      "The first line on stdout is \"listening on http://HOST:PORT\", the second \"admin token in FILE\". SIGTERM or "
+      "SIGINT stops it (exit 0).\n"
+      "Admin calls for demos and tests live under /mock/v1/ (preempt, markFaulty, faults, capacity, metrics, and the\n"
+      "worker hosts the mock's gcloud reaches); they need 'Authorization: Bearer TOKEN' with the token in FILE\n"
+      "(STATE_DIR/admin-token by default; a temporary directory without --state-dir), never an API access token.\n"
+      "The mock's gcloud reads that file from $JOBMAN_MOCK_ADMIN_TOKEN_FILE.");
   app.add_option("--host", options.host, "Address to listen on; a non-loopback one needs --allow-remote")
       ->default_str(options.host);
   app.add_option("--port", options.port, "Port; 0 picks a free one")->check(CLI::Range(0, 65535))->default_str("0");
@@ -479,6 +506,9 @@ void define_options(CLI::App& app, ServerOptions& options) {
   app.add_option("--write-service-account-key", options.service_account_key,
                  "Write a service-account key file (mode 0600) whose token_uri is this server; the server trusts it "
                  "(its public half is kept under --state-dir)");
+  app.add_option("--admin-token-file", options.admin_token_file,
+                 "Where the admin token is kept (mode 0600; reused when it exists and is private, else made anew); "
+                 "default STATE_DIR/admin-token");
 }
 
 } // namespace
@@ -508,7 +538,8 @@ int run_mock_cloud(int argc, char** argv) {
     MockServer server(options);
     int port = server.bind();
     std::string host = options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;
-    std::cout << "listening on http://" << host << ":" << port << std::endl;
+    std::cout << "listening on http://" << host << ":" << port << "\nadmin token in "
+              << server.admin_token_path().string() << std::endl;
     std::thread waiter([&server, signals] {
       int received = 0;
       sigwait(&signals, &received);

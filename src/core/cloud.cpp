@@ -3,6 +3,7 @@
 #include "jobman/cloud/auth.hpp"
 #include "jobman/cloud/http.hpp"
 #include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
 #include <cerrno>
@@ -59,14 +60,26 @@ fs::path mock_cloud_program() {
               " exists; set a project to use Google Cloud");
 }
 
-// The server answers its metrics path within a second.
+// The file the bundled mock keeps its admin token in (it makes it, mode 0600, in its state directory).
+fs::path admin_token_path() {
+  return mock_cloud_directory() / "state" / "admin-token";
+}
+
+// The server answers its metrics path, with the admin token this home's mock made, within a second.
 bool answers(const std::string& url) {
+  std::string token;
+  try {
+    token = std::string(util::trim(util::read_file(admin_token_path())));
+  } catch (const Error&) {
+    return false;
+  }
   cloud::HttpOptions options;
   options.connect_timeout = std::chrono::milliseconds(1000);
   options.request_timeout = std::chrono::milliseconds(2000);
   cloud::HttpClient http(options);
   cloud::HttpRequest request;
   request.url = url + "/mock/v1/metrics";
+  request.headers.emplace_back("Authorization", "Bearer " + token);
   return http.send(request).status == 200;
 }
 
@@ -236,6 +249,11 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
     access.gcloud_env = {{"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", server.url + "/"},
                          {"CLOUDSDK_CONFIG", (mock_cloud_directory() / "gcloud").string()},
                          {"CLOUDSDK_CORE_PROJECT", access.project}};
+    // The mock's gcloud reaches the worker hosts with the mock's admin token, read from this file; a mock of one's
+    // own is reached with the file the user names in JOBMAN_MOCK_ADMIN_TOKEN_FILE.
+    if (settings.api_endpoint.empty()) {
+      access.gcloud_env["JOBMAN_MOCK_ADMIN_TOKEN_FILE"] = admin_token_path().string();
+    }
   } else {
     if (settings.project.empty()) {
       throw UsageError("cloud is google but no project is set; set 'project' in " + config::settings_path() +

@@ -151,7 +151,10 @@ TEST_F(CloudTpuClientTest, ListFollowsPageTokensAcrossPages) {
 
 TEST_F(CloudTpuClientTest, InjectedThrottlingAndOutagesDuringCreateLeaveExactlyOneResource) {
   auto tpu = client(20);
-  ASSERT_EQ(test::http_call(*admin, "POST", "/mock/v1/faults", {{"rate", 0.2}, {"codes", {429, 503}}}, {}).status, 200);
+  ASSERT_EQ(test::http_call(*admin, "POST", "/mock/v1/faults", {{"rate", 0.2}, {"codes", {429, 503}}},
+                            server->admin_headers())
+                .status,
+            200);
   // Create until at least one retry happened, so the faults were really met; each create must succeed.
   std::vector<std::string> ids;
   for (int i = 1; i <= 40 && sleeps.load() == 0; ++i) {
@@ -160,7 +163,7 @@ TEST_F(CloudTpuClientTest, InjectedThrottlingAndOutagesDuringCreateLeaveExactlyO
     ASSERT_TRUE(created.operation) << ids.back();
   }
   ASSERT_GT(sleeps.load(), 0) << "no injected fault was met";
-  ASSERT_EQ(test::http_call(*admin, "POST", "/mock/v1/faults", {{"rate", 0}}, {}).status, 200);
+  ASSERT_EQ(test::http_call(*admin, "POST", "/mock/v1/faults", {{"rate", 0}}, server->admin_headers()).status, 200);
 
   std::multiset<std::string> names;
   for (const auto& qr : tpu->list_queued_resources(kWhere, 3)) {
@@ -186,7 +189,8 @@ TEST_F(CloudTpuClientTest, CreatingAnExistingQueuedResourceReturnsIt) {
 
 TEST_F(CloudTpuClientTest, QuotaErrorCarriesTheStatusAndTheServersMessage) {
   ASSERT_EQ(test::http_call(*admin, "PUT", "/mock/v1/capacity",
-                            {{"zone", kZone}, {"generation", "v4"}, {"tier", "spot"}, {"chips", 64}, {"quota", 4}}, {})
+                            {{"zone", kZone}, {"generation", "v4"}, {"tier", "spot"}, {"chips", 64}, {"quota", 4}},
+                            server->admin_headers())
                 .status,
             200);
   const std::string id = core::resource_id("big", 1, 1);

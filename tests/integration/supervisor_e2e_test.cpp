@@ -148,7 +148,8 @@ protected:
            {"JOBMAN_API_ENDPOINT", "http://127.0.0.1:" + std::to_string(mock->port())},
            {"JOBMAN_MOCK_TIME_SCALE", "1000"},
            {"JOBMAN_AUTOSTART", "0"},
-           {"JOBMAN_GCLOUD", ""}};
+           {"JOBMAN_GCLOUD", ""},
+           {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", mock->admin_token_file()}};
   }
 
   void TearDown() override {
@@ -239,7 +240,7 @@ protected:
     return sums;
   }
 
-  json metrics() { return http_call(*client, "GET", "/mock/v1/metrics", nullptr, {}).body; }
+  json metrics() { return http_call(*client, "GET", "/mock/v1/metrics", nullptr, mock->admin_headers()).body; }
 
   // The mock holds no queued resource, node or process.
   bool mock_is_empty() {
@@ -256,7 +257,8 @@ protected:
   }
 
   bool preempt(const std::string& node) {
-    return http_call(*client, "POST", std::string(kLocation) + "/nodes/" + node + ":preempt", json::object(), {})
+    return http_call(*client, "POST", std::string(kLocation) + "/nodes/" + node + ":preempt", json::object(),
+                     mock->admin_headers())
                .status == 200;
   }
 
@@ -451,7 +453,9 @@ TEST_F(SupervisorTest, CancelResumeDeleteAndCleanDoWhatTheySay) {
 }
 
 TEST_F(SupervisorTest, InjectedApiFaultsCreateNoDuplicateQueuedResource) {
-  ASSERT_EQ(http_call(*client, "POST", "/mock/v1/faults", {{"rate", 0.2}, {"codes", {429, 503}}}, {}).status, 200);
+  ASSERT_EQ(http_call(*client, "POST", "/mock/v1/faults", {{"rate", 0.2}, {"codes", {429, 503}}}, mock->admin_headers())
+                .status,
+            200);
   start_daemon();
   const auto id = create(config(training(100, 2)));
   EXPECT_EQ(wait_for(id, 0, 180).attempt, 1);
@@ -461,7 +465,10 @@ TEST_F(SupervisorTest, InjectedApiFaultsCreateNoDuplicateQueuedResource) {
       m["requests"]["queuedResources.list"].value("429", 0) + m["requests"]["queuedResources.list"].value("503", 0), 0)
       << "faults were injected";
   EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(100)});
-  ASSERT_EQ(http_call(*client, "POST", "/mock/v1/faults", {{"rate", 0.0}, {"codes", json::array()}}, {}).status, 200);
+  ASSERT_EQ(
+      http_call(*client, "POST", "/mock/v1/faults", {{"rate", 0.0}, {"codes", json::array()}}, mock->admin_headers())
+          .status,
+      200);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 
@@ -536,7 +543,7 @@ TEST_F(SupervisorTest, ARestartExitCodeRestartsWithoutSpendingTheFailureBudget) 
 TEST_F(SupervisorTest, AZoneWithoutCapacityKeepsTheJobQueuedUntilCapacityIsAdded) {
   const auto capacity = [&](int chips) {
     return http_call(*client, "PUT", "/mock/v1/capacity",
-                     {{"zone", kZone}, {"generation", "v4"}, {"tier", "spot"}, {"chips", chips}}, {})
+                     {{"zone", kZone}, {"generation", "v4"}, {"tier", "spot"}, {"chips", chips}}, mock->admin_headers())
         .status;
   };
   ASSERT_EQ(capacity(0), 200);

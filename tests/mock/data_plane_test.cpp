@@ -72,7 +72,8 @@ protected:
 
   [[nodiscard]] std::map<std::string, std::string> gcloud_env() const {
     return {{"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "http://127.0.0.1:" + std::to_string(server->port()) + "/"},
-            {"CLOUDSDK_CONFIG", (dir / "gcloud-config").string()}};
+            {"CLOUDSDK_CONFIG", (dir / "gcloud-config").string()},
+            {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", server->admin_token_file()}};
   }
 
   // Runs the gcloud stand-in as jobman does.
@@ -112,11 +113,15 @@ protected:
 
   // The worker host as the mock describes it.
   json worker(const std::string& node, int index) {
-    return api("GET", "/mock/v1/" + kLoc + "/nodes/" + node + "/workers/" + std::to_string(index), nullptr, {}).body;
+    return api("GET", "/mock/v1/" + kLoc + "/nodes/" + node + "/workers/" + std::to_string(index), nullptr,
+               server->admin_headers())
+        .body;
   }
 
   void preempt(const std::string& node) {
-    ASSERT_EQ(api("POST", "/mock/v1/" + kLoc + "/nodes/" + node + ":preempt", json::object(), {}).status, 200);
+    ASSERT_EQ(
+        api("POST", "/mock/v1/" + kLoc + "/nodes/" + node + ":preempt", json::object(), server->admin_headers()).status,
+        200);
   }
 };
 
@@ -284,7 +289,7 @@ TEST_F(MockDataPlaneTest, PreemptionEndsEveryProcessWipesDisksAndKeepsBuckets) {
       << processes_marked(slice_prefix).size() << " left";
   EXPECT_TRUE(eventually([&] { return !fs::exists(worker_dir); })) << "the worker's disk is wiped";
   EXPECT_EQ(jobman::util::read_file(dir / "state" / "buckets" / "data" / "ckpt"), "kept\n");
-  EXPECT_EQ(api("GET", "/mock/v1/metrics", nullptr, {}).body["processes_running"], 0);
+  EXPECT_EQ(api("GET", "/mock/v1/metrics", nullptr, server->admin_headers()).body["processes_running"], 0);
 }
 
 TEST_F(MockDataPlaneTest, DeleteEndsEveryProcessToo) {
@@ -292,7 +297,7 @@ TEST_F(MockDataPlaneTest, DeleteEndsEveryProcessToo) {
   const auto marker = worker("d-node", 0)["marker"].get<std::string>();
   ASSERT_EQ(ssh("d-node", "0", "setsid nohup sleep 600 >/dev/null 2>&1 < /dev/null &").exit_code, 0);
   ASSERT_TRUE(eventually([&] { return processes_marked(marker).size() == 1; }));
-  EXPECT_EQ(api("GET", "/mock/v1/metrics", nullptr, {}).body["processes_running"], 1);
+  EXPECT_EQ(api("GET", "/mock/v1/metrics", nullptr, server->admin_headers()).body["processes_running"], 1);
   ASSERT_EQ(api("DELETE", "/v2/" + kLoc + "/queuedResources/d?force=true").status, 200);
   EXPECT_TRUE(eventually([&] { return processes_marked(marker).empty(); }));
 }
@@ -379,7 +384,9 @@ TEST_F(MockDataPlaneTest, AuthAndConfigWorkAsOnAWorkstation) {
 TEST_F(MockDataPlaneTest, AFaultyNodeShowsItsWorkloadTheFaultFile) {
   create_active("f", "v4-8");
   EXPECT_EQ(ssh("f-node", "0", "test -e \"$MOCK_TPU_FAULT_FILE\"").exit_code, 1);
-  ASSERT_EQ(api("POST", "/mock/v1/" + kLoc + "/nodes/f-node:markFaulty", json::object(), {}).status, 200);
+  ASSERT_EQ(
+      api("POST", "/mock/v1/" + kLoc + "/nodes/f-node:markFaulty", json::object(), server->admin_headers()).status,
+      200);
   EXPECT_EQ(ssh("f-node", "0", "test -e \"$MOCK_TPU_FAULT_FILE\"").exit_code, 0);
 }
 
@@ -431,7 +438,9 @@ TEST_F(MockDataPlaneTest, TrainingSurvivesAPreemptionAndEndsWithTheUninterrupted
 
 TEST_F(MockDataPlaneTest, TrainingOnAFaultyNodeGoesNaN) {
   create_active("nan", "v4-8");
-  ASSERT_EQ(api("POST", "/mock/v1/" + kLoc + "/nodes/nan-node:markFaulty", json::object(), {}).status, 200);
+  ASSERT_EQ(
+      api("POST", "/mock/v1/" + kLoc + "/nodes/nan-node:markFaulty", json::object(), server->admin_headers()).status,
+      200);
   auto result = ssh("nan-node", "0", "systolic-train --steps 5 --dim 8 --array 4");
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.out.find("loss=nan"), std::string::npos) << result.out;

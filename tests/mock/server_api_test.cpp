@@ -144,10 +144,10 @@ protected:
     if (quota) {
       body["quota"] = *quota;
     }
-    return api("PUT", "/mock/v1/capacity", body, {});
+    return api("PUT", "/mock/v1/capacity", body, server->admin_headers());
   }
 
-  json metrics() { return api("GET", "/mock/v1/metrics", nullptr, {}).body; }
+  json metrics() { return api("GET", "/mock/v1/metrics", nullptr, server->admin_headers()).body; }
 
   // The v4 pool of `tier` ("spot" or "on_demand") in the metrics.
   json pool(const std::string& tier) {
@@ -593,9 +593,10 @@ TEST_F(MockServerApiTest, ResetPastQuotaIsResourceExhausted) {
   ASSERT_EQ(set_capacity("spot", 64, 4).status, 200);
   ASSERT_EQ(create("held", qr_body("held-node", "v4-8")).status, 200);
   ASSERT_TRUE(reaches("held", "ACTIVE"));
-  ASSERT_EQ(
-      api("POST", "/mock/v1/projects/p/locations/us-central2-b/nodes/held-node:preempt", json::object(), {}).status,
-      200);
+  ASSERT_EQ(api("POST", "/mock/v1/projects/p/locations/us-central2-b/nodes/held-node:preempt", json::object(),
+                server->admin_headers())
+                .status,
+            200);
   ASSERT_TRUE(reaches("held", "SUSPENDED"));
   // A suspended resource holds no quota, so another takes it; resetting the first would go past the quota.
   ASSERT_EQ(create("taker", qr_body("taker-node", "v4-8")).status, 200);
@@ -720,7 +721,7 @@ TEST_F(MockServerApiTest, StandardQueryParametersAreAccepted) {
 }
 
 TEST_F(MockServerApiTest, InjectedFaultsFailOnlyTheV2Api) {
-  auto set = api("POST", "/mock/v1/faults", {{"rate", 1}, {"codes", {429}}}, {});
+  auto set = api("POST", "/mock/v1/faults", {{"rate", 1}, {"codes", {429}}}, server->admin_headers());
   ASSERT_EQ(set.status, 200) << set.text;
   EXPECT_EQ(set.body["rate"], 1.0);
   EXPECT_EQ(set.body["codes"], json({429}));
@@ -732,7 +733,7 @@ TEST_F(MockServerApiTest, InjectedFaultsFailOnlyTheV2Api) {
   expect_error(api("GET", kBase + "/queuedResources", nullptr, {}), 401, "UNAUTHENTICATED", "no bearer under faults");
 
   // The admin API and the token endpoints are not subject to faults.
-  auto during = api("GET", "/mock/v1/metrics", nullptr, {});
+  auto during = api("GET", "/mock/v1/metrics", nullptr, server->admin_headers());
   ASSERT_EQ(during.status, 200) << during.text;
   EXPECT_EQ(during.body["faults"]["codes"], json({429}));
   EXPECT_GE(during.body["requests"]["queuedResources.list"]["429"].get<int>(), 1);
@@ -748,7 +749,7 @@ TEST_F(MockServerApiTest, InjectedFaultsFailOnlyTheV2Api) {
   // The issued token is good; only the fault stands in its way.
   EXPECT_EQ(api("GET", kBase + "/queuedResources", nullptr, {{"Authorization", "Bearer " + token}}).status, 429);
 
-  ASSERT_EQ(api("POST", "/mock/v1/faults", {{"rate", 0}}, {}).status, 200);
+  ASSERT_EQ(api("POST", "/mock/v1/faults", {{"rate", 0}}, server->admin_headers()).status, 200);
   EXPECT_EQ(api("GET", kBase + "/queuedResources", nullptr, {{"Authorization", "Bearer " + token}}).status, 200);
   EXPECT_EQ(create("faulty", qr_body("faulty-node", "v4-8")).status, 200);
   EXPECT_EQ(metrics()["faults"]["rate"], 0.0);
@@ -768,7 +769,7 @@ TEST_F(MockServerApiTest, InvalidFaultSettingsAreRejected) {
       {"not JSON", "rate=1"},
       {"not an object", "[1]"}};
   for (const auto& [what, body] : bad) {
-    auto answer = client->Post("/mock/v1/faults", body, "application/json");
+    auto answer = client->Post("/mock/v1/faults", server->admin_headers(), body, "application/json");
     ASSERT_TRUE(answer) << what;
     expect_error({answer->status, json::parse(answer->body, nullptr, false), answer->body, {}}, 400, "INVALID_ARGUMENT",
                  what);
@@ -777,7 +778,8 @@ TEST_F(MockServerApiTest, InvalidFaultSettingsAreRejected) {
   EXPECT_EQ(api("GET", kBase + "/queuedResources").status, 200);
 
   // Latency alone (no codes to fail with) is accepted and fails nothing; its delay is not measured here.
-  auto latency_only = api("POST", "/mock/v1/faults", {{"rate", 1}, {"codes", json::array()}, {"latency_ms", 1}}, {});
+  auto latency_only = api("POST", "/mock/v1/faults", {{"rate", 1}, {"codes", json::array()}, {"latency_ms", 1}},
+                          server->admin_headers());
   ASSERT_EQ(latency_only.status, 200) << latency_only.text;
   EXPECT_EQ(latency_only.body["latency_ms"], 1);
   for (int i = 0; i < 5; ++i) {
@@ -788,21 +790,22 @@ TEST_F(MockServerApiTest, InvalidFaultSettingsAreRejected) {
 
 TEST_F(MockServerApiTest, PreemptNeedsAReadyNode) {
   const std::string admin = "/mock/v1/" + kLoc + "/nodes/";
-  expect_error(api("POST", admin + "ghost:preempt", json::object(), {}), 404, "NOT_FOUND", "preempt missing node");
+  expect_error(api("POST", admin + "ghost:preempt", json::object(), server->admin_headers()), 404, "NOT_FOUND",
+               "preempt missing node");
 
   ASSERT_EQ(create("victim", qr_body("victim-node", "v4-8")).status, 200);
   ASSERT_TRUE(reaches("victim", "ACTIVE"));
-  auto preempted = api("POST", admin + "victim-node:preempt", json::object(), {});
+  auto preempted = api("POST", admin + "victim-node:preempt", json::object(), server->admin_headers());
   ASSERT_EQ(preempted.status, 200) << preempted.text;
   EXPECT_EQ(preempted.body["state"], "PREEMPTED");
   EXPECT_EQ(node_state("victim-node"), "PREEMPTED");
-  expect_error(api("POST", admin + "victim-node:preempt", json::object(), {}), 400, "FAILED_PRECONDITION",
-               "preempt a PREEMPTED node");
+  expect_error(api("POST", admin + "victim-node:preempt", json::object(), server->admin_headers()), 400,
+               "FAILED_PRECONDITION", "preempt a PREEMPTED node");
 
   ASSERT_TRUE(reaches("victim", "SUSPENDED"));
   EXPECT_EQ(api("GET", kBase + "/queuedResources/victim").body["state"]["stateInitiator"], "SERVICE");
-  expect_error(api("POST", admin + "victim-node:preempt", json::object(), {}), 400, "FAILED_PRECONDITION",
-               "preempt the node of a SUSPENDED resource");
+  expect_error(api("POST", admin + "victim-node:preempt", json::object(), server->admin_headers()), 400,
+               "FAILED_PRECONDITION", "preempt the node of a SUSPENDED resource");
   EXPECT_EQ(pool("spot")["inUse"], 0);
 }
 

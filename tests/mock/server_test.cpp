@@ -97,10 +97,11 @@ TEST_F(MockServerTest, ResourceWalksToActiveThenPreemptedThenDeleted) {
   auto nodes = call(*client, "GET", kBase + "/nodes");
   EXPECT_EQ(nodes.body["nodes"].size(), 1U);
 
-  EXPECT_EQ(call(*client, "POST", "/mock/v1/projects/p/locations/us-central2-b/nodes/node1:markFaulty", json::object())
+  EXPECT_EQ(call(*client, "POST", "/mock/v1/projects/p/locations/us-central2-b/nodes/node1:markFaulty", json::object(),
+                 server->admin_headers())
                 .status,
             200);
-  auto metrics = call(*client, "GET", "/mock/v1/metrics", nullptr, {});
+  auto metrics = call(*client, "GET", "/mock/v1/metrics", nullptr, server->admin_headers());
   EXPECT_EQ(metrics.body["faultyNodes"][0], "projects/p/locations/us-central2-b/nodes/node1");
   EXPECT_EQ(metrics.body["processes_running"], 0);
   EXPECT_EQ(metrics.body["requests"]["queuedResources.create"]["409"], 1);
@@ -110,9 +111,10 @@ TEST_F(MockServerTest, ResourceWalksToActiveThenPreemptedThenDeleted) {
   EXPECT_EQ(refused.status, 400);
   EXPECT_EQ(refused.body["error"]["status"], "FAILED_PRECONDITION");
 
-  EXPECT_EQ(
-      call(*client, "POST", "/mock/v1/projects/p/locations/us-central2-b/nodes/node1:preempt", json::object()).status,
-      200);
+  EXPECT_EQ(call(*client, "POST", "/mock/v1/projects/p/locations/us-central2-b/nodes/node1:preempt", json::object(),
+                 server->admin_headers())
+                .status,
+            200);
   EXPECT_EQ(call(*client, "GET", kBase + "/nodes/node1").body["state"], "PREEMPTED");
   ASSERT_TRUE(eventually([&] { return qr_state("qr1") == "SUSPENDED"; }));
   EXPECT_EQ(call(*client, "GET", kBase + "/queuedResources/qr1").body["state"]["stateInitiator"], "SERVICE");
@@ -150,12 +152,14 @@ TEST_F(MockServerTest, ErrorCodes) {
   EXPECT_EQ(call(*client, "GET", kBase + "/operations/operation-0").status, 404);
   EXPECT_EQ(call(*client, "GET", kBase + "/bogus").status, 404);
 
-  ASSERT_EQ(call(*client, "POST", "/mock/v1/faults", {{"rate", 1.0}, {"codes", {503}}, {"latency_ms", 0}}, {}).status,
+  ASSERT_EQ(call(*client, "POST", "/mock/v1/faults", {{"rate", 1.0}, {"codes", {503}}, {"latency_ms", 0}},
+                 server->admin_headers())
+                .status,
             200);
   auto injected = call(*client, "GET", kBase + "/queuedResources");
   EXPECT_EQ(injected.status, 503);
   EXPECT_EQ(injected.body["error"]["status"], "UNAVAILABLE");
-  ASSERT_EQ(call(*client, "POST", "/mock/v1/faults", {{"rate", 0}}, {}).status, 200);
+  ASSERT_EQ(call(*client, "POST", "/mock/v1/faults", {{"rate", 0}}, server->admin_headers()).status, 200);
   EXPECT_EQ(call(*client, "GET", kBase + "/queuedResources").status, 200);
   EXPECT_EQ(server->stop(), 0);
 }
@@ -187,13 +191,15 @@ TEST_F(MockServerTest, PaginatesOverMoreThanOnePage) {
 
 TEST_F(MockServerTest, CapacityChangesLiveAndStateSurvivesRestart) {
   ASSERT_EQ(call(*client, "PUT", "/mock/v1/capacity",
-                 {{"zone", "us-central2-b"}, {"generation", "v4"}, {"tier", "spot"}, {"chips", 0}}, {})
+                 {{"zone", "us-central2-b"}, {"generation", "v4"}, {"tier", "spot"}, {"chips", 0}},
+                 server->admin_headers())
                 .status,
             200);
   ASSERT_EQ(call(*client, "POST", kBase + "/queuedResources?queuedResourceId=w", qr_body("wn", "v4-8")).status, 200);
   ASSERT_TRUE(eventually([&] { return qr_state("w") == "WAITING_FOR_RESOURCES"; }));
   ASSERT_EQ(call(*client, "PUT", "/mock/v1/capacity",
-                 {{"zone", "us-central2-b"}, {"generation", "v4"}, {"tier", "spot"}, {"chips", 8}}, {})
+                 {{"zone", "us-central2-b"}, {"generation", "v4"}, {"tier", "spot"}, {"chips", 8}},
+                 server->admin_headers())
                 .status,
             200);
   ASSERT_TRUE(eventually([&] { return qr_state("w") == "ACTIVE"; }));

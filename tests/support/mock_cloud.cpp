@@ -1,6 +1,7 @@
 #include "support/mock_cloud.hpp"
 
 #include <csignal>
+#include <fstream>
 #include <stdexcept>
 #include <sys/wait.h>
 #include <thread>
@@ -33,15 +34,27 @@ MockCloudProcess::MockCloudProcess(const std::vector<std::string>& args) {
     ::_exit(127);
   }
   ::close(fds[1]);
-  char c = 0;
-  while (::read(fds[0], &c, 1) == 1 && c != '\n') {
-    first_line_ += c;
-  }
-  ::close(fds[0]);
+  const auto read_line = [&fds] {
+    std::string line;
+    char c = 0;
+    while (::read(fds[0], &c, 1) == 1 && c != '\n') {
+      line += c;
+    }
+    return line;
+  };
+  first_line_ = read_line();
   const std::string prefix = "listening on http://127.0.0.1:";
   if (first_line_.rfind(prefix, 0) == 0) {
     port_ = std::stoi(first_line_.substr(prefix.size()));
+    const std::string second = read_line();
+    const std::string token_prefix = "admin token in ";
+    if (second.rfind(token_prefix, 0) == 0) {
+      admin_token_file_ = second.substr(token_prefix.size());
+      std::ifstream in(admin_token_file_);
+      std::getline(in, admin_token_);
+    }
   }
+  ::close(fds[0]);
 }
 
 MockCloudProcess::~MockCloudProcess() {

@@ -34,12 +34,20 @@ public:
   [[nodiscard]] pid_t pid() const { return pid_; }
   // What it printed first (the "listening on" line, or whatever it said instead).
   [[nodiscard]] const std::string& first_line() const { return first_line_; }
+  // The file holding its admin token (from its second line, "admin token in FILE"); empty when it did not start.
+  [[nodiscard]] const std::string& admin_token_file() const { return admin_token_file_; }
+  // Its admin token, read from that file when it started.
+  [[nodiscard]] const std::string& admin_token() const { return admin_token_; }
+  // "Authorization: Bearer <admin token>", what its /mock/v1 routes require.
+  [[nodiscard]] httplib::Headers admin_headers() const { return {{"Authorization", "Bearer " + admin_token_}}; }
 
 private:
   pid_t pid_ = -1;
   int port_ = 0;
   int exit_code_ = -1;
   std::string first_line_;
+  std::string admin_token_file_;
+  std::string admin_token_;
 };
 
 // An HTTP reply: status (0 when the request failed), body parsed as JSON (discarded when not JSON), text, headers.

@@ -27,6 +27,7 @@ MockSlice::MockSlice(const TempDir& dir, const std::string& accelerator) {
   endpoint_ = std::make_unique<ScopedEnv>("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU",
                                           "http://127.0.0.1:" + std::to_string(server_->port()) + "/");
   gcloud_config_ = std::make_unique<ScopedEnv>("CLOUDSDK_CONFIG", (dir / "gcloud").string());
+  admin_token_ = std::make_unique<ScopedEnv>("JOBMAN_MOCK_ADMIN_TOKEN_FILE", server_->admin_token_file());
   target_.gcloud = (std::filesystem::path(mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
   target_.project = "p";
   target_.zone = "us-central2-b";
@@ -51,7 +52,7 @@ MockSlice::MockSlice(const TempDir& dir, const std::string& accelerator) {
 std::filesystem::path MockSlice::worker_path(int worker, const char* key) {
   auto answer = http_call(
       *client_, "GET", "/mock/v1/projects/p/locations/us-central2-b/nodes/slice-node/workers/" + std::to_string(worker),
-      nullptr, {});
+      nullptr, server_->admin_headers());
   return answer.status == 200 ? std::filesystem::path(answer.body[key].get<std::string>()) : std::filesystem::path();
 }
 
@@ -65,12 +66,12 @@ std::filesystem::path MockSlice::worker_home(int worker) {
 
 bool MockSlice::preempt() {
   return http_call(*client_, "POST", "/mock/v1/projects/p/locations/us-central2-b/nodes/slice-node:preempt",
-                   json::object(), {})
+                   json::object(), server_->admin_headers())
              .status == 200;
 }
 
 int MockSlice::processes_running() {
-  auto metrics = http_call(*client_, "GET", "/mock/v1/metrics", nullptr, {});
+  auto metrics = http_call(*client_, "GET", "/mock/v1/metrics", nullptr, server_->admin_headers());
   return metrics.status == 200 ? metrics.body["processes_running"].get<int>() : -1;
 }
 

@@ -15,8 +15,8 @@
 namespace jobman::test {
 
 // Starts a mock (state in dir/), creates queued resource "slice" with node "slice-node" of `accelerator` in
-// us-central2-b, waits until the node is READY, and points CLOUDSDK_* at the mock for this object's lifetime.
-// Check ready() before use.
+// us-central2-b, waits until the node is READY, and points CLOUDSDK_* (and JOBMAN_MOCK_ADMIN_TOKEN_FILE) at the mock
+// for this object's lifetime. Check ready() before use.
 class MockSlice {
 public:
   explicit MockSlice(const TempDir& dir, const std::string& accelerator = "v4-32");
@@ -46,6 +46,7 @@ private:
   std::unique_ptr<httplib::Client> client_;
   std::unique_ptr<ScopedEnv> endpoint_;
   std::unique_ptr<ScopedEnv> gcloud_config_;
+  std::unique_ptr<ScopedEnv> admin_token_;
   remote::SliceTarget target_;
   bool ready_ = false;
 };

@@ -29,6 +29,7 @@ struct ServerOptions {
   std::uint64_t seed = 1;                    // Seeds every random draw.
   std::filesystem::path service_account_key; // When set, a service-account key file the mock trusts is written here.
   std::filesystem::path tools_dir;           // The mock's tools (gcloud, gcsfuse, systolic-train), on workers' PATH.
+  std::filesystem::path admin_token_file;    // Holds the admin token; empty: STATE_DIR/admin-token, else scratch.
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".
@@ -73,6 +74,8 @@ public:
   BearerCheck& bearer() { return bearer_; }
   // The underlying HTTP server, for other parts of the mock (e.g. token endpoints) to add routes to.
   httplib::Server& http() { return http_; }
+  // The file holding the token the /mock/v1 routes require (mode 0600).
+  [[nodiscard]] const std::filesystem::path& admin_token_path() const { return admin_token_path_; }
 
 private:
   // Registers the /v2 and /mock/v1 routes and the error handlers.
@@ -81,18 +84,22 @@ private:
   void ticker_loop();
   // Creates the worker hosts (under the state directory, or a scratch one) and connects them to the world.
   void start_data_plane(int port);
+  // The scratch directory used without a state directory, created on first use.
+  const std::filesystem::path& scratch_dir();
 
-  ServerOptions options_;                // How it was started.
-  TokenAuthority authority_;             // Issues and checks access tokens (wall clock, not the world's).
-  std::unique_ptr<World> world_;         // The emulated cloud.
-  std::unique_ptr<WorkerHosts> workers_; // The slices' worker hosts; created by bind().
-  std::filesystem::path scratch_dir_;    // Holds workers and buckets when there is no state directory.
-  BearerCheck bearer_;                   // The /v2 authentication gate.
-  httplib::Server http_;                 // The HTTP server.
-  std::thread ticker_;                   // The background ticker.
-  std::mutex ticker_mutex_;              // Guards stopping_.
-  std::condition_variable ticker_cv_;    // Wakes the ticker to stop.
-  bool stopping_ = false;                // Set once by stop().
+  ServerOptions options_;                  // How it was started.
+  TokenAuthority authority_;               // Issues and checks access tokens (wall clock, not the world's).
+  std::unique_ptr<World> world_;           // The emulated cloud.
+  std::unique_ptr<WorkerHosts> workers_;   // The slices' worker hosts; created by bind().
+  std::filesystem::path scratch_dir_;      // Holds workers and buckets when there is no state directory.
+  BearerCheck bearer_;                     // The /v2 authentication gate.
+  std::filesystem::path admin_token_path_; // Where the admin token is kept.
+  std::string admin_token_;                // What the /mock/v1 routes require as their bearer token.
+  httplib::Server http_;                   // The HTTP server.
+  std::thread ticker_;                     // The background ticker.
+  std::mutex ticker_mutex_;                // Guards stopping_.
+  std::condition_variable ticker_cv_;      // Wakes the ticker to stop.
+  bool stopping_ = false;                  // Set once by stop().
 };
 
 // The jobman-mock-cloud command: parses argv, prints "listening on http://HOST:PORT", serves until SIGTERM.
