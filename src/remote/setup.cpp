@@ -5,8 +5,10 @@
 #include "jobman/util/system.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
+#include <fcntl.h>
 #include <map>
 #include <memory>
 #include <openssl/evp.h>
@@ -356,24 +358,37 @@ std::string tail_lines(const std::string& output, std::size_t count) {
   return util::join(std::vector<std::string>(first, lines.end()), "; ");
 }
 
-// Appends to a worker's setup log.
+// Appends to a worker's setup log, which only its owner may read (setup output can show secrets).
 class SetupLog {
 public:
-  explicit SetupLog(const fs::path& path) : out_(path, std::ios::app) {
-    if (!out_) {
-      throw Error("cannot write " + path.string());
+  explicit SetupLog(const fs::path& path) : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) {
+    if (fd_ < 0) {
+      throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
     }
   }
+  SetupLog(const SetupLog&) = delete;
+  SetupLog& operator=(const SetupLog&) = delete;
+  ~SetupLog() { ::close(fd_); }
   void write(const std::string& text) {
-    out_ << text;
-    if (!text.empty() && !text.ends_with('\n')) {
-      out_ << '\n';
+    std::string out = text;
+    if (!out.empty() && !out.ends_with('\n')) {
+      out += '\n';
     }
-    out_.flush();
+    std::size_t done = 0;
+    while (done < out.size()) {
+      const auto n = ::write(fd_, out.data() + done, out.size() - done);
+      if (n < 0 && errno == EINTR) {
+        continue;
+      }
+      if (n <= 0) {
+        return; // A full disk loses log lines, never the setup.
+      }
+      done += static_cast<std::size_t>(n);
+    }
   }
 
 private:
-  std::ofstream out_;
+  int fd_;
 };
 
 // A directory of links named by the files' remote names, so that one scp per worker sends them under those names.

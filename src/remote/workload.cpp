@@ -328,7 +328,7 @@ std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>&
       auto& stream = streams[i];
       stream.end.worker = workers[i];
       const auto path = worker_log_path(attempt_dir, workers[i]);
-      stream.log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      stream.log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
       if (stream.log_fd < 0) {
         throw Error("cannot open " + path.string() + ": " + std::strerror(errno));
       }

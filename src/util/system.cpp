@@ -73,17 +73,23 @@ std::filesystem::path jobman_config_dir() {
 
 void ensure_directory(const std::filesystem::path& dir, unsigned mode) {
   std::error_code ec;
-  if (std::filesystem::is_directory(dir, ec)) {
-    return;
-  }
-  if (dir.has_parent_path() && dir.parent_path() != dir) {
-    std::filesystem::create_directories(dir.parent_path(), ec);
-  }
-  if (::mkdir(dir.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
-    throw Error("cannot create directory " + dir.string() + ": " + std::strerror(errno));
-  }
   if (!std::filesystem::is_directory(dir, ec)) {
+    if (dir.has_parent_path() && dir.parent_path() != dir && !std::filesystem::is_directory(dir.parent_path(), ec)) {
+      // Missing parents get the same mode: a private directory's new parents (JOBMAN_HOME/jobs/ID) are private too.
+      ensure_directory(dir.parent_path(), mode);
+    }
+    if (::mkdir(dir.c_str(), static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
+      throw Error("cannot create directory " + dir.string() + ": " + std::strerror(errno));
+    }
+  }
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
     throw Error("cannot create directory " + dir.string() + ": a file of that name is in the way");
+  }
+  // An existing directory of ours that is more open than asked (made by hand, or under a loose umask) is closed.
+  const auto wanted = static_cast<mode_t>(mode) & 07777;
+  if (info.st_uid == ::geteuid() && (info.st_mode & 07777 & ~wanted) != 0) {
+    ::chmod(dir.c_str(), info.st_mode & wanted);
   }
 }
 

@@ -26,7 +26,8 @@ std::filesystem::path jobman_home();
 // ${XDG_CONFIG_HOME:-~/.config}/jobman.
 std::filesystem::path jobman_config_dir();
 
-// Creates `dir` and its parents; the last component gets `mode` (e.g. 0700).
+// Creates `dir` and its missing parents with `mode` (e.g. 0700), and takes from an existing `dir` of this user's
+// any permission bit `mode` lacks.
 void ensure_directory(const std::filesystem::path& dir, unsigned mode);
 
 // Reads a whole file; throws jobman::Error naming the path on failure.
