@@ -55,7 +55,7 @@ _jobman() {
       --attempt) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --follow -f --worker --attempt --setup" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --follow -f --worker --attempt --setup --raw" -- "$cur"))
       return
     fi
     COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))

@@ -38,6 +38,7 @@ complete -c jobman -n '__fish_seen_subcommand_from logs' -l follow -s f -d 'Keep
 complete -c jobman -n '__fish_seen_subcommand_from logs' -l worker -x -d 'Which worker: an index, or '\''all'\'' (each line then starts with [w<N>]). Default 0, the worker whose exit code decides the job'\''s outcome'
 complete -c jobman -n '__fish_seen_subcommand_from logs' -l attempt -x -d 'Which attempt (1, 2, ...); default the current one'
 complete -c jobman -n '__fish_seen_subcommand_from logs' -l setup -d 'Print the setup logs (ssh, gcsfuse, environment) instead of the output'
+complete -c jobman -n '__fish_seen_subcommand_from logs' -l raw -d 'On a terminal too, write control characters as they are instead of escaping them (\x1b)'
 complete -c jobman -n '__fish_seen_subcommand_from logs' -x -a '(jobman list --all -q 2>/dev/null)'
 complete -c jobman -n '__fish_use_subcommand' -a ssh -d 'Open a shell on a worker of a job'\''s slice through gcloud, or run a command'
 complete -c jobman -n '__fish_seen_subcommand_from ssh' -l help -s h -d 'Print this help message and exit'

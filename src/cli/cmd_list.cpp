@@ -114,7 +114,7 @@ int run_list(Context& ctx, const ListOptions& options) {
   Table table({"JOB ID", "USER", "NAME", "ACCELERATOR", "ZONE", "HOST0 IP", "STATUS", "ATTEMPT", "AGE"});
   store.for_each_job(filter, [&](const store::JobRecord& job) {
     table.add_row({util::format_job_id(job.id), printable(job.user), printable(job.name), job.accelerator, job.zone,
-                   job.host0_ip.empty() ? "-" : job.host0_ip, status_text(job), std::to_string(job.attempt),
+                   job.host0_ip.empty() ? "-" : printable(job.host0_ip), status_text(job), std::to_string(job.attempt),
                    util::format_duration((now - job.created_ms) / 1000)},
                   phase_color(job.phase), 6);
   });

@@ -3,11 +3,13 @@
 #include "jobman/core/job_logs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <iostream>
 #include <optional>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -22,6 +24,7 @@ struct LogsOptions {
   std::string worker;         // An index, "all", or empty for the default.
   std::optional<int> attempt; // Default: the job's current attempt.
   bool setup = false;
+  bool raw = false; // Control characters pass to a terminal too.
 };
 
 // SIGINT as a readable descriptor for the length of a scope: blocked, and delivered through a signalfd, so that a
@@ -121,6 +124,10 @@ int run_logs(Context& ctx, const LogsOptions& options) {
   selection.attempt = options.attempt.value_or(job.attempt);
   selection.kind = options.setup ? core::LogKind::setup : core::LogKind::worker;
   selection.workers = chosen_workers(options, job);
+  // Worker output is the workload's to choose: on a terminal its escape sequences could retitle the window, clear the
+  // screen or overwrite lines, so they are shown, not obeyed. A file or a pipe gets the bytes as written.
+  const bool terminal = ctx.out == &std::cout && util::is_terminal(1);
+  selection.controls = terminal && !options.raw ? core::LogControls::escape : core::LogControls::pass;
   if (!options.follow) {
     const bool over = selection.attempt < job.attempt || store::is_terminal(job.phase);
     core::print_logs(selection, over ? core::LogState::final : core::LogState::growing, *ctx.out);
@@ -149,12 +156,15 @@ void add_logs_command(CLI::App& app, Context& ctx) {
       ->type_name("N|all");
   cmd->add_option("--attempt", options->attempt, "Which attempt (1, 2, ...); default the current one")->type_name("K");
   cmd->add_flag("--setup", options->setup, "Print the setup logs (ssh, gcsfuse, environment) instead of the output");
+  cmd->add_flag("--raw", options->raw,
+                "On a terminal too, write control characters as they are instead of escaping them (\\x1b)");
   cmd->footer("Examples:\n"
               "  jobman logs 42\n"
               "  jobman logs 42 -f\n"
               "  jobman logs 42 --worker all --attempt 1\n"
               "  jobman logs 42 --setup --worker 3\n"
-              "Reads $JOBMAN_HOME/jobs/<id>/attempt-<n>/: whole lines only, bytes as the workers wrote them.\n"
+              "Reads $JOBMAN_HOME/jobs/<id>/attempt-<n>/: whole lines only, bytes as the workers wrote them; on a\n"
+              "terminal, control characters (escape sequences, carriage returns) are shown as \\xNN unless --raw.\n"
               "Exit code 1 when the job has not started (-f waits for it), 3 when there is no such job,\n"
               "130 when interrupted.");
   cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_logs(ctx, *options); }; });

@@ -145,7 +145,7 @@ int run_show(Context& ctx, const ShowOptions& options) {
   field("TPU name", printable(job.tpu_name));
   field("Attempt", std::to_string(job.attempt) + "  (preemptions " + std::to_string(job.preemptions) + ", failures " +
                        std::to_string(job.failures) + ")");
-  field("Host0 IP", job.host0_ip.empty() ? "-" : job.host0_ip);
+  field("Host0 IP", job.host0_ip.empty() ? "-" : printable(job.host0_ip)); // The API's answer.
   field("Exit code", job.exit_code ? std::to_string(*job.exit_code) : "-");
   field("Created", when(job.created_ms, now));
   if (job.finished_ms) {
@@ -160,9 +160,9 @@ int run_show(Context& ctx, const ShowOptions& options) {
     out << "\nAttempts\n";
     Table table({"  #", "QUEUED RESOURCE", "ZONE", "STARTED", "ENDED", "OUTCOME", "EXIT"});
     for (const auto& a : attempts) {
-      table.add_row({"  " + std::to_string(a.number), a.queued_resource, a.zone, util::format_local(a.started_ms),
-                     a.ended_ms ? util::format_local(*a.ended_ms) : "-", a.outcome.empty() ? "-" : a.outcome,
-                     a.exit_code ? std::to_string(*a.exit_code) : "-"});
+      table.add_row({"  " + std::to_string(a.number), printable(a.queued_resource), printable(a.zone),
+                     util::format_local(a.started_ms), a.ended_ms ? util::format_local(*a.ended_ms) : "-",
+                     a.outcome.empty() ? "-" : printable(a.outcome), a.exit_code ? std::to_string(*a.exit_code) : "-"});
     }
     table.print(out, color);
   }

@@ -149,19 +149,7 @@ std::size_t display_width(std::string_view text) {
 }
 
 std::string printable(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  return util::escape_controls(text, util::LineBreaks::escape);
 }
 
 void Table::add_row(std::vector<std::string> cells, std::string_view color, int color_column) {

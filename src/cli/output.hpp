@@ -59,7 +59,7 @@ private:
 // Display width of UTF-8 text (code points; good enough for names and paths).
 std::size_t display_width(std::string_view text);
 
-// Replaces control characters (ESC and friends) so that stored text cannot drive the terminal.
+// Replaces control characters (ESC, CR, C1, newlines, ...) so that stored text cannot drive the terminal.
 std::string printable(std::string_view text);
 
 } // namespace jobman::cli

@@ -2,6 +2,7 @@
 
 #include "jobman/core/jobs.hpp"
 #include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
 
 #include <array>
 #include <cerrno>
@@ -37,8 +38,14 @@ private:
   int fd_;
 };
 
-// Writes `lines` (whole lines, each ending in '\n') with `prefix` in front of each.
-void write_lines(std::ostream& out, std::string_view lines, const std::string& prefix) {
+// Writes `lines` (whole lines, each ending in '\n') with `prefix` in front of each, control characters escaped
+// when asked.
+void write_lines(std::ostream& out, std::string_view raw, const std::string& prefix, LogControls controls) {
+  std::string escaped;
+  if (controls == LogControls::escape) {
+    escaped = util::escape_controls(raw, util::LineBreaks::keep);
+  }
+  std::string_view lines = controls == LogControls::escape ? std::string_view(escaped) : raw;
   if (prefix.empty()) {
     out.write(lines.data(), static_cast<std::streamsize>(lines.size()));
     return;
@@ -137,7 +144,7 @@ std::vector<LogReader> readers_for(const LogSelection& selection) {
   readers.reserve(selection.workers.size());
   for (const int worker : selection.workers) {
     readers.emplace_back(log_path(dir, selection.kind, worker),
-                         prefixed ? "[w" + std::to_string(worker) + "] " : std::string());
+                         prefixed ? "[w" + std::to_string(worker) + "] " : std::string(), selection.controls);
   }
   return readers;
 }
@@ -148,7 +155,8 @@ fs::path log_path(const fs::path& attempt_dir, LogKind kind, int worker) {
   return attempt_dir / ((kind == LogKind::setup ? "setup-" : "worker-") + std::to_string(worker) + ".log");
 }
 
-LogReader::LogReader(fs::path path, std::string prefix) : path_(std::move(path)), prefix_(std::move(prefix)) {}
+LogReader::LogReader(fs::path path, std::string prefix, LogControls controls)
+    : path_(std::move(path)), prefix_(std::move(prefix)), controls_(controls) {}
 
 LogCopy LogReader::copy_new_lines(std::ostream& out, LogState state, std::size_t budget) {
   const FileDescriptor fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
@@ -180,13 +188,13 @@ LogCopy LogReader::copy_new_lines(std::ostream& out, LogState state, std::size_t
     if (last == std::string::npos) {
       continue;
     }
-    write_lines(out, std::string_view(pending).substr(0, last + 1), prefix_);
+    write_lines(out, std::string_view(pending).substr(0, last + 1), prefix_, controls_);
     copy.bytes += last + 1;
     pending.erase(0, last + 1);
   }
   if (at_end && state == LogState::final && !pending.empty()) {
     pending += '\n';
-    write_lines(out, pending, prefix_);
+    write_lines(out, pending, prefix_, controls_);
     copy.bytes += pending.size() - 1;
   }
   copy.more = !at_end;

@@ -245,4 +245,87 @@ std::optional<long long> parse_job_id(std::string_view text) {
   return value;
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at the start of `text` and its code point; 0 when it is not one.
+std::size_t utf8_sequence(std::string_view text, char32_t& code_point) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  std::size_t length = 0;
+  char32_t value = 0;
+  char32_t minimum = 0;
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+    value = lead & 0x1fU;
+    minimum = 0x80;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    value = lead & 0x0fU;
+    minimum = 0x800;
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    value = lead & 0x07U;
+    minimum = 0x10000;
+  } else {
+    return 0;
+  }
+  if (text.size() < length) {
+    return 0;
+  }
+  for (std::size_t i = 1; i < length; ++i) {
+    if ((byte(i) & 0xc0U) != 0x80) {
+      return 0;
+    }
+    value = (value << 6) | (byte(i) & 0x3fU);
+  }
+  if (value < minimum || value > 0x10ffff || (value >= 0xd800 && value <= 0xdfff)) {
+    return 0;
+  }
+  code_point = value;
+  return length;
+}
+
+// C1 controls (a terminal takes U+009B as CSI) and the bidirectional overrides and isolates, which reorder what
+// follows them on the line.
+bool escaped_code_point(char32_t c) {
+  return (c >= 0x80 && c <= 0x9f) || (c >= 0x202a && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+}
+
+} // namespace
+
+std::string escape_controls(std::string_view text, LineBreaks breaks) {
+  std::string out;
+  out.reserve(text.size());
+  char buf[12];
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if ((c >= 0x20 && c != 0x7f) || (breaks == LineBreaks::keep && (c == '\n' || c == '\t'))) {
+        out += static_cast<char>(c);
+      } else {
+        std::snprintf(buf, sizeof buf, "\\x%02x", c);
+        out += buf;
+      }
+      ++i;
+      continue;
+    }
+    char32_t code_point = 0;
+    const auto length = utf8_sequence(text.substr(i), code_point);
+    if (length == 0) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+      ++i;
+    } else if (escaped_code_point(code_point)) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(code_point));
+      out += buf;
+      i += length;
+    } else {
+      out.append(text.substr(i, length));
+      i += length;
+    }
+  }
+  return out;
+}
+
 } // namespace jobman::util

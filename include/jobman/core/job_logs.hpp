@@ -30,10 +30,14 @@ struct LogCopy {
 
 // Reads one log file from where the last read stopped and passes on whole lines only, bytes as they are. A file
 // that does not exist (yet) has no lines.
+// Whether a log's bytes go out as the workers wrote them, or with terminal controls made visible (for a terminal:
+// worker output must not move the cursor, retitle the window or clear the screen).
+enum class LogControls { pass, escape };
+
 class LogReader {
 public:
-  // Reads `path`; every line written gets `prefix` ("[w1] ") in front of it.
-  LogReader(std::filesystem::path path, std::string prefix);
+  // Reads `path`; every line written gets `prefix` ("[w1] ") in front of it, its control characters escaped or not.
+  LogReader(std::filesystem::path path, std::string prefix, LogControls controls = LogControls::pass);
 
   // Writes to `out` the complete lines added since the last call, stopping at the end of the read (64 KiB at most)
   // that brings them to `budget` bytes. When the whole rest was read, a final log's last line without its newline is
@@ -46,6 +50,7 @@ public:
 private:
   std::filesystem::path path_;
   std::string prefix_;
+  LogControls controls_;
   std::uint64_t offset_ = 0; // The byte after the last line passed on.
 };
 
@@ -55,6 +60,7 @@ struct LogSelection {
   int attempt = 1; // 1, 2, ...; 0 (following only) waits for the job's first attempt.
   LogKind kind = LogKind::worker;
   std::vector<int> workers; // In the order printed; each line is prefixed "[w<N>] " when there are several.
+  LogControls controls = LogControls::pass; // What happens to terminal control characters in the lines.
 };
 
 // Prints the selected logs of the attempt as they are now: whole lines only while the attempt may still write

@@ -42,4 +42,12 @@ std::string format_job_id(long long id);
 // Parses a job id as printed ("000042" or "42"); nullopt when not a positive integer.
 std::optional<long long> parse_job_id(std::string_view text);
 
+// What escape_controls does with newlines and tabs.
+enum class LineBreaks { keep, escape };
+
+// Text that cannot drive a terminal: C0 controls (ESC, CR, BEL, ...) and DEL become "\xNN", C1 controls (U+0080 to
+// U+009F) and bidirectional overrides "\uNNNN", bytes that are not UTF-8 "\xNN"; valid UTF-8 text is kept, and so
+// are '\n' and '\t' with LineBreaks::keep.
+std::string escape_controls(std::string_view text, LineBreaks breaks);
+
 } // namespace jobman::util
