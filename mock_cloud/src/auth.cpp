@@ -197,6 +197,17 @@ bool TokenAuthority::valid(std::string_view token, AuthClock::time_point now) co
   return it != issued_.end() && now < it->second;
 }
 
+std::vector<std::string> TokenAuthority::issued_tokens(AuthClock::time_point now) const {
+  const std::lock_guard lock(mutex_);
+  std::vector<std::string> tokens;
+  for (const auto& [token, expiry] : issued_) {
+    if (now < expiry) {
+      tokens.push_back(token);
+    }
+  }
+  return tokens;
+}
+
 bool TokenAuthority::authorize(std::string_view authorization_header, AuthClock::time_point now) const {
   const std::string_view header = util::trim(authorization_header);
   constexpr std::string_view kScheme = "bearer";

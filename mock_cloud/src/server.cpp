@@ -324,6 +324,12 @@ void MockServer::register_routes() {
               return Reply{200, metrics};
             }));
 
+  // The access tokens issued and not expired: whoever holds the admin token controls the mock anyway, and tests
+  // look for these where they must never be (the store, logs, command lines).
+  http_.Get("/mock/v1/tokens", admin("admin.tokens", [this](const httplib::Request&) {
+              return Reply{200, {{"issued", authority_.issued_tokens(authority_.now())}}};
+            }));
+
   // A POST, PUT or PATCH of unknown length: Google's front end answers 411 at once, where cpp-httplib would wait for
   // the connection to close and then refuse it with 400.
   http_.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -475,8 +481,9 @@ void define_options(CLI::App& app, ServerOptions& options) {
   app.footer(
       "The first line on stdout is \"listening on http://HOST:PORT\", the second \"admin token in FILE\". SIGTERM or "
       "SIGINT stops it (exit 0).\n"
-      "Admin calls for demos and tests live under /mock/v1/ (preempt, markFaulty, faults, capacity, metrics, and the\n"
-      "worker hosts the mock's gcloud reaches); they need 'Authorization: Bearer TOKEN' with the token in FILE\n"
+      "Admin calls for demos and tests live under /mock/v1/ (preempt, markFaulty, faults, capacity, metrics, tokens,\n"
+      "and the worker hosts the mock's gcloud reaches); they need 'Authorization: Bearer TOKEN' with the token in "
+      "FILE\n"
       "(STATE_DIR/admin-token by default; a temporary directory without --state-dir), never an API access token.\n"
       "The mock's gcloud reads that file from $JOBMAN_MOCK_ADMIN_TOKEN_FILE.");
   app.add_option("--host", options.host, "Address to listen on; a non-loopback one needs --allow-remote")

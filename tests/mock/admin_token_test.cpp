@@ -46,6 +46,7 @@ struct AdminCall {
 std::vector<AdminCall> admin_calls() {
   return {
       {"GET", "/mock/v1/metrics", nullptr},
+      {"GET", "/mock/v1/tokens", nullptr},
       {"POST", "/mock/v1/faults", {{"rate", 1}, {"codes", {503}}}},
       {"PUT", "/mock/v1/capacity", {{"zone", "us-central2-b"}, {"generation", "v4"}, {"tier", "spot"}, {"chips", 0}}},
       {"POST", kNode + ":preempt", json::object()},
@@ -104,6 +105,12 @@ TEST_F(MockAdminTokenTest, AdminAndExecPathsRefuseNoTokenAWrongTokenAndApiTokens
   EXPECT_EQ(metrics.body["faults"]["rate"], 0.0);
   EXPECT_TRUE(metrics.body["faultyNodes"].empty()) << metrics.body.dump();
   EXPECT_EQ(metrics.body["nodes"], json({{"READY", 1}}));
+  // The tokens the mock issued are listed for the admin only; the static token was never issued.
+  const auto tokens = http_call(slice.client(), "GET", "/mock/v1/tokens", nullptr, slice.server().admin_headers());
+  ASSERT_EQ(tokens.status, 200) << tokens.text;
+  const auto issued = tokens.body["issued"].get<std::vector<std::string>>();
+  EXPECT_NE(std::find(issued.begin(), issued.end(), api_token), issued.end()) << tokens.text;
+  EXPECT_EQ(std::find(issued.begin(), issued.end(), "test-token"), issued.end()) << tokens.text;
   // The admin token opens every route (the exec path first, the preemption after it).
   auto calls = admin_calls();
   std::reverse(calls.begin(), calls.end());

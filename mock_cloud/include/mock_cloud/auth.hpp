@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace httplib {
 class Server;
@@ -90,6 +91,9 @@ public:
 
   // True when `token` is a static token, or one this authority issued that has not expired at `now`.
   [[nodiscard]] bool valid(std::string_view token, AuthClock::time_point now) const;
+
+  // The issued tokens that have not expired at `now` (for the admin API: tests look for them where they must not be).
+  [[nodiscard]] std::vector<std::string> issued_tokens(AuthClock::time_point now) const;
 
   // True when `authorization_header` is "Bearer <token>" (scheme case-insensitive) with a valid token.
   [[nodiscard]] bool authorize(std::string_view authorization_header, AuthClock::time_point now) const;
