@@ -348,7 +348,8 @@ TEST_F(SupervisorTest, ANewDaemonAfterKillNineFinishesTheJobWithTheSameWorkloadP
   ASSERT_TRUE(await_phase(id, Phase::running));
   ASSERT_TRUE(await_log(id, 1, "step=50 "));
   const auto node = node_of(id);
-  const auto worker = http_call(*client, "GET", std::string(kLocation) + "/nodes/" + node + "/workers/0", nullptr, {});
+  const auto worker = http_call(*client, "GET", std::string(kLocation) + "/nodes/" + node + "/workers/0", nullptr,
+                                mock->admin_headers());
   ASSERT_EQ(worker.status, 200);
   char name[16];
   std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(id));
