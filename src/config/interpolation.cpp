@@ -245,6 +245,10 @@ private:
       return std::nullopt;
     }
     if (const char* value = std::getenv(name.c_str()); value != nullptr) {
+      if (invalid_utf8_offset(value) != std::string_view::npos) {
+        error(at, display, written + ": environment variable " + name + " is not UTF-8 text");
+        return std::nullopt;
+      }
       return std::string(value);
     }
     if (comma != std::string::npos) {

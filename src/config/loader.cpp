@@ -1213,6 +1213,19 @@ std::optional<std::string> api_key_reference(const Node& root) {
 std::vector<JobConfig> parse_configs(const std::string& text, const std::string& display_name,
                                      const std::filesystem::path& base_dir, const LoadOptions& options) {
   Problems base;
+  // Every value ends up in JSON (the store, --json), which holds UTF-8 only.
+  for (const auto& [file, args] :
+       {std::pair{"--set", &options.set_overrides}, std::pair{"--sweep", &options.sweep_args}}) {
+    for (std::size_t i = 0; i < args->size(); ++i) {
+      if (detail::invalid_utf8_offset((*args)[i]) != std::string_view::npos) {
+        base.error(Origin{file, 0, 0}, "",
+                   "the " + std::string(file) + " argument number " + std::to_string(i + 1) + " is not UTF-8 text");
+      }
+    }
+  }
+  if (!base.errors.empty()) {
+    fail(base.errors);
+  }
   Node root = detail::parse_yaml(text, display_name, base.errors);
   if (!base.errors.empty()) {
     fail(base.errors);

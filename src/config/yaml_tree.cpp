@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
+#include <optional>
 #include <set>
+#include <sstream>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 namespace jobman::config::detail {
@@ -126,6 +130,78 @@ std::optional<int> leading_tab(std::string_view line) {
   return std::nullopt;
 }
 
+// The most values a document may have, aliases expanded: far above any config, far below what exhausts memory.
+constexpr std::size_t max_yaml_values = 100'000;
+
+// The parser's events for the first documents: how many there are (up to 2), where the second begins, and how many
+// values the first has once aliases are expanded (saturating above max_yaml_values).
+class DocumentShape final : public YAML::EventHandler {
+public:
+  int documents = 0;
+  YAML::Mark second_document = YAML::Mark::null_mark(); // Where the second document's root value begins.
+  std::size_t values = 0;                               // In the first document.
+  std::optional<YAML::Mark> cycle; // An alias inside the collection it names, in the first document.
+
+  void OnDocumentStart(const YAML::Mark& /*mark*/) override { ++documents; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { value(mark, anchor, 1); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    if (documents == 1 && !cycle &&
+        std::any_of(open_.begin(), open_.end(), [&](const auto& open) { return open.first == anchor; })) {
+      cycle = mark; // yaml-cpp makes this node contain itself.
+    }
+    const auto it = sizes_.find(anchor);
+    add(mark, it == sizes_.end() ? 1 : it->second);
+  }
+  void OnScalar(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t anchor,
+                const std::string& /*value*/) override {
+    value(mark, anchor, 1);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value /*style*/) override {
+    start(mark, anchor);
+  }
+  void OnSequenceEnd() override { end(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value /*style*/) override {
+    start(mark, anchor);
+  }
+  void OnMapEnd() override { end(); }
+
+private:
+  void add(const YAML::Mark& mark, std::size_t count) {
+    if (documents == 2 && second_document.is_null()) {
+      second_document = mark;
+    }
+    if (documents == 1) {
+      values = std::min(values + count, max_yaml_values + 1);
+    }
+  }
+  void value(const YAML::Mark& mark, YAML::anchor_t anchor, std::size_t count) {
+    add(mark, count);
+    if (anchor != YAML::NullAnchor) {
+      sizes_[anchor] = count;
+    }
+  }
+  void start(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    add(mark, 1);
+    open_.emplace_back(anchor, values);
+  }
+  void end() {
+    if (open_.empty()) {
+      return;
+    }
+    const auto [anchor, before] = open_.back();
+    open_.pop_back();
+    if (anchor != YAML::NullAnchor) {
+      sizes_[anchor] = values - before + 1;
+    }
+  }
+
+  std::map<YAML::anchor_t, std::size_t> sizes_;              // Values under each anchor, itself included.
+  std::vector<std::pair<YAML::anchor_t, std::size_t>> open_; // Collections being read: anchor, values before them.
+};
+
 // yaml-cpp's messages for tabs are obscure ("illegal map value"); name the tab when one is nearby.
 Diagnostic syntax_error(const YAML::Exception& e, const std::string& text, const std::string& file) {
   const auto lines = [&] {
@@ -155,24 +231,102 @@ Diagnostic syntax_error(const YAML::Exception& e, const std::string& text, const
 
 } // namespace
 
+std::size_t invalid_utf8_offset(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t length = 0;
+    unsigned char low = 0x80;  // Bounds of the second byte, which rule out overlong forms, surrogates and
+    unsigned char high = 0xbf; // code points past U+10FFFF.
+    if (byte >= 0xc2 && byte <= 0xdf) {
+      length = 2;
+    } else if (byte >= 0xe0 && byte <= 0xef) {
+      length = 3;
+      low = byte == 0xe0 ? 0xa0 : 0x80;
+      high = byte == 0xed ? 0x9f : 0xbf;
+    } else if (byte >= 0xf0 && byte <= 0xf4) {
+      length = 4;
+      low = byte == 0xf0 ? 0x90 : 0x80;
+      high = byte == 0xf4 ? 0x8f : 0xbf;
+    } else {
+      return i;
+    }
+    if (i + length > text.size()) {
+      return i;
+    }
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if (k == 1 ? (next < low || next > high) : (next < 0x80 || next > 0xbf)) {
+        return i;
+      }
+    }
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
 Node parse_yaml(const std::string& text, const std::string& file, std::vector<Diagnostic>& errors) {
-  std::vector<YAML::Node> documents;
+  if (const auto bad = invalid_utf8_offset(text); bad != std::string_view::npos) {
+    // Every value ends up in JSON (the store, --json), which holds UTF-8 only.
+    const auto line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
+    const std::size_t column = line_start == std::string::npos || bad == 0 ? bad : bad - line_start - 1;
+    static const char* hex = "0123456789abcdef";
+    const auto byte = static_cast<unsigned char>(text[bad]);
+    errors.push_back(make_diagnostic(
+        Origin{file,
+               static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n')) + 1,
+               static_cast<int>(column) + 1},
+        "", std::string("not UTF-8 text: byte 0x") + hex[byte >> 4] + hex[byte & 0xf], "save the file as UTF-8"));
+    return Node{Node::Kind::null, {}, {}, {}, Origin{file, 0, 0}, false};
+  }
+  // yaml-cpp's LoadAll never returns for a ',' outside a flow collection after a document (it yields empty documents
+  // forever), so a first pass over the events counts the documents, stopping at the second, and sizes the tree.
+  DocumentShape shape;
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(text);
+    std::istringstream stream(text);
+    YAML::Parser parser(stream);
+    while (shape.documents < 2 && parser.HandleNextDocument(shape)) {
+    }
+    if (shape.documents > 0 && shape.values <= max_yaml_values && !shape.cycle) {
+      document = YAML::Load(text);
+    }
   } catch (const YAML::Exception& e) {
     errors.push_back(syntax_error(e, text, file));
     return Node{Node::Kind::null, {}, {}, {}, Origin{file, 0, 0}, false};
   }
-  if (documents.empty()) {
+  if (shape.documents == 0) {
     return Node{Node::Kind::null, {}, {}, {}, Origin{file, 0, 0}, false};
   }
-  if (documents.size() > 1) {
-    errors.push_back(make_diagnostic(origin_of(documents[1].Mark(), file), "",
-                                     "a config holds one YAML document, found a second one",
-                                     "remove the '---' separator"));
+  if (shape.documents > 1) {
+    const Origin at = origin_of(shape.second_document, file);
+    const auto offset = static_cast<std::size_t>(std::max(0, shape.second_document.pos));
+    if (offset < text.size() && text[offset] == ',') {
+      errors.push_back(make_diagnostic(at, "", "YAML syntax error: ',' outside a flow collection",
+                                       "a ',' separates items only inside [...] or {...}"));
+    } else {
+      errors.push_back(make_diagnostic(at, "", "a config holds one YAML document, found a second one",
+                                       "remove the '---' separator"));
+    }
+  }
+  if (shape.cycle) {
+    errors.push_back(make_diagnostic(origin_of(*shape.cycle, file), "",
+                                     "an alias (*name) inside the value it names would make it contain itself"));
+    return Node{Node::Kind::null, {}, {}, {}, Origin{file, 0, 0}, false};
+  }
+  if (shape.values > max_yaml_values) {
+    errors.push_back(make_diagnostic(Origin{file, 1, 1}, "",
+                                     "the document has more than " + std::to_string(max_yaml_values) +
+                                         " values once its aliases (*name) are expanded",
+                                     "write the values out, or use fewer aliases"));
+    return Node{Node::Kind::null, {}, {}, {}, Origin{file, 0, 0}, false};
   }
   const Origin top{file, 1, 1};
-  return convert(documents.front(), file, "", &top, errors);
+  return convert(document, file, "", &top, errors);
 }
 
 void set_origin(Node& node, const Origin& origin) {

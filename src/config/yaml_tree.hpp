@@ -59,8 +59,13 @@ Node make_scalar(std::string text, Origin origin);
 // An empty mapping node with the given origin.
 Node make_mapping(Origin origin);
 
-// Parses one YAML document. Syntax errors, duplicate keys, non-scalar keys and extra documents are
-// appended to `errors`; an empty document yields a null node with line 0.
+// The offset of the first byte of `text` that is not part of well-formed UTF-8 (no overlong forms, surrogates or
+// code points past U+10FFFF), or npos when it is all UTF-8.
+std::size_t invalid_utf8_offset(std::string_view text);
+
+// Parses one YAML document. Text that is not UTF-8 is reported with the line and column of the first bad byte. Syntax
+// errors, duplicate keys, non-scalar keys and extra documents are appended to `errors`; an empty document yields a null
+// node with line 0.
 Node parse_yaml(const std::string& text, const std::string& file, std::vector<Diagnostic>& errors);
 
 // Sets every origin in the subtree (values and keys) to `origin`.
