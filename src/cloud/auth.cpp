@@ -5,6 +5,7 @@
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -29,6 +30,9 @@ constexpr const char* kScope = "https://www.googleapis.com/auth/cloud-platform";
 constexpr const char* kJwtBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
 using Clock = std::chrono::system_clock;
+
+// The longest lifetime believed from a token endpoint's expires_in (Google's tokens live an hour).
+constexpr double kMaxTokenLifetimeSeconds = 86'400;
 
 std::string base64url(std::string_view bytes) {
   static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -99,8 +103,9 @@ AccessToken parse_token_answer(const HttpResponse& response, const std::string& 
         detail += ": " + json["error_description"].get<std::string>();
       } else if (json.contains("error") && json["error"].is_string()) {
         detail += ": " + json["error"].get<std::string>();
-      } else if (json.contains("error") && json["error"].is_object()) {
-        detail += ": " + json["error"].value("message", "");
+      } else if (json.contains("error") && json["error"].is_object() && json["error"].contains("message") &&
+                 json["error"]["message"].is_string()) {
+        detail += ": " + json["error"]["message"].get<std::string>();
       }
     }
     throw Error("cannot get an access token from " + source + ": " + detail);
@@ -111,7 +116,9 @@ AccessToken parse_token_answer(const HttpResponse& response, const std::string& 
   AccessToken token;
   token.value = json["access_token"].get<std::string>();
   if (json.contains("expires_in") && json["expires_in"].is_number()) {
-    token.expiry = Clock::now() + std::chrono::seconds(json["expires_in"].get<std::int64_t>());
+    // Any number a server sends, negative or huge, stays within the clock's range.
+    const double seconds = std::clamp(json["expires_in"].get<double>(), 0.0, kMaxTokenLifetimeSeconds);
+    token.expiry = Clock::now() + std::chrono::seconds(static_cast<std::int64_t>(seconds));
   }
   return token;
 }

@@ -130,8 +130,8 @@ struct TpuClient::Impl {
       if (response.failure == TransportFailure::none) {
         if ((response.status >= 200 && response.status < 300) || accepted.count(response.status) > 0) {
           Answer answer{response.status, json::parse(response.body, nullptr, false)};
-          if (answer.body.is_discarded()) {
-            throw ApiError("TPU API: " + call.method + " " + call.resource + ": the answer is not JSON",
+          if (!answer.body.is_object()) {
+            throw ApiError("TPU API: " + call.method + " " + call.resource + ": the answer is not a JSON object",
                            response.status, "");
           }
           return answer;
@@ -181,7 +181,13 @@ struct TpuClient::Impl {
           out.push_back(parse(item));
         }
       }
-      const std::string next = answer.body.value("nextPageToken", "");
+      std::string next;
+      if (answer.body.contains("nextPageToken")) {
+        if (!answer.body["nextPageToken"].is_string()) {
+          throw ApiError("TPU API: " + method + " " + parent + ": nextPageToken is not a string", answer.status, "");
+        }
+        next = answer.body["nextPageToken"].get<std::string>();
+      }
       if (!next.empty() && next == page_token) {
         throw ApiError("TPU API: " + method + " " + parent + ": the server repeated page token " + next, 200, "");
       }
