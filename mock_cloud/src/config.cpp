@@ -191,19 +191,8 @@ void parse_delay(Checker& check, const YAML::Node& node, const std::string& path
   }
 }
 
-} // namespace
-
-MockConfig parse_mock_config(const std::string& text, const std::string& file) {
-  Checker check(file);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    Diagnostic d;
-    d.where = {file, e.mark.line + 1, e.mark.column + 1, ""};
-    d.message = e.msg;
-    throw ConfigError({d});
-  }
+// The config from its YAML tree; yaml-cpp throws where a key or value is not the plain value read from it.
+MockConfig read_mock_config(Checker& check, const YAML::Node& root) {
   MockConfig config;
   if (!root.IsMap()) {
     check.fail(root, "", "the mock cloud config must be a mapping with a 'zones' key");
@@ -298,6 +287,30 @@ MockConfig parse_mock_config(const std::string& text, const std::string& file) {
   }
   check.throw_if_failed();
   return config;
+}
+
+} // namespace
+
+MockConfig parse_mock_config(const std::string& text, const std::string& file) {
+  Checker check(file);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    Diagnostic d;
+    d.where = {file, e.mark.line + 1, e.mark.column + 1, ""};
+    d.message = e.msg;
+    throw ConfigError({d});
+  }
+  try {
+    return read_mock_config(check, root);
+  } catch (const YAML::Exception& e) {
+    // A list or mapping where a name or a word is expected (a key such as [a, b], distribution: {x: 1}).
+    Diagnostic d;
+    d.where = {file, e.mark.is_null() ? 0 : e.mark.line + 1, e.mark.is_null() ? 0 : e.mark.column + 1, ""};
+    d.message = "expected a plain value here (" + e.msg + ")";
+    throw ConfigError({d});
+  }
 }
 
 MockConfig load_mock_config(const std::filesystem::path& path) {

@@ -199,11 +199,23 @@ std::string status_name(int http_status) {
 }
 
 Reply error_reply(int http_status, const std::string& message) {
-  return {http_status,
-          {{"error", {{"code", http_status}, {"message", message}, {"status", status_name(http_status)}}}}};
+  // Messages quote the request (ids, zones, projects), which may hold any bytes; a reply is JSON, so UTF-8 only.
+  const std::string text =
+      json::parse(json(message).dump(-1, ' ', false, json::error_handler_t::replace)).get<std::string>();
+  return {http_status, {{"error", {{"code", http_status}, {"message", text}, {"status", status_name(http_status)}}}}};
 }
 
 namespace {
+
+// True when `text` is UTF-8, so that a resource named with it can be sent as JSON.
+bool is_utf8(const std::string& text) {
+  try {
+    (void)json(text).dump();
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
+}
 
 // FAILED_PRECONDITION travels as HTTP 400 with its own status name.
 Reply failed_precondition(const std::string& message) {
@@ -771,6 +783,9 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
   if (auto r = check_location(zone); !r.ok()) {
     return r;
   }
+  if (!is_utf8(project)) {
+    return error_reply(400, "Invalid project '" + project + "': not UTF-8 text");
+  }
   auto loc = location(project, zone);
   const auto name = loc + "/queuedResources/" + id;
   const auto request_key = "create " + name + " " + request_id;
@@ -823,8 +838,15 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
     return error_reply(400, "A queued resource cannot be both spot and guaranteed");
   }
   const auto& node_body = spec["node"];
-  bool node_spot = node_body.contains("schedulingConfig") && node_body["schedulingConfig"].is_object() &&
-                   node_body["schedulingConfig"].value("spot", false);
+  bool node_spot = false;
+  if (node_body.contains("schedulingConfig") && node_body["schedulingConfig"].is_object() &&
+      node_body["schedulingConfig"].contains("spot")) {
+    const auto& spot = node_body["schedulingConfig"]["spot"];
+    if (!spot.is_boolean()) {
+      return error_reply(400, "tpu.nodeSpec[0].node.schedulingConfig.spot must be true or false");
+    }
+    node_spot = spot.get<bool>();
+  }
   Tier tier = has_spot || node_spot ? Tier::spot : Tier::on_demand;
   std::int64_t valid_until = 0;
   if (body.contains("queueingPolicy")) {
