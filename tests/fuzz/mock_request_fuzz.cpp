@@ -1,7 +1,8 @@
 // libFuzzer target: the mock cloud's handling of requests, in-process (no HTTP): the TPU API methods of World with
 // their JSON bodies, ids and page tokens, the `fields` selection, the world description (parse_mock_config), and
 // the token endpoint's JWT-bearer grant (base64url, JWT parsing).
-// Input: requests separated by lines "%%"; each is a line "VERB ARG..." (words split at spaces) and a body:
+// Input: requests separated by lines "%%"; each is a line "VERB ARG..." (words split at spaces) and a body
+// (ZONE may be PROJECT/ZONE; the project is "p" otherwise):
 //   create ZONE ID REQUEST_ID + QueuedResource JSON   get|reset|getnode|deletenode|preempt|faulty ZONE ID
 //   delete ZONE ID FORCE REQUEST_ID   list|listnodes|listops ZONE PAGE_SIZE PAGE_TOKEN   getop ZONE OPERATION_ID
 //   capacity ZONE GENERATION TIER CHIPS QUOTA   tick MILLISECONDS   fields FIELDS (on the last reply's body)
@@ -89,8 +90,13 @@ struct Session {
     const std::string body(end == std::string_view::npos ? std::string_view() : request.substr(end + 1));
     const auto arg = [&](std::size_t i) { return i < words.size() ? words[i] : std::string(); };
     const std::string verb = arg(0);
-    const std::string zone = words.size() > 1 ? arg(1) : std::string("us-central2-b");
-    const std::string project = "p";
+    // The location word is ZONE or PROJECT/ZONE.
+    std::string zone = words.size() > 1 ? arg(1) : std::string("us-central2-b");
+    std::string project = "p";
+    if (const auto slash = zone.find('/'); slash != std::string::npos) {
+      project = zone.substr(0, slash);
+      zone.erase(0, slash + 1);
+    }
     now += 1000;
     if (verb == "create") {
       const auto json = nlohmann::json::parse(body, nullptr, false);
