@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
+#include <sys/statvfs.h>
 
 namespace jobman::store {
 namespace {
@@ -331,12 +332,44 @@ JobStore& JobStore::operator=(JobStore&&) noexcept = default;
 JobStore::~JobStore() = default;
 
 JobStore JobStore::open(const std::filesystem::path& path) {
+  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  struct statvfs fs_info {};
+  if (::statvfs(dir.c_str(), &fs_info) == 0 && (fs_info.f_flag & ST_RDONLY) != 0) {
+    // A read-only JOBMAN_HOME (a snapshot, a backup mounted read-only): list and show still work; anything that
+    // writes fails with a clear error and changes nothing.
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      throw Error(dir.string() + " is on a read-only file system and holds no job store: set JOBMAN_HOME to a "
+                                 "writable directory");
+    }
+    auto impl = std::make_unique<Impl>(path.string(), sqlite::OpenMode::read_only);
+    configure(impl->db, false);
+    if (read_user_version(impl->db) != schema::latest_version()) {
+      throw Error(path.string() + ": the store needs upgrading to schema version " +
+                  std::to_string(schema::latest_version()) + ", which cannot be done on a read-only file system");
+    }
+    return JobStore(std::move(impl));
+  }
   if (path.has_parent_path()) {
     util::ensure_directory(path.parent_path(), 0700);
   }
   sqlite::create_private_file(path);
   auto impl = std::make_unique<Impl>(path.string(), sqlite::OpenMode::read_write_create);
-  configure(impl->db, true);
+  try {
+    configure(impl->db, true);
+  } catch (const Error&) {
+    // On a full disk SQLite cannot even create its shared-memory file. Reading still works from the database file
+    // (the last connection to close checkpointed the log into it); every write fails saying the disk is full.
+    constexpr std::uint64_t kNearlyFull = 1 << 20;
+    if (::statvfs(dir.c_str(), &fs_info) != 0 ||
+        static_cast<std::uint64_t>(fs_info.f_bavail) * fs_info.f_frsize >= kNearlyFull) {
+      throw;
+    }
+    auto reader = std::make_unique<Impl>(path.string(), sqlite::OpenMode::read_only);
+    reader->db.set_read_only_reason(std::string(sqlite::kDiskFull));
+    configure(reader->db, false);
+    return JobStore(std::move(reader));
+  }
   migrate(impl->db);
   return JobStore(std::move(impl));
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -27,10 +28,32 @@ void create_private_file(const std::filesystem::path& path) {
   ::close(fd);
 }
 
+namespace {
+
+// `path` as an SQLite URI with the immutable flag (characters that mean something in a URI percent-encoded).
+std::string immutable_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (const char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char escaped[4];
+      std::snprintf(escaped, sizeof escaped, "%%%02X", static_cast<unsigned char>(c));
+      uri += escaped;
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?immutable=1";
+}
+
+} // namespace
+
 Database::Database(const std::string& path, OpenMode mode, int busy_timeout_ms) : path_(path) {
-  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
-                    (mode == OpenMode::in_memory ? SQLITE_OPEN_MEMORY : 0);
-  const std::string name = mode == OpenMode::in_memory ? std::string(":memory:") : path;
+  const int flags = mode == OpenMode::read_only ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX
+                                                : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+                                                      (mode == OpenMode::in_memory ? SQLITE_OPEN_MEMORY : 0);
+  const std::string name = mode == OpenMode::in_memory   ? std::string(":memory:")
+                           : mode == OpenMode::read_only ? immutable_uri(path)
+                                                         : path;
   const int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
@@ -46,12 +69,24 @@ Database::~Database() {
   sqlite3_close_v2(db_);
 }
 
+// SQLite rolled the failed statement (or transaction) back, so nothing is half-written whatever the reason.
+std::string Database::explain(int rc, const std::string& message) const {
+  const int primary = rc & 0xff;
+  if (primary == SQLITE_READONLY) {
+    return read_only_reason_ + " (" + message + ")";
+  }
+  if (primary == SQLITE_FULL) {
+    return std::string(kDiskFull) + " (" + message + ")";
+  }
+  return message;
+}
+
 void Database::fail(std::string_view what, int rc) const {
   std::string message = sqlite3_errmsg(db_);
   if (message.empty() || message == "not an error") {
     message = sqlite3_errstr(rc);
   }
-  throw Error(path_ + ": " + std::string(what) + ": " + message);
+  throw Error(path_ + ": " + std::string(what) + ": " + explain(rc, message));
 }
 
 void Database::enable_wal(int timeout_ms) {
@@ -93,7 +128,7 @@ void Database::execute(const std::string& sql) {
   char* error = nullptr;
   const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
   if (rc != SQLITE_OK) {
-    std::string message = error != nullptr ? error : sqlite3_errstr(rc);
+    std::string message = explain(rc, error != nullptr ? error : sqlite3_errstr(rc));
     sqlite3_free(error);
     throw Error(path_ + ": " + message + " (in \"" + sql.substr(0, 60) + "\")");
   }

@@ -18,8 +18,13 @@ namespace jobman::store::sqlite {
 // mode. Throws jobman::Error when it cannot.
 void create_private_file(const std::filesystem::path& path);
 
-// How a connection is opened.
-enum class OpenMode { read_write_create, in_memory };
+// What a write on a full disk fails with.
+inline constexpr std::string_view kDiskFull =
+    "the disk is full; nothing was changed: free some space and repeat the command";
+
+// How a connection is opened. `read_only` is for a database on a read-only file system: opened immutable (no locks,
+// no journal), which is sound because nothing can write there.
+enum class OpenMode { read_write_create, in_memory, read_only };
 
 // One SQLite connection; closed in the destructor. Errors become jobman::Error naming the database.
 class Database {
@@ -51,9 +56,15 @@ public:
 
   // Throws jobman::Error "<path>: <what>: <SQLite's message>" for the SQLite result `rc`.
   [[noreturn]] void fail(std::string_view what, int rc) const;
+  // Why a write to a read-only connection fails, said instead of SQLite's "attempt to write a readonly database".
+  void set_read_only_reason(std::string reason) { read_only_reason_ = std::move(reason); }
 
 private:
+  // SQLite's message for `rc`, with what a user can do about a read-only store or a full disk.
+  [[nodiscard]] std::string explain(int rc, const std::string& message) const;
+
   std::string path_;
+  std::string read_only_reason_ = "the store is read-only: JOBMAN_HOME must be writable to change anything";
   sqlite3* db_ = nullptr;
 };
 
