@@ -22,8 +22,10 @@ bool reached(const std::optional<store::JobRecord>& job, WaitGoal goal) {
   switch (goal) {
   case WaitGoal::finished:
   case WaitGoal::cancelled:
-    return store::is_terminal(job->phase) && job->desired != store::DesiredState::remove &&
-           job->desired != store::DesiredState::clean;
+    // A job being deleted may pass through CANCELLED first: it has finished once it is DELETED.
+    return store::is_terminal(job->phase) &&
+           (job->phase == Phase::deleted ||
+            (job->desired != store::DesiredState::remove && job->desired != store::DesiredState::clean));
   case WaitGoal::deleted: return job->phase == Phase::deleted && !job->cleanup_pending;
   case WaitGoal::removed: return false;
   }

@@ -170,6 +170,16 @@ TEST_F(CliJobs, CancelResumeDeleteCleanChangeTheDesiredState) {
   EXPECT_EQ(create(kData + "train.yaml"), "000003") << "ids are never reused";
 }
 
+// Found by the chaos harness (seed 3): `wait` on a job deleted by the user never returned, since it waited for the
+// job to stop wanting deletion.
+TEST_F(CliJobs, WaitReturnsAtOnceForADeletedJob) {
+  create(kData + "train.yaml");
+  ASSERT_EQ(jm({"delete", "1"}).exit_code, 0);
+  const auto waited = jm({"wait", "1", "--timeout", "30"});
+  EXPECT_EQ(waited.exit_code, 5) << "5: cancelled or deleted, not 124 (timed out): " << waited.out << waited.err;
+  EXPECT_NE(waited.out.find("DELETED"), std::string::npos) << waited.out;
+}
+
 TEST_F(CliJobs, ListFiltersByStatusNameAndUser) {
   create(kData + "train.yaml");
   create(kData + "train.yaml");
