@@ -914,6 +914,7 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
   qr->create_op = new_operation(project, zone, "create", name, now_ms);
   auto op_name = qr->create_op;
   queued_resources_[name] = std::move(qr);
+  ++queued_resources_created_;
   if (!request_id.empty()) {
     remember_request_id(request_key, op_name);
   }
@@ -1289,6 +1290,7 @@ json World::metrics(std::int64_t now_ms) {
                                {"inUse", pool->used}});
   }
   out["faults"] = {{"rate", faults_.rate}, {"codes", faults_.codes}, {"latency_ms", faults_.latency_ms}};
+  out["queuedResourcesCreated"] = queued_resources_created_;
   out["processes_running"] = 0;
   return out;
 }

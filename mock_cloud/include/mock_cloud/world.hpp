@@ -218,6 +218,7 @@ private:
   std::map<std::string, std::string> request_ids_;                            // location + requestId -> operation.
   std::map<std::string, std::unique_ptr<Pool>> pools_;                        // zone/generation/tier -> pool.
   std::map<std::string, std::map<std::string, std::int64_t>> request_counts_; // method -> status -> count.
+  std::int64_t queued_resources_created_ = 0; // Created since start, not counting replays of a requestId.
   std::int64_t next_sequence_ = 1;                                            // Queue order and operation suffixes.
   std::uint32_t next_host_ = 0;                                               // Next internal host address.
   std::unique_ptr<WorldStore> store_;                                         // Where changes are committed, or null.
