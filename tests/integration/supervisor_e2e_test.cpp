@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <csignal>
-#include <dirent.h>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -41,36 +40,6 @@ std::string uninterrupted_checksum(int steps) {
   const auto run = run_program({tool, "--steps", std::to_string(steps)});
   const auto at = run.out.rfind("checksum=");
   return at == std::string::npos ? std::string("none") : run.out.substr(at + 9, 16);
-}
-
-// Kills every process whose environment names `home` as its JOBMAN_HOME (a supervisor or mock started in the
-// background by a command under test).
-void kill_processes_of(const fs::path& home) {
-  const std::string needle = "JOBMAN_HOME=" + home.string();
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) {
-    return;
-  }
-  while (const auto* entry = ::readdir(proc)) {
-    const std::string name = entry->d_name;
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    const auto environ_text = file_text(fs::path("/proc") / name / "environ");
-    std::string_view rest(environ_text);
-    while (!rest.empty()) {
-      const auto end = rest.find('\0');
-      if (rest.substr(0, end) == needle) {
-        ::kill(std::stoi(name), SIGKILL);
-        break;
-      }
-      if (end == std::string_view::npos) {
-        break;
-      }
-      rest.remove_prefix(end + 1);
-    }
-  }
-  ::closedir(proc);
 }
 
 // A proxy in front of the mock that, when told to, refuses queued-resource deletes with 403 PERMISSION_DENIED, as

@@ -1,10 +1,15 @@
 #include "support/run.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
+#include <fstream>
 #include <poll.h>
+#include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,6 +124,37 @@ RunResult run_jobman(const std::vector<std::string>& args, const RunOptions& opt
   RunOptions with_defaults = options;
   with_defaults.env.emplace("JOBMAN_AUTOSTART", "0");
   return run_program(argv, with_defaults);
+}
+
+void kill_processes_of(const std::filesystem::path& home) {
+  const std::string needle = "JOBMAN_HOME=" + home.string();
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) {
+    return;
+  }
+  while (const auto* entry = ::readdir(proc)) {
+    const std::string name = entry->d_name;
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    std::ifstream in(std::filesystem::path("/proc") / name / "environ");
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string environ_text = text.str();
+    std::string_view rest(environ_text);
+    while (!rest.empty()) {
+      const auto end = rest.find('\0');
+      if (rest.substr(0, end) == needle) {
+        ::kill(std::stoi(name), SIGKILL);
+        break;
+      }
+      if (end == std::string_view::npos) {
+        break;
+      }
+      rest.remove_prefix(end + 1);
+    }
+  }
+  ::closedir(proc);
 }
 
 } // namespace jobman::test

@@ -1,6 +1,7 @@
 // Runs the jobman binary (or any program) as a child process and captures what it did.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,5 +30,9 @@ RunResult run_jobman(const std::vector<std::string>& args, const RunOptions& opt
 
 // The built jobman binary's path.
 std::string jobman_binary();
+
+// Kills (SIGKILL) every process whose environment names `home` as its JOBMAN_HOME: a supervisor or mock that a
+// command under test started in the background.
+void kill_processes_of(const std::filesystem::path& home);
 
 } // namespace jobman::test

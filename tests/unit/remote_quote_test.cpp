@@ -3,6 +3,9 @@
 #include "support/run.hpp"
 
 #include <gtest/gtest.h>
+#include <random>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -28,6 +31,58 @@ TEST(RemoteShellQuote, EveryStringComesBackFromAShellUnchanged) {
     auto result = jobman::test::run_program({"/bin/sh", "-c", "printf %s " + shell_quote(text)});
     EXPECT_EQ(result.exit_code, 0) << text;
     EXPECT_EQ(result.out, text) << shell_quote(text);
+  }
+}
+
+// Random byte strings, weighted towards what shells treat specially, come back from /bin/sh and bash unchanged,
+// alone and inside a larger command line as jobman builds them (an assignment, then the value used quoted).
+TEST(RemoteShellQuote, RandomBytesComeBackFromShellsUnchanged) {
+  std::mt19937 random(20261123);
+  const std::string special = "'\"`$\\;&|<>(){}[]*?!~#=%^ \t\n\r-.,:/@+";
+  const auto random_text = [&] {
+    std::string text;
+    const auto length = std::uniform_int_distribution<int>(0, 24)(random);
+    for (int i = 0; i < length; ++i) {
+      const auto kind = std::uniform_int_distribution<int>(0, 9)(random);
+      if (kind < 5) {
+        text += special[std::uniform_int_distribution<std::size_t>(0, special.size() - 1)(random)];
+      } else if (kind < 8) {
+        text += static_cast<char>(std::uniform_int_distribution<int>('a', 'z')(random));
+      } else {
+        text += static_cast<char>(std::uniform_int_distribution<int>(1, 255)(random)); // Any byte but NUL.
+      }
+    }
+    return text;
+  };
+  for (const std::string shell : {"/bin/sh", "/bin/bash"}) {
+    for (int batch = 0; batch < 10; ++batch) {
+      // 60 strings a run: each printed after a NUL, first as a word, then through a variable.
+      std::vector<std::string> texts;
+      std::string script = "set -e\n";
+      for (int i = 0; i < 60; ++i) {
+        texts.push_back(random_text());
+        if (i % 7 == 0) {
+          texts.back().insert(0, i % 2 == 0 ? "-" : "--"); // Leading dashes, which a command could take for options.
+        }
+        script += "printf '\\000%s' " + shell_quote(texts.back()) + "\n";
+        script += "v=" + shell_quote(texts.back()) + "; printf '\\000%s' \"$v\"\n";
+      }
+      auto result = jobman::test::run_program({shell, "-c", script});
+      ASSERT_EQ(result.exit_code, 0) << shell << ": " << result.err;
+      std::vector<std::string> printed;
+      std::size_t at = 0;
+      while (at < result.out.size()) {
+        ASSERT_EQ(result.out[at], '\0') << shell;
+        const auto next = result.out.find('\0', at + 1);
+        printed.push_back(result.out.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1));
+        at = next == std::string::npos ? result.out.size() : next;
+      }
+      ASSERT_EQ(printed.size(), 2 * texts.size()) << shell;
+      for (std::size_t i = 0; i < texts.size(); ++i) {
+        EXPECT_EQ(printed[2 * i], texts[i]) << shell << " " << shell_quote(texts[i]);
+        EXPECT_EQ(printed[2 * i + 1], texts[i]) << shell << " " << shell_quote(texts[i]);
+      }
+    }
   }
 }
 

@@ -55,5 +55,28 @@ TEST(Strings, SplitKeepsEmptyFields) {
   EXPECT_EQ(trim("  x y \n"), "x y");
 }
 
+TEST(EscapeControls, ControlCharactersBecomeVisibleAndTextStays) {
+  EXPECT_EQ(escape_controls("\x1b]0;pwned\x07", LineBreaks::keep), "\\x1b]0;pwned\\x07");
+  EXPECT_EQ(escape_controls("\x1b[2J\x1b[31mred", LineBreaks::keep), "\\x1b[2J\\x1b[31mred");
+  EXPECT_EQ(escape_controls("secret\roverwritten\x08\x7f", LineBreaks::keep), "secret\\x0doverwritten\\x08\\x7f");
+  EXPECT_EQ(escape_controls("a\nb\tc", LineBreaks::keep), "a\nb\tc");
+  EXPECT_EQ(escape_controls("a\nb\tc", LineBreaks::escape), "a\\x0ab\\x09c");
+  // C1 controls as UTF-8 (U+009B is CSI) and as raw bytes, which are not UTF-8.
+  EXPECT_EQ(escape_controls("\xc2\x9b"
+                            "6n \x9b"
+                            "6n \xc2\x85",
+                            LineBreaks::keep),
+            "\\u009b6n \\x9b6n \\u0085");
+  // Bidirectional overrides reorder what follows; other text, accents and symbols stay.
+  EXPECT_EQ(escape_controls("a\xe2\x80\xae"
+                            "b",
+                            LineBreaks::keep),
+            "a\\u202eb");
+  EXPECT_EQ(escape_controls("ünïcødé ✓ 日本 \xf0\x9f\x98\x80", LineBreaks::keep), "ünïcødé ✓ 日本 \xf0\x9f\x98\x80");
+  // Malformed UTF-8: a lone continuation byte, an overlong '/', a surrogate, a truncated sequence.
+  EXPECT_EQ(escape_controls("\x80 \xc0\xaf \xed\xa0\x80 \xe2\x9c", LineBreaks::keep),
+            "\\x80 \\xc0\\xaf \\xed\\xa0\\x80 \\xe2\\x9c");
+}
+
 } // namespace
 } // namespace jobman::util
