@@ -2,6 +2,7 @@
 
 #include "commands.hpp"
 #include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
 #include <CLI/CLI.hpp>
@@ -30,8 +31,9 @@ void setup_logging(bool verbose, bool daemon) {
   spdlog::set_default_logger(logger);
 }
 
+// Error messages carry text from configs, the API and the workers: their control characters are shown, not obeyed.
 int report(std::ostream& err, const std::string& message, ExitCode code) {
-  err << "jobman: error: " << message << '\n';
+  err << "jobman: error: " << util::escape_controls(message, util::LineBreaks::keep) << '\n';
   return static_cast<int>(code);
 }
 
@@ -87,7 +89,7 @@ struct CommandLine::State {
 
   void fail(const std::string& message, ExitCode code) {
     outcome = Outcome::error;
-    text = "jobman: error: " + message + "\n";
+    text = "jobman: error: " + util::escape_controls(message, util::LineBreaks::keep) + "\n";
     exit_code = static_cast<int>(code);
   }
 };

@@ -65,7 +65,7 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
       outcomes.push_back(core::apply_request(store, id, request));
     } catch (const Error& e) {
       // Keep going: one bad id must not leave the others undone. The worst code wins.
-      *ctx.err << "jobman: error: " << e.what() << '\n';
+      *ctx.err << "jobman: error: " << util::escape_controls(e.what(), util::LineBreaks::keep) << '\n';
       if (options.json) {
         results.push_back({{"id", id}, {"request", std::string(core::to_string(request))}, {"error", e.what()}});
       }

@@ -472,5 +472,19 @@ TEST_F(SecurityTest, WorkerOutputCannotDriveTheTerminal) {
   }
 }
 
+TEST(SecurityErrors, ErrorMessagesShowControlCharactersInsteadOfObeyingThem) {
+  const TempDir dir;
+  RunOptions options;
+  options.env = {{"JOBMAN_HOME", (dir / "home").string()}, {"XDG_CONFIG_HOME", (dir / "config").string()}};
+  // The argument comes back in the message; so would a config's text or the API's.
+  const auto shown = run_jobman({"show", "42\x1b]0;pwned\x07\x1b[2J\r"}, options);
+  EXPECT_EQ(shown.exit_code, 2);
+  EXPECT_NE(shown.err.find("42\\x1b]0;pwned\\x07\\x1b[2J\\x0d"), std::string::npos) << shown.err;
+  EXPECT_EQ(shown.err.find('\x1b'), std::string::npos) << shown.err;
+  const auto cancelled = run_jobman({"cancel", "7\x1b[2J"}, options);
+  EXPECT_NE(cancelled.exit_code, 0);
+  EXPECT_EQ(cancelled.err.find('\x1b'), std::string::npos) << cancelled.err;
+}
+
 } // namespace
 } // namespace jobman::test
