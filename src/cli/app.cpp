@@ -14,9 +14,31 @@ namespace jobman::cli {
 
 namespace {
 
+// Passes each record to `inner` with the control characters of its message escaped: messages quote worker output,
+// API answers and configs, which must not drive the terminal or forge log lines (a newline becomes \x0a).
+class EscapingSink final : public spdlog::sinks::sink {
+public:
+  explicit EscapingSink(std::shared_ptr<spdlog::sinks::sink> inner) : inner_(std::move(inner)) {}
+  void log(const spdlog::details::log_msg& msg) override {
+    const auto text =
+        util::escape_controls(std::string_view(msg.payload.data(), msg.payload.size()), util::LineBreaks::escape);
+    spdlog::details::log_msg escaped = msg;
+    escaped.payload = spdlog::string_view_t(text.data(), text.size());
+    inner_->log(escaped);
+  }
+  void flush() override { inner_->flush(); }
+  void set_pattern(const std::string& pattern) override { inner_->set_pattern(pattern); }
+  void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override {
+    inner_->set_formatter(std::move(formatter));
+  }
+
+private:
+  std::shared_ptr<spdlog::sinks::sink> inner_;
+};
+
 void setup_logging(bool verbose, bool daemon) {
-  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>(
-      util::color_enabled(2) ? spdlog::color_mode::automatic : spdlog::color_mode::never);
+  auto sink = std::make_shared<EscapingSink>(std::make_shared<spdlog::sinks::stderr_color_sink_mt>(
+      util::color_enabled(2) ? spdlog::color_mode::automatic : spdlog::color_mode::never));
   auto logger = std::make_shared<spdlog::logger>("jobman", sink);
   if (daemon) {
     logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$: %v");

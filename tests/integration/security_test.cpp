@@ -481,6 +481,14 @@ TEST(SecurityErrors, ErrorMessagesShowControlCharactersInsteadOfObeyingThem) {
   EXPECT_EQ(shown.exit_code, 2);
   EXPECT_NE(shown.err.find("42\\x1b]0;pwned\\x07\\x1b[2J\\x0d"), std::string::npos) << shown.err;
   EXPECT_EQ(shown.err.find('\x1b'), std::string::npos) << shown.err;
+  // A warning quotes the config: tpu.flags jobman cannot apply. It is logged (spdlog) with its controls escaped.
+  const auto config = dir.write("flags.yaml", "job:\n  name: w\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                                              "  flags: [\"--odd\\e]0;pwned\\a\\e[2J\\rX\\nY\"]\n"
+                                              "command:\n  cmd: 'true'\n");
+  const auto validated = run_jobman({"validate", config.string()}, options);
+  EXPECT_EQ(validated.exit_code, 0) << validated.err;
+  EXPECT_NE(validated.err.find("--odd\\x1b]0;pwned\\x07\\x1b[2J\\x0dX\\x0aY"), std::string::npos) << validated.err;
+  EXPECT_EQ(validated.err.find('\x1b'), std::string::npos) << validated.err;
   const auto cancelled = run_jobman({"cancel", "7\x1b[2J"}, options);
   EXPECT_NE(cancelled.exit_code, 0);
   EXPECT_EQ(cancelled.err.find('\x1b'), std::string::npos) << cancelled.err;
