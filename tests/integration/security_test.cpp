@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <csignal>
 #include <dirent.h>
+#include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <iostream>
@@ -329,11 +330,20 @@ TEST_F(SecurityTest, NoSecretReachesACommandLineTheStoreOrTheLogsAndEverythingIs
   // A positive control: a process with a made-up secret in its arguments, which the scan must report.
   const std::string control = "control-" + mock->admin_token().substr(0, 16);
   secrets.add(control, "the positive control");
+  // It waits in the shell's own `read` on a pipe (no child to outlive it) and holds none of the test's output.
+  int hold[2];
+  ASSERT_EQ(::pipe(hold), 0);
   const pid_t control_pid = ::fork();
   if (control_pid == 0) {
-    ::execl("/bin/sh", "sh", "-c", "sleep 600", control.c_str(), static_cast<char*>(nullptr));
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(hold[0], 0);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::close(hold[1]);
+    ::execl("/bin/sh", "sh", "-c", "read x", control.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  ::close(hold[0]);
   ASSERT_GT(control_pid, 0);
 
   start_daemon();
@@ -372,6 +382,7 @@ TEST_F(SecurityTest, NoSecretReachesACommandLineTheStoreOrTheLogsAndEverythingIs
   wait_for_success(second);
   stop = true;
   scanner.join();
+  ::close(hold[1]);
   ::kill(control_pid, SIGKILL);
   ::waitpid(control_pid, nullptr, 0);
   const auto controls = std::count_if(leaks.begin(), leaks.end(), [](const std::string& leak) {
