@@ -82,6 +82,22 @@ std::string unquote(std::string_view text) {
   return std::string(text);
 }
 
+// How much resolving references may add to a document: far more than any config needs, little enough that a few
+// lines of references doubling each other cannot exhaust memory.
+constexpr std::size_t max_growth_bytes = std::size_t{1} << 20;
+
+// The bytes a value holds, counting 16 for each node, for the growth budget.
+std::size_t size_of(const Node& node) {
+  std::size_t size = node.text.size() + 16;
+  for (const auto& item : node.items) {
+    size += size_of(item);
+  }
+  for (const auto& entry : node.entries) {
+    size += entry.key.size() + size_of(entry.value);
+  }
+  return size;
+}
+
 // Resolves references depth first, remembering each node's state so that every node is resolved once
 // and every problem reported once.
 class Resolver {
@@ -159,6 +175,21 @@ private:
     errors_.push_back(make_diagnostic(at.origin, display, std::move(message), std::move(hint)));
   }
 
+  // Counts `bytes` more against the growth budget; false, reported once, when they do not fit.
+  bool grow(const Node& at, const std::string& display, std::size_t bytes) {
+    if (bytes <= max_growth_bytes - growth_) {
+      growth_ += bytes;
+      return true;
+    }
+    if (!too_large_reported_) {
+      too_large_reported_ = true;
+      error(at, display, "resolving references would make the config more than 1 MiB larger",
+            "references that repeat others grow the text at each step; write the values out instead");
+    }
+    growth_ = max_growth_bytes;
+    return false;
+  }
+
   void mark_done(const Node& node) {
     state_[&node] = State::done;
     for (const auto& item : node.items) {
@@ -177,7 +208,7 @@ private:
     // A value that is exactly one reference takes the target's type (a list stays a list).
     if (auto whole = token_at(text, 0); whole && whole->end == text.size() && whole->kind == TokenKind::reference) {
       const Node* target = lookup(whole->body, node, display);
-      if (target == nullptr) {
+      if (target == nullptr || !grow(node, display, size_of(*target))) {
         return false;
       }
       Node copy = *target;
@@ -199,6 +230,9 @@ private:
       }
       if (auto token = token_at(text, i)) {
         if (auto value = expand(*token, node, display)) {
+          if (out.size() + value->size() > text.size() + max_growth_bytes - growth_) {
+            return grow(node, display, out.size() + value->size()); // Reports it.
+          }
           out += *value;
         } else {
           ok = false;
@@ -208,7 +242,7 @@ private:
       }
       out += text[i++];
     }
-    if (!ok) {
+    if (!ok || !grow(node, display, out.size() > text.size() ? out.size() - text.size() : 0)) {
       return false;
     }
     node.text = std::move(out);
@@ -385,6 +419,8 @@ private:
   std::vector<Diagnostic>& errors_;
   std::unordered_map<const Node*, State> state_;
   std::vector<Frame> stack_;
+  std::size_t growth_ = 0; // Bytes resolving has added so far, at most max_growth_bytes.
+  bool too_large_reported_ = false;
   std::set<const Node*> in_reported_cycle_;
   std::map<std::string, std::unique_ptr<Node>, std::less<>> synthetic_;
   std::set<const Node*> version_nodes_;

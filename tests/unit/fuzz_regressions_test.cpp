@@ -5,6 +5,7 @@
 #include "jobman/config/loader.hpp"
 #include "support/scoped_env.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <gtest/gtest.h>
 #include <string>
@@ -105,6 +106,36 @@ TEST(ConfigFuzzRegressions, AliasesThatExpandToMillionsOfValuesAreRefused) {
   EXPECT_EQ(errors[0].message, "the document has more than 100000 values once its aliases (*name) are expanded");
   // Aliases that stay small are fine.
   EXPECT_EQ(config_errors(kConfig + "vars: &v {a: one}\nzzz: *v\n")[0].message, "unknown section");
+}
+
+// Lines that each repeat the one before ten times, through ${...} references: `prefix` + "a: x" ... "i: ...".
+std::string tenfold_references(const std::string& prefix, bool lists) {
+  std::string text = prefix + "  a: " + (lists ? "[x, x, x, x, x, x, x, x, x, x]" : "xxxxxxxxxx") + "\n";
+  const std::string section = prefix.substr(0, prefix.find(':'));
+  for (char level = 'b'; level <= 'i'; ++level) {
+    const std::string reference = "${" + section + "." + std::string(1, static_cast<char>(level - 1)) + "}";
+    // Text: "${vars.a}${vars.a}..."; lists: ["${extra.a}", "${extra.a}", ...], each item a copy of the list.
+    text += std::string("  ") + level + ": " + (lists ? "[" : "\"");
+    for (int i = 0; i < 10; ++i) {
+      text += lists ? std::string(i > 0 ? ", " : "") + "\"" + reference + "\"" : reference;
+    }
+    text += std::string(lists ? "]" : "\"") + "\n";
+  }
+  return text;
+}
+
+TEST(ConfigFuzzRegressions, ReferencesThatGrowTheConfigPastAMegabyteAreRefusedNotAnOutOfMemory) {
+  // Nine lines of vars, each ten references to the one before, asked for 10^9 bytes of text.
+  const std::string message = "resolving references would make the config more than 1 MiB larger";
+  for (const bool lists : {false, true}) {
+    const auto errors = config_errors(kConfig + tenfold_references(lists ? "extra:\n" : "vars:\n", lists));
+    EXPECT_EQ(std::count_if(errors.begin(), errors.end(), [&](const Diagnostic& d) { return d.message == message; }), 1)
+        << (lists ? "lists" : "text");
+  }
+  // A few references that copy text are fine.
+  EXPECT_EQ(
+      config::parse_job_configs(kConfig + "vars:\n  a: abc\n  b: ${vars.a}${vars.a}\n", "ok.yaml").front().vars.at("b"),
+      "abcabc");
 }
 
 // A TPU client whose server gives these answers in turn, then 404s.
