@@ -1,6 +1,7 @@
 #include "mock_cloud/jwt.hpp"
 
 #include "jobman/util/error.hpp"
+#include "jobman/util/json_text.hpp"
 #include "mock_cloud/base64url.hpp"
 
 #include <memory>
@@ -150,8 +151,8 @@ std::optional<ParsedJwt> parse_jwt(std::string_view token) {
     return std::nullopt;
   }
   ParsedJwt jwt;
-  jwt.header = nlohmann::json::parse(*header_text, nullptr, false);
-  jwt.claims = nlohmann::json::parse(*claims_text, nullptr, false);
+  jwt.header = util::parse_json_bounded(*header_text);
+  jwt.claims = util::parse_json_bounded(*claims_text);
   if (!jwt.header.is_object() || !jwt.claims.is_object()) {
     return std::nullopt;
   }

@@ -1,6 +1,7 @@
 #include "mock_cloud/server.hpp"
 
 #include "jobman/util/error.hpp"
+#include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "mock_cloud/admin_token.hpp"
@@ -200,9 +201,10 @@ void MockServer::register_routes() {
   auto bad_page = [] { return error_reply(400, "pageSize must be a non-negative whole number"); };
 
   http_.Post(loc + "/queuedResources", api("queuedResources.create")([this, m](const httplib::Request& req) {
-               auto body = json::parse(req.body, nullptr, false);
+               auto body = util::parse_json_bounded(req.body);
                if (body.is_discarded()) {
-                 return error_reply(400, "Invalid JSON payload received: the body is not JSON");
+                 return error_reply(
+                     400, "Invalid JSON payload received: the body is not JSON, or nests deeper than 128 levels");
                }
                return world_->create_queued_resource(m(req, 1), m(req, 2), req.get_param_value("queuedResourceId"),
                                                      req.get_param_value("requestId"), body, util::now_ms());
@@ -273,7 +275,7 @@ void MockServer::register_routes() {
                             {"env", host->env}}};
             }));
   http_.Post("/mock/v1/faults", admin("admin.faults", [this](const httplib::Request& req) {
-               auto body = json::parse(req.body, nullptr, false);
+               auto body = util::parse_json_bounded(req.body);
                if (!body.is_object() || !body.contains("rate") || !body["rate"].is_number()) {
                  return error_reply(400, "Expected {\"rate\": 0..1, \"codes\": [429, 503], \"latency_ms\": 200}");
                }
@@ -297,7 +299,7 @@ void MockServer::register_routes() {
                return Reply{200, {{"rate", faults.rate}, {"codes", faults.codes}, {"latency_ms", faults.latency_ms}}};
              }));
   http_.Put("/mock/v1/capacity", admin("admin.capacity", [this](const httplib::Request& req) {
-              auto body = json::parse(req.body, nullptr, false);
+              auto body = util::parse_json_bounded(req.body);
               if (!body.is_object() || !body.contains("zone") || !body["zone"].is_string() ||
                   !body.contains("generation") || !body["generation"].is_string() || !body.contains("tier") ||
                   !body["tier"].is_string() || !body.contains("chips") || !body["chips"].is_number_integer()) {

@@ -2,6 +2,7 @@
 
 #include "jobman/cloud/http.hpp"
 #include "jobman/util/error.hpp"
+#include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
@@ -95,7 +96,7 @@ AccessToken parse_token_answer(const HttpResponse& response, const std::string& 
   if (response.failure != TransportFailure::none) {
     throw Error("cannot get an access token from " + source + ": " + response.error);
   }
-  const auto json = nlohmann::json::parse(response.body, nullptr, false);
+  const auto json = util::parse_json_bounded(response.body);
   if (response.status != 200) {
     std::string detail = "HTTP " + std::to_string(response.status);
     if (json.is_object()) {
@@ -299,7 +300,7 @@ std::unique_ptr<TokenSource> make_default_token_source(const config::Settings& s
 }
 
 ServiceAccountKey parse_service_account_key(const std::string& text, const std::string& origin) {
-  const auto json = nlohmann::json::parse(text, nullptr, false);
+  const auto json = util::parse_json_bounded(text);
   if (!json.is_object()) {
     throw Error(origin + ": not a service-account key file (not a JSON object)");
   }

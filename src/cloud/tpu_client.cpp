@@ -1,5 +1,6 @@
 #include "jobman/cloud/tpu_client.hpp"
 
+#include "jobman/util/json_text.hpp"
 #include "jobman/util/system.hpp"
 
 #include <algorithm>
@@ -38,7 +39,7 @@ ApiError api_error(const Call& call, const HttpResponse& response) {
                 "): " + response.error,
             0, ""};
   }
-  const auto body = json::parse(response.body, nullptr, false);
+  const auto body = util::parse_json_bounded(response.body);
   std::string status;
   std::string message;
   if (body.is_object() && body.contains("error") && body["error"].is_object()) {
@@ -129,7 +130,7 @@ struct TpuClient::Impl {
       const HttpResponse response = options.transport ? options.transport(request) : http.send(request);
       if (response.failure == TransportFailure::none) {
         if ((response.status >= 200 && response.status < 300) || accepted.count(response.status) > 0) {
-          Answer answer{response.status, json::parse(response.body, nullptr, false)};
+          Answer answer{response.status, util::parse_json_bounded(response.body)};
           if (!answer.body.is_object()) {
             throw ApiError("TPU API: " + call.method + " " + call.resource + ": the answer is not a JSON object",
                            response.status, "");

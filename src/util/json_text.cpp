@@ -1,5 +1,6 @@
 #include "jobman/util/json_text.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 namespace jobman::util {
@@ -44,6 +45,39 @@ std::size_t utf8_sequence_length(std::string_view text, std::size_t i) {
 }
 
 } // namespace
+
+std::size_t json_nesting_depth(std::string_view text, std::size_t limit) {
+  std::size_t depth = 0;
+  std::size_t deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i; // The escaped character, whatever it is.
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) {
+        return limit + 1;
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+nlohmann::json parse_json_bounded(std::string_view text, std::size_t max_depth) {
+  if (json_nesting_depth(text, max_depth) > max_depth) {
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  }
+  return nlohmann::json::parse(text, nullptr, false);
+}
 
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";

@@ -10,6 +10,7 @@
 // A Reply with an error status is the mock's answer to a bad request; jobman::Error (ConfigError) is the answer to
 // a bad world description. Any other exception (the server would answer 500) or crash is a bug.
 #include "jobman/util/error.hpp"
+#include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
 #include "mock_cloud/auth.hpp"
 #include "mock_cloud/base64url.hpp"
@@ -99,7 +100,7 @@ struct Session {
     }
     now += 1000;
     if (verb == "create") {
-      const auto json = nlohmann::json::parse(body, nullptr, false);
+      const auto json = jobman::util::parse_json_bounded(body); // As the route reads it.
       if (!json.is_discarded()) {
         last = world->create_queued_resource(project, zone, arg(2), arg(3), json, now);
       }

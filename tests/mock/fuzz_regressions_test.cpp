@@ -1,7 +1,10 @@
 // Bugs the fuzz target tests/fuzz/mock_request_fuzz.cpp found in the mock cloud's request handling; each test is
 // named after its bug, and the input that found it is in tests/fuzz/corpus/mock_request/.
 #include "jobman/util/error.hpp"
+#include "jobman/util/json_text.hpp"
+#include "mock_cloud/base64url.hpp"
 #include "mock_cloud/config.hpp"
+#include "mock_cloud/jwt.hpp"
 #include "mock_cloud/world.hpp"
 
 #include <gtest/gtest.h>
@@ -84,6 +87,15 @@ TEST(MockFuzzRegressions, AWorldDescriptionWithAListWhereANameBelongsIsAConfigEr
       EXPECT_EQ(e.diagnostics()[0].where.file, "world.yaml");
     }
   }
+}
+
+TEST(MockFuzzRegressions, ADeeplyNestedBodyOrTokenIsRefusedNotAStackOverflow) {
+  // The create route parsed any depth, and World copied the body into the resource recursively: 200,000 nested
+  // arrays in one request overflowed the mock's stack. Routes and the JWT parser now read JSON at most 128 deep.
+  const std::string deep = std::string(200'000, '[') + std::string(200'000, ']');
+  EXPECT_TRUE(util::parse_json_bounded(R"({"tpu": {}, "x": )" + deep + "}").is_discarded());
+  const std::string claims = base64url_encode(R"({"iss": )" + deep + "}");
+  EXPECT_FALSE(parse_jwt(base64url_encode(R"({"alg": "RS256"})") + "." + claims + ".c2ln"));
 }
 
 } // namespace

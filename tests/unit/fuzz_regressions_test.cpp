@@ -3,6 +3,7 @@
 #include "jobman/cloud/auth.hpp"
 #include "jobman/cloud/tpu_client.hpp"
 #include "jobman/config/loader.hpp"
+#include "jobman/util/json_text.hpp"
 #include "support/scoped_env.hpp"
 
 #include <algorithm>
@@ -228,6 +229,24 @@ TEST(CloudFuzzRegressions, TokenErrorWhoseMessageIsNotAStringIsAnErrorNotATypeEr
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "cannot get an access token from the metadata server: HTTP 500");
   }
+}
+
+TEST(CloudFuzzRegressions, ADeeplyNestedAnswerIsAnApiErrorNotAStackOverflow) {
+  // nlohmann::json parses any depth without recursion, but copying, comparing and dumping the value recurse: an
+  // answer of 200,000 nested arrays overflowed the stack when parse_queued_resource kept it as `raw`.
+  const std::string deep = R"({"name": "qr", "x": )" + std::string(200'000, '[') + std::string(200'000, ']') + "}";
+  ScriptedServer server({answer(200, deep)});
+  auto client = server.client();
+  EXPECT_NE(api_error_of([&] {
+              (void)client.get_queued_resource({"p", "z"}, "qr");
+            }).find("not a JSON object"),
+            std::string::npos);
+  EXPECT_THROW((void)cloud::parse_token_answer(answer(200, deep), "test"), Error);
+
+  EXPECT_EQ(util::json_nesting_depth(R"({"a": [1, {"b": "[[[{{{"}], "c": "\"]"})", 100), 3U);
+  EXPECT_EQ(util::json_nesting_depth(std::string(1000, '['), 128), 129U);
+  EXPECT_TRUE(util::parse_json_bounded(std::string(129, '[') + std::string(129, ']')).is_discarded());
+  EXPECT_EQ(util::parse_json_bounded(std::string(128, '[') + std::string(128, ']')).size(), 1U);
 }
 
 } // namespace
