@@ -6,6 +6,7 @@
 #include "jobman/util/system.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 namespace jobman::core {
@@ -23,6 +24,24 @@ store::JobStore open_store() {
 
 std::filesystem::path job_directory(std::int64_t id) {
   return util::jobman_home() / "jobs" / util::format_job_id(id);
+}
+
+void remove_job_directory(std::int64_t id) {
+  const auto dir = job_directory(id);
+  std::error_code ec;
+  // remove_all stops at the first entry that vanished under it (ENOENT): another remover is at work on the same
+  // tree. Going again until the tree is gone finishes the job; both removers make progress, so this ends soon.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    std::filesystem::remove_all(dir, ec);
+    if (!ec) {
+      return;
+    }
+  } while (ec == std::errc::no_such_file_or_directory && std::chrono::steady_clock::now() < deadline);
+  std::error_code exists_ec;
+  if (std::filesystem::exists(dir, exists_ec)) {
+    throw Error("cannot remove " + dir.string() + ": " + ec.message());
+  }
 }
 
 std::filesystem::path attempt_directory(std::int64_t id, int attempt) {
@@ -175,11 +194,7 @@ RequestOutcome tear_down(store::JobStore& store, const store::JobRecord& job, Re
     }
     return outcome(job, !already_asked, true, "already DELETED");
   case Request::clean: {
-    std::error_code ec;
-    std::filesystem::remove_all(job_directory(job.id), ec);
-    if (ec) {
-      throw Error("cannot remove " + job_directory(job.id).string() + ": " + ec.message());
-    }
+    remove_job_directory(job.id);
     store.remove_job(job.id);
     RequestOutcome removed{job.id, true, true, "removed", ""};
     return removed;

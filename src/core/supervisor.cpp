@@ -1328,11 +1328,7 @@ struct Supervisor::Impl {
         move(d, std::nullopt, c);
       }
       if (d.job.desired == DesiredState::clean) {
-        std::error_code ec;
-        fs::remove_all(job_directory(d.job.id), ec);
-        if (ec) {
-          throw Error("cannot remove " + job_directory(d.job.id).string() + ": " + ec.message());
-        }
+        remove_job_directory(d.job.id);
         store->remove_job(d.job.id);
         spdlog::info("{}: cleaned: its record and directory are removed", job_label(d.job.id));
         {

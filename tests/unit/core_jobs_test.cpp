@@ -3,8 +3,11 @@
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
+#include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <thread>
 
 namespace jobman::core {
 namespace {
@@ -113,6 +116,32 @@ TEST(CoreAttempts, AnAttemptsLogsAndWorkloadAreNamedByTheJobAndTheAttempt) {
   EXPECT_EQ(id.job_id, "000042");
   EXPECT_EQ(id.attempt, 3);
   EXPECT_EQ(remote::remote_workload_dir(id), ".jobman/jobs/000042/attempt-3");
+}
+
+// Found by the chaos harness (seed 3): `clean` and a supervisor carrying out the same clean removed the job's
+// directory at once, and the one that found an entry gone under it failed with "No such file or directory".
+TEST_F(CoreRequests, TwoCleansRemovingTheSameJobDirectoryAtOnceBothSucceed) {
+  for (int round = 0; round < 20; ++round) {
+    const auto attempt = attempt_directory(id, 1);
+    std::filesystem::create_directories(attempt);
+    for (int i = 0; i < 200; ++i) {
+      std::ofstream(attempt / ("worker-" + std::to_string(i) + ".log")) << "line\n";
+    }
+    std::atomic<int> failures{0};
+    const auto remove = [&] {
+      try {
+        remove_job_directory(id);
+      } catch (const Error& e) {
+        ++failures;
+        ADD_FAILURE() << e.what();
+      }
+    };
+    std::thread other(remove);
+    remove();
+    other.join();
+    EXPECT_EQ(failures, 0) << "round " << round;
+    EXPECT_FALSE(std::filesystem::exists(job_directory(id)));
+  }
 }
 
 } // namespace

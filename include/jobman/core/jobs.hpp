@@ -21,6 +21,10 @@ store::JobStore open_store();
 // $JOBMAN_HOME/jobs/<id>: where a job's logs and local state live.
 std::filesystem::path job_directory(std::int64_t id);
 
+// Removes the job's directory. Another process removing it at the same time (a supervisor and `clean` both carrying
+// out a clean) is not an error; throws jobman::Error when it cannot be removed.
+void remove_job_directory(std::int64_t id);
+
 // $JOBMAN_HOME/jobs/<id>/attempt-<n>: one attempt's setup-<w>.log and worker-<w>.log files.
 std::filesystem::path attempt_directory(std::int64_t id, int attempt);
 
