@@ -1,0 +1,237 @@
+#include "store_stress.hpp"
+
+#include "support/mock_cloud.hpp"
+#include "world.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+namespace jobman::chaos {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// What the clients did, shared between their threads.
+struct Ledger {
+  std::mutex mutex;
+  std::vector<std::int64_t> created;                  // Every id `create` printed, duplicates included.
+  std::map<std::string, std::vector<double>> latency; // Command -> milliseconds of each run.
+  std::vector<std::string> violations;
+  std::int64_t refused = 0; // Resumes of succeeded jobs, refused as documented.
+  std::int64_t listed_duplicates = 0;
+
+  std::int64_t pick(std::mt19937_64& rng) {
+    std::lock_guard lock(mutex);
+    return created.empty() ? 0 : created[rng() % created.size()];
+  }
+  void violation(const std::string& what) {
+    std::lock_guard lock(mutex);
+    if (violations.size() < 50) {
+      say("VIOLATION: " + what);
+    }
+    violations.push_back(what);
+  }
+};
+
+// Text that would mean the store failed a command, whatever its exit code.
+bool mentions_store_trouble(const std::string& text) {
+  return text.find("locked") != std::string::npos || text.find("busy") != std::string::npos ||
+         text.find("malformed") != std::string::npos || text.find("SQLITE") != std::string::npos;
+}
+
+void client(const ChaosCloud& cloud, const fs::path& config, std::uint64_t seed, Clock::time_point deadline,
+            Ledger& ledger) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0, 1);
+  while (Clock::now() < deadline) {
+    const double u = unit(rng);
+    const auto id = ledger.pick(rng);
+    std::vector<std::string> args;
+    if (u < 0.2 || id == 0) {
+      args = {"create", config.string()};
+    } else if (u < 0.35) {
+      args = {"list"};
+    } else if (u < 0.5) {
+      args = {"list", "--all", "--json"};
+    } else if (u < 0.7) {
+      args = {"show", std::to_string(id), unit(rng) < 0.5 ? "--json" : "--events"};
+    } else if (u < 0.8) {
+      args = {"cancel", std::to_string(id), "--no-wait"};
+    } else if (u < 0.92) {
+      args = {"resume", std::to_string(id)};
+    } else {
+      args = {"delete", std::to_string(id), "--no-wait"};
+    }
+    const auto started = Clock::now();
+    const auto result = cloud.jobman(args);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
+    const std::string command = args[0] + (args.back() == "--json" && args[0] == "list" ? " --json" : "");
+    {
+      std::lock_guard lock(ledger.mutex);
+      ledger.latency[command].push_back(ms);
+    }
+    const bool refused_resume =
+        args[0] == "resume" && result.exit_code == 1 && result.err.find("has already succeeded") != std::string::npos;
+    if (refused_resume) {
+      std::lock_guard lock(ledger.mutex);
+      ++ledger.refused;
+    } else if (result.exit_code != 0) {
+      ledger.violation("`jobman " + args[0] + " " + (args.size() > 1 ? args[1] : "") + "` exited " +
+                       std::to_string(result.exit_code) + ": " + result.err);
+      continue;
+    }
+    if (mentions_store_trouble(result.err)) {
+      ledger.violation("`jobman " + args[0] + "` said: " + result.err);
+    }
+    if (args[0] == "create") {
+      std::lock_guard lock(ledger.mutex);
+      ledger.created.push_back(std::stoll(result.out));
+    } else if (command == "list --json") {
+      const auto listed = json::parse(result.out, nullptr, false);
+      std::set<std::int64_t> seen;
+      for (const auto& job : listed.is_array() ? listed : json::array()) {
+        if (!seen.insert(job.value("id", std::int64_t{0})).second) {
+          std::lock_guard lock(ledger.mutex);
+          ++ledger.listed_duplicates;
+        }
+      }
+      if (!listed.is_array()) {
+        ledger.violation("`jobman list --all --json` printed no JSON array");
+      }
+    }
+  }
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) {
+    return 0;
+  }
+  std::sort(values.begin(), values.end());
+  const auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1));
+  return values[index];
+}
+
+} // namespace
+
+bool run_store_stress(const StoreStressOptions& options) {
+  ScratchDir dir("jobman-store-stress");
+  ChaosCloud cloud(dir.path(),
+                   test::test_world(2, "  us-central2-b:\n    v4:\n      spot: {chips: 100000, quota: 100000}\n"
+                                       "      on_demand: {chips: 100000, quota: 100000}\n"),
+                   options.seed);
+  if (!cloud.started()) {
+    say("the mock cloud did not start");
+    dir.keep();
+    return false;
+  }
+  const auto config = dir.path() / "job.yaml";
+  write_text(config, std::string("job:\n  name: stress\ntpu:\n  accelerator: v4-8\n  zone: ") + kZone +
+                         "\n  pricing: ondemand\ncommand:\n  cmd: echo trained\n");
+  // The default lease (15 s): no supervisor dies here, so no job may ever change hands.
+  for (int i = 0; i < options.supervisors; ++i) {
+    cloud.start_supervisor("200ms", "15s");
+  }
+
+  Ledger ledger;
+  const auto started = Clock::now();
+  const auto deadline =
+      started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.seconds));
+  {
+    std::vector<std::jthread> clients;
+    clients.reserve(static_cast<std::size_t>(options.processes));
+    for (int i = 0; i < options.processes; ++i) {
+      clients.emplace_back(
+          [&, i] { client(cloud, config, options.seed * 1000 + static_cast<std::uint64_t>(i), deadline, ledger); });
+    }
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+
+  // No job lost, none duplicated: the ids printed are unique, and the store holds exactly those.
+  auto& db = cloud.store();
+  std::set<std::int64_t> unique(ledger.created.begin(), ledger.created.end());
+  if (unique.size() != ledger.created.size()) {
+    ledger.violation(std::to_string(ledger.created.size() - unique.size()) + " ids were handed out twice");
+  }
+  store::JobFilter all;
+  all.include_history = true;
+  std::set<std::int64_t> stored;
+  for (const auto& job : db.list_jobs(all)) {
+    stored.insert(job.id);
+  }
+  if (stored != unique) {
+    ledger.violation("the store holds " + std::to_string(stored.size()) + " jobs; creates printed " +
+                     std::to_string(unique.size()));
+  }
+  if (ledger.listed_duplicates > 0) {
+    ledger.violation("list --json showed a job twice " + std::to_string(ledger.listed_duplicates) + " times");
+  }
+  // No job driven by two supervisors: each adopted once, each attempt launched once.
+  std::int64_t adopted = 0;
+  std::int64_t launched = 0;
+  for (const auto id : stored) {
+    const auto events = db.events(id);
+    const auto drivers = std::count_if(events.begin(), events.end(), [](const store::EventRecord& e) {
+      return e.message.starts_with("driven by supervisor");
+    });
+    adopted += drivers;
+    if (drivers > 1) {
+      ledger.violation("job " + std::to_string(id) + " was adopted by " + std::to_string(drivers) + " supervisors");
+    }
+    for (const auto& [attempt, launches] : launches_per_attempt(events)) {
+      launched += launches;
+      if (launches > 1) {
+        ledger.violation("job " + std::to_string(id) + " attempt " + std::to_string(attempt) + " launched " +
+                         std::to_string(launches) + " times");
+      }
+    }
+  }
+  if (!db.integrity_ok()) {
+    ledger.violation("PRAGMA integrity_check failed");
+  }
+  if (cloud.live_supervisors().size() != static_cast<std::size_t>(options.supervisors)) {
+    ledger.violation("a supervisor died");
+  }
+  if (const int unclean = cloud.stop_supervisors(); unclean > 0) {
+    ledger.violation(std::to_string(unclean) + " supervisors did not exit 0 on SIGTERM");
+  }
+  const auto logs = cloud.supervisor_logs();
+  if (mentions_store_trouble(logs)) {
+    ledger.violation("a supervisor's log mentions store trouble (locked, busy, malformed)");
+  }
+
+  json figures;
+  std::int64_t commands = 0;
+  for (const auto& [command, values] : ledger.latency) {
+    commands += static_cast<std::int64_t>(values.size());
+    figures["latency_ms"][command] = {{"runs", values.size()},
+                                      {"p50", percentile(values, 0.5)},
+                                      {"p99", percentile(values, 0.99)},
+                                      {"max", percentile(values, 1.0)}};
+  }
+  figures["processes"] = options.processes;
+  figures["supervisors"] = options.supervisors;
+  figures["seconds"] = elapsed;
+  figures["commands"] = commands;
+  figures["commands_per_second"] = static_cast<double>(commands) / elapsed;
+  figures["jobs_created"] = ledger.created.size();
+  figures["jobs_adopted"] = adopted;
+  figures["attempts_launched"] = launched;
+  figures["resumes_refused"] = ledger.refused;
+  figures["violations"] = ledger.violations;
+  say("store stress: " + figures.dump());
+  if (!options.json_file.empty()) {
+    std::ofstream(options.json_file) << figures.dump(2) << '\n';
+  }
+  if (!ledger.violations.empty()) {
+    dir.keep();
+    say("kept " + dir.path().string());
+  }
+  return ledger.violations.empty();
+}
+
+} // namespace jobman::chaos
