@@ -473,9 +473,16 @@ private:
         violation(name + ": ended " + std::string(store::to_string(record.phase)) + " (" + record.phase_reason +
                   ") after last command '" + last + "'");
       }
-      for (const auto& [attempt, launches] : launches_per_attempt(db.events(job->id))) {
+      const auto events = db.events(job->id);
+      for (const auto& [attempt, launches] : launches_per_attempt(events)) {
         if (launches > 1) {
           violation(name + ": attempt " + std::to_string(attempt) + " was launched " + std::to_string(launches) +
+                    " times");
+        }
+      }
+      for (const auto& [attempt, starts] : starts_per_attempt(events)) {
+        if (starts > 1) {
+          violation(name + ": attempt " + std::to_string(attempt) + " was started " + std::to_string(starts) +
                     " times");
         }
       }

@@ -263,4 +263,15 @@ std::map<int, int> launches_per_attempt(const std::vector<store::EventRecord>& e
   return launches;
 }
 
+std::map<int, int> starts_per_attempt(const std::vector<store::EventRecord>& events) {
+  std::map<int, int> starts;
+  constexpr std::string_view prefix = "attempt ";
+  for (const auto& e : events) {
+    if (e.kind == "attempt" && e.message.starts_with(prefix) && e.message.find(" started") != std::string::npos) {
+      starts[std::atoi(e.message.c_str() + prefix.size())] += 1;
+    }
+  }
+  return starts;
+}
+
 } // namespace jobman::chaos
