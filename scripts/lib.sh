@@ -36,7 +36,8 @@ ensure_packages() {
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# configure_and_build DIR [cmake args...]: configures (once) and builds with all cores.
+# configure_and_build DIR [cmake args...]: configures (once) and builds with all cores. JOBMAN_BUILD_TARGETS, when
+# set, names the targets to build instead of all.
 configure_and_build() {
   local dir="$1"
   shift
@@ -51,5 +52,10 @@ configure_and_build() {
     cmake -S "$JOBMAN_ROOT" -B "$dir" "$@" >/dev/null
   fi
   say "building $dir"
-  cmake --build "$dir" --parallel "$(nproc)"
+  local targets=()
+  if [ -n "${JOBMAN_BUILD_TARGETS:-}" ]; then
+    read -r -a targets <<< "$JOBMAN_BUILD_TARGETS"
+    targets=(--target "${targets[@]}")
+  fi
+  cmake --build "$dir" --parallel "$(nproc)" "${targets[@]}"
 }
