@@ -60,19 +60,29 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
   int exit_code = 0;
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   std::vector<core::RequestOutcome> outcomes;
+  // Keep going: one bad id must not leave the others undone. The worst code wins.
+  const auto report = [&](std::int64_t id, const Error& e) {
+    *ctx.err << "jobman: error: " << util::escape_controls(e.what(), util::LineBreaks::keep) << '\n';
+    if (options.json) {
+      results.push_back({{"id", id}, {"request", std::string(core::to_string(request))}, {"error", e.what()}});
+    }
+    const int code = static_cast<int>(e.code());
+    if (exit_code == 0 || code == static_cast<int>(ExitCode::error)) {
+      exit_code = code;
+    }
+  };
   for (const auto id : ids) {
     try {
       outcomes.push_back(core::apply_request(store, id, request));
+    } catch (const NoSuchJobError& e) {
+      if (!options.all_finished) {
+        report(id, e);
+        continue;
+      }
+      // Listed a moment ago and removed since (a supervisor or another clean finished it): nothing is left to do.
+      outcomes.push_back(core::RequestOutcome{id, false, true, "removed", ""});
     } catch (const Error& e) {
-      // Keep going: one bad id must not leave the others undone. The worst code wins.
-      *ctx.err << "jobman: error: " << util::escape_controls(e.what(), util::LineBreaks::keep) << '\n';
-      if (options.json) {
-        results.push_back({{"id", id}, {"request", std::string(core::to_string(request))}, {"error", e.what()}});
-      }
-      const int code = static_cast<int>(e.code());
-      if (exit_code == 0 || code == static_cast<int>(ExitCode::error)) {
-        exit_code = code;
-      }
+      report(id, e);
     }
   }
   // What is left is the supervisor's: make sure one runs, then wait for the cloud to confirm.

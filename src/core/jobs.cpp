@@ -194,8 +194,9 @@ RequestOutcome tear_down(store::JobStore& store, const store::JobRecord& job, Re
     }
     return outcome(job, !already_asked, true, "already DELETED");
   case Request::clean: {
+    // A supervisor may carry out the same clean meanwhile (it saw the desired state set above): gone is gone.
     remove_job_directory(job.id);
-    store.remove_job(job.id);
+    store.remove_job_if_present(job.id);
     RequestOutcome removed{job.id, true, true, "removed", ""};
     return removed;
   }

@@ -1329,7 +1329,7 @@ struct Supervisor::Impl {
       }
       if (d.job.desired == DesiredState::clean) {
         remove_job_directory(d.job.id);
-        store->remove_job(d.job.id);
+        store->remove_job_if_present(d.job.id); // The clean command may have removed it meanwhile.
         spdlog::info("{}: cleaned: its record and directory are removed", job_label(d.job.id));
         {
           const std::lock_guard lock(leases_mutex);

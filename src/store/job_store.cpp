@@ -818,6 +818,12 @@ std::optional<Lease> JobStore::lease(std::int64_t job_id) const {
 }
 
 void JobStore::remove_job(std::int64_t id) {
+  if (!remove_job_if_present(id)) {
+    throw_no_such_job(id);
+  }
+}
+
+bool JobStore::remove_job_if_present(std::int64_t id) {
   Transaction transaction(impl_->db);
   {
     // The job row goes first: the events trigger refuses deletes while the job exists. Its foreign keys
@@ -827,7 +833,7 @@ void JobStore::remove_job(std::int64_t id) {
     remove->run();
   }
   if (impl_->db.changes() == 0) {
-    throw_no_such_job(id);
+    return false;
   }
   for (const char* table : {"job_configs", "attempts", "events", "leases"}) {
     auto remove = impl_->statements.get(std::string("DELETE FROM ") + table + " WHERE job_id = ?1");
@@ -835,6 +841,7 @@ void JobStore::remove_job(std::int64_t id) {
     remove->run();
   }
   transaction.commit();
+  return true;
 }
 
 bool JobStore::integrity_ok() const {

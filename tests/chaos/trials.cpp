@@ -294,6 +294,11 @@ private:
     inject(schedule);
     settle();
     check_outcomes();
+    if (!report_.violations.empty()) {
+      // The evidence (logs, attempts, events) before clean removes it; a file changing meanwhile is not worth failing.
+      std::error_code ec;
+      fs::copy(cloud_->home(), dir_.path() / "home-before-clean", fs::copy_options::recursive, ec);
+    }
     clean_and_check();
   }
 

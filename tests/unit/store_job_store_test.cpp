@@ -554,5 +554,17 @@ TEST(JobStoreLease, RenewingManyLeasesKeepsOnlyTheOwnersOnes) {
   EXPECT_EQ(store.renew_leases(ids, "me", 5000, 6001), (std::vector<std::int64_t>{ids[0]}));
 }
 
+// Found by the chaos harness (seeds 1001 and 1002): `clean --all-finished` and a supervisor carrying out the same
+// clean both removed the job; the second removal failed with "no job", and clean exited 3.
+TEST(JobStore, ASecondRemovalOfTheSameJobChangesNothingAndIsNotAnError) {
+  auto store = JobStore::open_in_memory();
+  const auto ids = store.create_jobs({make_job("a"), make_job("b")});
+  EXPECT_TRUE(store.remove_job_if_present(ids[0]));
+  EXPECT_FALSE(store.remove_job_if_present(ids[0]));
+  EXPECT_FALSE(store.find_job(ids[0]).has_value());
+  EXPECT_TRUE(store.find_job(ids[1]).has_value()) << "the other job is untouched";
+  EXPECT_THROW(store.remove_job(ids[0]), NoSuchJobError) << "remove_job itself still says so";
+}
+
 } // namespace
 } // namespace jobman::store

@@ -204,8 +204,12 @@ public:
   // The current lease, expired or not.
   [[nodiscard]] std::optional<Lease> lease(std::int64_t job_id) const;
 
-  // Removes the job with its attempts, events and lease (`clean`). Its id is never handed out again.
+  // Removes the job with its attempts, events and lease (`clean`). Its id is never handed out again. Throws
+  // NoSuchJobError when there is no such job.
   void remove_job(std::int64_t id);
+  // remove_job for two removers racing (the clean command and a supervisor carrying out the same clean): false,
+  // changing nothing, when the job is already gone.
+  bool remove_job_if_present(std::int64_t id);
 
   // `PRAGMA integrity_check` says "ok".
   [[nodiscard]] bool integrity_ok() const;
