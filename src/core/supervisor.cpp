@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <spdlog/spdlog.h>
+#include <stop_token>
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <thread>
@@ -43,6 +44,8 @@ namespace {
 constexpr milliseconds kSetupTimeout{30 * 60 * 1000};
 constexpr milliseconds kRemoteTimeout{120'000};
 constexpr milliseconds kStopGrace{30'000};
+// How long fetching the output a broken stream missed may take, once the workload has ended.
+constexpr milliseconds kCatchUpLimit{60'000};
 // Consecutive unreachable answers from a worker whose slice the cloud calls ACTIVE before it counts as lost.
 constexpr int kUnreachableLimit = 3;
 constexpr int kListPageSize = 1000;
@@ -1104,25 +1107,64 @@ struct Supervisor::Impl {
     if (stream_failed) {
       spdlog::warn("{}: watching the workload: {}", job_label(id), d.stream->error);
     }
+    // Workers whose stream broke off before their workload ended (the connection dropped): their local log lacks
+    // what came after.
+    std::vector<int> behind;
+    for (const auto& end : d.stream->ends) {
+      if (end.exit_code != 0) {
+        behind.push_back(end.worker);
+      }
+    }
+    const auto dir = attempt_directory(id, d.job.attempt);
     dispatch(d,
-             [this, access = access, gets = gets, id, config, target, workers, wid, slice,
-              stream_failed]() -> std::function<void()> {
+             [this, access = access, gets = gets, id, config, target, workers, wid, slice, stream_failed, behind,
+              dir]() -> std::function<void()> {
                const auto statuses = remote::query(target, workers, wid, kRemoteTimeout);
                auto verdict = judge_workers(statuses, config->recovery);
                bool slice_gone = false;
                if (verdict.outcome == AttemptOutcome::unreachable) {
                  slice_gone = !slice_active(*access, *gets, slice);
                }
+               const bool decided =
+                   verdict.outcome != AttemptOutcome::running && verdict.outcome != AttemptOutcome::unreachable;
                // A decided attempt ends on every worker.
-               if (verdict.outcome != AttemptOutcome::running && verdict.outcome != AttemptOutcome::unreachable &&
-                   std::any_of(statuses.begin(), statuses.end(),
-                               [](const auto& s) { return s.state == remote::WorkloadState::running; })) {
+               if (decided && std::any_of(statuses.begin(), statuses.end(),
+                                          [](const auto& s) { return s.state == remote::WorkloadState::running; })) {
                  remote::stop(target, workers, wid, kStopGrace, kRemoteTimeout);
+               }
+               if (decided && !behind.empty()) {
+                 catch_up(id, target, behind, wid, dir);
                }
                return [this, id, verdict, slice_gone, stream_failed] {
                  attempt_judged(id, verdict, slice_gone, stream_failed);
                };
              });
+  }
+
+  // Fetches the rest of the output of workers whose stream broke off, once their workload has ended, so that the
+  // local logs hold everything before the attempt is recorded as over. Bounded: a worker that cannot be reached
+  // leaves its log as it is, with a warning.
+  static void catch_up(std::int64_t id, const remote::SliceTarget& target, const std::vector<int>& workers,
+                       const remote::WorkloadId& wid, const fs::path& dir) {
+    std::stop_source give_up;
+    std::jthread timer([&give_up](const std::stop_token& done) {
+      std::mutex mutex;
+      std::condition_variable_any wake;
+      std::unique_lock lock(mutex);
+      wake.wait_for(lock, done, kCatchUpLimit, [] { return false; });
+      give_up.request_stop();
+    });
+    try {
+      const auto ends = remote::attach(target, workers, wid, dir, give_up.get_token());
+      std::uint64_t bytes = 0;
+      for (const auto& end : ends) {
+        bytes += end.bytes;
+      }
+      spdlog::info("{}: fetched the last {} bytes of output that a broken stream missed", job_label(id), bytes);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: the output of the workers whose stream broke off may be incomplete: {}", job_label(id),
+                   e.what());
+    }
   }
 
   void attempt_judged(std::int64_t id, const AttemptVerdict& verdict, bool slice_gone, bool stream_failed) {

@@ -556,5 +556,33 @@ TEST_F(SupervisorTest, CreateStartsTheBundledMockAndASupervisorAndSaysSoOnce) {
   EXPECT_TRUE(fs::exists(home / "daemon.log"));
 }
 
+// Found by the chaos harness (seed 1002): one worker's stream broke off (its connection dropped) while the
+// workload went on; when the workload finished, the job was recorded SUCCEEDED with that worker's log cut short,
+// its last lines and checksum missing.
+TEST_F(SupervisorTest, OutputABrokenStreamMissedIsFetchedBeforeTheAttemptIsRecordedAsOver) {
+  const auto real_gcloud = (fs::path(mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
+  // The first stream of worker 0 is cut after a second; every other gcloud call runs normally.
+  const auto wrapper =
+      dir.write("gcloud-cut", "#!/bin/bash\n"
+                              "if [[ \"$*\" == *--worker=0* && \"$*\" == *'tail -c'* ]] && mkdir '" +
+                                  (dir / "cut").string() + "' 2> /dev/null; then\n  exec timeout -s KILL 1 '" +
+                                  real_gcloud + "' \"$@\"\nfi\nexec '" + real_gcloud + "' \"$@\"\n");
+  fs::permissions(wrapper, fs::perms::owner_all);
+  env["JOBMAN_GCLOUD"] = wrapper.string();
+  start_daemon();
+  const auto id = create(config(training(300, 10), "ondemand", "v4-16"));
+  const auto done = wait_for(id, 0, 120);
+  EXPECT_EQ(done.attempt, 1);
+  ASSERT_TRUE(fs::exists(dir / "cut")) << "the stream was cut";
+  const auto expected = uninterrupted_checksum(300);
+  EXPECT_EQ(checksums(id, 1, 2), (std::vector<std::string>{expected, expected}));
+  const auto log = file_text(worker_log(id, 1, 0));
+  for (int step = 1; step <= 300; ++step) {
+    const auto line = "\nstep=" + std::to_string(step) + " ";
+    ASSERT_NE(log.find(line), std::string::npos) << "worker 0's line of step " << step;
+    ASSERT_EQ(log.find(line), log.rfind(line)) << "worker 0's line of step " << step << " twice";
+  }
+}
+
 } // namespace
 } // namespace jobman::test
