@@ -386,6 +386,16 @@ struct Supervisor::Impl {
       if (completion.ends_operation) {
         it->second.busy = false;
         drop(it->second);
+        // Unless the job was removed (`clean` found nothing of it in the cloud while its slice was being
+        // requested): then the result runs with the job gone, so that what the operation made in the cloud is
+        // deleted rather than left to bill (slice_created's orphan path).
+        if (!store->find_job(completion.job_id)) {
+          try {
+            completion.apply();
+          } catch (const std::exception& e) {
+            spdlog::warn("{}: after its removal: {}", job_label(completion.job_id), e.what());
+          }
+        }
       }
       return;
     }
@@ -559,8 +569,14 @@ struct Supervisor::Impl {
       to_drop.push_back(id);
       return;
     }
-    store->append_event(id, "action", "driven by supervisor " + options.owner,
-                        nlohmann::json{{"owner", options.owner}}.dump());
+    try {
+      store->append_event(id, "action", "driven by supervisor " + options.owner,
+                          nlohmann::json{{"owner", options.owner}}.dump());
+    } catch (const NoSuchJobError&) {
+      // Cleaned (by `clean`, which found nothing in the cloud) between the listing and here: nothing to drive.
+      to_drop.push_back(id);
+      return;
+    }
     spdlog::debug("{}: driving it ({}, desired {})", job_label(id), store::to_string(d.job.phase),
                   store::to_string(d.job.desired));
   }

@@ -584,5 +584,31 @@ TEST_F(SupervisorTest, OutputABrokenStreamMissedIsFetchedBeforeTheAttemptIsRecor
   }
 }
 
+// Found by the chaos harness (seed 2002): a job cleaned by `clean` (nothing of it in the cloud yet) between the
+// supervisor's listing and its adoption made the supervisor exit with "no job". It must shrug and go on. And found
+// by this test: a job cleaned while its slice was being requested left that slice behind (quota spent, and billed).
+TEST_F(SupervisorTest, ADaemonSurvivesJobsCleanedWhileItAdoptsThem) {
+  const auto first = start_daemon();
+  // A long config: the supervisor takes a while parsing it between taking the lease and recording the adoption,
+  // which is when the clean must land.
+  std::string vars = "vars:\n";
+  for (int i = 0; i < 4000; ++i) {
+    vars += "  v" + std::to_string(i) + ": value-" + std::to_string(i) + "\n";
+  }
+  const auto path = config("echo hi", "ondemand", "v4-8", vars);
+  for (int round = 0; round < 20; ++round) {
+    const auto id = create(path);
+    const auto cleaned = jm({"clean", std::to_string(id), "--no-wait"});
+    ASSERT_EQ(cleaned.exit_code, 0) << cleaned.err;
+  }
+  // Still alive, and still driving: a job created now runs to the end. And nothing of the cleaned jobs is left.
+  const auto id = create(config(training(20, 1), "ondemand"));
+  EXPECT_EQ(wait_for(id, 0, 120).phase, Phase::succeeded);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+  EXPECT_LE(metrics().value("queuedResourcesCreated", 0), 21);
+  daemons[first]->send(SIGTERM);
+  EXPECT_EQ(daemons[first]->finish(), 0);
+}
+
 } // namespace
 } // namespace jobman::test
