@@ -1158,9 +1158,10 @@ struct Supervisor::Impl {
   }
 
   // Fetches the rest of the output of workers whose stream broke off, once their workload has ended, so that the
-  // local logs hold everything before the attempt is recorded as over. Bounded: a worker that cannot be reached
-  // leaves its log as it is, with a warning.
-  static void catch_up(std::int64_t id, const remote::SliceTarget& target, const std::vector<int>& workers,
+  // local logs hold everything before the attempt is recorded as over. A fetch that breaks off too (the connection
+  // is as unreliable as it was) is tried again; bounded in time, after which a worker that cannot be reached leaves
+  // its log as it is, with a warning.
+  static void catch_up(std::int64_t id, const remote::SliceTarget& target, std::vector<int> workers,
                        const remote::WorkloadId& wid, const fs::path& dir) {
     std::stop_source give_up;
     std::jthread timer([&give_up](const std::stop_token& done) {
@@ -1170,16 +1171,31 @@ struct Supervisor::Impl {
       wake.wait_for(lock, done, kCatchUpLimit, [] { return false; });
       give_up.request_stop();
     });
-    try {
-      const auto ends = remote::attach(target, workers, wid, dir, give_up.get_token());
-      std::uint64_t bytes = 0;
-      for (const auto& end : ends) {
-        bytes += end.bytes;
+    std::uint64_t bytes = 0;
+    std::string trouble;
+    for (int round = 0; !workers.empty() && !give_up.stop_requested(); ++round) {
+      if (round > 0) {
+        std::this_thread::sleep_for(std::min(milliseconds(100) * (1 << std::min(round, 5)), milliseconds(2000)));
       }
+      try {
+        std::vector<int> still;
+        for (const auto& end : remote::attach(target, workers, wid, dir, give_up.get_token())) {
+          bytes += end.bytes;
+          if (end.exit_code != 0) {
+            still.push_back(end.worker);
+            trouble = util::trim(end.diagnostic);
+          }
+        }
+        workers = std::move(still);
+      } catch (const std::exception& e) {
+        trouble = e.what();
+      }
+    }
+    if (workers.empty()) {
       spdlog::info("{}: fetched the last {} bytes of output that a broken stream missed", job_label(id), bytes);
-    } catch (const std::exception& e) {
-      spdlog::warn("{}: the output of the workers whose stream broke off may be incomplete: {}", job_label(id),
-                   e.what());
+    } else {
+      spdlog::warn("{}: the output of {} worker(s) whose stream broke off may be incomplete: {}", job_label(id),
+                   workers.size(), trouble);
     }
   }
 

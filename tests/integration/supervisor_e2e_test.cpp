@@ -561,12 +561,17 @@ TEST_F(SupervisorTest, CreateStartsTheBundledMockAndASupervisorAndSaysSoOnce) {
 // its last lines and checksum missing.
 TEST_F(SupervisorTest, OutputABrokenStreamMissedIsFetchedBeforeTheAttemptIsRecordedAsOver) {
   const auto real_gcloud = (fs::path(mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
-  // The first stream of worker 0 is cut after a second; every other gcloud call runs normally.
-  const auto wrapper =
-      dir.write("gcloud-cut", "#!/bin/bash\n"
-                              "if [[ \"$*\" == *--worker=0* && \"$*\" == *'tail -c'* ]] && mkdir '" +
-                                  (dir / "cut").string() + "' 2> /dev/null; then\n  exec timeout -s KILL 1 '" +
-                                  real_gcloud + "' \"$@\"\nfi\nexec '" + real_gcloud + "' \"$@\"\n");
+  // The first stream of worker 0 is cut after a second, and the next one fails at once as a dropped connection
+  // does (255); every other gcloud call runs normally.
+  const std::string cut = (dir / "cut").string();
+  const std::string dropped = (dir / "dropped").string();
+  const auto wrapper = dir.write("gcloud-cut", "#!/bin/bash\n"
+                                               "if [[ \"$*\" == *--worker=0* && \"$*\" == *'tail -c'* ]]; then\n"
+                                               "  if mkdir '" +
+                                                   cut + "' 2> /dev/null; then exec timeout -s KILL 1 '" + real_gcloud +
+                                                   "' \"$@\"; fi\n  if mkdir '" + dropped +
+                                                   "' 2> /dev/null; then echo closed >&2; exit 255; fi\nfi\nexec '" +
+                                                   real_gcloud + "' \"$@\"\n");
   fs::permissions(wrapper, fs::perms::owner_all);
   env["JOBMAN_GCLOUD"] = wrapper.string();
   start_daemon();
@@ -574,6 +579,7 @@ TEST_F(SupervisorTest, OutputABrokenStreamMissedIsFetchedBeforeTheAttemptIsRecor
   const auto done = wait_for(id, 0, 120);
   EXPECT_EQ(done.attempt, 1);
   ASSERT_TRUE(fs::exists(dir / "cut")) << "the stream was cut";
+  ASSERT_TRUE(fs::exists(dir / "dropped")) << "the first fetch of the rest failed";
   const auto expected = uninterrupted_checksum(300);
   EXPECT_EQ(checksums(id, 1, 2), (std::vector<std::string>{expected, expected}));
   const auto log = file_text(worker_log(id, 1, 0));
