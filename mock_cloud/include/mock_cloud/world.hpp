@@ -219,10 +219,10 @@ private:
   std::map<std::string, std::unique_ptr<Pool>> pools_;                        // zone/generation/tier -> pool.
   std::map<std::string, std::map<std::string, std::int64_t>> request_counts_; // method -> status -> count.
   std::int64_t queued_resources_created_ = 0; // Created since start, not counting replays of a requestId.
-  std::int64_t next_sequence_ = 1;                                            // Queue order and operation suffixes.
-  std::uint32_t next_host_ = 0;                                               // Next internal host address.
-  std::unique_ptr<WorldStore> store_;                                         // Where changes are committed, or null.
-  std::set<std::string> changed_;                                    // Resources changed since the last commit.
+  std::int64_t next_sequence_ = 1;            // Queue order and operation suffixes.
+  std::uint32_t next_host_ = 0;               // Next internal host address.
+  std::unique_ptr<WorldStore> store_;         // Where changes are committed, or null.
+  std::set<std::string> changed_;             // Resources changed since the last commit.
   std::vector<std::pair<std::string, std::string>> new_request_ids_; // requestIds not committed yet.
   bool dirty_ = false;                                               // Something changed since the last commit.
   std::int64_t due_ms_ = 0;           // No tick before this time can change anything; 0 after any change.
