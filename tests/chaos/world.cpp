@@ -69,46 +69,6 @@ std::string uninterrupted_checksum(int steps) {
   return sum;
 }
 
-std::vector<std::pair<int, std::string>> processes_of(const fs::path& home) {
-  std::vector<std::pair<int, std::string>> found;
-  const std::string needle = "JOBMAN_HOME=" + home.string();
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) {
-    return found;
-  }
-  while (const auto* entry = ::readdir(proc)) {
-    const std::string name = entry->d_name;
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
-    const auto environ_text = read_text(fs::path("/proc") / name / "environ");
-    std::string_view rest(environ_text);
-    while (!rest.empty()) {
-      const auto end = rest.find('\0');
-      if (rest.substr(0, end) == needle) {
-        auto cmdline = read_text(fs::path("/proc") / name / "cmdline");
-        for (auto& c : cmdline) {
-          c = c == '\0' ? ' ' : c;
-        }
-        found.emplace_back(std::stoi(name), cmdline);
-        break;
-      }
-      if (end == std::string_view::npos) {
-        break;
-      }
-      rest.remove_prefix(end + 1);
-    }
-  }
-  ::closedir(proc);
-  return found;
-}
-
-void kill_processes_of(const fs::path& home) {
-  for (const auto& [pid, cmdline] : processes_of(home)) {
-    ::kill(pid, SIGKILL);
-  }
-}
-
 ChaosCloud::ChaosCloud(const fs::path& dir, const std::string& world, std::uint64_t seed)
     : dir_(dir), home_(dir / "home") {
   write_text(dir / "world.yaml", world);

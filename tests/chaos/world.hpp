@@ -50,10 +50,8 @@ std::string read_text(const fs::path& path);
 // The checksum an uninterrupted run of systolic-train with `steps` steps prints (computed once per step count).
 std::string uninterrupted_checksum(int steps);
 
-// Processes whose environment holds JOBMAN_HOME=`home`: pid and command line.
-std::vector<std::pair<int, std::string>> processes_of(const fs::path& home);
-// Sends SIGKILL to each of them.
-void kill_processes_of(const fs::path& home);
+using test::kill_processes_of;
+using test::processes_of;
 
 // A jobman home on a mock cloud of its own. Commands reach the mock through a DropProxy; admin calls go direct.
 class ChaosCloud {

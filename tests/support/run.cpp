@@ -1,5 +1,6 @@
 #include "support/run.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -126,26 +127,37 @@ RunResult run_jobman(const std::vector<std::string>& args, const RunOptions& opt
   return run_program(argv, with_defaults);
 }
 
-void kill_processes_of(const std::filesystem::path& home) {
+namespace {
+
+std::string proc_file(const std::string& pid, const char* name) {
+  std::ifstream in(std::filesystem::path("/proc") / pid / name);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+} // namespace
+
+std::vector<std::pair<int, std::string>> processes_of(const std::filesystem::path& home) {
+  std::vector<std::pair<int, std::string>> found;
   const std::string needle = "JOBMAN_HOME=" + home.string();
   DIR* proc = ::opendir("/proc");
   if (proc == nullptr) {
-    return;
+    return found;
   }
   while (const auto* entry = ::readdir(proc)) {
-    const std::string name = entry->d_name;
-    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
+    const std::string pid = entry->d_name;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) {
       continue;
     }
-    std::ifstream in(std::filesystem::path("/proc") / name / "environ");
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string environ_text = text.str();
+    const auto environ_text = proc_file(pid, "environ");
     std::string_view rest(environ_text);
     while (!rest.empty()) {
       const auto end = rest.find('\0');
       if (rest.substr(0, end) == needle) {
-        ::kill(std::stoi(name), SIGKILL);
+        auto cmdline = proc_file(pid, "cmdline");
+        std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+        found.emplace_back(std::stoi(pid), cmdline);
         break;
       }
       if (end == std::string_view::npos) {
@@ -155,6 +167,13 @@ void kill_processes_of(const std::filesystem::path& home) {
     }
   }
   ::closedir(proc);
+  return found;
+}
+
+void kill_processes_of(const std::filesystem::path& home) {
+  for (const auto& [pid, cmdline] : processes_of(home)) {
+    ::kill(pid, SIGKILL);
+  }
 }
 
 } // namespace jobman::test

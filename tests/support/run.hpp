@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace jobman::test {
@@ -31,8 +32,11 @@ RunResult run_jobman(const std::vector<std::string>& args, const RunOptions& opt
 // The built jobman binary's path.
 std::string jobman_binary();
 
-// Kills (SIGKILL) every process whose environment names `home` as its JOBMAN_HOME: a supervisor or mock that a
-// command under test started in the background.
+// The processes whose environment names `home` as its JOBMAN_HOME (a supervisor or mock that a command under test
+// started in the background): pid and command line (arguments joined by spaces).
+std::vector<std::pair<int, std::string>> processes_of(const std::filesystem::path& home);
+
+// Kills (SIGKILL) every process of processes_of(home).
 void kill_processes_of(const std::filesystem::path& home);
 
 } // namespace jobman::test
