@@ -1,5 +1,7 @@
 #include "support/line_process.hpp"
 
+#include "support/run.hpp"
+
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -9,8 +11,6 @@
 #include <stdexcept>
 #include <sys/wait.h>
 #include <unistd.h>
-
-extern char** environ;
 
 namespace jobman::test {
 
@@ -29,6 +29,14 @@ LineReadingProcess::LineReadingProcess(const std::vector<std::string>& argv,
     args.push_back(arg.data());
   }
   args.push_back(nullptr);
+  // Everything the child needs is made before fork (see child_environment).
+  auto environment = child_environment(env);
+  std::vector<char*> envp;
+  envp.reserve(environment.size() + 1);
+  for (auto& entry : environment) {
+    envp.push_back(entry.data());
+  }
+  envp.push_back(nullptr);
   pid_ = ::fork();
   if (pid_ < 0) {
     throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
@@ -41,14 +49,7 @@ LineReadingProcess::LineReadingProcess(const std::vector<std::string>& argv,
         ::dup2(err, 2);
       }
     }
-    for (const auto& [key, value] : env) {
-      if (value.empty()) {
-        ::unsetenv(key.c_str());
-      } else {
-        ::setenv(key.c_str(), value.c_str(), 1);
-      }
-    }
-    ::execve(args[0], args.data(), environ);
+    ::execve(args[0], args.data(), envp.data());
     ::_exit(127);
   }
   ::close(fds[1]);

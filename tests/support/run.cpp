@@ -22,7 +22,38 @@ std::string jobman_binary() {
   return JOBMAN_BINARY;
 }
 
+std::vector<std::string> child_environment(const std::map<std::string, std::string>& changes) {
+  std::vector<std::string> entries;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    const auto key = std::string(text.substr(0, text.find('=')));
+    if (!changes.contains(key)) {
+      entries.emplace_back(text);
+    }
+  }
+  for (const auto& [key, value] : changes) {
+    if (!value.empty()) {
+      entries.push_back(key + "=" + value);
+    }
+  }
+  return entries;
+}
+
 RunResult run_program(const std::vector<std::string>& argv, const RunOptions& options) {
+  // Everything the child needs is made before fork (see child_environment).
+  auto environment = child_environment(options.env);
+  std::vector<char*> envp;
+  envp.reserve(environment.size() + 1);
+  for (auto& entry : environment) {
+    envp.push_back(entry.data());
+  }
+  envp.push_back(nullptr);
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const auto& a : argv) {
+    args.push_back(const_cast<char*>(a.c_str()));
+  }
+  args.push_back(nullptr);
   int in_pipe[2];
   int out_pipe[2];
   int err_pipe[2];
@@ -40,19 +71,7 @@ RunResult run_program(const std::vector<std::string>& argv, const RunOptions& op
     if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) {
       ::_exit(127);
     }
-    for (const auto& [key, value] : options.env) {
-      if (value.empty()) {
-        ::unsetenv(key.c_str());
-      } else {
-        ::setenv(key.c_str(), value.c_str(), 1);
-      }
-    }
-    std::vector<char*> args;
-    for (const auto& a : argv) {
-      args.push_back(const_cast<char*>(a.c_str()));
-    }
-    args.push_back(nullptr);
-    ::execve(args[0], args.data(), environ);
+    ::execve(args[0], args.data(), envp.data());
     ::_exit(127);
   }
   ::close(in_pipe[0]);

@@ -23,6 +23,11 @@ struct RunOptions {
   std::string cwd;                        // Working directory; empty means the parent's.
 };
 
+// This process's environment with `changes` applied (an empty value unsets the variable), as "KEY=VALUE" strings.
+// Built before fork(): between fork and exec a child of a multi-threaded process may only make async-signal-safe
+// calls, and setenv (which allocates) can deadlock there on a lock another thread held.
+std::vector<std::string> child_environment(const std::map<std::string, std::string>& changes);
+
 // Runs `argv` (argv[0] is a path) and waits for it.
 RunResult run_program(const std::vector<std::string>& argv, const RunOptions& options = {});
 
