@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
-#include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -100,15 +99,7 @@ struct ProcessScan {
 
 ProcessScan scan_processes(Secrets& secrets) {
   ProcessScan scan;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) {
-    return scan;
-  }
-  while (const auto* entry = ::readdir(proc)) {
-    const std::string pid = entry->d_name;
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
-    }
+  for (const auto& pid : process_ids()) {
     for (const char* part : {"cmdline", "environ"}) {
       const auto text = read_bytes(fs::path("/proc") / pid / part);
       if (std::string(part) == "cmdline" && !text.empty()) {
@@ -120,7 +111,6 @@ ProcessScan scan_processes(Secrets& secrets) {
       }
     }
   }
-  ::closedir(proc);
   return scan;
 }
 
@@ -168,24 +158,26 @@ std::string run_on_pty(const std::vector<std::string>& args, const std::map<std:
   winsize size{};
   size.ws_row = 40;
   size.ws_col = 120;
+  // Everything the child needs is made before fork (see child_environment).
+  auto environment = child_environment(env);
+  std::vector<char*> envp;
+  envp.reserve(environment.size() + 1);
+  for (auto& entry : environment) {
+    envp.push_back(entry.data());
+  }
+  envp.push_back(nullptr);
+  std::vector<std::string> all = {jobman_binary()};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  argv.reserve(all.size() + 1);
+  for (auto& a : all) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
   int master = -1;
   const pid_t pid = ::forkpty(&master, nullptr, &settings, &size);
   if (pid == 0) {
-    for (const auto& [name, value] : env) {
-      if (value.empty()) {
-        ::unsetenv(name.c_str());
-      } else {
-        ::setenv(name.c_str(), value.c_str(), 1);
-      }
-    }
-    std::vector<std::string> all = {jobman_binary()};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : all) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   std::string out;

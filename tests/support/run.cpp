@@ -157,18 +157,26 @@ std::string proc_file(const std::string& pid, const char* name) {
 
 } // namespace
 
-std::vector<std::pair<int, std::string>> processes_of(const std::filesystem::path& home) {
-  std::vector<std::pair<int, std::string>> found;
-  const std::string needle = "JOBMAN_HOME=" + home.string();
+std::vector<std::string> process_ids() {
+  std::vector<std::string> ids;
   DIR* proc = ::opendir("/proc");
   if (proc == nullptr) {
-    return found;
+    return ids;
   }
   while (const auto* entry = ::readdir(proc)) {
     const std::string pid = entry->d_name;
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) {
-      continue;
+    if (!pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos) {
+      ids.push_back(pid);
     }
+  }
+  ::closedir(proc);
+  return ids;
+}
+
+std::vector<std::pair<int, std::string>> processes_of(const std::filesystem::path& home) {
+  std::vector<std::pair<int, std::string>> found;
+  const std::string needle = "JOBMAN_HOME=" + home.string();
+  for (const auto& pid : process_ids()) {
     const auto environ_text = proc_file(pid, "environ");
     std::string_view rest(environ_text);
     while (!rest.empty()) {
@@ -185,7 +193,6 @@ std::vector<std::pair<int, std::string>> processes_of(const std::filesystem::pat
       rest.remove_prefix(end + 1);
     }
   }
-  ::closedir(proc);
   return found;
 }
 

@@ -37,6 +37,9 @@ RunResult run_jobman(const std::vector<std::string>& args, const RunOptions& opt
 // The built jobman binary's path.
 std::string jobman_binary();
 
+// The ids of the processes now running (the numeric entries of /proc).
+std::vector<std::string> process_ids();
+
 // The processes whose environment names `home` as its JOBMAN_HOME (a supervisor or mock that a command under test
 // started in the background): pid and command line (arguments joined by spaces).
 std::vector<std::pair<int, std::string>> processes_of(const std::filesystem::path& home);
