@@ -424,6 +424,19 @@ void MockServer::ticker_loop() {
     lock.lock();
     ticker_cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stopping_; });
   }
+  // httplib's stop() does nothing until its listen loop has begun, and that loop starts on run()'s thread after this
+  // one. A stop() that came in between would be lost and the server would serve on forever, so the HTTP server is
+  // stopped here, once its loop is known to run (or has already returned on its own).
+  while (!served_) {
+    if (http_.is_running()) {
+      lock.unlock();
+      http_.stop();
+      lock.lock();
+      ticker_cv_.wait(lock, [this] { return served_; });
+      break;
+    }
+    ticker_cv_.wait_for(lock, std::chrono::milliseconds(2), [this] { return served_; });
+  }
 }
 
 void MockServer::run() {
@@ -435,7 +448,12 @@ void MockServer::run() {
   }
   ticker_ = std::thread([this] { ticker_loop(); });
   http_.listen_after_bind();
-  stop();
+  {
+    std::lock_guard lock(ticker_mutex_);
+    stopping_ = true;
+    served_ = true;
+  }
+  ticker_cv_.notify_all();
   ticker_.join();
 }
 
@@ -445,7 +463,6 @@ void MockServer::stop() {
     stopping_ = true;
   }
   ticker_cv_.notify_all();
-  http_.stop();
 }
 
 namespace {

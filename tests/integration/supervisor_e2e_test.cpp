@@ -5,6 +5,7 @@
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
+#include "support/serving_thread.hpp"
 #include "support/temp_dir.hpp"
 
 #include <atomic>
@@ -81,12 +82,9 @@ public:
     server_.Delete(".*", forward);
     // Bound before the thread starts, so connections made at once wait in the backlog until it accepts them.
     port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    serving_ = std::make_unique<ServingThread>(server_);
   }
-  ~RefusingProxy() {
-    server_.stop();
-    thread_.join();
-  }
+  ~RefusingProxy() { serving_.reset(); }
   RefusingProxy(const RefusingProxy&) = delete;
   RefusingProxy& operator=(const RefusingProxy&) = delete;
 
@@ -98,7 +96,7 @@ private:
   int upstream_port_;
   httplib::Server server_;
   int port_ = 0;
-  std::thread thread_;
+  std::unique_ptr<ServingThread> serving_;
   std::atomic<bool> refuse_deletes_{false};
   std::atomic<int> refused_{0};
 };

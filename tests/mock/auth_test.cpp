@@ -5,6 +5,7 @@
 #include "mock_cloud/auth.hpp"
 #include "mock_cloud/base64url.hpp"
 #include "mock_cloud/jwt.hpp"
+#include "support/serving_thread.hpp"
 #include "support/temp_dir.hpp"
 
 #include <atomic>
@@ -239,7 +240,7 @@ protected:
     port_ = server_->bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
     // The socket already listens, so requests queue until the thread accepts them.
-    thread_ = std::thread([] { server_->listen_after_bind(); });
+    serving_ = std::make_unique<test::ServingThread>(*server_);
     token_url_ = "http://127.0.0.1:" + std::to_string(port_) + "/token";
     key_ = std::make_unique<ServiceAccountKey>(generate_service_account_key({"lab-project", "trainer", token_url_}));
     stranger_ =
@@ -248,8 +249,7 @@ protected:
   }
 
   static void TearDownTestSuite() {
-    server_->stop();
-    thread_.join();
+    serving_.reset();
     server_.reset();
     authority_.reset();
   }
@@ -291,7 +291,7 @@ protected:
 
   static inline std::unique_ptr<TokenAuthority> authority_;
   static inline std::unique_ptr<httplib::Server> server_;
-  static inline std::thread thread_;
+  static inline std::unique_ptr<test::ServingThread> serving_;
   static inline int port_ = 0;
   static inline std::string token_url_;
   static inline std::unique_ptr<ServiceAccountKey> key_;

@@ -1,8 +1,13 @@
 #include "support/mock_cloud.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <fstream>
+#include <poll.h>
 #include <stdexcept>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -70,6 +75,33 @@ int MockCloudProcess::stop() {
     exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   return exit_code_;
+}
+
+std::optional<int> MockCloudProcess::stop_within(std::chrono::milliseconds patience) {
+  if (pid_ <= 0) {
+    return exit_code_;
+  }
+  // A pidfd becomes readable when the process exits, so the wait needs no polling.
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+  ::kill(pid_, SIGTERM);
+  bool exited = true;
+  if (pidfd >= 0) {
+    pollfd fds{pidfd, POLLIN, 0};
+    int ready = 0;
+    const auto deadline = std::chrono::steady_clock::now() + patience;
+    do {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      ready = ::poll(&fds, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+    } while (ready < 0 && errno == EINTR);
+    ::close(pidfd);
+    exited = ready > 0;
+  }
+  if (!exited) {
+    ::kill(pid_, SIGKILL);
+  }
+  const int code = stop();
+  return exited ? std::optional<int>(code) : std::nullopt;
 }
 
 HttpAnswer http_call(httplib::Client& client, const std::string& method, const std::string& path,

@@ -8,6 +8,7 @@
 #include <httplib.h>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -28,6 +29,9 @@ public:
 
   // Sends SIGTERM, waits, and returns the exit status (128 + signal when killed); repeated calls return it again.
   int stop();
+  // Sends SIGTERM and waits at most `patience`: the exit status, or nullopt when it was still running (it is then
+  // killed with SIGKILL, and stop() returns 128 + SIGKILL).
+  std::optional<int> stop_within(std::chrono::milliseconds patience);
   // The port it listens on, or 0.
   [[nodiscard]] int port() const { return port_; }
   // Its process id while it runs.

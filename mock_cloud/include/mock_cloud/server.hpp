@@ -80,7 +80,7 @@ public:
 private:
   // Registers the /v2 and /mock/v1 routes and the error handlers.
   void register_routes();
-  // Advances the world every 20 ms until stopped.
+  // Advances the world every 20 ms until stopped, then stops the HTTP server (see stop()).
   void ticker_loop();
   // Creates the worker hosts (under the state directory, or a scratch one) and connects them to the world.
   void start_data_plane(int port);
@@ -97,9 +97,10 @@ private:
   std::string admin_token_;                // What the /mock/v1 routes require as their bearer token.
   httplib::Server http_;                   // The HTTP server.
   std::thread ticker_;                     // The background ticker.
-  std::mutex ticker_mutex_;                // Guards stopping_.
+  std::mutex ticker_mutex_;                // Guards stopping_ and served_.
   std::condition_variable ticker_cv_;      // Wakes the ticker to stop.
   bool stopping_ = false;                  // Set once by stop().
+  bool served_ = false;                    // Set once the HTTP server's listen loop has returned.
 };
 
 // The jobman-mock-cloud command: parses argv, prints "listening on http://HOST:PORT", serves until SIGTERM.
