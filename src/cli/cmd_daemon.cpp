@@ -7,7 +7,11 @@
 #include "jobman/util/strings.hpp"
 
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <iostream>
+#include <memory>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <thread>
@@ -79,6 +83,17 @@ int run_daemon(const DaemonOptions& options) {
     }
   });
   loop.run(stop.get_token());
+  if (!loop.settled()) {
+    // Threads still run an abandoned operation: the process ends here, as a kill would end it (the supervisor is
+    // built to survive that), rather than destroy the logger and libcurl under them.
+    waiter.request_stop();
+    waiter.join();
+    spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& logger) { logger->flush(); });
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
   return 0;
 }
 

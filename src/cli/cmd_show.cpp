@@ -162,7 +162,11 @@ int run_show(Context& ctx, const ShowOptions& options) {
     for (const auto& a : attempts) {
       table.add_row({"  " + std::to_string(a.number), printable(a.queued_resource), printable(a.zone),
                      util::format_local(a.started_ms), a.ended_ms ? util::format_local(*a.ended_ms) : "-",
-                     a.outcome.empty() ? "-" : printable(a.outcome), a.exit_code ? std::to_string(*a.exit_code) : "-"});
+                     // "requesting": the name is recorded, the API has not accepted the request yet.
+                     !a.outcome.empty()                ? printable(a.outcome)
+                     : a.create_pending && !a.ended_ms ? std::string("requesting")
+                                                       : std::string("-"),
+                     a.exit_code ? std::to_string(*a.exit_code) : "-"});
     }
     table.print(out, color);
   }

@@ -46,6 +46,8 @@ constexpr milliseconds kRemoteTimeout{120'000};
 constexpr milliseconds kStopGrace{30'000};
 // How long fetching the output a broken stream missed may take, once the workload has ended.
 constexpr milliseconds kCatchUpLimit{60'000};
+// How long a stopping supervisor waits for the operations and streams still running (see Outstanding).
+constexpr milliseconds kSettleLimit{5'000};
 // Consecutive unreachable answers from a worker whose slice the cloud calls ACTIVE before it counts as lost.
 constexpr int kUnreachableLimit = 3;
 constexpr int kListPageSize = 1000;
@@ -108,13 +110,57 @@ private:
   std::deque<Completion> items_;
 };
 
+// The threads a supervisor starts that may outlive it: operations in flight and log streams being stopped. They hold
+// only shared state, so the supervisor may go while they run; but the process must not run its static destructors
+// (logging, libcurl, OpenSSL) under them. Counting them lets shutdown wait a little and tell whether any is left.
+class Outstanding {
+public:
+  // One counted thread, for as long as it lives.
+  class Hold {
+  public:
+    explicit Hold(std::shared_ptr<Outstanding> of) : of_(std::move(of)) {
+      const std::lock_guard lock(of_->mutex_);
+      ++of_->count_;
+    }
+    ~Hold() {
+      if (!of_) {
+        return;
+      }
+      {
+        const std::lock_guard lock(of_->mutex_);
+        --of_->count_;
+      }
+      of_->none_.notify_all();
+    }
+    Hold(Hold&& other) noexcept = default;
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    Hold& operator=(Hold&&) = delete;
+
+  private:
+    std::shared_ptr<Outstanding> of_;
+  };
+
+  // Waits until none is left or `limit` passes; returns how many are left.
+  int wait_for_none(milliseconds limit) {
+    std::unique_lock lock(mutex_);
+    none_.wait_for(lock, limit, [this] { return count_ == 0; });
+    return count_;
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable none_;
+  int count_ = 0;
+};
+
 // A fixed set of threads running cloud and worker operations. Its threads hold only shared state, so that they may
 // outlive the supervisor at shutdown (an operation in flight is bounded by its own timeout).
 class ActionPool {
 public:
-  explicit ActionPool(int threads) : state_(std::make_shared<State>()) {
+  ActionPool(int threads, const std::shared_ptr<Outstanding>& outstanding) : state_(std::make_shared<State>()) {
     for (int i = 0; i < threads; ++i) {
-      std::thread([state = state_] {
+      std::thread([state = state_, outstanding] {
         for (;;) {
           std::function<void()> task;
           {
@@ -126,19 +172,13 @@ public:
             task = std::move(state->tasks.front());
             state->tasks.pop_front();
           }
+          const Outstanding::Hold running(outstanding);
           task();
         }
       }).detach();
     }
   }
-  ~ActionPool() {
-    {
-      const std::lock_guard lock(state_->mutex);
-      state_->closed = true;
-      state_->tasks.clear();
-    }
-    state_->ready.notify_all();
-  }
+  ~ActionPool() { close(); }
   ActionPool(const ActionPool&) = delete;
   ActionPool& operator=(const ActionPool&) = delete;
 
@@ -148,6 +188,16 @@ public:
       state_->tasks.push_back(std::move(task));
     }
     state_->ready.notify_one();
+  }
+
+  // Drops the operations not yet started and lets the threads end once their current one is done.
+  void close() {
+    {
+      const std::lock_guard lock(state_->mutex);
+      state_->closed = true;
+      state_->tasks.clear();
+    }
+    state_->ready.notify_all();
   }
 
 private:
@@ -211,7 +261,7 @@ struct Driven {
 struct Supervisor::Impl {
   Impl(CloudAccess cloud_access, fs::path path, SupervisorOptions opts)
       : access(std::make_shared<const CloudAccess>(std::move(cloud_access))), store_path(std::move(path)),
-        options(std::move(opts)), pool(std::max(1, options.action_threads)) {
+        options(std::move(opts)), pool(std::max(1, options.action_threads), outstanding) {
     if (options.owner.empty()) {
       options.owner = lease_owner_id();
     }
@@ -223,7 +273,9 @@ struct Supervisor::Impl {
   SupervisorOptions options;
   std::optional<store::JobStore> store;
   std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
+  std::shared_ptr<Outstanding> outstanding = std::make_shared<Outstanding>();
   ActionPool pool;
+  bool settled = true; // Whether every thread it started had ended when run() returned.
   std::map<std::int64_t, Driven> driven;
   milliseconds tick{1000};
   std::optional<std::chrono::steady_clock::time_point> idle_since;
@@ -366,6 +418,13 @@ struct Supervisor::Impl {
     }
     shutdown();
     heartbeat.request_stop();
+    // Operations not yet started are dropped; the streams were told to stop. What is still running gets a moment to
+    // end: its result can no longer be recorded, and whatever it leaves undone the next supervisor redoes.
+    pool.close();
+    if (const int left = outstanding->wait_for_none(kSettleLimit); left > 0) {
+      settled = false;
+      spdlog::info("{} operation(s) still running are abandoned; the next supervisor takes their jobs over", left);
+    }
     const auto s = snapshot();
     spdlog::info("supervisor stats: ticks={} tick_ms={} list_calls={} get_calls={} mutations={} transitions={}",
                  s.ticks, tick.count(), s.list_calls, s.get_calls, s.mutations, s.transitions);
@@ -753,6 +812,12 @@ struct Supervisor::Impl {
   // ---- getting a slice --------------------------------------------------------------------------------------------
 
   void acquire_slice(Driven& d) {
+    if (const auto* asked = d.current(); asked != nullptr && asked->create_pending && !asked->ended_ms) {
+      // Its name was recorded and then the request failed, or the supervisor that made it stopped before the
+      // answer was recorded: ask again under the same name (the API answers 409 if the first request got there).
+      request_slice(d, *asked);
+      return;
+    }
     if (const auto* open = d.open_slice()) {
       if (!d.seen_valid) {
         return; // The next listing tells what it is.
@@ -772,13 +837,23 @@ struct Supervisor::Impl {
     create_slice(d);
   }
 
+  // Records the next attempt and the name of its queued resource, then asks for it. The name is in the store before
+  // the request leaves: a supervisor killed in between leaves a name that the next one asks for again (or deletes,
+  // if the user cancelled meanwhile), never a slice the store does not know of.
   void create_slice(Driven& d) {
-    const int attempt = d.job.attempt + 1;
-    const std::string qr = resource_id(d.job.tpu_name, d.job.id, attempt);
-    const std::string zone = d.config->tpu.zone;
-    const auto body = create_request_body(*d.config, access->project, d.job.id, d.job.user, attempt);
+    const std::string qr = resource_id(d.job.tpu_name, d.job.id, d.job.attempt + 1);
+    store->begin_attempt(d.job.id, qr, qr, d.config->tpu.zone, true);
+    reload(d);
+    request_slice(d, *d.current());
+  }
+
+  void request_slice(Driven& d, const store::AttemptRecord& attempt) {
+    const std::string qr = attempt.queued_resource;
+    const std::string zone = attempt.zone;
+    const int number = attempt.number;
+    const auto body = create_request_body(*d.config, access->project, d.job.id, d.job.user, number);
     const auto id = d.job.id;
-    dispatch(d, [this, access = access, mutations = mutations, qr, zone, body, id]() -> std::function<void()> {
+    dispatch(d, [this, access = access, mutations = mutations, qr, zone, number, body, id]() -> std::function<void()> {
       try {
         ++*mutations;
         access->client->create_queued_resource(access->location(zone), qr, body);
@@ -786,12 +861,15 @@ struct Supervisor::Impl {
         // A request the API will never accept (bad argument, no permission) ends the job; the rest is retried.
         const int status = e.http_status();
         const bool permanent = status == 400 || status == 403 || status == 404;
-        return [this, id, permanent, message = std::string(e.what())] {
+        return [this, id, permanent, qr, number, message = std::string(e.what())] {
           Driven* live = find(id);
           if (live == nullptr) {
             return;
           }
           if (permanent) {
+            store->end_attempt(id, number, "failed", std::nullopt);
+            store->mark_released(id, qr, "the TPU API refused to create it");
+            reload(*live);
             move(*live, std::nullopt, change(Phase::failed, "the TPU API refused the slice: " + message));
           } else {
             error_event(*live, "requesting a slice: " + message);
@@ -799,11 +877,11 @@ struct Supervisor::Impl {
           }
         };
       }
-      return [this, id, qr, zone] { slice_created(id, qr, zone); };
+      return [this, id, qr, zone, number] { slice_created(id, qr, zone, number); };
     });
   }
 
-  void slice_created(std::int64_t id, const std::string& qr, const std::string& zone) {
+  void slice_created(std::int64_t id, const std::string& qr, const std::string& zone, int number) {
     Driven* d = find(id);
     if (d == nullptr) {
       // Cleaned while the request was in flight: the resource must not outlive the job. (A job whose lease went to
@@ -813,9 +891,8 @@ struct Supervisor::Impl {
       }
       return;
     }
-    // Record it whatever happened meanwhile, so that it is released when the job no longer wants it.
     try {
-      store->begin_attempt(id, qr, qr, zone);
+      store->confirm_created(id, number);
     } catch (const NoSuchJobError&) {
       orphan_delete(qr, zone);
       throw;
@@ -1053,7 +1130,7 @@ struct Supervisor::Impl {
     const auto wid = workload_id(id, d.job.attempt);
     const auto dir = attempt_directory(id, d.job.attempt);
     util::ensure_directory(dir, 0700);
-    std::thread([this, inbox = inbox, stream, id, target, workers, wid, dir] {
+    std::thread([this, inbox = inbox, hold = Outstanding::Hold(outstanding), stream, id, target, workers, wid, dir] {
       std::vector<remote::StreamEnd> ends;
       std::string error;
       try {
@@ -1423,6 +1500,10 @@ Supervisor::~Supervisor() = default;
 
 void Supervisor::run(const std::stop_token& stop) {
   impl_->run(stop);
+}
+
+bool Supervisor::settled() const {
+  return impl_->settled;
 }
 
 SupervisorStats Supervisor::stats() const {

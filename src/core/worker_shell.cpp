@@ -21,6 +21,10 @@ store::AttemptRecord live_attempt(const store::JobStore& store, const store::Job
   if (job.attempt < 1) {
     throw Error(prefix + "it has not started yet (" + phase + ")");
   }
+  if (current != attempts.end() && current->create_pending && !current->ended_ms) {
+    throw Error(prefix + "attempt " + std::to_string(job.attempt) + "'s queued resource " + current->queued_resource +
+                " is still being requested (" + phase + ")");
+  }
   if (current == attempts.end() || current->node.empty()) {
     throw Error(prefix + "attempt " + std::to_string(job.attempt) + " has no node yet (" + phase + ")");
   }

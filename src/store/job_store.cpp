@@ -584,7 +584,7 @@ std::vector<EventRecord> JobStore::events(std::int64_t job_id) const {
 }
 
 AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
-                                      const std::string& zone) {
+                                      const std::string& zone, bool create_pending) {
   const std::int64_t now = util::now_ms();
   Transaction transaction(impl_->db);
   int number = 0;
@@ -607,20 +607,23 @@ AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const std::string& qu
   }
   {
     auto insert = impl_->statements.get("INSERT INTO attempts (job_id, number, queued_resource, node, zone, "
-                                        "started_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+                                        "started_ms, create_pending) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     insert->bind(1, job_id);
     insert->bind(2, number);
     insert->bind(3, queued_resource);
     insert->bind(4, node);
     insert->bind(5, zone);
     insert->bind(6, now);
+    insert->bind(7, create_pending ? 1 : 0);
     insert->run();
   }
-  const nlohmann::json data = {
-      {"attempt", number}, {"queued_resource", queued_resource}, {"node", node}, {"zone", zone}};
-  impl_->insert_event(job_id, now, "attempt", std::nullopt, std::nullopt,
-                      "attempt " + std::to_string(number) + " started: " + queued_resource + " in " + zone,
-                      data.dump());
+  nlohmann::json data = {{"attempt", number}, {"queued_resource", queued_resource}, {"node", node}, {"zone", zone}};
+  std::string message = "attempt " + std::to_string(number) + " started: " + queued_resource + " in " + zone;
+  if (create_pending) {
+    data["create_pending"] = true;
+    message = "attempt " + std::to_string(number) + " started: requesting " + queued_resource + " in " + zone;
+  }
+  impl_->insert_event(job_id, now, "attempt", std::nullopt, std::nullopt, message, data.dump());
   transaction.commit();
 
   AttemptRecord attempt;
@@ -630,7 +633,19 @@ AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const std::string& qu
   attempt.node = node;
   attempt.zone = zone;
   attempt.started_ms = now;
+  attempt.create_pending = create_pending;
   return attempt;
+}
+
+void JobStore::confirm_created(std::int64_t job_id, int number) {
+  auto update = impl_->statements.get(
+      "UPDATE attempts SET create_pending = 0 WHERE job_id = ?1 AND number = ?2 AND create_pending = 1");
+  update->bind(1, job_id);
+  update->bind(2, number);
+  update->run();
+  if (impl_->db.changes() == 0 && !impl_->job_exists(job_id)) {
+    throw_no_such_job(job_id);
+  }
 }
 
 void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& outcome, std::optional<int> exit_code) {
@@ -664,8 +679,8 @@ void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& o
 
 std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
   auto query = impl_->statements.get(
-      "SELECT job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code, released_ms "
-      "FROM attempts WHERE job_id = ?1 ORDER BY number");
+      "SELECT job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code, released_ms, "
+      "create_pending FROM attempts WHERE job_id = ?1 ORDER BY number");
   query->bind(1, job_id);
   std::vector<AttemptRecord> attempts;
   while (query->step()) {
@@ -680,6 +695,7 @@ std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
     attempt.outcome = query->column_text(7);
     attempt.exit_code = query->column_optional_int(8);
     attempt.released_ms = query->column_optional_int64(9);
+    attempt.create_pending = query->column_int(10) != 0;
     attempts.push_back(std::move(attempt));
   }
   return attempts;

@@ -104,10 +104,18 @@ ALTER TABLE jobs ADD COLUMN cleanup_pending INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX jobs_to_release ON jobs(id) WHERE cleanup_pending = 1 OR desired IN ('delete','clean');
 )sql";
 
-constexpr std::array<Migration, 3> all{{
+// Version 4: attempts.create_pending is 1 from the moment the supervisor records the queued resource it is about to
+// ask for until the API has accepted that request. The name is recorded first, so that a supervisor killed in
+// between leaves a name to re-request or delete, never a slice the store does not know of.
+constexpr std::string_view v4 = R"sql(
+ALTER TABLE attempts ADD COLUMN create_pending INTEGER NOT NULL DEFAULT 0;
+)sql";
+
+constexpr std::array<Migration, 4> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
+    {4, "record a queued resource's name before it is requested", v4},
 }};
 
 } // namespace

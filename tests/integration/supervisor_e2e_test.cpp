@@ -9,9 +9,11 @@
 #include "support/temp_dir.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -43,12 +45,25 @@ std::string uninterrupted_checksum(int steps) {
   return at == std::string::npos ? std::string("none") : run.out.substr(at + 9, 16);
 }
 
+// What the proxy does with a queuedResources.create.
+enum class CreateHold {
+  none,           // Forwards it and returns the answer.
+  before_sending, // Holds it without forwarding: the request never reaches the API.
+  after_sending,  // Forwards it, then holds the answer: the API made the resource, the caller never hears so.
+};
+
 // A proxy in front of the mock that, when told to, refuses queued-resource deletes with 403 PERMISSION_DENIED, as
-// the API does when the caller's role changed.
+// the API does when the caller's role changed, or holds queued-resource creates (see CreateHold) until destroyed.
 class RefusingProxy {
 public:
   explicit RefusingProxy(int upstream_port) : upstream_port_(upstream_port) {
     const auto forward = [this](const httplib::Request& req, httplib::Response& res) {
+      const bool create = req.method == "POST" && req.path.ends_with("/queuedResources");
+      const auto hold = create ? hold_creates_.load() : CreateHold::none;
+      if (hold == CreateHold::before_sending) {
+        held_until_destroyed();
+        return;
+      }
       if (refuse_deletes_ && req.method == "DELETE" && req.path.find("/queuedResources/") != std::string::npos) {
         ++refused_;
         res.status = 403;
@@ -73,6 +88,10 @@ public:
         res.status = 502;
         return;
       }
+      if (hold == CreateHold::after_sending) {
+        held_until_destroyed();
+        return;
+      }
       res.status = answer->status;
       res.set_content(answer->body, answer->get_header_value("Content-Type"));
     };
@@ -84,21 +103,43 @@ public:
     port_ = server_.bind_to_any_port("127.0.0.1");
     serving_ = std::make_unique<ServingThread>(server_);
   }
-  ~RefusingProxy() { serving_.reset(); }
+  ~RefusingProxy() {
+    {
+      const std::lock_guard lock(held_mutex_);
+      closing_ = true;
+    }
+    held_cv_.notify_all();
+    serving_.reset();
+  }
   RefusingProxy(const RefusingProxy&) = delete;
   RefusingProxy& operator=(const RefusingProxy&) = delete;
 
   [[nodiscard]] int port() const { return port_; }
   void refuse_deletes(bool refuse) { refuse_deletes_ = refuse; }
   [[nodiscard]] int refused() const { return refused_; }
+  void hold_creates(CreateHold hold) { hold_creates_ = hold; }
+  // How many creates are held now.
+  [[nodiscard]] int held() const { return held_; }
 
 private:
+  // Keeps a request unanswered until the proxy is destroyed.
+  void held_until_destroyed() {
+    ++held_;
+    std::unique_lock lock(held_mutex_);
+    held_cv_.wait(lock, [this] { return closing_; });
+  }
+
   int upstream_port_;
   httplib::Server server_;
   int port_ = 0;
   std::unique_ptr<ServingThread> serving_;
   std::atomic<bool> refuse_deletes_{false};
   std::atomic<int> refused_{0};
+  std::atomic<CreateHold> hold_creates_{CreateHold::none};
+  std::atomic<int> held_{0};
+  std::mutex held_mutex_;
+  std::condition_variable held_cv_;
+  bool closing_ = false;
 };
 
 // A jobman home on its own mock cloud, with helpers to run commands, start and kill supervisors, and look at the
@@ -438,6 +479,100 @@ TEST_F(SupervisorTest, InjectedApiFaultsCreateNoDuplicateQueuedResource) {
           .status,
       200);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+// Chaos seed 3017: a supervisor killed after its queuedResources.create reached the API and before it recorded the
+// answer, then the job cancelled and cleaned before another supervisor took it. The store knew no slice, so the job
+// ended CANCELLED at once and the queued resource was left in the cloud. The name is now recorded before the
+// request leaves: the CLI leaves the job to a supervisor, which deletes the resource when the job is cleaned.
+TEST_F(SupervisorTest, ASliceRequestedJustBeforeTheSupervisorDiedIsDeletedWhenTheJobIsCancelledAndCleaned) {
+  RefusingProxy proxy(mock->port());
+  proxy.hold_creates(CreateHold::after_sending);
+  const auto direct = env["JOBMAN_API_ENDPOINT"];
+  env["JOBMAN_API_ENDPOINT"] = "http://127.0.0.1:" + std::to_string(proxy.port());
+  const auto first = start_daemon();
+  const auto id = create(config(training(100, 10)));
+  ASSERT_TRUE(eventually([&] { return proxy.held() == 1; }, kPatience));
+  EXPECT_EQ(metrics()["queuedResourcesCreated"], 1) << "the API made it";
+  daemons[first]->send(SIGKILL);
+  EXPECT_EQ(daemons[first]->finish(), 128 + SIGKILL);
+  env["JOBMAN_API_ENDPOINT"] = direct;
+
+  const auto asked = db().attempts(id);
+  ASSERT_EQ(asked.size(), 1U);
+  EXPECT_TRUE(asked[0].create_pending);
+  EXPECT_EQ(job(id).phase, Phase::pending);
+  const auto shown = jm({"show", std::to_string(id)});
+  EXPECT_NE(shown.out.find(asked[0].queued_resource), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("requesting"), std::string::npos) << shown.out;
+  // No supervisor runs: the CLI cannot tell whether the slice exists, so it records the request and leaves it.
+  const auto cancelled = jm({"cancel", std::to_string(id), "--no-wait"});
+  EXPECT_EQ(cancelled.exit_code, 0) << cancelled.err;
+  EXPECT_EQ(job(id).phase, Phase::pending) << job(id).phase_reason;
+
+  start_daemon();
+  ASSERT_TRUE(await_phase(id, Phase::cancelled)) << job(id).phase_reason;
+  const auto cleaned = jm({"clean", "--all-finished"});
+  EXPECT_EQ(cleaned.exit_code, 0) << cleaned.out << cleaned.err;
+  EXPECT_TRUE(eventually([&] { return !db().find_job(id); }, kPatience));
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+  EXPECT_EQ(metrics()["queuedResourcesCreated"], 1);
+}
+
+// The other side of the same moment: the name was recorded and the supervisor died before its request left. The
+// next supervisor asks again under the same name, as the same attempt: no preemption, no second resource.
+TEST_F(SupervisorTest, ASliceRequestThatNeverLeftIsMadeAgainAsTheSameAttempt) {
+  RefusingProxy proxy(mock->port());
+  proxy.hold_creates(CreateHold::before_sending);
+  const auto direct = env["JOBMAN_API_ENDPOINT"];
+  env["JOBMAN_API_ENDPOINT"] = "http://127.0.0.1:" + std::to_string(proxy.port());
+  const auto first = start_daemon();
+  const auto id = create(config(training(100, 2)));
+  ASSERT_TRUE(eventually([&] { return proxy.held() == 1; }, kPatience));
+  const auto recorded = db().attempts(id);
+  ASSERT_EQ(recorded.size(), 1U);
+  EXPECT_TRUE(recorded[0].create_pending);
+  daemons[first]->send(SIGKILL);
+  EXPECT_EQ(daemons[first]->finish(), 128 + SIGKILL);
+  EXPECT_EQ(metrics()["queuedResourcesCreated"], 0) << "the request never reached the API";
+  env["JOBMAN_API_ENDPOINT"] = direct;
+
+  start_daemon();
+  const auto done = wait_for(id, 0, 120);
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(done.preemptions, 0);
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 1U);
+  EXPECT_EQ(attempts[0].queued_resource, recorded[0].queued_resource);
+  EXPECT_FALSE(attempts[0].create_pending);
+  EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(100)});
+  EXPECT_EQ(metrics()["queuedResourcesCreated"], 1);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+// SIGTERM while an operation hangs (a create the API never answers). The supervisor waits a moment for it, then
+// abandons it and exits 0 at once, without tearing down the logger and libcurl under the thread that still runs it
+// (a stopping daemon once did: a heap-use-after-free under ASan in the store stress). The next one finishes the job.
+TEST_F(SupervisorTest, ADaemonStoppedWhileARequestHangsAbandonsItAndExitsZero) {
+  RefusingProxy proxy(mock->port());
+  proxy.hold_creates(CreateHold::before_sending);
+  const auto direct = env["JOBMAN_API_ENDPOINT"];
+  env["JOBMAN_API_ENDPOINT"] = "http://127.0.0.1:" + std::to_string(proxy.port());
+  const auto first = start_daemon();
+  const auto id = create(config(training(60, 2)));
+  ASSERT_TRUE(eventually([&] { return proxy.held() == 1; }, kPatience));
+  daemons[first]->send(SIGTERM);
+  EXPECT_EQ(daemons[first]->finish(), 0);
+  const auto log = file_text(dir / "daemon-0.log");
+  EXPECT_NE(log.find("1 operation(s) still running are abandoned"), std::string::npos) << log;
+  EXPECT_NE(log.find("supervisor stats:"), std::string::npos) << "the log was flushed before the exit";
+  EXPECT_EQ(log.find("ERROR: AddressSanitizer"), std::string::npos) << log;
+
+  env["JOBMAN_API_ENDPOINT"] = direct;
+  start_daemon();
+  const auto done = wait_for(id, 0, 120);
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(metrics()["queuedResourcesCreated"], 1);
 }
 
 TEST_F(SupervisorTest, ExitOneWithNoFailureBudgetFailsWithoutARetry) {

@@ -61,6 +61,15 @@ TEST_F(CoreWorkerShell, TheCurrentAttemptsSliceIsLiveUntilReleased) {
   EXPECT_EQ(refusal(), "job 000001 has no slice: the slice of attempt 2 is gone (RECOVERING)");
 }
 
+TEST_F(CoreWorkerShell, ASliceStillBeingRequestedIsNotOneToLogInto) {
+  store.begin_attempt(id, "train-000001-a1", "train-000001-a1", "us-central2-b", true);
+  EXPECT_EQ(refusal(), "job 000001 has no slice: attempt 1's queued resource train-000001-a1 is still being "
+                       "requested (PENDING)");
+  store.confirm_created(id, 1);
+  move_to(Phase::running);
+  EXPECT_EQ(refusal(), "");
+}
+
 TEST_F(CoreWorkerShell, AFinishedJobHasASliceOnlyWhileItsReleaseIsPending) {
   store.begin_attempt(id, "train-000001-a1", "train-000001-a1", "us-central2-b");
   move_to(Phase::failed);

@@ -276,6 +276,28 @@ TEST(JobStore, FinishedTimeIsSetOnTerminalPhasesAndClearedOnLeavingThem) {
   EXPECT_TRUE(store.get_job(id).finished_ms.has_value());
 }
 
+TEST(JobStore, AnAttemptsResourceIsPendingFromItsRecordUntilTheApiAcceptedIt) {
+  auto store = JobStore::open_in_memory();
+  const auto id = store.create_jobs({make_job("a")}).at(0);
+  const auto asked = store.begin_attempt(id, "jobman-000001-a1", "jobman-000001-a1", "us-central2-b", true);
+  EXPECT_TRUE(asked.create_pending);
+  EXPECT_EQ(store.get_job(id).attempt, 1) << "the attempt counts from its record";
+  ASSERT_EQ(store.attempts(id).size(), 1U);
+  EXPECT_TRUE(store.attempts(id)[0].create_pending);
+  EXPECT_EQ(store.events(id).back().message, "attempt 1 started: requesting jobman-000001-a1 in us-central2-b");
+
+  store.confirm_created(id, 1);
+  EXPECT_FALSE(store.attempts(id)[0].create_pending);
+  const auto events = store.events(id).size();
+  store.confirm_created(id, 1); // Again: nothing changes.
+  EXPECT_FALSE(store.attempts(id)[0].create_pending);
+  EXPECT_EQ(store.events(id).size(), events);
+  EXPECT_FALSE(store.begin_attempt(id, "jobman-000001-a1", "jobman-000001-a1", "us-central2-b").create_pending)
+      << "an attempt on a slice that exists is not pending";
+  EXPECT_FALSE(store.attempts(id)[1].create_pending);
+  EXPECT_THROW(store.confirm_created(42, 1), NoSuchJobError);
+}
+
 TEST(JobStore, AttemptsAreNumberedAndClosed) {
   auto store = JobStore::open_in_memory();
   const auto id = store.create_jobs({make_job("a")}).at(0);

@@ -55,6 +55,11 @@ public:
   // A snapshot of the counters; callable from any thread.
   [[nodiscard]] SupervisorStats stats() const;
 
+  // After run(): whether every operation and log stream it started had ended. When not, their threads still run on
+  // shared state, and a process that is about to exit must end without running static destructors under them
+  // (std::_Exit after flushing its logs).
+  [[nodiscard]] bool settled() const;
+
 private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

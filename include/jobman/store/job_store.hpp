@@ -97,6 +97,7 @@ struct AttemptRecord {
   std::string outcome; // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled".
   std::optional<int> exit_code;
   std::optional<std::int64_t> released_ms; // When its queued resource and node were confirmed gone.
+  bool create_pending = false;             // Its queued resource is being asked for; the API has not accepted it yet.
 };
 
 // One timestamped, append-only fact about a job.
@@ -175,9 +176,12 @@ public:
   [[nodiscard]] std::vector<EventRecord> events(std::int64_t job_id) const;
 
   // Starts the job's next attempt (jobs.attempt + 1) with an event, clearing the last attempt's host0_ip and
-  // exit_code; returns it.
+  // exit_code; returns it. With `create_pending`, its queued resource is about to be requested (confirm_created()
+  // records that the API accepted it).
   AttemptRecord begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
-                              const std::string& zone);
+                              const std::string& zone, bool create_pending = false);
+  // Records that the API accepted the request for attempt `number`'s queued resource. Repeating it changes nothing.
+  void confirm_created(std::int64_t job_id, int number);
   // Closes an attempt with its outcome.
   void end_attempt(std::int64_t job_id, int number, const std::string& outcome, std::optional<int> exit_code);
   // The job's attempts, oldest first.
