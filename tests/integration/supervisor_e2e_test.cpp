@@ -248,6 +248,21 @@ protected:
     return sums;
   }
 
+  // Starts a daemon that reaches the API through `proxy`, which holds queued-resource creates as `hold`; creates a
+  // job running `command` and waits until its create is held. Returns the daemon's index and the job's id. Other
+  // processes started afterwards reach the mock directly.
+  std::pair<std::size_t, std::int64_t> create_with_held_request(RefusingProxy& proxy, CreateHold hold,
+                                                                const std::string& command) {
+    proxy.hold_creates(hold);
+    const auto direct = env["JOBMAN_API_ENDPOINT"];
+    env["JOBMAN_API_ENDPOINT"] = "http://127.0.0.1:" + std::to_string(proxy.port());
+    const auto daemon = start_daemon();
+    env["JOBMAN_API_ENDPOINT"] = direct;
+    const auto id = create(config(command));
+    EXPECT_TRUE(eventually([&] { return proxy.held() == 1; }, kPatience));
+    return {daemon, id};
+  }
+
   json metrics() { return http_call(*client, "GET", "/mock/v1/metrics", nullptr, mock->admin_headers()).body; }
 
   // The mock holds no queued resource, node or process.
@@ -487,16 +502,13 @@ TEST_F(SupervisorTest, InjectedApiFaultsCreateNoDuplicateQueuedResource) {
 // request leaves: the CLI leaves the job to a supervisor, which deletes the resource when the job is cleaned.
 TEST_F(SupervisorTest, ASliceRequestedJustBeforeTheSupervisorDiedIsDeletedWhenTheJobIsCancelledAndCleaned) {
   RefusingProxy proxy(mock->port());
-  proxy.hold_creates(CreateHold::after_sending);
-  const auto direct = env["JOBMAN_API_ENDPOINT"];
-  env["JOBMAN_API_ENDPOINT"] = "http://127.0.0.1:" + std::to_string(proxy.port());
-  const auto first = start_daemon();
-  const auto id = create(config(training(100, 10)));
-  ASSERT_TRUE(eventually([&] { return proxy.held() == 1; }, kPatience));
+  const auto held = create_with_held_request(proxy, CreateHold::after_sending, training(100, 10));
+  const auto first = held.first;
+  const auto id = held.second;
+  ASSERT_EQ(proxy.held(), 1);
   EXPECT_EQ(metrics()["queuedResourcesCreated"], 1) << "the API made it";
   daemons[first]->send(SIGKILL);
   EXPECT_EQ(daemons[first]->finish(), 128 + SIGKILL);
-  env["JOBMAN_API_ENDPOINT"] = direct;
 
   const auto asked = db().attempts(id);
   ASSERT_EQ(asked.size(), 1U);
@@ -523,19 +535,16 @@ TEST_F(SupervisorTest, ASliceRequestedJustBeforeTheSupervisorDiedIsDeletedWhenTh
 // next supervisor asks again under the same name, as the same attempt: no preemption, no second resource.
 TEST_F(SupervisorTest, ASliceRequestThatNeverLeftIsMadeAgainAsTheSameAttempt) {
   RefusingProxy proxy(mock->port());
-  proxy.hold_creates(CreateHold::before_sending);
-  const auto direct = env["JOBMAN_API_ENDPOINT"];
-  env["JOBMAN_API_ENDPOINT"] = "http://127.0.0.1:" + std::to_string(proxy.port());
-  const auto first = start_daemon();
-  const auto id = create(config(training(100, 2)));
-  ASSERT_TRUE(eventually([&] { return proxy.held() == 1; }, kPatience));
+  const auto held = create_with_held_request(proxy, CreateHold::before_sending, training(100, 2));
+  const auto first = held.first;
+  const auto id = held.second;
+  ASSERT_EQ(proxy.held(), 1);
   const auto recorded = db().attempts(id);
   ASSERT_EQ(recorded.size(), 1U);
   EXPECT_TRUE(recorded[0].create_pending);
   daemons[first]->send(SIGKILL);
   EXPECT_EQ(daemons[first]->finish(), 128 + SIGKILL);
   EXPECT_EQ(metrics()["queuedResourcesCreated"], 0) << "the request never reached the API";
-  env["JOBMAN_API_ENDPOINT"] = direct;
 
   start_daemon();
   const auto done = wait_for(id, 0, 120);
@@ -555,12 +564,10 @@ TEST_F(SupervisorTest, ASliceRequestThatNeverLeftIsMadeAgainAsTheSameAttempt) {
 // (a stopping daemon once did: a heap-use-after-free under ASan in the store stress). The next one finishes the job.
 TEST_F(SupervisorTest, ADaemonStoppedWhileARequestHangsAbandonsItAndExitsZero) {
   RefusingProxy proxy(mock->port());
-  proxy.hold_creates(CreateHold::before_sending);
-  const auto direct = env["JOBMAN_API_ENDPOINT"];
-  env["JOBMAN_API_ENDPOINT"] = "http://127.0.0.1:" + std::to_string(proxy.port());
-  const auto first = start_daemon();
-  const auto id = create(config(training(60, 2)));
-  ASSERT_TRUE(eventually([&] { return proxy.held() == 1; }, kPatience));
+  const auto held = create_with_held_request(proxy, CreateHold::before_sending, training(60, 2));
+  const auto first = held.first;
+  const auto id = held.second;
+  ASSERT_EQ(proxy.held(), 1);
   daemons[first]->send(SIGTERM);
   EXPECT_EQ(daemons[first]->finish(), 0);
   const auto log = file_text(dir / "daemon-0.log");
@@ -568,7 +575,6 @@ TEST_F(SupervisorTest, ADaemonStoppedWhileARequestHangsAbandonsItAndExitsZero) {
   EXPECT_NE(log.find("supervisor stats:"), std::string::npos) << "the log was flushed before the exit";
   EXPECT_EQ(log.find("ERROR: AddressSanitizer"), std::string::npos) << log;
 
-  env["JOBMAN_API_ENDPOINT"] = direct;
   start_daemon();
   const auto done = wait_for(id, 0, 120);
   EXPECT_EQ(done.attempt, 1);
