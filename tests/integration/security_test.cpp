@@ -160,20 +160,10 @@ std::string run_on_pty(const std::vector<std::string>& args, const std::map<std:
   size.ws_col = 120;
   // Everything the child needs is made before fork (see child_environment).
   auto environment = child_environment(env);
-  std::vector<char*> envp;
-  envp.reserve(environment.size() + 1);
-  for (auto& entry : environment) {
-    envp.push_back(entry.data());
-  }
-  envp.push_back(nullptr);
+  const auto envp = exec_pointers(environment);
   std::vector<std::string> all = {jobman_binary()};
   all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  argv.reserve(all.size() + 1);
-  for (auto& a : all) {
-    argv.push_back(a.data());
-  }
-  argv.push_back(nullptr);
+  const auto argv = exec_pointers(all);
   int master = -1;
   const pid_t pid = ::forkpty(&master, nullptr, &settings, &size);
   if (pid == 0) {

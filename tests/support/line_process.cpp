@@ -23,20 +23,10 @@ LineReadingProcess::LineReadingProcess(const std::vector<std::string>& argv,
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   }
   std::vector<std::string> all = argv;
-  std::vector<char*> args;
-  args.reserve(all.size() + 1);
-  for (auto& arg : all) {
-    args.push_back(arg.data());
-  }
-  args.push_back(nullptr);
+  const auto args = exec_pointers(all);
   // Everything the child needs is made before fork (see child_environment).
   auto environment = child_environment(env);
-  std::vector<char*> envp;
-  envp.reserve(environment.size() + 1);
-  for (auto& entry : environment) {
-    envp.push_back(entry.data());
-  }
-  envp.push_back(nullptr);
+  const auto envp = exec_pointers(environment);
   pid_ = ::fork();
   if (pid_ < 0) {
     throw std::runtime_error(std::string("fork: ") + std::strerror(errno));

@@ -1,5 +1,7 @@
 #include "support/mock_cloud.hpp"
 
+#include "support/run.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -25,11 +27,7 @@ MockCloudProcess::MockCloudProcess(const std::vector<std::string>& args) {
   }
   std::vector<std::string> all = {mock_cloud_binary()};
   all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& arg : all) {
-    argv.push_back(arg.data());
-  }
-  argv.push_back(nullptr);
+  const auto argv = exec_pointers(all);
   pid_ = ::fork();
   if (pid_ == 0) {
     ::dup2(fds[1], 1);

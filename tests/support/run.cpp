@@ -39,21 +39,22 @@ std::vector<std::string> child_environment(const std::map<std::string, std::stri
   return entries;
 }
 
+std::vector<char*> exec_pointers(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  pointers.reserve(strings.size() + 1);
+  for (auto& text : strings) {
+    pointers.push_back(text.data());
+  }
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
 RunResult run_program(const std::vector<std::string>& argv, const RunOptions& options) {
   // Everything the child needs is made before fork (see child_environment).
   auto environment = child_environment(options.env);
-  std::vector<char*> envp;
-  envp.reserve(environment.size() + 1);
-  for (auto& entry : environment) {
-    envp.push_back(entry.data());
-  }
-  envp.push_back(nullptr);
-  std::vector<char*> args;
-  args.reserve(argv.size() + 1);
-  for (const auto& a : argv) {
-    args.push_back(const_cast<char*>(a.c_str()));
-  }
-  args.push_back(nullptr);
+  const auto envp = exec_pointers(environment);
+  auto all = argv;
+  const auto args = exec_pointers(all);
   int in_pipe[2];
   int out_pipe[2];
   int err_pipe[2];

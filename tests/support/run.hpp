@@ -28,6 +28,9 @@ struct RunOptions {
 // calls, and setenv (which allocates) can deadlock there on a lock another thread held.
 std::vector<std::string> child_environment(const std::map<std::string, std::string>& changes);
 
+// What execv and execve take: a pointer to each of `strings` (which must outlive it), then nullptr.
+std::vector<char*> exec_pointers(std::vector<std::string>& strings);
+
 // Runs `argv` (argv[0] is a path) and waits for it.
 RunResult run_program(const std::vector<std::string>& argv, const RunOptions& options = {});
 
