@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cctype>
 #include <curl/curl.h>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <spdlog/spdlog.h>
+#include <vector>
 
 namespace jobman::cloud {
 namespace {
@@ -84,26 +87,48 @@ std::optional<std::string> HttpResponse::header(const std::string& name) const {
 
 struct HttpClient::Impl {
   HttpOptions options;
-  CURL* curl = nullptr;
   std::mutex mutex;
+  std::vector<CURL*> idle; // Handles no request is using, each with its kept-alive connections.
+
+  // An idle handle, or a new one when every handle is in use: a slow request never holds up another.
+  CURL* take() {
+    {
+      const std::lock_guard lock(mutex);
+      if (!idle.empty()) {
+        CURL* curl = idle.back();
+        idle.pop_back();
+        return curl;
+      }
+    }
+    CURL* curl = curl_easy_init();
+    if (curl == nullptr) {
+      throw Error("cannot create a libcurl handle");
+    }
+    return curl;
+  }
+
+  void give_back(CURL* curl) {
+    const std::lock_guard lock(mutex);
+    idle.push_back(curl);
+  }
 };
 
 HttpClient::HttpClient(HttpOptions options) : impl_(std::make_unique<Impl>()) {
   global_init();
   impl_->options = std::move(options);
-  impl_->curl = curl_easy_init();
-  if (impl_->curl == nullptr) {
-    throw Error("cannot create a libcurl handle");
-  }
+  impl_->give_back(impl_->take());
 }
 
 HttpClient::~HttpClient() {
-  curl_easy_cleanup(impl_->curl);
+  for (CURL* curl : impl_->idle) {
+    curl_easy_cleanup(curl);
+  }
 }
 
 HttpResponse HttpClient::send(const HttpRequest& request) {
-  const std::lock_guard lock(impl_->mutex);
-  CURL* curl = impl_->curl;
+  CURL* curl = impl_->take();
+  // Back to the idle handles however this ends.
+  const std::unique_ptr<CURL, std::function<void(CURL*)>> taken(curl, [this](CURL* used) { impl_->give_back(used); });
   curl_easy_reset(curl); // Keeps the connection cache, clears the previous request's options.
 
   HttpResponse response;

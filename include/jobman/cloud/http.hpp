@@ -49,7 +49,8 @@ struct HttpOptions {
   std::string user_agent = "jobman";                 // The User-Agent header.
 };
 
-// One reusable libcurl easy handle (kept-alive connections, TCP_NODELAY). Thread-safe: requests are serialised.
+// Reusable libcurl easy handles (kept-alive connections, TCP_NODELAY). Thread-safe: requests run side by side,
+// each on a handle of its own, so one slow request never holds up another.
 class HttpClient {
 public:
   // Sets up the handle; throws jobman::Error if libcurl cannot be initialised.
