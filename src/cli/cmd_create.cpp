@@ -5,7 +5,6 @@
 #include "jobman/core/cloud.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/plan.hpp"
-#include "jobman/core/supervisor.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"

@@ -2,6 +2,7 @@
 #include "commands.hpp"
 #include "jobman/config/settings.hpp"
 #include "jobman/core/cloud.hpp"
+#include "jobman/core/daemon.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/supervisor.hpp"
 #include "jobman/util/strings.hpp"

@@ -1,6 +1,5 @@
 // What resume, cancel, delete and clean share: several ids, --all-finished, one outcome line per job.
 #include "commands.hpp"
-#include "jobman/core/supervisor.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "output.hpp"

@@ -2,7 +2,7 @@
 
 #include "jobman/config/settings.hpp"
 #include "jobman/core/cloud.hpp"
-#include "jobman/core/supervisor.hpp"
+#include "jobman/core/daemon.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
