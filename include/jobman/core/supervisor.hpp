@@ -1,6 +1,6 @@
 // The supervisor: the reconcile loop that makes the cloud match what users asked of their jobs. It drives every job
 // whose lease it holds: requests slices, sets up workers, launches and watches the workload, recovers from
-// preemptions, and carries out cancel, delete and clean. See DESIGN.md, "Decisions".
+// preemptions, and carries out cancel, delete and clean. docs/ARCHITECTURE.md, "The supervisor", describes its parts.
 #pragma once
 
 #include "jobman/core/cloud.hpp"

@@ -1,0 +1,76 @@
+// What a supervisor knows of each job it drives, beyond the store: the open slice as the last listing saw it, the
+// operation in flight, the backoff, the workload's output stream.
+#pragma once
+
+#include "jobman/cloud/tpu_client.hpp"
+#include "jobman/config/job_config.hpp"
+#include "jobman/remote/workload.hpp"
+#include "jobman/store/job_store.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+namespace jobman::core::supervision {
+
+// One attach() running on its own thread.
+struct Stream {
+  std::stop_source stop;
+  int attempt = 0;
+  bool ended = false;
+  std::vector<remote::StreamEnd> ends;
+  std::string error;
+};
+
+// A job this supervisor holds the lease of.
+struct Driven {
+  store::JobRecord job;
+  std::shared_ptr<const config::JobConfig> config;
+  std::vector<store::AttemptRecord> attempts;
+  bool busy = false;            // An operation is in flight.
+  bool dirty = true;            // Something new is known: step it.
+  bool lost = false;            // The lease was lost while busy: drop it when the operation returns.
+  std::int64_t retry_at_ms = 0; // Backoff after a failed operation.
+  int retry_step = 0;
+  // The open slice as the last zone listing saw it.
+  bool seen_valid = false;
+  std::optional<cloud::QueuedResource> seen;
+  bool seen_once = false; // The open slice has appeared in a listing at least once.
+  std::string seen_state; // Its state at the last event, to record changes only.
+  std::int64_t delete_sent_ms = 0;
+  std::shared_ptr<Stream> stream;
+  int unreachable = 0;
+
+  // The attempt that holds a queued resource not yet released, if any (the newest).
+  [[nodiscard]] const store::AttemptRecord* open_slice() const {
+    for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
+      if (!it->released_ms && !it->queued_resource.empty()) {
+        return &*it;
+      }
+    }
+    return nullptr;
+  }
+  // The current attempt's record, when it has one.
+  [[nodiscard]] const store::AttemptRecord* current() const {
+    if (attempts.empty() || attempts.back().number != job.attempt) {
+      return nullptr;
+    }
+    return &attempts.back();
+  }
+};
+
+// What a supervisor has done, counted from the loop, the pool's threads and the streams alike.
+struct Counters {
+  std::atomic<std::uint64_t> ticks{0};       // Observation rounds.
+  std::atomic<std::uint64_t> list_calls{0};  // queuedResources.list calls.
+  std::atomic<std::uint64_t> get_calls{0};   // Per-job GETs.
+  std::atomic<std::uint64_t> mutations{0};   // Creates and deletes.
+  std::atomic<std::uint64_t> transitions{0}; // Phase changes.
+  std::atomic<std::int64_t> streams{0};      // Output streams open now.
+};
+
+} // namespace jobman::core::supervision

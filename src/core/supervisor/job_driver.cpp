@@ -1,0 +1,140 @@
+// The job driver's core: stepping a job, the store helpers every phase uses, and which phase does what.
+#include "job_driver.hpp"
+
+#include "jobman/core/jobs.hpp"
+#include "jobman/util/strings.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <spdlog/spdlog.h>
+#include <utility>
+
+namespace jobman::core::supervision {
+
+using store::DesiredState;
+using store::Phase;
+
+std::string job_label(std::int64_t id) {
+  return "job " + util::format_job_id(id);
+}
+
+std::vector<int> all_workers(int hosts) {
+  std::vector<int> all(static_cast<std::size_t>(std::max(hosts, 1)));
+  for (int w = 0; w < static_cast<int>(all.size()); ++w) {
+    all[static_cast<std::size_t>(w)] = w;
+  }
+  return all;
+}
+
+std::vector<int> command_workers(const config::JobConfig& config, int hosts) {
+  return config.command.workers.all ? all_workers(hosts) : config.command.workers.indices;
+}
+
+JobDriver::JobDriver(DriverHost& host, std::shared_ptr<const CloudAccess> access, std::shared_ptr<Counters> counters)
+    : host_(host), access_(std::move(access)), counters_(std::move(counters)) {}
+
+void JobDriver::backoff(Driven& d) {
+  const auto& r = d.config->recovery;
+  const double wait = std::min(static_cast<double>(r.backoff_max_seconds),
+                               static_cast<double>(r.backoff_initial_seconds) *
+                                   std::pow(std::max(1.0, r.backoff_multiplier), d.retry_step));
+  d.retry_at_ms = host_.now_ms() + host_.scaled(wait).count();
+  ++d.retry_step;
+}
+
+void JobDriver::reload(Driven& d) {
+  if (auto job = store().find_job(d.job.id)) {
+    d.job = std::move(*job);
+    d.attempts = store().attempts(d.job.id);
+  }
+  d.dirty = true;
+}
+
+bool JobDriver::move(Driven& d, std::optional<Phase> expected, const store::PhaseChange& change) {
+  const Phase from = d.job.phase;
+  const bool moved = store().transition(d.job.id, expected, change);
+  if (moved) {
+    ++counters_->transitions;
+    spdlog::info("{}: {} -> {}: {}", job_label(d.job.id), store::to_string(from), store::to_string(change.to),
+                 change.reason);
+  }
+  reload(d);
+  return moved;
+}
+
+store::PhaseChange JobDriver::change(Phase to, std::string reason) {
+  store::PhaseChange c;
+  c.to = to;
+  c.reason = std::move(reason);
+  return c;
+}
+
+void JobDriver::event(Driven& d, std::string_view kind, const std::string& message, const nlohmann::json& data) {
+  spdlog::info("{}: {}", job_label(d.job.id), message);
+  store().append_event(d.job.id, kind, message, data.is_null() ? std::string() : data.dump());
+}
+
+void JobDriver::error_event(Driven& d, const std::string& message) {
+  spdlog::warn("{}: {}", job_label(d.job.id), message);
+  store().append_event(d.job.id, "error", message);
+}
+
+void JobDriver::end_open_attempt(Driven& d, const std::string& outcome, std::optional<int> exit_code) {
+  if (const auto* attempt = d.current(); attempt != nullptr && !attempt->ended_ms) {
+    store().end_attempt(d.job.id, attempt->number, outcome, exit_code);
+    reload(d);
+  }
+}
+
+void JobDriver::step(Driven& d) {
+  const auto& job = d.job;
+  if (job.desired == DesiredState::remove || job.desired == DesiredState::clean) {
+    tear_down(d);
+  } else if (store::is_terminal(job.phase)) {
+    if (job.cleanup_pending) {
+      release(d, [this, &d] {
+        store().set_cleanup_pending(d.job.id, false);
+        reload(d);
+        host_.drop_later(d.job.id);
+      });
+    } else {
+      host_.drop_later(job.id);
+    }
+  } else if (job.desired == DesiredState::stop) {
+    cancel(d);
+  } else {
+    drive(d);
+  }
+}
+
+void JobDriver::drive(Driven& d) {
+  if (d.config->tpu.allocation_mode != config::AllocationMode::queued_resources) {
+    move(d, std::nullopt,
+         change(Phase::failed, "tpu.allocation_mode tpu-vm is not driven by the supervisor; use queued-resources"));
+    return;
+  }
+  switch (d.job.phase) {
+  case Phase::pending:
+  case Phase::recovering: acquire_slice(d); break;
+  case Phase::queued:
+  case Phase::provisioning: await_slice(d); break;
+  case Phase::setup: set_up(d); break;
+  case Phase::running: watch(d); break;
+  default: break;
+  }
+}
+
+// An operation's failure: an error event and a retry after the backoff.
+std::function<void()> JobDriver::failed_operation(std::int64_t id, std::string message) {
+  return [this, id, message = std::move(message)] {
+    Driven* live = host_.find(id);
+    if (live == nullptr) {
+      return;
+    }
+    error_event(*live, message);
+    backoff(*live);
+    live->dirty = true;
+  };
+}
+
+} // namespace jobman::core::supervision

@@ -1,0 +1,125 @@
+// The job driver: the phase machine that moves one job a step at a time, given what the loop knows of it. Its
+// methods live in one file per phase group:
+//   job_driver.cpp     stepping, the store helpers, which phase does what;
+//   getting_slice.cpp  PENDING, RECOVERING, QUEUED, PROVISIONING: request a slice and wait until it is ACTIVE;
+//   on_workers.cpp     SETUP and RUNNING: set up, launch, stream the output home, judge how the attempt ended;
+//   teardown.cpp       cancel, delete, clean and release: stop the workload and delete the slice.
+#pragma once
+
+#include "driven.hpp"
+#include "driver_host.hpp"
+#include "jobman/core/cloud.hpp"
+#include "jobman/core/recovery.hpp"
+#include "jobman/remote/gcloud.hpp"
+#include "jobman/remote/workload.hpp"
+#include "jobman/store/job_store.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace jobman::core::supervision {
+
+// How long worker steps may take, in real time: setup installs packages; the others are quick.
+inline constexpr std::chrono::milliseconds kSetupTimeout{30 * 60 * 1000};
+// How long launch, query and stop may take on the workers.
+inline constexpr std::chrono::milliseconds kRemoteTimeout{120'000};
+// How long a stopped workload has between SIGTERM and SIGKILL.
+inline constexpr std::chrono::milliseconds kStopGrace{30'000};
+// How long fetching the output a broken stream missed may take, once the workload has ended.
+inline constexpr std::chrono::milliseconds kCatchUpLimit{60'000};
+// Consecutive unreachable answers from a worker whose slice the cloud calls ACTIVE before it counts as lost.
+inline constexpr int kUnreachableLimit = 3;
+
+// "job 000042", for logs.
+std::string job_label(std::int64_t id);
+
+// Drives the jobs of one loop. Every method runs on the loop's thread; work on the cloud and the workers goes through
+// DriverHost::dispatch, and its result comes back to a method here.
+class JobDriver {
+public:
+  // A driver for the jobs of `host`, reaching the cloud through `access` and counting into `counters`.
+  JobDriver(DriverHost& host, std::shared_ptr<const CloudAccess> access, std::shared_ptr<Counters> counters);
+
+  // One step for a job that has news: what the user wants decides (tear down, release, cancel), else its phase.
+  void step(Driven& d);
+
+  // Reads the job and its attempts again and marks it for a step.
+  void reload(Driven& d);
+
+  // Moves the job to `change.to` when its phase is `expected` (any phase without one); says whether it moved.
+  bool move(Driven& d, std::optional<store::Phase> expected, const store::PhaseChange& change);
+
+  // A phase change to `to` for `reason`.
+  static store::PhaseChange change(store::Phase to, std::string reason);
+
+  // Waits out the config's backoff (its next step) before the job is stepped again.
+  void backoff(Driven& d);
+
+  // Records an `error` event for the job and logs it.
+  void error_event(Driven& d, const std::string& message);
+
+  // Stops the job's output stream, if one is open.
+  void stop_stream(Driven& d);
+
+private:
+  // ---- job_driver.cpp ----
+  void event(Driven& d, std::string_view kind, const std::string& message, const nlohmann::json& data = {});
+  void end_open_attempt(Driven& d, const std::string& outcome, std::optional<int> exit_code);
+  void drive(Driven& d);
+  std::function<void()> failed_operation(std::int64_t id, std::string message);
+
+  // ---- getting_slice.cpp ----
+  void acquire_slice(Driven& d);
+  void create_slice(Driven& d);
+  void request_slice(Driven& d, const store::AttemptRecord& attempt);
+  void slice_created(std::int64_t id, const std::string& qr, const std::string& zone, int number);
+  void orphan_delete(const std::string& qr, const std::string& zone);
+  void await_slice(Driven& d);
+  static std::string slice_error(const Driven& d);
+  void confirm_absent(Driven& d, const store::AttemptRecord& open);
+  void activate(Driven& d, const store::AttemptRecord& open);
+
+  // ---- on_workers.cpp ----
+  [[nodiscard]] remote::LaunchSpec launch_spec(const Driven& d) const;
+  static bool slice_active(const CloudAccess& access, Counters& counters, const store::AttemptRecord& open);
+  void set_up(Driven& d);
+  void start_stream(Driven& d);
+  void watch(Driven& d);
+  void inspect(Driven& d);
+  static void catch_up(std::int64_t id, const remote::SliceTarget& target, std::vector<int> workers,
+                       const remote::WorkloadId& wid, const std::filesystem::path& dir);
+  void attempt_judged(std::int64_t id, const AttemptVerdict& verdict, bool slice_gone, bool stream_failed);
+  void next_attempt_on_same_slice(Driven& d, const store::PhaseChange& c);
+  void preempted(Driven& d, const std::string& what, int exit_code);
+
+  // ---- teardown.cpp ----
+  [[nodiscard]] bool workload_may_run(const Driven& d) const;
+  void stop_workload(Driven& d, std::function<void(std::optional<int>)> then);
+  void cancel(Driven& d);
+  void finish_cancel(Driven& d);
+  void release(Driven& d, const std::function<void()>& done);
+  void delete_slice(Driven& d, const store::AttemptRecord& open);
+  void tear_down(Driven& d);
+
+  [[nodiscard]] store::JobStore& store() { return host_.store(); }
+
+  DriverHost& host_;
+  std::shared_ptr<const CloudAccess> access_;
+  std::shared_ptr<Counters> counters_;
+};
+
+// Every worker host of a slice: 0 .. hosts-1.
+std::vector<int> all_workers(int hosts);
+
+// The workers the command runs on.
+std::vector<int> command_workers(const config::JobConfig& config, int hosts);
+
+} // namespace jobman::core::supervision

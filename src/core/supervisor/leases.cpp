@@ -1,0 +1,161 @@
+// Which jobs a supervisor drives: reading them from the store, taking and renewing their leases, and letting them go
+// (see loop.hpp).
+#include "jobman/config/loader.hpp"
+#include "jobman/util/error.hpp"
+#include "loop.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+namespace jobman::core::supervision {
+
+using std::chrono::milliseconds;
+using store::Phase;
+
+void SupervisorLoop::read_jobs() {
+  std::vector<store::JobRecord> rows;
+  try {
+    rows = job_store->jobs_to_drive(false);
+  } catch (const std::exception& e) {
+    spdlog::warn("reading the store: {}", e.what());
+    return;
+  }
+  std::set<std::int64_t> present;
+  for (auto& row : rows) {
+    if (!options.only.empty() && std::find(options.only.begin(), options.only.end(), row.id) == options.only.end()) {
+      continue;
+    }
+    present.insert(row.id);
+    auto it = driven.find(row.id);
+    if (it == driven.end()) {
+      adopt(std::move(row));
+      continue;
+    }
+    Driven& d = it->second;
+    if (!d.busy && (row.updated_ms != d.job.updated_ms || row.desired != d.job.desired || row.phase != d.job.phase)) {
+      d.job = std::move(row);
+      d.attempts = job_store->attempts(d.job.id);
+      d.dirty = true;
+    }
+  }
+  for (auto& [id, d] : driven) {
+    if (!present.contains(id)) {
+      to_drop.push_back(id);
+    }
+  }
+}
+
+void SupervisorLoop::adopt(store::JobRecord row) {
+  const auto id = row.id;
+  try {
+    // A read first: another supervisor's live lease costs no write transaction each second.
+    if (const auto lease = job_store->lease(id);
+        lease && lease->owner != options.owner && lease->expires_ms > now_ms()) {
+      return;
+    }
+    if (!job_store->try_acquire_lease(id, options.owner, options.lease_ttl.count(), now_ms())) {
+      return; // Another supervisor drives it.
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("{}: taking its lease: {}", job_label(id), e.what());
+    return;
+  }
+  {
+    const std::lock_guard lock(leases_mutex);
+    held.insert(id);
+  }
+  Driven& d = driven[id];
+  d.job = std::move(row);
+  d.attempts = job_store->attempts(id);
+  try {
+    const auto full = job_store->get_job(id, true);
+    auto configs = config::parse_job_configs(full.config_yaml, job_label(id) + "'s config");
+    d.config = std::make_shared<const config::JobConfig>(std::move(configs.front()));
+  } catch (const std::exception& e) {
+    // Without its config nothing can be done for it but to say so.
+    if (!store::is_terminal(d.job.phase)) {
+      driver.move(d, std::nullopt,
+                  JobDriver::change(Phase::failed, std::string("its recorded config cannot be read: ") + e.what()));
+    }
+    to_drop.push_back(id);
+    return;
+  }
+  try {
+    job_store->append_event(id, "action", "driven by supervisor " + options.owner,
+                            nlohmann::json{{"owner", options.owner}}.dump());
+  } catch (const NoSuchJobError&) {
+    // Cleaned (by `clean`, which found nothing in the cloud) between the listing and here: nothing to drive.
+    to_drop.push_back(id);
+    return;
+  }
+  spdlog::debug("{}: driving it ({}, desired {})", job_label(id), store::to_string(d.job.phase),
+                store::to_string(d.job.desired));
+}
+
+void SupervisorLoop::heartbeat_loop(const std::stop_token& stop) {
+  auto hb_store = store::JobStore::open(store_path);
+  const auto period = std::max(milliseconds(50), options.lease_ttl / 4);
+  std::mutex m;
+  std::condition_variable_any cv;
+  while (!stop.stop_requested()) {
+    {
+      std::unique_lock lock(m);
+      cv.wait_for(lock, stop, period, [] { return false; });
+    }
+    if (stop.stop_requested()) {
+      break;
+    }
+    std::vector<std::int64_t> ids;
+    {
+      const std::lock_guard lock(leases_mutex);
+      ids.assign(held.begin(), held.end());
+    }
+    if (ids.empty()) {
+      continue;
+    }
+    try {
+      const auto kept = hb_store.renew_leases(ids, options.owner, options.lease_ttl.count(), now_ms());
+      const std::set<std::int64_t> kept_set(kept.begin(), kept.end());
+      for (const auto id : ids) {
+        if (!kept_set.contains(id)) {
+          inbox->post({id, [this, id] { lease_lost(id); }});
+        }
+      }
+    } catch (const std::exception& e) {
+      spdlog::warn("renewing leases: {}", e.what());
+    }
+  }
+}
+
+void SupervisorLoop::lease_lost(std::int64_t id) {
+  auto it = driven.find(id);
+  if (it == driven.end()) {
+    return;
+  }
+  spdlog::warn("{}: lost its lease to another supervisor; no longer driving it", job_label(id));
+  it->second.lost = true;
+  if (!it->second.busy) {
+    drop(it->second);
+  }
+}
+
+void SupervisorLoop::drop(Driven& d) {
+  driver.stop_stream(d);
+  const auto id = d.job.id;
+  {
+    const std::lock_guard lock(leases_mutex);
+    held.erase(id);
+  }
+  if (!d.lost) {
+    try {
+      job_store->release_lease(id, options.owner);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: releasing its lease: {}", job_label(id), e.what());
+    }
+  }
+  driven.erase(id);
+}
+
+} // namespace jobman::core::supervision

@@ -1,0 +1,265 @@
+// The supervisor's loop: reading the jobs, observing the cloud, stepping each job, applying what other threads hand
+// back, and stopping (see loop.hpp).
+#include "loop.hpp"
+
+#include "jobman/core/daemon.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+
+#include <algorithm>
+#include <spdlog/spdlog.h>
+#include <thread>
+#include <utility>
+
+namespace jobman::core::supervision {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+namespace {
+
+// How long a stopping supervisor waits for the operations and streams still running (see Outstanding).
+constexpr milliseconds kSettleLimit{5'000};
+
+} // namespace
+
+SupervisorLoop::SupervisorLoop(CloudAccess cloud_access, fs::path path, SupervisorOptions opts)
+    : access(std::make_shared<const CloudAccess>(std::move(cloud_access))), store_path(std::move(path)),
+      options(std::move(opts)), pool(std::max(1, options.action_threads), outstanding),
+      driver(*this, access, counters) {
+  if (options.owner.empty()) {
+    options.owner = lease_owner_id();
+  }
+  export_gcloud_environment(*access);
+}
+
+void SupervisorLoop::compute_tick() {
+  if (options.tick.count() > 0) {
+    tick = options.tick;
+    return;
+  }
+  double seconds = static_cast<double>(access->settings.poll_interval_seconds);
+  for (const auto& [id, d] : driven) {
+    if (d.config) {
+      seconds = std::min(seconds, static_cast<double>(d.config->recovery.poll_interval_seconds));
+    }
+  }
+  tick = std::max(milliseconds(20), scaled(seconds));
+}
+
+void SupervisorLoop::run(const std::stop_token& stop) {
+  job_store.emplace(store::JobStore::open(store_path));
+  std::jthread heartbeat([this](const std::stop_token& hb_stop) { heartbeat_loop(hb_stop); });
+  auto next_read = std::chrono::steady_clock::now();
+  auto next_observe = next_read;
+  spdlog::info("supervisor {} started on the {} cloud (project {})", options.owner, access->mock ? "mock" : "Google",
+               access->project);
+  while (!stop.stop_requested()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_read) {
+      read_jobs();
+      compute_tick();
+      next_read = now + std::min(tick, milliseconds(1000));
+    }
+    if (now >= next_observe) {
+      observe();
+      next_observe = now + tick;
+    }
+    for (auto& [id, d] : driven) {
+      step_safely(d);
+    }
+    prune();
+    if (options.idle_exit) {
+      if (!driven.empty()) {
+        idle_since.reset();
+      } else if (!idle_since) {
+        idle_since = now;
+      } else if (now - *idle_since >= *options.idle_exit) {
+        spdlog::info("supervisor idle for {}; exiting", util::format_duration(options.idle_exit->count() / 1000));
+        break;
+      }
+    }
+    auto deadline = std::min(next_read, next_observe);
+    // A job waiting out a backoff wakes the loop when it is due.
+    for (const auto& [id, d] : driven) {
+      if (!d.busy && d.retry_at_ms > 0) {
+        const auto due =
+            std::chrono::steady_clock::now() + milliseconds(std::max<std::int64_t>(0, d.retry_at_ms - now_ms()));
+        deadline = std::min(deadline, due);
+      }
+    }
+    for (auto& completion : inbox->wait(deadline, stop)) {
+      apply(completion);
+    }
+  }
+  shutdown();
+  heartbeat.request_stop();
+  // Operations not yet started are dropped; the streams were told to stop. What is still running gets a moment to
+  // end: its result can no longer be recorded, and whatever it leaves undone the next supervisor redoes.
+  pool.close();
+  if (const int left = outstanding->wait_for_none(kSettleLimit); left > 0) {
+    settled_ = false;
+    spdlog::info("{} operation(s) still running are abandoned; the next supervisor takes their jobs over", left);
+  }
+  const auto s = stats();
+  spdlog::info("supervisor stats: ticks={} tick_ms={} list_calls={} get_calls={} mutations={} transitions={}", s.ticks,
+               tick.count(), s.list_calls, s.get_calls, s.mutations, s.transitions);
+}
+
+SupervisorStats SupervisorLoop::stats() const {
+  SupervisorStats s;
+  s.ticks = counters->ticks.load();
+  s.list_calls = counters->list_calls.load();
+  s.get_calls = counters->get_calls.load();
+  s.mutations = counters->mutations.load();
+  s.transitions = counters->transitions.load();
+  s.streams = static_cast<std::size_t>(std::max<std::int64_t>(0, counters->streams.load()));
+  const std::lock_guard lock(leases_mutex);
+  s.jobs_driven = held.size();
+  return s;
+}
+
+void SupervisorLoop::apply(Completion& completion) {
+  auto it = driven.find(completion.job_id);
+  if (it != driven.end() && it->second.lost) {
+    // Another supervisor holds the job now: what this one learnt is not its to record.
+    if (completion.ends_operation) {
+      it->second.busy = false;
+      drop(it->second);
+      // Unless the job was removed (`clean` found nothing of it in the cloud while its slice was being
+      // requested): then the result runs with the job gone, so that what the operation made in the cloud is
+      // deleted rather than left to bill (slice_created's orphan path).
+      if (!job_store->find_job(completion.job_id)) {
+        try {
+          completion.apply();
+        } catch (const std::exception& e) {
+          spdlog::warn("{}: after its removal: {}", job_label(completion.job_id), e.what());
+        }
+      }
+    }
+    return;
+  }
+  try {
+    if (it != driven.end() && completion.ends_operation) {
+      it->second.busy = false;
+      // What the user asked may have changed while the operation ran.
+      driver.reload(it->second);
+    }
+    completion.apply();
+  } catch (const NoSuchJobError&) {
+    {
+      const std::lock_guard lock(leases_mutex);
+      held.erase(completion.job_id);
+    }
+    driven.erase(completion.job_id);
+  } catch (const std::exception& e) {
+    spdlog::error("{}: {}", job_label(completion.job_id), e.what());
+    if (auto again = driven.find(completion.job_id); again != driven.end()) {
+      driver.backoff(again->second);
+    }
+  }
+  if (auto again = driven.find(completion.job_id); again != driven.end()) {
+    if (again->second.lost && !again->second.busy) {
+      drop(again->second);
+    } else {
+      again->second.dirty = true;
+    }
+  }
+}
+
+void SupervisorLoop::step_safely(Driven& d) {
+  if (d.busy || d.lost || !d.dirty || !d.config) {
+    return;
+  }
+  if (d.retry_at_ms > now_ms()) {
+    return;
+  }
+  d.dirty = false;
+  try {
+    driver.step(d);
+  } catch (const NoSuchJobError&) {
+    to_drop.push_back(d.job.id);
+  } catch (const std::exception& e) {
+    driver.error_event(d, e.what());
+    driver.backoff(d);
+    d.dirty = true;
+  }
+}
+
+void SupervisorLoop::prune() {
+  for (const auto id : to_drop) {
+    if (auto it = driven.find(id); it != driven.end() && !it->second.busy) {
+      drop(it->second);
+    }
+  }
+  to_drop.clear();
+}
+
+void SupervisorLoop::shutdown() {
+  spdlog::info("supervisor stopping: releasing {} job(s); workloads keep running", driven.size());
+  std::vector<std::int64_t> ids;
+  for (auto& [id, d] : driven) {
+    driver.stop_stream(d);
+    ids.push_back(id);
+  }
+  for (const auto id : ids) {
+    auto it = driven.find(id);
+    if (it != driven.end() && !it->second.busy) {
+      drop(it->second);
+    }
+  }
+  // Jobs with an operation in flight keep their lease until it expires: the operation may still act.
+  const std::lock_guard lock(leases_mutex);
+  held.clear();
+}
+
+// ---- DriverHost ----
+
+void SupervisorLoop::dispatch(Driven& d, Work work) {
+  d.busy = true;
+  const auto id = d.job.id;
+  pool.submit([work = std::move(work), inbox = inbox, id] {
+    std::function<void()> apply;
+    try {
+      apply = work();
+    } catch (const std::exception& e) {
+      std::string message = e.what();
+      apply = [message] { throw Error(message); };
+    }
+    inbox->post({id, std::move(apply), true});
+  });
+}
+
+Driven* SupervisorLoop::find(std::int64_t id) {
+  auto it = driven.find(id);
+  return it == driven.end() ? nullptr : &it->second;
+}
+
+milliseconds SupervisorLoop::scaled(double seconds) const {
+  const double ms = seconds * 1000.0 / std::max(1.0, access->time_scale);
+  return milliseconds(static_cast<long long>(std::max(1.0, ms)));
+}
+
+void SupervisorLoop::dispatch_detached(std::function<void()> task) {
+  pool.submit(std::move(task));
+}
+
+void SupervisorLoop::watch_in_background(std::int64_t id, Work watch) {
+  std::thread([inbox = inbox, hold = Outstanding::Hold(outstanding), id, watch = std::move(watch)] {
+    if (auto apply = watch()) {
+      inbox->post({id, std::move(apply)});
+    }
+  }).detach();
+}
+
+void SupervisorLoop::forget_lease(std::int64_t id) {
+  const std::lock_guard lock(leases_mutex);
+  held.erase(id);
+}
+
+std::int64_t SupervisorLoop::now_ms() const {
+  return util::now_ms();
+}
+
+} // namespace jobman::core::supervision

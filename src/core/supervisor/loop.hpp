@@ -1,0 +1,108 @@
+// The supervisor's loop: which jobs it drives (their leases, renewed by a heartbeat thread), what the cloud says of
+// their slices (one listing per zone per tick), and when each job is stepped. The phases themselves are the
+// JobDriver's. Its methods live in:
+//   loop.cpp    the loop, applying results, stepping, shutting down, and DriverHost;
+//   leases.cpp  reading the jobs to drive, adopting them under a lease, the heartbeat, losing and dropping jobs;
+//   observe.cpp one queuedResources.list per zone in use.
+#pragma once
+
+#include "driven.hpp"
+#include "driver_host.hpp"
+#include "job_driver.hpp"
+#include "jobman/core/cloud.hpp"
+#include "jobman/core/supervisor.hpp"
+#include "jobman/store/job_store.hpp"
+#include "threads.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <stop_token>
+#include <vector>
+
+namespace jobman::core::supervision {
+
+// One reconcile loop over a store (see Supervisor).
+class SupervisorLoop final : public DriverHost {
+public:
+  // A loop over the store at `store_path`, reaching the cloud through `access`.
+  SupervisorLoop(CloudAccess access, std::filesystem::path store_path, SupervisorOptions options);
+  ~SupervisorLoop() override = default;
+  SupervisorLoop(const SupervisorLoop&) = delete;
+  SupervisorLoop& operator=(const SupervisorLoop&) = delete;
+
+  // Runs until `stop` is requested or the idle limit passes (Supervisor::run).
+  void run(const std::stop_token& stop);
+
+  // The counters so far, and the jobs held now; callable from any thread.
+  [[nodiscard]] SupervisorStats stats() const;
+
+  // After run(): whether every thread it started had ended.
+  [[nodiscard]] bool settled() const { return settled_; }
+
+  // ---- DriverHost ----
+  store::JobStore& store() override { return *job_store; }
+  void dispatch(Driven& d, Work work) override;
+  void dispatch_detached(std::function<void()> task) override;
+  void watch_in_background(std::int64_t id, Work watch) override;
+  Driven* find(std::int64_t id) override;
+  void drop_later(std::int64_t id) override { to_drop.push_back(id); }
+  void forget_lease(std::int64_t id) override;
+  [[nodiscard]] std::int64_t now_ms() const override;
+  [[nodiscard]] std::chrono::milliseconds scaled(double seconds) const override;
+
+private:
+  // ---- loop.cpp ----
+  // The tick: the option when given, else the smallest poll interval of the settings and the jobs, scaled.
+  void compute_tick();
+  // Applies a result handed back by another thread, on the loop's thread.
+  void apply(Completion& completion);
+  // Steps a job that has news and is neither busy nor waiting out a backoff; a failure becomes an error event.
+  void step_safely(Driven& d);
+  // Drops the jobs marked for it whose operation has returned.
+  void prune();
+  // Stops every stream and releases the leases of jobs with no operation in flight.
+  void shutdown();
+
+  // ---- leases.cpp ----
+  // Reads the jobs to drive: adopts new ones, refreshes changed ones, marks vanished ones to drop.
+  void read_jobs();
+  // Takes the job's lease (unless another supervisor holds a live one) and starts driving it.
+  void adopt(store::JobRecord row);
+  // Renews every held lease a quarter of its life apart, on its own connection; tells the loop of leases lost.
+  void heartbeat_loop(const std::stop_token& stop);
+  // Another supervisor took the job: stop driving it (once its operation, if any, returns).
+  void lease_lost(std::int64_t id);
+  // Stops watching a job and gives its lease up.
+  void drop(Driven& d);
+
+  // ---- observe.cpp ----
+  // One queuedResources.list per zone in use covers every job there.
+  void observe();
+
+  std::shared_ptr<const CloudAccess> access;
+  std::filesystem::path store_path;
+  SupervisorOptions options;
+  std::optional<store::JobStore> job_store;
+  std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
+  std::shared_ptr<Outstanding> outstanding = std::make_shared<Outstanding>();
+  ActionPool pool;
+  std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  JobDriver driver;
+  bool settled_ = true; // Whether every thread it started had ended when run() returned.
+  std::map<std::int64_t, Driven> driven;
+  std::vector<std::int64_t> to_drop;
+  std::chrono::milliseconds tick{1000};
+  std::optional<std::chrono::steady_clock::time_point> idle_since;
+
+  // Leases: the ids held, shared with the heartbeat thread.
+  mutable std::mutex leases_mutex;
+  std::set<std::int64_t> held;
+};
+
+} // namespace jobman::core::supervision

@@ -1,0 +1,357 @@
+// The job driver on the workers: SETUP sets every host up and launches the command; RUNNING streams the output
+// home, asks the workers how the workload stands when the stream ends, and judges the attempt.
+#include "job_driver.hpp"
+#include "jobman/core/jobs.hpp"
+#include "jobman/remote/setup.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+namespace jobman::core::supervision {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using store::DesiredState;
+using store::Phase;
+
+remote::LaunchSpec JobDriver::launch_spec(const Driven& d) const {
+  remote::LaunchSpec spec;
+  spec.id = workload_id(d.job.id, d.job.attempt);
+  spec.command = remote::environment_command(*d.config, d.config->command.cmd);
+  spec.num_workers = std::max(1, d.job.hosts);
+  spec.tpu_name = d.current() != nullptr ? d.current()->node : d.job.tpu_name;
+  spec.zone = d.config->tpu.zone;
+  spec.accelerator = d.job.accelerator;
+  spec.docker = d.config->job.env_type == config::EnvType::docker;
+  return spec;
+}
+
+// Whether the open slice is still ACTIVE, asked by name (after a worker could not be reached).
+bool JobDriver::slice_active(const CloudAccess& access, Counters& counters, const store::AttemptRecord& open) {
+  ++counters.get_calls;
+  const auto qr = access.client->get_queued_resource(access.location(open.zone), open.queued_resource);
+  if (judge_slice(qr) != SliceVerdict::active) {
+    return false;
+  }
+  ++counters.get_calls;
+  const auto node = access.client->get_node(access.location(open.zone), open.node);
+  return node && node->state == cloud::NodeState::ready;
+}
+
+void JobDriver::set_up(Driven& d) {
+  const auto* open = d.current();
+  if (open == nullptr || open->released_ms) {
+    move(d, std::nullopt, change(Phase::pending, "no slice for the attempt; requesting one"));
+    return;
+  }
+  if (d.seen_valid && judge_slice(d.seen) != SliceVerdict::active) {
+    preempted(d, "queued resource " + open->queued_resource + " is " + d.seen_state + " during setup", 143);
+    return;
+  }
+  const auto id = d.job.id;
+  const auto config = d.config;
+  const auto target = slice_target(*access_, *config, open->node);
+  const auto hosts = all_workers(d.job.hosts);
+  const auto workers = command_workers(*config, d.job.hosts);
+  const auto dir = attempt_directory(id, d.job.attempt);
+  const auto spec = launch_spec(d);
+  const auto slice = *open;
+  host_.dispatch(d,
+                 [this, access = access_, counters = counters_, id, config, target, hosts, workers, dir, spec,
+                  slice]() -> std::function<void()> {
+                   util::ensure_directory(dir, 0700);
+                   const auto plan = remote::plan_setup(*config);
+                   const auto results = remote::run_setup(target, hosts, plan, dir, kSetupTimeout);
+                   std::string failure;
+                   bool lost_host = false;
+                   for (const auto& r : results) {
+                     if (!r.ok()) {
+                       if (failure.empty()) {
+                         failure = "setup failed on worker " + std::to_string(r.worker) + ": " + r.error + " (see " +
+                                   (dir / ("setup-" + std::to_string(r.worker) + ".log")).string() + ")";
+                       }
+                       // A module that failed is the config's problem; anything else (gcloud could not connect or the
+                       // API failed it) is the connection's, and is retried before it counts.
+                       const bool module_failed =
+                           !r.modules.empty() && r.modules.back().outcome == remote::ModuleOutcome::failed;
+                       lost_host = lost_host || r.exit_code == 255 || r.timed_out || !module_failed;
+                     }
+                   }
+                   std::vector<remote::WorkerStatus> launched;
+                   if (failure.empty()) {
+                     launched = remote::launch(target, workers, spec, kRemoteTimeout);
+                     for (const auto& s : launched) {
+                       if (s.state == remote::WorkloadState::unreachable) {
+                         failure = "launch failed on worker " + std::to_string(s.worker) + ": " + s.diagnostic;
+                         lost_host = true;
+                         break;
+                       }
+                     }
+                   }
+                   bool slice_gone = false;
+                   if (lost_host) {
+                     slice_gone = !slice_active(*access, *counters, slice);
+                   }
+                   return [this, id, failure, lost_host, slice_gone, launched] {
+                     Driven* live = host_.find(id);
+                     if (live == nullptr) {
+                       return;
+                     }
+                     if (live->job.desired != DesiredState::run) {
+                       return; // Cancel, delete or clean arrived meanwhile; the next step carries it out.
+                     }
+                     if (failure.empty()) {
+                       live->retry_step = 0;
+                       move(*live, Phase::setup,
+                            change(Phase::running, "launched attempt " + std::to_string(live->job.attempt) + " on " +
+                                                       std::to_string(launched.size()) + " worker(s)"));
+                       return;
+                     }
+                     if (slice_gone) {
+                       preempted(*live, failure + "; the slice is gone", 255);
+                       return;
+                     }
+                     if (lost_host && ++live->unreachable < kUnreachableLimit) {
+                       error_event(*live, failure + "; the slice is ACTIVE, trying again");
+                       backoff(*live);
+                       return;
+                     }
+                     live->unreachable = 0;
+                     const auto c = after_failure(*live->config, live->job.failures, failure);
+                     move(*live, Phase::setup, c);
+                     if (c.to == Phase::setup) {
+                       backoff(*live);
+                     } else {
+                       end_open_attempt(*live, "failed", std::nullopt);
+                     }
+                   };
+                 });
+}
+
+void JobDriver::start_stream(Driven& d) {
+  auto stream = std::make_shared<Stream>();
+  stream->attempt = d.job.attempt;
+  d.stream = stream;
+  const auto id = d.job.id;
+  const auto target = slice_target(*access_, *d.config, d.current()->node);
+  const auto workers = command_workers(*d.config, d.job.hosts);
+  const auto wid = workload_id(id, d.job.attempt);
+  const auto dir = attempt_directory(id, d.job.attempt);
+  util::ensure_directory(dir, 0700);
+  host_.watch_in_background(id, [this, stream, id, target, workers, wid, dir]() -> std::function<void()> {
+    std::vector<remote::StreamEnd> ends;
+    std::string error;
+    try {
+      ends = remote::attach(target, workers, wid, dir, stream->stop.get_token());
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (stream->stop.stop_requested()) {
+      return {}; // Whoever stopped it no longer cares; `this` may be gone.
+    }
+    return [this, stream, ends = std::move(ends), error, id] {
+      Driven* live = host_.find(id);
+      if (live == nullptr || live->stream != stream) {
+        return;
+      }
+      stream->ended = true;
+      stream->ends = ends;
+      stream->error = error;
+    };
+  });
+  ++counters_->streams;
+}
+
+void JobDriver::stop_stream(Driven& d) {
+  if (d.stream) {
+    d.stream->stop.request_stop();
+    d.stream.reset();
+    --counters_->streams;
+  }
+}
+
+void JobDriver::watch(Driven& d) {
+  const auto* open = d.current();
+  if (open == nullptr || open->released_ms) {
+    move(d, std::nullopt, change(Phase::pending, "no slice for the attempt; requesting one"));
+    return;
+  }
+  if (d.seen_valid && judge_slice(d.seen) != SliceVerdict::active) {
+    stop_stream(d);
+    preempted(d, "queued resource " + open->queued_resource + " is " + d.seen_state + slice_error(d), 143);
+    return;
+  }
+  if (!d.stream) {
+    start_stream(d);
+    return;
+  }
+  if (!d.stream->ended) {
+    return;
+  }
+  inspect(d);
+}
+
+// The stream ended: ask the workers how the workload stands, and end the attempt when it is decided.
+void JobDriver::inspect(Driven& d) {
+  const auto id = d.job.id;
+  const auto config = d.config;
+  const auto target = slice_target(*access_, *config, d.current()->node);
+  const auto workers = command_workers(*config, d.job.hosts);
+  const auto wid = workload_id(id, d.job.attempt);
+  const auto slice = *d.current();
+  const bool stream_failed = !d.stream->error.empty();
+  if (stream_failed) {
+    spdlog::warn("{}: watching the workload: {}", job_label(id), d.stream->error);
+  }
+  // Workers whose stream broke off before their workload ended (the connection dropped): their local log lacks
+  // what came after.
+  std::vector<int> behind;
+  for (const auto& end : d.stream->ends) {
+    if (end.exit_code != 0) {
+      behind.push_back(end.worker);
+    }
+  }
+  const auto dir = attempt_directory(id, d.job.attempt);
+  host_.dispatch(d,
+                 [this, access = access_, counters = counters_, id, config, target, workers, wid, slice, stream_failed,
+                  behind, dir]() -> std::function<void()> {
+                   const auto statuses = remote::query(target, workers, wid, kRemoteTimeout);
+                   auto verdict = judge_workers(statuses, config->recovery);
+                   bool slice_gone = false;
+                   if (verdict.outcome == AttemptOutcome::unreachable) {
+                     slice_gone = !slice_active(*access, *counters, slice);
+                   }
+                   const bool decided =
+                       verdict.outcome != AttemptOutcome::running && verdict.outcome != AttemptOutcome::unreachable;
+                   // A decided attempt ends on every worker.
+                   if (decided && std::any_of(statuses.begin(), statuses.end(), [](const auto& s) {
+                         return s.state == remote::WorkloadState::running;
+                       })) {
+                     remote::stop(target, workers, wid, kStopGrace, kRemoteTimeout);
+                   }
+                   if (decided && !behind.empty()) {
+                     catch_up(id, target, behind, wid, dir);
+                   }
+                   return [this, id, verdict, slice_gone, stream_failed] {
+                     attempt_judged(id, verdict, slice_gone, stream_failed);
+                   };
+                 });
+}
+
+// Fetches the rest of the output of workers whose stream broke off, once their workload has ended, so that the
+// local logs hold everything before the attempt is recorded as over. A fetch that breaks off too (the connection
+// is as unreliable as it was) is tried again; bounded in time, after which a worker that cannot be reached leaves
+// its log as it is, with a warning.
+void JobDriver::catch_up(std::int64_t id, const remote::SliceTarget& target, std::vector<int> workers,
+                         const remote::WorkloadId& wid, const fs::path& dir) {
+  std::stop_source give_up;
+  std::jthread timer([&give_up](const std::stop_token& done) {
+    std::mutex mutex;
+    std::condition_variable_any wake;
+    std::unique_lock lock(mutex);
+    wake.wait_for(lock, done, kCatchUpLimit, [] { return false; });
+    give_up.request_stop();
+  });
+  std::uint64_t bytes = 0;
+  std::string trouble;
+  for (int round = 0; !workers.empty() && !give_up.stop_requested(); ++round) {
+    if (round > 0) {
+      std::this_thread::sleep_for(std::min(milliseconds(100) * (1 << std::min(round, 5)), milliseconds(2000)));
+    }
+    try {
+      std::vector<int> still;
+      for (const auto& end : remote::attach(target, workers, wid, dir, give_up.get_token())) {
+        bytes += end.bytes;
+        if (end.exit_code != 0) {
+          still.push_back(end.worker);
+          trouble = util::trim(end.diagnostic);
+        }
+      }
+      workers = std::move(still);
+    } catch (const std::exception& e) {
+      trouble = e.what();
+    }
+  }
+  if (workers.empty()) {
+    spdlog::info("{}: fetched the last {} bytes of output that a broken stream missed", job_label(id), bytes);
+  } else {
+    spdlog::warn("{}: the output of {} worker(s) whose stream broke off may be incomplete: {}", job_label(id),
+                 workers.size(), trouble);
+  }
+}
+
+void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, bool slice_gone, bool stream_failed) {
+  Driven* d = host_.find(id);
+  if (d == nullptr || d->job.desired != DesiredState::run || d->job.phase != Phase::running) {
+    return;
+  }
+  stop_stream(*d);
+  switch (verdict.outcome) {
+  case AttemptOutcome::running:
+    d->unreachable = 0;
+    if (stream_failed) {
+      backoff(*d); // Watching failed (say, another process holds the log): not in a tight loop.
+    }
+    return; // The next step re-attaches.
+  case AttemptOutcome::unreachable:
+    if (slice_gone) {
+      preempted(*d, verdict.reason + "; the slice is gone", verdict.exit_code);
+    } else if (++d->unreachable >= kUnreachableLimit) {
+      preempted(*d, verdict.reason + " " + std::to_string(kUnreachableLimit) + " times while the slice is ACTIVE",
+                verdict.exit_code);
+    } else {
+      error_event(*d, verdict.reason + "; the slice is ACTIVE, watching again");
+      backoff(*d);
+    }
+    return;
+  case AttemptOutcome::succeeded: {
+    d->unreachable = 0;
+    end_open_attempt(*d, "succeeded", verdict.exit_code);
+    store::PhaseChange c = change(Phase::succeeded, verdict.reason);
+    c.exit_code = verdict.exit_code;
+    c.cleanup_pending = !d->config->tpu.keep_on_success;
+    if (d->config->tpu.keep_on_success) {
+      c.reason += "; the slice is kept (tpu.keep_on_success)";
+    }
+    move(*d, Phase::running, c);
+    return;
+  }
+  case AttemptOutcome::preempted: preempted(*d, verdict.reason, verdict.exit_code); return;
+  case AttemptOutcome::restart:
+    end_open_attempt(*d, "restart", verdict.exit_code);
+    next_attempt_on_same_slice(*d, change(Phase::setup, verdict.reason + "; restarting on the same slice"));
+    return;
+  case AttemptOutcome::failed: {
+    end_open_attempt(*d, "failed", verdict.exit_code);
+    auto c = after_failure(*d->config, d->job.failures, verdict.reason);
+    c.exit_code = verdict.exit_code;
+    if (c.to == Phase::setup) {
+      next_attempt_on_same_slice(*d, c);
+    } else {
+      move(*d, Phase::running, c);
+    }
+    return;
+  }
+  }
+}
+
+void JobDriver::next_attempt_on_same_slice(Driven& d, const store::PhaseChange& c) {
+  const auto slice = *d.current();
+  store().begin_attempt(d.job.id, slice.queued_resource, slice.node, slice.zone);
+  reload(d);
+  move(d, std::nullopt, c);
+}
+
+void JobDriver::preempted(Driven& d, const std::string& what, int exit_code) {
+  stop_stream(d);
+  end_open_attempt(d, "preempted", exit_code);
+  d.unreachable = 0;
+  move(d, std::nullopt, after_preemption(*d.config, d.job.preemptions, what));
+}
+
+} // namespace jobman::core::supervision

@@ -1,0 +1,155 @@
+// The job driver taking things down: cancel stops the workload and keeps the slice; delete and clean stop it and
+// delete the slice; release deletes a finished job's slice and confirms it gone.
+#include "job_driver.hpp"
+#include "jobman/core/jobs.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace jobman::core::supervision {
+
+using store::DesiredState;
+using store::Phase;
+
+// Whether the current attempt's workload may be running and should be stopped.
+bool JobDriver::workload_may_run(const Driven& d) const {
+  const auto* current = d.current();
+  return current != nullptr && !current->ended_ms && !current->released_ms &&
+         (d.job.phase == Phase::running || d.job.phase == Phase::setup) &&
+         (!d.seen_valid || judge_slice(d.seen) == SliceVerdict::active);
+}
+
+// Stops the workload on every worker, then runs `then` on the loop's thread.
+void JobDriver::stop_workload(Driven& d, std::function<void(std::optional<int>)> then) {
+  stop_stream(d);
+  const auto id = d.job.id;
+  const auto target = slice_target(*access_, *d.config, d.current()->node);
+  const auto workers = command_workers(*d.config, d.job.hosts);
+  const auto wid = workload_id(id, d.job.attempt);
+  host_.dispatch(d, [target, workers, wid, then = std::move(then)]() -> std::function<void()> {
+    const auto statuses = remote::stop(target, workers, wid, kStopGrace, kRemoteTimeout);
+    std::optional<int> code;
+    for (const auto& s : statuses) {
+      if (s.worker == 0 && s.state == remote::WorkloadState::exited) {
+        code = s.exit_code;
+      }
+    }
+    return [then, code] { then(code); };
+  });
+}
+
+void JobDriver::cancel(Driven& d) {
+  const auto id = d.job.id;
+  if (workload_may_run(d)) {
+    stop_workload(d, [this, id](std::optional<int> code) {
+      if (Driven* live = host_.find(id)) {
+        end_open_attempt(*live, "cancelled", code);
+        finish_cancel(*live);
+      }
+    });
+    return;
+  }
+  stop_stream(d);
+  end_open_attempt(d, "cancelled", std::nullopt);
+  finish_cancel(d);
+}
+
+void JobDriver::finish_cancel(Driven& d) {
+  if (d.job.desired != DesiredState::stop || store::is_terminal(d.job.phase)) {
+    return;
+  }
+  const auto* open = d.open_slice();
+  move(d, std::nullopt,
+       change(Phase::cancelled, open != nullptr ? "cancelled by the user; slice " + open->queued_resource + " kept"
+                                                : "cancelled by the user"));
+}
+
+// Deletes the open slice (if any), then runs `done` once none is left.
+void JobDriver::release(Driven& d, const std::function<void()>& done) {
+  const auto* open = d.open_slice();
+  if (open == nullptr) {
+    done();
+    return;
+  }
+  if (d.seen_valid && !d.seen && (d.seen_once || d.delete_sent_ms > 0)) {
+    store().mark_released(d.job.id, open->queued_resource, d.delete_sent_ms > 0 ? "deleted" : "gone from the cloud");
+    reload(d);
+    d.seen_valid = false;
+    d.seen_once = false;
+    d.delete_sent_ms = 0;
+    release(d, done);
+    return;
+  }
+  const bool deleting = d.seen_valid && d.seen && d.seen->state == cloud::QueuedResourceState::deleting;
+  const bool resend = d.delete_sent_ms > 0 && host_.now_ms() - d.delete_sent_ms > host_.scaled(600).count();
+  if (d.delete_sent_ms == 0 || (resend && !deleting)) {
+    delete_slice(d, *open);
+  } else if (d.seen_valid && !d.seen && !d.seen_once) {
+    confirm_absent(d, *open);
+  }
+  // Otherwise the listings will show it gone.
+}
+
+void JobDriver::delete_slice(Driven& d, const store::AttemptRecord& open) {
+  const auto id = d.job.id;
+  const auto qr = open.queued_resource;
+  const auto zone = open.zone;
+  host_.dispatch(d, [this, access = access_, counters = counters_, id, qr, zone]() -> std::function<void()> {
+    std::optional<cloud::Operation> op;
+    try {
+      ++counters->mutations;
+      op = access->client->delete_queued_resource(access->location(zone), qr, cloud::DeleteMode::force);
+    } catch (const std::exception& e) {
+      return failed_operation(id, "deleting " + qr + ": " + e.what());
+    }
+    const bool already_gone = !op.has_value();
+    return [this, id, qr, already_gone] {
+      Driven* live = host_.find(id);
+      if (live == nullptr) {
+        return;
+      }
+      live->retry_step = 0;
+      if (already_gone) {
+        store().mark_released(id, qr, "already gone");
+        reload(*live);
+        live->seen_valid = false;
+        live->seen_once = false;
+        live->delete_sent_ms = 0;
+        return;
+      }
+      live->delete_sent_ms = host_.now_ms();
+      live->seen_valid = false;
+      event(*live, "action", "deleting queued resource " + qr, {{"queued_resource", qr}});
+    };
+  });
+}
+
+void JobDriver::tear_down(Driven& d) {
+  const auto id = d.job.id;
+  if (workload_may_run(d)) {
+    stop_workload(d, [this, id](std::optional<int> code) {
+      if (Driven* live = host_.find(id)) {
+        end_open_attempt(*live, "cancelled", code);
+      }
+    });
+    return;
+  }
+  stop_stream(d);
+  end_open_attempt(d, "cancelled", std::nullopt);
+  release(d, [this, &d] {
+    if (d.job.phase != Phase::deleted || d.job.cleanup_pending) {
+      store::PhaseChange c = change(Phase::deleted, "deleted by the user; no slice left");
+      c.cleanup_pending = false;
+      move(d, std::nullopt, c);
+    }
+    if (d.job.desired == DesiredState::clean) {
+      remove_job_directory(d.job.id);
+      store().remove_job_if_present(d.job.id); // The clean command may have removed it meanwhile.
+      spdlog::info("{}: cleaned: its record and directory are removed", job_label(d.job.id));
+      host_.forget_lease(d.job.id);
+      d.lost = true; // Its lease went with the record.
+    }
+    host_.drop_later(d.job.id);
+  });
+}
+
+} // namespace jobman::core::supervision
