@@ -20,7 +20,7 @@
 
 namespace {
 
-using jobman::store::Phase;
+using jobman::domain::Phase;
 
 // A resolved config of typical size, as `create` snapshots it.
 std::string snapshot(int i) {
@@ -51,9 +51,9 @@ void build_store(const std::string& home, int n) {
   const std::string db_path = home + "/jobman.db";
   {
     auto store = jobman::store::JobStore::open(db_path);
-    std::vector<jobman::store::NewJob> batch;
+    std::vector<jobman::domain::NewJob> batch;
     for (int i = 0; i < n; ++i) {
-      jobman::store::NewJob job;
+      jobman::domain::NewJob job;
       job.name = "sweep-" + std::to_string(i);
       job.user = i % 7 == 0 ? "bob" : "alice";
       job.accelerator = i % 3 == 0 ? "v4-32" : "v5litepod-16";
@@ -104,7 +104,7 @@ void build_store(const std::string& home, int n) {
       done = std::min(now,
                       created + static_cast<std::int64_t>(rng() % static_cast<unsigned>(recent ? 20 * hour : 2 * day)));
     }
-    const std::string phase_text(jobman::store::to_string(phase));
+    const std::string phase_text(jobman::domain::to_string(phase));
     sqlite3_bind_text(update, 1, phase_text.c_str(), -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(update, 2, created);
     sqlite3_bind_int64(update, 3, done.value_or(created));

@@ -33,7 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 using jobman::bench::median;
 using jobman::bench::quantile;
-using jobman::store::Phase;
+using jobman::domain::Phase;
 
 struct Zone {
   const char* name;

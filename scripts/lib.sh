@@ -11,7 +11,7 @@ JOBMAN_PACKAGES=(
   libcurl4-openssl-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev libspdlog-dev
   libyaml-cpp-dev libcpp-httplib-dev libssl-dev libgtest-dev libgmock-dev
   clang-format clang-tidy
-  zsh fish curl
+  zsh fish curl python3
 )
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -122,14 +122,8 @@ int run_create(Context& ctx, const CreateOptions& options) {
   if (options.dry_run) {
     return print_dry_run(ctx, configs, options.json);
   }
-  const std::string user = util::current_user();
-  std::vector<store::NewJob> jobs;
-  jobs.reserve(configs.size());
-  for (const auto& c : configs) {
-    jobs.push_back(core::to_new_job(c, user));
-  }
   auto& store = ctx.store();
-  const auto ids = store.create_jobs(jobs);
+  const auto ids = core::create_jobs(store, configs, util::current_user());
   start_driving(ctx, options);
   std::optional<WaitResult> waited;
   if (options.wait) {
@@ -157,8 +151,8 @@ int run_create(Context& ctx, const CreateOptions& options) {
       *ctx.out << ": " << (job ? status_text(*job) : std::string("removed"));
     }
     *ctx.out << '\n';
-    spdlog::debug("recorded job {} '{}' ({} in {}, {})", util::format_job_id(ids[i]), jobs[i].name, jobs[i].accelerator,
-                  jobs[i].zone, jobs[i].pricing);
+    spdlog::debug("recorded job {} '{}' ({} in {}, {})", util::format_job_id(ids[i]), configs[i].job.name,
+                  configs[i].tpu.accelerator.name, configs[i].tpu.zone, config::to_string(configs[i].tpu.pricing));
   }
   return exit_code;
 }

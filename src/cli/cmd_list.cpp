@@ -18,19 +18,19 @@ struct ListOptions {
   bool json = false;
 };
 
-std::vector<store::Phase> parse_statuses(const std::vector<std::string>& args) {
+std::vector<domain::Phase> parse_statuses(const std::vector<std::string>& args) {
   std::vector<std::string> names;
-  for (const auto p : store::all_phases()) {
-    names.emplace_back(store::to_string(p));
+  for (const auto p : domain::all_phases()) {
+    names.emplace_back(domain::to_string(p));
   }
-  std::vector<store::Phase> phases;
+  std::vector<domain::Phase> phases;
   for (const auto& arg : args) {
     for (const auto& part : util::split(arg, ',')) {
       const auto trimmed = std::string(util::trim(part));
       if (trimmed.empty()) {
         continue;
       }
-      if (auto phase = store::parse_phase(trimmed)) {
+      if (auto phase = domain::parse_phase(trimmed)) {
         phases.push_back(*phase);
         continue;
       }
@@ -93,7 +93,7 @@ int run_list(Context& ctx, const ListOptions& options) {
     bool first = true;
     std::string text;
     writer.append("[");
-    store.for_each_job(filter, [&](const store::JobRecord& job) {
+    store.for_each_job(filter, [&](const domain::JobRecord& job) {
       text.assign(first ? "\n  " : ",\n  ");
       first = false;
       append_job_json(text, job);
@@ -104,7 +104,7 @@ int run_list(Context& ctx, const ListOptions& options) {
   }
   if (options.quiet) {
     ChunkedWriter writer(*ctx.out);
-    store.for_each_job(filter, [&](const store::JobRecord& job) {
+    store.for_each_job(filter, [&](const domain::JobRecord& job) {
       writer.append(util::format_job_id(job.id));
       writer.append("\n");
     });
@@ -112,7 +112,7 @@ int run_list(Context& ctx, const ListOptions& options) {
   }
   const std::int64_t now = util::now_ms();
   Table table({"JOB ID", "USER", "NAME", "ACCELERATOR", "ZONE", "HOST0 IP", "STATUS", "ATTEMPT", "AGE"});
-  store.for_each_job(filter, [&](const store::JobRecord& job) {
+  store.for_each_job(filter, [&](const domain::JobRecord& job) {
     table.add_row({util::format_job_id(job.id), printable(job.user), printable(job.name), job.accelerator, job.zone,
                    job.host0_ip.empty() ? "-" : printable(job.host0_ip), status_text(job), std::to_string(job.attempt),
                    util::format_duration((now - job.created_ms) / 1000)},

@@ -64,7 +64,7 @@ private:
 };
 
 // The workers whose logs are printed, in order.
-std::vector<int> chosen_workers(const LogsOptions& options, const store::JobRecord& job) {
+std::vector<int> chosen_workers(const LogsOptions& options, const domain::JobRecord& job) {
   const std::string name = util::format_job_id(job.id);
   std::vector<int> candidates; // The setup runs on every host, the command on those the config selects.
   const auto config = core::recorded_config(job);
@@ -109,9 +109,9 @@ int run_logs(Context& ctx, const LogsOptions& options) {
   auto& store = ctx.store();
   const auto job = store.get_job(id, true);
   const std::string name = util::format_job_id(id);
-  const std::string phase(store::to_string(job.phase));
+  const std::string phase(domain::to_string(job.phase));
   // Following a job that has not started waits for its first attempt.
-  const bool wait_for_start = options.follow && !store::is_terminal(job.phase);
+  const bool wait_for_start = options.follow && !domain::is_terminal(job.phase);
   if (job.attempt < 1 && (!wait_for_start || options.attempt)) {
     throw Error("job " + name + " has not started (" + phase + "), so it has no logs yet");
   }
@@ -129,7 +129,7 @@ int run_logs(Context& ctx, const LogsOptions& options) {
   const bool terminal = ctx.out == &std::cout && util::is_terminal(1);
   selection.controls = terminal && !options.raw ? core::LogControls::escape : core::LogControls::pass;
   if (!options.follow) {
-    const bool over = selection.attempt < job.attempt || store::is_terminal(job.phase);
+    const bool over = selection.attempt < job.attempt || domain::is_terminal(job.phase);
     core::print_logs(selection, over ? core::LogState::final : core::LogState::growing, *ctx.out);
     return 0;
   }

@@ -36,11 +36,11 @@ std::string when(std::int64_t ms, std::int64_t now) {
   return util::format_local(ms) + " (" + util::format_duration((now - ms) / 1000) + " ago)";
 }
 
-std::string event_line(const store::EventRecord& e) {
+std::string event_line(const domain::EventRecord& e) {
   std::string line = util::format_local(e.ts_ms) + "  " + e.kind;
   if (e.from || e.to) {
-    line += "  " + (e.from ? std::string(store::to_string(*e.from)) : std::string("-")) + " -> " +
-            (e.to ? std::string(store::to_string(*e.to)) : std::string("-"));
+    line += "  " + (e.from ? std::string(domain::to_string(*e.from)) : std::string("-")) + " -> " +
+            (e.to ? std::string(domain::to_string(*e.to)) : std::string("-"));
   }
   if (!e.message.empty()) {
     line += "  " + printable(e.message);
@@ -49,13 +49,13 @@ std::string event_line(const store::EventRecord& e) {
 }
 
 // The timeline with the time spent in each phase: each phase lasts until the next phase change.
-void print_timeline(std::ostream& out, const store::JobRecord& job, const std::vector<store::EventRecord>& events,
+void print_timeline(std::ostream& out, const domain::JobRecord& job, const std::vector<domain::EventRecord>& events,
                     std::int64_t now) {
   std::optional<std::int64_t> phase_start;
-  std::optional<store::Phase> phase;
+  std::optional<domain::Phase> phase;
   for (const auto& e : events) {
     if (e.to && phase && phase_start) {
-      out << "    (" << store::to_string(*phase) << " for " << util::format_duration((e.ts_ms - *phase_start) / 1000)
+      out << "    (" << domain::to_string(*phase) << " for " << util::format_duration((e.ts_ms - *phase_start) / 1000)
           << ")\n";
     }
     out << "  " << event_line(e) << '\n';
@@ -63,13 +63,13 @@ void print_timeline(std::ostream& out, const store::JobRecord& job, const std::v
       phase = e.to;
       phase_start = e.ts_ms;
     } else if (e.kind == "created" && !phase) {
-      phase = store::Phase::pending;
+      phase = domain::Phase::pending;
       phase_start = e.ts_ms;
     }
   }
   if (phase && phase_start) {
-    out << "    (" << store::to_string(*phase) << (store::is_terminal(job.phase) ? " since " : " for ")
-        << util::format_duration((now - *phase_start) / 1000) << (store::is_terminal(job.phase) ? " ago" : " so far")
+    out << "    (" << domain::to_string(*phase) << (domain::is_terminal(job.phase) ? " since " : " for ")
+        << util::format_duration((now - *phase_start) / 1000) << (domain::is_terminal(job.phase) ? " ago" : " so far")
         << ")\n";
   }
 }
@@ -132,11 +132,11 @@ int run_show(Context& ctx, const ShowOptions& options) {
   if (!job.phase_reason.empty()) {
     field("Reason", printable(job.phase_reason));
   }
-  field("Desired", std::string(store::to_string(job.desired)));
+  field("Desired", std::string(domain::to_string(job.desired)));
   // Who drives it, from the lease: a live one is renewed every few seconds by its supervisor.
   if (lease && lease->expires_ms > now) {
     field("Driven by", "supervisor " + printable(lease->owner) + " (renewed " + when(lease->heartbeat_ms, now) + ")");
-  } else if (!store::is_terminal(job.phase) || job.cleanup_pending) {
+  } else if (!domain::is_terminal(job.phase) || job.cleanup_pending) {
     field("Driven by", "no supervisor yet (one starts with create, resume or wait, or run 'jobman daemon')");
   }
   field("User", printable(job.user));

@@ -91,11 +91,11 @@ std::vector<CommandInfo> commands_of(const CLI::App& app) {
 
 std::string phase_words() {
   std::string words;
-  for (const auto p : store::all_phases()) {
+  for (const auto p : domain::all_phases()) {
     if (!words.empty()) {
       words += ' ';
     }
-    words += store::to_string(p);
+    words += domain::to_string(p);
   }
   return words;
 }

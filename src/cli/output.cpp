@@ -29,7 +29,7 @@ constexpr std::string_view kBold = "\x1b[1m";
 
 } // namespace
 
-void append_job_json(std::string& out, const store::JobRecord& job) {
+void append_job_json(std::string& out, const domain::JobRecord& job) {
   util::JsonObjectWriter w(out);
   w.field("id", job.id)
       .field("name", job.name)
@@ -39,8 +39,8 @@ void append_job_json(std::string& out, const store::JobRecord& job) {
       .field("pricing", job.pricing)
       .field("hosts", std::int64_t{job.hosts})
       .field("tpu_name", job.tpu_name)
-      .field("status", store::to_string(job.phase))
-      .field("desired", store::to_string(job.desired))
+      .field("status", domain::to_string(job.phase))
+      .field("desired", domain::to_string(job.desired))
       .field("reason", job.phase_reason)
       .field("attempt", std::int64_t{job.attempt})
       .field("preemptions", std::int64_t{job.preemptions})
@@ -56,14 +56,14 @@ void append_job_json(std::string& out, const store::JobRecord& job) {
   w.close();
 }
 
-nlohmann::ordered_json job_json(const store::JobRecord& job) {
+nlohmann::ordered_json job_json(const domain::JobRecord& job) {
   // One writer for the documented object, so `list --json` and `show --json` cannot disagree.
   std::string text;
   append_job_json(text, job);
   return nlohmann::ordered_json::parse(text);
 }
 
-nlohmann::ordered_json attempt_json(const store::AttemptRecord& attempt) {
+nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt) {
   return {
       {"number", attempt.number},
       {"queued_resource", attempt.queued_resource},
@@ -76,16 +76,16 @@ nlohmann::ordered_json attempt_json(const store::AttemptRecord& attempt) {
   };
 }
 
-nlohmann::ordered_json event_json(const store::EventRecord& event) {
+nlohmann::ordered_json event_json(const domain::EventRecord& event) {
   nlohmann::ordered_json j = {
       {"id", event.id},           {"time", util::format_utc(event.ts_ms)},
       {"time_ms", event.ts_ms},   {"kind", event.kind},
       {"message", event.message},
   };
-  j["from"] =
-      event.from ? nlohmann::ordered_json(std::string(store::to_string(*event.from))) : nlohmann::ordered_json(nullptr);
+  j["from"] = event.from ? nlohmann::ordered_json(std::string(domain::to_string(*event.from)))
+                         : nlohmann::ordered_json(nullptr);
   j["to"] =
-      event.to ? nlohmann::ordered_json(std::string(store::to_string(*event.to))) : nlohmann::ordered_json(nullptr);
+      event.to ? nlohmann::ordered_json(std::string(domain::to_string(*event.to))) : nlohmann::ordered_json(nullptr);
   if (!event.data_json.empty()) {
     j["data"] = nlohmann::ordered_json::parse(event.data_json, nullptr, false);
   } else {
@@ -106,8 +106,8 @@ std::string format_warning(const config::ConfigWarning& warning) {
   return d.format();
 }
 
-std::string_view phase_color(store::Phase phase) {
-  using store::Phase;
+std::string_view phase_color(domain::Phase phase) {
+  using domain::Phase;
   switch (phase) {
   case Phase::pending: return "";
   case Phase::queued:
@@ -123,17 +123,18 @@ std::string_view phase_color(store::Phase phase) {
   return "";
 }
 
-std::string status_text(const store::JobRecord& job) {
-  std::string text(store::to_string(job.phase));
-  if (job.cleanup_pending && job.desired != store::DesiredState::remove && job.desired != store::DesiredState::clean) {
+std::string status_text(const domain::JobRecord& job) {
+  std::string text(domain::to_string(job.phase));
+  if (job.cleanup_pending && job.desired != domain::DesiredState::remove &&
+      job.desired != domain::DesiredState::clean) {
     text += " (releasing slice)";
   }
-  if (store::is_terminal(job.phase) && job.desired == store::DesiredState::stop) {
+  if (domain::is_terminal(job.phase) && job.desired == domain::DesiredState::stop) {
     return text;
   }
-  if (job.desired != store::DesiredState::run &&
-      !(job.phase == store::Phase::deleted && job.desired == store::DesiredState::remove)) {
-    text += " (" + std::string(store::to_string(job.desired)) + " requested)";
+  if (job.desired != domain::DesiredState::run &&
+      !(job.phase == domain::Phase::deleted && job.desired == domain::DesiredState::remove)) {
+    text += " (" + std::string(domain::to_string(job.desired)) + " requested)";
   }
   return text;
 }

@@ -12,16 +12,16 @@
 namespace jobman::cli {
 
 // Appends the documented JSON object for a job (docs/JSON.md) as compact text; `list --json` streams these.
-void append_job_json(std::string& out, const store::JobRecord& job);
+void append_job_json(std::string& out, const domain::JobRecord& job);
 
 // The same object as a document, fields in the documented order.
-nlohmann::ordered_json job_json(const store::JobRecord& job);
+nlohmann::ordered_json job_json(const domain::JobRecord& job);
 
 // An attempt as JSON.
-nlohmann::ordered_json attempt_json(const store::AttemptRecord& attempt);
+nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt);
 
 // An event as JSON.
-nlohmann::ordered_json event_json(const store::EventRecord& event);
+nlohmann::ordered_json event_json(const domain::EventRecord& event);
 
 // A config warning as JSON: {"file", "line", "column", "key", "message"}.
 nlohmann::ordered_json warning_json(const config::ConfigWarning& warning);
@@ -30,10 +30,10 @@ nlohmann::ordered_json warning_json(const config::ConfigWarning& warning);
 std::string format_warning(const config::ConfigWarning& warning);
 
 // The ANSI colour for a phase in tables; "" for none.
-std::string_view phase_color(store::Phase phase);
+std::string_view phase_color(domain::Phase phase);
 
 // What `list` shows in its STATUS column: the phase, and a pending request when there is one.
-std::string status_text(const store::JobRecord& job);
+std::string status_text(const domain::JobRecord& job);
 
 // A table with a header row, columns left-aligned and separated by two spaces.
 class Table {

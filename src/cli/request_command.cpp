@@ -51,8 +51,8 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
   if (options.all_finished) {
     store::JobFilter filter;
     filter.include_history = true;
-    filter.phases = {store::Phase::succeeded, store::Phase::failed, store::Phase::cancelled, store::Phase::deleted};
-    store.for_each_job(filter, [&](const store::JobRecord& job) { ids.push_back(job.id); });
+    filter.phases = {domain::Phase::succeeded, domain::Phase::failed, domain::Phase::cancelled, domain::Phase::deleted};
+    store.for_each_job(filter, [&](const domain::JobRecord& job) { ids.push_back(job.id); });
   } else if (ids.empty()) {
     throw UsageError(std::string(core::to_string(request)) + ": give job ids or --all-finished");
   }
@@ -105,7 +105,7 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
         continue;
       }
       outcome.done = true;
-      outcome.status = found->second ? std::string(store::to_string(found->second->phase)) : std::string();
+      outcome.status = found->second ? std::string(domain::to_string(found->second->phase)) : std::string();
       outcome.message = found->second ? to_lower(outcome.status) : std::string("removed");
     }
   }

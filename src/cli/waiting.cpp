@@ -13,9 +13,9 @@ namespace jobman::cli {
 
 namespace {
 
-using store::Phase;
+using domain::Phase;
 
-bool reached(const std::optional<store::JobRecord>& job, WaitGoal goal) {
+bool reached(const std::optional<domain::JobRecord>& job, WaitGoal goal) {
   if (!job) {
     return true; // Removed: nothing more will happen to it.
   }
@@ -23,9 +23,9 @@ bool reached(const std::optional<store::JobRecord>& job, WaitGoal goal) {
   case WaitGoal::finished:
   case WaitGoal::cancelled:
     // A job being deleted may pass through CANCELLED first: it has finished once it is DELETED.
-    return store::is_terminal(job->phase) &&
+    return domain::is_terminal(job->phase) &&
            (job->phase == Phase::deleted ||
-            (job->desired != store::DesiredState::remove && job->desired != store::DesiredState::clean));
+            (job->desired != domain::DesiredState::remove && job->desired != domain::DesiredState::clean));
   case WaitGoal::deleted: return job->phase == Phase::deleted && !job->cleanup_pending;
   case WaitGoal::removed: return false;
   }
@@ -58,7 +58,7 @@ WaitResult wait_for_jobs(Context& ctx, const std::vector<std::int64_t>& ids, Wai
     for (const auto id : ids) {
       auto job = store.find_job(id);
       if (!reached(job, goal)) {
-        waiting.push_back(util::format_job_id(id) + " " + std::string(store::to_string(job->phase)));
+        waiting.push_back(util::format_job_id(id) + " " + std::string(domain::to_string(job->phase)));
       }
       result.jobs[id] = std::move(job);
     }

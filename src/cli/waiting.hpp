@@ -21,7 +21,7 @@ enum class WaitGoal {
 
 // How the wait ended: each job's last record (nullopt once removed), and whether time ran out first.
 struct WaitResult {
-  std::map<std::int64_t, std::optional<store::JobRecord>> jobs;
+  std::map<std::int64_t, std::optional<domain::JobRecord>> jobs;
   bool timed_out = false;
 };
 

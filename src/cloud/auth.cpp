@@ -286,15 +286,15 @@ std::unique_ptr<TokenSource> make_metadata_token_source(const std::string& host)
   return std::make_unique<MetadataTokenSource>(host);
 }
 
-std::unique_ptr<TokenSource> make_default_token_source(const config::Settings& settings) {
+std::unique_ptr<TokenSource> make_default_token_source(const std::string& gcloud) {
   if (auto token = util::getenv_nonempty("JOBMAN_ACCESS_TOKEN")) {
     return make_static_token_source(*token, "JOBMAN_ACCESS_TOKEN");
   }
   if (auto key_file = util::getenv_nonempty("GOOGLE_APPLICATION_CREDENTIALS")) {
     return make_service_account_token_source(*key_file);
   }
-  if (!settings.gcloud.empty() && program_found(settings.gcloud)) {
-    return make_gcloud_token_source(settings.gcloud);
+  if (!gcloud.empty() && program_found(gcloud)) {
+    return make_gcloud_token_source(gcloud);
   }
   return make_metadata_token_source(util::getenv_nonempty("GCE_METADATA_HOST").value_or("metadata.google.internal"));
 }

@@ -72,12 +72,12 @@ std::string normalise_endpoint(std::string url) {
 
 } // namespace
 
-std::string resolve_tpu_endpoint(const config::Settings& settings) {
+std::string resolve_tpu_endpoint(std::string_view configured) {
   if (auto env = util::getenv_nonempty("JOBMAN_API_ENDPOINT")) {
     return normalise_endpoint(*env);
   }
-  if (!settings.api_endpoint.empty()) {
-    return normalise_endpoint(settings.api_endpoint);
+  if (!configured.empty()) {
+    return normalise_endpoint(std::string(configured));
   }
   return kDefaultTpuEndpoint;
 }

@@ -260,8 +260,8 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
                        " or JOBMAN_PROJECT");
     }
     access.project = settings.project;
-    options.endpoint = cloud::resolve_tpu_endpoint(settings);
-    tokens = std::make_shared<cloud::CachedTokenSource>(cloud::make_default_token_source(settings));
+    options.endpoint = cloud::resolve_tpu_endpoint(settings.api_endpoint);
+    tokens = std::make_shared<cloud::CachedTokenSource>(cloud::make_default_token_source(settings.gcloud));
   }
   access.client = std::make_shared<cloud::TpuClient>(tokens, options);
   return access;

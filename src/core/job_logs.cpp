@@ -217,7 +217,7 @@ FollowEnd follow_logs(const store::JobStore& store, LogSelection selection, std:
     // The job is read before the files: lines written before it ended are then read below.
     const auto job = store.get_job(selection.job_id);
     const bool attempt_over = job.attempt > selection.attempt;
-    const bool job_over = store::is_terminal(job.phase);
+    const bool job_over = domain::is_terminal(job.phase);
     if (selection.attempt >= 1) {
       // Until the attempt's directory exists, its creation wakes the follower (or the one-second tick does).
       watch.watch(attempt_directory(selection.job_id, selection.attempt));

@@ -11,8 +11,8 @@
 
 namespace jobman::core {
 
-using store::DesiredState;
-using store::Phase;
+using domain::DesiredState;
+using domain::Phase;
 
 std::filesystem::path store_path() {
   return util::jobman_home() / "jobman.db";
@@ -65,12 +65,12 @@ std::string sweep_label(const config::JobConfig& config) {
   return label;
 }
 
-config::JobConfig recorded_config(const store::JobRecord& job) {
+config::JobConfig recorded_config(const domain::JobRecord& job) {
   return config::parse_job_configs(job.config_yaml, "config snapshot of job " + util::format_job_id(job.id)).front();
 }
 
-store::NewJob to_new_job(const config::JobConfig& config, const std::string& user) {
-  store::NewJob job;
+domain::NewJob to_new_job(const config::JobConfig& config, const std::string& user) {
+  domain::NewJob job;
   job.name = config.job.name;
   job.user = user;
   job.accelerator = config.tpu.accelerator.name;
@@ -86,6 +86,16 @@ store::NewJob to_new_job(const config::JobConfig& config, const std::string& use
   return job;
 }
 
+std::vector<std::int64_t> create_jobs(store::JobStore& store, const std::vector<config::JobConfig>& configs,
+                                      const std::string& user) {
+  std::vector<domain::NewJob> jobs;
+  jobs.reserve(configs.size());
+  for (const auto& config : configs) {
+    jobs.push_back(to_new_job(config, user));
+  }
+  return store.create_jobs(jobs);
+}
+
 std::string_view to_string(Request request) {
   switch (request) {
   case Request::resume: return "resume";
@@ -98,8 +108,8 @@ std::string_view to_string(Request request) {
 
 namespace {
 
-store::PhaseChange change_to(Phase to, std::string reason) {
-  store::PhaseChange change;
+domain::PhaseChange change_to(Phase to, std::string reason) {
+  domain::PhaseChange change;
   change.to = to;
   change.reason = std::move(reason);
   return change;
@@ -117,11 +127,11 @@ DesiredState desired_for(Request request) {
 
 // A job has something in the cloud while one of its attempts holds a slice not yet released, or while it may be
 // requesting one (not yet finished); only the supervisor, under the job's lease, may touch that.
-bool has_cloud_footprint(store::JobStore& store, const store::JobRecord& job) {
+bool has_cloud_footprint(store::JobStore& store, const domain::JobRecord& job) {
   if (job.attempt == 0) {
     return false;
   }
-  if (!store::is_terminal(job.phase)) {
+  if (!domain::is_terminal(job.phase)) {
     return true;
   }
   const auto attempts = store.attempts(job.id);
@@ -139,19 +149,19 @@ int teardown_rank(DesiredState desired) {
   return 0;
 }
 
-RequestOutcome outcome(const store::JobRecord& job, bool changed, bool done, std::string message) {
-  return RequestOutcome{job.id, changed, done, std::move(message), std::string(store::to_string(job.phase))};
+RequestOutcome outcome(const domain::JobRecord& job, bool changed, bool done, std::string message) {
+  return RequestOutcome{job.id, changed, done, std::move(message), std::string(domain::to_string(job.phase))};
 }
 
-RequestOutcome resume(store::JobStore& store, const store::JobRecord& job) {
+RequestOutcome resume(store::JobStore& store, const domain::JobRecord& job) {
   if (job.phase == Phase::succeeded) {
     throw Error("job " + util::format_job_id(job.id) + " has already succeeded; create it again to rerun it");
   }
-  if (job.desired == DesiredState::run && !store::is_terminal(job.phase)) {
-    return outcome(job, false, false, "already " + std::string(store::to_string(job.phase)));
+  if (job.desired == DesiredState::run && !domain::is_terminal(job.phase)) {
+    return outcome(job, false, false, "already " + std::string(domain::to_string(job.phase)));
   }
   store.set_desired_state(job.id, DesiredState::run, "resume requested");
-  if (store::is_terminal(job.phase)) {
+  if (domain::is_terminal(job.phase)) {
     auto change = change_to(Phase::pending, "resumed by the user");
     if (job.phase == Phase::failed) {
       // A fresh start: the budgets count from here (the events keep what was spent).
@@ -164,7 +174,7 @@ RequestOutcome resume(store::JobStore& store, const store::JobRecord& job) {
   return outcome(store.get_job(job.id), true, false, "resume requested");
 }
 
-RequestOutcome tear_down(store::JobStore& store, const store::JobRecord& job, Request request) {
+RequestOutcome tear_down(store::JobStore& store, const domain::JobRecord& job, Request request) {
   const DesiredState desired = desired_for(request);
   const bool already_asked = teardown_rank(job.desired) >= teardown_rank(desired);
   const std::string verb(to_string(request));
@@ -177,14 +187,14 @@ RequestOutcome tear_down(store::JobStore& store, const store::JobRecord& job, Re
   }
   switch (request) {
   case Request::cancel:
-    if (!store::is_terminal(job.phase)) {
+    if (!domain::is_terminal(job.phase)) {
       if (store.transition(job.id, job.phase, change_to(Phase::cancelled, "cancelled before a slice was requested"))) {
         return outcome(store.get_job(job.id), true, true, "cancelled");
       }
       // A supervisor moved the job meanwhile; it reads the desired state.
       return outcome(store.get_job(job.id), true, false, verb + " requested");
     }
-    return outcome(job, !already_asked, true, "already " + std::string(store::to_string(job.phase)));
+    return outcome(job, !already_asked, true, "already " + std::string(domain::to_string(job.phase)));
   case Request::remove:
     if (job.phase != Phase::deleted) {
       if (store.transition(job.id, job.phase, change_to(Phase::deleted, "deleted before a slice was requested"))) {
@@ -208,7 +218,7 @@ RequestOutcome tear_down(store::JobStore& store, const store::JobRecord& job, Re
 } // namespace
 
 RequestOutcome apply_request(store::JobStore& store, std::int64_t id, Request request) {
-  const store::JobRecord job = store.get_job(id);
+  const domain::JobRecord job = store.get_job(id);
   if (request == Request::resume) {
     return resume(store, job);
   }

@@ -5,7 +5,7 @@
 namespace jobman::core {
 
 using cloud::QueuedResourceState;
-using store::Phase;
+using domain::Phase;
 
 SliceVerdict judge_slice(const std::optional<cloud::QueuedResource>& resource) {
   if (!resource) {
@@ -125,8 +125,8 @@ AttemptVerdict judge_workers(const std::vector<remote::WorkerStatus>& statuses,
   return {};
 }
 
-store::PhaseChange after_preemption(const config::JobConfig& config, int spent, const std::string& what) {
-  store::PhaseChange change;
+domain::PhaseChange after_preemption(const config::JobConfig& config, int spent, const std::string& what) {
+  domain::PhaseChange change;
   change.add_preemptions = 1;
   const int now_spent = spent + 1;
   if (!config.job.loop) {
@@ -148,8 +148,8 @@ store::PhaseChange after_preemption(const config::JobConfig& config, int spent, 
   return change;
 }
 
-store::PhaseChange after_failure(const config::JobConfig& config, int spent, const std::string& what) {
-  store::PhaseChange change;
+domain::PhaseChange after_failure(const config::JobConfig& config, int spent, const std::string& what) {
+  domain::PhaseChange change;
   change.add_failures = 1;
   const int now_spent = spent + 1;
   if (now_spent > config.recovery.max_failures) {

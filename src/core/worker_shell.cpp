@@ -8,14 +8,14 @@
 
 namespace jobman::core {
 
-store::AttemptRecord live_attempt(const store::JobStore& store, const store::JobRecord& job) {
+domain::AttemptRecord live_attempt(const store::JobStore& store, const domain::JobRecord& job) {
   const std::string prefix = "job " + util::format_job_id(job.id) + " has no slice: ";
-  const std::string phase(store::to_string(job.phase));
+  const std::string phase(domain::to_string(job.phase));
   const auto attempts = store.attempts(job.id);
   const auto current = std::find_if(attempts.begin(), attempts.end(),
-                                    [&](const store::AttemptRecord& a) { return a.number == job.attempt; });
+                                    [&](const domain::AttemptRecord& a) { return a.number == job.attempt; });
   const bool released = current != attempts.end() && current->released_ms.has_value();
-  if (store::is_terminal(job.phase) && (!job.cleanup_pending || current == attempts.end() || released)) {
+  if (domain::is_terminal(job.phase) && (!job.cleanup_pending || current == attempts.end() || released)) {
     throw Error(prefix + "it is " + phase);
   }
   if (job.attempt < 1) {
@@ -35,7 +35,7 @@ store::AttemptRecord live_attempt(const store::JobStore& store, const store::Job
 }
 
 std::vector<std::string> worker_shell_argv(const CloudAccess& access, const config::JobConfig& config,
-                                           const store::AttemptRecord& attempt, int worker,
+                                           const domain::AttemptRecord& attempt, int worker,
                                            const std::string& command) {
   auto target = slice_target(access, config, attempt.node);
   if (!attempt.zone.empty()) {

@@ -111,11 +111,21 @@ constexpr std::string_view v4 = R"sql(
 ALTER TABLE attempts ADD COLUMN create_pending INTEGER NOT NULL DEFAULT 0;
 )sql";
 
-constexpr std::array<Migration, 4> all{{
+// Version 5: an attempt records the accelerator and the number of hosts of its slice, beside its zone and names: the
+// attempt row is where a job runs (the job row keeps what was asked for). Attempts recorded before take the job's.
+constexpr std::string_view v5 = R"sql(
+ALTER TABLE attempts ADD COLUMN accelerator TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN hosts INTEGER NOT NULL DEFAULT 0;
+UPDATE attempts SET accelerator = (SELECT accelerator FROM jobs WHERE jobs.id = attempts.job_id),
+                    hosts = (SELECT hosts FROM jobs WHERE jobs.id = attempts.job_id);
+)sql";
+
+constexpr std::array<Migration, 5> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
     {4, "record a queued resource's name before it is requested", v4},
+    {5, "record each attempt's accelerator and hosts", v5},
 }};
 
 } // namespace

@@ -188,7 +188,7 @@ bool run_store_stress(const StoreStressOptions& options) {
         }
         driver = owner;
         let_go = false;
-      } else if (e.kind == "phase" && e.to && store::is_terminal(*e.to)) {
+      } else if (e.kind == "phase" && e.to && domain::is_terminal(*e.to)) {
         let_go = true;
       }
     }

@@ -13,8 +13,8 @@
 
 namespace jobman::chaos {
 
+using domain::Phase;
 using nlohmann::json;
-using store::Phase;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -390,7 +390,7 @@ private:
       const auto record = cloud_->store().find_job(job->id);
       const auto attempts = cloud_->store().attempts(job->id);
       if (record && !attempts.empty() && !attempts.back().node.empty() && !attempts.back().released_ms) {
-        slices.emplace_back(attempts.back().node, std::string(store::to_string(record->phase)));
+        slices.emplace_back(attempts.back().node, std::string(domain::to_string(record->phase)));
       }
     }
     if (slices.empty()) {
@@ -453,7 +453,7 @@ private:
         }
       }
       count("attempts", static_cast<std::int64_t>(attempts.size()));
-      count(std::string("final_") + std::string(store::to_string(record.phase)));
+      count(std::string("final_") + std::string(domain::to_string(record.phase)));
       // What the commands demand: resume undoes cancel and delete; cancel never undoes delete; a resume refused
       // because the job had succeeded changes nothing.
       std::string last = "none";
@@ -475,7 +475,7 @@ private:
                       : last == "cancel" ? record.phase == Phase::cancelled || trained
                                          : trained;
       if (!ok) {
-        violation(name + ": ended " + std::string(store::to_string(record.phase)) + " (" + record.phase_reason +
+        violation(name + ": ended " + std::string(domain::to_string(record.phase)) + " (" + record.phase_reason +
                   ") after last command '" + last + "'");
       }
       const auto events = db.events(job->id);

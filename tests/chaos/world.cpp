@@ -212,7 +212,7 @@ store::JobStore& ChaosCloud::store() {
   return *store_;
 }
 
-std::map<int, int> launches_per_attempt(const std::vector<store::EventRecord>& events) {
+std::map<int, int> launches_per_attempt(const std::vector<domain::EventRecord>& events) {
   std::map<int, int> launches;
   constexpr std::string_view prefix = "launched attempt ";
   for (const auto& e : events) {
@@ -223,7 +223,7 @@ std::map<int, int> launches_per_attempt(const std::vector<store::EventRecord>& e
   return launches;
 }
 
-std::map<int, int> starts_per_attempt(const std::vector<store::EventRecord>& events) {
+std::map<int, int> starts_per_attempt(const std::vector<domain::EventRecord>& events) {
   std::map<int, int> starts;
   constexpr std::string_view prefix = "attempt ";
   for (const auto& e : events) {

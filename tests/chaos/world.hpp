@@ -107,8 +107,8 @@ private:
 };
 
 // The number of "launched attempt K" events for each attempt K of the job.
-std::map<int, int> launches_per_attempt(const std::vector<store::EventRecord>& events);
+std::map<int, int> launches_per_attempt(const std::vector<domain::EventRecord>& events);
 // The number of "attempt K started" events for each attempt K of the job.
-std::map<int, int> starts_per_attempt(const std::vector<store::EventRecord>& events);
+std::map<int, int> starts_per_attempt(const std::vector<domain::EventRecord>& events);
 
 } // namespace jobman::chaos

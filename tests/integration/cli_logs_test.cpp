@@ -13,7 +13,7 @@
 namespace jobman::test {
 namespace {
 
-using store::Phase;
+using domain::Phase;
 
 constexpr const char* kTrain = JOBMAN_TEST_DATA_DIR "/cli/train.yaml"; // v4-32: 4 hosts, all run it.
 
@@ -55,7 +55,7 @@ protected:
     EXPECT_EQ(open_store().begin_attempt(1, name, name, "us-central2-b").number, number);
   }
   void move_to(Phase phase) const {
-    store::PhaseChange change;
+    domain::PhaseChange change;
     change.to = phase;
     change.reason = "set by the test";
     ASSERT_TRUE(open_store().transition(1, std::nullopt, change));

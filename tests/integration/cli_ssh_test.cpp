@@ -12,7 +12,7 @@
 namespace jobman::test {
 namespace {
 
-using store::Phase;
+using domain::Phase;
 
 constexpr const char* kTrain = JOBMAN_TEST_DATA_DIR "/cli/train.yaml"; // v4-32: 4 hosts.
 
@@ -53,7 +53,7 @@ protected:
     move_to(Phase::running);
   }
   void move_to(Phase phase) const {
-    store::PhaseChange change;
+    domain::PhaseChange change;
     change.to = phase;
     change.reason = "set by the test";
     ASSERT_TRUE(open_store().transition(1, std::nullopt, change));
@@ -133,7 +133,7 @@ TEST_F(CliSshOnMock, RunsACommandAndAShellOnTheWorker) {
   ASSERT_EQ(jm({"create", kTrain}).exit_code, 0);
   auto store = store::JobStore::open(dir / "home" / "jobman.db");
   store.begin_attempt(1, "slice", "slice-node", "us-central2-b");
-  store::PhaseChange running;
+  domain::PhaseChange running;
   running.to = Phase::running;
   running.reason = "set by the test";
   ASSERT_TRUE(store.transition(1, std::nullopt, running));

@@ -141,29 +141,28 @@ TEST_F(CloudAuthTest, MetadataServerTokenIsAccepted) {
 }
 
 TEST_F(CloudAuthTest, DefaultChainReachesEachSourceAgainstTheMock) {
-  config::Settings settings;
-  settings.gcloud = fake_gcloud(metadata_token()).string();
+  std::string gcloud = fake_gcloud(metadata_token()).string();
   {
     const ScopedEnv token("JOBMAN_ACCESS_TOKEN", "lab-static-token");
     const ScopedEnv creds("GOOGLE_APPLICATION_CREDENTIALS", (dir / "key.json").string());
-    expect_accepted(make_default_token_source(settings));
+    expect_accepted(make_default_token_source(gcloud));
   }
   const ScopedEnv token("JOBMAN_ACCESS_TOKEN", std::nullopt);
   {
     const ScopedEnv creds("GOOGLE_APPLICATION_CREDENTIALS", (dir / "key.json").string());
-    auto source = make_default_token_source(settings);
+    auto source = make_default_token_source(gcloud);
     EXPECT_NE(source->describe().find("service account"), std::string::npos) << source->describe();
     expect_accepted(std::move(source));
   }
   const ScopedEnv creds("GOOGLE_APPLICATION_CREDENTIALS", std::nullopt);
   {
-    auto source = make_default_token_source(settings);
+    auto source = make_default_token_source(gcloud);
     EXPECT_NE(source->describe().find("auth print-access-token"), std::string::npos) << source->describe();
     expect_accepted(std::move(source));
   }
-  settings.gcloud = (dir / "bin" / "no-such-gcloud").string();
+  gcloud = (dir / "bin" / "no-such-gcloud").string();
   const ScopedEnv metadata_host("GCE_METADATA_HOST", host());
-  auto source = make_default_token_source(settings);
+  auto source = make_default_token_source(gcloud);
   EXPECT_NE(source->describe().find("metadata server"), std::string::npos) << source->describe();
   expect_accepted(std::move(source));
 }

@@ -30,8 +30,8 @@ namespace jobman::test {
 namespace {
 
 namespace fs = std::filesystem;
+using domain::Phase;
 using nlohmann::json;
-using store::Phase;
 
 constexpr std::chrono::seconds kPatience{120};
 
@@ -448,7 +448,7 @@ TEST_F(SecurityTest, WorkerOutputCannotDriveTheTerminal) {
   // Text from the API and events (here a hostile node address and a reason written into the store) is escaped by
   // list and show too.
   const std::string hostile = "10.0.0.1\x1b]0;pwned\x07\x1b[2J\r\xc2\x9b";
-  store::PhaseChange change;
+  domain::PhaseChange change;
   change.to = Phase::failed;
   change.reason = "worker said " + hostile;
   change.host0_ip = hostile;

@@ -95,7 +95,7 @@ TEST_F(StoreFaultsTest, AReadOnlyHomeStillListsAndShowsAndRefusesChangesWithACle
   all.include_history = true;
   const auto jobs = store.list_jobs(all);
   ASSERT_EQ(jobs.size(), 2U);
-  EXPECT_EQ(jobs[0].desired, store::DesiredState::run);
+  EXPECT_EQ(jobs[0].desired, domain::DesiredState::run);
   EXPECT_EQ(fs::file_size(home / "jobman.db"), before);
 }
 

@@ -22,8 +22,8 @@ namespace jobman::test {
 namespace {
 
 namespace fs = std::filesystem;
+using domain::Phase;
 using nlohmann::json;
-using store::Phase;
 
 constexpr const char* kZone = "us-central2-b";
 constexpr const char* kLocation = "/mock/v1/projects/jobman-mock/locations/us-central2-b";
@@ -209,10 +209,10 @@ protected:
     return *store;
   }
 
-  store::JobRecord job(std::int64_t id) { return db().get_job(id); }
+  domain::JobRecord job(std::int64_t id) { return db().get_job(id); }
 
   // `jobman wait ID` must end with `exit_code` within `seconds`; returns the job as it ended.
-  store::JobRecord wait_for(std::int64_t id, int exit_code = 0, int seconds = 120) {
+  domain::JobRecord wait_for(std::int64_t id, int exit_code = 0, int seconds = 120) {
     const auto waited = jm({"wait", std::to_string(id), "--timeout", std::to_string(seconds)});
     EXPECT_EQ(waited.exit_code, exit_code) << waited.out << waited.err;
     auto ended = job(id);

@@ -215,32 +215,31 @@ TEST(CloudDefaultTokenSource, TakesTheFirstSourceThatApplies) {
                           {"token_uri", "http://127.0.0.1:9/token"}}
                .dump();
   }
-  config::Settings settings;
-  settings.gcloud = "/bin/true";
+  std::string gcloud = "/bin/true";
   {
     const ScopedEnv token("JOBMAN_ACCESS_TOKEN", "secret-token");
     const ScopedEnv creds("GOOGLE_APPLICATION_CREDENTIALS", key_file.c_str());
-    const auto source = make_default_token_source(settings);
+    const auto source = make_default_token_source(gcloud);
     EXPECT_NE(source->describe().find("JOBMAN_ACCESS_TOKEN"), std::string::npos) << source->describe();
   }
   {
     const ScopedEnv token("JOBMAN_ACCESS_TOKEN", nullptr);
     const ScopedEnv creds("GOOGLE_APPLICATION_CREDENTIALS", key_file.c_str());
-    const auto source = make_default_token_source(settings);
+    const auto source = make_default_token_source(gcloud);
     EXPECT_NE(source->describe().find("service account sa@p"), std::string::npos) << source->describe();
   }
   {
     const ScopedEnv token("JOBMAN_ACCESS_TOKEN", nullptr);
     const ScopedEnv creds("GOOGLE_APPLICATION_CREDENTIALS", nullptr);
-    const auto source = make_default_token_source(settings);
+    const auto source = make_default_token_source(gcloud);
     EXPECT_NE(source->describe().find("/bin/true auth print-access-token"), std::string::npos) << source->describe();
   }
   {
     const ScopedEnv token("JOBMAN_ACCESS_TOKEN", nullptr);
     const ScopedEnv creds("GOOGLE_APPLICATION_CREDENTIALS", nullptr);
     const ScopedEnv host("GCE_METADATA_HOST", "127.0.0.1:9");
-    settings.gcloud = "jobman-no-such-gcloud";
-    const auto source = make_default_token_source(settings);
+    gcloud = "jobman-no-such-gcloud";
+    const auto source = make_default_token_source(gcloud);
     EXPECT_NE(source->describe().find("http://127.0.0.1:9/computeMetadata/v1/instance/service-accounts/default/token"),
               std::string::npos)
         << source->describe();

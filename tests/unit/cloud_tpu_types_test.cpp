@@ -100,14 +100,11 @@ TEST(CloudTpuTypes, ParsesOperationsDoneWithAResponseOrAnError) {
 
 TEST(CloudTpuEndpoint, DefaultsToGoogleAndAddsTheApiVersionToAnOverride) {
   ::unsetenv("JOBMAN_API_ENDPOINT");
-  config::Settings settings;
-  EXPECT_EQ(resolve_tpu_endpoint(settings), "https://tpu.googleapis.com/v2/");
-  settings.api_endpoint = "http://127.0.0.1:8471";
-  EXPECT_EQ(resolve_tpu_endpoint(settings), "http://127.0.0.1:8471/v2/");
-  settings.api_endpoint = "https://tpu.example.com/v2/";
-  EXPECT_EQ(resolve_tpu_endpoint(settings), "https://tpu.example.com/v2/");
+  EXPECT_EQ(resolve_tpu_endpoint(""), "https://tpu.googleapis.com/v2/");
+  EXPECT_EQ(resolve_tpu_endpoint("http://127.0.0.1:8471"), "http://127.0.0.1:8471/v2/");
+  EXPECT_EQ(resolve_tpu_endpoint("https://tpu.example.com/v2/"), "https://tpu.example.com/v2/");
   ::setenv("JOBMAN_API_ENDPOINT", "http://localhost:1/", 1);
-  EXPECT_EQ(resolve_tpu_endpoint(settings), "http://localhost:1/v2/");
+  EXPECT_EQ(resolve_tpu_endpoint("http://127.0.0.1:8471"), "http://localhost:1/v2/");
   ::unsetenv("JOBMAN_API_ENDPOINT");
 }
 

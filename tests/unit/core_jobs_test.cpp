@@ -1,3 +1,4 @@
+#include "jobman/config/loader.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "support/scoped_env.hpp"
@@ -12,11 +13,11 @@
 namespace jobman::core {
 namespace {
 
-using store::DesiredState;
-using store::Phase;
+using domain::DesiredState;
+using domain::Phase;
 
-store::NewJob new_job(const std::string& name) {
-  store::NewJob job;
+domain::NewJob new_job(const std::string& name) {
+  domain::NewJob job;
   job.name = name;
   job.user = "alice";
   job.accelerator = "v4-8";
@@ -52,7 +53,7 @@ TEST_F(CoreRequests, CancelOfAJobWithNothingInTheCloudEndsItAtOnce) {
 
 TEST_F(CoreRequests, CancelOfARunningJobIsLeftToTheSupervisor) {
   store.begin_attempt(id, "a-000001-a1", "a-000001-a1", "us-central2-b");
-  store::PhaseChange running;
+  domain::PhaseChange running;
   running.to = Phase::running;
   running.reason = "workload started";
   ASSERT_TRUE(store.transition(id, Phase::pending, running));
@@ -80,7 +81,7 @@ TEST_F(CoreRequests, ResumeBringsAStoppedJobBackToPending) {
 }
 
 TEST_F(CoreRequests, ResumeOfASucceededJobIsAnError) {
-  store::PhaseChange done;
+  domain::PhaseChange done;
   done.to = Phase::succeeded;
   done.reason = "exit 0";
   ASSERT_TRUE(store.transition(id, std::nullopt, done));
@@ -106,6 +107,25 @@ TEST_F(CoreRequests, MissingJobIsNoSuchJob) {
 
 namespace jobman::core {
 namespace {
+
+TEST(CoreCreate, EverySweepMemberBecomesAJobRecordingItsConfig) {
+  auto store = store::JobStore::open_in_memory();
+  const auto configs = config::load_job_configs(JOBMAN_SOURCE_DIR "/configs/examples/sweep-v6e.yaml");
+  ASSERT_EQ(configs.size(), 3U);
+  const auto ids = create_jobs(store, configs, "carol");
+  ASSERT_EQ(ids.size(), configs.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto job = store.get_job(ids[i], true);
+    EXPECT_EQ(job.name, configs[i].job.name);
+    EXPECT_EQ(job.user, "carol");
+    EXPECT_EQ(job.accelerator, "v6e-8");
+    EXPECT_EQ(job.zone, "us-east1-d");
+    EXPECT_EQ(job.hosts, configs[i].tpu.accelerator.hosts);
+    EXPECT_EQ(job.phase, Phase::pending);
+    EXPECT_EQ(job.sweep_label, sweep_label(configs[i]));
+    EXPECT_EQ(job.config_yaml, configs[i].resolved_yaml);
+  }
+}
 
 TEST(CoreAttempts, AnAttemptsLogsAndWorkloadAreNamedByTheJobAndTheAttempt) {
   const jobman::test::TempDir dir;

@@ -7,9 +7,9 @@
 namespace jobman::core {
 namespace {
 
+using domain::Phase;
 using remote::WorkerStatus;
 using remote::WorkloadState;
-using store::Phase;
 
 config::JobConfig job_config(const std::string& recovery, const std::string& job_extra = "") {
   const std::string text = "job:\n  name: t\n" + job_extra +

@@ -8,14 +8,14 @@
 namespace jobman::core {
 namespace {
 
-using store::Phase;
+using domain::Phase;
 
 class CoreWorkerShell : public ::testing::Test {
 protected:
   store::JobStore store = store::JobStore::open_in_memory();
   std::int64_t id = 0;
   void SetUp() override {
-    store::NewJob job;
+    domain::NewJob job;
     job.name = "train";
     job.user = "alice";
     job.accelerator = "v4-32";
@@ -26,7 +26,7 @@ protected:
     id = store.create_jobs({job}).front();
   }
   void move_to(Phase phase) {
-    store::PhaseChange change;
+    domain::PhaseChange change;
     change.to = phase;
     change.reason = "test";
     ASSERT_TRUE(store.transition(id, std::nullopt, change));
@@ -92,7 +92,7 @@ TEST_F(CoreWorkerShell, TheArgvIsAShellWithoutACommandAndRunsOneWithIt) {
   access.mock = false;
   access.project = "proj";
   access.gcloud = "/opt/gcloud";
-  store::AttemptRecord attempt;
+  domain::AttemptRecord attempt;
   attempt.node = "train-000001-a1";
   attempt.zone = "us-central2-a";
   EXPECT_EQ(worker_shell_argv(access, config, attempt, 2, ""),

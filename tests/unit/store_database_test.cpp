@@ -22,6 +22,8 @@
 namespace jobman::store {
 namespace {
 
+using domain::NewJob;
+using domain::Phase;
 using sqlite::Database;
 using sqlite::OpenMode;
 using sqlite::Statement;
@@ -286,6 +288,9 @@ TEST(StoreSchema, VersionOneDatabaseIsMigratedWithItsRowsIntact) {
 
   ASSERT_EQ(store.attempts(1).size(), 2U);
   EXPECT_EQ(store.attempts(1)[0].outcome, "preempted");
+  // Version 5 gave the attempts recorded before it their job's accelerator and hosts.
+  EXPECT_EQ(store.attempts(1)[1].accelerator, "v4-32");
+  EXPECT_EQ(store.attempts(1)[1].hosts, 4);
   const auto events = store.events(1);
   ASSERT_EQ(events.size(), 2U);
   EXPECT_EQ(events[1].from, Phase::running);

@@ -9,6 +9,13 @@
 namespace jobman::store {
 namespace {
 
+using domain::DesiredState;
+using domain::EventRecord;
+using domain::JobRecord;
+using domain::NewJob;
+using domain::Phase;
+using domain::PhaseChange;
+using domain::Placement;
 constexpr std::int64_t hour_ms = 3600LL * 1000;
 
 NewJob make_job(const std::string& name, const std::string& user = "alice") {
@@ -48,38 +55,6 @@ PhaseChange to_phase(Phase phase, const std::string& reason = "test") {
   change.to = phase;
   change.reason = reason;
   return change;
-}
-
-TEST(StorePhase, NamesRoundTrip) {
-  for (Phase phase : all_phases()) {
-    EXPECT_EQ(parse_phase(to_string(phase)), phase) << to_string(phase);
-  }
-  EXPECT_EQ(all_phases().size(), 10U);
-  EXPECT_EQ(all_phases().front(), Phase::pending);
-  EXPECT_EQ(to_string(Phase::provisioning), "PROVISIONING");
-  EXPECT_EQ(parse_phase("running"), Phase::running) << "parsing ignores case";
-  EXPECT_EQ(parse_phase("Recovering"), Phase::recovering);
-  EXPECT_EQ(parse_phase("RUN"), std::nullopt);
-  EXPECT_EQ(parse_phase(""), std::nullopt);
-}
-
-TEST(StorePhase, TerminalPhasesAreTheFourEndings) {
-  std::vector<Phase> terminal;
-  for (Phase phase : all_phases()) {
-    if (is_terminal(phase)) {
-      terminal.push_back(phase);
-    }
-  }
-  EXPECT_EQ(terminal, (std::vector<Phase>{Phase::succeeded, Phase::failed, Phase::cancelled, Phase::deleted}));
-}
-
-TEST(StorePhase, DesiredStateNamesRoundTrip) {
-  for (DesiredState desired : {DesiredState::run, DesiredState::stop, DesiredState::remove, DesiredState::clean}) {
-    EXPECT_EQ(parse_desired_state(to_string(desired)), desired) << to_string(desired);
-  }
-  EXPECT_EQ(to_string(DesiredState::remove), "delete");
-  EXPECT_EQ(parse_desired_state("delete"), DesiredState::remove);
-  EXPECT_EQ(parse_desired_state("remove"), std::nullopt);
 }
 
 TEST(JobStore, InMemoryStoreIsMigratedToTheCurrentSchema) {
@@ -296,6 +271,31 @@ TEST(JobStore, AnAttemptsResourceIsPendingFromItsRecordUntilTheApiAcceptedIt) {
       << "an attempt on a slice that exists is not pending";
   EXPECT_FALSE(store.attempts(id)[1].create_pending);
   EXPECT_THROW(store.confirm_created(42, 1), NoSuchJobError);
+}
+
+TEST(JobStore, AnAttemptRecordsWhereItRuns) {
+  auto store = JobStore::open_in_memory();
+  const auto id = store.create_jobs({make_job("a")}).at(0);
+  const auto asked = store.get_job(id);
+
+  // Without an accelerator and hosts of its own, an attempt runs on what the job asked for.
+  const auto first = store.begin_attempt(id, "a-000001-a1", "a-000001-a1", "us-central2-b");
+  EXPECT_EQ(first.accelerator, asked.accelerator);
+  EXPECT_EQ(first.hosts, asked.hosts);
+
+  // With them, the attempt row says where it runs, whatever the job row says.
+  const auto second = store.begin_attempt(id, Placement{"a-000001-a2", "a-000001-a2", "us-east5-a", "v5litepod-16", 4});
+  EXPECT_EQ(second.zone, "us-east5-a");
+  EXPECT_EQ(second.accelerator, "v5litepod-16");
+  EXPECT_EQ(second.hosts, 4);
+  const auto attempts = store.attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].accelerator, asked.accelerator);
+  EXPECT_EQ(attempts[0].hosts, asked.hosts);
+  EXPECT_EQ(attempts[1].zone, "us-east5-a");
+  EXPECT_EQ(attempts[1].accelerator, "v5litepod-16");
+  EXPECT_EQ(attempts[1].hosts, 4);
+  EXPECT_EQ(store.get_job(id).accelerator, asked.accelerator) << "the job row keeps what was asked for";
 }
 
 TEST(JobStore, AttemptsAreNumberedAndClosed) {

@@ -3,7 +3,6 @@
 #pragma once
 
 #include "jobman/cloud/http.hpp"
-#include "jobman/config/settings.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -41,9 +40,10 @@ std::unique_ptr<TokenSource> make_gcloud_token_source(const std::string& program
 // The metadata server's token path on `host` ("metadata.google.internal" or "127.0.0.1:8080").
 std::unique_ptr<TokenSource> make_metadata_token_source(const std::string& host);
 
-// The first source that applies: JOBMAN_ACCESS_TOKEN, GOOGLE_APPLICATION_CREDENTIALS, the settings' gcloud program
-// when it is found on PATH, then the metadata server ($GCE_METADATA_HOST or metadata.google.internal).
-std::unique_ptr<TokenSource> make_default_token_source(const config::Settings& settings);
+// The first source that applies: JOBMAN_ACCESS_TOKEN, GOOGLE_APPLICATION_CREDENTIALS, the `gcloud` program (the
+// settings' one; none when empty) when it is found on PATH, then the metadata server ($GCE_METADATA_HOST or
+// metadata.google.internal).
+std::unique_ptr<TokenSource> make_default_token_source(const std::string& gcloud);
 
 // A token endpoint's answer ({"access_token", "expires_in", "token_type"}) as a token; throws jobman::Error naming
 // `source` for a failure, an error status or an answer without an access_token. Never includes the token in messages.

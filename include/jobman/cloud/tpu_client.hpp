@@ -5,7 +5,6 @@
 #include "jobman/cloud/auth.hpp"
 #include "jobman/cloud/http.hpp"
 #include "jobman/cloud/retry.hpp"
-#include "jobman/config/settings.hpp"
 #include "jobman/util/error.hpp"
 
 #include <chrono>
@@ -22,9 +21,9 @@ namespace jobman::cloud {
 // Google's default TPU API base URL.
 inline constexpr const char* kDefaultTpuEndpoint = "https://tpu.googleapis.com/v2/";
 
-// The base URL to use: JOBMAN_API_ENDPOINT, else settings.api_endpoint, else kDefaultTpuEndpoint; "/v2/" is appended
-// when the URL does not end with it (so a mock's "http://127.0.0.1:8471" works).
-std::string resolve_tpu_endpoint(const config::Settings& settings);
+// The base URL to use: JOBMAN_API_ENDPOINT, else `configured` (the settings' api_endpoint), else kDefaultTpuEndpoint;
+// "/v2/" is appended when the URL does not end with it (so a mock's "http://127.0.0.1:8471" works).
+std::string resolve_tpu_endpoint(std::string_view configured);
 
 // A project and zone: "projects/P/locations/Z".
 struct Location {

@@ -32,14 +32,19 @@ std::filesystem::path attempt_directory(std::int64_t id, int attempt);
 remote::WorkloadId workload_id(std::int64_t id, int attempt);
 
 // The row `create` records for a resolved config.
-store::NewJob to_new_job(const config::JobConfig& config, const std::string& user);
+domain::NewJob to_new_job(const config::JobConfig& config, const std::string& user);
+
+// Records one job per resolved config (the members of a sweep together, in one transaction) for `user`; returns their
+// ids in the configs' order. The one way jobs are created.
+std::vector<std::int64_t> create_jobs(store::JobStore& store, const std::vector<config::JobConfig>& configs,
+                                      const std::string& user);
 
 // "lr=0.1,bs=32" for a sweep member; empty otherwise.
 std::string sweep_label(const config::JobConfig& config);
 
 // The config recorded when the job was created (`job` read with its config). Throws ConfigError when the snapshot
 // no longer parses.
-config::JobConfig recorded_config(const store::JobRecord& job);
+config::JobConfig recorded_config(const domain::JobRecord& job);
 
 // What a user asks of an existing job.
 enum class Request { resume, cancel, remove, clean };

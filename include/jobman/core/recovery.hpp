@@ -26,7 +26,7 @@ enum class SliceVerdict {
 SliceVerdict judge_slice(const std::optional<cloud::QueuedResource>& resource);
 
 // The phase a job waiting for its slice is in for a verdict: QUEUED or PROVISIONING (nullopt for the others).
-std::optional<store::Phase> waiting_phase(SliceVerdict verdict);
+std::optional<domain::Phase> waiting_phase(SliceVerdict verdict);
 
 // How an attempt's workers stand, taken together.
 enum class AttemptOutcome {
@@ -56,10 +56,10 @@ AttemptVerdict judge_workers(const std::vector<remote::WorkerStatus>& statuses,
 
 // Where a job goes after a preemption: RECOVERING while the preemption budget allows one more (job.loop and
 // max_preemptions), otherwise FAILED. `spent` is the preemptions the job had before this one.
-store::PhaseChange after_preemption(const config::JobConfig& config, int spent, const std::string& what);
+domain::PhaseChange after_preemption(const config::JobConfig& config, int spent, const std::string& what);
 
 // Where a job goes after a real failure: SETUP on the same slice while the failure budget allows one more,
 // otherwise FAILED. `spent` is the failures the job had before this one.
-store::PhaseChange after_failure(const config::JobConfig& config, int spent, const std::string& what);
+domain::PhaseChange after_failure(const config::JobConfig& config, int spent, const std::string& what);
 
 } // namespace jobman::core

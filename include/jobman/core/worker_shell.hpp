@@ -14,11 +14,12 @@ namespace jobman::core {
 // The job's current attempt when its slice may still be up: the attempt has a node, its slice was not released, and
 // the job is unfinished or still has its slice to release. Throws jobman::Error saying why not otherwise
 // ("job 000042 has no slice: it is DELETED").
-store::AttemptRecord live_attempt(const store::JobStore& store, const store::JobRecord& job);
+domain::AttemptRecord live_attempt(const store::JobStore& store, const domain::JobRecord& job);
 
 // The argv of gcloud's ssh to `worker` of the attempt's node, in the attempt's zone: an interactive shell when
 // `command` is empty, otherwise that shell text run there.
 std::vector<std::string> worker_shell_argv(const CloudAccess& access, const config::JobConfig& config,
-                                           const store::AttemptRecord& attempt, int worker, const std::string& command);
+                                           const domain::AttemptRecord& attempt, int worker,
+                                           const std::string& command);
 
 } // namespace jobman::core

@@ -1,5 +1,8 @@
-// The job store: jobs, attempts, events and leases in SQLite (WAL), shaped for the supervisor.
+// The job store: jobs, attempts, events and leases (the domain model, jobman/domain/job.hpp) in SQLite (WAL), shaped
+// for the supervisor.
 #pragma once
+
+#include "jobman/domain/job.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -12,124 +15,15 @@
 
 namespace jobman::store {
 
-// Where a job is in its life. Stored, never recomputed; shown by `list`.
-enum class Phase { pending, queued, provisioning, setup, running, recovering, succeeded, failed, cancelled, deleted };
-
-// "PENDING", "QUEUED", ...
-std::string_view to_string(Phase phase);
-// Case-insensitive inverse of to_string.
-std::optional<Phase> parse_phase(std::string_view text);
-// SUCCEEDED, FAILED, CANCELLED and DELETED: nothing more will happen without `resume`.
-bool is_terminal(Phase phase);
-// Every phase, in lifecycle order.
-const std::vector<Phase>& all_phases();
-
-// What the user wants; the supervisor makes the world match it.
-enum class DesiredState { run, stop, remove, clean };
-
-// "run", "stop", "delete", "clean".
-std::string_view to_string(DesiredState desired);
-// Inverse of to_string.
-std::optional<DesiredState> parse_desired_state(std::string_view text);
-
-// One job row.
-struct JobRecord {
-  std::int64_t id = 0;
-  std::string name;
-  std::string user;
-  std::string accelerator;
-  std::string zone;
-  std::string pricing;  // "spot", "ondemand", "preemptible".
-  std::string tpu_name; // Name prefix for the slice's resources.
-  int hosts = 0;        // Worker hosts of the accelerator.
-  Phase phase = Phase::pending;
-  DesiredState desired = DesiredState::run;
-  std::string phase_reason;     // Why the job entered its phase.
-  int attempt = 0;              // Number of the current (or last) attempt; 0 before the first.
-  int preemptions = 0;          // Preemptions spent.
-  int failures = 0;             // Failures spent.
-  std::string host0_ip;         // Worker 0's internal IP while a slice is up.
-  std::optional<int> exit_code; // Worker 0's exit code once known.
-  std::int64_t created_ms = 0;
-  std::int64_t updated_ms = 0;
-  std::int64_t phase_since_ms = 0;
-  std::optional<std::int64_t> finished_ms; // When the job entered a terminal phase.
-  std::string config_path;                 // The file given to `create`, absolute.
-  std::string sweep_label;                 // "lr=0.1,bs=32" for sweep members; empty otherwise.
-  bool cleanup_pending = false;            // Finished, but its slice is still to be released.
-  std::string config_yaml;                 // The resolved config snapshot; filled only when asked for.
-};
-
-// What `create` records.
-struct NewJob {
-  std::string name;
-  std::string user;
-  std::string accelerator;
-  std::string zone;
-  std::string pricing;
-  std::string tpu_name;
-  int hosts = 0;
-  std::string config_path;
-  std::string sweep_label;
-  std::string config_yaml;
-};
-
 // Which jobs `list` wants.
 struct JobFilter {
   bool include_history = false; // false: unfinished jobs plus those finished within `recent_ms`.
   std::int64_t recent_ms = 24LL * 3600 * 1000;
-  std::int64_t now_ms = 0;   // Reference time for `recent_ms`; 0 means the clock.
-  std::vector<Phase> phases; // Empty: any phase.
-  std::string name_glob;     // Empty: any name.
-  std::string user;          // Empty: any user.
-  bool with_config = false;  // Fill JobRecord::config_yaml.
-};
-
-// One attempt: one slice requested, set up and run.
-struct AttemptRecord {
-  std::int64_t job_id = 0;
-  int number = 0; // 1, 2, ...
-  std::string queued_resource;
-  std::string node;
-  std::string zone;
-  std::int64_t started_ms = 0;
-  std::optional<std::int64_t> ended_ms;
-  std::string outcome; // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled".
-  std::optional<int> exit_code;
-  std::optional<std::int64_t> released_ms; // When its queued resource and node were confirmed gone.
-  bool create_pending = false;             // Its queued resource is being asked for; the API has not accepted it yet.
-};
-
-// One timestamped, append-only fact about a job.
-struct EventRecord {
-  std::int64_t id = 0;
-  std::int64_t job_id = 0;
-  std::int64_t ts_ms = 0;
-  std::string kind;          // "created", "phase", "desired", "attempt", "observation", "action", "error".
-  std::optional<Phase> from; // For phase changes.
-  std::optional<Phase> to;
-  std::string message;
-  std::string data_json; // Extra structured facts; "" when none.
-};
-
-// Who drives a job, until when.
-struct Lease {
-  std::int64_t job_id = 0;
-  std::string owner; // host + pid + process start time.
-  std::int64_t acquired_ms = 0;
-  std::int64_t heartbeat_ms = 0;
-  std::int64_t expires_ms = 0;
-};
-
-// Changes applied together with a phase transition.
-struct PhaseChange {
-  Phase to = Phase::pending;
-  std::string reason;
-  std::optional<std::string> host0_ip;
-  std::optional<int> exit_code;
-  int add_preemptions = 0;
-  int add_failures = 0;
-  std::optional<bool> cleanup_pending; // Set or clear JobRecord::cleanup_pending with the change.
+  std::int64_t now_ms = 0;           // Reference time for `recent_ms`; 0 means the clock.
+  std::vector<domain::Phase> phases; // Empty: any phase.
+  std::string name_glob;             // Empty: any name.
+  std::string user;                  // Empty: any user.
+  bool with_config = false;          // Fill JobRecord::config_yaml.
 };
 
 // The SQLite-backed store. One per process; not shared between threads.
@@ -150,42 +44,44 @@ public:
   [[nodiscard]] int schema_version() const;
 
   // Records new jobs in one transaction; returns their ids (ascending, never reused).
-  std::vector<std::int64_t> create_jobs(const std::vector<NewJob>& jobs);
+  std::vector<std::int64_t> create_jobs(const std::vector<domain::NewJob>& jobs);
 
   // The job, or nullopt.
-  [[nodiscard]] std::optional<JobRecord> find_job(std::int64_t id, bool with_config = false) const;
+  [[nodiscard]] std::optional<domain::JobRecord> find_job(std::int64_t id, bool with_config = false) const;
   // The job; throws NoSuchJobError ("no job 000042") when absent.
-  [[nodiscard]] JobRecord get_job(std::int64_t id, bool with_config = false) const;
+  [[nodiscard]] domain::JobRecord get_job(std::int64_t id, bool with_config = false) const;
   // Calls `fn` for each matching job in id order, streaming from SQLite. `fn` may read the store but must not
   // write to it (the open read snapshot makes such writes fail once another process has written); to act on
   // jobs, collect them with list_jobs first.
-  void for_each_job(const JobFilter& filter, const std::function<void(const JobRecord&)>& fn) const;
+  void for_each_job(const JobFilter& filter, const std::function<void(const domain::JobRecord&)>& fn) const;
   // Collects for_each_job.
-  [[nodiscard]] std::vector<JobRecord> list_jobs(const JobFilter& filter) const;
+  [[nodiscard]] std::vector<domain::JobRecord> list_jobs(const JobFilter& filter) const;
 
   // Records what the user wants, with an event; returns the updated job.
-  JobRecord set_desired_state(std::int64_t id, DesiredState desired, const std::string& reason);
+  domain::JobRecord set_desired_state(std::int64_t id, domain::DesiredState desired, const std::string& reason);
   // Moves the job to `change.to` if it is in `expected` (any phase when nullopt), with an event.
   // Returns false, changing nothing, when the phase was not `expected`.
-  bool transition(std::int64_t id, std::optional<Phase> expected, const PhaseChange& change);
+  bool transition(std::int64_t id, std::optional<domain::Phase> expected, const domain::PhaseChange& change);
 
   // Appends an event.
   void append_event(std::int64_t job_id, std::string_view kind, std::string_view message,
                     std::string_view data_json = {});
   // The job's events, oldest first.
-  [[nodiscard]] std::vector<EventRecord> events(std::int64_t job_id) const;
+  [[nodiscard]] std::vector<domain::EventRecord> events(std::int64_t job_id) const;
 
   // Starts the job's next attempt (jobs.attempt + 1) with an event, clearing the last attempt's host0_ip and
   // exit_code; returns it. With `create_pending`, its queued resource is about to be requested (confirm_created()
   // records that the API accepted it).
-  AttemptRecord begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
-                              const std::string& zone, bool create_pending = false);
+  domain::AttemptRecord begin_attempt(std::int64_t job_id, const domain::Placement& where, bool create_pending = false);
+  // begin_attempt on the job's accelerator and hosts.
+  domain::AttemptRecord begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
+                                      const std::string& zone, bool create_pending = false);
   // Records that the API accepted the request for attempt `number`'s queued resource. Repeating it changes nothing.
   void confirm_created(std::int64_t job_id, int number);
   // Closes an attempt with its outcome.
   void end_attempt(std::int64_t job_id, int number, const std::string& outcome, std::optional<int> exit_code);
   // The job's attempts, oldest first.
-  [[nodiscard]] std::vector<AttemptRecord> attempts(std::int64_t job_id) const;
+  [[nodiscard]] std::vector<domain::AttemptRecord> attempts(std::int64_t job_id) const;
   // Records that `queued_resource` (and its node) are gone, on every attempt that used it, with an event saying
   // `how`. Repeating it changes nothing.
   void mark_released(std::int64_t job_id, const std::string& queued_resource, const std::string& how);
@@ -194,7 +90,7 @@ public:
 
   // The jobs a supervisor has work on, by id: unfinished ones, finished ones with cleanup pending, and delete or
   // clean requests not yet carried out.
-  [[nodiscard]] std::vector<JobRecord> jobs_to_drive(bool with_config = false) const;
+  [[nodiscard]] std::vector<domain::JobRecord> jobs_to_drive(bool with_config = false) const;
 
   // Takes the job's lease if it is free, expired, or already `owner`'s. True when `owner` holds it.
   bool try_acquire_lease(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms, std::int64_t now_ms);
@@ -206,7 +102,7 @@ public:
   // Gives the lease up if `owner` holds it.
   void release_lease(std::int64_t job_id, const std::string& owner);
   // The current lease, expired or not.
-  [[nodiscard]] std::optional<Lease> lease(std::int64_t job_id) const;
+  [[nodiscard]] std::optional<domain::Lease> lease(std::int64_t job_id) const;
 
   // Removes the job with its attempts, events and lease (`clean`). Its id is never handed out again. Throws
   // NoSuchJobError when there is no such job.

@@ -28,9 +28,9 @@ struct Stream {
 
 // A job this supervisor holds the lease of.
 struct Driven {
-  store::JobRecord job;
+  domain::JobRecord job;
   std::shared_ptr<const config::JobConfig> config;
-  std::vector<store::AttemptRecord> attempts;
+  std::vector<domain::AttemptRecord> attempts;
   bool busy = false;            // An operation is in flight.
   bool dirty = true;            // Something new is known: step it.
   bool lost = false;            // The lease was lost while busy: drop it when the operation returns.
@@ -46,7 +46,7 @@ struct Driven {
   int unreachable = 0;
 
   // The attempt that holds a queued resource not yet released, if any (the newest).
-  [[nodiscard]] const store::AttemptRecord* open_slice() const {
+  [[nodiscard]] const domain::AttemptRecord* open_slice() const {
     for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
       if (!it->released_ms && !it->queued_resource.empty()) {
         return &*it;
@@ -55,7 +55,7 @@ struct Driven {
     return nullptr;
   }
   // The current attempt's record, when it has one.
-  [[nodiscard]] const store::AttemptRecord* current() const {
+  [[nodiscard]] const domain::AttemptRecord* current() const {
     if (attempts.empty() || attempts.back().number != job.attempt) {
       return nullptr;
     }

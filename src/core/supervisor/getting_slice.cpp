@@ -9,8 +9,8 @@
 
 namespace jobman::core::supervision {
 
-using store::DesiredState;
-using store::Phase;
+using domain::DesiredState;
+using domain::Phase;
 
 void JobDriver::acquire_slice(Driven& d) {
   if (const auto* asked = d.current(); asked != nullptr && asked->create_pending && !asked->ended_ms) {
@@ -27,7 +27,7 @@ void JobDriver::acquire_slice(Driven& d) {
     if (d.job.phase == Phase::pending && verdict != SliceVerdict::lost && verdict != SliceVerdict::deleting) {
       // Resumed with a slice kept: the next attempt runs on it.
       const std::string qr = open->queued_resource;
-      store().begin_attempt(d.job.id, qr, open->node, open->zone);
+      store().begin_attempt(d.job.id, open->placement());
       reload(d);
       move(d, std::nullopt, change(Phase::queued, "resumed on the kept slice " + qr));
       return;
@@ -43,12 +43,12 @@ void JobDriver::acquire_slice(Driven& d) {
 // if the user cancelled meanwhile), never a slice the store does not know of.
 void JobDriver::create_slice(Driven& d) {
   const std::string qr = resource_id(d.job.tpu_name, d.job.id, d.job.attempt + 1);
-  store().begin_attempt(d.job.id, qr, qr, d.config->tpu.zone, true);
+  store().begin_attempt(d.job.id, domain::Placement{qr, qr, d.job.zone, d.job.accelerator, d.job.hosts}, true);
   reload(d);
   request_slice(d, *d.current());
 }
 
-void JobDriver::request_slice(Driven& d, const store::AttemptRecord& attempt) {
+void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
   const std::string qr = attempt.queued_resource;
   const std::string zone = attempt.zone;
   const int number = attempt.number;
@@ -106,9 +106,9 @@ void JobDriver::slice_created(std::int64_t id, const std::string& qr, const std:
   d->seen_once = false;
   d->seen_state.clear();
   d->delete_sent_ms = 0;
-  if (d->job.desired == DesiredState::run && !store::is_terminal(d->job.phase)) {
+  if (d->job.desired == DesiredState::run && !domain::is_terminal(d->job.phase)) {
     move(*d, std::nullopt, change(Phase::queued, "requested queued resource " + qr + " in " + zone));
-  } else if (store::is_terminal(d->job.phase)) {
+  } else if (domain::is_terminal(d->job.phase)) {
     store().set_cleanup_pending(id, true);
     reload(*d);
   }
@@ -161,7 +161,7 @@ std::string JobDriver::slice_error(const Driven& d) {
 }
 
 // A new resource missing from a listing: ask for it by name before calling it lost (listings may lag creates).
-void JobDriver::confirm_absent(Driven& d, const store::AttemptRecord& open) {
+void JobDriver::confirm_absent(Driven& d, const domain::AttemptRecord& open) {
   const auto id = d.job.id;
   const auto qr = open.queued_resource;
   const auto zone = open.zone;
@@ -179,7 +179,7 @@ void JobDriver::confirm_absent(Driven& d, const store::AttemptRecord& open) {
 }
 
 // The slice is ACTIVE: find worker 0's address and go on to SETUP.
-void JobDriver::activate(Driven& d, const store::AttemptRecord& open) {
+void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
   const auto id = d.job.id;
   const auto node = open.node;
   const auto zone = open.zone;
@@ -196,8 +196,8 @@ void JobDriver::activate(Driven& d, const store::AttemptRecord& open) {
         live->seen_valid = false;
         return;
       }
-      store::PhaseChange c = change(Phase::setup, "node " + node + " is READY with " +
-                                                      std::to_string(got->network_endpoints.size()) + " host(s)");
+      domain::PhaseChange c = change(Phase::setup, "node " + node + " is READY with " +
+                                                       std::to_string(got->network_endpoints.size()) + " host(s)");
       if (!got->network_endpoints.empty()) {
         c.host0_ip = got->network_endpoints.front().ip_address;
       }

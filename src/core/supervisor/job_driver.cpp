@@ -11,8 +11,8 @@
 
 namespace jobman::core::supervision {
 
-using store::DesiredState;
-using store::Phase;
+using domain::DesiredState;
+using domain::Phase;
 
 std::string job_label(std::int64_t id) {
   return "job " + util::format_job_id(id);
@@ -50,20 +50,20 @@ void JobDriver::reload(Driven& d) {
   d.dirty = true;
 }
 
-bool JobDriver::move(Driven& d, std::optional<Phase> expected, const store::PhaseChange& change) {
+bool JobDriver::move(Driven& d, std::optional<Phase> expected, const domain::PhaseChange& change) {
   const Phase from = d.job.phase;
   const bool moved = store().transition(d.job.id, expected, change);
   if (moved) {
     ++counters_->transitions;
-    spdlog::info("{}: {} -> {}: {}", job_label(d.job.id), store::to_string(from), store::to_string(change.to),
+    spdlog::info("{}: {} -> {}: {}", job_label(d.job.id), domain::to_string(from), domain::to_string(change.to),
                  change.reason);
   }
   reload(d);
   return moved;
 }
 
-store::PhaseChange JobDriver::change(Phase to, std::string reason) {
-  store::PhaseChange c;
+domain::PhaseChange JobDriver::change(Phase to, std::string reason) {
+  domain::PhaseChange c;
   c.to = to;
   c.reason = std::move(reason);
   return c;
@@ -90,7 +90,7 @@ void JobDriver::step(Driven& d) {
   const auto& job = d.job;
   if (job.desired == DesiredState::remove || job.desired == DesiredState::clean) {
     tear_down(d);
-  } else if (store::is_terminal(job.phase)) {
+  } else if (domain::is_terminal(job.phase)) {
     if (job.cleanup_pending) {
       release(d, [this, &d] {
         store().set_cleanup_pending(d.job.id, false);

@@ -55,10 +55,10 @@ public:
   void reload(Driven& d);
 
   // Moves the job to `change.to` when its phase is `expected` (any phase without one); says whether it moved.
-  bool move(Driven& d, std::optional<store::Phase> expected, const store::PhaseChange& change);
+  bool move(Driven& d, std::optional<domain::Phase> expected, const domain::PhaseChange& change);
 
   // A phase change to `to` for `reason`.
-  static store::PhaseChange change(store::Phase to, std::string reason);
+  static domain::PhaseChange change(domain::Phase to, std::string reason);
 
   // Waits out the config's backoff (its next step) before the job is stepped again.
   void backoff(Driven& d);
@@ -79,17 +79,17 @@ private:
   // ---- getting_slice.cpp ----
   void acquire_slice(Driven& d);
   void create_slice(Driven& d);
-  void request_slice(Driven& d, const store::AttemptRecord& attempt);
+  void request_slice(Driven& d, const domain::AttemptRecord& attempt);
   void slice_created(std::int64_t id, const std::string& qr, const std::string& zone, int number);
   void orphan_delete(const std::string& qr, const std::string& zone);
   void await_slice(Driven& d);
   static std::string slice_error(const Driven& d);
-  void confirm_absent(Driven& d, const store::AttemptRecord& open);
-  void activate(Driven& d, const store::AttemptRecord& open);
+  void confirm_absent(Driven& d, const domain::AttemptRecord& open);
+  void activate(Driven& d, const domain::AttemptRecord& open);
 
   // ---- on_workers.cpp ----
-  [[nodiscard]] remote::LaunchSpec launch_spec(const Driven& d) const;
-  static bool slice_active(const CloudAccess& access, Counters& counters, const store::AttemptRecord& open);
+  static remote::LaunchSpec launch_spec(const Driven& d, const domain::AttemptRecord& slice);
+  static bool slice_active(const CloudAccess& access, Counters& counters, const domain::AttemptRecord& open);
   void set_up(Driven& d);
   void start_stream(Driven& d);
   void watch(Driven& d);
@@ -97,7 +97,7 @@ private:
   static void catch_up(std::int64_t id, const remote::SliceTarget& target, std::vector<int> workers,
                        const remote::WorkloadId& wid, const std::filesystem::path& dir);
   void attempt_judged(std::int64_t id, const AttemptVerdict& verdict, bool slice_gone, bool stream_failed);
-  void next_attempt_on_same_slice(Driven& d, const store::PhaseChange& c);
+  void next_attempt_on_same_slice(Driven& d, const domain::PhaseChange& c);
   void preempted(Driven& d, const std::string& what, int exit_code);
 
   // ---- teardown.cpp ----
@@ -106,7 +106,7 @@ private:
   void cancel(Driven& d);
   void finish_cancel(Driven& d);
   void release(Driven& d, const std::function<void()>& done);
-  void delete_slice(Driven& d, const store::AttemptRecord& open);
+  void delete_slice(Driven& d, const domain::AttemptRecord& open);
   void tear_down(Driven& d);
 
   [[nodiscard]] store::JobStore& store() { return host_.store(); }

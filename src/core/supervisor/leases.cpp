@@ -11,11 +11,11 @@
 
 namespace jobman::core::supervision {
 
+using domain::Phase;
 using std::chrono::milliseconds;
-using store::Phase;
 
 void SupervisorLoop::read_jobs() {
-  std::vector<store::JobRecord> rows;
+  std::vector<domain::JobRecord> rows;
   try {
     rows = job_store->jobs_to_drive(false);
   } catch (const std::exception& e) {
@@ -47,7 +47,7 @@ void SupervisorLoop::read_jobs() {
   }
 }
 
-void SupervisorLoop::adopt(store::JobRecord row) {
+void SupervisorLoop::adopt(domain::JobRecord row) {
   const auto id = row.id;
   try {
     // A read first: another supervisor's live lease costs no write transaction each second.
@@ -75,7 +75,7 @@ void SupervisorLoop::adopt(store::JobRecord row) {
     d.config = std::make_shared<const config::JobConfig>(std::move(configs.front()));
   } catch (const std::exception& e) {
     // Without its config nothing can be done for it but to say so.
-    if (!store::is_terminal(d.job.phase)) {
+    if (!domain::is_terminal(d.job.phase)) {
       driver.move(d, std::nullopt,
                   JobDriver::change(Phase::failed, std::string("its recorded config cannot be read: ") + e.what()));
     }
@@ -90,8 +90,8 @@ void SupervisorLoop::adopt(store::JobRecord row) {
     to_drop.push_back(id);
     return;
   }
-  spdlog::debug("{}: driving it ({}, desired {})", job_label(id), store::to_string(d.job.phase),
-                store::to_string(d.job.desired));
+  spdlog::debug("{}: driving it ({}, desired {})", job_label(id), domain::to_string(d.job.phase),
+                domain::to_string(d.job.desired));
 }
 
 void SupervisorLoop::heartbeat_loop(const std::stop_token& stop) {

@@ -73,7 +73,7 @@ private:
   // Reads the jobs to drive: adopts new ones, refreshes changed ones, marks vanished ones to drop.
   void read_jobs();
   // Takes the job's lease (unless another supervisor holds a live one) and starts driving it.
-  void adopt(store::JobRecord row);
+  void adopt(domain::JobRecord row);
   // Renews every held lease a quarter of its life apart, on its own connection; tells the loop of leases lost.
   void heartbeat_loop(const std::stop_token& stop);
   // Another supervisor took the job: stop driving it (once its operation, if any, returns).

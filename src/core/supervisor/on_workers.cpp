@@ -15,24 +15,24 @@
 namespace jobman::core::supervision {
 
 namespace fs = std::filesystem;
+using domain::DesiredState;
+using domain::Phase;
 using std::chrono::milliseconds;
-using store::DesiredState;
-using store::Phase;
 
-remote::LaunchSpec JobDriver::launch_spec(const Driven& d) const {
+remote::LaunchSpec JobDriver::launch_spec(const Driven& d, const domain::AttemptRecord& slice) {
   remote::LaunchSpec spec;
   spec.id = workload_id(d.job.id, d.job.attempt);
   spec.command = remote::environment_command(*d.config, d.config->command.cmd);
-  spec.num_workers = std::max(1, d.job.hosts);
-  spec.tpu_name = d.current() != nullptr ? d.current()->node : d.job.tpu_name;
-  spec.zone = d.config->tpu.zone;
-  spec.accelerator = d.job.accelerator;
+  spec.num_workers = std::max(1, slice.hosts);
+  spec.tpu_name = slice.node;
+  spec.zone = slice.zone;
+  spec.accelerator = slice.accelerator;
   spec.docker = d.config->job.env_type == config::EnvType::docker;
   return spec;
 }
 
 // Whether the open slice is still ACTIVE, asked by name (after a worker could not be reached).
-bool JobDriver::slice_active(const CloudAccess& access, Counters& counters, const store::AttemptRecord& open) {
+bool JobDriver::slice_active(const CloudAccess& access, Counters& counters, const domain::AttemptRecord& open) {
   ++counters.get_calls;
   const auto qr = access.client->get_queued_resource(access.location(open.zone), open.queued_resource);
   if (judge_slice(qr) != SliceVerdict::active) {
@@ -56,10 +56,10 @@ void JobDriver::set_up(Driven& d) {
   const auto id = d.job.id;
   const auto config = d.config;
   const auto target = slice_target(*access_, *config, open->node);
-  const auto hosts = all_workers(d.job.hosts);
-  const auto workers = command_workers(*config, d.job.hosts);
+  const auto hosts = all_workers(open->hosts);
+  const auto workers = command_workers(*config, open->hosts);
   const auto dir = attempt_directory(id, d.job.attempt);
-  const auto spec = launch_spec(d);
+  const auto spec = launch_spec(d, *open);
   const auto slice = *open;
   host_.dispatch(d,
                  [this, access = access_, counters = counters_, id, config, target, hosts, workers, dir, spec,
@@ -139,7 +139,7 @@ void JobDriver::start_stream(Driven& d) {
   d.stream = stream;
   const auto id = d.job.id;
   const auto target = slice_target(*access_, *d.config, d.current()->node);
-  const auto workers = command_workers(*d.config, d.job.hosts);
+  const auto workers = command_workers(*d.config, d.current()->hosts);
   const auto wid = workload_id(id, d.job.attempt);
   const auto dir = attempt_directory(id, d.job.attempt);
   util::ensure_directory(dir, 0700);
@@ -201,7 +201,7 @@ void JobDriver::inspect(Driven& d) {
   const auto id = d.job.id;
   const auto config = d.config;
   const auto target = slice_target(*access_, *config, d.current()->node);
-  const auto workers = command_workers(*config, d.job.hosts);
+  const auto workers = command_workers(*config, d.current()->hosts);
   const auto wid = workload_id(id, d.job.attempt);
   const auto slice = *d.current();
   const bool stream_failed = !d.stream->error.empty();
@@ -312,7 +312,7 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
   case AttemptOutcome::succeeded: {
     d->unreachable = 0;
     end_open_attempt(*d, "succeeded", verdict.exit_code);
-    store::PhaseChange c = change(Phase::succeeded, verdict.reason);
+    domain::PhaseChange c = change(Phase::succeeded, verdict.reason);
     c.exit_code = verdict.exit_code;
     c.cleanup_pending = !d->config->tpu.keep_on_success;
     if (d->config->tpu.keep_on_success) {
@@ -340,9 +340,9 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
   }
 }
 
-void JobDriver::next_attempt_on_same_slice(Driven& d, const store::PhaseChange& c) {
+void JobDriver::next_attempt_on_same_slice(Driven& d, const domain::PhaseChange& c) {
   const auto slice = *d.current();
-  store().begin_attempt(d.job.id, slice.queued_resource, slice.node, slice.zone);
+  store().begin_attempt(d.job.id, slice.placement());
   reload(d);
   move(d, std::nullopt, c);
 }

@@ -7,8 +7,8 @@
 
 namespace jobman::core::supervision {
 
-using store::DesiredState;
-using store::Phase;
+using domain::DesiredState;
+using domain::Phase;
 
 // Whether the current attempt's workload may be running and should be stopped.
 bool JobDriver::workload_may_run(const Driven& d) const {
@@ -23,7 +23,7 @@ void JobDriver::stop_workload(Driven& d, std::function<void(std::optional<int>)>
   stop_stream(d);
   const auto id = d.job.id;
   const auto target = slice_target(*access_, *d.config, d.current()->node);
-  const auto workers = command_workers(*d.config, d.job.hosts);
+  const auto workers = command_workers(*d.config, d.current()->hosts);
   const auto wid = workload_id(id, d.job.attempt);
   host_.dispatch(d, [target, workers, wid, then = std::move(then)]() -> std::function<void()> {
     const auto statuses = remote::stop(target, workers, wid, kStopGrace, kRemoteTimeout);
@@ -54,7 +54,7 @@ void JobDriver::cancel(Driven& d) {
 }
 
 void JobDriver::finish_cancel(Driven& d) {
-  if (d.job.desired != DesiredState::stop || store::is_terminal(d.job.phase)) {
+  if (d.job.desired != DesiredState::stop || domain::is_terminal(d.job.phase)) {
     return;
   }
   const auto* open = d.open_slice();
@@ -89,7 +89,7 @@ void JobDriver::release(Driven& d, const std::function<void()>& done) {
   // Otherwise the listings will show it gone.
 }
 
-void JobDriver::delete_slice(Driven& d, const store::AttemptRecord& open) {
+void JobDriver::delete_slice(Driven& d, const domain::AttemptRecord& open) {
   const auto id = d.job.id;
   const auto qr = open.queued_resource;
   const auto zone = open.zone;
@@ -137,7 +137,7 @@ void JobDriver::tear_down(Driven& d) {
   end_open_attempt(d, "cancelled", std::nullopt);
   release(d, [this, &d] {
     if (d.job.phase != Phase::deleted || d.job.cleanup_pending) {
-      store::PhaseChange c = change(Phase::deleted, "deleted by the user; no slice left");
+      domain::PhaseChange c = change(Phase::deleted, "deleted by the user; no slice left");
       c.cleanup_pending = false;
       move(d, std::nullopt, c);
     }

@@ -1,0 +1,137 @@
+// The domain model: what a job is, where it is in its life, what the user wants of it, its attempts and events. Plain
+// data that the store records, the supervisor drives and the commands show; it knows nothing of SQLite or the cloud.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace jobman::domain {
+
+// Where a job is in its life. Stored, never recomputed; shown by `list`.
+enum class Phase { pending, queued, provisioning, setup, running, recovering, succeeded, failed, cancelled, deleted };
+
+// "PENDING", "QUEUED", ...
+std::string_view to_string(Phase phase);
+// Case-insensitive inverse of to_string.
+std::optional<Phase> parse_phase(std::string_view text);
+// SUCCEEDED, FAILED, CANCELLED and DELETED: nothing more will happen without `resume`.
+bool is_terminal(Phase phase);
+// Every phase, in lifecycle order.
+const std::vector<Phase>& all_phases();
+
+// What the user wants; the supervisor makes the world match it.
+enum class DesiredState { run, stop, remove, clean };
+
+// "run", "stop", "delete", "clean".
+std::string_view to_string(DesiredState desired);
+// Inverse of to_string.
+std::optional<DesiredState> parse_desired_state(std::string_view text);
+
+// One job row.
+struct JobRecord {
+  std::int64_t id = 0;
+  std::string name;
+  std::string user;
+  std::string accelerator;
+  std::string zone;
+  std::string pricing;  // "spot", "ondemand", "preemptible".
+  std::string tpu_name; // Name prefix for the slice's resources.
+  int hosts = 0;        // Worker hosts of the accelerator.
+  Phase phase = Phase::pending;
+  DesiredState desired = DesiredState::run;
+  std::string phase_reason;     // Why the job entered its phase.
+  int attempt = 0;              // Number of the current (or last) attempt; 0 before the first.
+  int preemptions = 0;          // Preemptions spent.
+  int failures = 0;             // Failures spent.
+  std::string host0_ip;         // Worker 0's internal IP while a slice is up.
+  std::optional<int> exit_code; // Worker 0's exit code once known.
+  std::int64_t created_ms = 0;
+  std::int64_t updated_ms = 0;
+  std::int64_t phase_since_ms = 0;
+  std::optional<std::int64_t> finished_ms; // When the job entered a terminal phase.
+  std::string config_path;                 // The file given to `create`, absolute.
+  std::string sweep_label;                 // "lr=0.1,bs=32" for sweep members; empty otherwise.
+  bool cleanup_pending = false;            // Finished, but its slice is still to be released.
+  std::string config_yaml;                 // The resolved config snapshot; filled only when asked for.
+};
+
+// What `create` records.
+struct NewJob {
+  std::string name;
+  std::string user;
+  std::string accelerator;
+  std::string zone;
+  std::string pricing;
+  std::string tpu_name;
+  int hosts = 0;
+  std::string config_path;
+  std::string sweep_label;
+  std::string config_yaml;
+};
+
+// Where an attempt runs: its slice's names, zone, accelerator and number of hosts.
+struct Placement {
+  std::string queued_resource;
+  std::string node;
+  std::string zone;
+  std::string accelerator; // Empty: the job's.
+  int hosts = 0;           // 0: the job's.
+};
+
+// One attempt: one slice requested, set up and run. Its row is where the attempt runs (the job row keeps what was
+// asked for; the config snapshot, how to set up and run it).
+struct AttemptRecord {
+  std::int64_t job_id = 0;
+  int number = 0; // 1, 2, ...
+  std::string queued_resource;
+  std::string node;
+  std::string zone;
+  std::string accelerator; // "v4-8".
+  int hosts = 0;           // Worker hosts of the slice.
+  std::int64_t started_ms = 0;
+  std::optional<std::int64_t> ended_ms;
+  std::string outcome; // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled".
+  std::optional<int> exit_code;
+  std::optional<std::int64_t> released_ms; // When its queued resource and node were confirmed gone.
+  bool create_pending = false;             // Its queued resource is being asked for; the API has not accepted it yet.
+
+  // Where it runs, for the next attempt on the same slice.
+  [[nodiscard]] Placement placement() const { return {queued_resource, node, zone, accelerator, hosts}; }
+};
+
+// One timestamped, append-only fact about a job.
+struct EventRecord {
+  std::int64_t id = 0;
+  std::int64_t job_id = 0;
+  std::int64_t ts_ms = 0;
+  std::string kind;          // "created", "phase", "desired", "attempt", "observation", "action", "error".
+  std::optional<Phase> from; // For phase changes.
+  std::optional<Phase> to;
+  std::string message;
+  std::string data_json; // Extra structured facts; "" when none.
+};
+
+// Who drives a job, until when.
+struct Lease {
+  std::int64_t job_id = 0;
+  std::string owner; // host + pid + process start time.
+  std::int64_t acquired_ms = 0;
+  std::int64_t heartbeat_ms = 0;
+  std::int64_t expires_ms = 0;
+};
+
+// Changes applied together with a phase transition.
+struct PhaseChange {
+  Phase to = Phase::pending;
+  std::string reason;
+  std::optional<std::string> host0_ip;
+  std::optional<int> exit_code;
+  int add_preemptions = 0;
+  int add_failures = 0;
+  std::optional<bool> cleanup_pending; // Set or clear JobRecord::cleanup_pending with the change.
+};
+
+} // namespace jobman::domain

@@ -1,0 +1,195 @@
+// The store's attempts: begun, confirmed, ended, released; and the jobs a supervisor has work on.
+#include "jobman/util/system.hpp"
+#include "schema.hpp"
+#include "store_impl.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace jobman::store {
+
+using detail::read_job;
+using detail::select_jobs;
+using detail::throw_no_such_job;
+using sqlite::Transaction;
+
+AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
+                                      const std::string& zone, bool create_pending) {
+  return begin_attempt(job_id, Placement{queued_resource, node, zone, {}, 0}, create_pending);
+}
+
+AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const Placement& where, bool create_pending) {
+  const std::int64_t now = util::now_ms();
+  Transaction transaction(impl_->db);
+  int number = 0;
+  Placement place = where;
+  {
+    auto query = impl_->statements.get("SELECT attempt, accelerator, hosts FROM jobs WHERE id = ?1");
+    query->bind(1, job_id);
+    if (!query->step()) {
+      throw_no_such_job(job_id);
+    }
+    number = query->column_int(0) + 1;
+    if (place.accelerator.empty()) {
+      place.accelerator = query->column_text(1);
+    }
+    if (place.hosts <= 0) {
+      place.hosts = query->column_int(2);
+    }
+  }
+  const auto& [queued_resource, node, zone, accelerator, hosts] = place;
+  {
+    // Worker 0's address and exit code belonged to the previous attempt.
+    auto update = impl_->statements.get(
+        "UPDATE jobs SET attempt = ?2, updated_ms = ?3, host0_ip = '', exit_code = NULL WHERE id = ?1");
+    update->bind(1, job_id);
+    update->bind(2, number);
+    update->bind(3, now);
+    update->run();
+  }
+  {
+    auto insert = impl_->statements.get(
+        "INSERT INTO attempts (job_id, number, queued_resource, node, zone, accelerator, hosts, started_ms, "
+        "create_pending) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+    insert->bind(1, job_id);
+    insert->bind(2, number);
+    insert->bind(3, queued_resource);
+    insert->bind(4, node);
+    insert->bind(5, zone);
+    insert->bind(6, accelerator);
+    insert->bind(7, hosts);
+    insert->bind(8, now);
+    insert->bind(9, create_pending ? 1 : 0);
+    insert->run();
+  }
+  nlohmann::json data = {{"attempt", number}, {"queued_resource", queued_resource}, {"node", node}, {"zone", zone}};
+  std::string message = "attempt " + std::to_string(number) + " started: " + queued_resource + " in " + zone;
+  if (create_pending) {
+    data["create_pending"] = true;
+    message = "attempt " + std::to_string(number) + " started: requesting " + queued_resource + " in " + zone;
+  }
+  impl_->insert_event(job_id, now, "attempt", std::nullopt, std::nullopt, message, data.dump());
+  transaction.commit();
+
+  AttemptRecord attempt;
+  attempt.job_id = job_id;
+  attempt.number = number;
+  attempt.queued_resource = queued_resource;
+  attempt.node = node;
+  attempt.zone = zone;
+  attempt.accelerator = accelerator;
+  attempt.hosts = hosts;
+  attempt.started_ms = now;
+  attempt.create_pending = create_pending;
+  return attempt;
+}
+
+void JobStore::confirm_created(std::int64_t job_id, int number) {
+  auto update = impl_->statements.get(
+      "UPDATE attempts SET create_pending = 0 WHERE job_id = ?1 AND number = ?2 AND create_pending = 1");
+  update->bind(1, job_id);
+  update->bind(2, number);
+  update->run();
+  if (impl_->db.changes() == 0 && !impl_->job_exists(job_id)) {
+    throw_no_such_job(job_id);
+  }
+}
+
+void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& outcome, std::optional<int> exit_code) {
+  const std::int64_t now = util::now_ms();
+  Transaction transaction(impl_->db);
+  {
+    auto update = impl_->statements.get(
+        "UPDATE attempts SET ended_ms = ?3, outcome = ?4, exit_code = ?5 WHERE job_id = ?1 AND number = ?2");
+    update->bind(1, job_id);
+    update->bind(2, number);
+    update->bind(3, now);
+    update->bind(4, outcome);
+    update->bind(5, exit_code);
+    update->run();
+  }
+  if (impl_->db.changes() == 0) {
+    if (!impl_->job_exists(job_id)) {
+      throw_no_such_job(job_id);
+    }
+    throw Error("job " + util::format_job_id(job_id) + " has no attempt " + std::to_string(number));
+  }
+  nlohmann::json data = {{"attempt", number}, {"outcome", outcome}};
+  std::string message = "attempt " + std::to_string(number) + " ended: " + outcome;
+  if (exit_code) {
+    data["exit_code"] = *exit_code;
+    message += " (exit code " + std::to_string(*exit_code) + ")";
+  }
+  impl_->insert_event(job_id, now, "attempt", std::nullopt, std::nullopt, message, data.dump());
+  transaction.commit();
+}
+
+std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
+  auto query = impl_->statements.get(
+      "SELECT job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code, released_ms, "
+      "create_pending, accelerator, hosts FROM attempts WHERE job_id = ?1 ORDER BY number");
+  query->bind(1, job_id);
+  std::vector<AttemptRecord> attempts;
+  while (query->step()) {
+    AttemptRecord attempt;
+    attempt.job_id = query->column_int64(0);
+    attempt.number = query->column_int(1);
+    attempt.queued_resource = query->column_text(2);
+    attempt.node = query->column_text(3);
+    attempt.zone = query->column_text(4);
+    attempt.started_ms = query->column_int64(5);
+    attempt.ended_ms = query->column_optional_int64(6);
+    attempt.outcome = query->column_text(7);
+    attempt.exit_code = query->column_optional_int(8);
+    attempt.released_ms = query->column_optional_int64(9);
+    attempt.create_pending = query->column_int(10) != 0;
+    attempt.accelerator = query->column_text(11);
+    attempt.hosts = query->column_int(12);
+    attempts.push_back(std::move(attempt));
+  }
+  return attempts;
+}
+
+void JobStore::mark_released(std::int64_t job_id, const std::string& queued_resource, const std::string& how) {
+  const std::int64_t now = util::now_ms();
+  Transaction transaction(impl_->db);
+  {
+    auto update = impl_->statements.get("UPDATE attempts SET released_ms = ?3 "
+                                        "WHERE job_id = ?1 AND queued_resource = ?2 AND released_ms IS NULL");
+    update->bind(1, job_id);
+    update->bind(2, queued_resource);
+    update->bind(3, now);
+    update->run();
+  }
+  if (impl_->db.changes() == 0) {
+    return; // Already recorded (or never ours): nothing to say twice.
+  }
+  const nlohmann::json data = {{"queued_resource", queued_resource}};
+  impl_->insert_event(job_id, now, "action", std::nullopt, std::nullopt, queued_resource + " released: " + how,
+                      data.dump());
+  transaction.commit();
+}
+
+void JobStore::set_cleanup_pending(std::int64_t job_id, bool pending) {
+  auto update = impl_->statements.get("UPDATE jobs SET cleanup_pending = ?2 WHERE id = ?1");
+  update->bind(1, job_id);
+  update->bind(2, pending ? 1 : 0);
+  update->run();
+}
+
+std::vector<JobRecord> JobStore::jobs_to_drive(bool with_config) const {
+  // Three index scans: unfinished jobs, finished ones with a slice to release, and delete/clean requests.
+  auto query = impl_->statements.get(
+      select_jobs(with_config) + " WHERE jobs.id IN (SELECT id FROM jobs WHERE phase NOT IN " +
+      std::string(schema::terminal_phase_list) +
+      " UNION SELECT id FROM jobs WHERE cleanup_pending = 1 OR desired IN ('delete','clean'))"
+      " AND NOT (desired = 'delete' AND phase = 'DELETED' AND cleanup_pending = 0) ORDER BY jobs.id");
+  std::vector<JobRecord> jobs;
+  while (query->step()) {
+    JobRecord job;
+    read_job(impl_->db, *query, with_config, job);
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+} // namespace jobman::store

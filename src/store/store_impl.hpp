@@ -1,0 +1,152 @@
+// What the store's files share: the connection and its statements (JobStore::Impl), and reading job rows.
+#pragma once
+
+#include "jobman/store/job_store.hpp"
+#include "jobman/store/sqlite.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace jobman::store {
+
+// The domain model, named in the store's files as its own.
+using domain::AttemptRecord;
+using domain::DesiredState;
+using domain::EventRecord;
+using domain::is_terminal;
+using domain::JobRecord;
+using domain::Lease;
+using domain::NewJob;
+using domain::parse_desired_state;
+using domain::parse_phase;
+using domain::Phase;
+using domain::PhaseChange;
+using domain::Placement;
+
+namespace detail {
+
+using sqlite::Database;
+using sqlite::Statement;
+
+// Long enough for 32 processes creating jobs at once; a writer holds the lock for well under a millisecond.
+constexpr int busy_timeout_ms = 10'000;
+
+// The columns of JobRecord in the order read_job expects; config_yaml (from job_configs) is appended only when
+// asked for.
+constexpr std::string_view job_columns =
+    "jobs.id, name, user, accelerator, zone, pricing, tpu_name, hosts, phase, desired, phase_reason, attempt, "
+    "preemptions, failures, host0_ip, exit_code, created_ms, updated_ms, phase_since_ms, finished_ms, "
+    "config_path, sweep_label, cleanup_pending";
+constexpr int config_yaml_column = 23;
+
+inline std::string select_jobs(bool with_config) {
+  std::string sql = "SELECT ";
+  sql += job_columns;
+  if (with_config) {
+    sql += ", job_configs.config_yaml FROM jobs LEFT JOIN job_configs ON job_configs.job_id = jobs.id";
+  } else {
+    sql += " FROM jobs";
+  }
+  return sql;
+}
+
+inline Phase phase_column(const Database& db, const Statement& row, int column) {
+  const auto text = row.column_text_view(column);
+  if (auto phase = parse_phase(text)) {
+    return *phase;
+  }
+  throw Error(db.path() + ": unknown phase '" + std::string(text) + "' in the database");
+}
+
+// Fills `job` from a row selected with job_columns; reusing one record keeps its strings' buffers across rows.
+inline void read_job(const Database& db, const Statement& row, bool with_config, JobRecord& job) {
+  job.id = row.column_int64(0);
+  job.name.assign(row.column_text_view(1));
+  job.user.assign(row.column_text_view(2));
+  job.accelerator.assign(row.column_text_view(3));
+  job.zone.assign(row.column_text_view(4));
+  job.pricing.assign(row.column_text_view(5));
+  job.tpu_name.assign(row.column_text_view(6));
+  job.hosts = row.column_int(7);
+  job.phase = phase_column(db, row, 8);
+  const auto desired = row.column_text_view(9);
+  if (auto parsed = parse_desired_state(desired)) {
+    job.desired = *parsed;
+  } else {
+    throw Error(db.path() + ": unknown desired state '" + std::string(desired) + "' in the database");
+  }
+  job.phase_reason.assign(row.column_text_view(10));
+  job.attempt = row.column_int(11);
+  job.preemptions = row.column_int(12);
+  job.failures = row.column_int(13);
+  job.host0_ip.assign(row.column_text_view(14));
+  job.exit_code = row.column_optional_int(15);
+  job.created_ms = row.column_int64(16);
+  job.updated_ms = row.column_int64(17);
+  job.phase_since_ms = row.column_int64(18);
+  job.finished_ms = row.column_optional_int64(19);
+  job.config_path.assign(row.column_text_view(20));
+  job.sweep_label.assign(row.column_text_view(21));
+  job.cleanup_pending = row.column_int(22) != 0;
+  if (with_config) {
+    job.config_yaml.assign(row.column_text_view(config_yaml_column));
+  } else {
+    job.config_yaml.clear();
+  }
+}
+
+[[noreturn]] inline void throw_no_such_job(std::int64_t id) {
+  throw NoSuchJobError("no job " + util::format_job_id(id));
+}
+
+} // namespace detail
+
+// The connection and its prepared statements.
+struct JobStore::Impl {
+  Impl(const std::string& path, sqlite::OpenMode mode) : db(path, mode, detail::busy_timeout_ms), statements(db) {}
+
+  sqlite::Database db;
+  sqlite::StatementCache statements; // After db: finalized before the connection closes.
+
+  std::optional<JobRecord> find(std::int64_t id, bool with_config) {
+    auto query = statements.get(detail::select_jobs(with_config) + " WHERE jobs.id = ?1");
+    query->bind(1, id);
+    if (!query->step()) {
+      return std::nullopt;
+    }
+    JobRecord job;
+    detail::read_job(db, *query, with_config, job);
+    return job;
+  }
+
+  // Appends an event; false when the job does not exist.
+  bool insert_event(std::int64_t job_id, std::int64_t ts_ms, std::string_view kind, std::optional<Phase> from,
+                    std::optional<Phase> to, std::string_view message, std::string_view data_json) {
+    auto insert = statements.get("INSERT INTO events (job_id, ts_ms, kind, from_phase, to_phase, message, data_json) "
+                                 "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1)");
+    insert->bind(1, job_id);
+    insert->bind(2, ts_ms);
+    insert->bind(3, kind);
+    if (from) {
+      insert->bind(4, to_string(*from));
+    }
+    if (to) {
+      insert->bind(5, to_string(*to));
+    }
+    insert->bind(6, message);
+    insert->bind(7, data_json);
+    insert->run();
+    return db.changes() > 0;
+  }
+
+  bool job_exists(std::int64_t id) {
+    auto query = statements.get("SELECT 1 FROM jobs WHERE id = ?1");
+    query->bind(1, id);
+    return query->step();
+  }
+};
+
+} // namespace jobman::store
