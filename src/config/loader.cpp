@@ -7,7 +7,6 @@
 #include "yaml_tree.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cmath>
@@ -36,13 +35,6 @@ enum class Purpose { snapshot, display };
 
 std::string join_path(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;
-}
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
 }
 
 // Problems found while building one config.
@@ -76,7 +68,7 @@ std::optional<bool> as_bool(Problems& p, const Node& node, const std::string& pa
     return std::nullopt;
   }
   if (node.is_scalar()) {
-    const std::string word = lower(node.text);
+    const std::string word = util::to_lower(node.text);
     if (word == "true" || word == "yes" || word == "on") {
       return true;
     }
@@ -509,7 +501,7 @@ void apply_tpu_flags(Problems& p, const Section& tpu, TpuSection& out) {
       value = std::string(util::trim(text->substr(sep + 1)));
     }
     if (switches.contains(name)) {
-      if (value && !value->empty() && lower(*value) != "true") {
+      if (value && !value->empty() && util::to_lower(*value) != "true") {
         p.error(item.origin, item_path, name + " takes no value");
         continue;
       }
@@ -682,7 +674,7 @@ void build_recovery(Problems& p, const Section& s, const Origin& file_origin, bo
   bool explicit_preemptions = false;
   if (const Node* node = s.get("max_preemptions")) {
     explicit_preemptions = true;
-    if (node->is_null() || (node->is_scalar() && lower(node->text) == "unlimited")) {
+    if (node->is_null() || (node->is_scalar() && util::to_lower(node->text) == "unlimited")) {
       out.max_preemptions = std::nullopt;
     } else if (node->is_scalar() && !util::parse_int(node->text) && !node->text.empty() &&
                node->text.find_first_not_of("-+0123456789") != std::string::npos) {
