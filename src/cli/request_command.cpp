@@ -5,20 +5,7 @@
 #include "output.hpp"
 #include "waiting.hpp"
 
-#include <cctype>
-
 namespace jobman::cli {
-
-namespace {
-
-std::string to_lower(std::string text) {
-  for (auto& c : text) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return text;
-}
-
-} // namespace
 
 void add_request_arguments(CLI::App& command, RequestCommandOptions& options, bool with_all_finished) {
   auto* ids = command.add_option("ID", options.ids, "Job ids (000042 or 42)");
@@ -106,7 +93,7 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
       }
       outcome.done = true;
       outcome.status = found->second ? std::string(domain::to_string(found->second->phase)) : std::string();
-      outcome.message = found->second ? to_lower(outcome.status) : std::string("removed");
+      outcome.message = found->second ? util::to_lower(outcome.status) : std::string("removed");
     }
   }
   for (const auto& outcome : outcomes) {

@@ -1,8 +1,8 @@
 #include "jobman/cloud/http.hpp"
 
 #include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
 
-#include <algorithm>
 #include <cctype>
 #include <curl/curl.h>
 #include <functional>
@@ -13,12 +13,6 @@
 
 namespace jobman::cloud {
 namespace {
-
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
 
 void global_init() {
   static std::once_flag once;
@@ -47,7 +41,7 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
     const auto begin = value.find_first_not_of(" \t");
     const auto end = value.find_last_not_of(" \t\r\n");
     value = begin == std::string::npos ? std::string() : value.substr(begin, end - begin + 1);
-    (*headers)[lower(line.substr(0, colon))] = value;
+    (*headers)[util::to_lower(line.substr(0, colon))] = value;
   }
   return size * count;
 }
@@ -78,7 +72,7 @@ const char* to_string(TransportFailure failure) {
 }
 
 std::optional<std::string> HttpResponse::header(const std::string& name) const {
-  auto it = headers.find(lower(name));
+  auto it = headers.find(util::to_lower(name));
   if (it == headers.end()) {
     return std::nullopt;
   }

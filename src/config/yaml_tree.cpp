@@ -1,5 +1,7 @@
 #include "yaml_tree.hpp"
 
+#include "jobman/util/strings.hpp"
+
 #include <algorithm>
 #include <climits>
 #include <map>
@@ -390,21 +392,11 @@ bool is_plain_char(char c) {
          c == '/' || c == '-' || c == '+' || c == '=' || c == '@' || c == '~' || c == ' ';
 }
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (auto& c : out) {
-    if (c >= 'A' && c <= 'Z') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
-  }
-  return out;
-}
-
 // True when a plain scalar would read back as something other than a string in YAML 1.1 or 1.2.
 bool looks_typed(std::string_view text) {
   static const std::set<std::string, std::less<>> words{"null", "~", "true", "false", "yes",   "no",    "on",
                                                         "off",  "y", "n",    ".inf",  "-.inf", "+.inf", ".nan"};
-  if (words.contains(lower(text))) {
+  if (words.contains(util::to_lower(text))) {
     return true;
   }
   const char first = text.front();

@@ -45,6 +45,16 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
+std::string to_lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) {
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+  }
+  return out;
+}
+
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   // Optimal string alignment distance with three rolling rows.
   const std::size_t n = a.size();

@@ -55,6 +55,15 @@ TEST(Strings, SplitKeepsEmptyFields) {
   EXPECT_EQ(trim("  x y \n"), "x y");
 }
 
+TEST(Strings, ToLowerChangesAsciiLettersOnly) {
+  EXPECT_EQ(to_lower("Content-Type"), "content-type");
+  EXPECT_EQ(to_lower("UNLIMITED"), "unlimited");
+  EXPECT_EQ(to_lower("already lower, 0-9_@[`{"), "already lower, 0-9_@[`{");
+  EXPECT_EQ(to_lower(""), "");
+  // Bytes past ASCII (here "ÉTÉ" in UTF-8) are kept as they are.
+  EXPECT_EQ(to_lower("\xc3\x89T\xc3\x89"), "\xc3\x89t\xc3\x89");
+}
+
 TEST(EscapeControls, ControlCharactersBecomeVisibleAndTextStays) {
   EXPECT_EQ(escape_controls("\x1b]0;pwned\x07", LineBreaks::keep), "\\x1b]0;pwned\\x07");
   EXPECT_EQ(escape_controls("\x1b[2J\x1b[31mred", LineBreaks::keep), "\\x1b[2J\\x1b[31mred");

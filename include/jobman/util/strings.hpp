@@ -18,6 +18,9 @@ std::string join(std::span<const std::string> items, std::string_view sep);
 // Removes ASCII whitespace at both ends.
 std::string_view trim(std::string_view text);
 
+// A copy with the ASCII letters A-Z lower-cased; every other byte is kept (UTF-8 text stays valid).
+std::string to_lower(std::string_view text);
+
 // Edit distance (insert, delete, substitute, transpose), for suggestions.
 std::size_t edit_distance(std::string_view a, std::string_view b);
 

@@ -1,0 +1,210 @@
+// Building the model, part two: the whole JobConfig. Checks the top-level sections, builds the optional ones (gcsfuse,
+// ssh, the environments, vars, brevo_email) and checks the environment job.env_type names.
+#include "jobman/util/system.hpp"
+#include "loader_parts.hpp"
+#include "schema.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace jobman::config::detail {
+
+namespace {
+
+// Resolves a local path written in the config: "~" expanded, relative to the config's directory.
+std::string local_path(const BuildContext& ctx, const std::string& path) {
+  if (path.empty()) {
+    return path;
+  }
+  std::filesystem::path out = util::expand_user(path);
+  if (out.is_relative()) {
+    out = ctx.base_dir / out;
+  }
+  return out.lexically_normal().string();
+}
+
+// Section lookup in the document: its entry (or nullptr) and where messages about it point.
+struct SectionRef {
+  const Node* node = nullptr;
+  Origin anchor;
+};
+
+SectionRef section_ref(const Node& root, const std::string& name, const std::string& file) {
+  if (const Entry* entry = root.find(name)) {
+    return SectionRef{&entry->value, entry->key_origin};
+  }
+  return SectionRef{nullptr, Origin{file, 0, 0}};
+}
+
+} // namespace
+
+JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
+  JobConfig config;
+  const auto sections = detail::known_keys("");
+  for (const auto& entry : root.entries) {
+    if (std::find(sections.begin(), sections.end(), entry.key) == sections.end()) {
+      p.error(entry.key_origin, entry.key, "unknown section", detail::suggestion(entry.key, sections));
+    }
+  }
+  const auto open = [&](const std::string& name, Presence presence) {
+    const SectionRef ref = section_ref(root, name, ctx.file);
+    if (ref.node == nullptr && presence == Presence::required) {
+      p.error(ref.anchor, name, "required section is missing");
+      // Report the section once, not each of its required keys.
+      Node broken = detail::make_scalar("", ref.anchor);
+      broken.unresolved = true;
+      return Section(p, &broken, name, ref.anchor, name);
+    }
+    return Section(p, ref.node, name, ref.anchor, name);
+  };
+
+  const Section job = open("job", Presence::required);
+  build_job(job, config.job);
+  const Section tpu = open("tpu", Presence::required);
+  const auto accelerator = build_tpu(p, tpu, ctx, config.job, config.tpu);
+
+  if (const Section s = open("gcsfuse", Presence::optional); s.present()) {
+    GcsfuseSection out;
+    out.bucket_name = s.str("bucket_name", Presence::required).value_or("");
+    if (out.bucket_name.starts_with("gs://")) {
+      p.error(s.origin("bucket_name"), s.path("bucket_name"), "write the bucket name without gs://",
+              "e.g. " + out.bucket_name.substr(5));
+    }
+    out.mount_path = s.str("mount_path", Presence::required).value_or("");
+    out.flags = s.str_list("flags");
+    config.gcsfuse = out;
+  }
+  if (const Section s = open("ssh", Presence::optional); s.present()) {
+    SshSection out;
+    out.private_key = s.str("private_key").value_or("");
+    if (const Node* identities = s.get("identities"); identities != nullptr && !identities->is_null()) {
+      if (identities->is_sequence()) {
+        for (std::size_t i = 0; i < identities->items.size(); ++i) {
+          const Node& item = identities->items[i];
+          const std::string path = s.path("identities") + "[" + std::to_string(i) + "]";
+          const Section identity(p, &item, path, item.origin, "ssh.identities[]");
+          if (!identity.present()) {
+            if (item.is_null()) {
+              p.error(item.origin, path, "expected a mapping with private_key, public_key, config_entry, got null");
+            }
+            continue;
+          }
+          SshIdentity entry;
+          entry.private_key = identity.str("private_key", Presence::required).value_or("");
+          entry.public_key = identity.str("public_key").value_or("");
+          entry.config_entry = identity.str("config_entry").value_or("");
+          out.identities.push_back(entry);
+        }
+      } else if (!identities->unresolved) {
+        p.error(identities->origin, s.path("identities"),
+                "expected a list of identities, got " + detail::describe_kind(*identities));
+      }
+    }
+    config.ssh = out;
+  }
+  const Section docker = open("docker", Presence::optional);
+  if (docker.present()) {
+    DockerSection out;
+    out.image = docker.str("image").value_or("");
+    out.flags = docker.str_list("flags");
+    out.env_vars = docker.str_list("env_vars");
+    out.mount_dirs = docker.str_list("mount_dirs");
+    out.workdir = docker.str("workdir").value_or("");
+    config.docker = out;
+  }
+  const Section conda = open("conda", Presence::optional);
+  if (conda.present()) {
+    CondaSection out;
+    out.name = conda.str("name").value_or("");
+    out.config_file = local_path(ctx, conda.str("config_file").value_or(""));
+    config.conda = out;
+  }
+  const Section venv = open("venv", Presence::optional);
+  if (venv.present()) {
+    VenvSection out;
+    out.name = venv.str("name").value_or("");
+    out.requirements_file = local_path(ctx, venv.str("requirements_file").value_or(""));
+    out.python = venv.str("python").value_or("");
+    config.venv = out;
+  }
+
+  const Section command = open("command", Presence::required);
+  config.command.cmd = command.str("cmd", Presence::required).value_or("");
+  config.command.workers = build_workers(p, command.get("workers"), command.path("workers"), accelerator);
+
+  const Section recovery = open("recovery", Presence::optional);
+  build_recovery(p, recovery, Origin{ctx.file, 0, 0}, config.job.loop, config.recovery);
+
+  if (const SectionRef vars = section_ref(root, "vars", ctx.file); vars.node != nullptr && !vars.node->is_null()) {
+    if (vars.node->is_mapping()) {
+      for (const auto& entry : vars.node->entries) {
+        const std::string path = join_path("vars", entry.key);
+        if (!matches(entry.key, variable_name_form())) {
+          p.error(entry.key_origin, path, "'" + entry.key + "' is not a variable name",
+                  "use letters, digits, '_' and '-', starting with a letter");
+        } else if (entry.value.is_null()) {
+          config.vars[entry.key] = "";
+        } else if (entry.value.is_scalar()) {
+          config.vars[entry.key] = entry.value.text;
+        } else if (!entry.value.unresolved) {
+          p.error(entry.value.origin, path,
+                  "expected a single value (string or number), got " + detail::describe_kind(entry.value));
+        }
+      }
+    } else if (!vars.node->unresolved) {
+      p.error(vars.node->origin, "vars",
+              "expected a mapping of variable names to values, got " + detail::describe_kind(*vars.node));
+    }
+  }
+
+  if (const Section s = open("brevo_email", Presence::optional); s.present()) {
+    EmailSection out;
+    out.api_key = s.str("api_key").value_or("");
+    out.sender = s.str("sender").value_or("");
+    out.receiver = s.str("receiver").value_or("");
+    if (!out.api_key.empty()) {
+      const SectionRef ref = section_ref(root, "brevo_email", ctx.file);
+      p.warn(ref.anchor, "brevo_email", "e-mail notifications are not sent yet: this section has no effect");
+    }
+    config.email = out;
+  }
+
+  // The environment named by job.env_type must be configured; the others are left unused.
+  const struct {
+    EnvType type;
+    const char* name;
+    const Section* section;
+    const char* key;
+  } envs[] = {{EnvType::docker, "docker", &docker, "image"},
+              {EnvType::conda, "conda", &conda, "name"},
+              {EnvType::venv, "venv", &venv, "name"}};
+  const Origin env_at = job.origin("env_type");
+  for (const auto& env : envs) {
+    if (env.type == config.job.env_type) {
+      if (!env.section->present()) {
+        p.error(env_at, "job.env_type",
+                std::string("env_type is ") + env.name + " but the config has no " + env.name + " section",
+                std::string("add ") + env.name + "." + env.key);
+      } else if (env.section->get(env.key) == nullptr || env.section->get(env.key)->is_null()) {
+        env.section->missing(env.key, std::string("job.env_type is ") + env.name);
+      }
+    } else if (env.section->present()) {
+      const SectionRef ref = section_ref(root, env.name, ctx.file);
+      p.warn(ref.anchor, env.name, "section not used: job.env_type is " + to_string(config.job.env_type));
+    }
+  }
+  const auto check_file = [&](const Section& s, const std::string& key, const std::string& path) {
+    if (!path.empty() && !std::filesystem::exists(path)) {
+      p.warn(s.origin(key), s.path(key), "file not found: " + path);
+    }
+  };
+  if (config.job.env_type == EnvType::conda && config.conda) {
+    check_file(conda, "config_file", config.conda->config_file);
+  }
+  if (config.job.env_type == EnvType::venv && config.venv) {
+    check_file(venv, "requirements_file", config.venv->requirements_file);
+  }
+  return config;
+}
+
+} // namespace jobman::config::detail

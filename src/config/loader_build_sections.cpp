@@ -1,0 +1,339 @@
+// Building the model, part one: the job, tpu (its gcloud flags included), command.workers and recovery sections,
+// each by a function of its own.
+#include "loader_parts.hpp"
+#include "schema.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <set>
+
+namespace jobman::config::detail {
+
+namespace {
+
+// Splits "k=v,k2=v2" (gcloud's --labels and --metadata form).
+std::vector<std::pair<std::string, std::string>> key_values(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& item : util::split(text, ',')) {
+    const auto eq = item.find('=');
+    out.emplace_back(std::string(util::trim(item.substr(0, eq))),
+                     eq == std::string::npos ? std::string() : std::string(util::trim(item.substr(eq + 1))));
+  }
+  return out;
+}
+
+// Moves the gcloud flags that have a TPU API equivalent into the model; names the rest in one warning.
+void apply_tpu_flags(Problems& p, const Section& tpu, TpuSection& out) {
+  const Node* node = tpu.get("flags");
+  if (node == nullptr || node->is_null() || node->unresolved) {
+    return;
+  }
+  if (!node->is_sequence()) {
+    p.error(node->origin, tpu.path("flags"), "expected a list of gcloud flags, got " + detail::describe_kind(*node));
+    return;
+  }
+  static const std::set<std::string, std::less<>> with_value{
+      "--network", "--subnetwork", "--service-account", "--reservation", "--tags", "--labels", "--metadata"};
+  static const std::set<std::string, std::less<>> switches{"--reserved", "--internal-ips"};
+  const std::string path = tpu.path("flags");
+  std::vector<std::string> rest;
+  const auto set_string = [&](std::string& field, const std::string& key, const std::string& value, const Node& at,
+                              const std::string& item_path) {
+    if (!field.empty() && field != value) {
+      p.error(at.origin, item_path, "conflicts with " + tpu.path(key) + " '" + field + "'");
+      return;
+    }
+    field = value;
+  };
+  for (std::size_t i = 0; i < node->items.size(); ++i) {
+    const Node& item = node->items[i];
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    const auto text = as_string(p, item, item_path);
+    if (!text) {
+      continue;
+    }
+    std::string name = *text;
+    std::optional<std::string> value;
+    if (const auto sep = text->find_first_of("= "); sep != std::string::npos && text->starts_with("--")) {
+      name = text->substr(0, sep);
+      value = std::string(util::trim(text->substr(sep + 1)));
+    }
+    if (switches.contains(name)) {
+      if (value && !value->empty() && util::to_lower(*value) != "true") {
+        p.error(item.origin, item_path, name + " takes no value");
+        continue;
+      }
+      (name == "--reserved" ? out.reserved : out.internal_ips) = true;
+      continue;
+    }
+    if (!with_value.contains(name)) {
+      rest.push_back(*text);
+      continue;
+    }
+    if (!value) {
+      const bool next_is_value =
+          i + 1 < node->items.size() && node->items[i + 1].is_scalar() && !node->items[i + 1].text.starts_with("-");
+      if (!next_is_value) {
+        p.error(item.origin, item_path, name + " needs a value");
+        continue;
+      }
+      value = node->items[++i].text;
+    }
+    if (name == "--network") {
+      set_string(out.network, "network", *value, item, item_path);
+    } else if (name == "--subnetwork") {
+      set_string(out.subnetwork, "subnetwork", *value, item, item_path);
+    } else if (name == "--service-account") {
+      set_string(out.service_account, "service_account", *value, item, item_path);
+    } else if (name == "--reservation") {
+      set_string(out.reservation, "reservation", *value, item, item_path);
+    } else if (name == "--tags") {
+      for (const auto& tag : util::split(*value, ',')) {
+        const std::string trimmed(util::trim(tag));
+        check_tag(p, item.origin, item_path, trimmed);
+        if (std::find(out.tags.begin(), out.tags.end(), trimmed) == out.tags.end()) {
+          out.tags.push_back(trimmed);
+        }
+      }
+    } else {
+      auto& target = name == "--labels" ? out.labels : out.metadata;
+      for (const auto& [key, entry_value] : key_values(*value)) {
+        if (name == "--labels") {
+          check_label(p, item.origin, item.origin, item_path, key, entry_value);
+        } else if (key.empty()) {
+          p.error(item.origin, item_path, "--metadata needs KEY=VALUE pairs");
+          continue;
+        }
+        if (auto it = target.find(key); it != target.end() && it->second != entry_value) {
+          p.error(item.origin, item_path,
+                  "conflicts with " + tpu.path(name == "--labels" ? "labels" : "metadata") + "." + key + " '" +
+                      it->second + "'");
+          continue;
+        }
+        target[key] = entry_value;
+      }
+    }
+  }
+  if (!rest.empty()) {
+    p.warn(node->origin, path,
+           "jobman creates slices through the TPU API, which has no equivalent of " + util::join(rest, ", ") +
+               "; not applied");
+  }
+  out.flags = rest;
+}
+
+} // namespace
+
+WorkerSelection build_workers(Problems& p, const Node* node, const std::string& path,
+                              const std::optional<AcceleratorType>& accelerator) {
+  WorkerSelection out;
+  if (node == nullptr || node->is_null() || node->unresolved) {
+    return out;
+  }
+  std::vector<const Node*> items;
+  if (node->is_scalar() && node->text == "all") {
+    return out;
+  }
+  if (node->is_scalar()) {
+    items.push_back(node);
+  } else if (node->is_sequence()) {
+    for (const auto& item : node->items) {
+      items.push_back(&item);
+    }
+    if (items.empty()) {
+      p.error(node->origin, path, "the list of workers is empty", "write \"all\" or at least one worker index");
+      return out;
+    }
+  } else {
+    p.error(node->origin, path,
+            "expected \"all\", a worker index or a list of indices, got " + detail::describe_kind(*node));
+    return out;
+  }
+  out.all = false;
+  for (const Node* item : items) {
+    if (item->is_scalar() && !util::parse_int(item->text)) {
+      p.error(item->origin, path, "expected \"all\", a worker index or a list of indices, got '" + item->text + "'");
+      continue;
+    }
+    const auto index = as_int(p, *item, path, INT_MIN, INT_MAX);
+    if (!index) {
+      continue;
+    }
+    if (accelerator && (*index < 0 || *index >= accelerator->hosts)) {
+      p.error(item->origin, path, "worker " + std::to_string(*index) + " does not exist on " + accelerator->name,
+              hosts_text(accelerator->hosts));
+      continue;
+    }
+    if (*index < 0) {
+      p.error(item->origin, path, "worker " + std::to_string(*index) + " does not exist", "worker indices start at 0");
+      continue;
+    }
+    if (std::find(out.indices.begin(), out.indices.end(), static_cast<int>(*index)) != out.indices.end()) {
+      p.error(item->origin, path, "worker " + std::to_string(*index) + " is listed twice");
+      continue;
+    }
+    out.indices.push_back(static_cast<int>(*index));
+  }
+  std::sort(out.indices.begin(), out.indices.end());
+  return out;
+}
+
+void build_job(const Section& s, JobSection& out) {
+  out.name = s.str("name", Presence::required).value_or("");
+  out.env_type =
+      s.choice<EnvType>(
+           "env_type",
+           {{"none", EnvType::none}, {"venv", EnvType::venv}, {"conda", EnvType::conda}, {"docker", EnvType::docker}})
+          .value_or(EnvType::none);
+  out.loop = s.boolean("loop").value_or(true);
+  out.remote_user = s.str("remote_user").value_or("");
+}
+
+std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const BuildContext& ctx, const JobSection& job,
+                                         TpuSection& out) {
+  out.allocation_mode =
+      s.choice<AllocationMode>("allocation_mode", {{"queued-resources", AllocationMode::queued_resources},
+                                                   {"tpu-vm", AllocationMode::tpu_vm}})
+          .value_or(AllocationMode::queued_resources);
+  std::optional<AcceleratorType> accelerator;
+  if (auto name = s.str("accelerator", Presence::required)) {
+    std::string why;
+    accelerator = find_accelerator(*name, &why);
+    if (accelerator) {
+      out.accelerator = *accelerator;
+    } else {
+      p.error(s.origin("accelerator"), s.path("accelerator"), why);
+    }
+  }
+  out.name = s.str("name").value_or(job.name);
+  if (auto zone = s.str("zone")) {
+    out.zone = *zone;
+  } else if (!ctx.default_zone.empty()) {
+    out.zone = ctx.default_zone;
+  } else if (const Node* node = s.get("zone"); node == nullptr || !node->unresolved) {
+    s.missing("zone", "set tpu.zone, or a default zone in settings.yaml (zone:) or JOBMAN_ZONE");
+  }
+  if (!out.zone.empty()) {
+    if (auto problem = detail::zone_problem(out.zone)) {
+      p.error(s.origin("zone"), s.path("zone"), problem->first, problem->second);
+    } else if (accelerator) {
+      const auto& zones = accelerator->generation->zones;
+      if (std::find(zones.begin(), zones.end(), out.zone) == zones.end()) {
+        p.warn(s.origin("zone"), s.path("zone"),
+               accelerator->generation->name + " is not offered in " + out.zone +
+                   " as far as jobman knows (known: " + util::join(zones, ", ") + ")");
+      }
+    }
+  }
+  if (auto version = s.str("version")) {
+    out.version = *version;
+    if (accelerator) {
+      const auto& mine = accelerator->generation->runtime_versions;
+      if (std::find(mine.begin(), mine.end(), out.version) == mine.end()) {
+        for (const auto& other : tpu_generations()) {
+          const auto& theirs = other.runtime_versions;
+          if (std::find(theirs.begin(), theirs.end(), out.version) != theirs.end()) {
+            p.warn(s.origin("version"), s.path("version"),
+                   "runtime version '" + out.version + "' is meant for " + other.name + ", not " +
+                       accelerator->generation->name + " (" + accelerator->generation->name + " usually runs " +
+                       mine.front() + ")");
+            break;
+          }
+        }
+      }
+    }
+  } else if (accelerator) {
+    out.version = accelerator->generation->runtime_versions.front();
+  }
+  out.pricing =
+      s.choice<Pricing>(
+           "pricing", {{"spot", Pricing::spot}, {"ondemand", Pricing::ondemand}, {"preemptible", Pricing::preemptible}})
+          .value_or(Pricing::spot);
+  out.startup_script = s.str("startup_script");
+  out.tags = s.str_list("tags");
+  for (std::size_t i = 0; i < out.tags.size(); ++i) {
+    check_tag(p, s.get("tags")->items[i].origin, s.path("tags") + "[" + std::to_string(i) + "]", out.tags[i]);
+  }
+  out.metadata = s.str_map("metadata");
+  if (out.startup_script && out.metadata.contains("startup-script")) {
+    p.error(s.origin("startup_script"), s.path("startup_script"),
+            "conflicts with tpu.metadata.startup-script; give the script once");
+  }
+  out.labels = s.str_map("labels");
+  if (const Node* labels = s.get("labels"); labels != nullptr && labels->is_mapping()) {
+    for (const auto& entry : labels->entries) {
+      if (auto it = out.labels.find(entry.key); it != out.labels.end()) {
+        check_label(p, entry.key_origin, entry.value.origin, join_path(s.path("labels"), entry.key), entry.key,
+                    it->second);
+      }
+    }
+  }
+  out.queue_timeout_seconds = s.duration("queue_timeout", 1);
+  if (out.queue_timeout_seconds && out.allocation_mode == AllocationMode::tpu_vm) {
+    p.warn(s.origin("queue_timeout"), s.path("queue_timeout"),
+           "ignored: allocation_mode tpu-vm creates the slice directly, without a queue");
+  }
+  out.network = s.str("network").value_or("");
+  out.subnetwork = s.str("subnetwork").value_or("");
+  out.service_account = s.str("service_account").value_or("");
+  out.reservation = s.str("reservation").value_or("");
+  out.reserved = s.boolean("reserved").value_or(false);
+  out.internal_ips = s.boolean("internal_ips").value_or(false);
+  out.keep_on_success = s.boolean("keep_on_success").value_or(false);
+  apply_tpu_flags(p, s, out);
+  return accelerator;
+}
+
+void build_recovery(Problems& p, const Section& s, const Origin& file_origin, bool loop, RecoverySection& out) {
+  bool explicit_preemptions = false;
+  if (const Node* node = s.get("max_preemptions")) {
+    explicit_preemptions = true;
+    if (node->is_null() || (node->is_scalar() && util::to_lower(node->text) == "unlimited")) {
+      out.max_preemptions = std::nullopt;
+    } else if (node->is_scalar() && !util::parse_int(node->text) && !node->text.empty() &&
+               node->text.find_first_not_of("-+0123456789") != std::string::npos) {
+      p.error(node->origin, s.path("max_preemptions"),
+              "expected a number of preemptions or \"unlimited\", got '" + node->text + "'");
+    } else if (auto value = as_int(p, *node, s.path("max_preemptions"), 0, INT_MAX)) {
+      out.max_preemptions = static_cast<int>(*value);
+    }
+  }
+  if (!loop && !explicit_preemptions) {
+    out.max_preemptions = 0;
+  }
+  out.max_failures = static_cast<int>(s.integer("max_failures", 0, INT_MAX).value_or(0));
+  if (const Node* codes = s.get("restart_exit_codes")) {
+    out.restart_exit_codes.clear();
+    if (codes->is_sequence()) {
+      for (std::size_t i = 0; i < codes->items.size(); ++i) {
+        const std::string path = s.path("restart_exit_codes") + "[" + std::to_string(i) + "]";
+        if (auto code = as_int(p, codes->items[i], path, 1, 255)) {
+          if (std::find(out.restart_exit_codes.begin(), out.restart_exit_codes.end(), *code) !=
+              out.restart_exit_codes.end()) {
+            p.error(codes->items[i].origin, path, "exit code " + std::to_string(*code) + " is listed twice");
+          } else {
+            out.restart_exit_codes.push_back(static_cast<int>(*code));
+          }
+        }
+      }
+    } else if (!codes->is_null() && !codes->unresolved) {
+      p.error(codes->origin, s.path("restart_exit_codes"),
+              "expected a list of exit codes (1-255), got " + detail::describe_kind(*codes));
+    }
+  }
+  out.poll_interval_seconds = s.duration("poll_interval", 1).value_or(30);
+  const Node* backoff_node = s.get("backoff");
+  const Section backoff(p, backoff_node, s.path("backoff"), s.present() ? s.origin("backoff") : file_origin,
+                        "recovery.backoff");
+  out.backoff_initial_seconds = backoff.duration("initial", 0).value_or(10);
+  out.backoff_max_seconds = backoff.duration("max", 0).value_or(600);
+  if (const Node* multiplier = backoff.get("multiplier"); multiplier != nullptr && !multiplier->is_null()) {
+    out.backoff_multiplier = as_double(p, *multiplier, backoff.path("multiplier"), 1.0).value_or(2.0);
+  }
+  if (out.backoff_max_seconds < out.backoff_initial_seconds) {
+    p.error(backoff.origin("max"), backoff.path("max"),
+            "must be at least backoff.initial (" + std::to_string(out.backoff_initial_seconds) + "s)");
+  }
+}
+
+} // namespace jobman::config::detail

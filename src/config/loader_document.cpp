@@ -1,0 +1,132 @@
+// The model written back as a document in the layout of a config file: the snapshot stored with a job, and the JSON
+// of --json and --dry-run.
+#include "interpolation.hpp"
+#include "loader_parts.hpp"
+#include "schema.hpp"
+
+namespace jobman::config::detail {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+} // namespace
+
+json document(const JobConfig& c, Purpose purpose, const std::optional<std::string>& api_key_reference) {
+  const auto s = [&](const std::string& text) -> json {
+    return purpose == Purpose::snapshot ? detail::escape_references(text) : text;
+  };
+  const auto opt = [&](const std::string& text) -> json { return text.empty() ? json(nullptr) : s(text); };
+  const auto list = [&](const std::vector<std::string>& items) {
+    json out = json::array();
+    for (const auto& item : items) {
+      out.push_back(s(item));
+    }
+    return out;
+  };
+  const auto map = [&](const std::map<std::string, std::string>& items) {
+    json out = json::object();
+    for (const auto& [key, value] : items) {
+      out[key] = s(value);
+    }
+    return out;
+  };
+
+  json doc = json::object();
+  doc["job"] = json{{"name", s(c.job.name)},
+                    {"env_type", to_string(c.job.env_type)},
+                    {"loop", c.job.loop},
+                    {"remote_user", opt(c.job.remote_user)}};
+  const TpuSection& t = c.tpu;
+  json tpu = json::object();
+  tpu["allocation_mode"] = to_string(t.allocation_mode);
+  tpu["accelerator"] = t.accelerator.name;
+  tpu["name"] = s(t.name);
+  tpu["zone"] = s(t.zone);
+  tpu["version"] = s(t.version);
+  tpu["pricing"] = to_string(t.pricing);
+  tpu["startup_script"] = t.startup_script ? s(*t.startup_script) : json(nullptr);
+  tpu["tags"] = list(t.tags);
+  tpu["metadata"] = map(t.metadata);
+  tpu["labels"] = map(t.labels);
+  tpu["flags"] = list(t.flags);
+  tpu["queue_timeout"] =
+      t.queue_timeout_seconds ? json(detail::exact_duration(*t.queue_timeout_seconds)) : json(nullptr);
+  tpu["network"] = opt(t.network);
+  tpu["subnetwork"] = opt(t.subnetwork);
+  tpu["service_account"] = opt(t.service_account);
+  tpu["reservation"] = opt(t.reservation);
+  tpu["reserved"] = t.reserved;
+  tpu["internal_ips"] = t.internal_ips;
+  tpu["keep_on_success"] = t.keep_on_success;
+  doc["tpu"] = tpu;
+  doc["gcsfuse"] = c.gcsfuse ? json{{"bucket_name", s(c.gcsfuse->bucket_name)},
+                                    {"mount_path", s(c.gcsfuse->mount_path)},
+                                    {"flags", list(c.gcsfuse->flags)}}
+                             : json(nullptr);
+  if (c.ssh) {
+    json identities = json::array();
+    for (const auto& identity : c.ssh->identities) {
+      identities.push_back(json{{"private_key", s(identity.private_key)},
+                                {"public_key", opt(identity.public_key)},
+                                {"config_entry", opt(identity.config_entry)}});
+    }
+    doc["ssh"] = json{{"private_key", opt(c.ssh->private_key)}, {"identities", identities}};
+  } else {
+    doc["ssh"] = nullptr;
+  }
+  doc["docker"] = c.docker ? json{{"image", opt(c.docker->image)},
+                                  {"flags", list(c.docker->flags)},
+                                  {"env_vars", list(c.docker->env_vars)},
+                                  {"mount_dirs", list(c.docker->mount_dirs)},
+                                  {"workdir", opt(c.docker->workdir)}}
+                           : json(nullptr);
+  doc["conda"] =
+      c.conda ? json{{"name", opt(c.conda->name)}, {"config_file", opt(c.conda->config_file)}} : json(nullptr);
+  doc["venv"] = c.venv ? json{{"name", opt(c.venv->name)},
+                              {"requirements_file", opt(c.venv->requirements_file)},
+                              {"python", opt(c.venv->python)}}
+                       : json(nullptr);
+  json workers = "all";
+  if (!c.command.workers.all) {
+    workers = json(c.command.workers.indices);
+  }
+  doc["command"] = json{{"cmd", s(c.command.cmd)}, {"workers", workers}};
+  const RecoverySection& r = c.recovery;
+  doc["recovery"] = json{
+      {"max_preemptions", r.max_preemptions ? json(*r.max_preemptions) : json("unlimited")},
+      {"max_failures", r.max_failures},
+      {"restart_exit_codes", r.restart_exit_codes},
+      {"poll_interval", detail::exact_duration(r.poll_interval_seconds)},
+      {"backoff", json{{"initial", detail::exact_duration(r.backoff_initial_seconds)},
+                       {"max", detail::exact_duration(r.backoff_max_seconds)},
+                       {"multiplier", r.backoff_multiplier}}},
+  };
+  doc["vars"] = map(c.vars);
+  if (c.email) {
+    // The API key is a secret: the snapshot keeps the reference it came from, output never shows it.
+    json api_key = nullptr;
+    if (!c.email->api_key.empty()) {
+      api_key = purpose == Purpose::snapshot && api_key_reference ? json(*api_key_reference) : json("<redacted>");
+    }
+    doc["brevo_email"] =
+        json{{"api_key", api_key}, {"sender", opt(c.email->sender)}, {"receiver", opt(c.email->receiver)}};
+  } else {
+    doc["brevo_email"] = nullptr;
+  }
+  return doc;
+}
+
+std::optional<std::string> api_key_reference(const Node& root) {
+  const Entry* section = root.find("brevo_email");
+  if (section == nullptr || !section->value.is_mapping()) {
+    return std::nullopt;
+  }
+  const Entry* key = section->value.find("api_key");
+  if (key == nullptr || !key->value.is_scalar() || !detail::has_reference(key->value.text)) {
+    return std::nullopt;
+  }
+  return key->value.text;
+}
+
+} // namespace jobman::config::detail
