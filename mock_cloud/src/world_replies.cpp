@@ -1,4 +1,5 @@
 // Replies: google.rpc errors and their status names, and paged lists with their page tokens.
+#include "jobman/util/base64url.hpp"
 #include "mock_cloud/world.hpp"
 #include "world_internal.hpp"
 
@@ -15,25 +16,11 @@ constexpr int kDefaultPageSize = 50;
 constexpr int kMaxPageSize = 1000;
 
 std::string encode_page_token(std::size_t offset) {
-  static const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string plain = "offset:" + std::to_string(offset);
-  std::string out;
-  unsigned bits = 0;
-  int count = 0;
-  for (unsigned char c : plain) {
-    bits = (bits << 8) | c;
-    count += 8;
-    while (count >= 6) {
-      count -= 6;
-      out += digits[(bits >> count) & 63U];
-    }
-  }
-  if (count > 0) {
-    out += digits[(bits << (6 - count)) & 63U];
-  }
-  return out;
+  return util::base64url_encode("offset:" + std::to_string(offset));
 }
 
+// Lenient where util::base64url_decode is strict: bits left over after the last whole byte are ignored, whatever
+// their number.
 std::optional<std::size_t> decode_page_token(const std::string& token) {
   static const std::string digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   std::string plain;
