@@ -1,9 +1,9 @@
 #include "mock_cloud/auth.hpp"
 
+#include "jobman/util/base64url.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
-#include "mock_cloud/base64url.hpp"
 #include "mock_cloud/jwt.hpp"
 
 #include <algorithm>
@@ -171,7 +171,7 @@ AuthClock::time_point TokenAuthority::now() const {
 }
 
 IssuedToken TokenAuthority::issue(AuthClock::time_point now) {
-  std::string token = "ya29." + base64url_encode(random_bytes(32));
+  std::string token = "ya29." + util::base64url_encode(random_bytes(32));
   const std::lock_guard lock(mutex_);
   if (++issues_since_prune_ >= kPruneEvery) {
     prune_expired(now);

@@ -1,8 +1,8 @@
 #include "mock_cloud/jwt.hpp"
 
+#include "jobman/util/base64url.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/json_text.hpp"
-#include "mock_cloud/base64url.hpp"
 
 #include <memory>
 #include <openssl/bio.h>
@@ -115,7 +115,7 @@ std::string random_bytes(std::size_t count) {
 
 std::string sign_jwt_rs256(const nlohmann::json& header, const nlohmann::json& claims,
                            const std::string& private_key_pem) {
-  const std::string signing_input = base64url_encode(header.dump()) + "." + base64url_encode(claims.dump());
+  const std::string signing_input = util::base64url_encode(header.dump()) + "." + util::base64url_encode(claims.dump());
   const PkeyPtr key = read_private_key(private_key_pem);
   const MdCtxPtr ctx(EVP_MD_CTX_new());
   if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key.get()) != 1) {
@@ -132,7 +132,7 @@ std::string sign_jwt_rs256(const nlohmann::json& header, const nlohmann::json& c
     fail("cannot compute the RS256 signature");
   }
   signature.resize(size);
-  return signing_input + "." + base64url_encode(signature);
+  return signing_input + "." + util::base64url_encode(signature);
 }
 
 std::optional<ParsedJwt> parse_jwt(std::string_view token) {
@@ -144,9 +144,9 @@ std::optional<ParsedJwt> parse_jwt(std::string_view token) {
   if (second == std::string_view::npos || token.find('.', second + 1) != std::string_view::npos) {
     return std::nullopt;
   }
-  const auto header_text = base64url_decode(token.substr(0, first));
-  const auto claims_text = base64url_decode(token.substr(first + 1, second - first - 1));
-  auto signature = base64url_decode(token.substr(second + 1));
+  const auto header_text = util::base64url_decode(token.substr(0, first));
+  const auto claims_text = util::base64url_decode(token.substr(first + 1, second - first - 1));
+  auto signature = util::base64url_decode(token.substr(second + 1));
   if (!header_text || !claims_text || !signature) {
     return std::nullopt;
   }

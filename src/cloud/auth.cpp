@@ -1,6 +1,7 @@
 #include "jobman/cloud/auth.hpp"
 
 #include "jobman/cloud/http.hpp"
+#include "jobman/util/base64url.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
@@ -34,35 +35,6 @@ using Clock = std::chrono::system_clock;
 
 // The longest lifetime believed from a token endpoint's expires_in (Google's tokens live an hour).
 constexpr double kMaxTokenLifetimeSeconds = 86'400;
-
-std::string base64url(std::string_view bytes) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const auto n = (static_cast<unsigned>(static_cast<unsigned char>(bytes[i])) << 16U) |
-                   (static_cast<unsigned>(static_cast<unsigned char>(bytes[i + 1])) << 8U) |
-                   static_cast<unsigned>(static_cast<unsigned char>(bytes[i + 2]));
-    out.push_back(kAlphabet[(n >> 18U) & 63U]);
-    out.push_back(kAlphabet[(n >> 12U) & 63U]);
-    out.push_back(kAlphabet[(n >> 6U) & 63U]);
-    out.push_back(kAlphabet[n & 63U]);
-  }
-  const std::size_t rest = bytes.size() - i;
-  if (rest > 0) {
-    unsigned n = static_cast<unsigned>(static_cast<unsigned char>(bytes[i])) << 16U;
-    if (rest == 2) {
-      n |= static_cast<unsigned>(static_cast<unsigned char>(bytes[i + 1])) << 8U;
-    }
-    out.push_back(kAlphabet[(n >> 18U) & 63U]);
-    out.push_back(kAlphabet[(n >> 12U) & 63U]);
-    if (rest == 2) {
-      out.push_back(kAlphabet[(n >> 6U) & 63U]);
-    }
-  }
-  return out;
-}
 
 std::string sign_rs256(const std::string& input, const std::string& pem) {
   std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), BIO_free);
@@ -329,8 +301,8 @@ std::string build_jwt_assertion(const ServiceAccountKey& key, std::int64_t now_e
                                  {"aud", key.token_uri},
                                  {"iat", now_epoch_seconds},
                                  {"exp", now_epoch_seconds + lifetime.count()}};
-  const std::string input = base64url(header.dump()) + "." + base64url(claims.dump());
-  return input + "." + base64url(sign_rs256(input, key.private_key));
+  const std::string input = util::base64url_encode(header.dump()) + "." + util::base64url_encode(claims.dump());
+  return input + "." + util::base64url_encode(sign_rs256(input, key.private_key));
 }
 
 CachedTokenSource::CachedTokenSource(std::unique_ptr<TokenSource> source, std::chrono::seconds margin)

@@ -9,11 +9,11 @@
 //   config + YAML (a new world)   token + form "grant_type=...&assertion=..."   jwt + TOKEN   b64 + TEXT
 // A Reply with an error status is the mock's answer to a bad request; jobman::Error (ConfigError) is the answer to
 // a bad world description. Any other exception (the server would answer 500) or crash is a bug.
+#include "jobman/util/base64url.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
 #include "mock_cloud/auth.hpp"
-#include "mock_cloud/base64url.hpp"
 #include "mock_cloud/config.hpp"
 #include "mock_cloud/jwt.hpp"
 #include "mock_cloud/partial_response.hpp"
@@ -153,7 +153,7 @@ struct Session {
     } else if (verb == "jwt") {
       (void)jobman::mock::parse_jwt(body);
     } else if (verb == "b64") {
-      (void)jobman::mock::base64url_decode(body);
+      (void)jobman::util::base64url_decode(body);
     }
     (void)last.body.dump();
   }

@@ -1,9 +1,9 @@
 // The mock's authentication: service-account keys, the JWT-bearer token endpoint, the metadata server's token
 // path, and the bearer-token check of the /v2 routes.
+#include "jobman/util/base64url.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/system.hpp"
 #include "mock_cloud/auth.hpp"
-#include "mock_cloud/base64url.hpp"
 #include "mock_cloud/jwt.hpp"
 #include "support/serving_thread.hpp"
 #include "support/temp_dir.hpp"
@@ -46,36 +46,14 @@ std::string sign(const Assertion& assertion, const nlohmann::json& key_file) {
   return sign_jwt_rs256(assertion.header, assertion.claims, key_file.at("private_key").get<std::string>());
 }
 
-TEST(Base64Url, RoundTripsEveryLengthWithoutPadding) {
-  const std::string bytes("\x00\xff\xfe\x10 jobman?>~", 14);
-  ASSERT_EQ(bytes[0], '\0');
-  ASSERT_EQ(bytes.back(), '~');
-  for (std::size_t n = 0; n <= bytes.size(); ++n) {
-    const std::string part = bytes.substr(0, n);
-    const std::string encoded = base64url_encode(part);
-    EXPECT_EQ(encoded.find('='), std::string::npos);
-    EXPECT_EQ(encoded.find('+'), std::string::npos);
-    EXPECT_EQ(encoded.find('/'), std::string::npos);
-    EXPECT_EQ(base64url_decode(encoded), part) << "length " << n;
-  }
-  EXPECT_EQ(base64url_encode("\xfb\xff"), "-_8");
-}
-
-TEST(Base64Url, RefusesPaddingForeignCharactersAndImpossibleLengths) {
-  EXPECT_FALSE(base64url_decode("YQ=="));
-  EXPECT_FALSE(base64url_decode("a+b/"));
-  EXPECT_FALSE(base64url_decode("abcde"));
-  EXPECT_FALSE(base64url_decode("YR")); // Non-zero leftover bits.
-  EXPECT_EQ(base64url_decode("YQ"), "a");
-}
-
 TEST(Jwt, ParseRefusesAnythingButThreeJsonParts) {
   EXPECT_FALSE(parse_jwt(""));
   EXPECT_FALSE(parse_jwt("a.b"));
   EXPECT_FALSE(parse_jwt("a.b.c.d"));
-  EXPECT_FALSE(parse_jwt(base64url_encode("[1]") + "." + base64url_encode("{}") + "."));
-  EXPECT_FALSE(parse_jwt(base64url_encode("{") + "." + base64url_encode("{}") + "."));
-  const auto jwt = parse_jwt(base64url_encode(R"({"alg":"RS256"})") + "." + base64url_encode(R"({"iss":"x"})") + ".");
+  EXPECT_FALSE(parse_jwt(util::base64url_encode("[1]") + "." + util::base64url_encode("{}") + "."));
+  EXPECT_FALSE(parse_jwt(util::base64url_encode("{") + "." + util::base64url_encode("{}") + "."));
+  const auto jwt =
+      parse_jwt(util::base64url_encode(R"({"alg":"RS256"})") + "." + util::base64url_encode(R"({"iss":"x"})") + ".");
   ASSERT_TRUE(jwt);
   EXPECT_EQ(jwt->header.at("alg"), "RS256");
   EXPECT_EQ(jwt->claims.at("iss"), "x");
@@ -170,7 +148,7 @@ TEST(TokenAuthority, AuthorizeAcceptsOnlyBearerWithAKnownToken) {
   EXPECT_FALSE(authority.authorize("Basic " + token, now));
   EXPECT_FALSE(authority.authorize(token, now));
   EXPECT_FALSE(authority.authorize("Bearer " + token.substr(0, token.size() - 1), now));
-  EXPECT_FALSE(authority.authorize("Bearer ya29." + base64url_encode(random_bytes(32)), now));
+  EXPECT_FALSE(authority.authorize("Bearer ya29." + util::base64url_encode(random_bytes(32)), now));
   EXPECT_FALSE(authority.authorize("Bearer \x01\xff garbage", now));
 }
 
@@ -327,7 +305,7 @@ TEST_F(AuthRoutesTest, RefusesATamperedPayload) {
   const std::string jwt = sign(valid_assertion(key_->key_file, token_url_), key_->key_file);
   Assertion other = valid_assertion(key_->key_file, token_url_);
   other.claims["scope"] = "https://www.googleapis.com/auth/everything";
-  const std::string forged_claims = base64url_encode(other.claims.dump());
+  const std::string forged_claims = util::base64url_encode(other.claims.dump());
   const auto first = jwt.find('.');
   const auto second = jwt.find('.', first + 1);
   const std::string tampered = jwt.substr(0, first + 1) + forged_claims + jwt.substr(second);
@@ -382,7 +360,7 @@ TEST_F(AuthRoutesTest, RefusesOtherAlgorithmsMissingScopesAndMalformedAssertions
   Assertion none = valid_assertion(key_->key_file, token_url_);
   none.header["alg"] = "none";
   const std::string unsigned_jwt =
-      base64url_encode(none.header.dump()) + "." + base64url_encode(none.claims.dump()) + ".";
+      util::base64url_encode(none.header.dump()) + "." + util::base64url_encode(none.claims.dump()) + ".";
   expect_refused(post_grant(unsigned_jwt), "invalid_grant", "RS256");
 
   Assertion no_scope = valid_assertion(key_->key_file, token_url_);

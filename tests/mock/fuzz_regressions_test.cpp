@@ -1,8 +1,8 @@
 // Bugs the fuzz target tests/fuzz/mock_request_fuzz.cpp found in the mock cloud's request handling; each test is
 // named after its bug, and the input that found it is in tests/fuzz/corpus/mock_request/.
+#include "jobman/util/base64url.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/json_text.hpp"
-#include "mock_cloud/base64url.hpp"
 #include "mock_cloud/config.hpp"
 #include "mock_cloud/jwt.hpp"
 #include "mock_cloud/world.hpp"
@@ -94,8 +94,8 @@ TEST(MockFuzzRegressions, ADeeplyNestedBodyOrTokenIsRefusedNotAStackOverflow) {
   // arrays in one request overflowed the mock's stack. Routes and the JWT parser now read JSON at most 128 deep.
   const std::string deep = std::string(200'000, '[') + std::string(200'000, ']');
   EXPECT_TRUE(util::parse_json_bounded(R"({"tpu": {}, "x": )" + deep + "}").is_discarded());
-  const std::string claims = base64url_encode(R"({"iss": )" + deep + "}");
-  EXPECT_FALSE(parse_jwt(base64url_encode(R"({"alg": "RS256"})") + "." + claims + ".c2ln"));
+  const std::string claims = util::base64url_encode(R"({"iss": )" + deep + "}");
+  EXPECT_FALSE(parse_jwt(util::base64url_encode(R"({"alg": "RS256"})") + "." + claims + ".c2ln"));
 }
 
 } // namespace

@@ -143,6 +143,13 @@ private:
   struct Operation;      // One long-running operation.
   struct Pool;           // Chips, quota and use of one zone, generation and tier.
 
+  // Takes the mutex and replays the timers up to `now`: how every call that sees the time begins.
+  [[nodiscard]] std::unique_lock<std::mutex> lock_at(std::int64_t now);
+  // lock_at(now), then commits what the replay changed: how every call that only reads begins.
+  [[nodiscard]] std::unique_lock<std::mutex> settle_at(std::int64_t now);
+  // Runs `fn` under lock_at(now) and returns what it returns once what changed is committed; when `fn` throws,
+  // nothing is committed. Defined in src/world_internal.hpp.
+  template <typename Fn> auto mutate_at(std::int64_t now, Fn&& fn);
   // Replays every timed event up to `now`, each at its own time; returns at once when nothing is due.
   void tick_locked(std::int64_t now);
   // Tells the listener a node is READY.

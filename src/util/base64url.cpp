@@ -1,8 +1,8 @@
-#include "mock_cloud/base64url.hpp"
+#include "jobman/util/base64url.hpp"
 
 #include <cstdint>
 
-namespace jobman::mock {
+namespace jobman::util {
 namespace {
 
 constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -84,4 +84,4 @@ std::optional<std::string> base64url_decode(std::string_view text) {
   return out;
 }
 
-} // namespace jobman::mock
+} // namespace jobman::util

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace jobman::mock {
+namespace jobman::util {
 
 // Encodes bytes as base64url with no '=' padding.
 std::string base64url_encode(std::string_view bytes);
@@ -13,4 +13,4 @@ std::string base64url_encode(std::string_view bytes);
 // Decodes unpadded base64url; nullopt on any character outside the alphabet, on padding, or on an impossible length.
 std::optional<std::string> base64url_decode(std::string_view text);
 
-} // namespace jobman::mock
+} // namespace jobman::util

@@ -1,0 +1,157 @@
+// The admin API and fault injection: preemption on demand, faulty nodes, API faults, capacity, and metrics.
+#include "jobman/config/accelerator.hpp"
+#include "mock_cloud/world.hpp"
+#include "world_internal.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+
+namespace jobman::mock {
+
+using nlohmann::json;
+using world_internal::failed_precondition;
+using world_internal::pool_key;
+
+Reply World::preempt_node(const std::string& project, const std::string& zone, const std::string& id,
+                          std::int64_t now_ms) {
+  return mutate_at(now_ms, [&]() -> Reply {
+    auto name = location(project, zone) + "/nodes/" + id;
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) {
+      return error_reply(404, "Node '" + name + "' was not found");
+    }
+    auto qr = queued_resources_.find(it->second->queued_resource);
+    if (it->second->state != "READY" || qr == queued_resources_.end() || qr->second->state != "ACTIVE") {
+      return failed_precondition("Node '" + name + "' is " + it->second->state +
+                                 "; only a READY node can be preempted");
+    }
+    start_suspending(*qr->second, "PREEMPTED", now_ms);
+    return {200, node_json(*it->second)};
+  });
+}
+
+Reply World::mark_node_faulty(const std::string& project, const std::string& zone, const std::string& id,
+                              std::int64_t now_ms) {
+  return mutate_at(now_ms, [&]() -> Reply {
+    auto name = location(project, zone) + "/nodes/" + id;
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) {
+      return error_reply(404, "Node '" + name + "' was not found");
+    }
+    it->second->faulty = true;
+    touch_locked(name);
+    if (listener_ != nullptr) {
+      listener_->slice_faulty(name);
+    }
+    return {200, {{"node", name}, {"faulty", true}}};
+  });
+}
+
+bool World::node_faulty(const std::string& project, const std::string& zone, const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto it = nodes_.find(location(project, zone) + "/nodes/" + id);
+  return it != nodes_.end() && it->second->faulty;
+}
+
+void World::set_faults(const FaultSettings& faults) {
+  std::lock_guard lock(mutex_);
+  faults_ = faults.rate <= 0 ? FaultSettings{} : faults;
+}
+
+FaultDecision World::decide_fault() {
+  std::lock_guard lock(mutex_);
+  FaultDecision decision;
+  if (faults_.rate <= 0) {
+    return decision;
+  }
+  decision.latency_ms = faults_.latency_ms;
+  double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
+  if (u < faults_.rate && !faults_.codes.empty()) {
+    decision.fail_status = faults_.codes[rng_() % faults_.codes.size()];
+  }
+  return decision;
+}
+
+Reply World::set_capacity(const std::string& zone, const std::string& generation, Tier tier, int chips,
+                          std::optional<int> quota, std::int64_t now_ms) {
+  // No replay before the change: the events due since the last tick replay with the new capacity.
+  std::lock_guard lock(mutex_);
+  if (auto r = check_location(zone); !r.ok()) {
+    return r;
+  }
+  bool known = std::any_of(config::tpu_generations().begin(), config::tpu_generations().end(),
+                           [&](const auto& g) { return g.name == generation; });
+  if (!known) {
+    return error_reply(400, "Unknown TPU generation '" + generation + "'");
+  }
+  if (chips < 0 || (quota && *quota < 0)) {
+    return error_reply(400, "chips and quota must not be negative");
+  }
+  auto key = pool_key(zone, generation, tier);
+  auto& pool = pools_[key];
+  if (!pool) {
+    pool = std::make_unique<Pool>();
+    pool->zone = zone;
+    pool->generation = generation;
+    pool->tier = tier;
+    pool->quota = chips;
+  }
+  pool->chips = chips;
+  if (quota) {
+    pool->quota = *quota;
+  }
+  touch_locked();
+  tick_locked(now_ms);
+  persist_locked();
+  return {200,
+          {{"zone", zone},
+           {"generation", generation},
+           {"tier", tier_name(tier)},
+           {"chips", pool->chips},
+           {"quota", pool->quota},
+           {"inUse", pool->used}}};
+}
+
+void World::count_request(const std::string& method, int status) {
+  std::lock_guard lock(mutex_);
+  ++request_counts_[method][std::to_string(status)];
+}
+
+json World::metrics(std::int64_t now_ms) {
+  const auto lock = settle_at(now_ms);
+  json out;
+  out["requests"] = json::object();
+  for (const auto& [method, by_status] : request_counts_) {
+    for (const auto& [status, count] : by_status) {
+      out["requests"][method][status] = count;
+    }
+  }
+  out["queuedResources"] = json::object();
+  for (const auto& [name, qr] : queued_resources_) {
+    out["queuedResources"][qr->state] = out["queuedResources"].value(qr->state, 0) + 1;
+  }
+  out["nodes"] = json::object();
+  out["faultyNodes"] = json::array();
+  for (const auto& [name, node] : nodes_) {
+    out["nodes"][node->state] = out["nodes"].value(node->state, 0) + 1;
+    if (node->faulty) {
+      out["faultyNodes"].push_back(name);
+    }
+  }
+  out["capacity"] = json::array();
+  for (const auto& [key, pool] : pools_) {
+    out["capacity"].push_back({{"zone", pool->zone},
+                               {"generation", pool->generation},
+                               {"tier", tier_name(pool->tier)},
+                               {"chips", pool->chips},
+                               {"quota", pool->quota},
+                               {"inUse", pool->used}});
+  }
+  out["faults"] = {{"rate", faults_.rate}, {"codes", faults_.codes}, {"latency_ms", faults_.latency_ms}};
+  out["queuedResourcesCreated"] = queued_resources_created_;
+  out["processes_running"] = 0;
+  return out;
+}
+
+} // namespace jobman::mock

@@ -1,0 +1,134 @@
+// Shared by the World's sources only: its private records, mutate_at, pool keys and the helpers that shape replies.
+#pragma once
+
+#include "mock_cloud/world.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace jobman::mock {
+
+// Chips, quota and use of one zone, generation and tier.
+struct World::Pool {
+  std::string zone;       // The zone.
+  std::string generation; // The TPU generation ("v4").
+  Tier tier = Tier::spot; // Spot or on-demand.
+  int chips = 0;          // Chips the zone has.
+  int quota = 0;          // Chips one project may hold at once (check_quota).
+  int used = 0;           // Chips held by queued resources (holds_capacity).
+};
+
+// One queued resource and its timers.
+struct World::QueuedResource {
+  std::string name;                // projects/P/locations/Z/queuedResources/ID
+  std::string project;             // P.
+  std::string zone;                // Z.
+  std::string id;                  // ID.
+  nlohmann::json request;          // The QueuedResource as the client sent it, minus output-only fields.
+  std::string state = "CREATING";  // The API's state name.
+  std::string initiator = "USER";  // The stateInitiator: USER or SERVICE.
+  std::string accelerator;         // The accelerator type ("v4-8").
+  std::string generation;          // Its TPU generation ("v4").
+  Tier tier = Tier::spot;          // Spot or on-demand.
+  int chips = 0;                   // Chips the slice takes from its pool.
+  int hosts = 0;                   // Worker hosts of the slice.
+  std::string node_name;           // The node's full name; empty once a nodes.delete took the node away.
+  std::int64_t create_ms = 0;      // When it was created.
+  std::int64_t next_ms = 0;        // When CREATING, PROVISIONING, SUSPENDING or DELETING ends.
+  std::int64_t queued_seq = 0;     // Its place in the queue (strict FIFO per pool).
+  std::int64_t valid_until_ms = 0; // The queueingPolicy deadline while waiting, or 0.
+  std::int64_t preempt_ms = 0;     // When an ACTIVE spot slice is preempted, or 0.
+  std::int64_t maintenance_ms = 0; // When an ACTIVE on-demand slice is stopped for maintenance, or 0.
+  bool holds_capacity = false;     // Its chips count in its pool's `used`.
+  nlohmann::json failed_error;     // Why it FAILED (a google.rpc Status), or null.
+  std::string create_op;           // The create operation's name.
+  std::string delete_op;           // The delete operation's name, once deleting.
+};
+
+// One TPU node (slice) and its worker hosts.
+struct World::Node {
+  std::string name;               // projects/P/locations/Z/nodes/ID
+  std::string project;            // P.
+  std::string zone;               // Z.
+  std::string id;                 // ID.
+  std::string queued_resource;    // The full name of the queued resource it came from.
+  nlohmann::json spec;            // The Node from the request's nodeSpec.
+  std::string accelerator;        // The accelerator type ("v4-8").
+  Tier tier = Tier::spot;         // Spot or on-demand.
+  std::string state = "CREATING"; // The API's state name.
+  std::string health;             // HEALTHY from READY on; empty before, and cleared when deleting.
+  std::int64_t create_ms = 0;     // When it was created.
+  std::int64_t next_ms = 0;       // When its nodes.delete ends.
+  std::string numeric_id;         // The API's numeric id: tells this node from a later one of the same name.
+  std::vector<std::pair<std::string, std::string>> endpoints; // internal, external
+  bool faulty = false;                                        // Marked faulty through the admin API.
+  std::string delete_op; // The nodes.delete operation's name, or empty when none was asked for.
+};
+
+// One long-running operation.
+struct World::Operation {
+  std::string name;           // projects/P/locations/Z/operations/operation-...
+  std::string verb;           // create, delete or reset.
+  std::string target;         // The full name of the resource it acts on.
+  std::int64_t create_ms = 0; // When it started.
+  std::int64_t end_ms = 0;    // When it finished.
+  bool done = false;          // Finished.
+  nlohmann::json response;    // The response of a finished operation.
+  nlohmann::json error;       // The error of a failed operation, or null.
+};
+
+// Defined here, where every source file that runs a changing call sees it.
+template <typename Fn> auto World::mutate_at(std::int64_t now, Fn&& fn) {
+  const auto lock = lock_at(now);
+  auto result = std::forward<Fn>(fn)();
+  persist_locked();
+  return result;
+}
+
+namespace world_internal {
+
+// The @type of a QueuedResource in an operation's response.
+constexpr const char* kQueuedResourceType = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource";
+
+// The key of a pool in World::pools_: "zone/generation/tier".
+inline std::string pool_key(const std::string& zone, const std::string& generation, Tier tier) {
+  return zone + "/" + generation + "/" + std::string(tier_name(tier));
+}
+
+// The resource called `name` in `items`, rendered; a 404 naming it as `kind` when there is none.
+template <typename Map, typename Render>
+Reply find_reply(const Map& items, const std::string& name, std::string_view kind, Render render) {
+  auto it = items.find(name);
+  if (it == items.end()) {
+    return error_reply(404, std::string(kind) + " '" + name + "' was not found");
+  }
+  return {200, render(*it->second)};
+}
+
+// The resources in `items` whose names start with `prefix`, in name order.
+template <typename Map> auto under_prefix(const Map& items, const std::string& prefix) {
+  std::vector<const typename Map::mapped_type::element_type*> out;
+  for (const auto& [name, item] : items) {
+    if (name.rfind(prefix, 0) == 0) {
+      out.push_back(item.get());
+    }
+  }
+  return out;
+}
+
+// One page of `count` items; only the items on the page are rendered, so a page costs its size, not the list's.
+Reply page(std::size_t count, const std::function<nlohmann::json(std::size_t)>& render, const char* field,
+           int page_size, const std::string& token);
+
+// FAILED_PRECONDITION travels as HTTP 400 with its own status name.
+Reply failed_precondition(const std::string& message);
+
+} // namespace world_internal
+
+} // namespace jobman::mock

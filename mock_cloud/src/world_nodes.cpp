@@ -1,0 +1,103 @@
+// Nodes: the Node as the API returns it, and nodes.get, list and delete.
+#include "jobman/util/system.hpp"
+#include "mock_cloud/world.hpp"
+#include "world_internal.hpp"
+
+namespace jobman::mock {
+
+using nlohmann::json;
+using world_internal::failed_precondition;
+using world_internal::find_reply;
+using world_internal::page;
+using world_internal::under_prefix;
+
+json World::node_json(const Node& node) const {
+  json out = node.spec.is_object() ? node.spec : json::object();
+  out["name"] = node.name;
+  out["id"] = node.numeric_id;
+  out["acceleratorType"] = node.accelerator;
+  out["state"] = node.state;
+  if (!node.health.empty()) {
+    out["health"] = node.health;
+  }
+  out["createTime"] = util::format_utc(node.create_ms);
+  out["apiVersion"] = "V2";
+  out["queuedResource"] = node.queued_resource;
+  json endpoints = json::array();
+  for (const auto& [internal, external] : node.endpoints) {
+    endpoints.push_back({{"ipAddress", internal}, {"port", 8470}, {"accessConfig", {{"externalIp", external}}}});
+  }
+  out["networkEndpoints"] = endpoints;
+  json scheduling = out.value("schedulingConfig", json::object());
+  if (!scheduling.is_object()) {
+    scheduling = json::object();
+  }
+  if (node.tier == Tier::spot) {
+    scheduling["spot"] = true;
+  } else {
+    scheduling.erase("spot");
+  }
+  if (scheduling.empty()) {
+    out.erase("schedulingConfig");
+  } else {
+    out["schedulingConfig"] = scheduling;
+  }
+  return out;
+}
+
+Reply World::get_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms) {
+  const auto lock = settle_at(now_ms);
+  return find_reply(nodes_, location(project, zone) + "/nodes/" + id, "Node",
+                    [this](const Node& node) { return node_json(node); });
+}
+
+Reply World::list_nodes(const std::string& project, const std::string& zone, int page_size,
+                        const std::string& page_token, std::int64_t now_ms) {
+  const auto lock = settle_at(now_ms);
+  if (auto r = check_location(zone); !r.ok()) {
+    return r;
+  }
+  const auto items = under_prefix(nodes_, location(project, zone) + "/");
+  return page(
+      items.size(), [&](std::size_t i) { return node_json(*items[i]); }, "nodes", page_size, page_token);
+}
+
+Reply World::delete_node(const std::string& project, const std::string& zone, const std::string& id,
+                         std::int64_t now_ms) {
+  return mutate_at(now_ms, [&]() -> Reply {
+    auto name = location(project, zone) + "/nodes/" + id;
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) {
+      return error_reply(404, "Node '" + name + "' was not found");
+    }
+    auto& node = *it->second;
+    if (node.state == "DELETING" && !node.delete_op.empty()) {
+      return {200, operation_json(*operations_[node.delete_op])};
+    }
+    if (node.state == "DELETING") {
+      return failed_precondition("Node '" + name + "' is being deleted with its queued resource");
+    }
+    node.state = "DELETING";
+    node.health.clear();
+    announce_lost_locked(name);
+    node.next_ms = now_ms + static_cast<std::int64_t>(scaled_ms(config_.deleting_seconds));
+    node.delete_op = new_operation(project, zone, "delete", name, now_ms);
+    // The node's queued resource loses its slice: it suspends until the node is gone, and never provisions or gets
+    // preempted meanwhile (its own timers would otherwise bring the node back to READY).
+    if (auto qr = queued_resources_.find(node.queued_resource);
+        qr != queued_resources_.end() && (qr->second->state == "PROVISIONING" || qr->second->state == "ACTIVE")) {
+      qr->second->state = "SUSPENDING";
+      qr->second->initiator = "USER";
+      qr->second->next_ms = node.next_ms;
+      qr->second->preempt_ms = 0;
+      qr->second->maintenance_ms = 0;
+      touch_locked(qr->first);
+    }
+    auto op_name = node.delete_op;
+    touch_locked(name);
+    tick_locked(now_ms);
+    return {200, operation_json(*operations_[op_name])};
+  });
+}
+
+} // namespace jobman::mock

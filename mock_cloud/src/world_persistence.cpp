@@ -1,0 +1,268 @@
+// Persistence: attaching the SQLite store, records and snapshots of the state, restoring them, committing changes.
+#include "mock_cloud/world.hpp"
+#include "mock_cloud/world_store.hpp"
+#include "world_internal.hpp"
+
+#include <map>
+#include <memory>
+#include <sstream>
+
+namespace jobman::mock {
+
+using nlohmann::json;
+using world_internal::pool_key;
+
+void World::attach_store(const std::filesystem::path& file, std::int64_t now_ms) {
+  auto store = std::make_unique<WorldStore>(file);
+  auto contents = store->load();
+  if (!contents.globals.is_null()) {
+    json snapshot = contents.globals;
+    snapshot["requestIds"] = contents.request_ids;
+    for (auto& record : contents.records) {
+      snapshot[record.value("kind", "")].push_back(std::move(record));
+    }
+    restore(snapshot);
+  }
+  std::lock_guard lock(mutex_);
+  store_ = std::move(store);
+  if (contents.globals.is_null()) {
+    // A new database: everything the world already holds is written by the persist below.
+    for (const auto& [name, qr] : queued_resources_) {
+      changed_.insert(name);
+    }
+    for (const auto& [name, node] : nodes_) {
+      changed_.insert(name);
+    }
+    for (const auto& [name, op] : operations_) {
+      changed_.insert(name);
+    }
+    new_request_ids_.assign(request_ids_.begin(), request_ids_.end());
+  }
+  touch_locked();
+  tick_locked(now_ms);
+  persist_locked();
+}
+
+json World::snapshot() {
+  std::lock_guard lock(mutex_);
+  return snapshot_locked();
+}
+
+json World::globals_locked() const {
+  json out;
+  out["version"] = 1;
+  out["nextSequence"] = next_sequence_;
+  out["nextHost"] = next_host_;
+  std::ostringstream rng;
+  rng << rng_;
+  out["rng"] = rng.str();
+  out["pools"] = json::array();
+  for (const auto& [key, pool] : pools_) {
+    out["pools"].push_back({{"zone", pool->zone},
+                            {"generation", pool->generation},
+                            {"tier", tier_name(pool->tier)},
+                            {"chips", pool->chips},
+                            {"quota", pool->quota}});
+  }
+  return out;
+}
+
+json World::record_of(const QueuedResource& qr) {
+  return {{"kind", "queuedResources"},
+          {"name", qr.name},
+          {"project", qr.project},
+          {"zone", qr.zone},
+          {"id", qr.id},
+          {"request", qr.request},
+          {"state", qr.state},
+          {"initiator", qr.initiator},
+          {"accelerator", qr.accelerator},
+          {"generation", qr.generation},
+          {"tier", tier_name(qr.tier)},
+          {"chips", qr.chips},
+          {"hosts", qr.hosts},
+          {"node", qr.node_name},
+          {"createMs", qr.create_ms},
+          {"nextMs", qr.next_ms},
+          {"queuedSeq", qr.queued_seq},
+          {"validUntilMs", qr.valid_until_ms},
+          {"preemptMs", qr.preempt_ms},
+          {"maintenanceMs", qr.maintenance_ms},
+          {"holdsCapacity", qr.holds_capacity},
+          {"failedError", qr.failed_error},
+          {"createOp", qr.create_op},
+          {"deleteOp", qr.delete_op}};
+}
+
+json World::record_of(const Node& node) {
+  json endpoints = json::array();
+  for (const auto& [internal, external] : node.endpoints) {
+    endpoints.push_back({internal, external});
+  }
+  return {{"kind", "nodes"},
+          {"name", node.name},
+          {"project", node.project},
+          {"zone", node.zone},
+          {"id", node.id},
+          {"queuedResource", node.queued_resource},
+          {"spec", node.spec},
+          {"accelerator", node.accelerator},
+          {"tier", tier_name(node.tier)},
+          {"state", node.state},
+          {"health", node.health},
+          {"createMs", node.create_ms},
+          {"nextMs", node.next_ms},
+          {"numericId", node.numeric_id},
+          {"endpoints", endpoints},
+          {"faulty", node.faulty},
+          {"deleteOp", node.delete_op}};
+}
+
+json World::record_of(const Operation& op) {
+  return {{"kind", "operations"}, {"name", op.name},          {"verb", op.verb},
+          {"target", op.target},  {"createMs", op.create_ms}, {"endMs", op.end_ms},
+          {"done", op.done},      {"response", op.response},  {"error", op.error}};
+}
+
+json World::snapshot_locked() const {
+  json out = globals_locked();
+  out["requestIds"] = request_ids_;
+  out["queuedResources"] = json::array();
+  for (const auto& [name, qr] : queued_resources_) {
+    out["queuedResources"].push_back(record_of(*qr));
+  }
+  out["nodes"] = json::array();
+  for (const auto& [name, node] : nodes_) {
+    out["nodes"].push_back(record_of(*node));
+  }
+  out["operations"] = json::array();
+  for (const auto& [name, op] : operations_) {
+    out["operations"].push_back(record_of(*op));
+  }
+  return out;
+}
+
+void World::restore(const json& snapshot) {
+  std::lock_guard lock(mutex_);
+  auto tier_of = [](const json& value) { return value.get<std::string>() == "spot" ? Tier::spot : Tier::on_demand; };
+  next_sequence_ = snapshot.value("nextSequence", std::int64_t{1});
+  next_host_ = snapshot.value("nextHost", std::uint32_t{0});
+  request_ids_ = snapshot.value("requestIds", std::map<std::string, std::string>{});
+  for (const auto& p : snapshot.value("pools", json::array())) {
+    auto tier = tier_of(p["tier"]);
+    auto& pool = pools_[pool_key(p["zone"], p["generation"], tier)];
+    if (!pool) {
+      pool = std::make_unique<Pool>();
+    }
+    pool->zone = p["zone"];
+    pool->generation = p["generation"];
+    pool->tier = tier;
+    pool->chips = p["chips"];
+    pool->quota = p["quota"];
+    pool->used = 0;
+  }
+  queued_resources_.clear();
+  nodes_.clear();
+  operations_.clear();
+  for (const auto& q : snapshot.value("queuedResources", json::array())) {
+    auto qr = std::make_unique<QueuedResource>();
+    qr->name = q["name"];
+    qr->project = q["project"];
+    qr->zone = q["zone"];
+    qr->id = q["id"];
+    qr->request = q["request"];
+    qr->state = q["state"];
+    qr->initiator = q["initiator"];
+    qr->accelerator = q["accelerator"];
+    qr->generation = q["generation"];
+    qr->tier = tier_of(q["tier"]);
+    qr->chips = q["chips"];
+    qr->hosts = q["hosts"];
+    qr->node_name = q["node"];
+    qr->create_ms = q["createMs"];
+    qr->next_ms = q["nextMs"];
+    qr->queued_seq = q["queuedSeq"];
+    qr->valid_until_ms = q["validUntilMs"];
+    qr->preempt_ms = q["preemptMs"];
+    qr->maintenance_ms = q["maintenanceMs"];
+    qr->holds_capacity = q["holdsCapacity"];
+    qr->failed_error = q["failedError"];
+    qr->create_op = q["createOp"];
+    qr->delete_op = q["deleteOp"];
+    if (qr->holds_capacity) {
+      if (auto* pool = pool_for(qr->zone, qr->generation, qr->tier)) {
+        pool->used += qr->chips;
+      }
+    }
+    auto name = qr->name;
+    queued_resources_[name] = std::move(qr);
+  }
+  for (const auto& n : snapshot.value("nodes", json::array())) {
+    auto node = std::make_unique<Node>();
+    node->name = n["name"];
+    node->project = n["project"];
+    node->zone = n["zone"];
+    node->id = n["id"];
+    node->queued_resource = n["queuedResource"];
+    node->spec = n["spec"];
+    node->accelerator = n["accelerator"];
+    node->tier = tier_of(n["tier"]);
+    node->state = n["state"];
+    node->health = n["health"];
+    node->create_ms = n["createMs"];
+    node->next_ms = n["nextMs"];
+    node->numeric_id = n["numericId"];
+    for (const auto& e : n["endpoints"]) {
+      node->endpoints.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+    }
+    node->faulty = n["faulty"];
+    node->delete_op = n["deleteOp"];
+    auto name = node->name;
+    nodes_[name] = std::move(node);
+  }
+  for (const auto& o : snapshot.value("operations", json::array())) {
+    auto op = std::make_unique<Operation>();
+    op->name = o["name"];
+    op->verb = o["verb"];
+    op->target = o["target"];
+    op->create_ms = o["createMs"];
+    op->end_ms = o["endMs"];
+    op->done = o["done"];
+    op->response = o["response"];
+    op->error = o["error"];
+    auto name = op->name;
+    operations_[name] = std::move(op);
+  }
+  if (snapshot.contains("rng")) {
+    // The generator's state, so a restarted world draws the same delays the original would have.
+    std::istringstream in(snapshot["rng"].get<std::string>());
+    in >> rng_;
+  }
+  touch_locked();
+}
+
+void World::persist_locked() {
+  if (!dirty_ || !store_) {
+    return;
+  }
+  WorldStore::Changes changes;
+  changes.globals = globals_locked().dump();
+  for (const auto& name : changed_) {
+    if (auto qr = queued_resources_.find(name); qr != queued_resources_.end()) {
+      changes.upserts.emplace_back(name, record_of(*qr->second).dump());
+    } else if (auto node = nodes_.find(name); node != nodes_.end()) {
+      changes.upserts.emplace_back(name, record_of(*node->second).dump());
+    } else if (auto op = operations_.find(name); op != operations_.end()) {
+      changes.upserts.emplace_back(name, record_of(*op->second).dump());
+    } else {
+      changes.removed.push_back(name);
+    }
+  }
+  changes.request_ids = std::move(new_request_ids_);
+  store_->save(changes);
+  changed_.clear();
+  new_request_ids_.clear();
+  dirty_ = false;
+}
+
+} // namespace jobman::mock

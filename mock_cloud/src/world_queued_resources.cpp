@@ -1,0 +1,382 @@
+// Queued resources: queuedResources.create, get, list, delete and reset, quota, and the QueuedResource the API returns.
+#include "jobman/config/accelerator.hpp"
+#include "jobman/util/system.hpp"
+#include "mock_cloud/world.hpp"
+#include "world_internal.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <exception>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+
+namespace jobman::mock {
+
+using nlohmann::json;
+using world_internal::failed_precondition;
+using world_internal::find_reply;
+using world_internal::kQueuedResourceType;
+using world_internal::page;
+using world_internal::under_prefix;
+
+namespace {
+
+// Resource ids as the API accepts them (RFC 1035 labels).
+bool valid_id(const std::string& id) {
+  static const std::regex pattern("[a-z]([-a-z0-9]{0,61}[a-z0-9])?");
+  return std::regex_match(id, pattern);
+}
+
+// "3600s" or "1.5s" (protobuf Duration JSON) into seconds.
+std::optional<double> parse_proto_duration(const json& value) {
+  if (!value.is_string()) {
+    return std::nullopt;
+  }
+  auto text = value.get<std::string>();
+  if (text.size() < 2 || text.back() != 's') {
+    return std::nullopt;
+  }
+  try {
+    std::size_t used = 0;
+    double seconds = std::stod(text.substr(0, text.size() - 1), &used);
+    if (used != text.size() - 1 || !std::isfinite(seconds) || seconds < 0) {
+      return std::nullopt;
+    }
+    return seconds;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// "2026-11-22T05:00:47Z" or with fractional seconds, into epoch milliseconds.
+std::optional<std::int64_t> parse_rfc3339_utc(const json& value) {
+  if (!value.is_string()) {
+    return std::nullopt;
+  }
+  auto text = value.get<std::string>();
+  std::tm tm{};
+  const char* rest = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (rest == nullptr) {
+    return std::nullopt;
+  }
+  while (*rest == '.' || (*rest >= '0' && *rest <= '9')) {
+    ++rest;
+  }
+  if (std::string(rest) != "Z") {
+    return std::nullopt;
+  }
+  return static_cast<std::int64_t>(::timegm(&tm)) * 1000;
+}
+
+// True when `text` is UTF-8, so that a resource named with it can be sent as JSON.
+bool is_utf8(const std::string& text) {
+  try {
+    (void)json(text).dump();
+    return true;
+  } catch (const json::type_error&) {
+    return false;
+  }
+}
+
+} // namespace
+
+json World::queued_resource_json(const QueuedResource& qr) const {
+  json out = qr.request;
+  out["name"] = qr.name;
+  out["createTime"] = util::format_utc(qr.create_ms);
+  auto& spec = out["tpu"]["nodeSpec"][0];
+  spec["parent"] = location(qr.project, qr.zone);
+  spec["node"]["acceleratorType"] = qr.accelerator;
+  json state = {{"state", qr.state}, {"stateInitiator", qr.initiator}};
+  static const std::map<std::string, std::string> data_keys = {
+      {"CREATING", "creatingData"},   {"ACCEPTED", "acceptedData"}, {"PROVISIONING", "provisioningData"},
+      {"DELETING", "deletingData"},   {"ACTIVE", "activeData"},     {"SUSPENDING", "suspendingData"},
+      {"SUSPENDED", "suspendedData"}, {"FAILED", "failedData"}};
+  if (auto it = data_keys.find(qr.state); it != data_keys.end()) {
+    state[it->second] = json::object();
+  }
+  if (qr.state == "FAILED" && !qr.failed_error.is_null()) {
+    state["failedData"]["error"] = qr.failed_error;
+  }
+  out["state"] = state;
+  return out;
+}
+
+Reply World::create_queued_resource(const std::string& project, const std::string& zone, const std::string& id,
+                                    const std::string& request_id, const json& body, std::int64_t now_ms) {
+  // Commits only a request it accepts: a refused create changes nothing itself, and what the replay changed is
+  // committed by the next call.
+  const auto lock = lock_at(now_ms);
+  if (auto r = check_location(zone); !r.ok()) {
+    return r;
+  }
+  if (!is_utf8(project)) {
+    return error_reply(400, "Invalid project '" + project + "': not UTF-8 text");
+  }
+  auto loc = location(project, zone);
+  const auto name = loc + "/queuedResources/" + id;
+  const auto request_key = "create " + name + " " + request_id;
+  if (const auto* op = operation_for_request(request_id.empty() ? "" : request_key)) {
+    return {200, operation_json(*op)};
+  }
+  if (id.empty()) {
+    return error_reply(400, "queuedResourceId is required");
+  }
+  if (!valid_id(id)) {
+    return error_reply(400, "Invalid queuedResourceId '" + id +
+                                "': use lowercase letters, digits and hyphens, starting with a letter (at most 63)");
+  }
+  if (!body.is_object()) {
+    return error_reply(400, "The request body must be a QueuedResource JSON object");
+  }
+  if (queued_resources_.count(name) != 0) {
+    return error_reply(409, "Queued resource '" + name + "' already exists");
+  }
+  const json* specs = nullptr;
+  if (body.contains("tpu") && body["tpu"].is_object() && body["tpu"].contains("nodeSpec")) {
+    specs = &body["tpu"]["nodeSpec"];
+  }
+  if (specs == nullptr || !specs->is_array() || specs->empty()) {
+    return error_reply(400, "tpu.nodeSpec must list one node");
+  }
+  if (specs->size() != 1) {
+    return error_reply(400, "tpu.nodeSpec: the mock cloud supports one node per queued resource (no multislice)");
+  }
+  const json& spec = (*specs)[0];
+  if (!spec.is_object() || !spec.contains("nodeId") || !spec["nodeId"].is_string() ||
+      !valid_id(spec["nodeId"].get<std::string>())) {
+    return error_reply(400, "tpu.nodeSpec[0].nodeId is missing or not a valid id");
+  }
+  if (spec.contains("parent") && spec["parent"] != loc) {
+    return error_reply(400, "tpu.nodeSpec[0].parent must be '" + loc + "'");
+  }
+  if (!spec.contains("node") || !spec["node"].is_object() || !spec["node"].contains("acceleratorType") ||
+      !spec["node"]["acceleratorType"].is_string()) {
+    return error_reply(400, "tpu.nodeSpec[0].node.acceleratorType is required");
+  }
+  std::string why;
+  auto accelerator = config::find_accelerator(spec["node"]["acceleratorType"].get<std::string>(), &why);
+  if (!accelerator) {
+    return error_reply(400,
+                       "Unknown accelerator type '" + spec["node"]["acceleratorType"].get<std::string>() + "': " + why);
+  }
+  bool has_spot = body.contains("spot");
+  if (has_spot && body.contains("guaranteed")) {
+    return error_reply(400, "A queued resource cannot be both spot and guaranteed");
+  }
+  const auto& node_body = spec["node"];
+  bool node_spot = false;
+  if (node_body.contains("schedulingConfig") && node_body["schedulingConfig"].is_object() &&
+      node_body["schedulingConfig"].contains("spot")) {
+    const auto& spot = node_body["schedulingConfig"]["spot"];
+    if (!spot.is_boolean()) {
+      return error_reply(400, "tpu.nodeSpec[0].node.schedulingConfig.spot must be true or false");
+    }
+    node_spot = spot.get<bool>();
+  }
+  Tier tier = has_spot || node_spot ? Tier::spot : Tier::on_demand;
+  std::int64_t valid_until = 0;
+  if (body.contains("queueingPolicy")) {
+    const auto& policy = body["queueingPolicy"];
+    if (!policy.is_object()) {
+      return error_reply(400, "queueingPolicy must be an object");
+    }
+    if (policy.contains("validUntilDuration")) {
+      auto seconds = parse_proto_duration(policy["validUntilDuration"]);
+      if (!seconds) {
+        return error_reply(400, "queueingPolicy.validUntilDuration must be a duration such as \"3600s\"");
+      }
+      valid_until = now_ms + std::max<std::int64_t>(1, static_cast<std::int64_t>(scaled_ms(*seconds)));
+    }
+    if (policy.contains("validUntilTime")) {
+      auto when = parse_rfc3339_utc(policy["validUntilTime"]);
+      if (!when) {
+        return error_reply(400, "queueingPolicy.validUntilTime must be an RFC 3339 UTC time");
+      }
+      valid_until = *when;
+    }
+  }
+  std::string node_name = loc + "/nodes/" + spec["nodeId"].get<std::string>();
+  if (nodes_.count(node_name) != 0) {
+    return error_reply(409, "Node '" + node_name + "' already exists");
+  }
+  for (const auto& [other_name, other] : queued_resources_) {
+    if (other->project == project && other->zone == zone &&
+        other->request["tpu"]["nodeSpec"][0]["nodeId"] == spec["nodeId"] && other->state != "DELETING") {
+      std::string message = "Node '";
+      message.append(node_name).append("' is already requested by queued resource '").append(other_name).append("'");
+      return error_reply(409, message);
+    }
+  }
+  auto* pool = pool_for(zone, accelerator->generation->name, tier);
+  if (pool == nullptr) {
+    return error_reply(400, "Accelerator type " + accelerator->name + " (" + std::string(tier_name(tier)) +
+                                ") is not offered in zone " + zone);
+  }
+  if (auto r = check_quota(project, *pool, accelerator->chips); !r.ok()) {
+    return r;
+  }
+  auto qr = std::make_unique<QueuedResource>();
+  qr->name = name;
+  qr->project = project;
+  qr->zone = zone;
+  qr->id = id;
+  qr->request = body;
+  for (const char* output_only : {"name", "createTime", "state"}) {
+    qr->request.erase(output_only);
+  }
+  for (const char* output_only : {"name", "state", "health", "networkEndpoints", "createTime", "queuedResource", "id",
+                                  "apiVersion", "symptoms", "multisliceNode"}) {
+    qr->request["tpu"]["nodeSpec"][0]["node"].erase(output_only);
+  }
+  qr->accelerator = accelerator->name;
+  qr->generation = accelerator->generation->name;
+  qr->tier = tier;
+  qr->chips = accelerator->chips;
+  qr->hosts = accelerator->hosts;
+  qr->node_name = node_name;
+  qr->create_ms = now_ms;
+  qr->next_ms = now_ms + static_cast<std::int64_t>(scaled_ms(config_.creating_seconds));
+  qr->valid_until_ms = valid_until;
+  qr->create_op = new_operation(project, zone, "create", name, now_ms);
+  auto op_name = qr->create_op;
+  queued_resources_[name] = std::move(qr);
+  ++queued_resources_created_;
+  if (!request_id.empty()) {
+    remember_request_id(request_key, op_name);
+  }
+  touch_locked(name);
+  tick_locked(now_ms);
+  persist_locked();
+  return {200, operation_json(*operations_[op_name])};
+}
+
+Reply World::check_quota(const std::string& project, const Pool& pool, int chips) const {
+  int held = 0;
+  for (const auto& [name, other] : queued_resources_) {
+    if (other->project == project && other->zone == pool.zone && other->generation == pool.generation &&
+        other->tier == pool.tier && other->state != "FAILED" && other->state != "SUSPENDED" &&
+        other->state != "DELETING") {
+      held += other->chips;
+    }
+  }
+  if (held + chips <= pool.quota) {
+    return {200, {}};
+  }
+  return error_reply(429, "Quota exceeded: " + std::to_string(chips) + " " + pool.generation + " " +
+                              std::string(tier_name(pool.tier)) + " chips requested in " + pool.zone + ", " +
+                              std::to_string(held) + " of the quota of " + std::to_string(pool.quota) +
+                              " already in use");
+}
+
+Reply World::get_queued_resource(const std::string& project, const std::string& zone, const std::string& id,
+                                 std::int64_t now_ms) {
+  const auto lock = settle_at(now_ms);
+  return find_reply(queued_resources_, location(project, zone) + "/queuedResources/" + id, "Queued resource",
+                    [this](const QueuedResource& qr) { return queued_resource_json(qr); });
+}
+
+Reply World::list_queued_resources(const std::string& project, const std::string& zone, int page_size,
+                                   const std::string& page_token, std::int64_t now_ms) {
+  const auto lock = settle_at(now_ms);
+  if (auto r = check_location(zone); !r.ok()) {
+    return r;
+  }
+  const auto items = under_prefix(queued_resources_, location(project, zone) + "/");
+  return page(
+      items.size(), [&](std::size_t i) { return queued_resource_json(*items[i]); }, "queuedResources", page_size,
+      page_token);
+}
+
+Reply World::delete_queued_resource(const std::string& project, const std::string& zone, const std::string& id,
+                                    bool force, const std::string& request_id, std::int64_t now_ms) {
+  return mutate_at(now_ms, [&]() -> Reply {
+    auto loc = location(project, zone);
+    const auto name = loc + "/queuedResources/" + id;
+    const auto request_key = "delete " + name + " " + request_id;
+    if (const auto* op = operation_for_request(request_id.empty() ? "" : request_key)) {
+      return {200, operation_json(*op)};
+    }
+    auto it = queued_resources_.find(name);
+    if (it == queued_resources_.end()) {
+      return error_reply(404, "Queued resource '" + name + "' was not found");
+    }
+    auto& qr = *it->second;
+    if (qr.state == "DELETING") {
+      return {200, operation_json(*operations_[qr.delete_op])};
+    }
+    if ((qr.state == "ACTIVE" || qr.state == "PROVISIONING") && !force) {
+      return failed_precondition("Queued resource '" + name + "' is " + qr.state +
+                                 " and has a node; delete it with force=true");
+    }
+    qr.state = "DELETING";
+    qr.initiator = "USER";
+    qr.preempt_ms = 0;
+    qr.maintenance_ms = 0;
+    qr.next_ms = now_ms + static_cast<std::int64_t>(scaled_ms(config_.deleting_seconds));
+    if (auto node = nodes_.find(qr.node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
+      node->second->state = "DELETING";
+      node->second->health.clear();
+      touch_locked(node->first);
+      announce_lost_locked(node->first);
+    }
+    qr.delete_op = new_operation(project, zone, "delete", name, now_ms);
+    if (!request_id.empty()) {
+      remember_request_id(request_key, qr.delete_op);
+    }
+    auto op_name = qr.delete_op;
+    touch_locked(name);
+    tick_locked(now_ms);
+    return {200, operation_json(*operations_[op_name])};
+  });
+}
+
+Reply World::reset_queued_resource(const std::string& project, const std::string& zone, const std::string& id,
+                                   std::int64_t now_ms) {
+  return mutate_at(now_ms, [&]() -> Reply {
+    auto name = location(project, zone) + "/queuedResources/" + id;
+    auto it = queued_resources_.find(name);
+    if (it == queued_resources_.end()) {
+      return error_reply(404, "Queued resource '" + name + "' was not found");
+    }
+    auto& qr = *it->second;
+    if (qr.state != "SUSPENDED" && qr.state != "FAILED") {
+      return failed_precondition("Queued resource '" + name + "' is " + qr.state +
+                                 "; only a SUSPENDED or FAILED queued resource can be reset");
+    }
+    if (const auto* pool = pool_for(qr.zone, qr.generation, qr.tier)) {
+      if (auto r = check_quota(project, *pool, qr.chips); !r.ok()) {
+        return r;
+      }
+    }
+    if (auto node = nodes_.find(qr.node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
+      touch_locked(node->first);
+      announce_lost_locked(node->first);
+      nodes_.erase(node);
+    }
+    qr.node_name = location(project, zone) + "/nodes/" + qr.request["tpu"]["nodeSpec"][0]["nodeId"].get<std::string>();
+    release_capacity(qr);
+    qr.state = "WAITING_FOR_RESOURCES";
+    qr.initiator = "USER";
+    qr.failed_error = nullptr;
+    qr.queued_seq = next_sequence_++;
+    qr.valid_until_ms = 0;
+    if (auto policy = qr.request.find("queueingPolicy"); policy != qr.request.end() && policy->is_object()) {
+      if (auto seconds = parse_proto_duration(policy->value("validUntilDuration", json()))) {
+        qr.valid_until_ms = now_ms + std::max<std::int64_t>(1, static_cast<std::int64_t>(scaled_ms(*seconds)));
+      }
+    }
+    auto op_name = new_operation(project, zone, "reset", name, now_ms);
+    auto response = queued_resource_json(qr);
+    response["@type"] = kQueuedResourceType;
+    finish_operation(op_name, now_ms, response);
+    touch_locked(name);
+    tick_locked(now_ms);
+    return {200, operation_json(*operations_[op_name])};
+  });
+}
+
+} // namespace jobman::mock

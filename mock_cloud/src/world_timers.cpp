@@ -1,0 +1,241 @@
+// The clock: replaying timed events (creation, admission, provisioning, preemption, maintenance, deletion), capacity.
+#include "mock_cloud/world.hpp"
+#include "world_internal.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace jobman::mock {
+
+using nlohmann::json;
+using world_internal::kQueuedResourceType;
+using world_internal::pool_key;
+
+namespace {
+
+constexpr const char* kEmptyType = "type.googleapis.com/google.protobuf.Empty";
+
+} // namespace
+
+void World::release_capacity(QueuedResource& qr) {
+  if (!qr.holds_capacity) {
+    return;
+  }
+  if (auto* pool = pool_for(qr.zone, qr.generation, qr.tier)) {
+    pool->used = std::max(0, pool->used - qr.chips);
+  }
+  qr.holds_capacity = false;
+  touch_locked(qr.name);
+}
+
+void World::start_suspending(QueuedResource& qr, const std::string& node_state, std::int64_t now) {
+  qr.state = "SUSPENDING";
+  qr.initiator = "SERVICE";
+  qr.next_ms = now + static_cast<std::int64_t>(scaled_ms(config_.suspending_seconds));
+  qr.preempt_ms = 0;
+  qr.maintenance_ms = 0;
+  if (auto it = nodes_.find(qr.node_name); it != nodes_.end()) {
+    it->second->state = node_state;
+    touch_locked(it->first);
+    announce_lost_locked(it->first);
+  }
+  touch_locked(qr.name);
+}
+
+void World::tick(std::int64_t now_ms) {
+  const auto lock = settle_at(now_ms); // The replay and its commit are the whole call.
+}
+
+std::int64_t World::next_event_locked() const {
+  std::int64_t next = INT64_MAX;
+  auto consider = [&next](std::int64_t t) {
+    if (t > 0) {
+      next = std::min(next, t);
+    }
+  };
+  for (const auto& [name, qr] : queued_resources_) {
+    if (qr->state == "CREATING" || qr->state == "PROVISIONING" || qr->state == "SUSPENDING" ||
+        qr->state == "DELETING") {
+      consider(qr->next_ms);
+    } else if (qr->state == "WAITING_FOR_RESOURCES") {
+      consider(qr->valid_until_ms);
+    } else if (qr->state == "ACTIVE") {
+      consider(qr->preempt_ms);
+      consider(qr->maintenance_ms);
+    }
+  }
+  for (const auto& [name, node] : nodes_) {
+    if (node->state == "DELETING" && !node->delete_op.empty()) {
+      consider(node->next_ms);
+    }
+  }
+  return next;
+}
+
+void World::tick_locked(std::int64_t now) {
+  // Nothing changed since the last tick and no timer is due yet: every step would be a no-op, so skip the walk.
+  // This keeps reads O(1) in the number of slices.
+  if (now < due_ms_) {
+    return;
+  }
+  // Replays every timed event up to `now` at its own time, so sparse ticks give the same history as frequent ones.
+  for (int guard = 0; guard < 100'000; ++guard) {
+    auto next = next_event_locked();
+    if (next > now) {
+      break;
+    }
+    step_locked(next);
+  }
+  step_locked(now);
+  // Admission ran last and found nothing more to admit; until something changes (touch_locked) or the next timer
+  // fires, another step would change nothing.
+  due_ms_ = next_event_locked();
+}
+
+void World::step_locked(std::int64_t now) {
+  for (auto it = queued_resources_.begin(); it != queued_resources_.end();) {
+    auto& qr = *it->second;
+    auto node_it = nodes_.find(qr.node_name);
+    Node* node = node_it == nodes_.end() ? nullptr : node_it->second.get();
+    if (qr.state == "CREATING" && now >= qr.next_ms) {
+      qr.state = "WAITING_FOR_RESOURCES";
+      qr.queued_seq = next_sequence_++;
+      touch_locked(qr.name);
+      auto response = queued_resource_json(qr);
+      response["@type"] = kQueuedResourceType;
+      finish_operation(qr.create_op, now, response);
+    } else if (qr.state == "WAITING_FOR_RESOURCES" && qr.valid_until_ms > 0 && now >= qr.valid_until_ms) {
+      qr.state = "FAILED";
+      qr.initiator = "SERVICE";
+      qr.failed_error = {{"code", 4},
+                         {"message", "The queued resource could not be provisioned before its validUntil deadline "
+                                     "(queueingPolicy); capacity was not available in time."}};
+      touch_locked(qr.name);
+    } else if (qr.state == "PROVISIONING" && now >= qr.next_ms) {
+      qr.state = "ACTIVE";
+      if (node != nullptr) {
+        node->state = "READY";
+        node->health = "HEALTHY";
+        touch_locked(node->name);
+        announce_ready_locked(*node);
+      }
+      if (qr.tier == Tier::spot) {
+        auto delay = draw_exponential_ms(config_.spot_mean_seconds_between_preemptions);
+        qr.preempt_ms = delay > 0 ? now + delay : 0;
+      } else {
+        auto delay = draw_exponential_ms(config_.maintenance_mean_seconds_between_events);
+        qr.maintenance_ms = delay > 0 ? now + delay : 0;
+      }
+      touch_locked(qr.name);
+    } else if (qr.state == "ACTIVE" && qr.preempt_ms > 0 && now >= qr.preempt_ms) {
+      start_suspending(qr, "PREEMPTED", now);
+    } else if (qr.state == "ACTIVE" && qr.maintenance_ms > 0 && now >= qr.maintenance_ms) {
+      start_suspending(qr, "TERMINATED", now);
+    } else if (qr.state == "SUSPENDING" && now >= qr.next_ms) {
+      qr.state = "SUSPENDED";
+      release_capacity(qr);
+      touch_locked(qr.name);
+    } else if (qr.state == "DELETING" && now >= qr.next_ms) {
+      release_capacity(qr);
+      if (node != nullptr && node->queued_resource == qr.name) {
+        if (!node->delete_op.empty()) {
+          finish_operation(node->delete_op, now, {{"@type", kEmptyType}}); // The node went with its resource.
+        }
+        touch_locked(node->name);
+        announce_lost_locked(node->name);
+        nodes_.erase(node_it);
+      }
+      finish_operation(qr.delete_op, now, {{"@type", kEmptyType}});
+      if (!qr.create_op.empty()) {
+        finish_operation(qr.create_op, now,
+                         {{"error", {{"code", 10}, {"message", "The queued resource was deleted while creating."}}}});
+      }
+      touch_locked(qr.name);
+      it = queued_resources_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    auto& node = *it->second;
+    if (node.state == "DELETING" && !node.delete_op.empty() && now >= node.next_ms) {
+      finish_operation(node.delete_op, now, {{"@type", kEmptyType}});
+      if (auto qr_it = queued_resources_.find(node.queued_resource); qr_it != queued_resources_.end()) {
+        auto& qr = *qr_it->second;
+        if (qr.state != "DELETING" && qr.state != "FAILED") {
+          qr.state = "SUSPENDED";
+          qr.initiator = "USER";
+          qr.preempt_ms = 0;
+          qr.maintenance_ms = 0;
+          release_capacity(qr);
+        }
+        qr.node_name.clear();
+        touch_locked(qr.name);
+      }
+      touch_locked(node.name);
+      announce_lost_locked(node.name);
+      it = nodes_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+  admit_locked(now);
+}
+
+void World::admit_locked(std::int64_t now) {
+  std::vector<QueuedResource*> waiting;
+  for (auto& [name, qr] : queued_resources_) {
+    if (qr->state == "WAITING_FOR_RESOURCES") {
+      waiting.push_back(qr.get());
+    }
+  }
+  std::sort(waiting.begin(), waiting.end(),
+            [](const QueuedResource* a, const QueuedResource* b) { return a->queued_seq < b->queued_seq; });
+  std::map<std::string, bool> blocked; // A pool whose head does not fit admits nobody behind it (strict FIFO).
+  for (auto* qr : waiting) {
+    auto key = pool_key(qr->zone, qr->generation, qr->tier);
+    if (blocked[key]) {
+      continue;
+    }
+    auto* pool = pool_for(qr->zone, qr->generation, qr->tier);
+    if (pool == nullptr || pool->chips - pool->used < qr->chips) {
+      blocked[key] = true;
+      continue;
+    }
+    pool->used += qr->chips;
+    qr->holds_capacity = true;
+    qr->state = "PROVISIONING";
+    qr->next_ms = now + static_cast<std::int64_t>(draw_delay_ms(config_.provisioning_for(qr->generation)));
+    auto node = std::make_unique<Node>();
+    const auto& spec = qr->request["tpu"]["nodeSpec"][0];
+    node->id = spec["nodeId"].get<std::string>();
+    node->name = location(qr->project, qr->zone) + "/nodes/" + node->id;
+    node->project = qr->project;
+    node->zone = qr->zone;
+    node->queued_resource = qr->name;
+    node->spec = spec.value("node", json::object());
+    node->accelerator = qr->accelerator;
+    node->tier = qr->tier;
+    node->create_ms = now;
+    node->numeric_id = std::to_string(1'000'000'000'000'000ULL + rng_() % 8'000'000'000'000'000ULL);
+    int zi = zone_index(qr->zone);
+    for (int h = 0; h < qr->hosts; ++h) {
+      std::uint32_t n = next_host_++;
+      std::string internal =
+          "10." + std::to_string(zi) + "." + std::to_string((n / 254) % 256) + "." + std::to_string(n % 254 + 1);
+      auto r = rng_();
+      std::string external = "34." + std::to_string(r % 256) + "." + std::to_string((r >> 8) % 256) + "." +
+                             std::to_string((r >> 16) % 254 + 1);
+      node->endpoints.emplace_back(internal, external);
+    }
+    qr->node_name = node->name;
+    touch_locked(qr->name);
+    touch_locked(node->name);
+    nodes_[node->name] = std::move(node);
+  }
+}
+
+} // namespace jobman::mock
