@@ -8,14 +8,13 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdexcept>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace jobman::remote::detail {
 
 namespace {
 
-[[noreturn]] void fail(const char* what) {
+[[noreturn]] void fail(const char *what) {
   throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));
 }
 
@@ -24,64 +23,26 @@ constexpr auto kKillGrace = std::chrono::seconds(5);
 
 } // namespace
 
-void close_fd(int& fd) {
-  if (fd >= 0) {
-    ::close(fd);
-    fd = -1;
-  }
-}
-
-Child spawn(const std::vector<std::string>& argv, bool merge_stderr, bool stdin_pipe) {
-  int out[2];
-  int err[2] = {-1, -1};
-  int in[2] = {-1, -1};
-  if (::pipe2(out, O_CLOEXEC) != 0) {
-    fail("pipe");
-  }
-  if ((!merge_stderr && ::pipe2(err, O_CLOEXEC) != 0) || (stdin_pipe && ::pipe2(in, O_CLOEXEC) != 0)) {
-    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1]}) {
-      if (fd >= 0) {
-        ::close(fd);
-      }
-    }
-    fail("pipe");
-  }
-  std::vector<char*> args;
-  args.reserve(argv.size() + 1);
-  for (const auto& arg : argv) {
-    args.push_back(const_cast<char*>(arg.c_str()));
-  }
-  args.push_back(nullptr);
-  Child child;
-  child.pid = ::fork();
-  if (child.pid < 0) {
-    fail("fork");
-  }
-  if (child.pid == 0) {
-    ::setpgid(0, 0);
-    ::dup2(stdin_pipe ? in[0] : ::open("/dev/null", O_RDONLY | O_CLOEXEC), 0);
-    ::dup2(out[1], 1);
-    ::dup2(merge_stderr ? out[1] : err[1], 2);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  ::setpgid(child.pid, child.pid);
-  ::close(out[1]);
-  child.out_fd = out[0];
-  if (!merge_stderr) {
-    ::close(err[1]);
-    child.err_fd = err[0];
-  }
-  if (stdin_pipe) {
-    ::close(in[0]);
-    child.in_fd = in[1];
+util::Child spawn(const std::vector<std::string> &argv, bool merge_stderr,
+                  bool stdin_pipe) {
+  auto child =
+      util::ProcessBuilder(argv)
+          .group(util::ProcessGroup::own)
+          .input(stdin_pipe ? util::Stream::pipe() : util::Stream::null())
+          .output(util::Stream::pipe())
+          .error(merge_stderr ? util::Stream::output() : util::Stream::pipe())
+          .spawn();
+  // A program that cannot be run has exited with 127 (exec_error says why): its
+  // run reports that status.
+  if (child.in_fd >= 0) {
     ::fcntl(child.in_fd, F_SETFL, ::fcntl(child.in_fd, F_GETFL) | O_NONBLOCK);
   }
   return child;
 }
 
 std::size_t write_some(int fd, std::string_view data) {
-  // SIGPIPE is blocked in this thread around the write; one raised by it is taken back before unblocking.
+  // SIGPIPE is blocked in this thread around the write; one raised by it is
+  // taken back before unblocking.
   sigset_t pipe_only;
   sigset_t old;
   sigemptyset(&pipe_only);
@@ -107,19 +68,11 @@ std::size_t write_some(int fd, std::string_view data) {
   return data.size();
 }
 
-int wait_exit(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      return -1;
-    }
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, std::chrono::milliseconds timeout,
-                              const std::vector<std::string>& inputs) {
-  std::vector<Child> children;
+std::vector<ChildRun>
+run_all(const std::vector<std::vector<std::string>> &argvs,
+        std::chrono::milliseconds timeout,
+        const std::vector<std::string> &inputs) {
+  std::vector<util::Child> children;
   std::vector<ChildRun> runs(argvs.size());
   std::vector<std::string_view> pending(argvs.size());
   children.reserve(argvs.size());
@@ -129,7 +82,7 @@ std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs
     if (feed) {
       pending[i] = inputs[i];
       if (pending[i].empty()) {
-        close_fd(children[i].in_fd);
+        util::close_fd(children[i].in_fd);
       }
     }
   }
@@ -152,30 +105,35 @@ std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs
       }
     }
     if (readers == 0) {
-      for (auto& child : children) {
-        close_fd(child.in_fd);
+      for (auto &child : children) {
+        util::close_fd(child.in_fd);
       }
       break;
     }
     const auto now = std::chrono::steady_clock::now();
     const auto limit = terminated ? deadline + kKillGrace : deadline;
     if (now >= limit) {
-      // Time is up: SIGTERM to every run still writing; after the grace, SIGKILL and stop reading.
+      // Time is up: SIGTERM to every run still writing; after the grace,
+      // SIGKILL and stop reading.
       for (std::size_t i = 0; i < children.size(); ++i) {
         if (children[i].out_fd >= 0) {
           ::kill(-children[i].pid, terminated ? SIGKILL : SIGTERM);
           runs[i].timed_out = true;
           if (terminated) {
-            close_fd(children[i].out_fd);
-            close_fd(children[i].in_fd);
+            util::close_fd(children[i].out_fd);
+            util::close_fd(children[i].in_fd);
           }
         }
       }
       terminated = true;
       continue;
     }
-    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit - now).count();
-    if (::poll(open.data(), open.size(), static_cast<int>(std::clamp<long long>(wait_ms, 1, 60'000))) < 0 &&
+    const auto wait_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(limit - now)
+            .count();
+    if (::poll(open.data(), open.size(),
+               static_cast<int>(std::clamp<long long>(wait_ms, 1, 60'000))) <
+            0 &&
         errno != EINTR) {
       fail("poll");
     }
@@ -183,29 +141,31 @@ std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs
       if (open[k].revents == 0) {
         continue;
       }
-      auto& child = children[owner[k]];
-      auto& rest = pending[owner[k]];
-      rest.remove_prefix((open[k].revents & POLLOUT) != 0 ? write_some(child.in_fd, rest) : rest.size());
+      auto &child = children[owner[k]];
+      auto &rest = pending[owner[k]];
+      rest.remove_prefix((open[k].revents & POLLOUT) != 0
+                             ? write_some(child.in_fd, rest)
+                             : rest.size());
       if (rest.empty()) {
-        close_fd(child.in_fd);
+        util::close_fd(child.in_fd);
       }
     }
     for (std::size_t k = 0; k < readers; ++k) {
       if ((open[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
         continue;
       }
-      auto& child = children[owner[k]];
+      auto &child = children[owner[k]];
       char chunk[8192];
       const ssize_t got = ::read(child.out_fd, chunk, sizeof chunk);
       if (got > 0) {
         runs[owner[k]].output.append(chunk, static_cast<std::size_t>(got));
       } else if (got == 0 || errno != EINTR) {
-        close_fd(child.out_fd);
+        util::close_fd(child.out_fd);
       }
     }
   }
   for (std::size_t i = 0; i < children.size(); ++i) {
-    runs[i].exit_code = wait_exit(children[i].pid);
+    runs[i].exit_code = util::wait_exit(children[i].pid);
   }
   return runs;
 }
