@@ -1,5 +1,4 @@
-// `jobman ssh ID`: a shell (or one command) on a worker of the job's slice;
-// jobman becomes gcloud's ssh.
+// `jobman ssh ID`: a shell (or one command) on a worker of the job's slice; jobman becomes gcloud's ssh.
 #include "commands.hpp"
 #include "jobman/config/settings.hpp"
 #include "jobman/core/cloud.hpp"
@@ -9,6 +8,7 @@
 #include "jobman/util/strings.hpp"
 
 #include <cstring>
+#include <map>
 #include <spdlog/spdlog.h>
 
 namespace jobman::cli {
@@ -21,66 +21,51 @@ struct SshOptions {
   std::vector<std::string> command; // Empty: an interactive shell.
 };
 
-// Replaces this process with `argv` (found on PATH), so that the terminal, the
-// signals and the exit code are its. Returns only by throwing.
-[[noreturn]] void replace_process(const std::vector<std::string> &argv) {
-  const int error = util::ProcessBuilder(argv).exec();
+// Replaces this process with `argv` (found on PATH), with `environment` added to its environment, so that the
+// terminal, the signals and the exit code are its. Returns only by throwing.
+[[noreturn]] void replace_process(const std::vector<std::string>& argv,
+                                  const std::map<std::string, std::string>& environment) {
+  const int error = util::ProcessBuilder(argv).env(environment).exec();
   throw Error("cannot run " + argv[0] + ": " + std::strerror(error) +
-              "; install the Google Cloud CLI, or name it with 'gcloud' in the "
-              "settings");
+              "; install the Google Cloud CLI, or name it with 'gcloud' in the settings");
 }
 
-int run_ssh(Context &ctx, const SshOptions &options) {
+int run_ssh(Context& ctx, const SshOptions& options) {
   const std::int64_t id = parse_job_id_argument(options.id);
-  auto &store = ctx.store();
+  auto& store = ctx.store();
   const auto job = store.get_job(id, true);
   if (options.worker < 0 || options.worker >= job.hosts) {
-    throw UsageError("--worker " + std::to_string(options.worker) + ": job " +
-                     util::format_job_id(id) +
-                     (job.hosts == 1 ? " has only worker 0"
-                                     : " has workers 0 to " +
-                                           std::to_string(job.hosts - 1)));
+    throw UsageError("--worker " + std::to_string(options.worker) + ": job " + util::format_job_id(id) +
+                     (job.hosts == 1 ? " has only worker 0" : " has workers 0 to " + std::to_string(job.hosts - 1)));
   }
   const auto attempt = core::live_attempt(store, job);
   const auto config = core::recorded_config(job);
   const auto access = core::connect_cloud(config::load_settings(), *ctx.err);
-  const auto argv =
-      core::worker_shell_argv(access, config, attempt, options.worker,
-                              util::join(options.command, " "));
-  core::export_gcloud_environment(access);
+  const auto argv = core::worker_shell_argv(access, config, attempt, options.worker, util::join(options.command, " "));
   spdlog::debug("running {}", util::join(argv, " "));
   ctx.out->flush();
   ctx.err->flush();
   spdlog::default_logger()->flush();
-  replace_process(argv);
+  replace_process(argv, access.gcloud_env);
 }
 
 } // namespace
 
-void add_ssh_command(CLI::App &app, Context &ctx) {
+void add_ssh_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<SshOptions>();
-  auto *cmd =
-      app.add_subcommand("ssh", "Open a shell on a worker of a job's slice "
-                                "through gcloud, or run a command");
+  auto* cmd = app.add_subcommand("ssh", "Open a shell on a worker of a job's slice through gcloud, or run a command");
   cmd->add_option("ID", options->id, "Job id (000042 or 42)")->required();
-  cmd->add_option("--worker", options->worker,
-                  "Which worker host of the slice (default 0)")
-      ->type_name("N");
+  cmd->add_option("--worker", options->worker, "Which worker host of the slice (default 0)")->type_name("N");
   cmd->add_option("COMMAND", options->command,
-                  "A command to run instead of the shell, after --; its words "
-                  "are joined with spaces");
+                  "A command to run instead of the shell, after --; its words are joined with spaces");
   cmd->footer("Examples:\n"
               "  jobman ssh 42\n"
               "  jobman ssh 42 --worker 3\n"
               "  jobman ssh 42 -- df -h /mnt/bucket\n"
               "  jobman ssh 42 --worker 1 -- 'ps aux | grep train'\n"
-              "Runs 'gcloud compute tpus tpu-vm ssh' on the node of the job's "
-              "current attempt; its exit code is\n"
-              "jobman's. Exit code 1 when the job has no slice, 3 when there "
-              "is no such job.");
-  cmd->callback([&ctx, options] {
-    ctx.action = [&ctx, options] { return run_ssh(ctx, *options); };
-  });
+              "Runs 'gcloud compute tpus tpu-vm ssh' on the node of the job's current attempt; its exit code is\n"
+              "jobman's. Exit code 1 when the job has no slice, 3 when there is no such job.");
+  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_ssh(ctx, *options); }; });
 }
 
 } // namespace jobman::cli

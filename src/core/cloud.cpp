@@ -5,7 +5,6 @@
 #include "jobman/util/error.hpp"
 
 #include <chrono>
-#include <cstdlib>
 
 namespace jobman::core {
 
@@ -59,16 +58,11 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
   return access;
 }
 
-void export_gcloud_environment(const CloudAccess& access) {
-  for (const auto& [name, value] : access.gcloud_env) {
-    ::setenv(name.c_str(), value.c_str(), 1);
-  }
-}
-
 remote::SliceTarget slice_target(const CloudAccess& access, const config::JobConfig& config, const std::string& node) {
   auto target = remote::slice_target(access.settings, config, node);
   target.gcloud = access.gcloud;
   target.project = access.project;
+  target.environment.assign(access.gcloud_env.begin(), access.gcloud_env.end());
   return target;
 }
 

@@ -265,7 +265,6 @@ struct Supervisor::Impl {
     if (options.owner.empty()) {
       options.owner = lease_owner_id();
     }
-    export_gcloud_environment(*access);
   }
 
   std::shared_ptr<const CloudAccess> access;

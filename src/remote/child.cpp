@@ -14,7 +14,7 @@ namespace jobman::remote::detail {
 
 namespace {
 
-[[noreturn]] void fail(const char *what) {
+[[noreturn]] void fail(const char* what) {
   throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));
 }
 
@@ -23,17 +23,16 @@ constexpr auto kKillGrace = std::chrono::seconds(5);
 
 } // namespace
 
-util::Child spawn(const std::vector<std::string> &argv, bool merge_stderr,
+util::Child spawn(const std::vector<std::string>& argv, const Environment& environment, bool merge_stderr,
                   bool stdin_pipe) {
-  auto child =
-      util::ProcessBuilder(argv)
-          .group(util::ProcessGroup::own)
-          .input(stdin_pipe ? util::Stream::pipe() : util::Stream::null())
-          .output(util::Stream::pipe())
-          .error(merge_stderr ? util::Stream::output() : util::Stream::pipe())
-          .spawn();
-  // A program that cannot be run has exited with 127 (exec_error says why): its
-  // run reports that status.
+  auto child = util::ProcessBuilder(argv)
+                   .env(environment)
+                   .group(util::ProcessGroup::own)
+                   .input(stdin_pipe ? util::Stream::pipe() : util::Stream::null())
+                   .output(util::Stream::pipe())
+                   .error(merge_stderr ? util::Stream::output() : util::Stream::pipe())
+                   .spawn();
+  // A program that cannot be run has exited with 127 (exec_error says why): its run reports that status.
   if (child.in_fd >= 0) {
     ::fcntl(child.in_fd, F_SETFL, ::fcntl(child.in_fd, F_GETFL) | O_NONBLOCK);
   }
@@ -41,8 +40,7 @@ util::Child spawn(const std::vector<std::string> &argv, bool merge_stderr,
 }
 
 std::size_t write_some(int fd, std::string_view data) {
-  // SIGPIPE is blocked in this thread around the write; one raised by it is
-  // taken back before unblocking.
+  // SIGPIPE is blocked in this thread around the write; one raised by it is taken back before unblocking.
   sigset_t pipe_only;
   sigset_t old;
   sigemptyset(&pipe_only);
@@ -68,17 +66,15 @@ std::size_t write_some(int fd, std::string_view data) {
   return data.size();
 }
 
-std::vector<ChildRun>
-run_all(const std::vector<std::vector<std::string>> &argvs,
-        std::chrono::milliseconds timeout,
-        const std::vector<std::string> &inputs) {
+std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, const Environment& environment,
+                              std::chrono::milliseconds timeout, const std::vector<std::string>& inputs) {
   std::vector<util::Child> children;
   std::vector<ChildRun> runs(argvs.size());
   std::vector<std::string_view> pending(argvs.size());
   children.reserve(argvs.size());
   for (std::size_t i = 0; i < argvs.size(); ++i) {
     const bool feed = i < inputs.size();
-    children.push_back(spawn(argvs[i], true, feed));
+    children.push_back(spawn(argvs[i], environment, true, feed));
     if (feed) {
       pending[i] = inputs[i];
       if (pending[i].empty()) {
@@ -105,7 +101,7 @@ run_all(const std::vector<std::vector<std::string>> &argvs,
       }
     }
     if (readers == 0) {
-      for (auto &child : children) {
+      for (auto& child : children) {
         util::close_fd(child.in_fd);
       }
       break;
@@ -113,8 +109,7 @@ run_all(const std::vector<std::vector<std::string>> &argvs,
     const auto now = std::chrono::steady_clock::now();
     const auto limit = terminated ? deadline + kKillGrace : deadline;
     if (now >= limit) {
-      // Time is up: SIGTERM to every run still writing; after the grace,
-      // SIGKILL and stop reading.
+      // Time is up: SIGTERM to every run still writing; after the grace, SIGKILL and stop reading.
       for (std::size_t i = 0; i < children.size(); ++i) {
         if (children[i].out_fd >= 0) {
           ::kill(-children[i].pid, terminated ? SIGKILL : SIGTERM);
@@ -128,12 +123,8 @@ run_all(const std::vector<std::vector<std::string>> &argvs,
       terminated = true;
       continue;
     }
-    const auto wait_ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(limit - now)
-            .count();
-    if (::poll(open.data(), open.size(),
-               static_cast<int>(std::clamp<long long>(wait_ms, 1, 60'000))) <
-            0 &&
+    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit - now).count();
+    if (::poll(open.data(), open.size(), static_cast<int>(std::clamp<long long>(wait_ms, 1, 60'000))) < 0 &&
         errno != EINTR) {
       fail("poll");
     }
@@ -141,11 +132,9 @@ run_all(const std::vector<std::vector<std::string>> &argvs,
       if (open[k].revents == 0) {
         continue;
       }
-      auto &child = children[owner[k]];
-      auto &rest = pending[owner[k]];
-      rest.remove_prefix((open[k].revents & POLLOUT) != 0
-                             ? write_some(child.in_fd, rest)
-                             : rest.size());
+      auto& child = children[owner[k]];
+      auto& rest = pending[owner[k]];
+      rest.remove_prefix((open[k].revents & POLLOUT) != 0 ? write_some(child.in_fd, rest) : rest.size());
       if (rest.empty()) {
         util::close_fd(child.in_fd);
       }
@@ -154,7 +143,7 @@ run_all(const std::vector<std::vector<std::string>> &argvs,
       if ((open[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
         continue;
       }
-      auto &child = children[owner[k]];
+      auto& child = children[owner[k]];
       char chunk[8192];
       const ssize_t got = ::read(child.out_fd, chunk, sizeof chunk);
       if (got > 0) {

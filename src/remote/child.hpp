@@ -1,5 +1,5 @@
-// Child processes for the remote layer: gcloud started in its own process group
-// with its output on pipes, and many of them run side by side with a deadline.
+// Child processes for the remote layer: gcloud started in its own process group with its output on pipes, and many
+// of them run side by side with a deadline.
 #pragma once
 
 #include "jobman/util/process.hpp"
@@ -7,38 +7,36 @@
 #include <chrono>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace jobman::remote::detail {
 
-// Starts `argv` in its own process group (its pid is the group's id). With
-// `merge_stderr` stdout and stderr share one pipe (out_fd, interleaved as
-// written); otherwise each has its own (out_fd, err_fd). Its stdin is a pipe
-// with `stdin_pipe` (in_fd, non-blocking), /dev/null otherwise. A program that
+// Variables set on top of this process's environment for a gcloud child (SliceTarget::environment).
+using Environment = std::vector<std::pair<std::string, std::string>>;
+
+// Starts `argv` in its own process group (its pid is the group's id), with `environment` added to its environment.
+// With `merge_stderr` stdout and stderr share one pipe (out_fd, interleaved as written); otherwise each has its own
+// (out_fd, err_fd). Its stdin is a pipe with `stdin_pipe` (in_fd, non-blocking), /dev/null otherwise. A program that
 // cannot be run exits with 127, as a shell's would.
-util::Child spawn(const std::vector<std::string> &argv, bool merge_stderr,
+util::Child spawn(const std::vector<std::string>& argv, const Environment& environment, bool merge_stderr,
                   bool stdin_pipe = false);
 
-// Writes as much of `data` as `fd` takes without blocking and returns how much
-// that was; a reader that has gone away (EPIPE) counts as taking everything.
-// SIGPIPE is kept from the process.
+// Writes as much of `data` as `fd` takes without blocking and returns how much that was; a reader that has gone
+// away (EPIPE) counts as taking everything. SIGPIPE is kept from the process.
 std::size_t write_some(int fd, std::string_view data);
 
-// What one child of run_all left: its status, whether its time ran out, and its
-// merged output.
+// What one child of run_all left: its status, whether its time ran out, and its merged output.
 struct ChildRun {
   int exit_code = -1;
   bool timed_out = false;
   std::string output;
 };
 
-// Runs every argv at once with stdout and stderr merged and waits for all of
-// them; inputs[i] (when given) is fed to child i's stdin, which is then closed.
-// A child still writing after `timeout` gets SIGTERM to its process group, then
-// SIGKILL five seconds later, and is marked timed out.
-std::vector<ChildRun>
-run_all(const std::vector<std::vector<std::string>> &argvs,
-        std::chrono::milliseconds timeout,
-        const std::vector<std::string> &inputs = {});
+// Runs every argv at once (each with `environment` added) with stdout and stderr merged and waits for all of them;
+// inputs[i] (when given) is fed to child i's stdin, which is then closed. A child still writing after `timeout` gets
+// SIGTERM to its process group, then SIGKILL five seconds later, and is marked timed out.
+std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, const Environment& environment,
+                              std::chrono::milliseconds timeout, const std::vector<std::string>& inputs = {});
 
 } // namespace jobman::remote::detail

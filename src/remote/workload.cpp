@@ -20,16 +20,14 @@ namespace jobman::remote {
 
 namespace {
 
-// The workload's directory as shell text that expands to an absolute path on
-// the worker.
-std::string remote_dir_expr(const WorkloadId &id) {
+// The workload's directory as shell text that expands to an absolute path on the worker.
+std::string remote_dir_expr(const WorkloadId& id) {
   return "\"$HOME\"/" + shell_quote(remote_workload_dir(id));
 }
 
-// Shell function printing "jobman-state STATE [VALUE]" for the workload in $d.
-// A pid counts as alive only when its start time is the recorded one (so a
-// reused pid is not mistaken for the workload) and it is not a zombie.
-constexpr const char *kStateFunctions = R"sh(
+// Shell function printing "jobman-state STATE [VALUE]" for the workload in $d. A pid counts as alive only when its
+// start time is the recorded one (so a reused pid is not mistaken for the workload) and it is not a zombie.
+constexpr const char* kStateFunctions = R"sh(
 jobman_alive() {
   [ -n "${pid:-}" ] || return 1
   set -- $(cut -d' ' -f3,22 "/proc/$pid/stat" 2>/dev/null)
@@ -46,24 +44,21 @@ jobman_state() {
 }
 )sh";
 
-// The detached wrapper: it records its own pid and start time (it leads its
-// session, so its pid is also the process group), runs run.sh with output
-// appended to output.log, and records the exit status atomically. It outlives a
-// SIGTERM to the group so that the status is always written.
-constexpr const char *kWrapper = R"sh(trap : TERM INT HUP
+// The detached wrapper: it records its own pid and start time (it leads its session, so its pid is also the
+// process group), runs run.sh with output appended to output.log, and records the exit status atomically. It
+// outlives a SIGTERM to the group so that the status is always written.
+constexpr const char* kWrapper = R"sh(trap : TERM INT HUP
 d=$1
 echo "$$ $(cut -d' ' -f22 /proc/$$/stat)" > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
 bash "$d/run.sh" >> "$d/output.log" 2>&1 < /dev/null
 rc=$?
 echo "$rc" > "$d/exit_code.tmp" && mv "$d/exit_code.tmp" "$d/exit_code")sh";
 
-// run.sh: the contract's variables, the home directory, then the command. A
-// signal to the group ends the script once its current command has ended (a
-// training program gets to save its checkpoint first).
-std::string run_script(const LaunchSpec &spec, int worker) {
-  std::string script = "#!/bin/bash\ntrap 'exit 143' TERM\ntrap 'exit 129' "
-                       "HUP\ntrap 'exit 130' INT\n";
-  for (const auto &[name, value] : workload_environment(spec, worker)) {
+// run.sh: the contract's variables, the home directory, then the command. A signal to the group ends the script
+// once its current command has ended (a training program gets to save its checkpoint first).
+std::string run_script(const LaunchSpec& spec, int worker) {
+  std::string script = "#!/bin/bash\ntrap 'exit 143' TERM\ntrap 'exit 129' HUP\ntrap 'exit 130' INT\n";
+  for (const auto& [name, value] : workload_environment(spec, worker)) {
     script += "export " + name + "=" + shell_quote(value) + "\n";
   }
   script += "cd \"$HOME\" || exit 1\n";
@@ -74,40 +69,34 @@ std::string run_script(const LaunchSpec &spec, int worker) {
   return script;
 }
 
-std::string launch_script(const LaunchSpec &spec, int worker) {
+std::string launch_script(const LaunchSpec& spec, int worker) {
   std::string s = "d=" + remote_dir_expr(spec.id) + "\n";
   s += kStateFunctions;
   s += "mkdir -p \"$(dirname \"$d\")\" || exit 1\n";
   s += "if mkdir \"$d\" 2>/dev/null; then\n";
-  // run.sh arrives on stdin, so that the command and its variables appear in no
-  // process's arguments.
+  // run.sh arrives on stdin, so that the command and its variables appear in no process's arguments.
   s += "  (umask 077 && cat > \"$d/run.sh\") || exit 1\n";
   if (spec.docker) {
-    s += "  printf '%s\\n' " + shell_quote(container_name(spec.id, worker)) +
-         " > \"$d/container\"\n";
+    s += "  printf '%s\\n' " + shell_quote(container_name(spec.id, worker)) + " > \"$d/container\"\n";
   }
   s += "  : > \"$d/output.log\"\n";
-  // Only the setsid command goes to the background: a backgrounded list would
-  // leave a subshell holding this session's output open until the workload
-  // ends.
+  // Only the setsid command goes to the background: a backgrounded list would leave a subshell holding this
+  // session's output open until the workload ends.
   s += "  cd \"$HOME\" || exit 1\n";
-  s += "  setsid bash -c " + shell_quote(kWrapper) +
-       " jobman-workload \"$d\" < /dev/null > /dev/null 2>&1 &\n";
-  // Wait (at most 10 s) for the wrapper to record its pid, so that the state
-  // reported is "running".
-  s += "  i=0; while [ ! -f \"$d/pid\" ] && [ $i -lt 200 ]; do sleep 0.05; "
-       "i=$((i+1)); done\n";
+  s += "  setsid bash -c " + shell_quote(kWrapper) + " jobman-workload \"$d\" < /dev/null > /dev/null 2>&1 &\n";
+  // Wait (at most 10 s) for the wrapper to record its pid, so that the state reported is "running".
+  s += "  i=0; while [ ! -f \"$d/pid\" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n";
   s += "  echo jobman-launched\n";
   s += "else\n  cat > /dev/null\nfi\n";
   s += "jobman_state\n";
   return s;
 }
 
-std::string query_script(const WorkloadId &id) {
+std::string query_script(const WorkloadId& id) {
   return "d=" + remote_dir_expr(id) + "\n" + kStateFunctions + "jobman_state\n";
 }
 
-std::string stop_script(const WorkloadId &id, std::chrono::milliseconds grace) {
+std::string stop_script(const WorkloadId& id, std::chrono::milliseconds grace) {
   const auto grace_ms = std::max<long long>(0, grace.count());
   std::string s = "d=" + remote_dir_expr(id) + "\n";
   s += kStateFunctions;
@@ -118,13 +107,11 @@ std::string stop_script(const WorkloadId &id, std::chrono::milliseconds grace) {
     if [ -f "$d/container" ]; then
       c=$(cat "$d/container"); D=docker; docker info > /dev/null 2>&1 || D="sudo -n docker"
 )sh";
-  s += "      $D stop -t " + std::to_string((grace_ms + 999) / 1000) +
-       " \"$c\" > /dev/null 2>&1 &\n";
+  s += "      $D stop -t " + std::to_string((grace_ms + 999) / 1000) + " \"$c\" > /dev/null 2>&1 &\n";
   s += "    fi\n";
   s += "    kill -TERM -- \"-$pid\" 2>/dev/null\n";
   s += "    end=$(( $(date +%s%3N) + " + std::to_string(grace_ms) + " ))\n";
-  s +=
-      R"sh(    while jobman_alive && [ "$(date +%s%3N)" -lt "$end" ]; do sleep 0.05; done
+  s += R"sh(    while jobman_alive && [ "$(date +%s%3N)" -lt "$end" ]; do sleep 0.05; done
     if jobman_alive; then
       kill -KILL -- "-$pid" 2>/dev/null
       if [ -n "$c" ]; then $D rm -f "$c" > /dev/null 2>&1; fi
@@ -139,26 +126,24 @@ jobman_state
   return s;
 }
 
-// Streams output.log from byte `offset` (0-based): following it while the
-// workload runs, to its end otherwise. Exit 3 when there is no workload.
-std::string attach_script(const WorkloadId &id, std::uint64_t offset) {
+// Streams output.log from byte `offset` (0-based): following it while the workload runs, to its end otherwise.
+// Exit 3 when there is no workload.
+std::string attach_script(const WorkloadId& id, std::uint64_t offset) {
   const std::string from = "+" + std::to_string(offset + 1);
   std::string s = "d=" + remote_dir_expr(id) + "\n";
   s += kStateFunctions;
-  s += "[ -f \"$d/output.log\" ] || { echo \"jobman: no workload in $d\" >&2; "
-       "exit 3; }\n";
-  s += "i=0; while [ ! -f \"$d/pid\" ] && [ ! -f \"$d/exit_code\" ] && [ $i "
-       "-lt 200 ]; do sleep 0.05; "
+  s += "[ -f \"$d/output.log\" ] || { echo \"jobman: no workload in $d\" >&2; exit 3; }\n";
+  s += "i=0; while [ ! -f \"$d/pid\" ] && [ ! -f \"$d/exit_code\" ] && [ $i -lt 200 ]; do sleep 0.05; "
        "i=$((i+1)); done\n";
   s += "pid=; start=; [ -f \"$d/pid\" ] && read -r pid start < \"$d/pid\"\n";
-  s += "if [ ! -f \"$d/exit_code\" ] && jobman_alive; then exec tail -c " +
-       from + " --pid=\"$pid\" -s 0.2 -f \"$d/output.log\"; fi\n";
+  s += "if [ ! -f \"$d/exit_code\" ] && jobman_alive; then exec tail -c " + from +
+       " --pid=\"$pid\" -s 0.2 -f \"$d/output.log\"; fi\n";
   s += "exec tail -c " + from + " \"$d/output.log\"\n";
   return s;
 }
 
 // Reads the last "jobman-state" line of a worker's run into a status.
-WorkerStatus parse_status(const WorkerRun &run) {
+WorkerStatus parse_status(const WorkerRun& run) {
   WorkerStatus status;
   status.worker = run.worker;
   status.launched = run.output.find("jobman-launched\n") != std::string::npos;
@@ -168,14 +153,11 @@ WorkerStatus parse_status(const WorkerRun &run) {
     status.exit_code = run.exit_code;
     status.diagnostic = util::trim(run.output);
     if (run.timed_out) {
-      status.diagnostic =
-          "timed out" +
-          (status.diagnostic.empty() ? "" : ": " + status.diagnostic);
+      status.diagnostic = "timed out" + (status.diagnostic.empty() ? "" : ": " + status.diagnostic);
     }
     return status;
   }
-  std::istringstream line(
-      run.output.substr(at + 13, run.output.find('\n', at) - at - 13));
+  std::istringstream line(run.output.substr(at + 13, run.output.find('\n', at) - at - 13));
   std::string state;
   long long value = 0;
   line >> state >> value;
@@ -196,40 +178,35 @@ WorkerStatus parse_status(const WorkerRun &run) {
   return status;
 }
 
-std::vector<WorkerStatus> parse_all(const std::vector<WorkerRun> &runs) {
+std::vector<WorkerStatus> parse_all(const std::vector<WorkerRun>& runs) {
   std::vector<WorkerStatus> out;
   out.reserve(runs.size());
-  for (const auto &run : runs) {
+  for (const auto& run : runs) {
     out.push_back(parse_status(run));
   }
   return out;
 }
 
-void check_id(const WorkloadId &id) {
-  const bool safe = !id.job_id.empty() &&
-                    std::all_of(id.job_id.begin(), id.job_id.end(), [](char c) {
-                      return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
-                             c == '-' || c == '_' || c == '.';
-                    });
+void check_id(const WorkloadId& id) {
+  const bool safe = !id.job_id.empty() && std::all_of(id.job_id.begin(), id.job_id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.';
+  });
   if (!safe || id.job_id.find("..") != std::string::npos || id.attempt < 1) {
-    throw Error("invalid workload id '" + id.job_id + "' attempt " +
-                std::to_string(id.attempt));
+    throw Error("invalid workload id '" + id.job_id + "' attempt " + std::to_string(id.attempt));
   }
 }
 
 } // namespace
 
-std::string remote_workload_dir(const WorkloadId &id) {
+std::string remote_workload_dir(const WorkloadId& id) {
   return ".jobman/jobs/" + id.job_id + "/attempt-" + std::to_string(id.attempt);
 }
 
-std::string container_name(const WorkloadId &id, int worker) {
-  return "jobman-" + id.job_id + "-" + std::to_string(id.attempt) + "-w" +
-         std::to_string(worker);
+std::string container_name(const WorkloadId& id, int worker) {
+  return "jobman-" + id.job_id + "-" + std::to_string(id.attempt) + "-w" + std::to_string(worker);
 }
 
-std::map<std::string, std::string> workload_environment(const LaunchSpec &spec,
-                                                        int worker) {
+std::map<std::string, std::string> workload_environment(const LaunchSpec& spec, int worker) {
   std::map<std::string, std::string> env = spec.extra_env;
   env["JOBMAN_JOB_ID"] = spec.id.job_id;
   env["JOBMAN_ATTEMPT"] = std::to_string(spec.id.attempt);
@@ -247,70 +224,53 @@ std::map<std::string, std::string> workload_environment(const LaunchSpec &spec,
 
 std::string to_string(WorkloadState state) {
   switch (state) {
-  case WorkloadState::absent:
-    return "absent";
-  case WorkloadState::starting:
-    return "starting";
-  case WorkloadState::running:
-    return "running";
-  case WorkloadState::exited:
-    return "exited";
-  case WorkloadState::vanished:
-    return "vanished";
-  case WorkloadState::unreachable:
-    return "unreachable";
+  case WorkloadState::absent: return "absent";
+  case WorkloadState::starting: return "starting";
+  case WorkloadState::running: return "running";
+  case WorkloadState::exited: return "exited";
+  case WorkloadState::vanished: return "vanished";
+  case WorkloadState::unreachable: return "unreachable";
   }
   return "unknown";
 }
 
-std::vector<WorkerStatus> launch(const SliceTarget &target,
-                                 const std::vector<int> &workers,
-                                 const LaunchSpec &spec,
+std::vector<WorkerStatus> launch(const SliceTarget& target, const std::vector<int>& workers, const LaunchSpec& spec,
                                  std::chrono::milliseconds timeout) {
   check_id(spec.id);
-  for (const auto &[name, value] : spec.extra_env) {
-    const bool shell_name =
-        !name.empty() &&
-        std::isdigit(static_cast<unsigned char>(name[0])) == 0 &&
-        std::all_of(name.begin(), name.end(), [](char c) {
-          return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-        });
+  for (const auto& [name, value] : spec.extra_env) {
+    const bool shell_name = !name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) == 0 &&
+                            std::all_of(name.begin(), name.end(), [](char c) {
+                              return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+                            });
     if (!shell_name) {
       throw Error("invalid environment variable name '" + name + "'");
     }
   }
   return parse_all(run_on_workers(
-      target, workers, [&](int worker) { return launch_script(spec, worker); },
-      timeout, [&](int worker) { return run_script(spec, worker); }));
+      target, workers, [&](int worker) { return launch_script(spec, worker); }, timeout,
+      [&](int worker) { return run_script(spec, worker); }));
 }
 
-std::vector<WorkerStatus> query(const SliceTarget &target,
-                                const std::vector<int> &workers,
-                                const WorkloadId &id,
+std::vector<WorkerStatus> query(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
                                 std::chrono::milliseconds timeout) {
   check_id(id);
   return parse_all(run_on_workers(target, workers, query_script(id), timeout));
 }
 
-std::vector<WorkerStatus> stop(const SliceTarget &target,
-                               const std::vector<int> &workers,
-                               const WorkloadId &id,
-                               std::chrono::milliseconds grace,
-                               std::chrono::milliseconds timeout) {
+std::vector<WorkerStatus> stop(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
+                               std::chrono::milliseconds grace, std::chrono::milliseconds timeout) {
   check_id(id);
-  return parse_all(
-      run_on_workers(target, workers, stop_script(id, grace), timeout + grace));
+  return parse_all(run_on_workers(target, workers, stop_script(id, grace), timeout + grace));
 }
 
-std::filesystem::path worker_log_path(const std::filesystem::path &attempt_dir,
-                                      int worker) {
+std::filesystem::path worker_log_path(const std::filesystem::path& attempt_dir, int worker) {
   return attempt_dir / ("worker-" + std::to_string(worker) + ".log");
 }
 
 namespace {
 
-// One worker's stream: the ssh child, the local log it appends to, and the
-// bytes not yet written (a line without its newline).
+// One worker's stream: the ssh child, the local log it appends to, and the bytes not yet written (a line without
+// its newline).
 struct Stream {
   StreamEnd end;
   int log_fd = -1;
@@ -319,16 +279,14 @@ struct Stream {
 };
 
 // Writes all of `data` to `fd`; throws naming `path` on failure.
-void write_all(int fd, std::string_view data,
-               const std::filesystem::path &path) {
+void write_all(int fd, std::string_view data, const std::filesystem::path& path) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) {
       continue;
     }
     if (n <= 0) {
-      throw Error("cannot write " + path.string() + ": " +
-                  std::strerror(errno));
+      throw Error("cannot write " + path.string() + ": " + std::strerror(errno));
     }
     data.remove_prefix(static_cast<std::size_t>(n));
   }
@@ -338,8 +296,8 @@ void write_all(int fd, std::string_view data,
 struct EventFd {
   int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   EventFd() = default;
-  EventFd(const EventFd &) = delete;
-  EventFd &operator=(const EventFd &) = delete;
+  EventFd(const EventFd&) = delete;
+  EventFd& operator=(const EventFd&) = delete;
   ~EventFd() {
     if (fd >= 0) {
       ::close(fd);
@@ -349,15 +307,12 @@ struct EventFd {
 
 } // namespace
 
-std::vector<StreamEnd> attach(const SliceTarget &target,
-                              const std::vector<int> &workers,
-                              const WorkloadId &id,
-                              const std::filesystem::path &attempt_dir,
-                              const std::stop_token &stop) {
+std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
+                              const std::filesystem::path& attempt_dir, const std::stop_token& stop) {
   check_id(id);
   std::vector<Stream> streams(workers.size());
   auto release = [&] {
-    for (auto &stream : streams) {
+    for (auto& stream : streams) {
       if (stream.child.pid > 0) {
         ::kill(-stream.child.pid, SIGTERM);
         util::close_fd(stream.child.out_fd);
@@ -370,32 +325,27 @@ std::vector<StreamEnd> attach(const SliceTarget &target,
   };
   try {
     for (std::size_t i = 0; i < workers.size(); ++i) {
-      auto &stream = streams[i];
+      auto& stream = streams[i];
       stream.end.worker = workers[i];
       const auto path = worker_log_path(attempt_dir, workers[i]);
-      stream.log_fd =
-          ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+      stream.log_fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
       if (stream.log_fd < 0) {
-        throw Error("cannot open " + path.string() + ": " +
-                    std::strerror(errno));
+        throw Error("cannot open " + path.string() + ": " + std::strerror(errno));
       }
       if (::flock(stream.log_fd, LOCK_EX | LOCK_NB) != 0) {
-        throw Error(path.string() +
-                    " is already being streamed by another process");
+        throw Error(path.string() + " is already being streamed by another process");
       }
       struct stat info {};
       ::fstat(stream.log_fd, &info);
       const auto offset = static_cast<std::uint64_t>(info.st_size);
-      stream.child = detail::spawn(
-          ssh_argv(target, workers[i], attach_script(id, offset)), false);
+      stream.child = detail::spawn(ssh_argv(target, workers[i], attach_script(id, offset)), target.environment, false);
     }
   } catch (...) {
     release();
     throw;
   }
 
-  // Declared before the callback, so that the callback is gone before the
-  // descriptor is closed.
+  // Declared before the callback, so that the callback is gone before the descriptor is closed.
   const EventFd wake;
   std::stop_callback on_stop(stop, [&wake] {
     const std::uint64_t one = 1;
@@ -430,8 +380,8 @@ std::vector<StreamEnd> attach(const SliceTarget &target,
         if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
           continue;
         }
-        auto &stream = streams[owner[k].first];
-        int &fd = owner[k].second ? stream.child.out_fd : stream.child.err_fd;
+        auto& stream = streams[owner[k].first];
+        int& fd = owner[k].second ? stream.child.out_fd : stream.child.err_fd;
         char chunk[16384];
         const ssize_t got = ::read(fd, chunk, sizeof chunk);
         if (got < 0 && errno == EINTR) {
@@ -448,15 +398,14 @@ std::vector<StreamEnd> attach(const SliceTarget &target,
         stream.pending.append(chunk, static_cast<std::size_t>(got));
         const auto last = stream.pending.rfind('\n');
         if (last != std::string::npos) {
-          write_all(stream.log_fd,
-                    std::string_view(stream.pending).substr(0, last + 1),
+          write_all(stream.log_fd, std::string_view(stream.pending).substr(0, last + 1),
                     worker_log_path(attempt_dir, stream.end.worker));
           stream.end.bytes += last + 1;
           stream.pending.erase(0, last + 1);
         }
       }
     }
-    for (auto &stream : streams) {
+    for (auto& stream : streams) {
       if (cancelled) {
         ::kill(-stream.child.pid, SIGTERM);
         util::close_fd(stream.child.out_fd);
@@ -465,12 +414,10 @@ std::vector<StreamEnd> attach(const SliceTarget &target,
       }
       stream.end.exit_code = util::wait_exit(stream.child.pid);
       stream.child.pid = -1;
-      // A last line without its newline is kept only when the workload has
-      // ended and everything arrived; otherwise the next attach fetches it
-      // whole.
+      // A last line without its newline is kept only when the workload has ended and everything arrived; otherwise
+      // the next attach fetches it whole.
       if (!cancelled && stream.end.exit_code == 0 && !stream.pending.empty()) {
-        write_all(stream.log_fd, stream.pending,
-                  worker_log_path(attempt_dir, stream.end.worker));
+        write_all(stream.log_fd, stream.pending, worker_log_path(attempt_dir, stream.end.worker));
         stream.end.bytes += stream.pending.size();
       }
       stream.end.diagnostic = std::string(util::trim(stream.end.diagnostic));
@@ -481,7 +428,7 @@ std::vector<StreamEnd> attach(const SliceTarget &target,
   }
   std::vector<StreamEnd> ends;
   ends.reserve(streams.size());
-  for (auto &stream : streams) {
+  for (auto& stream : streams) {
     util::close_fd(stream.log_fd);
     ends.push_back(std::move(stream.end));
   }

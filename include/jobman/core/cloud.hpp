@@ -36,11 +36,8 @@ struct CloudAccess {
 // bundled mock (ensure_mock_cloud, talking to it with a token from its metadata path). Throws jobman::Error.
 CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice);
 
-// Puts access.gcloud_env into this process's environment, for the gcloud processes it starts. Call it before
-// starting threads.
-void export_gcloud_environment(const CloudAccess& access);
-
-// Where commands for a job's node go: access.gcloud, its project, the config's zone, user and key.
+// Where commands for a job's node go: access.gcloud, its project, the config's zone, user and key, and
+// access.gcloud_env for every gcloud process.
 remote::SliceTarget slice_target(const CloudAccess& access, const config::JobConfig& config, const std::string& node);
 
 } // namespace jobman::core
