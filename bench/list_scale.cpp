@@ -2,6 +2,7 @@
 // `jobman list` and `jobman list --all --json` processes. Last line: list_ms=<median> list_all_json_ms=<median>.
 // LIST_SCALE_KEEP=1 keeps the store for profiling.
 #include "jobman/store/job_store.hpp"
+#include "jobman/util/process.hpp"
 #include "jobman/util/system.hpp"
 #include "stats.hpp"
 
@@ -14,7 +15,6 @@
 #include <random>
 #include <sqlite3.h>
 #include <string>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -127,38 +127,22 @@ void build_store(const std::string& home, int n) {
 
 // Runs jobman with `args` and the given home; drains its stdout through a pipe; returns wall milliseconds.
 double time_run(const std::string& home, const std::vector<std::string>& args, std::size_t* bytes) {
-  int pipe_fds[2];
-  if (::pipe(pipe_fds) != 0) {
-    std::perror("pipe");
-    std::exit(1);
-  }
   const auto start = std::chrono::steady_clock::now();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(pipe_fds[1], 1);
-    ::close(pipe_fds[0]);
-    ::close(pipe_fds[1]);
-    ::setenv("JOBMAN_HOME", home.c_str(), 1);
-    std::vector<char*> argv{const_cast<char*>(JOBMAN_BINARY)};
-    for (const auto& a : args) {
-      argv.push_back(const_cast<char*>(a.c_str()));
-    }
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(pipe_fds[1]);
+  auto child = jobman::util::ProcessBuilder({JOBMAN_BINARY})
+                   .args(args)
+                   .env("JOBMAN_HOME", home)
+                   .output(jobman::util::Stream::pipe())
+                   .spawn();
   char buf[1 << 16];
   std::size_t total = 0;
   ssize_t r = 0;
-  while ((r = ::read(pipe_fds[0], buf, sizeof buf)) > 0) {
+  while ((r = ::read(child.out_fd, buf, sizeof buf)) > 0) {
     total += static_cast<std::size_t>(r);
   }
-  ::close(pipe_fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  jobman::util::close_fd(child.out_fd);
+  const int status = jobman::util::wait_exit(child.pid);
   const auto end = std::chrono::steady_clock::now();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (status != 0) {
     std::fprintf(stderr, "jobman exited with status %d\n", status);
     std::exit(1);
   }

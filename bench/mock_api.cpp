@@ -1,6 +1,7 @@
 // bench/mock_api [SLICES] [SECONDS] [THREADS]: starts jobman-mock-cloud with SLICES live (ACTIVE) queued resources,
 // then measures GET and list latency and throughput on loopback, and the server's memory. Last line:
 // get_p50_ms=.. get_p99_ms=.. get_rps=.. list_p50_ms=.. list_p99_ms=.. list_rps=.. rss_mib=..
+#include "jobman/util/process.hpp"
 #include "stats.hpp"
 
 #include <algorithm>
@@ -14,7 +15,6 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -42,30 +42,20 @@ struct Server {
 };
 
 Server start_server(const std::filesystem::path& dir) {
-  int out[2];
-  if (::pipe(out) != 0) {
-    std::perror("pipe");
-    std::exit(1);
-  }
   const std::string config = (dir / "world.yaml").string();
   const std::string state = (dir / "state").string();
+  auto child = jobman::util::ProcessBuilder(
+                   {JOBMAN_MOCK_BINARY, "--port", "0", "--time-scale", "100", "--config", config, "--state-dir", state})
+                   .output(jobman::util::Stream::pipe())
+                   .spawn();
   Server server;
-  server.pid = ::fork();
-  if (server.pid == 0) {
-    ::dup2(out[1], 1);
-    ::close(out[0]);
-    ::close(out[1]);
-    ::execl(JOBMAN_MOCK_BINARY, JOBMAN_MOCK_BINARY, "--port", "0", "--time-scale", "100", "--config", config.c_str(),
-            "--state-dir", state.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(out[1]);
+  server.pid = child.pid;
   std::string line;
   char c = 0;
-  while (::read(out[0], &c, 1) == 1 && c != '\n') {
+  while (::read(child.out_fd, &c, 1) == 1 && c != '\n') {
     line += c;
   }
-  ::close(out[0]);
+  jobman::util::close_fd(child.out_fd);
   const auto colon = line.rfind(':');
   if (line.rfind("listening on ", 0) != 0 || colon == std::string::npos) {
     std::fprintf(stderr, "the mock did not start: %s\n", line.c_str());
@@ -207,8 +197,7 @@ int main(int argc, char** argv) {
   const auto compact = hammer(server.port, kBase + "/queuedResources?pageSize=100&prettyPrint=false", seconds, threads);
   const long rss = rss_kib(server.pid);
   ::kill(server.pid, SIGTERM);
-  int status = 0;
-  ::waitpid(server.pid, &status, 0);
+  jobman::util::wait_exit(server.pid);
   std::filesystem::remove_all(dir);
 
   const auto rps = [](const Result& r) { return static_cast<double>(r.latencies_ms.size()) / r.seconds; };

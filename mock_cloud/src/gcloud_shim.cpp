@@ -1,17 +1,16 @@
 #include "mock_cloud/gcloud_shim.hpp"
 
 #include "jobman/util/error.hpp"
+#include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
 #include <httplib.h>
 #include <iostream>
@@ -19,8 +18,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -365,49 +362,25 @@ std::optional<json> worker_host(Target& target, const std::string& node, int wor
 
 // Starts `bash -c command` (or an interactive shell) on a worker host; returns its pid.
 pid_t start_on_host(const json& host, const std::optional<std::string>& command, bool own_stdin) {
-  std::vector<std::string> env_strings;
+  util::ProcessBuilder process(command ? std::vector<std::string>{"bash", "-c", *command}
+                                       : std::vector<std::string>{"bash", "-il"});
+  process.program("/bin/bash").clear_env();
   for (const auto& [key, value] : host["env"].items()) {
-    env_strings.push_back(key + "=" + value.get<std::string>());
+    process.env(key, value.get<std::string>());
   }
   if (const char* term = std::getenv("TERM"); term != nullptr && !command) {
-    env_strings.push_back(std::string("TERM=") + term);
+    process.env("TERM", term);
   }
-  std::vector<char*> envp;
-  envp.reserve(env_strings.size() + 1);
-  for (auto& entry : env_strings) {
-    envp.push_back(entry.data());
-  }
-  envp.push_back(nullptr);
-  const auto home = host["home"].get<std::string>();
-  std::string command_text = command.value_or("");
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid != 0) {
-    return pid;
-  }
-  // The remote side of an ssh session: its own session, ended (SIGHUP) when the client goes away.
+  // The remote side of an ssh session: its own session, ended (SIGHUP) when the client goes away. A session that
+  // cannot start (this process gone, no home) fails as ssh does, with 255.
   if (command) {
-    ::setsid();
+    process.group(util::ProcessGroup::new_session);
   }
-  ::prctl(PR_SET_PDEATHSIG, SIGHUP);
-  if (::getppid() != parent) {
-    ::_exit(255);
-  }
+  process.parent_death_signal(SIGHUP).directory(host["home"].get<std::string>()).setup_failure_status(255);
   if (!own_stdin) {
-    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    ::dup2(null, 0);
+    process.input(util::Stream::null());
   }
-  if (::chdir(home.c_str()) != 0) {
-    ::_exit(255);
-  }
-  if (command) {
-    const char* argv[] = {"bash", "-c", command_text.c_str(), nullptr};
-    ::execve("/bin/bash", const_cast<char* const*>(argv), envp.data());
-  } else {
-    const char* argv[] = {"bash", "-il", nullptr};
-    ::execve("/bin/bash", const_cast<char* const*>(argv), envp.data());
-  }
-  ::_exit(127);
+  return process.spawn().pid;
 }
 
 // The sessions this ssh invocation started, for the signal handler to hang up on (as sshd does when the client
@@ -470,10 +443,8 @@ int run_ssh(const CommandLine& line) {
   }
   int result = unreachable.empty() ? 0 : 255;
   for (const auto& [worker, pid] : running) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 255; // ssh reports a remote death by signal as 255.
+    const auto status = util::wait_child(pid);
+    int code = status.signaled ? 255 : status.code; // ssh reports a remote death by signal as 255.
     if (!worker_host(target, node, worker, user)) {
       // The host went away under the command: the connection was closed, whatever the command's last words.
       std::cerr << "Connection to " << addresses[static_cast<std::size_t>(worker)] << " closed by remote host.\n";

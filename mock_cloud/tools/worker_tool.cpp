@@ -128,14 +128,4 @@ std::optional<json> read_json(const fs::path& path) {
   return value;
 }
 
-std::vector<char*> exec_array(std::vector<std::string>& strings) {
-  std::vector<char*> pointers;
-  pointers.reserve(strings.size() + 1);
-  for (auto& text : strings) {
-    pointers.push_back(text.data());
-  }
-  pointers.push_back(nullptr);
-  return pointers;
-}
-
 } // namespace jobman::mock::tools

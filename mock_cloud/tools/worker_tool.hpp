@@ -1,4 +1,5 @@
-// What the mock's docker and conda share: their failures, the worker-host check, command lines, files and exec.
+// What the mock's docker and conda share: their failures, the worker-host check, command lines and files. (They start
+// processes with the process module, jobman/util/process.hpp.)
 #pragma once
 
 #include <cstddef>
@@ -74,7 +75,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args, FirstOperan
                                const OptionReader& read_option);
 
 // ---------------------------------------------------------------------------------------------------------------
-// Text, time, files and exec.
+// Text, time and files.
 
 // `text` cut at every `separator`.
 std::vector<std::string> split(const std::string& text, char separator);
@@ -99,8 +100,5 @@ void write_atomic(std::string_view tool, const fs::path& path, const std::string
 
 // The JSON in `path`, or nothing when there is no such file or it is not JSON.
 std::optional<json> read_json(const fs::path& path);
-
-// The array execve and execvp take: a pointer to each of `strings`, which must outlive it, then a null pointer.
-std::vector<char*> exec_array(std::vector<std::string>& strings);
 
 } // namespace jobman::mock::tools

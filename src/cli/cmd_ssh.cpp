@@ -4,12 +4,12 @@
 #include "jobman/core/cloud.hpp"
 #include "jobman/core/worker_shell.hpp"
 #include "jobman/util/error.hpp"
+#include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
 
-#include <cerrno>
 #include <cstring>
+#include <map>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 namespace jobman::cli {
 
@@ -21,17 +21,12 @@ struct SshOptions {
   std::vector<std::string> command; // Empty: an interactive shell.
 };
 
-// Replaces this process with `argv` (found on PATH), so that the terminal, the signals and the exit code are its.
-// Returns only by throwing.
-[[noreturn]] void replace_process(const std::vector<std::string>& argv) {
-  std::vector<char*> pointers;
-  pointers.reserve(argv.size() + 1);
-  for (const auto& arg : argv) {
-    pointers.push_back(const_cast<char*>(arg.c_str()));
-  }
-  pointers.push_back(nullptr);
-  ::execvp(pointers[0], pointers.data());
-  throw Error("cannot run " + argv[0] + ": " + std::strerror(errno) +
+// Replaces this process with `argv` (found on PATH), with `environment` added to its environment, so that the
+// terminal, the signals and the exit code are its. Returns only by throwing.
+[[noreturn]] void replace_process(const std::vector<std::string>& argv,
+                                  const std::map<std::string, std::string>& environment) {
+  const int error = util::ProcessBuilder(argv).env(environment).exec();
+  throw Error("cannot run " + argv[0] + ": " + std::strerror(error) +
               "; install the Google Cloud CLI, or name it with 'gcloud' in the settings");
 }
 
@@ -47,12 +42,11 @@ int run_ssh(Context& ctx, const SshOptions& options) {
   const auto config = core::recorded_config(job);
   const auto access = core::connect_cloud(config::load_settings(), *ctx.err);
   const auto argv = core::worker_shell_argv(access, config, attempt, options.worker, util::join(options.command, " "));
-  core::export_gcloud_environment(access);
   spdlog::debug("running {}", util::join(argv, " "));
   ctx.out->flush();
   ctx.err->flush();
   spdlog::default_logger()->flush();
-  replace_process(argv);
+  replace_process(argv, access.gcloud_env);
 }
 
 } // namespace

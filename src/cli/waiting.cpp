@@ -1,8 +1,8 @@
 #include "waiting.hpp"
 
 #include "jobman/config/settings.hpp"
-#include "jobman/core/cloud.hpp"
 #include "jobman/core/daemon.hpp"
+#include "jobman/core/mock_cloud.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"

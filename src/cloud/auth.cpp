@@ -4,6 +4,7 @@
 #include "jobman/util/base64url.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/json_text.hpp"
+#include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
@@ -11,19 +12,14 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <openssl/bio.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <utility>
-
-extern char** environ; // NOLINT(readability-redundant-declaration): posix_spawn needs the environment.
 
 namespace jobman::cloud {
 namespace {
@@ -138,44 +134,24 @@ private:
 
 // Runs `argv` with stdout captured; stdin is /dev/null and stderr is inherited.
 std::pair<int, std::string> run_capturing(const std::vector<std::string>& argv) {
-  std::array<int, 2> pipe_fds{};
-  if (::pipe2(pipe_fds.data(), O_CLOEXEC) != 0) {
-    throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-  std::vector<char*> args;
-  args.reserve(argv.size() + 1);
-  for (const auto& arg : argv) {
-    args.push_back(const_cast<char*>(arg.c_str())); // NOLINT: posix_spawn's signature predates const.
-  }
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(pipe_fds[1]);
-  if (rc != 0) {
-    ::close(pipe_fds[0]);
-    throw Error("cannot run " + argv[0] + ": " + std::strerror(rc));
+  auto child = util::ProcessBuilder(argv).input(util::Stream::null()).output(util::Stream::pipe()).spawn();
+  if (child.exec_error != 0) {
+    util::close_fd(child.out_fd);
+    util::wait_exit(child.pid);
+    throw Error("cannot run " + argv[0] + ": " + std::strerror(child.exec_error));
   }
   std::string out;
   std::array<char, 4096> buffer{};
   for (;;) {
-    const ssize_t n = ::read(pipe_fds[0], buffer.data(), buffer.size());
+    const ssize_t n = ::read(child.out_fd, buffer.data(), buffer.size());
     if (n > 0) {
       out.append(buffer.data(), static_cast<std::size_t>(n));
     } else if (n == 0 || errno != EINTR) {
       break;
     }
   }
-  ::close(pipe_fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return {code, out};
+  util::close_fd(child.out_fd);
+  return {util::wait_exit(child.pid), out};
 }
 
 class GcloudTokenSource final : public TokenSource {

@@ -1,221 +1,12 @@
 #include "jobman/core/cloud.hpp"
 
 #include "jobman/cloud/auth.hpp"
-#include "jobman/cloud/http.hpp"
+#include "jobman/core/mock_cloud.hpp"
 #include "jobman/util/error.hpp"
-#include "jobman/util/strings.hpp"
-#include "jobman/util/system.hpp"
 
-#include <cerrno>
 #include <chrono>
-#include <csignal>
-#include <cstdlib>
-#include <fcntl.h>
-#include <nlohmann/json.hpp>
-#include <sstream>
-#include <sys/file.h>
-#include <sys/wait.h>
-#include <thread>
-#include <unistd.h>
 
 namespace jobman::core {
-
-namespace fs = std::filesystem;
-
-namespace {
-
-// An exclusive flock on a file, released on destruction.
-class FileLock {
-public:
-  explicit FileLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
-    if (fd_ < 0 || ::flock(fd_, LOCK_EX) != 0) {
-      throw Error("cannot lock " + path.string() + ": " + std::strerror(errno));
-    }
-  }
-  ~FileLock() { ::close(fd_); }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
-private:
-  int fd_;
-};
-
-fs::path server_file() {
-  return mock_cloud_directory() / "server.json";
-}
-
-// The mock's program: beside this binary in a build tree (mock_cloud/jobman-mock-cloud) or an install (bin/).
-fs::path mock_cloud_program() {
-  if (auto given = util::getenv_nonempty("JOBMAN_MOCK_CLOUD_PROGRAM")) {
-    return *given;
-  }
-  const auto dir = remote::executable_dir();
-  for (const auto& candidate : {dir / "mock_cloud" / "jobman-mock-cloud", dir / "jobman-mock-cloud"}) {
-    if (::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-  }
-  throw Error("the bundled mock cloud is not installed: neither " +
-              (dir / "mock_cloud" / "jobman-mock-cloud").string() + " nor " + (dir / "jobman-mock-cloud").string() +
-              " exists; set a project to use Google Cloud");
-}
-
-// The file the bundled mock keeps its admin token in (it makes it, mode 0600, in its state directory).
-fs::path admin_token_path() {
-  return mock_cloud_directory() / "state" / "admin-token";
-}
-
-// The server answers its metrics path, with the admin token this home's mock made, within a second.
-bool answers(const std::string& url) {
-  std::string token;
-  try {
-    token = std::string(util::trim(util::read_file(admin_token_path())));
-  } catch (const Error&) {
-    return false;
-  }
-  cloud::HttpOptions options;
-  options.connect_timeout = std::chrono::milliseconds(1000);
-  options.request_timeout = std::chrono::milliseconds(2000);
-  cloud::HttpClient http(options);
-  cloud::HttpRequest request;
-  request.url = url + "/mock/v1/metrics";
-  request.headers.emplace_back("Authorization", "Bearer " + token);
-  return http.send(request).status == 200;
-}
-
-std::optional<MockCloudServer> read_server_file() {
-  std::error_code ec;
-  if (!fs::exists(server_file(), ec)) {
-    return std::nullopt;
-  }
-  const auto json = nlohmann::json::parse(util::read_file(server_file()), nullptr, false);
-  if (!json.is_object() || !json.contains("url") || !json.contains("pid")) {
-    return std::nullopt;
-  }
-  MockCloudServer server{json["url"].get<std::string>(), json["pid"].get<long>()};
-  if (server.pid <= 0 || ::kill(static_cast<pid_t>(server.pid), 0) != 0) {
-    return std::nullopt;
-  }
-  return server;
-}
-
-// Starts the server detached from this process (its own session, reparented to init) and returns its pid and the
-// address it printed.
-MockCloudServer start_server(const config::Settings& settings) {
-  const auto dir = mock_cloud_directory();
-  const auto program = mock_cloud_program();
-  util::ensure_directory(dir / "state", 0700);
-  const auto out_path = dir / "server.out";
-  const auto log_path = dir / "server.log";
-  std::error_code ec;
-  fs::remove(out_path, ec);
-  std::ostringstream scale;
-  scale << settings.mock_time_scale;
-  const std::vector<std::string> args = {program.string(), "--state-dir", (dir / "state").string(), "--time-scale",
-                                         scale.str()};
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (const auto& a : args) {
-    argv.push_back(const_cast<char*>(a.c_str()));
-  }
-  argv.push_back(nullptr);
-  int pid_pipe[2];
-  if (::pipe2(pid_pipe, O_CLOEXEC) != 0) {
-    throw Error(std::string("cannot start the mock cloud: ") + std::strerror(errno));
-  }
-  const pid_t child = ::fork();
-  if (child < 0) {
-    throw Error(std::string("cannot start the mock cloud: ") + std::strerror(errno));
-  }
-  if (child == 0) {
-    // First child: a new session, then the server as its child, so that it is nobody's zombie.
-    ::setsid();
-    const pid_t server = ::fork();
-    if (server != 0) {
-      const long value = server;
-      (void)!::write(pid_pipe[1], &value, sizeof value);
-      ::_exit(server > 0 ? 0 : 1);
-    }
-    const int in = ::open("/dev/null", O_RDONLY);
-    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    const int err = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (in < 0 || out < 0 || err < 0) {
-      ::_exit(127);
-    }
-    ::dup2(in, 0);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(pid_pipe[1]);
-  long server_pid = 0;
-  const auto got = ::read(pid_pipe[0], &server_pid, sizeof server_pid);
-  ::close(pid_pipe[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  if (got != static_cast<ssize_t>(sizeof server_pid) || server_pid <= 0) {
-    throw Error("cannot start the mock cloud " + program.string());
-  }
-  // Its first line is "listening on http://127.0.0.1:PORT".
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  std::string url;
-  while (url.empty()) {
-    const std::string text = fs::exists(out_path, ec) ? util::read_file(out_path) : std::string();
-    if (const auto eol = text.find('\n'); eol != std::string::npos) {
-      const std::string line = text.substr(0, eol);
-      constexpr std::string_view prefix = "listening on ";
-      if (!line.starts_with(prefix)) {
-        throw Error("the mock cloud said '" + line + "'; see " + log_path.string());
-      }
-      url = line.substr(prefix.size());
-      break;
-    }
-    if (::kill(static_cast<pid_t>(server_pid), 0) != 0 || std::chrono::steady_clock::now() > deadline) {
-      throw Error("the mock cloud did not start; see " + log_path.string());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  MockCloudServer server{url, server_pid};
-  const nlohmann::json record = {{"url", url}, {"pid", server_pid}, {"started_ms", util::now_ms()}};
-  util::write_file_atomic(server_file(), record.dump() + "\n", 0600);
-  return server;
-}
-
-} // namespace
-
-fs::path mock_cloud_directory() {
-  return util::jobman_home() / "mock";
-}
-
-std::optional<MockCloudServer> running_mock_cloud() {
-  auto server = read_server_file();
-  if (server && answers(server->url)) {
-    return server;
-  }
-  return std::nullopt;
-}
-
-MockCloudServer ensure_mock_cloud(const config::Settings& settings, std::ostream& notice) {
-  if (auto server = running_mock_cloud()) {
-    return *server;
-  }
-  util::ensure_directory(mock_cloud_directory(), 0700);
-  const FileLock lock(mock_cloud_directory() / "start.lock");
-  // Another process may have started one while this one waited for the lock.
-  if (auto server = running_mock_cloud()) {
-    return *server;
-  }
-  if (auto stale = read_server_file()) {
-    // Alive but not answering: a hung server holds the state directory; end it.
-    ::kill(static_cast<pid_t>(stale->pid), SIGKILL);
-  }
-  auto server = start_server(settings);
-  notice << "jobman: no cloud project is set, so jobs run on the bundled mock cloud at " << server.url << " (time x"
-         << settings.mock_time_scale << ", state in " << mock_cloud_directory().string() << "); set 'project' in "
-         << config::settings_path() << " to use Google Cloud\n";
-  return server;
-}
 
 CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice) {
   CloudAccess access;
@@ -252,7 +43,7 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
     // The mock's gcloud reaches the worker hosts with the mock's admin token, read from this file; a mock of one's
     // own is reached with the file the user names in JOBMAN_MOCK_ADMIN_TOKEN_FILE.
     if (settings.api_endpoint.empty()) {
-      access.gcloud_env["JOBMAN_MOCK_ADMIN_TOKEN_FILE"] = admin_token_path().string();
+      access.gcloud_env["JOBMAN_MOCK_ADMIN_TOKEN_FILE"] = mock_cloud_admin_token_path().string();
     }
   } else {
     if (settings.project.empty()) {
@@ -267,16 +58,15 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
   return access;
 }
 
-void export_gcloud_environment(const CloudAccess& access) {
-  for (const auto& [name, value] : access.gcloud_env) {
-    ::setenv(name.c_str(), value.c_str(), 1);
+remote::SliceTarget slice_target(const CloudAccess& access, const config::JobConfig& config,
+                                 const domain::AttemptRecord& attempt) {
+  auto target = remote::slice_target(access.settings, config, attempt.node);
+  if (!attempt.zone.empty()) {
+    target.zone = attempt.zone;
   }
-}
-
-remote::SliceTarget slice_target(const CloudAccess& access, const config::JobConfig& config, const std::string& node) {
-  auto target = remote::slice_target(access.settings, config, node);
   target.gcloud = access.gcloud;
   target.project = access.project;
+  target.environment.assign(access.gcloud_env.begin(), access.gcloud_env.end());
   return target;
 }
 

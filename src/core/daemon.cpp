@@ -2,6 +2,7 @@
 
 #include "jobman/remote/gcloud.hpp"
 #include "jobman/util/error.hpp"
+#include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
@@ -12,7 +13,6 @@
 #include <iterator>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace jobman::core {
@@ -92,34 +92,21 @@ bool ensure_daemon(std::ostream& notice) {
   if (::pipe2(ready, O_CLOEXEC) != 0) {
     throw Error("cannot start the supervisor: " + std::string(std::strerror(errno)));
   }
-  const pid_t child = ::fork();
-  if (child < 0) {
-    throw Error("cannot start the supervisor: " + std::string(std::strerror(errno)));
-  }
-  if (child == 0) {
-    ::setsid();
-    if (::fork() != 0) {
-      ::_exit(0);
-    }
-    const int in = ::open("/dev/null", O_RDONLY);
-    const int out = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (in < 0 || out < 0) {
-      ::_exit(127);
-    }
-    ::dup2(in, 0);
-    ::dup2(out, 1);
-    ::dup2(out, 2);
+  try {
+    // Detached (its own session, re-parented to init), its output appended to the log. The write end of the ready
+    // pipe stays open (without CLOEXEC) into the daemon, which closes it once it holds its lock.
+    util::ProcessBuilder({exe, "daemon", "--idle-exit", "600", "--ready-fd", std::to_string(ready[1])})
+        .input(util::Stream::null())
+        .output(util::Stream::file(log_path, util::FileMode::append))
+        .error(util::Stream::output())
+        .keep_open(ready[1])
+        .spawn_detached();
+  } catch (const Error& e) {
     ::close(ready[0]);
-    // The write end stays open (without CLOEXEC) into the daemon, which closes it once it holds its lock.
-    ::fcntl(ready[1], F_SETFD, 0);
-    const std::string fd_arg = std::to_string(ready[1]);
-    const char* argv[] = {exe.c_str(), "daemon", "--idle-exit", "600", "--ready-fd", fd_arg.c_str(), nullptr};
-    ::execv(exe.c_str(), const_cast<char* const*>(argv));
-    ::_exit(127);
+    ::close(ready[1]);
+    throw Error("cannot start the supervisor: " + std::string(e.what()));
   }
   ::close(ready[1]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
   // Wait until the daemon holds its lock (it closes the pipe) or gives up (exec failed: the pipe closes too).
   char byte = 0;
   while (::read(ready[0], &byte, 1) < 0 && errno == EINTR) {

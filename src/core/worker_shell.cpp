@@ -37,10 +37,7 @@ domain::AttemptRecord live_attempt(const store::JobStore& store, const domain::J
 std::vector<std::string> worker_shell_argv(const CloudAccess& access, const config::JobConfig& config,
                                            const domain::AttemptRecord& attempt, int worker,
                                            const std::string& command) {
-  auto target = slice_target(access, config, attempt.node);
-  if (!attempt.zone.empty()) {
-    target.zone = attempt.zone;
-  }
+  const auto target = slice_target(access, config, attempt);
   return command.empty() ? remote::shell_argv(target, worker) : remote::ssh_argv(target, worker, command);
 }
 

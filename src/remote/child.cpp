@@ -8,7 +8,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdexcept>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace jobman::remote::detail {
@@ -24,57 +23,17 @@ constexpr auto kKillGrace = std::chrono::seconds(5);
 
 } // namespace
 
-void close_fd(int& fd) {
-  if (fd >= 0) {
-    ::close(fd);
-    fd = -1;
-  }
-}
-
-Child spawn(const std::vector<std::string>& argv, bool merge_stderr, bool stdin_pipe) {
-  int out[2];
-  int err[2] = {-1, -1};
-  int in[2] = {-1, -1};
-  if (::pipe2(out, O_CLOEXEC) != 0) {
-    fail("pipe");
-  }
-  if ((!merge_stderr && ::pipe2(err, O_CLOEXEC) != 0) || (stdin_pipe && ::pipe2(in, O_CLOEXEC) != 0)) {
-    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1]}) {
-      if (fd >= 0) {
-        ::close(fd);
-      }
-    }
-    fail("pipe");
-  }
-  std::vector<char*> args;
-  args.reserve(argv.size() + 1);
-  for (const auto& arg : argv) {
-    args.push_back(const_cast<char*>(arg.c_str()));
-  }
-  args.push_back(nullptr);
-  Child child;
-  child.pid = ::fork();
-  if (child.pid < 0) {
-    fail("fork");
-  }
-  if (child.pid == 0) {
-    ::setpgid(0, 0);
-    ::dup2(stdin_pipe ? in[0] : ::open("/dev/null", O_RDONLY | O_CLOEXEC), 0);
-    ::dup2(out[1], 1);
-    ::dup2(merge_stderr ? out[1] : err[1], 2);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  ::setpgid(child.pid, child.pid);
-  ::close(out[1]);
-  child.out_fd = out[0];
-  if (!merge_stderr) {
-    ::close(err[1]);
-    child.err_fd = err[0];
-  }
-  if (stdin_pipe) {
-    ::close(in[0]);
-    child.in_fd = in[1];
+util::Child spawn(const std::vector<std::string>& argv, const Environment& environment, bool merge_stderr,
+                  bool stdin_pipe) {
+  auto child = util::ProcessBuilder(argv)
+                   .env(environment)
+                   .group(util::ProcessGroup::own)
+                   .input(stdin_pipe ? util::Stream::pipe() : util::Stream::null())
+                   .output(util::Stream::pipe())
+                   .error(merge_stderr ? util::Stream::output() : util::Stream::pipe())
+                   .spawn();
+  // A program that cannot be run has exited with 127 (exec_error says why): its run reports that status.
+  if (child.in_fd >= 0) {
     ::fcntl(child.in_fd, F_SETFL, ::fcntl(child.in_fd, F_GETFL) | O_NONBLOCK);
   }
   return child;
@@ -107,29 +66,19 @@ std::size_t write_some(int fd, std::string_view data) {
   return data.size();
 }
 
-int wait_exit(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      return -1;
-    }
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, std::chrono::milliseconds timeout,
-                              const std::vector<std::string>& inputs) {
-  std::vector<Child> children;
+std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, const Environment& environment,
+                              std::chrono::milliseconds timeout, const std::vector<std::string>& inputs) {
+  std::vector<util::Child> children;
   std::vector<ChildRun> runs(argvs.size());
   std::vector<std::string_view> pending(argvs.size());
   children.reserve(argvs.size());
   for (std::size_t i = 0; i < argvs.size(); ++i) {
     const bool feed = i < inputs.size();
-    children.push_back(spawn(argvs[i], true, feed));
+    children.push_back(spawn(argvs[i], environment, true, feed));
     if (feed) {
       pending[i] = inputs[i];
       if (pending[i].empty()) {
-        close_fd(children[i].in_fd);
+        util::close_fd(children[i].in_fd);
       }
     }
   }
@@ -153,7 +102,7 @@ std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs
     }
     if (readers == 0) {
       for (auto& child : children) {
-        close_fd(child.in_fd);
+        util::close_fd(child.in_fd);
       }
       break;
     }
@@ -166,8 +115,8 @@ std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs
           ::kill(-children[i].pid, terminated ? SIGKILL : SIGTERM);
           runs[i].timed_out = true;
           if (terminated) {
-            close_fd(children[i].out_fd);
-            close_fd(children[i].in_fd);
+            util::close_fd(children[i].out_fd);
+            util::close_fd(children[i].in_fd);
           }
         }
       }
@@ -187,7 +136,7 @@ std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs
       auto& rest = pending[owner[k]];
       rest.remove_prefix((open[k].revents & POLLOUT) != 0 ? write_some(child.in_fd, rest) : rest.size());
       if (rest.empty()) {
-        close_fd(child.in_fd);
+        util::close_fd(child.in_fd);
       }
     }
     for (std::size_t k = 0; k < readers; ++k) {
@@ -200,12 +149,12 @@ std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs
       if (got > 0) {
         runs[owner[k]].output.append(chunk, static_cast<std::size_t>(got));
       } else if (got == 0 || errno != EINTR) {
-        close_fd(child.out_fd);
+        util::close_fd(child.out_fd);
       }
     }
   }
   for (std::size_t i = 0; i < children.size(); ++i) {
-    runs[i].exit_code = wait_exit(children[i].pid);
+    runs[i].exit_code = util::wait_exit(children[i].pid);
   }
   return runs;
 }

@@ -127,7 +127,7 @@ std::vector<WorkerRun> run_on_workers(const SliceTarget& target, const std::vect
       inputs.push_back(input(worker));
     }
   }
-  return collect(workers, detail::run_all(argvs, timeout, inputs));
+  return collect(workers, detail::run_all(argvs, target.environment, timeout, inputs));
 }
 
 std::vector<WorkerRun> copy_to_workers(const SliceTarget& target, const std::vector<Upload>& uploads,
@@ -140,7 +140,7 @@ std::vector<WorkerRun> copy_to_workers(const SliceTarget& target, const std::vec
       argvs.push_back(scp_argv(target, upload.worker, upload.sources, remote_dir));
     }
   }
-  return collect(workers, detail::run_all(argvs, timeout));
+  return collect(workers, detail::run_all(argvs, target.environment, timeout));
 }
 
 } // namespace jobman::remote

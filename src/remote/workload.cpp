@@ -274,7 +274,7 @@ namespace {
 struct Stream {
   StreamEnd end;
   int log_fd = -1;
-  detail::Child child;
+  util::Child child;
   std::string pending;
 };
 
@@ -315,12 +315,12 @@ std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>&
     for (auto& stream : streams) {
       if (stream.child.pid > 0) {
         ::kill(-stream.child.pid, SIGTERM);
-        detail::close_fd(stream.child.out_fd);
-        detail::close_fd(stream.child.err_fd);
-        detail::wait_exit(stream.child.pid);
+        util::close_fd(stream.child.out_fd);
+        util::close_fd(stream.child.err_fd);
+        util::wait_exit(stream.child.pid);
         stream.child.pid = -1;
       }
-      detail::close_fd(stream.log_fd);
+      util::close_fd(stream.log_fd);
     }
   };
   try {
@@ -338,7 +338,7 @@ std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>&
       struct stat info {};
       ::fstat(stream.log_fd, &info);
       const auto offset = static_cast<std::uint64_t>(info.st_size);
-      stream.child = detail::spawn(ssh_argv(target, workers[i], attach_script(id, offset)), false);
+      stream.child = detail::spawn(ssh_argv(target, workers[i], attach_script(id, offset)), target.environment, false);
     }
   } catch (...) {
     release();
@@ -388,7 +388,7 @@ std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>&
           continue;
         }
         if (got <= 0) {
-          detail::close_fd(fd);
+          util::close_fd(fd);
           continue;
         }
         if (!owner[k].second) {
@@ -408,11 +408,11 @@ std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>&
     for (auto& stream : streams) {
       if (cancelled) {
         ::kill(-stream.child.pid, SIGTERM);
-        detail::close_fd(stream.child.out_fd);
-        detail::close_fd(stream.child.err_fd);
+        util::close_fd(stream.child.out_fd);
+        util::close_fd(stream.child.err_fd);
         stream.end.cancelled = true;
       }
-      stream.end.exit_code = detail::wait_exit(stream.child.pid);
+      stream.end.exit_code = util::wait_exit(stream.child.pid);
       stream.child.pid = -1;
       // A last line without its newline is kept only when the workload has ended and everything arrived; otherwise
       // the next attach fetches it whole.
@@ -429,7 +429,7 @@ std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>&
   std::vector<StreamEnd> ends;
   ends.reserve(streams.size());
   for (auto& stream : streams) {
-    detail::close_fd(stream.log_fd);
+    util::close_fd(stream.log_fd);
     ends.push_back(std::move(stream.end));
   }
   return ends;

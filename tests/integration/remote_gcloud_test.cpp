@@ -5,8 +5,12 @@
 #include "support/mock_slice.hpp"
 #include "support/temp_dir.hpp"
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <memory>
+#include <vector>
 
 namespace {
 
@@ -57,6 +61,34 @@ TEST_F(RemoteGcloudTest, AStepPastItsTimeoutIsStoppedOnTheWorkersToo) {
   }
   // The remote sleeps went with their sessions, as sshd ends a session whose client is gone.
   EXPECT_TRUE(eventually([&] { return slice.processes_running() == 0; }));
+}
+
+TEST_F(RemoteGcloudTest, GcloudGetsTheTargetsVariablesWithoutThemInThisProcess) {
+  // The fixture's variables move from this process's environment into the target's.
+  auto own = target;
+  std::vector<std::unique_ptr<jobman::test::ScopedEnv>> unset;
+  for (const char* name : {"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "CLOUDSDK_CONFIG", "JOBMAN_MOCK_ADMIN_TOKEN_FILE"}) {
+    const char* value = std::getenv(name);
+    ASSERT_NE(value, nullptr) << name;
+    own.environment.emplace_back(name, value);
+    unset.push_back(std::make_unique<jobman::test::ScopedEnv>(name, nullptr));
+  }
+  const auto without = run_on_workers(target, {0}, "echo reached", std::chrono::seconds(60));
+  EXPECT_NE(without[0].exit_code, 0) << "without the variables gcloud cannot reach the mock: " << without[0].output;
+
+  auto runs = run_on_workers(own, {0, 1}, "mkdir -p uploads && echo reached", std::chrono::seconds(60));
+  ASSERT_EQ(runs.size(), 2U);
+  for (const auto& run : runs) {
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_EQ(run.output, "reached\n");
+  }
+  const auto file = dir / "payload.txt";
+  std::ofstream(file) << "payload\n";
+  const auto copies = jobman::remote::copy_to_workers(own, {{1, {file.string()}}}, "uploads", std::chrono::seconds(60));
+  ASSERT_EQ(copies.size(), 1U);
+  EXPECT_EQ(copies[0].exit_code, 0) << copies[0].output;
+  EXPECT_EQ(run_on_workers(own, {1}, "cat uploads/payload.txt", std::chrono::seconds(60))[0].output, "payload\n");
+  EXPECT_EQ(std::getenv("CLOUDSDK_CONFIG"), nullptr) << "nothing was put into this process's environment";
 }
 
 } // namespace

@@ -158,22 +158,25 @@ std::string run_on_pty(const std::vector<std::string>& args, const std::map<std:
   winsize size{};
   size.ws_row = 40;
   size.ws_col = 120;
-  // Everything the child needs is made before fork (see child_environment).
-  auto environment = child_environment(env);
-  const auto envp = exec_pointers(environment);
-  std::vector<std::string> all = {jobman_binary()};
-  all.insert(all.end(), args.begin(), args.end());
-  const auto argv = exec_pointers(all);
-  int master = -1;
-  const pid_t pid = ::forkpty(&master, nullptr, &settings, &size);
-  if (pid == 0) {
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
   std::string out;
-  if (pid < 0) {
+  int master = -1;
+  int terminal = -1;
+  if (::openpty(&master, &terminal, nullptr, &settings, &size) != 0) {
     return out;
   }
+  ::fcntl(master, F_SETFD, FD_CLOEXEC);
+  ::fcntl(terminal, F_SETFD, FD_CLOEXEC);
+  std::vector<std::string> argv = {jobman_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  // As forkpty does: a session of its own, with the terminal as its controlling terminal and standard streams.
+  const auto child = child_process(argv, env)
+                         .group(util::ProcessGroup::new_session)
+                         .controlling_terminal()
+                         .input(util::Stream::descriptor(terminal))
+                         .output(util::Stream::descriptor(terminal))
+                         .error(util::Stream::descriptor(terminal))
+                         .spawn();
+  ::close(terminal);
   char buffer[4096];
   while (true) {
     const auto n = ::read(master, buffer, sizeof buffer);
@@ -186,8 +189,7 @@ std::string run_on_pty(const std::vector<std::string>& args, const std::map<std:
     }
   }
   ::close(master);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  util::wait_exit(child.pid);
   return out;
 }
 
@@ -313,19 +315,13 @@ TEST_F(SecurityTest, NoSecretReachesACommandLineTheStoreOrTheLogsAndEverythingIs
   const std::string control = "control-" + mock->admin_token().substr(0, 16);
   secrets.add(control, "the positive control");
   // It waits in the shell's own `read` on a pipe (no child to outlive it) and holds none of the test's output.
-  int hold[2];
-  ASSERT_EQ(::pipe(hold), 0);
-  const pid_t control_pid = ::fork();
-  if (control_pid == 0) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(hold[0], 0);
-    ::dup2(null, 1);
-    ::dup2(null, 2);
-    ::close(hold[1]);
-    ::execl("/bin/sh", "sh", "-c", "read x", control.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(hold[0]);
+  auto control_process = util::ProcessBuilder({"sh", "-c", "read x", control})
+                             .program("/bin/sh")
+                             .input(util::Stream::pipe())
+                             .output(util::Stream::null())
+                             .error(util::Stream::null())
+                             .spawn();
+  const pid_t control_pid = control_process.pid;
   ASSERT_GT(control_pid, 0);
 
   start_daemon();
@@ -364,9 +360,9 @@ TEST_F(SecurityTest, NoSecretReachesACommandLineTheStoreOrTheLogsAndEverythingIs
   wait_for_success(second);
   stop = true;
   scanner.join();
-  ::close(hold[1]);
+  util::close_fd(control_process.in_fd);
   ::kill(control_pid, SIGKILL);
-  ::waitpid(control_pid, nullptr, 0);
+  util::wait_exit(control_pid);
   const auto controls = std::count_if(leaks.begin(), leaks.end(), [](const std::string& leak) {
     return leak.find("the positive control") != std::string::npos;
   });

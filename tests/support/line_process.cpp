@@ -4,12 +4,7 @@
 
 #include <cerrno>
 #include <csignal>
-#include <cstdlib>
-#include <cstring>
-#include <fcntl.h>
 #include <poll.h>
-#include <stdexcept>
-#include <sys/wait.h>
 #include <unistd.h>
 
 namespace jobman::test {
@@ -18,42 +13,22 @@ LineReadingProcess::LineReadingProcess(const std::vector<std::string>& argv,
                                        const std::map<std::string, std::string>& env,
                                        const std::filesystem::path& stderr_file, std::chrono::milliseconds patience)
     : patience_(patience) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  auto process = child_process(argv, env);
+  process.output(util::Stream::pipe());
+  if (!stderr_file.empty()) {
+    process.error(util::Stream::file(stderr_file, util::FileMode::append, 0644));
   }
-  std::vector<std::string> all = argv;
-  const auto args = exec_pointers(all);
-  // Everything the child needs is made before fork (see child_environment).
-  auto environment = child_environment(env);
-  const auto envp = exec_pointers(environment);
-  pid_ = ::fork();
-  if (pid_ < 0) {
-    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid_ == 0) {
-    ::dup2(fds[1], 1);
-    if (!stderr_file.empty()) {
-      const int err = ::open(stderr_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      if (err >= 0) {
-        ::dup2(err, 2);
-      }
-    }
-    ::execve(args[0], args.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  out_ = fds[0];
+  const auto child = process.spawn();
+  pid_ = child.pid;
+  out_ = child.out_fd;
 }
 
 LineReadingProcess::~LineReadingProcess() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
+    util::wait_exit(pid_);
   }
-  if (out_ >= 0) {
-    ::close(out_);
-  }
+  util::close_fd(out_);
 }
 
 std::optional<std::string> LineReadingProcess::next_line() {
@@ -86,8 +61,7 @@ std::optional<std::string> LineReadingProcess::next_line() {
     if (got > 0) {
       buffer_.append(chunk, static_cast<std::size_t>(got));
     } else if (got == 0 || errno != EINTR) {
-      ::close(out_);
-      out_ = -1;
+      util::close_fd(out_);
     }
   }
 }
@@ -111,16 +85,14 @@ int LineReadingProcess::finish() {
   if (out_ >= 0) {
     ::kill(pid_, SIGKILL);
   }
-  int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-  }
+  const auto status = util::wait_child(pid_);
   const bool timed_out = out_ >= 0;
   pid_ = -1;
   if (timed_out) {
     return -1;
   }
-  killed_by_signal_ = WIFSIGNALED(status);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  killed_by_signal_ = status.signaled;
+  return status.code;
 }
 
 } // namespace jobman::test

@@ -1,6 +1,6 @@
 #include "support/mock_cloud.hpp"
 
-#include "support/run.hpp"
+#include "jobman/util/process.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,7 +10,6 @@
 #include <poll.h>
 #include <stdexcept>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -21,26 +20,12 @@ std::string mock_cloud_binary() {
 }
 
 MockCloudProcess::MockCloudProcess(const std::vector<std::string>& args) {
-  int fds[2];
-  if (::pipe(fds) != 0) {
-    throw std::runtime_error("pipe failed");
-  }
-  std::vector<std::string> all = {mock_cloud_binary()};
-  all.insert(all.end(), args.begin(), args.end());
-  const auto argv = exec_pointers(all);
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    ::dup2(fds[1], 1);
-    ::close(fds[0]);
-    ::close(fds[1]);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  const auto read_line = [&fds] {
+  auto child = util::ProcessBuilder({mock_cloud_binary()}).args(args).output(util::Stream::pipe()).spawn();
+  pid_ = child.pid;
+  const auto read_line = [&child] {
     std::string line;
     char c = 0;
-    while (::read(fds[0], &c, 1) == 1 && c != '\n') {
+    while (::read(child.out_fd, &c, 1) == 1 && c != '\n') {
       line += c;
     }
     return line;
@@ -57,7 +42,7 @@ MockCloudProcess::MockCloudProcess(const std::vector<std::string>& args) {
       std::getline(in, admin_token_);
     }
   }
-  ::close(fds[0]);
+  util::close_fd(child.out_fd);
 }
 
 MockCloudProcess::~MockCloudProcess() {
@@ -67,10 +52,8 @@ MockCloudProcess::~MockCloudProcess() {
 int MockCloudProcess::stop() {
   if (pid_ > 0) {
     ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
+    exit_code_ = util::wait_exit(pid_);
     pid_ = -1;
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   return exit_code_;
 }

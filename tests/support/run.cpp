@@ -11,10 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char** environ;
 
 namespace jobman::test {
 
@@ -22,70 +19,35 @@ std::string jobman_binary() {
   return JOBMAN_BINARY;
 }
 
-std::vector<std::string> child_environment(const std::map<std::string, std::string>& changes) {
-  std::vector<std::string> entries;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    const std::string_view text(*entry);
-    const auto key = std::string(text.substr(0, text.find('=')));
-    if (!changes.contains(key)) {
-      entries.emplace_back(text);
-    }
-  }
+util::ProcessBuilder child_process(const std::vector<std::string>& argv,
+                                   const std::map<std::string, std::string>& changes) {
+  util::ProcessBuilder process(argv);
   for (const auto& [key, value] : changes) {
-    if (!value.empty()) {
-      entries.push_back(key + "=" + value);
+    if (value.empty()) {
+      process.unset_env(key);
+    } else {
+      process.env(key, value);
     }
   }
-  return entries;
-}
-
-std::vector<char*> exec_pointers(std::vector<std::string>& strings) {
-  std::vector<char*> pointers;
-  pointers.reserve(strings.size() + 1);
-  for (auto& text : strings) {
-    pointers.push_back(text.data());
-  }
-  pointers.push_back(nullptr);
-  return pointers;
+  return process;
 }
 
 RunResult run_program(const std::vector<std::string>& argv, const RunOptions& options) {
-  // Everything the child needs is made before fork (see child_environment).
-  auto environment = child_environment(options.env);
-  const auto envp = exec_pointers(environment);
-  auto all = argv;
-  const auto args = exec_pointers(all);
-  int in_pipe[2];
-  int out_pipe[2];
-  int err_pipe[2];
-  if (::pipe2(in_pipe, O_CLOEXEC) != 0 || ::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  auto process = child_process(argv, options.env);
+  process.input(util::Stream::pipe()).output(util::Stream::pipe()).error(util::Stream::pipe());
+  if (!options.cwd.empty()) {
+    process.directory(options.cwd);
   }
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::dup2(in_pipe[0], 0);
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
-    if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) {
-      ::_exit(127);
-    }
-    ::execve(args[0], args.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(in_pipe[0]);
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
+  auto child = process.spawn();
 
   RunResult result;
   std::size_t input_written = 0;
-  int in_fd = in_pipe[1];
+  int in_fd = child.in_fd;
   if (options.input.empty()) {
-    ::close(in_fd);
-    in_fd = -1;
+    util::close_fd(in_fd);
   }
+  const int out_fd = child.out_fd;
+  const int err_fd = child.err_fd;
   bool out_open = true;
   bool err_open = true;
   char buf[65536];
@@ -93,9 +55,9 @@ RunResult run_program(const std::vector<std::string>& argv, const RunOptions& op
     pollfd fds[3];
     int n = 0;
     if (out_open)
-      fds[n++] = {out_pipe[0], POLLIN, 0};
+      fds[n++] = {out_fd, POLLIN, 0};
     if (err_open)
-      fds[n++] = {err_pipe[0], POLLIN, 0};
+      fds[n++] = {err_fd, POLLIN, 0};
     if (in_fd >= 0)
       fds[n++] = {in_fd, POLLOUT, 0};
     if (::poll(fds, static_cast<nfds_t>(n), -1) < 0) {
@@ -111,30 +73,25 @@ RunResult run_program(const std::vector<std::string>& argv, const RunOptions& op
         if (w > 0)
           input_written += static_cast<std::size_t>(w);
         if (w < 0 || input_written == options.input.size()) {
-          ::close(in_fd);
-          in_fd = -1;
+          util::close_fd(in_fd);
         }
         continue;
       }
       const ssize_t r = ::read(fds[i].fd, buf, sizeof buf);
       if (r > 0) {
-        (fds[i].fd == out_pipe[0] ? result.out : result.err).append(buf, static_cast<std::size_t>(r));
+        (fds[i].fd == out_fd ? result.out : result.err).append(buf, static_cast<std::size_t>(r));
       } else if (r == 0 || errno != EINTR) {
-        if (fds[i].fd == out_pipe[0])
+        if (fds[i].fd == out_fd)
           out_open = false;
         else
           err_open = false;
       }
     }
   }
-  if (in_fd >= 0)
-    ::close(in_fd);
-  ::close(out_pipe[0]);
-  ::close(err_pipe[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  util::close_fd(in_fd);
+  util::close_fd(child.out_fd);
+  util::close_fd(child.err_fd);
+  result.exit_code = util::wait_exit(child.pid);
   return result;
 }
 

@@ -1,6 +1,8 @@
 // Runs the jobman binary (or any program) as a child process and captures what it did.
 #pragma once
 
+#include "jobman/util/process.hpp"
+
 #include <filesystem>
 #include <map>
 #include <string>
@@ -23,13 +25,12 @@ struct RunOptions {
   std::string cwd;                        // Working directory; empty means the parent's.
 };
 
-// This process's environment with `changes` applied (an empty value unsets the variable), as "KEY=VALUE" strings.
-// Built before fork(): between fork and exec a child of a multi-threaded process may only make async-signal-safe
-// calls, and setenv (which allocates) can deadlock there on a lock another thread held.
-std::vector<std::string> child_environment(const std::map<std::string, std::string>& changes);
-
-// What execv and execve take: a pointer to each of `strings` (which must outlive it), then nullptr.
-std::vector<char*> exec_pointers(std::vector<std::string>& strings);
+// `argv` (argv[0] is a path) as a child process with `changes` applied to this process's environment (an empty value
+// unsets the variable). The process module builds the environment before fork: between fork and exec a child of a
+// multi-threaded process may only make async-signal-safe calls, and setenv (which allocates) can deadlock there on a
+// lock another thread held.
+util::ProcessBuilder child_process(const std::vector<std::string>& argv,
+                                   const std::map<std::string, std::string>& changes);
 
 // Runs `argv` (argv[0] is a path) and waits for it.
 RunResult run_program(const std::vector<std::string>& argv, const RunOptions& options = {});

@@ -102,5 +102,26 @@ TEST_F(CoreWorkerShell, TheArgvIsAShellWithoutACommandAndRunsOneWithIt) {
   EXPECT_EQ(worker_shell_argv(access, config, attempt, 0, "df -h /tmp").back(), "--command=df -h /tmp");
 }
 
+TEST_F(CoreWorkerShell, GcloudsVariablesTravelWithTheSliceTarget) {
+  const auto config = config::parse_job_configs("job:\n  name: train\ntpu:\n  accelerator: v4-32\n  zone: "
+                                                "us-central2-b\ncommand:\n  cmd: python3 train.py\n",
+                                                "train.yaml")
+                          .front();
+  CloudAccess access;
+  access.settings.cloud = config::CloudKind::google;
+  access.project = "proj";
+  access.gcloud = "/opt/gcloud";
+  access.gcloud_env = {{"CLOUDSDK_CONFIG", "/home/a/.jobman/mock/gcloud"},
+                       {"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "http://127.0.0.1:9/"}};
+  domain::AttemptRecord attempt;
+  attempt.node = "train-000001-a1";
+  attempt.zone = "us-central2-b";
+  const auto target = slice_target(access, config, attempt);
+  EXPECT_EQ(target.gcloud, "/opt/gcloud");
+  EXPECT_EQ(target.environment, (std::vector<std::pair<std::string, std::string>>{
+                                    {"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "http://127.0.0.1:9/"},
+                                    {"CLOUDSDK_CONFIG", "/home/a/.jobman/mock/gcloud"}}));
+}
+
 } // namespace
 } // namespace jobman::core

@@ -87,19 +87,20 @@ std::vector<std::string> passed_jobman_names() {
 }
 
 TEST(RemoteScpArgv, SourcesComeBeforeTheUserNodePathAndTheCommonFlags) {
-  const jobman::remote::SliceTarget target{"/opt/gcloud", "proj", "us-central2-b", "job-7-a1", "alice", "/k/id"};
+  const jobman::remote::SliceTarget target{"/opt/gcloud", "proj", "us-central2-b", "job-7-a1", "alice", "/k/id", {}};
   EXPECT_EQ(jobman::remote::scp_argv(target, 2, {"/tmp/a b", "/tmp/c"}, ".jobman/files"),
             (std::vector<std::string>{"/opt/gcloud", "compute", "tpus", "tpu-vm", "scp", "/tmp/a b", "/tmp/c",
                                       "alice@job-7-a1:.jobman/files", "--zone=us-central2-b", "--project=proj",
                                       "--worker=2", "--ssh-key-file=/k/id", "--quiet"}));
-  const jobman::remote::SliceTarget plain{"gcloud", "", "europe-west4-a", "n", "", ""};
+  const jobman::remote::SliceTarget plain{"gcloud", "", "europe-west4-a", "n", "", "", {}};
   EXPECT_EQ(jobman::remote::scp_argv(plain, 0, {"f"}, "/abs"),
             (std::vector<std::string>{"gcloud", "compute", "tpus", "tpu-vm", "scp", "f", "n:/abs",
                                       "--zone=europe-west4-a", "--worker=0", "--quiet"}));
 }
 
 TEST(RemoteSshArgv, AKeyFileGoesBeforeQuietAndTheCommandStaysLast) {
-  const jobman::remote::SliceTarget target{"gcloud", "proj", "us-central2-b", "node", "", "/home/u/.ssh/jobman key"};
+  const jobman::remote::SliceTarget target{"gcloud", "proj", "us-central2-b", "node", "", "/home/u/.ssh/jobman key",
+                                           {}};
   EXPECT_EQ(jobman::remote::ssh_argv(target, 1, "true"),
             (std::vector<std::string>{"gcloud", "compute", "tpus", "tpu-vm", "ssh", "node", "--zone=us-central2-b",
                                       "--project=proj", "--worker=1", "--ssh-key-file=/home/u/.ssh/jobman key",
@@ -400,7 +401,7 @@ TEST(RemoteWorkloadNames, DirectoryContainerLogAndStateNamesFollowTheWorkload) {
 
 TEST(RemoteWorkloadId, ABadIdIsRejectedBeforeAnythingRuns) {
   const TempDir dir;
-  const jobman::remote::SliceTarget target{(dir / "no-such-gcloud").string(), "p", "z", "node", "", ""};
+  const jobman::remote::SliceTarget target{(dir / "no-such-gcloud").string(), "p", "z", "node", "", "", {}};
   const std::vector<jobman::remote::WorkloadId> bad = {{"a/b", 1}, {"..", 1},   {"a..b", 1},  {"a b", 1}, {"", 1},
                                                        {"job", 0}, {"job", -1}, {"$(id)", 1}, {"j;x", 1}, {"j\nx", 1}};
   const std::chrono::milliseconds timeout(1000);
@@ -419,7 +420,7 @@ TEST(RemoteWorkloadId, ABadIdIsRejectedBeforeAnythingRuns) {
 }
 
 TEST(RemoteWorkloadId, LaunchRejectsAnExtraVariableThatIsNotAShellName) {
-  const jobman::remote::SliceTarget target{"/nonexistent/gcloud", "p", "z", "node", "", ""};
+  const jobman::remote::SliceTarget target{"/nonexistent/gcloud", "p", "z", "node", "", "", {}};
   for (const std::string name : {"", "1X", "A-B", "A B", "X;id"}) {
     jobman::remote::LaunchSpec spec;
     spec.id = {"job-7", 1};

@@ -87,7 +87,7 @@ TEST(RemoteShellQuote, RandomBytesComeBackFromShellsUnchanged) {
 }
 
 TEST(RemoteSshArgv, TheCommandIsOneArgumentAndTheTargetIsComplete) {
-  jobman::remote::SliceTarget target{"/opt/gcloud", "proj", "us-central2-b", "job-7-a1", "alice", ""};
+  jobman::remote::SliceTarget target{"/opt/gcloud", "proj", "us-central2-b", "job-7-a1", "alice", "", {}};
   const auto argv = jobman::remote::ssh_argv(target, 3, "echo 'hi'; exit 2");
   const std::vector<std::string> expected = {"/opt/gcloud",
                                              "compute",

@@ -39,8 +39,7 @@ struct SupervisorStats {
   std::size_t streams = 0;       // Workload output streams open now.
 };
 
-// One reconcile loop over the store at `store_path`. Construct it before starting other threads: it exports the
-// cloud's gcloud environment into the process.
+// One reconcile loop over the store at `store_path` (src/core/supervisor/: the loop, the job driver, their threads).
 class Supervisor {
 public:
   Supervisor(CloudAccess access, std::filesystem::path store_path, SupervisorOptions options = {});

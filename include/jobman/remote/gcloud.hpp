@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace jobman::remote {
@@ -34,6 +35,10 @@ struct SliceTarget {
   std::string node;              // The TPU node's name.
   std::string user;              // Remote user; empty for gcloud's default.
   std::string ssh_key_file;      // --ssh-key-file: the private key gcloud connects with; empty for gcloud's own.
+  // Variables every gcloud process for this target gets on top of this process's environment (on the mock: its
+  // address and a configuration directory of its own). They travel with the target rather than through this
+  // process's environment, which a multi-threaded process must not change (setenv races with getenv).
+  std::vector<std::pair<std::string, std::string>> environment;
 };
 
 // The target for a job's node: gcloud_program(settings), the settings' project, the config's zone, its

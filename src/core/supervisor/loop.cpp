@@ -31,7 +31,6 @@ SupervisorLoop::SupervisorLoop(CloudAccess cloud_access, fs::path path, Supervis
   if (options.owner.empty()) {
     options.owner = lease_owner_id();
   }
-  export_gcloud_environment(*access);
 }
 
 void SupervisorLoop::compute_tick() {

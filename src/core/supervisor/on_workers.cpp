@@ -55,7 +55,7 @@ void JobDriver::set_up(Driven& d) {
   }
   const auto id = d.job.id;
   const auto config = d.config;
-  const auto target = slice_target(*access_, *config, open->node);
+  const auto target = slice_target(*access_, *config, *open);
   const auto hosts = all_workers(open->hosts);
   const auto workers = command_workers(*config, open->hosts);
   const auto dir = attempt_directory(id, d.job.attempt);
@@ -138,7 +138,7 @@ void JobDriver::start_stream(Driven& d) {
   stream->attempt = d.job.attempt;
   d.stream = stream;
   const auto id = d.job.id;
-  const auto target = slice_target(*access_, *d.config, d.current()->node);
+  const auto target = slice_target(*access_, *d.config, *d.current());
   const auto workers = command_workers(*d.config, d.current()->hosts);
   const auto wid = workload_id(id, d.job.attempt);
   const auto dir = attempt_directory(id, d.job.attempt);
@@ -200,7 +200,7 @@ void JobDriver::watch(Driven& d) {
 void JobDriver::inspect(Driven& d) {
   const auto id = d.job.id;
   const auto config = d.config;
-  const auto target = slice_target(*access_, *config, d.current()->node);
+  const auto target = slice_target(*access_, *config, *d.current());
   const auto workers = command_workers(*config, d.current()->hosts);
   const auto wid = workload_id(id, d.job.attempt);
   const auto slice = *d.current();

@@ -22,7 +22,7 @@ bool JobDriver::workload_may_run(const Driven& d) const {
 void JobDriver::stop_workload(Driven& d, std::function<void(std::optional<int>)> then) {
   stop_stream(d);
   const auto id = d.job.id;
-  const auto target = slice_target(*access_, *d.config, d.current()->node);
+  const auto target = slice_target(*access_, *d.config, *d.current());
   const auto workers = command_workers(*d.config, d.current()->hosts);
   const auto wid = workload_id(id, d.job.attempt);
   host_.dispatch(d, [target, workers, wid, then = std::move(then)]() -> std::function<void()> {

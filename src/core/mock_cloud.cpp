@@ -1,0 +1,189 @@
+#include "jobman/core/mock_cloud.hpp"
+
+#include "jobman/cloud/http.hpp"
+#include "jobman/remote/gcloud.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/process.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <sys/file.h>
+#include <thread>
+#include <unistd.h>
+
+namespace jobman::core {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// An exclusive flock on a file, released on destruction.
+class FileLock {
+public:
+  explicit FileLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600)) {
+    if (fd_ < 0 || ::flock(fd_, LOCK_EX) != 0) {
+      throw Error("cannot lock " + path.string() + ": " + std::strerror(errno));
+    }
+  }
+  ~FileLock() { ::close(fd_); }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+private:
+  int fd_;
+};
+
+fs::path server_file() {
+  return mock_cloud_directory() / "server.json";
+}
+
+// The mock's program: beside this binary in a build tree (mock_cloud/jobman-mock-cloud) or an install (bin/).
+fs::path mock_cloud_program() {
+  if (auto given = util::getenv_nonempty("JOBMAN_MOCK_CLOUD_PROGRAM")) {
+    return *given;
+  }
+  const auto dir = remote::executable_dir();
+  for (const auto& candidate : {dir / "mock_cloud" / "jobman-mock-cloud", dir / "jobman-mock-cloud"}) {
+    if (::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  throw Error("the bundled mock cloud is not installed: neither " +
+              (dir / "mock_cloud" / "jobman-mock-cloud").string() + " nor " + (dir / "jobman-mock-cloud").string() +
+              " exists; set a project to use Google Cloud");
+}
+
+// The server answers its metrics path, with the admin token this home's mock made, within a second.
+bool answers(const std::string& url) {
+  std::string token;
+  try {
+    token = std::string(util::trim(util::read_file(mock_cloud_admin_token_path())));
+  } catch (const Error&) {
+    return false;
+  }
+  cloud::HttpOptions options;
+  options.connect_timeout = std::chrono::milliseconds(1000);
+  options.request_timeout = std::chrono::milliseconds(2000);
+  cloud::HttpClient http(options);
+  cloud::HttpRequest request;
+  request.url = url + "/mock/v1/metrics";
+  request.headers.emplace_back("Authorization", "Bearer " + token);
+  return http.send(request).status == 200;
+}
+
+std::optional<MockCloudServer> read_server_file() {
+  std::error_code ec;
+  if (!fs::exists(server_file(), ec)) {
+    return std::nullopt;
+  }
+  const auto json = nlohmann::json::parse(util::read_file(server_file()), nullptr, false);
+  if (!json.is_object() || !json.contains("url") || !json.contains("pid")) {
+    return std::nullopt;
+  }
+  MockCloudServer server{json["url"].get<std::string>(), json["pid"].get<long>()};
+  if (server.pid <= 0 || ::kill(static_cast<pid_t>(server.pid), 0) != 0) {
+    return std::nullopt;
+  }
+  return server;
+}
+
+// Starts the server detached from this process (its own session, reparented to init) and returns its pid and the
+// address it printed.
+MockCloudServer start_server(const config::Settings& settings) {
+  const auto dir = mock_cloud_directory();
+  const auto program = mock_cloud_program();
+  util::ensure_directory(dir / "state", 0700);
+  const auto out_path = dir / "server.out";
+  const auto log_path = dir / "server.log";
+  std::error_code ec;
+  fs::remove(out_path, ec);
+  std::ostringstream scale;
+  scale << settings.mock_time_scale;
+  pid_t server_pid = -1;
+  try {
+    // The program is a path, never looked up on PATH (a bare name is in the working directory).
+    server_pid =
+        util::ProcessBuilder({program.string(), "--state-dir", (dir / "state").string(), "--time-scale", scale.str()})
+            .program(program.has_parent_path() ? program.string() : (fs::path(".") / program).string())
+            .input(util::Stream::null())
+            .output(util::Stream::file(out_path, util::FileMode::truncate))
+            .error(util::Stream::file(log_path, util::FileMode::append))
+            .spawn_detached();
+  } catch (const Error& e) {
+    throw Error(std::string("cannot start the mock cloud: ") + e.what());
+  }
+  if (server_pid <= 0) {
+    throw Error("cannot start the mock cloud " + program.string());
+  }
+  // Its first line is "listening on http://127.0.0.1:PORT".
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::string url;
+  while (url.empty()) {
+    const std::string text = fs::exists(out_path, ec) ? util::read_file(out_path) : std::string();
+    if (const auto eol = text.find('\n'); eol != std::string::npos) {
+      const std::string line = text.substr(0, eol);
+      constexpr std::string_view prefix = "listening on ";
+      if (!line.starts_with(prefix)) {
+        throw Error("the mock cloud said '" + line + "'; see " + log_path.string());
+      }
+      url = line.substr(prefix.size());
+      break;
+    }
+    if (::kill(server_pid, 0) != 0 || std::chrono::steady_clock::now() > deadline) {
+      throw Error("the mock cloud did not start; see " + log_path.string());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  MockCloudServer server{url, server_pid};
+  const nlohmann::json record = {{"url", url}, {"pid", server.pid}, {"started_ms", util::now_ms()}};
+  util::write_file_atomic(server_file(), record.dump() + "\n", 0600);
+  return server;
+}
+
+} // namespace
+
+fs::path mock_cloud_directory() {
+  return util::jobman_home() / "mock";
+}
+
+fs::path mock_cloud_admin_token_path() {
+  return mock_cloud_directory() / "state" / "admin-token";
+}
+
+std::optional<MockCloudServer> running_mock_cloud() {
+  auto server = read_server_file();
+  if (server && answers(server->url)) {
+    return server;
+  }
+  return std::nullopt;
+}
+
+MockCloudServer ensure_mock_cloud(const config::Settings& settings, std::ostream& notice) {
+  if (auto server = running_mock_cloud()) {
+    return *server;
+  }
+  util::ensure_directory(mock_cloud_directory(), 0700);
+  const FileLock lock(mock_cloud_directory() / "start.lock");
+  // Another process may have started one while this one waited for the lock.
+  if (auto server = running_mock_cloud()) {
+    return *server;
+  }
+  if (auto stale = read_server_file()) {
+    // Alive but not answering: a hung server holds the state directory; end it.
+    ::kill(static_cast<pid_t>(stale->pid), SIGKILL);
+  }
+  auto server = start_server(settings);
+  notice << "jobman: no cloud project is set, so jobs run on the bundled mock cloud at " << server.url << " (time x"
+         << settings.mock_time_scale << ", state in " << mock_cloud_directory().string() << "); set 'project' in "
+         << config::settings_path() << " to use Google Cloud\n";
+  return server;
+}
+
+} // namespace jobman::core
