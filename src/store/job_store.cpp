@@ -21,7 +21,6 @@ using detail::read_job;
 using detail::select_jobs;
 using detail::throw_no_such_job;
 using sqlite::Database;
-using sqlite::Statement;
 using sqlite::Transaction;
 
 int read_user_version(Database& db) {
