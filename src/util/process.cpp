@@ -34,8 +34,7 @@ struct StreamPlan {
 struct ProcessPlan {
   ProcessPlan(const ProcessBuilder& builder, bool pipes_allowed);
 
-  std::vector<std::string> argv_text;
-  std::vector<char*> argv;
+  std::vector<char*> argv; // Pointing into the builder's arguments: a plan lives only while its builder does.
   std::vector<std::string> env_text;
   std::vector<char*> envp; // Empty: this process's environment.
   std::string program;
@@ -321,14 +320,14 @@ bool contains(const std::vector<std::string>& names, std::string_view name) {
 } // namespace
 
 detail::ProcessPlan::ProcessPlan(const ProcessBuilder& builder, bool pipes_allowed)
-    : argv_text(builder.argv_), program(builder.program_.empty() ? builder.argv_.front() : builder.program_),
+    : program(builder.program_.empty() ? builder.argv_.front() : builder.program_),
       directory(builder.directory_.string()), group(builder.group_),
       controlling_terminal(builder.controlling_terminal_), keep_open(builder.keep_open_),
       parent_death_signal(builder.parent_death_signal_), default_signals(builder.default_signals_),
       reset_signals(builder.reset_signals_), setup_failure_status(builder.setup_failure_status_) {
-  argv.reserve(argv_text.size() + 1);
-  for (auto& arg : argv_text) {
-    argv.push_back(arg.data());
+  argv.reserve(builder.argv_.size() + 1);
+  for (const auto& arg : builder.argv_) {
+    argv.push_back(const_cast<char*>(arg.c_str())); // NOLINT: exec's signature predates const.
   }
   argv.push_back(nullptr);
   search_path = program.find('/') == std::string::npos;
@@ -345,19 +344,22 @@ detail::ProcessPlan::ProcessPlan(const ProcessBuilder& builder, bool pipes_allow
         values[static_cast<std::size_t>(at - names.begin())] = value;
       }
     }
+    // This process's variables are pointed at, not copied: a thousand children started at once (one per streamed
+    // worker) would otherwise each hold a copy of the whole environment. glibc never frees a variable's text while
+    // the process runs (setenv and unsetenv leave the old one in place), so the pointers stay valid.
     if (!builder.clear_env_) {
       for (char** entry = environ; *entry != nullptr; ++entry) {
         const std::string_view text(*entry);
         const auto name = text.substr(0, text.find('='));
         if (!contains(names, name) && !contains(builder.unset_, name)) {
-          env_text.emplace_back(text);
+          envp.push_back(*entry);
         }
       }
     }
+    env_text.reserve(names.size());
     for (std::size_t i = 0; i < names.size(); ++i) {
       env_text.push_back(names[i] + "=" + values[i]);
     }
-    envp.reserve(env_text.size() + 1);
     for (auto& entry : env_text) {
       envp.push_back(entry.data());
     }

@@ -71,44 +71,75 @@ public:
 
 private:
   // ---- job_driver.cpp ----
+  // Records an event of `kind` for the job and logs it.
   void event(Driven& d, std::string_view kind, const std::string& message, const nlohmann::json& data = {});
+  // Ends the current attempt with `outcome`, unless it has ended already.
   void end_open_attempt(Driven& d, const std::string& outcome, std::optional<int> exit_code);
+  // What the job's phase asks for while the user wants it to run.
   void drive(Driven& d);
+  // The result of a failed operation: an error event, then a retry after the backoff.
   std::function<void()> failed_operation(std::int64_t id, std::string message);
 
   // ---- getting_slice.cpp ----
+  // PENDING or RECOVERING: ask again for a slice whose request was cut short, reuse a kept one, or request a new one.
   void acquire_slice(Driven& d);
+  // Records the next attempt and its queued resource's name, then requests it.
   void create_slice(Driven& d);
+  // Sends the create request for the attempt's queued resource (a 409 means an earlier request got there).
   void request_slice(Driven& d, const domain::AttemptRecord& attempt);
+  // The API accepted the request: QUEUED, or, for a job removed meanwhile, the resource deleted.
   void slice_created(std::int64_t id, const std::string& qr, const std::string& zone, int number);
+  // Deletes a queued resource whose job is gone, on the pool, for no job.
   void orphan_delete(const std::string& qr, const std::string& zone);
+  // QUEUED or PROVISIONING: follows the listings until the slice is ACTIVE, or lost.
   void await_slice(Driven& d);
+  // " (the API's error message)" for a slice that failed; empty otherwise.
   static std::string slice_error(const Driven& d);
+  // Asks for a new resource by name before a listing's silence counts as its loss.
   void confirm_absent(Driven& d, const domain::AttemptRecord& open);
+  // The slice is ACTIVE: reads the node and moves to SETUP with worker 0's address.
   void activate(Driven& d, const domain::AttemptRecord& open);
 
   // ---- on_workers.cpp ----
+  // The workload of the job's current attempt, on `slice`.
   static remote::LaunchSpec launch_spec(const Driven& d, const domain::AttemptRecord& slice);
+  // Whether the slice is still ACTIVE with its node READY, asked by name.
   static bool slice_active(const CloudAccess& access, Counters& counters, const domain::AttemptRecord& open);
+  // SETUP: sets every host up, then launches the command on its workers.
   void set_up(Driven& d);
+  // Streams the workers' output home on a thread of its own; the loop hears when it ends.
   void start_stream(Driven& d);
+  // RUNNING: watches the slice and the stream; when the stream ends, inspects the workers.
   void watch(Driven& d);
+  // Asks the workers how the workload stands, stops a decided attempt everywhere, fetches missed output.
   void inspect(Driven& d);
+  // Fetches what broken streams missed once the workload has ended, within kCatchUpLimit.
   static void catch_up(std::int64_t id, const remote::SliceTarget& target, std::vector<int> workers,
                        const remote::WorkloadId& wid, const std::filesystem::path& dir);
+  // Acts on the verdict: keep watching, recover, restart, or end the job.
   void attempt_judged(std::int64_t id, const AttemptVerdict& verdict, bool slice_gone, bool stream_failed);
+  // Begins the next attempt on the current attempt's slice and applies `c`.
   void next_attempt_on_same_slice(Driven& d, const domain::PhaseChange& c);
+  // The slice or the workload was lost: ends the attempt and spends a preemption (RECOVERING or FAILED).
   void preempted(Driven& d, const std::string& what, int exit_code);
 
   // ---- teardown.cpp ----
+  // Whether the current attempt's workload may be running and should be stopped.
   [[nodiscard]] bool workload_may_run(const Driven& d) const;
+  // Stops the workload on every worker, then runs `then` (with worker 0's exit code) on the loop's thread.
   void stop_workload(Driven& d, std::function<void(std::optional<int>)> then);
+  // The user wants the job stopped: stop the workload, keep the slice, end CANCELLED.
   void cancel(Driven& d);
+  // Ends the job CANCELLED, unless what the user wants changed meanwhile.
   void finish_cancel(Driven& d);
+  // Deletes the open slice (if any), then runs `done` once none is left.
   void release(Driven& d, const std::function<void()>& done);
+  // Sends the delete for the open slice's queued resource.
   void delete_slice(Driven& d, const domain::AttemptRecord& open);
+  // Delete or clean: stop the workload, release the slice, end DELETED; clean also removes the record and directory.
   void tear_down(Driven& d);
 
+  // The loop's store.
   [[nodiscard]] store::JobStore& store() { return host_.store(); }
 
   DriverHost& host_;
