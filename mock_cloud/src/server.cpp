@@ -217,6 +217,7 @@ void MockServer::register_routes() {
   auto bad_page = [] { return error_reply(400, "pageSize must be a non-negative whole number"); };
 
   register_catalog_routes();
+  register_node_and_operation_routes();
   http_.Post(loc + "/queuedResources", api("queuedResources.create")([this, m](const httplib::Request& req) {
                auto body = util::parse_json_bounded(req.body);
                if (body.is_discarded()) {
