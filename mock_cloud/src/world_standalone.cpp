@@ -120,7 +120,9 @@ Reply World::create_node(const std::string& project, const std::string& zone, co
     }
     for (const auto& [qr_name, qr] : queued_resources_) {
       if (qr->node_name == name && qr->state != "DELETING") {
-        return error_reply(409, "Node '" + name + "' is already requested by queued resource '" + qr_name + "'");
+        std::string message = "Node '";
+        message.append(name).append("' is already requested by queued resource '").append(qr_name).append("'");
+        return error_reply(409, message);
       }
     }
     const Tier tier = spot || preemptible ? Tier::spot : Tier::on_demand;
