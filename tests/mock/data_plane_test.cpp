@@ -309,8 +309,7 @@ TEST_F(MockDataPlaneTest, AStandaloneNodesHostsEndOnStopAndComeBackFreshOnStart)
   auto node_state = [&] { return api("GET", "/v2/" + kLoc + "/nodes/solo").body.value("state", ""); };
   ASSERT_TRUE(eventually([&] { return node_state() == "READY"; }));
   const auto marker = worker("solo", 0)["marker"].get<std::string>();
-  ASSERT_EQ(ssh("solo", "0", "echo kept > before && setsid nohup sleep 600 >/dev/null 2>&1 < /dev/null &").exit_code,
-            0);
+  ASSERT_EQ(ssh("solo", "0", "echo kept > before; setsid nohup sleep 600 >/dev/null 2>&1 < /dev/null &").exit_code, 0);
   ASSERT_TRUE(eventually([&] { return processes_marked(marker).size() == 1; }));
 
   ASSERT_EQ(api("POST", "/v2/" + kLoc + "/nodes/solo:stop", json::object()).status, 200);
