@@ -82,7 +82,10 @@ void SupervisorLoop::observe() {
         if (d->seen && !d->seen->error.empty()) {
           data["error"] = d->seen->error;
         }
-        job_store->append_event(d->job.id, "observation", name + " is " + state, data.dump());
+        std::string message = name;
+        message += " is ";
+        message += state;
+        job_store->append_event(d->job.id, "observation", message, data.dump());
       }
     }
   }
