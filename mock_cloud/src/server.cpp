@@ -217,6 +217,7 @@ void MockServer::register_routes() {
   auto bad_page = [] { return error_reply(400, "pageSize must be a non-negative whole number"); };
 
   register_catalog_routes();
+  register_node_and_operation_routes();
   http_.Post(loc + "/queuedResources", api("queuedResources.create")([this, m](const httplib::Request& req) {
                auto body = util::parse_json_bounded(req.body);
                if (body.is_discarded()) {
@@ -256,6 +257,11 @@ void MockServer::register_routes() {
                  return world_->delete_node(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
                }));
   http_.Get(loc + "/operations", api("operations.list")([this, m, bad_page](const httplib::Request& req) {
+              // The discovery document allows a filter here; the mock has none, and says so rather than ignore it.
+              if (!req.get_param_value("filter").empty()) {
+                return error_reply(400, "operations.list: the mock cloud does not support filter; list every "
+                                        "operation and select on the client");
+              }
               auto size = page_size(req);
               return size ? world_->list_operations(m(req, 1), m(req, 2), *size, req.get_param_value("pageToken"),
                                                     util::now_ms())
