@@ -5,6 +5,7 @@
 #include "jobman/util/system.hpp"
 #include "output.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace jobman::cli {
@@ -158,9 +159,11 @@ int run_show(Context& ctx, const ShowOptions& options) {
                       "  (snapshot: jobman show " + util::format_job_id(job.id) + " --config)");
   if (!attempts.empty()) {
     out << "\nAttempts\n";
-    Table table({"  #", "QUEUED RESOURCE", "ZONE", "STARTED", "ENDED", "OUTCOME", "EXIT"});
+    // A job in tpu-vm mode holds nodes without queued resources: the column names what its attempts hold.
+    const bool nodes = std::any_of(attempts.begin(), attempts.end(), [](const auto& a) { return a.node_only(); });
+    Table table({"  #", nodes ? "NODE" : "QUEUED RESOURCE", "ZONE", "STARTED", "ENDED", "OUTCOME", "EXIT"});
     for (const auto& a : attempts) {
-      table.add_row({"  " + std::to_string(a.number), printable(a.queued_resource), printable(a.zone),
+      table.add_row({"  " + std::to_string(a.number), printable(a.slice_name()), printable(a.zone),
                      util::format_local(a.started_ms), a.ended_ms ? util::format_local(*a.ended_ms) : "-",
                      // "requesting": the name is recorded, the API has not accepted the request yet.
                      !a.outcome.empty()                ? printable(a.outcome)

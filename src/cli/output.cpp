@@ -66,7 +66,7 @@ nlohmann::ordered_json job_json(const domain::JobRecord& job) {
 nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt) {
   return {
       {"number", attempt.number},
-      {"queued_resource", attempt.queued_resource},
+      {"queued_resource", text_or_null(attempt.queued_resource)}, // null for a node created directly (tpu-vm)
       {"node", attempt.node},
       {"zone", attempt.zone},
       {"started_at", util::format_utc(attempt.started_ms)},

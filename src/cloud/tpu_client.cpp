@@ -197,6 +197,32 @@ struct TpuClient::Impl {
     return out;
   }
 
+  // POSTs a create of `collection`/`id` under `where` with a request id kept across retries; fills
+  // `result.operation`, or after a 409 ALREADY_EXISTS `result.existing` with what `look_up` finds.
+  template <typename Result, typename LookUp>
+  void create(const std::string& method, const Location& where, const std::string& collection,
+              const std::string& id_parameter, const std::string& id, const json& body, Result& result,
+              LookUp look_up) {
+    const std::string parent = where.name();
+    const std::string request_id = new_request_id(); // The same for every retry of this create.
+    const Call call{method, parent + "/" + collection + "/" + id, "POST",
+                    url(parent + "/" + collection, id_parameter + "=" + url_encode(id) + "&requestId=" + request_id),
+                    body.dump()};
+    const Answer answer = execute(call, {409});
+    if (answer.status != 409) {
+      result.operation = parse_operation(answer.body);
+      return;
+    }
+    result.existing = look_up();
+    if (!result.existing) {
+      // It existed a moment ago and is gone now (deleted meanwhile): report the conflict as the server put it.
+      HttpResponse conflict;
+      conflict.status = 409;
+      conflict.body = answer.body.dump();
+      throw api_error(call, conflict);
+    }
+  }
+
   std::optional<Operation> remove(const std::string& method, const std::string& name, const std::string& query) {
     const Answer answer = execute(Call{method, name, "DELETE", url(name, query), ""}, {404});
     if (answer.status == 404) {
@@ -216,27 +242,15 @@ const std::string& TpuClient::endpoint() const {
 }
 
 CreateResult TpuClient::create_queued_resource(const Location& where, const std::string& id, const json& body) {
-  const std::string parent = where.name();
-  const std::string name = parent + "/queuedResources/" + id;
-  const std::string request_id = new_request_id(); // The same for every retry of this create.
-  const Call call{
-      "queuedResources.create", name, "POST",
-      impl_->url(parent + "/queuedResources", "queuedResourceId=" + url_encode(id) + "&requestId=" + request_id),
-      body.dump()};
-  const Answer answer = impl_->execute(call, {409});
   CreateResult result;
-  if (answer.status != 409) {
-    result.operation = parse_operation(answer.body);
-    return result;
-  }
-  result.existing = get_queued_resource(where, id);
-  if (!result.existing) {
-    // It existed a moment ago and is gone now (deleted meanwhile): report the conflict as the server put it.
-    HttpResponse conflict;
-    conflict.status = 409;
-    conflict.body = answer.body.dump();
-    throw api_error(call, conflict);
-  }
+  impl_->create("queuedResources.create", where, "queuedResources", "queuedResourceId", id, body, result,
+                [&] { return get_queued_resource(where, id); });
+  return result;
+}
+
+NodeCreateResult TpuClient::create_node(const Location& where, const std::string& id, const json& body) {
+  NodeCreateResult result;
+  impl_->create("nodes.create", where, "nodes", "nodeId", id, body, result, [&] { return get_node(where, id); });
   return result;
 }
 

@@ -120,8 +120,9 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
   const std::string parent = "projects/" + project + "/locations/" + tpu.zone;
   const std::string id = resource_id(tpu.name, job_id, attempt);
   if (tpu.allocation_mode == config::AllocationMode::tpu_vm) {
+    // A node asks for its own pricing: spot or preemptible in schedulingConfig, on-demand by naming neither.
     if (tpu.pricing == config::Pricing::spot) {
-      node["schedulingConfig"] = {{"spot", true}};
+      node["schedulingConfig"]["spot"] = true;
     }
     return node;
   }

@@ -26,6 +26,45 @@ SliceVerdict judge_slice(const std::optional<cloud::QueuedResource>& resource) {
   return SliceVerdict::lost;
 }
 
+SliceVerdict judge_node(const std::optional<cloud::Node>& node) {
+  using cloud::NodeState;
+  if (!node) {
+    return SliceVerdict::lost;
+  }
+  switch (node->state) {
+  case NodeState::state_unspecified:
+  case NodeState::creating:
+  case NodeState::restarting:
+  case NodeState::reimaging:
+  case NodeState::repairing:
+  case NodeState::starting: return SliceVerdict::provisioning;
+  case NodeState::ready: return SliceVerdict::active;
+  case NodeState::deleting: return SliceVerdict::deleting;
+  case NodeState::stopping:
+  case NodeState::stopped:
+  case NodeState::preempted:
+  case NodeState::terminated:
+  case NodeState::hiding:
+  case NodeState::hidden:
+  case NodeState::unhiding:
+  case NodeState::unknown: return SliceVerdict::lost;
+  }
+  return SliceVerdict::lost;
+}
+
+SliceView view_slice(const cloud::QueuedResource& resource) {
+  return {judge_slice(resource), cloud::to_string(resource.state),
+          resource.failed_error ? resource.failed_error->message : std::string()};
+}
+
+SliceView view_slice(const cloud::Node& node) {
+  return {judge_node(node), cloud::to_string(node.state), {}};
+}
+
+SliceVerdict verdict_of(const std::optional<SliceView>& view) {
+  return view ? view->verdict : SliceVerdict::lost;
+}
+
 std::optional<Phase> waiting_phase(SliceVerdict verdict) {
   switch (verdict) {
   case SliceVerdict::waiting: return Phase::queued;

@@ -22,7 +22,8 @@ domain::AttemptRecord live_attempt(const store::JobStore& store, const domain::J
     throw Error(prefix + "it has not started yet (" + phase + ")");
   }
   if (current != attempts.end() && current->create_pending && !current->ended_ms) {
-    throw Error(prefix + "attempt " + std::to_string(job.attempt) + "'s queued resource " + current->queued_resource +
+    throw Error(prefix + "attempt " + std::to_string(job.attempt) +
+                (current->node_only() ? "'s node " : "'s queued resource ") + current->slice_name() +
                 " is still being requested (" + phase + ")");
   }
   if (current == attempts.end() || current->node.empty()) {

@@ -61,11 +61,15 @@ AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const Placement& wher
     insert->bind(9, create_pending ? 1 : 0);
     insert->run();
   }
-  nlohmann::json data = {{"attempt", number}, {"queued_resource", queued_resource}, {"node", node}, {"zone", zone}};
-  std::string message = "attempt " + std::to_string(number) + " started: " + queued_resource + " in " + zone;
+  nlohmann::json data = {{"attempt", number}, {"node", node}, {"zone", zone}};
+  if (!queued_resource.empty()) {
+    data["queued_resource"] = queued_resource;
+  }
+  const std::string& slice = queued_resource.empty() ? node : queued_resource;
+  std::string message = "attempt " + std::to_string(number) + " started: " + slice + " in " + zone;
   if (create_pending) {
     data["create_pending"] = true;
-    message = "attempt " + std::to_string(number) + " started: requesting " + queued_resource + " in " + zone;
+    message = "attempt " + std::to_string(number) + " started: requesting " + slice + " in " + zone;
   }
   impl_->insert_event(job_id, now, "attempt", std::nullopt, std::nullopt, message, data.dump());
   transaction.commit();
@@ -149,23 +153,28 @@ std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
   return attempts;
 }
 
-void JobStore::mark_released(std::int64_t job_id, const std::string& queued_resource, const std::string& how) {
+void JobStore::mark_released(std::int64_t job_id, const std::string& slice, const std::string& how) {
   const std::int64_t now = util::now_ms();
   Transaction transaction(impl_->db);
-  {
-    auto update = impl_->statements.get("UPDATE attempts SET released_ms = ?3 "
-                                        "WHERE job_id = ?1 AND queued_resource = ?2 AND released_ms IS NULL");
+  // A queued resource by its name, or a node created without one (tpu-vm mode) by the node's.
+  const char* key = "queued_resource";
+  for (const char* where : {"queued_resource = ?2", "queued_resource = '' AND node = ?2"}) {
+    auto update = impl_->statements.get(std::string("UPDATE attempts SET released_ms = ?3 WHERE job_id = ?1 AND ") +
+                                        where + " AND released_ms IS NULL");
     update->bind(1, job_id);
-    update->bind(2, queued_resource);
+    update->bind(2, slice);
     update->bind(3, now);
     update->run();
+    if (impl_->db.changes() > 0) {
+      break;
+    }
+    key = "node";
   }
   if (impl_->db.changes() == 0) {
     return; // Already recorded (or never ours): nothing to say twice.
   }
-  const nlohmann::json data = {{"queued_resource", queued_resource}};
-  impl_->insert_event(job_id, now, "action", std::nullopt, std::nullopt, queued_resource + " released: " + how,
-                      data.dump());
+  const nlohmann::json data = {{key, slice}};
+  impl_->insert_event(job_id, now, "action", std::nullopt, std::nullopt, slice + " released: " + how, data.dump());
   transaction.commit();
 }
 

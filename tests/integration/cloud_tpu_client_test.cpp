@@ -82,6 +82,44 @@ protected:
   }
 };
 
+// tpu-vm mode: nodes.create with core's body; the operation ends with the READY node, a second create finds it, and
+// a create without free chips ends with RESOURCE_EXHAUSTED and leaves no node.
+TEST_F(CloudTpuClientTest, ACreatedNodeBecomesReadyAndACreateWithoutCapacityFailsWithCodeEight) {
+  auto tpu = client();
+  const auto configs = config::parse_job_configs("job:\n  name: vm\ntpu:\n  accelerator: v4-32\n  zone: " + kZone +
+                                                     "\n  pricing: spot\n  allocation_mode: tpu-vm\n"
+                                                     "command:\n  cmd: run\n",
+                                                 "cloud-test.yaml");
+  ASSERT_EQ(configs.size(), 1U);
+  const json body = core::create_request_body(configs.front(), "p", 3, "tester", 1);
+  const std::string id = core::resource_id("vm", 3, 1);
+  const auto created = tpu->create_node(kWhere, id, body);
+  ASSERT_TRUE(created.operation);
+  const auto done = tpu->wait_operation(created.operation->name, milliseconds(20'000));
+  ASSERT_FALSE(done.error) << done.error->message;
+  EXPECT_EQ(parse_node(done.response).state, NodeState::ready);
+  const auto node = tpu->get_node(kWhere, id);
+  ASSERT_TRUE(node);
+  EXPECT_EQ(node->raw["schedulingConfig"]["spot"], true);
+  EXPECT_FALSE(node->raw.contains("queuedResource"));
+  const auto again = tpu->create_node(kWhere, id, body);
+  ASSERT_TRUE(again.existing) << "a 409 returns the node";
+  EXPECT_EQ(again.existing->name, node->name);
+
+  // 64 spot chips: a second v4-32 (16 chips) fits, a v4-128 (64) does not.
+  ASSERT_FALSE(tpu->wait_operation(tpu->create_node(kWhere, "vm-b", body).operation->name, milliseconds(20'000)).error);
+  json larger = body;
+  larger["acceleratorType"] = "v4-128";
+  const auto refused =
+      tpu->wait_operation(tpu->create_node(kWhere, "vm-c", larger).operation->name, milliseconds(20'000));
+  ASSERT_TRUE(refused.error);
+  EXPECT_EQ(refused.error->code, 8);
+  EXPECT_FALSE(tpu->get_node(kWhere, "vm-c")) << "no node remains";
+  for (const auto& name : {id, std::string("vm-b")}) {
+    ASSERT_TRUE(tpu->delete_node(kWhere, name));
+  }
+}
+
 TEST_F(CloudTpuClientTest, CreatedQueuedResourceBecomesActiveAndIsGoneAfterDelete) {
   auto tpu = client();
   const json body = request_body("life", "v4-32", 7);

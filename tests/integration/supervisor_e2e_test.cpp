@@ -754,5 +754,188 @@ TEST_F(SupervisorTest, ADaemonSurvivesJobsCleanedWhileItAdoptsThem) {
   EXPECT_LE(metrics().value("queuedResourcesCreated", 0), 21);
 }
 
+// ---- tpu.allocation_mode: tpu-vm: the node is created directly with nodes.create, without a queued resource ----
+
+class TpuVmSupervisorTest : public SupervisorTest {
+protected:
+  // A config for a job in tpu-vm mode on `accelerator` with `pricing`, running `command`.
+  std::string tpu_vm_config(const std::string& command, const std::string& pricing = "spot",
+                            const std::string& accelerator = "v4-8") {
+    return config(command, pricing + "\n  allocation_mode: tpu-vm", accelerator);
+  }
+
+  // How many requests of `method` the mock answered with `status`.
+  int requests(const std::string& method, const std::string& status = "200") {
+    const auto m = metrics();
+    return m.contains("requests") && m["requests"].contains(method) ? m["requests"][method].value(status, 0) : 0;
+  }
+
+  // The node as the API shows it (null when it is gone).
+  json node(const std::string& name) {
+    const auto got =
+        http_call(*client, "GET", "/v2/projects/jobman-mock/locations/" + std::string(kZone) + "/nodes/" + name,
+                  nullptr, {{"Authorization", "Bearer test-token"}});
+    return got.status == 200 ? got.body : json();
+  }
+
+  bool any_event(std::int64_t id, const std::function<bool(const domain::EventRecord&)>& match) {
+    for (const auto& e : db().events(id)) {
+      if (match(e)) {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+TEST_F(TpuVmSupervisorTest, ASpotJobRunsToSuccessOnANodeCreatedDirectly) {
+  start_daemon();
+  const auto id = create(tpu_vm_config(training(200, 2)));
+  ASSERT_TRUE(await_phase(id, Phase::running)) << job(id).phase_reason;
+  const auto name = node_of(id);
+  const auto running = node(name);
+  ASSERT_TRUE(running.is_object()) << "the node exists while the job runs";
+  EXPECT_EQ(running["schedulingConfig"]["spot"], true) << running.dump();
+  EXPECT_EQ(running["labels"]["jobman-job-id"], "000001");
+
+  const auto done = wait_for(id, 0, 120);
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(done.exit_code, 0);
+  EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(200)});
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 1U);
+  EXPECT_TRUE(attempts[0].queued_resource.empty()) << "no queued resource in tpu-vm mode";
+  EXPECT_EQ(attempts[0].node, "e2e-000001-a1");
+  EXPECT_EQ(requests("nodes.create"), 1);
+  EXPECT_EQ(requests("queuedResources.create"), 0);
+  EXPECT_EQ(requests("queuedResources.list"), 0) << "tpu-vm jobs are observed by listing nodes";
+  EXPECT_GT(requests("nodes.list"), 0);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+  EXPECT_TRUE(eventually([&] { return db().attempts(id).back().released_ms.has_value(); }, kPatience));
+
+  std::vector<Phase> phases;
+  for (const auto& e : db().events(id)) {
+    if (e.kind == "phase") {
+      phases.push_back(*e.to);
+    }
+  }
+  EXPECT_EQ(phases, (std::vector<Phase>{Phase::provisioning, Phase::setup, Phase::running, Phase::succeeded}));
+
+  // show and show --json name the node, and no queued resource.
+  const auto shown = jm({"show", std::to_string(id)});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("NODE"), std::string::npos) << shown.out;
+  EXPECT_EQ(shown.out.find("QUEUED RESOURCE"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("e2e-000001-a1"), std::string::npos) << shown.out;
+  const auto shown_json = json::parse(jm({"show", std::to_string(id), "--json"}).out);
+  EXPECT_TRUE(shown_json["attempts"][0]["queued_resource"].is_null()) << shown_json["attempts"].dump();
+  EXPECT_EQ(shown_json["attempts"][0]["node"], "e2e-000001-a1");
+}
+
+TEST_F(TpuVmSupervisorTest, APreemptedNodeIsReplacedAndTheRunResumesFromItsCheckpoint) {
+  start_daemon();
+  const auto id = create(tpu_vm_config(training(400, 10)));
+  ASSERT_TRUE(await_phase(id, Phase::running)) << job(id).phase_reason;
+  ASSERT_TRUE(await_log(id, 1, "step=100 "));
+  const auto first = node_of(id);
+  ASSERT_TRUE(preempt(first));
+
+  const auto done = wait_for(id, 0, 180);
+  EXPECT_EQ(done.attempt, 2);
+  EXPECT_EQ(done.preemptions, 1);
+  EXPECT_EQ(done.failures, 0);
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].outcome, "preempted");
+  EXPECT_EQ(attempts[1].outcome, "succeeded");
+  EXPECT_NE(attempts[1].node, attempts[0].node) << "a new node for the new attempt";
+  EXPECT_TRUE(attempts[0].released_ms.has_value()) << "the preempted node was deleted";
+  EXPECT_TRUE(any_event(id, [&](const auto& e) { return e.message == first + " is PREEMPTED"; }));
+  EXPECT_NE(file_text(worker_log(id, 2, 0)).find("resumed from step="), std::string::npos);
+  EXPECT_EQ(checksums(id, 2, 1), std::vector<std::string>{uninterrupted_checksum(400)});
+  EXPECT_EQ(requests("nodes.create"), 2);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(TpuVmSupervisorTest, CancelKeepsTheNodeResumeReusesItAndDeleteAndCleanReleaseIt) {
+  start_daemon();
+  const auto id = create(tpu_vm_config(training(100000, 10)));
+  ASSERT_TRUE(await_phase(id, Phase::running)) << job(id).phase_reason;
+  ASSERT_TRUE(await_log(id, 1, "step=30 "));
+  const auto name = node_of(id);
+
+  auto r = jm({"cancel", std::to_string(id)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(job(id).phase, Phase::cancelled);
+  EXPECT_EQ(job(id).phase_reason, "cancelled by the user; slice " + name + " kept");
+  EXPECT_EQ(metrics()["processes_running"], 0) << "the workload is stopped on every worker";
+  EXPECT_EQ(node(name).value("state", ""), "READY") << "the node is kept";
+
+  r = jm({"resume", std::to_string(id)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(eventually([&] { return job(id).attempt == 2 && job(id).phase == Phase::running; }, kPatience));
+  EXPECT_EQ(db().attempts(id)[1].node, name) << "resumed on the kept node";
+  ASSERT_TRUE(await_log(id, 2, "resumed from step="));
+  // ssh reaches the node of the current attempt, as for a queued resource's.
+  const auto ssh = jm({"ssh", std::to_string(id), "--", "echo", "on-the-node"});
+  EXPECT_EQ(ssh.exit_code, 0) << ssh.err;
+  EXPECT_NE(ssh.out.find("on-the-node"), std::string::npos) << ssh.out;
+
+  r = jm({"delete", std::to_string(id)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(job(id).phase, Phase::deleted);
+  EXPECT_TRUE(node(name).is_null()) << "delete returns once the node is gone";
+  EXPECT_TRUE(mock_is_empty()) << metrics().dump();
+  EXPECT_EQ(requests("nodes.delete"), 1);
+
+  r = jm({"clean", std::to_string(id)});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(db().find_job(id).has_value());
+  EXPECT_EQ(requests("nodes.create"), 1);
+}
+
+TEST_F(TpuVmSupervisorTest, PreemptibleAndOnDemandNodesCarryTheirPricingAndSucceed) {
+  start_daemon();
+  const auto preemptible = create(tpu_vm_config(training(1000, 10), "preemptible"));
+  const auto ondemand = create(tpu_vm_config(training(100, 2), "ondemand"));
+  ASSERT_TRUE(await_phase(preemptible, Phase::running)) << job(preemptible).phase_reason;
+  ASSERT_TRUE(await_phase(ondemand, Phase::running)) << job(ondemand).phase_reason;
+  const auto preemptible_node = node(node_of(preemptible));
+  EXPECT_EQ(preemptible_node["schedulingConfig"].value("preemptible", false), true) << preemptible_node.dump();
+  EXPECT_FALSE(preemptible_node["schedulingConfig"].value("spot", false));
+  const auto ondemand_node = node(node_of(ondemand));
+  EXPECT_FALSE(ondemand_node.contains("schedulingConfig") &&
+               (ondemand_node["schedulingConfig"].value("spot", false) ||
+                ondemand_node["schedulingConfig"].value("preemptible", false)))
+      << ondemand_node.dump();
+  ASSERT_TRUE(jm({"cancel", std::to_string(preemptible), "--no-wait"}).exit_code == 0);
+  EXPECT_EQ(wait_for(ondemand).attempt, 1);
+  EXPECT_EQ(checksums(ondemand, 1, 1), std::vector<std::string>{uninterrupted_checksum(100)});
+  ASSERT_TRUE(await_phase(preemptible, Phase::cancelled));
+  EXPECT_EQ(jm({"delete", std::to_string(preemptible)}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(TpuVmSupervisorTest, ACreateWithoutCapacityIsAskedAgainUntilCapacityIsAdded) {
+  const auto capacity = [&](int chips) {
+    return http_call(*client, "PUT", "/mock/v1/capacity",
+                     {{"zone", kZone}, {"generation", "v4"}, {"tier", "spot"}, {"chips", chips}}, mock->admin_headers())
+        .status;
+  };
+  ASSERT_EQ(capacity(0), 200);
+  start_daemon();
+  const auto id = create(tpu_vm_config(training(100, 2)));
+  ASSERT_TRUE(eventually([&] { return job(id).phase == Phase::queued; }, kPatience)) << job(id).phase_reason;
+  EXPECT_NE(job(id).phase_reason.find("waiting for capacity"), std::string::npos) << job(id).phase_reason;
+  ASSERT_TRUE(eventually([&] { return requests("nodes.create") >= 2; }, kPatience)) << "asked again";
+  EXPECT_EQ(job(id).attempt, 1) << "waiting for capacity starts no new attempt";
+  ASSERT_EQ(capacity(64), 200);
+  const auto done = wait_for(id, 0, 120);
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(done.preemptions, 0) << "no budget spent on waiting";
+  EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(100)});
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
 } // namespace
 } // namespace jobman::test

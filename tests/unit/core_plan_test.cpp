@@ -74,6 +74,38 @@ TEST(PlanRequestBody, InternalIpsAndReservedReachTheNode) {
   EXPECT_EQ(node["schedulingConfig"]["reserved"], true);
 }
 
+// tpu-vm mode: the body of nodes.create is the Node itself; its pricing is schedulingConfig.spot or .preemptible, and
+// on-demand names neither (the discovery document's SchedulingConfig).
+TEST(PlanRequestBody, TpuVmModeSendsTheNodeWithItsPricingInSchedulingConfig) {
+  const std::string mode = "  allocation_mode: tpu-vm\n";
+  const auto spot =
+      create_request_body(load(kBase + mode + "  pricing: spot\ncommand:\n  cmd: run\n"), "p", 7, "al", 2);
+  EXPECT_FALSE(spot.contains("tpu")) << "no queued resource around it";
+  EXPECT_EQ(spot["acceleratorType"], "v4-32");
+  EXPECT_EQ(spot["labels"]["jobman-attempt"], "2");
+  EXPECT_EQ(spot["schedulingConfig"], nlohmann::json({{"spot", true}}));
+
+  const auto preemptible =
+      create_request_body(load(kBase + mode + "  pricing: preemptible\ncommand:\n  cmd: run\n"), "p", 7, "al", 1);
+  EXPECT_EQ(preemptible["schedulingConfig"], nlohmann::json({{"preemptible", true}}));
+
+  const auto ondemand =
+      create_request_body(load(kBase + mode + "  pricing: ondemand\ncommand:\n  cmd: run\n"), "p", 7, "al", 1);
+  EXPECT_FALSE(ondemand.contains("schedulingConfig"));
+  EXPECT_FALSE(ondemand.contains("spot"));
+  EXPECT_FALSE(ondemand.contains("guaranteed"));
+
+  const auto reserved_spot = create_request_body(
+      load(kBase + mode + "  pricing: spot\n  reserved: true\ncommand:\n  cmd: run\n"), "p", 7, "al", 1);
+  EXPECT_EQ(reserved_spot["schedulingConfig"], nlohmann::json({{"reserved", true}, {"spot", true}}))
+      << "spot does not replace reserved";
+}
+
+TEST(PlanJson, TpuVmModeCreatesTheNodeByItsId) {
+  const auto plan = plan_json(load(kBase + "  allocation_mode: tpu-vm\ncommand:\n  cmd: run\n"), "proj", "alice");
+  EXPECT_EQ(plan["api"]["url"], "projects/proj/locations/us-central2-b/nodes?nodeId=plan-000000-a1");
+}
+
 TEST(PlanSetupSteps, RunInOrderOnEveryHostAndTheCommandOnTheSelectedOnes) {
   const auto config = load(kBase + "  pricing: spot\n"
                                    "gcsfuse:\n  bucket_name: b\n  mount_path: /mnt/b\n"

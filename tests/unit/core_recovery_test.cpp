@@ -50,6 +50,41 @@ TEST(CoreRecovery, QueuedResourceStatesMapToWhatTheJobDoes) {
   EXPECT_EQ(waiting_phase(SliceVerdict::active), std::nullopt);
 }
 
+std::optional<cloud::Node> node(cloud::NodeState state) {
+  cloud::Node n;
+  n.state = state;
+  return n;
+}
+
+// tpu-vm mode: a node PREEMPTED, TERMINATED or gone is a preemption, as a suspended queued resource is.
+TEST(CoreRecovery, NodeStatesMapToWhatTheJobDoes) {
+  using cloud::NodeState;
+  EXPECT_EQ(judge_node(node(NodeState::creating)), SliceVerdict::provisioning);
+  EXPECT_EQ(judge_node(node(NodeState::ready)), SliceVerdict::active);
+  EXPECT_EQ(judge_node(node(NodeState::preempted)), SliceVerdict::lost);
+  EXPECT_EQ(judge_node(node(NodeState::terminated)), SliceVerdict::lost);
+  EXPECT_EQ(judge_node(node(NodeState::stopped)), SliceVerdict::lost) << "its workload is gone";
+  EXPECT_EQ(judge_node(node(NodeState::deleting)), SliceVerdict::deleting);
+  EXPECT_EQ(judge_node(node(NodeState::repairing)), SliceVerdict::provisioning) << "not usable now";
+  EXPECT_EQ(judge_node(std::nullopt), SliceVerdict::lost) << "a node that is gone is a preemption";
+}
+
+TEST(CoreRecovery, SliceViewsCarryTheVerdictTheStateAndTheError) {
+  cloud::QueuedResource qr;
+  qr.state = cloud::QueuedResourceState::failed;
+  qr.failed_error = cloud::RpcStatus{8, "no capacity"};
+  const auto failed = view_slice(qr);
+  EXPECT_EQ(failed.verdict, SliceVerdict::lost);
+  EXPECT_EQ(failed.state, "FAILED");
+  EXPECT_EQ(failed.error, "no capacity");
+  const auto preempted = view_slice(*node(cloud::NodeState::preempted));
+  EXPECT_EQ(preempted.verdict, SliceVerdict::lost);
+  EXPECT_EQ(preempted.state, "PREEMPTED");
+  EXPECT_EQ(verdict_of(std::optional<SliceView>(preempted)), SliceVerdict::lost);
+  EXPECT_EQ(verdict_of(std::optional<SliceView>(view_slice(*node(cloud::NodeState::ready)))), SliceVerdict::active);
+  EXPECT_EQ(verdict_of(std::nullopt), SliceVerdict::lost);
+}
+
 TEST(CoreRecovery, WorkerZeroExitingZeroIsSuccess) {
   const auto recovery = job_config("").recovery;
   const auto v = judge_workers({status(0, WorkloadState::exited, 0), status(1, WorkloadState::running)}, recovery);

@@ -541,6 +541,31 @@ TEST(JobStoreSupervisor, JobsToDriveAreUnfinishedOnesPendingCleanupsAndTeardownR
   EXPECT_EQ(store.jobs_to_drive(true).front().config_yaml, "name: j\n");
 }
 
+// tpu-vm mode: an attempt holds a node without a queued resource; releasing it goes by the node's name.
+TEST(JobStoreSupervisor, ANodeWithoutAQueuedResourceIsReleasedByItsName) {
+  auto store = JobStore::open_in_memory();
+  const auto id = store.create_jobs({make_job("j")}).front();
+  store.begin_attempt(id, domain::Placement{"", "node-a1", "us-central2-b", {}, 0}, true);
+  store.end_attempt(id, 1, "preempted", std::nullopt);
+  store.begin_attempt(id, domain::Placement{"", "node-a2", "us-central2-b", {}, 0}, true);
+  store.mark_released(id, "node-a1", "deleted");
+  const auto attempts = store.attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_TRUE(attempts[0].node_only());
+  EXPECT_EQ(attempts[0].slice_name(), "node-a1");
+  EXPECT_TRUE(attempts[0].released_ms.has_value());
+  EXPECT_FALSE(attempts[1].released_ms.has_value()) << "only the node named";
+  bool said = false;
+  for (const auto& e : store.events(id)) {
+    if (e.message == "node-a1 released: deleted") {
+      said = true;
+      EXPECT_EQ(nlohmann::json::parse(e.data_json), nlohmann::json({{"node", "node-a1"}}));
+    }
+    EXPECT_EQ(e.message.find(" started: requesting  in"), std::string::npos) << "no empty queued-resource name";
+  }
+  EXPECT_TRUE(said);
+}
+
 TEST(JobStoreSupervisor, ReleasingASliceMarksEveryAttemptThatUsedItOnce) {
   auto store = JobStore::open_in_memory();
   const auto id = store.create_jobs({make_job("j")}).front();

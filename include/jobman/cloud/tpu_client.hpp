@@ -165,6 +165,12 @@ struct CreateResult {
   std::optional<QueuedResource> existing; // The resource found after a 409 ALREADY_EXISTS.
 };
 
+// What nodes.create led to.
+struct NodeCreateResult {
+  std::optional<Operation> operation; // The create's operation; empty when the node already existed.
+  std::optional<Node> existing;       // The node found after a 409 ALREADY_EXISTS.
+};
+
 // A client of one TPU API endpoint. Thread-safe.
 class TpuClient {
 public:
@@ -183,6 +189,8 @@ public:
   // queuedResources.delete with a request id kept across retries; nullopt when it was already gone.
   std::optional<Operation> delete_queued_resource(const Location& where, const std::string& id, DeleteMode mode);
 
+  // nodes.create (tpu-vm mode) with a request id kept across retries; a 409 returns the existing node.
+  NodeCreateResult create_node(const Location& where, const std::string& id, const nlohmann::json& body);
   // nodes.get; nullopt when it does not exist.
   std::optional<Node> get_node(const Location& where, const std::string& id);
   // nodes.list, every page.

@@ -25,6 +25,25 @@ enum class SliceVerdict {
 // The verdict for a queued resource's state; nullopt (the resource is gone) is `lost`.
 SliceVerdict judge_slice(const std::optional<cloud::QueuedResource>& resource);
 
+// The verdict for a node created directly (tpu-vm mode); nullopt (the node is gone) is `lost`. CREATING is
+// `provisioning`; READY `active`; PREEMPTED, TERMINATED, STOPPING, STOPPED, UNKNOWN and the hidden states are `lost`
+// (its workload is gone or the node is unusable for good); DELETING is `deleting`; a node repairing, restarting,
+// reimaging or starting is `provisioning`: not usable now, which a running job counts as a loss.
+SliceVerdict judge_node(const std::optional<cloud::Node>& node);
+
+// An attempt's slice as the cloud last showed it, whichever resource holds it.
+struct SliceView {
+  SliceVerdict verdict = SliceVerdict::lost;
+  std::string state; // The resource's state as the API names it: "ACTIVE", "READY", "PREEMPTED", ...
+  std::string error; // Why a queued resource failed (state.failedData.error); empty otherwise.
+};
+
+// The view of a queued resource, or of a node (tpu-vm mode).
+SliceView view_slice(const cloud::QueuedResource& resource);
+SliceView view_slice(const cloud::Node& node);
+// The verdict of a view; nullopt (the slice is gone) is `lost`.
+SliceVerdict verdict_of(const std::optional<SliceView>& view);
+
 // The phase a job waiting for its slice is in for a verdict: QUEUED or PROVISIONING (nullopt for the others).
 std::optional<domain::Phase> waiting_phase(SliceVerdict verdict);
 

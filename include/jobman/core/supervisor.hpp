@@ -31,7 +31,7 @@ struct SupervisorOptions {
 // What a supervisor has done so far.
 struct SupervisorStats {
   std::uint64_t ticks = 0;       // Observation rounds.
-  std::uint64_t list_calls = 0;  // queuedResources.list calls (one per zone in use per tick).
+  std::uint64_t list_calls = 0;  // queuedResources.list and nodes.list calls (one per zone in use per tick).
   std::uint64_t get_calls = 0;   // Per-job GETs (around transitions).
   std::uint64_t mutations = 0;   // Creates and deletes.
   std::uint64_t transitions = 0; // Phase changes it made.

@@ -95,9 +95,13 @@ struct AttemptRecord {
   std::optional<std::int64_t> ended_ms;
   std::string outcome; // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled".
   std::optional<int> exit_code;
-  std::optional<std::int64_t> released_ms; // When its queued resource and node were confirmed gone.
-  bool create_pending = false;             // Its queued resource is being asked for; the API has not accepted it yet.
+  std::optional<std::int64_t> released_ms; // When its queued resource and node (or its node) were confirmed gone.
+  bool create_pending = false; // Its queued resource (or node) is being asked for; the API has not accepted it yet.
 
+  // The resource that holds the slice: its queued resource, or its node when it has none (tpu-vm mode).
+  [[nodiscard]] const std::string& slice_name() const { return queued_resource.empty() ? node : queued_resource; }
+  // Whether the slice is a node created directly (tpu-vm mode), without a queued resource.
+  [[nodiscard]] bool node_only() const { return queued_resource.empty() && !node.empty(); }
   // Where it runs, for the next attempt on the same slice.
   [[nodiscard]] Placement placement() const { return {queued_resource, node, zone, accelerator, hosts}; }
 };

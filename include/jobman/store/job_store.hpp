@@ -82,9 +82,10 @@ public:
   void end_attempt(std::int64_t job_id, int number, const std::string& outcome, std::optional<int> exit_code);
   // The job's attempts, oldest first.
   [[nodiscard]] std::vector<domain::AttemptRecord> attempts(std::int64_t job_id) const;
-  // Records that `queued_resource` (and its node) are gone, on every attempt that used it, with an event saying
-  // `how`. Repeating it changes nothing.
-  void mark_released(std::int64_t job_id, const std::string& queued_resource, const std::string& how);
+  // Records that `slice` (a queued resource and its node, or a node without one in tpu-vm mode; see
+  // AttemptRecord::slice_name) is gone, on every attempt that used it, with an event saying `how`. Repeating it changes
+  // nothing.
+  void mark_released(std::int64_t job_id, const std::string& slice, const std::string& how);
   // Sets or clears JobRecord::cleanup_pending.
   void set_cleanup_pending(std::int64_t job_id, bool pending);
 

@@ -4,6 +4,7 @@
 
 #include "jobman/cloud/tpu_client.hpp"
 #include "jobman/config/job_config.hpp"
+#include "jobman/core/recovery.hpp"
 #include "jobman/remote/workload.hpp"
 #include "jobman/store/job_store.hpp"
 
@@ -36,19 +37,23 @@ struct Driven {
   bool lost = false;            // The lease was lost while busy: drop it when the operation returns.
   std::int64_t retry_at_ms = 0; // Backoff after a failed operation.
   int retry_step = 0;
-  // The open slice as the last zone listing saw it.
+  // The open slice (its queued resource, or its node in tpu-vm mode) as the last zone listing saw it.
   bool seen_valid = false;
-  std::optional<cloud::QueuedResource> seen;
+  std::optional<SliceView> seen;
   bool seen_once = false; // The open slice has appeared in a listing at least once.
   std::string seen_state; // Its state at the last event, to record changes only.
   std::int64_t delete_sent_ms = 0;
+  // tpu-vm mode: the operation of the node's create, until it is known to have succeeded (it may fail for capacity).
+  std::string create_operation;
+  bool create_again = false; // tpu-vm mode: the create failed for capacity; ask again once the backoff passes.
   std::shared_ptr<Stream> stream;
   int unreachable = 0;
 
-  // The attempt that holds a queued resource not yet released, if any (the newest).
+  // The attempt that holds a slice (a queued resource, or a node in tpu-vm mode) not yet released, if any (the
+  // newest).
   [[nodiscard]] const domain::AttemptRecord* open_slice() const {
     for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
-      if (!it->released_ms && !it->queued_resource.empty()) {
+      if (!it->released_ms && !it->slice_name().empty()) {
         return &*it;
       }
     }
@@ -66,7 +71,7 @@ struct Driven {
 // What a supervisor has done, counted from the loop, the pool's threads and the streams alike.
 struct Counters {
   std::atomic<std::uint64_t> ticks{0};       // Observation rounds.
-  std::atomic<std::uint64_t> list_calls{0};  // queuedResources.list calls.
+  std::atomic<std::uint64_t> list_calls{0};  // queuedResources.list and nodes.list calls.
   std::atomic<std::uint64_t> get_calls{0};   // Per-job GETs.
   std::atomic<std::uint64_t> mutations{0};   // Creates and deletes.
   std::atomic<std::uint64_t> transitions{0}; // Phase changes.

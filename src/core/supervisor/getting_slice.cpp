@@ -4,6 +4,7 @@
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/plan.hpp"
 #include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -23,10 +24,10 @@ void JobDriver::acquire_slice(Driven& d) {
     if (!d.seen_valid) {
       return; // The next listing tells what it is.
     }
-    const auto verdict = judge_slice(d.seen);
+    const auto verdict = verdict_of(d.seen);
     if (d.job.phase == Phase::pending && verdict != SliceVerdict::lost && verdict != SliceVerdict::deleting) {
       // Resumed with a slice kept: the next attempt runs on it.
-      const std::string qr = open->queued_resource;
+      const std::string qr = open->slice_name();
       store().begin_attempt(d.job.id, open->placement());
       reload(d);
       move(d, std::nullopt, change(Phase::queued, "resumed on the kept slice " + qr));
@@ -38,90 +39,106 @@ void JobDriver::acquire_slice(Driven& d) {
   create_slice(d);
 }
 
-// Records the next attempt and the name of its queued resource, then asks for it. The name is in the store before
-// the request leaves: a supervisor killed in between leaves a name that the next one asks for again (or deletes,
-// if the user cancelled meanwhile), never a slice the store does not know of.
+// Records the next attempt and the name of its slice, then asks for it. The name is in the store before the request
+// leaves: a supervisor killed in between leaves a name that the next one asks for again (or deletes, if the user
+// cancelled meanwhile), never a slice the store does not know of. A queued resource names its node after itself; in
+// tpu-vm mode the node is all there is.
 void JobDriver::create_slice(Driven& d) {
-  const std::string qr = resource_id(d.job.tpu_name, d.job.id, d.job.attempt + 1);
-  store().begin_attempt(d.job.id, domain::Placement{qr, qr, d.job.zone, d.job.accelerator, d.job.hosts}, true);
+  const std::string name = resource_id(d.job.tpu_name, d.job.id, d.job.attempt + 1);
+  const bool direct = d.config->tpu.allocation_mode == config::AllocationMode::tpu_vm;
+  store().begin_attempt(
+      d.job.id, domain::Placement{direct ? std::string() : name, name, d.job.zone, d.job.accelerator, d.job.hosts},
+      true);
   reload(d);
   request_slice(d, *d.current());
 }
 
 void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
-  const std::string qr = attempt.queued_resource;
-  const std::string zone = attempt.zone;
+  const SliceRef slice = SliceRef::of(attempt);
   const int number = attempt.number;
   const auto body = create_request_body(*d.config, access_->project, d.job.id, d.job.user, number);
   const auto id = d.job.id;
-  host_.dispatch(d,
-                 [this, access = access_, counters = counters_, qr, zone, number, body, id]() -> std::function<void()> {
-                   try {
-                     ++counters->mutations;
-                     access->client->create_queued_resource(access->location(zone), qr, body);
-                   } catch (const cloud::ApiError& e) {
-                     // A request the API will never accept (bad argument, no permission) ends the job; the rest is
-                     // retried.
-                     const int status = e.http_status();
-                     const bool permanent = status == 400 || status == 403 || status == 404;
-                     return [this, id, permanent, qr, number, message = std::string(e.what())] {
-                       Driven* live = host_.find(id);
-                       if (live == nullptr) {
-                         return;
-                       }
-                       if (permanent) {
-                         store().end_attempt(id, number, "failed", std::nullopt);
-                         store().mark_released(id, qr, "the TPU API refused to create it");
-                         reload(*live);
-                         move(*live, std::nullopt, change(Phase::failed, "the TPU API refused the slice: " + message));
-                       } else {
-                         error_event(*live, "requesting a slice: " + message);
-                         backoff(*live);
-                       }
-                     };
-                   }
-                   return [this, id, qr, zone, number] { slice_created(id, qr, zone, number); };
-                 });
+  d.create_again = false;
+  host_.dispatch(d, [this, access = access_, counters = counters_, slice, number, body, id]() -> std::function<void()> {
+    std::string operation;
+    try {
+      ++counters->mutations;
+      if (slice.node_only) {
+        const auto created = access->client->create_node(access->location(slice.zone), slice.name, body);
+        if (created.operation) {
+          operation = created.operation->name;
+        }
+      } else {
+        access->client->create_queued_resource(access->location(slice.zone), slice.name, body);
+      }
+    } catch (const cloud::ApiError& e) {
+      // A request the API will never accept (bad argument, no permission) ends the job; the rest is retried.
+      const int status = e.http_status();
+      const bool permanent = status == 400 || status == 403 || status == 404;
+      return [this, id, permanent, slice, number, message = std::string(e.what())] {
+        Driven* live = host_.find(id);
+        if (live == nullptr) {
+          return;
+        }
+        if (permanent) {
+          store().end_attempt(id, number, "failed", std::nullopt);
+          store().mark_released(id, slice.name, "the TPU API refused to create it");
+          reload(*live);
+          move(*live, std::nullopt, change(Phase::failed, "the TPU API refused the slice: " + message));
+        } else {
+          error_event(*live, "requesting a slice: " + message);
+          backoff(*live);
+        }
+      };
+    }
+    return [this, id, slice, number, operation] { slice_created(id, slice, number, operation); };
+  });
 }
 
-void JobDriver::slice_created(std::int64_t id, const std::string& qr, const std::string& zone, int number) {
+void JobDriver::slice_created(std::int64_t id, const SliceRef& slice, int number, const std::string& operation) {
   Driven* d = host_.find(id);
   if (d == nullptr) {
     // Cleaned while the request was in flight: the resource must not outlive the job. (A job whose lease went to
     // another supervisor meanwhile keeps it: that one requests the same name and finds it.)
     if (!store().find_job(id)) {
-      orphan_delete(qr, zone);
+      orphan_delete(slice);
     }
     return;
   }
   try {
     store().confirm_created(id, number);
   } catch (const NoSuchJobError&) {
-    orphan_delete(qr, zone);
+    orphan_delete(slice);
     throw;
   }
   reload(*d);
-  d->retry_step = 0;
+  if (!slice.node_only) {
+    // A node's create may still fail for capacity: its backoff grows until the node is READY.
+    d->retry_step = 0;
+  }
   d->seen_valid = false;
   d->seen_once = false;
   d->seen_state.clear();
   d->delete_sent_ms = 0;
+  d->create_operation = operation;
   if (d->job.desired == DesiredState::run && !domain::is_terminal(d->job.phase)) {
-    move(*d, std::nullopt, change(Phase::queued, "requested queued resource " + qr + " in " + zone));
+    move(*d, std::nullopt,
+         slice.node_only ? change(Phase::provisioning, "creating node " + slice.name + " in " + slice.zone)
+                         : change(Phase::queued, "requested queued resource " + slice.name + " in " + slice.zone));
   } else if (domain::is_terminal(d->job.phase)) {
     store().set_cleanup_pending(id, true);
     reload(*d);
   }
 }
 
-void JobDriver::orphan_delete(const std::string& qr, const std::string& zone) {
-  host_.dispatch_detached([access = access_, counters = counters_, qr, zone] {
+void JobDriver::orphan_delete(const SliceRef& slice) {
+  host_.dispatch_detached([access = access_, counters = counters_, slice] {
     try {
       ++counters->mutations;
-      access->client->delete_queued_resource(access->location(zone), qr, cloud::DeleteMode::force);
-      spdlog::info("deleted {}: its job was removed while it was being requested", qr);
+      (void)slice.remove(*access);
+      spdlog::info("deleted {}: its job was removed while it was being requested", slice.label());
     } catch (const std::exception& e) {
-      spdlog::error("{} outlived its job and could not be deleted: {}", qr, e.what());
+      spdlog::error("{} outlived its job and could not be deleted: {}", slice.label(), e.what());
     }
   });
 }
@@ -135,14 +152,27 @@ void JobDriver::await_slice(Driven& d) {
   if (!d.seen_valid) {
     return;
   }
+  if (open->node_only() && !d.seen) {
+    if (!d.create_operation.empty()) {
+      check_create(d, *open);
+      return;
+    }
+    if (!d.seen_once || d.create_again) {
+      // Its create failed for capacity, or was made by a supervisor that stopped before learning how it went: ask
+      // again under the same name (a 409 finds the node if the create got there after all).
+      request_slice(d, *open);
+      return;
+    }
+  }
   if (!d.seen && !d.seen_once) {
     confirm_absent(d, *open);
     return;
   }
-  const auto verdict = judge_slice(d.seen);
+  const SliceRef slice = SliceRef::of(*open);
+  const auto verdict = verdict_of(d.seen);
   if (auto phase = waiting_phase(verdict)) {
     if (*phase != d.job.phase) {
-      move(d, d.job.phase, change(*phase, open->queued_resource + " is " + d.seen_state));
+      move(d, d.job.phase, change(*phase, slice.name + " is " + d.seen_state));
     }
     return;
   }
@@ -150,12 +180,12 @@ void JobDriver::await_slice(Driven& d) {
     activate(d, *open);
     return;
   }
-  preempted(d, "queued resource " + open->queued_resource + " is " + d.seen_state + slice_error(d), 143);
+  preempted(d, slice.label() + " is " + d.seen_state + slice_error(d), 143);
 }
 
 std::string JobDriver::slice_error(const Driven& d) {
-  if (d.seen && d.seen->failed_error) {
-    return " (" + d.seen->failed_error->message + ")";
+  if (d.seen && !d.seen->error.empty()) {
+    return " (" + d.seen->error + ")";
   }
   return {};
 }
@@ -163,19 +193,95 @@ std::string JobDriver::slice_error(const Driven& d) {
 // A new resource missing from a listing: ask for it by name before calling it lost (listings may lag creates).
 void JobDriver::confirm_absent(Driven& d, const domain::AttemptRecord& open) {
   const auto id = d.job.id;
-  const auto qr = open.queued_resource;
-  const auto zone = open.zone;
-  host_.dispatch(d, [this, access = access_, counters = counters_, id, qr, zone]() -> std::function<void()> {
-    ++counters->get_calls;
-    auto got = access->client->get_queued_resource(access->location(zone), qr);
-    return [this, id, got] {
-      if (Driven* live = host_.find(id)) {
-        live->seen = got;
-        live->seen_once = true;
-        live->seen_state = got ? cloud::to_string(got->state) : "gone";
-      }
-    };
-  });
+  host_.dispatch(
+      d, [this, access = access_, counters = counters_, id, slice = SliceRef::of(open)]() -> std::function<void()> {
+        ++counters->get_calls;
+        auto got = slice.get(*access);
+        return [this, id, got] {
+          if (Driven* live = host_.find(id)) {
+            live->seen = got;
+            live->seen_once = true;
+            live->seen_state = got ? got->state : "gone";
+          }
+        };
+      });
+}
+
+void JobDriver::check_create(Driven& d, const domain::AttemptRecord& open) {
+  const auto id = d.job.id;
+  host_.dispatch(d,
+                 [this, access = access_, counters = counters_, id, slice = SliceRef::of(open),
+                  operation = d.create_operation]() -> std::function<void()> {
+                   ++counters->get_calls;
+                   cloud::Operation op;
+                   try {
+                     op = access->client->get_operation(operation);
+                   } catch (const cloud::ApiError& e) {
+                     if (e.http_status() != 404) {
+                       throw;
+                     }
+                     // The API forgot the operation: the node's name decides (asked for again, a 409 finds it).
+                     return [this, id] {
+                       if (Driven* live = host_.find(id)) {
+                         live->create_operation.clear();
+                         live->dirty = true;
+                       }
+                     };
+                   }
+                   std::optional<SliceView> got;
+                   if (op.done && !op.error) {
+                     // Created: the node must be there; ask for it by name, as for any new resource a listing missed.
+                     ++counters->get_calls;
+                     got = slice.get(*access);
+                   }
+                   return [this, id, slice, op, got] {
+                     Driven* live = host_.find(id);
+                     if (live == nullptr) {
+                       return;
+                     }
+                     if (!op.done) {
+                       // Still being created: look again shortly.
+                       live->retry_at_ms = host_.now_ms() + host_.scaled(kCreatePollSeconds).count();
+                       live->dirty = true;
+                       return;
+                     }
+                     live->create_operation.clear();
+                     if (op.error) {
+                       create_failed(*live, slice, *op.error);
+                       return;
+                     }
+                     live->seen = got;
+                     live->seen_once = true;
+                     live->seen_state = got ? got->state : "gone";
+                     live->dirty = true;
+                   };
+                 });
+}
+
+void JobDriver::create_failed(Driven& d, const SliceRef& slice, const cloud::RpcStatus& error) {
+  // google.rpc codes: RESOURCE_EXHAUSTED (no capacity in the zone), ABORTED, INTERNAL, UNAVAILABLE pass; the rest
+  // (a bad argument, no permission, no quota for the accelerator at all) will not.
+  constexpr int kResourceExhausted = 8;
+  const bool transient = error.code == kResourceExhausted || error.code == 10 || error.code == 13 || error.code == 14;
+  const std::string why =
+      "creating " + slice.label() + " failed: " + error.message + " (code " + std::to_string(error.code) + ")";
+  if (!transient) {
+    domain::PhaseChange c = change(Phase::failed, why);
+    c.cleanup_pending = true; // Whatever the failed create left behind is deleted.
+    end_open_attempt(d, "failed", std::nullopt);
+    move(d, std::nullopt, c);
+    return;
+  }
+  d.create_again = true;
+  const double wait = backoff(d);
+  const std::string reason = why + "; asking again in " + util::format_duration(static_cast<long long>(wait)) +
+                             (error.code == kResourceExhausted ? " (waiting for capacity)" : "");
+  if (d.job.phase != Phase::queued) {
+    move(d, std::nullopt, change(Phase::queued, reason));
+  } else {
+    event(d, "observation", reason, {{"node", slice.name}, {"error", error.message}});
+  }
+  d.dirty = true;
 }
 
 // The slice is ACTIVE: find worker 0's address and go on to SETUP.
@@ -196,6 +302,9 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
         live->seen_valid = false;
         return;
       }
+      live->create_operation.clear();
+      live->create_again = false;
+      live->retry_step = 0;
       domain::PhaseChange c = change(Phase::setup, "node " + node + " is READY with " +
                                                        std::to_string(got->network_endpoints.size()) + " host(s)");
       if (!got->network_endpoints.empty()) {

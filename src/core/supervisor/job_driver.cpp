@@ -18,6 +18,30 @@ std::string job_label(std::int64_t id) {
   return "job " + util::format_job_id(id);
 }
 
+SliceRef SliceRef::of(const domain::AttemptRecord& attempt) {
+  return {attempt.slice_name(), attempt.zone, attempt.node_only()};
+}
+
+std::string SliceRef::label() const {
+  return (node_only ? "node " : "queued resource ") + name;
+}
+
+std::optional<SliceView> SliceRef::get(const CloudAccess& access) const {
+  if (node_only) {
+    const auto node = access.client->get_node(access.location(zone), name);
+    return node ? std::optional(view_slice(*node)) : std::nullopt;
+  }
+  const auto qr = access.client->get_queued_resource(access.location(zone), name);
+  return qr ? std::optional(view_slice(*qr)) : std::nullopt;
+}
+
+std::optional<cloud::Operation> SliceRef::remove(const CloudAccess& access) const {
+  if (node_only) {
+    return access.client->delete_node(access.location(zone), name);
+  }
+  return access.client->delete_queued_resource(access.location(zone), name, cloud::DeleteMode::force);
+}
+
 std::vector<int> all_workers(int hosts) {
   std::vector<int> all(static_cast<std::size_t>(std::max(hosts, 1)));
   for (int w = 0; w < static_cast<int>(all.size()); ++w) {
@@ -33,13 +57,14 @@ std::vector<int> command_workers(const config::JobConfig& config, int hosts) {
 JobDriver::JobDriver(DriverHost& host, std::shared_ptr<const CloudAccess> access, std::shared_ptr<Counters> counters)
     : host_(host), access_(std::move(access)), counters_(std::move(counters)) {}
 
-void JobDriver::backoff(Driven& d) {
+double JobDriver::backoff(Driven& d) {
   const auto& r = d.config->recovery;
   const double wait = std::min(static_cast<double>(r.backoff_max_seconds),
                                static_cast<double>(r.backoff_initial_seconds) *
                                    std::pow(std::max(1.0, r.backoff_multiplier), d.retry_step));
   d.retry_at_ms = host_.now_ms() + host_.scaled(wait).count();
   ++d.retry_step;
+  return wait;
 }
 
 void JobDriver::reload(Driven& d) {
@@ -108,11 +133,6 @@ void JobDriver::step(Driven& d) {
 }
 
 void JobDriver::drive(Driven& d) {
-  if (d.config->tpu.allocation_mode != config::AllocationMode::queued_resources) {
-    move(d, std::nullopt,
-         change(Phase::failed, "tpu.allocation_mode tpu-vm is not driven by the supervisor; use queued-resources"));
-    return;
-  }
   switch (d.job.phase) {
   case Phase::pending:
   case Phase::recovering: acquire_slice(d); break;

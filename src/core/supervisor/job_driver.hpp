@@ -35,11 +35,30 @@ inline constexpr std::chrono::milliseconds kRemoteTimeout{120'000};
 inline constexpr std::chrono::milliseconds kStopGrace{30'000};
 // How long fetching the output a broken stream missed may take, once the workload has ended.
 inline constexpr std::chrono::milliseconds kCatchUpLimit{60'000};
+// How often a node's create operation is read while the node is missing from the listings (config seconds).
+inline constexpr double kCreatePollSeconds = 5;
 // Consecutive unreachable answers from a worker whose slice the cloud calls ACTIVE before it counts as lost.
 inline constexpr int kUnreachableLimit = 3;
 
 // "job 000042", for logs.
 std::string job_label(std::int64_t id);
+
+// Which cloud resource holds an attempt's slice: a queued resource (with its node), or a node created directly
+// (tpu-vm mode). Everything that asks the cloud about a slice, or deletes it, goes by this.
+struct SliceRef {
+  std::string name; // The queued resource's id, or the node's.
+  std::string zone;
+  bool node_only = false; // A node created directly, without a queued resource.
+
+  // The slice of `attempt`.
+  static SliceRef of(const domain::AttemptRecord& attempt);
+  // "queued resource NAME" or "node NAME", for messages.
+  [[nodiscard]] std::string label() const;
+  // The slice asked for by name (queuedResources.get or nodes.get); nullopt when it is gone.
+  [[nodiscard]] std::optional<SliceView> get(const CloudAccess& access) const;
+  // Deletes it (a queued resource with force, since it may be ACTIVE); nullopt when it was already gone.
+  [[nodiscard]] std::optional<cloud::Operation> remove(const CloudAccess& access) const;
+};
 
 // Drives the jobs of one loop. Every method runs on the loop's thread; work on the cloud and the workers goes through
 // DriverHost::dispatch, and its result comes back to a method here.
@@ -60,8 +79,9 @@ public:
   // A phase change to `to` for `reason`.
   static domain::PhaseChange change(domain::Phase to, std::string reason);
 
-  // Waits out the config's backoff (its next step) before the job is stepped again.
-  void backoff(Driven& d);
+  // Waits out the config's backoff (its next step) before the job is stepped again; returns the wait in the config's
+  // seconds.
+  double backoff(Driven& d);
 
   // Records an `error` event for the job and logs it.
   void error_event(Driven& d, const std::string& message);
@@ -87,16 +107,23 @@ private:
   void create_slice(Driven& d);
   // Sends the create request for the attempt's queued resource (a 409 means an earlier request got there).
   void request_slice(Driven& d, const domain::AttemptRecord& attempt);
-  // The API accepted the request: QUEUED, or, for a job removed meanwhile, the resource deleted.
-  void slice_created(std::int64_t id, const std::string& qr, const std::string& zone, int number);
-  // Deletes a queued resource whose job is gone, on the pool, for no job.
-  void orphan_delete(const std::string& qr, const std::string& zone);
+  // The API accepted the request: QUEUED (a node: PROVISIONING, its create's `operation` kept to learn whether it
+  // finds capacity), or, for a job removed meanwhile, the resource deleted.
+  void slice_created(std::int64_t id, const SliceRef& slice, int number, const std::string& operation);
+  // Deletes a slice whose job is gone, on the pool, for no job.
+  void orphan_delete(const SliceRef& slice);
   // QUEUED or PROVISIONING: follows the listings until the slice is ACTIVE, or lost.
   void await_slice(Driven& d);
   // " (the API's error message)" for a slice that failed; empty otherwise.
   static std::string slice_error(const Driven& d);
   // Asks for a new resource by name before a listing's silence counts as its loss.
   void confirm_absent(Driven& d, const domain::AttemptRecord& open);
+  // tpu-vm mode, a node missing from the listings while its create is in flight: reads the create's operation. One
+  // that failed for capacity is asked again after the backoff (QUEUED meanwhile), as a queued resource waits for it;
+  // one the API will not carry out ends the job.
+  void check_create(Driven& d, const domain::AttemptRecord& open);
+  // The create's operation ended with `error`: retry it or fail the job.
+  void create_failed(Driven& d, const SliceRef& slice, const cloud::RpcStatus& error);
   // The slice is ACTIVE: reads the node and moves to SETUP with worker 0's address.
   void activate(Driven& d, const domain::AttemptRecord& open);
 
@@ -134,7 +161,7 @@ private:
   void finish_cancel(Driven& d);
   // Deletes the open slice (if any), then runs `done` once none is left.
   void release(Driven& d, const std::function<void()>& done);
-  // Sends the delete for the open slice's queued resource.
+  // Sends the delete for the open slice's queued resource (or node).
   void delete_slice(Driven& d, const domain::AttemptRecord& open);
   // Delete or clean: stop the workload, release the slice, end DELETED; clean also removes the record and directory.
   void tear_down(Driven& d);

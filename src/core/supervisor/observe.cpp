@@ -1,5 +1,6 @@
-// Observing the cloud: one queuedResources.list per zone in use per tick tells every job there how its slice stands
-// (see loop.hpp).
+// Observing the cloud: one listing per zone in use per tick tells every job there how its slice stands (see loop.hpp):
+// queuedResources.list for the jobs whose slices are queued resources, nodes.list for those whose slices are nodes
+// created directly (tpu-vm mode).
 #include "loop.hpp"
 
 #include <nlohmann/json.hpp>
@@ -12,60 +13,79 @@ namespace {
 // The largest page the API serves: one request per zone for up to 1,000 slices.
 constexpr int kListPageSize = 1000;
 
-// The id part of "projects/P/locations/Z/queuedResources/ID".
+// The id part of "projects/P/locations/Z/queuedResources/ID" or ".../nodes/ID".
 std::string last_segment(const std::string& name) {
   const auto slash = name.rfind('/');
   return slash == std::string::npos ? name : name.substr(slash + 1);
 }
 
+// Every slice of one kind in a zone, by id, as views; nullopt when the listing failed.
+std::optional<std::map<std::string, SliceView>> list_zone(const CloudAccess& access, const std::string& zone,
+                                                          bool nodes) {
+  std::map<std::string, SliceView> by_id;
+  try {
+    if (nodes) {
+      for (const auto& node : access.client->list_nodes(access.location(zone), kListPageSize)) {
+        by_id[last_segment(node.name)] = view_slice(node);
+      }
+    } else {
+      for (const auto& qr : access.client->list_queued_resources(access.location(zone), kListPageSize)) {
+        by_id[last_segment(qr.name)] = view_slice(qr);
+      }
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("listing {} in {}: {}", nodes ? "nodes" : "queued resources", zone, e.what());
+    return std::nullopt;
+  } catch (...) {
+    return std::nullopt;
+  }
+  return by_id;
+}
+
 } // namespace
 
 void SupervisorLoop::observe() {
-  std::map<std::string, std::vector<Driven*>> zones;
+  // By zone, then by kind of slice: queued resources (false) or nodes (true).
+  std::map<std::pair<std::string, bool>, std::vector<Driven*>> zones;
   for (auto& [id, d] : driven) {
-    if (d.open_slice() != nullptr) {
-      zones[d.open_slice()->zone].push_back(&d);
+    if (const auto* open = d.open_slice()) {
+      zones[{open->zone, open->node_only()}].push_back(&d);
     }
   }
   ++counters->ticks;
-  for (auto& [zone, jobs] : zones) {
-    std::vector<cloud::QueuedResource> listed;
-    try {
-      // The largest page the API serves: one request per zone for up to 1,000 slices.
-      listed = access->client->list_queued_resources(access->location(zone), kListPageSize);
-    } catch (const std::exception& e) {
-      spdlog::warn("listing queued resources in {}: {}", zone, e.what());
-      continue;
-    } catch (...) {
+  for (auto& [where, jobs] : zones) {
+    const auto& [zone, nodes] = where;
+    const auto listed = list_zone(*access, zone, nodes);
+    if (!listed) {
       continue;
     }
     ++counters->list_calls;
-    std::map<std::string, const cloud::QueuedResource*> by_id;
-    for (const auto& qr : listed) {
-      by_id[last_segment(qr.name)] = &qr;
-    }
     for (Driven* d : jobs) {
       if (d->busy) {
         continue; // Its operation's result decides; the next listing will be fresh.
       }
       const auto* slice = d->open_slice();
-      const auto found = by_id.find(slice->queued_resource);
-      if (found == by_id.end()) {
+      const std::string& name = slice->slice_name();
+      const auto found = listed->find(name);
+      if (found == listed->end()) {
         d->seen.reset();
       } else {
-        d->seen = *found->second;
+        d->seen = found->second;
         d->seen_once = true;
       }
       d->seen_valid = true;
-      const std::string state = d->seen ? cloud::to_string(d->seen->state) : "gone";
+      const std::string state = d->seen ? d->seen->state : "gone";
       if (state != d->seen_state) {
         d->seen_state = state;
         d->dirty = true;
-        nlohmann::json data = {{"queued_resource", slice->queued_resource}, {"state", state}};
-        if (d->seen && d->seen->failed_error) {
-          data["error"] = d->seen->failed_error->message;
+        nlohmann::json data = {{nodes ? "node" : "queued_resource", name}, {"state", state}};
+        if (d->seen && !d->seen->error.empty()) {
+          data["error"] = d->seen->error;
         }
-        job_store->append_event(d->job.id, "observation", slice->queued_resource + " is " + state, data.dump());
+        std::string message = name;
+        message += " is ";
+        message += state;
+        job_store->append_event(d->job.id, "observation", message, data.dump());
       }
     }
   }

@@ -33,10 +33,11 @@ remote::LaunchSpec JobDriver::launch_spec(const Driven& d, const domain::Attempt
 
 // Whether the open slice is still ACTIVE, asked by name (after a worker could not be reached).
 bool JobDriver::slice_active(const CloudAccess& access, Counters& counters, const domain::AttemptRecord& open) {
-  ++counters.get_calls;
-  const auto qr = access.client->get_queued_resource(access.location(open.zone), open.queued_resource);
-  if (judge_slice(qr) != SliceVerdict::active) {
-    return false;
+  if (!open.node_only()) {
+    ++counters.get_calls;
+    if (verdict_of(SliceRef::of(open).get(access)) != SliceVerdict::active) {
+      return false;
+    }
   }
   ++counters.get_calls;
   const auto node = access.client->get_node(access.location(open.zone), open.node);
@@ -49,8 +50,8 @@ void JobDriver::set_up(Driven& d) {
     move(d, std::nullopt, change(Phase::pending, "no slice for the attempt; requesting one"));
     return;
   }
-  if (d.seen_valid && judge_slice(d.seen) != SliceVerdict::active) {
-    preempted(d, "queued resource " + open->queued_resource + " is " + d.seen_state + " during setup", 143);
+  if (d.seen_valid && verdict_of(d.seen) != SliceVerdict::active) {
+    preempted(d, SliceRef::of(*open).label() + " is " + d.seen_state + " during setup", 143);
     return;
   }
   const auto id = d.job.id;
@@ -181,9 +182,9 @@ void JobDriver::watch(Driven& d) {
     move(d, std::nullopt, change(Phase::pending, "no slice for the attempt; requesting one"));
     return;
   }
-  if (d.seen_valid && judge_slice(d.seen) != SliceVerdict::active) {
+  if (d.seen_valid && verdict_of(d.seen) != SliceVerdict::active) {
     stop_stream(d);
-    preempted(d, "queued resource " + open->queued_resource + " is " + d.seen_state + slice_error(d), 143);
+    preempted(d, SliceRef::of(*open).label() + " is " + d.seen_state + slice_error(d), 143);
     return;
   }
   if (!d.stream) {

@@ -15,7 +15,7 @@ bool JobDriver::workload_may_run(const Driven& d) const {
   const auto* current = d.current();
   return current != nullptr && !current->ended_ms && !current->released_ms &&
          (d.job.phase == Phase::running || d.job.phase == Phase::setup) &&
-         (!d.seen_valid || judge_slice(d.seen) == SliceVerdict::active);
+         (!d.seen_valid || verdict_of(d.seen) == SliceVerdict::active);
 }
 
 // Stops the workload on every worker, then runs `then` on the loop's thread.
@@ -59,7 +59,7 @@ void JobDriver::finish_cancel(Driven& d) {
   }
   const auto* open = d.open_slice();
   move(d, std::nullopt,
-       change(Phase::cancelled, open != nullptr ? "cancelled by the user; slice " + open->queued_resource + " kept"
+       change(Phase::cancelled, open != nullptr ? "cancelled by the user; slice " + open->slice_name() + " kept"
                                                 : "cancelled by the user"));
 }
 
@@ -71,7 +71,7 @@ void JobDriver::release(Driven& d, const std::function<void()>& done) {
     return;
   }
   if (d.seen_valid && !d.seen && (d.seen_once || d.delete_sent_ms > 0)) {
-    store().mark_released(d.job.id, open->queued_resource, d.delete_sent_ms > 0 ? "deleted" : "gone from the cloud");
+    store().mark_released(d.job.id, open->slice_name(), d.delete_sent_ms > 0 ? "deleted" : "gone from the cloud");
     reload(d);
     d.seen_valid = false;
     d.seen_once = false;
@@ -79,7 +79,7 @@ void JobDriver::release(Driven& d, const std::function<void()>& done) {
     release(d, done);
     return;
   }
-  const bool deleting = d.seen_valid && d.seen && d.seen->state == cloud::QueuedResourceState::deleting;
+  const bool deleting = d.seen_valid && d.seen && d.seen->verdict == SliceVerdict::deleting;
   const bool resend = d.delete_sent_ms > 0 && host_.now_ms() - d.delete_sent_ms > host_.scaled(600).count();
   if (d.delete_sent_ms == 0 || (resend && !deleting)) {
     delete_slice(d, *open);
@@ -91,36 +91,36 @@ void JobDriver::release(Driven& d, const std::function<void()>& done) {
 
 void JobDriver::delete_slice(Driven& d, const domain::AttemptRecord& open) {
   const auto id = d.job.id;
-  const auto qr = open.queued_resource;
-  const auto zone = open.zone;
-  host_.dispatch(d, [this, access = access_, counters = counters_, id, qr, zone]() -> std::function<void()> {
-    std::optional<cloud::Operation> op;
-    try {
-      ++counters->mutations;
-      op = access->client->delete_queued_resource(access->location(zone), qr, cloud::DeleteMode::force);
-    } catch (const std::exception& e) {
-      return failed_operation(id, "deleting " + qr + ": " + e.what());
-    }
-    const bool already_gone = !op.has_value();
-    return [this, id, qr, already_gone] {
-      Driven* live = host_.find(id);
-      if (live == nullptr) {
-        return;
-      }
-      live->retry_step = 0;
-      if (already_gone) {
-        store().mark_released(id, qr, "already gone");
-        reload(*live);
-        live->seen_valid = false;
-        live->seen_once = false;
-        live->delete_sent_ms = 0;
-        return;
-      }
-      live->delete_sent_ms = host_.now_ms();
-      live->seen_valid = false;
-      event(*live, "action", "deleting queued resource " + qr, {{"queued_resource", qr}});
-    };
-  });
+  host_.dispatch(
+      d, [this, access = access_, counters = counters_, id, slice = SliceRef::of(open)]() -> std::function<void()> {
+        std::optional<cloud::Operation> op;
+        try {
+          ++counters->mutations;
+          op = slice.remove(*access);
+        } catch (const std::exception& e) {
+          return failed_operation(id, "deleting " + slice.name + ": " + e.what());
+        }
+        const bool already_gone = !op.has_value();
+        return [this, id, slice, already_gone] {
+          Driven* live = host_.find(id);
+          if (live == nullptr) {
+            return;
+          }
+          live->retry_step = 0;
+          if (already_gone) {
+            store().mark_released(id, slice.name, "already gone");
+            reload(*live);
+            live->seen_valid = false;
+            live->seen_once = false;
+            live->delete_sent_ms = 0;
+            return;
+          }
+          live->delete_sent_ms = host_.now_ms();
+          live->seen_valid = false;
+          event(*live, "action", "deleting " + slice.label(),
+                {{slice.node_only ? "node" : "queued_resource", slice.name}});
+        };
+      });
 }
 
 void JobDriver::tear_down(Driven& d) {
