@@ -90,6 +90,12 @@ class ValidatorTest(unittest.TestCase):
         not_found = {"error": {"code": 404, "message": "no such thing", "status": "NOT_FOUND"}}
         self.assertEqual(discovery_schema.validate_exchange(DISCOVERY, exchange("GET", path, not_found, 404))[0], [])
         self.assertTrue(discovery_schema.validate_exchange(DISCOVERY, exchange("GET", path, {"message": "no"}, 404))[0])
+        # With enum-encoding=int, enums must be numbers, and only there.
+        numbers = dict(queued_resource(), state={"state": 6, "stateInitiator": 1})
+        encoded = f"{path}?$alt=json%3Benum-encoding=int"
+        self.assertEqual(discovery_schema.validate_exchange(DISCOVERY, exchange("GET", encoded, numbers))[0], [])
+        self.assertTrue(discovery_schema.validate_exchange(DISCOVERY, exchange("GET", encoded, queued_resource()))[0])
+        self.assertTrue(discovery_schema.validate_exchange(DISCOVERY, exchange("GET", path, numbers))[0])
         errors, method = discovery_schema.validate_exchange(DISCOVERY, exchange("GET", "/v2/elsewhere", {}))
         self.assertIsNone(method)
         self.assertTrue(errors)
