@@ -9,28 +9,6 @@ namespace {
 
 using EnumValues = std::map<std::string, int, std::less<>>;
 
-// The numbers of google.cloud.tpu.v2's enums (cloud_tpu.proto). Some have gaps: numbers retired upstream stay unused.
-const EnumValues kNodeState{{"STATE_UNSPECIFIED", 0}, {"CREATING", 1},  {"READY", 2},      {"RESTARTING", 3},
-                            {"REIMAGING", 4},         {"DELETING", 5},  {"REPAIRING", 6},  {"STOPPED", 8},
-                            {"STOPPING", 9},          {"STARTING", 10}, {"PREEMPTED", 11}, {"TERMINATED", 12},
-                            {"HIDING", 13},           {"HIDDEN", 14},   {"UNHIDING", 15},  {"UNKNOWN", 16}};
-const EnumValues kNodeHealth{{"HEALTH_UNSPECIFIED", 0},
-                             {"HEALTHY", 1},
-                             {"TIMEOUT", 3},
-                             {"UNHEALTHY_TENSORFLOW", 4},
-                             {"UNHEALTHY_MAINTENANCE", 5}};
-const EnumValues kApiVersion{{"API_VERSION_UNSPECIFIED", 0}, {"V1_ALPHA1", 1}, {"V1", 2}, {"V2_ALPHA1", 3}, {"V2", 4}};
-const EnumValues kQueuedResourceState{
-    {"STATE_UNSPECIFIED", 0}, {"CREATING", 1}, {"ACCEPTED", 2},   {"PROVISIONING", 3}, {"FAILED", 4},
-    {"DELETING", 5},          {"ACTIVE", 6},   {"SUSPENDING", 7}, {"SUSPENDED", 8},    {"WAITING_FOR_RESOURCES", 9}};
-const EnumValues kStateInitiator{{"STATE_INITIATOR_UNSPECIFIED", 0}, {"USER", 1}, {"SERVICE", 2}};
-const EnumValues kSymptomType{
-    {"SYMPTOM_TYPE_UNSPECIFIED", 0}, {"LOW_MEMORY", 1},        {"OUT_OF_MEMORY", 2}, {"EXECUTE_TIMED_OUT", 3},
-    {"MESH_BUILD_FAIL", 4},          {"HBM_OUT_OF_MEMORY", 5}, {"PROJECT_ABUSE", 6}};
-const EnumValues kDiskMode{{"DISK_MODE_UNSPECIFIED", 0}, {"READ_WRITE", 1}, {"READ_ONLY", 2}};
-const EnumValues kAcceleratorType{{"TYPE_UNSPECIFIED", 0}, {"V2", 2},   {"V3", 4},  {"V4", 7},
-                                  {"V5LITE_POD", 9},       {"V5P", 10}, {"V6E", 11}};
-
 // What a field of a message holds: an enum, or a message with enums somewhere below (repeated or not).
 struct Field {
   const EnumValues* values = nullptr;
@@ -40,6 +18,28 @@ using Message = std::map<std::string_view, Field, std::less<>>;
 
 // The messages of the TPU v2 API that have an enum at some depth, by the fields that lead to one.
 const std::map<std::string_view, Message, std::less<>>& messages() {
+  // The numbers of google.cloud.tpu.v2's enums (cloud_tpu.proto). Some have gaps: numbers retired upstream stay unused.
+  static const EnumValues kNodeState{{"STATE_UNSPECIFIED", 0}, {"CREATING", 1},  {"READY", 2},      {"RESTARTING", 3},
+                                     {"REIMAGING", 4},         {"DELETING", 5},  {"REPAIRING", 6},  {"STOPPED", 8},
+                                     {"STOPPING", 9},          {"STARTING", 10}, {"PREEMPTED", 11}, {"TERMINATED", 12},
+                                     {"HIDING", 13},           {"HIDDEN", 14},   {"UNHIDING", 15},  {"UNKNOWN", 16}};
+  static const EnumValues kNodeHealth{{"HEALTH_UNSPECIFIED", 0},
+                                      {"HEALTHY", 1},
+                                      {"TIMEOUT", 3},
+                                      {"UNHEALTHY_TENSORFLOW", 4},
+                                      {"UNHEALTHY_MAINTENANCE", 5}};
+  static const EnumValues kApiVersion{
+      {"API_VERSION_UNSPECIFIED", 0}, {"V1_ALPHA1", 1}, {"V1", 2}, {"V2_ALPHA1", 3}, {"V2", 4}};
+  static const EnumValues kQueuedResourceState{
+      {"STATE_UNSPECIFIED", 0}, {"CREATING", 1}, {"ACCEPTED", 2},   {"PROVISIONING", 3}, {"FAILED", 4},
+      {"DELETING", 5},          {"ACTIVE", 6},   {"SUSPENDING", 7}, {"SUSPENDED", 8},    {"WAITING_FOR_RESOURCES", 9}};
+  static const EnumValues kStateInitiator{{"STATE_INITIATOR_UNSPECIFIED", 0}, {"USER", 1}, {"SERVICE", 2}};
+  static const EnumValues kSymptomType{
+      {"SYMPTOM_TYPE_UNSPECIFIED", 0}, {"LOW_MEMORY", 1},        {"OUT_OF_MEMORY", 2}, {"EXECUTE_TIMED_OUT", 3},
+      {"MESH_BUILD_FAIL", 4},          {"HBM_OUT_OF_MEMORY", 5}, {"PROJECT_ABUSE", 6}};
+  static const EnumValues kDiskMode{{"DISK_MODE_UNSPECIFIED", 0}, {"READ_WRITE", 1}, {"READ_ONLY", 2}};
+  static const EnumValues kAcceleratorType{{"TYPE_UNSPECIFIED", 0}, {"V2", 2},   {"V3", 4},  {"V4", 7},
+                                           {"V5LITE_POD", 9},       {"V5P", 10}, {"V6E", 11}};
   static const std::map<std::string_view, Message, std::less<>> kMessages{
       {"Node",
        {{"state", {&kNodeState, {}}},
@@ -138,7 +138,12 @@ std::string reply_message(std::string_view method) {
   if (verb == "list") {
     return std::string(resource->second.second);
   }
-  return "Operation";
+  for (const std::string_view mutation : {"create", "delete", "reset", "patch", "start", "stop"}) {
+    if (verb == mutation) {
+      return "Operation";
+    }
+  }
+  return {}; // operations.cancel and operations.delete answer Empty, getGuestAttributes has no enums.
 }
 
 } // namespace

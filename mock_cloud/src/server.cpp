@@ -7,6 +7,7 @@
 #include "mock_cloud/admin_token.hpp"
 #include "mock_cloud/enum_encoding.hpp"
 #include "mock_cloud/partial_response.hpp"
+#include "server_internal.hpp"
 
 #include <CLI/CLI.hpp>
 #include <arpa/inet.h>
@@ -23,6 +24,7 @@
 namespace jobman::mock {
 
 using nlohmann::json;
+using server_internal::page_size;
 
 bool is_loopback_host(std::string_view host) {
   if (host == "localhost" || host == "::1" || host == "[::1]") {
@@ -89,18 +91,6 @@ std::string alt_parameter(const httplib::Request& req) {
   return {};
 }
 
-// Reads pageSize; nullopt when it is not a whole number.
-std::optional<int> page_size(const httplib::Request& req) {
-  if (!req.has_param("pageSize")) {
-    return 0;
-  }
-  auto value = util::parse_int(req.get_param_value("pageSize"));
-  if (!value || *value < 0 || *value > 1'000'000) {
-    return std::nullopt;
-  }
-  return static_cast<int>(*value);
-}
-
 bool flag(const httplib::Request& req, const char* name) {
   auto value = req.get_param_value(name);
   return value == "true" || value == "1";
@@ -117,6 +107,32 @@ std::optional<Tier> parse_tier(const std::string& text) {
 }
 
 } // namespace
+
+namespace server_internal {
+
+// Reads pageSize; nullopt when it is not a whole number.
+std::optional<int> page_size(const httplib::Request& req) {
+  if (!req.has_param("pageSize")) {
+    return 0;
+  }
+  auto value = util::parse_int(req.get_param_value("pageSize"));
+  if (!value || *value < 0 || *value > 1'000'000) {
+    return std::nullopt;
+  }
+  return static_cast<int>(*value);
+}
+
+// Reads a list call's pageSize, pageToken, filter and orderBy; nullopt when pageSize is not a whole number.
+std::optional<ListQuery> list_query(const httplib::Request& req) {
+  auto size = page_size(req);
+  if (!size) {
+    return std::nullopt;
+  }
+  return ListQuery{*size, req.get_param_value("pageToken"), req.get_param_value("filter"),
+                   req.get_param_value("orderBy")};
+}
+
+} // namespace server_internal
 
 MockServer::MockServer(ServerOptions options) : options_(std::move(options)) {
   if (!options_.allow_remote && !is_loopback_host(options_.host)) {
@@ -160,45 +176,45 @@ MockServer::~MockServer() {
   }
 }
 
+httplib::Server::Handler MockServer::api_route(const std::string& method, Handler handler) {
+  return [this, method, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    Reply reply;
+    if (!bearer_.authorized(req)) {
+      reply = error_reply(401, "Request is missing required authentication credential. Expected OAuth 2 access "
+                               "token, login cookie or other valid authentication credential.");
+      res.set_header("WWW-Authenticate", "Bearer realm=\"https://accounts.google.com/\"");
+    } else {
+      auto fault = world_->decide_fault();
+      if (fault.latency_ms > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(fault.latency_ms));
+      }
+      if (fault.fail_status != 0) {
+        reply = error_reply(fault.fail_status, "Injected fault (mock cloud fault injection)");
+      } else {
+        reply = handler(req);
+      }
+      if (reply.ok() && req.has_param("fields")) {
+        const auto fields = req.get_param_value("fields");
+        if (auto selected = select_fields(reply.body, fields)) {
+          reply.body = std::move(*selected);
+        } else {
+          reply = error_reply(400, "Invalid field selection " + fields);
+        }
+      }
+      if (reply.ok() && wants_enum_numbers(alt_parameter(req))) {
+        encode_enums_as_numbers(method, reply.body);
+      }
+    }
+    world_->count_request(method, reply.status);
+    send(res, reply, pretty(req));
+  };
+}
+
 void MockServer::register_routes() {
-  using Handler = std::function<Reply(const httplib::Request&)>;
   const std::string loc = "/v2/projects/([^/]+)/locations/([^/]+)";
   const std::string id = "([^/:]+)";
-  // A /v2 route: bearer check, injected faults, then the handler; counted under `method` in the metrics.
   auto api = [this](const std::string& method) {
-    return [this, method](const Handler& handler) {
-      return [this, method, handler](const httplib::Request& req, httplib::Response& res) {
-        Reply reply;
-        if (!bearer_.authorized(req)) {
-          reply = error_reply(401, "Request is missing required authentication credential. Expected OAuth 2 access "
-                                   "token, login cookie or other valid authentication credential.");
-          res.set_header("WWW-Authenticate", "Bearer realm=\"https://accounts.google.com/\"");
-        } else {
-          auto fault = world_->decide_fault();
-          if (fault.latency_ms > 0) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(fault.latency_ms));
-          }
-          if (fault.fail_status != 0) {
-            reply = error_reply(fault.fail_status, "Injected fault (mock cloud fault injection)");
-          } else {
-            reply = handler(req);
-          }
-          if (reply.ok() && req.has_param("fields")) {
-            const auto fields = req.get_param_value("fields");
-            if (auto selected = select_fields(reply.body, fields)) {
-              reply.body = std::move(*selected);
-            } else {
-              reply = error_reply(400, "Invalid field selection " + fields);
-            }
-          }
-          if (reply.ok() && wants_enum_numbers(alt_parameter(req))) {
-            encode_enums_as_numbers(method, reply.body);
-          }
-        }
-        world_->count_request(method, reply.status);
-        send(res, reply, pretty(req));
-      };
-    };
+    return [this, method](const Handler& handler) { return api_route(method, handler); };
   };
   // A /mock/v1 route: only the mock's own admin token opens it, never an API access token (any local user can get
   // one from the metadata path), since these routes preempt slices and hand out the worker hosts' shells.
@@ -224,6 +240,8 @@ void MockServer::register_routes() {
   auto m = [](const httplib::Request& req, int i) { return req.matches[i].str(); };
   auto bad_page = [] { return error_reply(400, "pageSize must be a non-negative whole number"); };
 
+  register_catalog_routes();
+  register_node_and_operation_routes();
   http_.Post(loc + "/queuedResources", api("queuedResources.create")([this, m](const httplib::Request& req) {
                auto body = util::parse_json_bounded(req.body);
                if (body.is_discarded()) {

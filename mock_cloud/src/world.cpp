@@ -115,7 +115,9 @@ void World::announce_ready_locked(const Node& node) {
   }
   SliceHosts slice;
   slice.node_name = node.name;
-  slice.numeric_id = node.numeric_id;
+  // Each start of a stopped node brings fresh hosts: a new incarnation, so that the old hosts' teardown (which runs
+  // on after slice_lost returns) never touches the new ones.
+  slice.numeric_id = node.incarnation == 0 ? node.numeric_id : node.numeric_id + "s" + std::to_string(node.incarnation);
   slice.hosts = static_cast<int>(node.endpoints.size());
   slice.faulty = node.faulty;
   listener_->slice_ready(slice);

@@ -17,17 +17,21 @@ Reply World::preempt_node(const std::string& project, const std::string& zone, c
                           std::int64_t now_ms) {
   return mutate_at(now_ms, [&]() -> Reply {
     auto name = location(project, zone) + "/nodes/" + id;
-    auto it = nodes_.find(name);
-    if (it == nodes_.end()) {
-      return error_reply(404, "Node '" + name + "' was not found");
+    Reply missing;
+    auto* node = find_node_locked(name, &missing);
+    if (node == nullptr) {
+      return missing;
     }
-    auto qr = queued_resources_.find(it->second->queued_resource);
-    if (it->second->state != "READY" || qr == queued_resources_.end() || qr->second->state != "ACTIVE") {
-      return failed_precondition("Node '" + name + "' is " + it->second->state +
-                                 "; only a READY node can be preempted");
+    if (node->state == "READY" && node->standalone()) {
+      take_back_locked(*node, "PREEMPTED");
+      return {200, node_json(*node)};
+    }
+    auto qr = queued_resources_.find(node->queued_resource);
+    if (node->state != "READY" || qr == queued_resources_.end() || qr->second->state != "ACTIVE") {
+      return failed_precondition("Node '" + name + "' is " + node->state + "; only a READY node can be preempted");
     }
     start_suspending(*qr->second, "PREEMPTED", now_ms);
-    return {200, node_json(*it->second)};
+    return {200, node_json(*node)};
   });
 }
 
@@ -35,11 +39,12 @@ Reply World::mark_node_faulty(const std::string& project, const std::string& zon
                               std::int64_t now_ms) {
   return mutate_at(now_ms, [&]() -> Reply {
     auto name = location(project, zone) + "/nodes/" + id;
-    auto it = nodes_.find(name);
-    if (it == nodes_.end()) {
-      return error_reply(404, "Node '" + name + "' was not found");
+    Reply missing;
+    auto* node = find_node_locked(name, &missing);
+    if (node == nullptr) {
+      return missing;
     }
-    it->second->faulty = true;
+    node->faulty = true;
     touch_locked(name);
     if (listener_ != nullptr) {
       listener_->slice_faulty(name);

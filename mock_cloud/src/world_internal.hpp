@@ -1,6 +1,7 @@
 // Shared by the World's sources only: its private records, mutate_at, pool keys and the helpers that shape replies.
 #pragma once
 
+#include "jobman/config/accelerator.hpp"
 #include "mock_cloud/world.hpp"
 
 #include <cstddef>
@@ -69,18 +70,32 @@ struct World::Node {
   std::vector<std::pair<std::string, std::string>> endpoints; // internal, external
   bool faulty = false;                                        // Marked faulty through the admin API.
   std::string delete_op; // The nodes.delete operation's name, or empty when none was asked for.
+  // A standalone node (nodes.create, no queued resource) holds its own chips and has its own timers:
+  std::string generation;          // Its TPU generation ("v4").
+  int chips = 0;                   // Chips it takes from its pool.
+  bool holds_capacity = false;     // Its chips count in its pool's `used`.
+  bool preemptible = false;        // schedulingConfig.preemptible: the spot pool, reported as preemptible.
+  std::int64_t preempt_ms = 0;     // When a READY spot or preemptible node is preempted, or 0.
+  std::int64_t maintenance_ms = 0; // When a READY on-demand node is terminated for maintenance, or 0.
+  std::string create_op;           // nodes.create's operation while it runs.
+  std::string transition_op;       // nodes.stop's or nodes.start's operation while it runs.
+  int incarnation = 0;             // Starts so far: each start brings fresh worker hosts.
+
+  // True for a node of nodes.create, false for one of a queued resource.
+  [[nodiscard]] bool standalone() const { return queued_resource.empty(); }
 };
 
 // One long-running operation.
 struct World::Operation {
-  std::string name;           // projects/P/locations/Z/operations/operation-...
-  std::string verb;           // create, delete or reset.
-  std::string target;         // The full name of the resource it acts on.
-  std::int64_t create_ms = 0; // When it started.
-  std::int64_t end_ms = 0;    // When it finished.
-  bool done = false;          // Finished.
-  nlohmann::json response;    // The response of a finished operation.
-  nlohmann::json error;       // The error of a failed operation, or null.
+  std::string name;              // projects/P/locations/Z/operations/operation-...
+  std::string verb;              // create, delete or reset.
+  std::string target;            // The full name of the resource it acts on.
+  std::int64_t create_ms = 0;    // When it started.
+  std::int64_t end_ms = 0;       // When it finished.
+  bool done = false;             // Finished.
+  nlohmann::json response;       // The response of a finished operation.
+  nlohmann::json error;          // The error of a failed operation, or null.
+  bool cancel_requested = false; // operations.cancel was called while it ran.
 };
 
 // Defined here, where every source file that runs a changing call sees it.
@@ -95,6 +110,21 @@ namespace world_internal {
 
 // The @type of a QueuedResource in an operation's response.
 constexpr const char* kQueuedResourceType = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource";
+// The @type of a Node in an operation's response.
+constexpr const char* kNodeType = "type.googleapis.com/google.cloud.tpu.v2.Node";
+// The @type of the response of a delete.
+constexpr const char* kEmptyType = "type.googleapis.com/google.protobuf.Empty";
+
+// Resource ids as the API accepts them (RFC 1035 labels).
+bool valid_id(const std::string& id);
+
+// True when `text` is UTF-8, so that a resource named with it can be sent as JSON.
+bool is_utf8(const std::string& text);
+
+// A google.rpc Status for an operation's `error`: {"code": code, "message": message}.
+inline nlohmann::json rpc_status(int code, const std::string& message) {
+  return {{"code", code}, {"message", message}};
+}
 
 // The key of a pool in World::pools_: "zone/generation/tier".
 inline std::string pool_key(const std::string& zone, const std::string& generation, Tier tier) {
@@ -125,6 +155,9 @@ template <typename Map> auto under_prefix(const Map& items, const std::string& p
 // One page of `count` items; only the items on the page are rendered, so a page costs its size, not the list's.
 Reply page(std::size_t count, const std::function<nlohmann::json(std::size_t)>& render, const char* field,
            int page_size, const std::string& token);
+
+// The AcceleratorConfig of an accelerator type: {"type": "V4", "topology": "2x2x4"}.
+nlohmann::json accelerator_config(const config::AcceleratorType& accelerator);
 
 // FAILED_PRECONDITION travels as HTTP 400 with its own status name.
 Reply failed_precondition(const std::string& message);

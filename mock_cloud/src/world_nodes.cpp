@@ -1,4 +1,5 @@
 // Nodes: the Node as the API returns it, and nodes.get, list and delete.
+#include "jobman/config/accelerator.hpp"
 #include "jobman/util/system.hpp"
 #include "mock_cloud/world.hpp"
 #include "world_internal.hpp"
@@ -22,17 +23,31 @@ json World::node_json(const Node& node) const {
   }
   out["createTime"] = util::format_utc(node.create_ms);
   out["apiVersion"] = "V2";
-  out["queuedResource"] = node.queued_resource;
+  if (!node.standalone()) {
+    out["queuedResource"] = node.queued_resource;
+  }
+  if (auto accelerator = config::find_accelerator(node.accelerator)) {
+    out["acceleratorConfig"] = world_internal::accelerator_config(*accelerator);
+  }
+  // Without external IPs (networkConfig.enableExternalIps false) the hosts have internal addresses only.
+  const bool external = !(out.contains("networkConfig") && out["networkConfig"].is_object() &&
+                          out["networkConfig"].value("enableExternalIps", true) == false);
   json endpoints = json::array();
-  for (const auto& [internal, external] : node.endpoints) {
-    endpoints.push_back({{"ipAddress", internal}, {"port", 8470}, {"accessConfig", {{"externalIp", external}}}});
+  for (const auto& [internal, external_ip] : node.endpoints) {
+    json endpoint = {{"ipAddress", internal}, {"port", 8470}};
+    if (external) {
+      endpoint["accessConfig"] = {{"externalIp", external_ip}};
+    }
+    endpoints.push_back(endpoint);
   }
   out["networkEndpoints"] = endpoints;
   json scheduling = out.value("schedulingConfig", json::object());
   if (!scheduling.is_object()) {
     scheduling = json::object();
   }
-  if (node.tier == Tier::spot) {
+  if (node.preemptible) {
+    scheduling["preemptible"] = true;
+  } else if (node.tier == Tier::spot) {
     scheduling["spot"] = true;
   } else {
     scheduling.erase("spot");
@@ -43,6 +58,15 @@ json World::node_json(const Node& node) const {
     out["schedulingConfig"] = scheduling;
   }
   return out;
+}
+
+World::Node* World::find_node_locked(const std::string& name, Reply* missing) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) {
+    *missing = error_reply(404, "Node '" + name + "' was not found");
+    return nullptr;
+  }
+  return it->second.get();
 }
 
 Reply World::get_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms) {
@@ -66,13 +90,17 @@ Reply World::delete_node(const std::string& project, const std::string& zone, co
                          std::int64_t now_ms) {
   return mutate_at(now_ms, [&]() -> Reply {
     auto name = location(project, zone) + "/nodes/" + id;
-    auto it = nodes_.find(name);
-    if (it == nodes_.end()) {
-      return error_reply(404, "Node '" + name + "' was not found");
+    Reply missing;
+    auto* found = find_node_locked(name, &missing);
+    if (found == nullptr) {
+      return missing;
     }
-    auto& node = *it->second;
+    auto& node = *found;
     if (node.state == "DELETING" && !node.delete_op.empty()) {
-      return {200, operation_json(*operations_[node.delete_op])};
+      if (operations_.count(node.delete_op) == 0) { // operations.delete forgot it: the repeat gets a new record.
+        node.delete_op = new_operation(project, zone, "delete", name, now_ms);
+      }
+      return {200, operation_json(*operations_.at(node.delete_op))};
     }
     if (node.state == "DELETING") {
       return failed_precondition("Node '" + name + "' is being deleted with its queued resource");

@@ -10,8 +10,10 @@
 namespace jobman::mock {
 
 using nlohmann::json;
+using world_internal::failed_precondition;
 using world_internal::find_reply;
 using world_internal::page;
+using world_internal::rpc_status;
 using world_internal::under_prefix;
 
 namespace {
@@ -74,7 +76,7 @@ json World::operation_json(const Operation& op) const {
                    {"createTime", util::format_utc(op.create_ms)},
                    {"target", op.target},
                    {"verb", op.verb},
-                   {"cancelRequested", false},
+                   {"cancelRequested", op.cancel_requested},
                    {"apiVersion", "v2"}};
   if (op.done) {
     metadata["endTime"] = util::format_utc(op.end_ms);
@@ -106,6 +108,59 @@ Reply World::list_operations(const std::string& project, const std::string& zone
                    [](const Operation* a, const Operation* b) { return a->create_ms < b->create_ms; });
   return page(
       ops.size(), [&](std::size_t i) { return operation_json(*ops[i]); }, "operations", page_size, page_token);
+}
+
+Reply World::cancel_operation(const std::string& project, const std::string& zone, const std::string& id,
+                              std::int64_t now_ms) {
+  return mutate_at(now_ms, [&]() -> Reply {
+    const auto name = location(project, zone) + "/operations/" + id;
+    auto it = operations_.find(name);
+    if (it == operations_.end()) {
+      return error_reply(404, "Operation '" + name + "' was not found");
+    }
+    auto& op = *it->second;
+    if (op.done) {
+      return failed_precondition("Operation '" + name + "' has already completed and cannot be cancelled");
+    }
+    op.cancel_requested = true;
+    touch_locked(name);
+    const json cancelled = {{"error", rpc_status(1, "Operation was cancelled")}};
+    // A create or start still in progress is undone; a delete or stop has begun taking hosts away and runs on.
+    if (auto qr = queued_resources_.find(op.target);
+        qr != queued_resources_.end() && qr->second->create_op == name && qr->second->state == "CREATING") {
+      finish_operation(name, now_ms, cancelled);
+      touch_locked(qr->first);
+      queued_resources_.erase(qr);
+    } else if (auto node = nodes_.find(op.target); node != nodes_.end() && node->second->standalone()) {
+      auto& n = *node->second;
+      if (n.create_op == name && n.state == "CREATING") {
+        finish_operation(name, now_ms, cancelled);
+        release_capacity(n);
+        touch_locked(n.name);
+        nodes_.erase(node);
+      } else if (n.transition_op == name && n.state == "STARTING") {
+        finish_operation(name, now_ms, cancelled);
+        release_capacity(n);
+        n.state = "STOPPED";
+        n.transition_op.clear();
+        touch_locked(n.name);
+      }
+    }
+    tick_locked(now_ms);
+    return {200, json::object()};
+  });
+}
+
+Reply World::delete_operation(const std::string& project, const std::string& zone, const std::string& id,
+                              std::int64_t now_ms) {
+  return mutate_at(now_ms, [&]() -> Reply {
+    const auto name = location(project, zone) + "/operations/" + id;
+    if (operations_.erase(name) == 0) {
+      return error_reply(404, "Operation '" + name + "' was not found");
+    }
+    touch_locked(name);
+    return {200, json::object()};
+  });
 }
 
 } // namespace jobman::mock

@@ -115,13 +115,24 @@ json World::record_of(const Node& node) {
           {"numericId", node.numeric_id},
           {"endpoints", endpoints},
           {"faulty", node.faulty},
-          {"deleteOp", node.delete_op}};
+          {"deleteOp", node.delete_op},
+          {"generation", node.generation},
+          {"chips", node.chips},
+          {"holdsCapacity", node.holds_capacity},
+          {"preemptible", node.preemptible},
+          {"preemptMs", node.preempt_ms},
+          {"maintenanceMs", node.maintenance_ms},
+          {"createOp", node.create_op},
+          {"transitionOp", node.transition_op},
+          {"incarnation", node.incarnation}};
 }
 
 json World::record_of(const Operation& op) {
-  return {{"kind", "operations"}, {"name", op.name},          {"verb", op.verb},
-          {"target", op.target},  {"createMs", op.create_ms}, {"endMs", op.end_ms},
-          {"done", op.done},      {"response", op.response},  {"error", op.error}};
+  return {{"kind", "operations"},     {"name", op.name},
+          {"verb", op.verb},          {"target", op.target},
+          {"createMs", op.create_ms}, {"endMs", op.end_ms},
+          {"done", op.done},          {"response", op.response},
+          {"error", op.error},        {"cancelRequested", op.cancel_requested}};
 }
 
 json World::snapshot_locked() const {
@@ -217,6 +228,21 @@ void World::restore(const json& snapshot) {
     }
     node->faulty = n["faulty"];
     node->delete_op = n["deleteOp"];
+    // Records written before standalone nodes existed lack these: they describe queued resources' nodes.
+    node->generation = n.value("generation", "");
+    node->chips = n.value("chips", 0);
+    node->holds_capacity = n.value("holdsCapacity", false);
+    node->preemptible = n.value("preemptible", false);
+    node->preempt_ms = n.value("preemptMs", std::int64_t{0});
+    node->maintenance_ms = n.value("maintenanceMs", std::int64_t{0});
+    node->create_op = n.value("createOp", "");
+    node->transition_op = n.value("transitionOp", "");
+    node->incarnation = n.value("incarnation", 0);
+    if (node->holds_capacity) {
+      if (auto* pool = pool_for(node->zone, node->generation, node->tier)) {
+        pool->used += node->chips;
+      }
+    }
     auto name = node->name;
     nodes_[name] = std::move(node);
   }
@@ -230,6 +256,7 @@ void World::restore(const json& snapshot) {
     op->done = o["done"];
     op->response = o["response"];
     op->error = o["error"];
+    op->cancel_requested = o.value("cancelRequested", false);
     auto name = op->name;
     operations_[name] = std::move(op);
   }

@@ -18,17 +18,13 @@ namespace jobman::mock {
 using nlohmann::json;
 using world_internal::failed_precondition;
 using world_internal::find_reply;
+using world_internal::is_utf8;
 using world_internal::kQueuedResourceType;
 using world_internal::page;
 using world_internal::under_prefix;
+using world_internal::valid_id;
 
 namespace {
-
-// Resource ids as the API accepts them (RFC 1035 labels).
-bool valid_id(const std::string& id) {
-  static const std::regex pattern("[a-z]([-a-z0-9]{0,61}[a-z0-9])?");
-  return std::regex_match(id, pattern);
-}
 
 // "3600s" or "1.5s" (protobuf Duration JSON) into seconds.
 std::optional<double> parse_proto_duration(const json& value) {
@@ -71,7 +67,15 @@ std::optional<std::int64_t> parse_rfc3339_utc(const json& value) {
   return static_cast<std::int64_t>(::timegm(&tm)) * 1000;
 }
 
-// True when `text` is UTF-8, so that a resource named with it can be sent as JSON.
+} // namespace
+
+namespace world_internal {
+
+bool valid_id(const std::string& id) {
+  static const std::regex pattern("[a-z]([-a-z0-9]{0,61}[a-z0-9])?");
+  return std::regex_match(id, pattern);
+}
+
 bool is_utf8(const std::string& text) {
   try {
     (void)json(text).dump();
@@ -81,7 +85,7 @@ bool is_utf8(const std::string& text) {
   }
 }
 
-} // namespace
+} // namespace world_internal
 
 json World::queued_resource_json(const QueuedResource& qr) const {
   json out = qr.request;
@@ -263,6 +267,12 @@ Reply World::check_quota(const std::string& project, const Pool& pool, int chips
       held += other->chips;
     }
   }
+  for (const auto& [name, node] : nodes_) {
+    if (node->holds_capacity && node->project == project && node->zone == pool.zone &&
+        node->generation == pool.generation && node->tier == pool.tier) {
+      held += node->chips;
+    }
+  }
   if (held + chips <= pool.quota) {
     return {200, {}};
   }
@@ -306,7 +316,11 @@ Reply World::delete_queued_resource(const std::string& project, const std::strin
     }
     auto& qr = *it->second;
     if (qr.state == "DELETING") {
-      return {200, operation_json(*operations_[qr.delete_op])};
+      if (operations_.count(qr.delete_op) == 0) { // operations.delete forgot it: the repeat gets a new record.
+        qr.delete_op = new_operation(project, zone, "delete", name, now_ms);
+        touch_locked(name);
+      }
+      return {200, operation_json(*operations_.at(qr.delete_op))};
     }
     if ((qr.state == "ACTIVE" || qr.state == "PROVISIONING") && !force) {
       return failed_precondition("Queued resource '" + name + "' is " + qr.state +

@@ -11,14 +11,10 @@
 namespace jobman::mock {
 
 using nlohmann::json;
+using world_internal::kEmptyType;
 using world_internal::kQueuedResourceType;
 using world_internal::pool_key;
-
-namespace {
-
-constexpr const char* kEmptyType = "type.googleapis.com/google.protobuf.Empty";
-
-} // namespace
+using world_internal::rpc_status;
 
 void World::release_capacity(QueuedResource& qr) {
   if (!qr.holds_capacity) {
@@ -72,7 +68,7 @@ std::int64_t World::next_event_locked() const {
       consider(node->next_ms);
     }
   }
-  return next;
+  return std::min(next, next_standalone_event_locked());
 }
 
 void World::tick_locked(std::int64_t now) {
@@ -163,6 +159,10 @@ void World::step_locked(std::int64_t now) {
     auto& node = *it->second;
     if (node.state == "DELETING" && !node.delete_op.empty() && now >= node.next_ms) {
       finish_operation(node.delete_op, now, {{"@type", kEmptyType}});
+      release_capacity(node);
+      for (const auto* op : {&node.create_op, &node.transition_op}) {
+        finish_operation(*op, now, {{"error", rpc_status(10, "The node was deleted while the operation ran.")}});
+      }
       if (auto qr_it = queued_resources_.find(node.queued_resource); qr_it != queued_resources_.end()) {
         auto& qr = *qr_it->second;
         if (qr.state != "DELETING" && qr.state != "FAILED") {
@@ -182,7 +182,22 @@ void World::step_locked(std::int64_t now) {
     }
     ++it;
   }
+  step_standalone_locked(now);
   admit_locked(now);
+}
+
+void World::place_hosts_locked(Node& node, int hosts) {
+  node.numeric_id = std::to_string(1'000'000'000'000'000ULL + rng_() % 8'000'000'000'000'000ULL);
+  int zi = zone_index(node.zone);
+  for (int h = 0; h < hosts; ++h) {
+    std::uint32_t n = next_host_++;
+    std::string internal =
+        "10." + std::to_string(zi) + "." + std::to_string((n / 254) % 256) + "." + std::to_string(n % 254 + 1);
+    auto r = rng_();
+    std::string external = "34." + std::to_string(r % 256) + "." + std::to_string((r >> 8) % 256) + "." +
+                           std::to_string((r >> 16) % 254 + 1);
+    node.endpoints.emplace_back(internal, external);
+  }
 }
 
 void World::admit_locked(std::int64_t now) {
@@ -220,17 +235,7 @@ void World::admit_locked(std::int64_t now) {
     node->accelerator = qr->accelerator;
     node->tier = qr->tier;
     node->create_ms = now;
-    node->numeric_id = std::to_string(1'000'000'000'000'000ULL + rng_() % 8'000'000'000'000'000ULL);
-    int zi = zone_index(qr->zone);
-    for (int h = 0; h < qr->hosts; ++h) {
-      std::uint32_t n = next_host_++;
-      std::string internal =
-          "10." + std::to_string(zi) + "." + std::to_string((n / 254) % 256) + "." + std::to_string(n % 254 + 1);
-      auto r = rng_();
-      std::string external = "34." + std::to_string(r % 256) + "." + std::to_string((r >> 8) % 256) + "." +
-                             std::to_string((r >> 16) % 254 + 1);
-      node->endpoints.emplace_back(internal, external);
-    }
+    place_hosts_locked(*node, qr->hosts);
     qr->node_name = node->name;
     touch_locked(qr->name);
     touch_locked(node->name);

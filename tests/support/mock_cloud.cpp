@@ -88,10 +88,11 @@ std::optional<int> MockCloudProcess::stop_within(std::chrono::milliseconds patie
 HttpAnswer http_call(httplib::Client& client, const std::string& method, const std::string& path,
                      const nlohmann::json& body, const httplib::Headers& headers) {
   const std::string text = body.is_null() ? "" : body.dump();
-  auto result = method == "GET"    ? client.Get(path, headers)
-                : method == "POST" ? client.Post(path, headers, text, "application/json")
-                : method == "PUT"  ? client.Put(path, headers, text, "application/json")
-                                   : client.Delete(path, headers);
+  auto result = method == "GET"     ? client.Get(path, headers)
+                : method == "POST"  ? client.Post(path, headers, text, "application/json")
+                : method == "PUT"   ? client.Put(path, headers, text, "application/json")
+                : method == "PATCH" ? client.Patch(path, headers, text, "application/json")
+                                    : client.Delete(path, headers);
   if (!result) {
     return {};
   }

@@ -62,7 +62,7 @@ struct HttpAnswer {
   httplib::Headers headers; // The reply's headers.
 };
 
-// Sends GET, POST, PUT or DELETE with `body` as JSON (none when null).
+// Sends GET, POST, PUT, PATCH or DELETE with `body` as JSON (none when null).
 HttpAnswer http_call(httplib::Client& client, const std::string& method, const std::string& path,
                      const nlohmann::json& body, const httplib::Headers& headers);
 

@@ -78,8 +78,16 @@ public:
   [[nodiscard]] const std::filesystem::path& admin_token_path() const { return admin_token_path_; }
 
 private:
+  // Answers one request.
+  using Handler = std::function<Reply(const httplib::Request&)>;
   // Registers the /v2 and /mock/v1 routes and the error handlers.
   void register_routes();
+  // Registers locations, acceleratorTypes, runtimeVersions and generateServiceIdentity (src/server_routes.cpp).
+  void register_catalog_routes();
+  // Registers nodes.create, stop, start, patch and getGuestAttributes, operations.cancel and delete.
+  void register_node_and_operation_routes();
+  // A /v2 route: bearer check, injected faults, then `handler`, then `fields`; counted under `method` in the metrics.
+  httplib::Server::Handler api_route(const std::string& method, Handler handler);
   // Advances the world every 20 ms until stopped, then stops the HTTP server (see stop()).
   void ticker_loop();
   // Creates the worker hosts (under the state directory, or a scratch one) and connects them to the world.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "mock_cloud/config.hpp"
+#include "mock_cloud/list_query.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -14,6 +15,10 @@
 #include <set>
 #include <string>
 #include <vector>
+
+namespace jobman::config {
+struct TpuGeneration;
+} // namespace jobman::config
 
 namespace jobman::mock {
 
@@ -85,6 +90,21 @@ public:
   // Advances timers: creation, provisioning, preemption, maintenance, suspension, deletion, queue admission.
   void tick(std::int64_t now_ms);
 
+  // locations.list: the zones of the world config, by name.
+  Reply list_locations(const std::string& project, const ListQuery& query);
+  // locations.get.
+  Reply get_location(const std::string& project, const std::string& zone);
+  // acceleratorTypes.list: every size of every generation the zone has a pool for, in catalog order.
+  Reply list_accelerator_types(const std::string& project, const std::string& zone, const ListQuery& query);
+  // acceleratorTypes.get; `id` is a type such as "v4-8".
+  Reply get_accelerator_type(const std::string& project, const std::string& zone, const std::string& id);
+  // runtimeVersions.list: the runtime versions of the zone's generations, by name.
+  Reply list_runtime_versions(const std::string& project, const std::string& zone, const ListQuery& query);
+  // runtimeVersions.get.
+  Reply get_runtime_version(const std::string& project, const std::string& zone, const std::string& id);
+  // locations.generateServiceIdentity: the project's Cloud TPU service agent, the same on every call.
+  Reply generate_service_identity(const std::string& project, const std::string& zone);
+
   // queuedResources.create: `body` is a QueuedResource; returns an Operation or an error.
   Reply create_queued_resource(const std::string& project, const std::string& zone, const std::string& id,
                                const std::string& request_id, const nlohmann::json& body, std::int64_t now_ms);
@@ -107,6 +127,26 @@ public:
                    std::int64_t now_ms);
   // nodes.delete.
   Reply delete_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
+  // nodes.create: a standalone node (`body` is a Node); returns an Operation that ends with the Node once READY, or
+  // with RESOURCE_EXHAUSTED (and no node) when its pool had no free chips.
+  Reply create_node(const std::string& project, const std::string& zone, const std::string& id,
+                    const std::string& request_id, const nlohmann::json& body, std::int64_t now_ms);
+  // nodes.stop: a READY standalone node to STOPPING, then STOPPED (its hosts end, its chips are freed).
+  Reply stop_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
+  // nodes.start: a STOPPED standalone node to STARTING, then READY with fresh worker hosts.
+  Reply start_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
+  // nodes.patch: sets the fields `update_mask` names (comma-separated) from `body`; an Operation ending with the Node.
+  Reply patch_node(const std::string& project, const std::string& zone, const std::string& id,
+                   const std::string& update_mask, const nlohmann::json& body, std::int64_t now_ms);
+  // nodes.getGuestAttributes: `body` is a GetGuestAttributesRequest; the READY node's per-worker attributes.
+  Reply get_guest_attributes(const std::string& project, const std::string& zone, const std::string& id,
+                             const nlohmann::json& body, std::int64_t now_ms);
+  // operations.cancel: a running create or start ends CANCELLED and is undone; others are marked cancelRequested.
+  Reply cancel_operation(const std::string& project, const std::string& zone, const std::string& id,
+                         std::int64_t now_ms);
+  // operations.delete: forgets the operation record (what it does goes on).
+  Reply delete_operation(const std::string& project, const std::string& zone, const std::string& id,
+                         std::int64_t now_ms);
   // operations.get; `id` is "operation-...".
   Reply get_operation(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
   // operations.list, oldest first.
@@ -201,6 +241,20 @@ private:
   void finish_operation(const std::string& name, std::int64_t now, nlohmann::json response);
   // Returns a resource's chips to its pool.
   void release_capacity(QueuedResource& qr);
+  // Returns a standalone node's chips to its pool.
+  void release_capacity(Node& node);
+  // The node called `name`, or nullptr with `missing` set to its 404.
+  Node* find_node_locked(const std::string& name, Reply* missing);
+  // Gives a new node its numeric id and one internal and external address per worker host.
+  void place_hosts_locked(Node& node, int hosts);
+  // A standalone node becomes READY and HEALTHY (hosts announced, preemption or maintenance drawn); ends `op`.
+  void standalone_ready_locked(Node& node, std::string& op, std::int64_t now);
+  // A standalone node is taken back (PREEMPTED or TERMINATED): its hosts end and its chips are freed.
+  void take_back_locked(Node& node, const std::string& state);
+  // Advances the standalone nodes' timers due at `now`.
+  void step_standalone_locked(std::int64_t now);
+  // The earliest timer of the standalone nodes, or INT64_MAX.
+  std::int64_t next_standalone_event_locked() const;
   // Starts SUSPENDING with the node in `node_state` (PREEMPTED or TERMINATED).
   void start_suspending(QueuedResource& qr, const std::string& node_state, std::int64_t now);
   // The QueuedResource as the API returns it.
@@ -213,6 +267,14 @@ private:
   std::string location(const std::string& project, const std::string& zone) const;
   // 404 unless the zone is configured.
   Reply check_location(const std::string& zone) const;
+  // The generations the zone has a pool for (of either tier), in catalog order.
+  std::vector<const config::TpuGeneration*> generations_in_locked(const std::string& zone) const;
+  // A Location.
+  nlohmann::json location_json(const std::string& project, const std::string& zone) const;
+  // Every AcceleratorType of the zone.
+  std::vector<nlohmann::json> accelerator_types_locked(const std::string& project, const std::string& zone) const;
+  // Every RuntimeVersion of the zone, by name.
+  std::vector<nlohmann::json> runtime_versions_locked(const std::string& project, const std::string& zone) const;
 
   std::mutex mutex_;                                                          // Guards everything below.
   MockConfig config_;                                                         // The world description.
