@@ -13,6 +13,8 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <thread>
 
 namespace jobman::mock {
@@ -66,12 +68,30 @@ std::string padded(std::string segment) {
   return segment;
 }
 
-// `jwt` with each of its three segments padded.
-std::string pad_segments(const std::string& jwt) {
-  const auto first = jwt.find('.');
-  const auto second = jwt.find('.', first + 1);
-  return padded(jwt.substr(0, first)) + "." + padded(jwt.substr(first + 1, second - first - 1)) + "." +
-         padded(jwt.substr(second + 1));
+// An assertion signed as google-auth for Python before 1.6 signs it: each segment padded, the signature over the
+// padded header and claims.
+std::string sign_padded(const Assertion& assertion, const nlohmann::json& key_file) {
+  const std::string input = padded(util::base64url_encode(assertion.header.dump())) + "." +
+                            padded(util::base64url_encode(assertion.claims.dump()));
+  const std::string pem = key_file.at("private_key");
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  std::size_t size = 0;
+  std::string signature;
+  const auto* data = reinterpret_cast<const unsigned char*>(input.data());
+  if (key != nullptr && ctx != nullptr && EVP_DigestSignInit(ctx, nullptr, EVP_sha256(), nullptr, key) == 1 &&
+      EVP_DigestSign(ctx, nullptr, &size, data, input.size()) == 1) {
+    signature.resize(size);
+    if (EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(signature.data()), &size, data, input.size()) != 1) {
+      signature.clear();
+    }
+  }
+  EVP_MD_CTX_free(ctx);
+  EVP_PKEY_free(key);
+  EXPECT_FALSE(signature.empty()) << "cannot sign with the key file's private key";
+  return input + "." + padded(util::base64url_encode(signature));
 }
 
 TEST(Jwt, ParseTakesPaddedSegmentsButOnlyWithTheRightPadding) {
@@ -330,10 +350,9 @@ TEST_F(AuthRoutesTest, TheGoogleV4PathAndAnAssertionWithoutKidAlsoWork) {
 
 TEST_F(AuthRoutesTest, AnAssertionWithPaddedSegmentsIsAccepted) {
   // google-auth for Python before 1.6 (Debian 12 has 1.5.1) pads each segment; Google accepts that.
-  const std::string jwt = sign(valid_assertion(key_->key_file, token_url_), key_->key_file);
-  const std::string padded_jwt = pad_segments(jwt);
-  ASSERT_NE(padded_jwt, jwt) << "no segment of this assertion needs padding";
-  const auto [status, body] = post_grant(padded_jwt);
+  const std::string jwt = sign_padded(valid_assertion(key_->key_file, token_url_), key_->key_file);
+  ASSERT_NE(jwt.find('='), std::string::npos) << "no segment of this assertion needs padding";
+  const auto [status, body] = post_grant(jwt);
   ASSERT_EQ(status, 200) << body.dump();
   EXPECT_TRUE(authority_->valid(body.at("access_token").get<std::string>(), AuthClock::now()));
 }
@@ -342,7 +361,7 @@ TEST_F(AuthRoutesTest, RefusesASignatureByAnotherKey) {
   // The stranger's private key signs an assertion naming the trusted account and key.
   expect_refused(post_grant(sign(valid_assertion(key_->key_file, token_url_), stranger_->key_file)), "invalid_grant",
                  "Signature");
-  expect_refused(post_grant(pad_segments(sign(valid_assertion(key_->key_file, token_url_), stranger_->key_file))),
+  expect_refused(post_grant(sign_padded(valid_assertion(key_->key_file, token_url_), stranger_->key_file)),
                  "invalid_grant", "Signature");
 }
 
