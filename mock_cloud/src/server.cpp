@@ -281,6 +281,11 @@ void MockServer::register_routes() {
                  return world_->delete_node(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
                }));
   http_.Get(loc + "/operations", api("operations.list")([this, m, bad_page](const httplib::Request& req) {
+              // The discovery document allows a filter here; the mock has none, and says so rather than ignore it.
+              if (!req.get_param_value("filter").empty()) {
+                return error_reply(400, "operations.list: the mock cloud does not support filter; list every "
+                                        "operation and select on the client");
+              }
               auto size = page_size(req);
               return size ? world_->list_operations(m(req, 1), m(req, 2), *size, req.get_param_value("pageToken"),
                                                     util::now_ms())

@@ -12,9 +12,13 @@ using server_internal::list_query;
 
 namespace {
 
-const std::string kProject = "/v2/projects/([^/]+)";
-const std::string kLocation = kProject + "/locations/([^/:]+)";
-const std::string kId = "([^/:]+)";
+constexpr const char* kProject = "/v2/projects/([^/]+)";
+constexpr const char* kId = "([^/:]+)";
+
+// The route of a location: /v2/projects/P/locations/Z.
+std::string location_route() {
+  return std::string(kProject) + "/locations/([^/:]+)";
+}
 
 std::string match(const httplib::Request& req, int i) {
   return req.matches[i].str();
@@ -36,38 +40,39 @@ Reply bad_page() {
 } // namespace
 
 void MockServer::register_catalog_routes() {
-  http_.Get(kProject + "/locations", api_route("locations.list", [this](const httplib::Request& req) {
+  const auto location = location_route();
+  http_.Get(std::string(kProject) + "/locations", api_route("locations.list", [this](const httplib::Request& req) {
               auto query = list_query(req);
               return query ? world_->list_locations(match(req, 1), *query) : bad_page();
             }));
-  http_.Get(kLocation, api_route("locations.get", [this](const httplib::Request& req) {
+  http_.Get(location, api_route("locations.get", [this](const httplib::Request& req) {
               return world_->get_location(match(req, 1), match(req, 2));
             }));
-  http_.Post(kLocation + ":generateServiceIdentity",
+  http_.Post(location + ":generateServiceIdentity",
              api_route("locations.generateServiceIdentity", [this](const httplib::Request& req) {
                return world_->generate_service_identity(match(req, 1), match(req, 2));
              }));
-  http_.Get(kLocation + "/acceleratorTypes", api_route("acceleratorTypes.list", [this](const httplib::Request& req) {
+  http_.Get(location + "/acceleratorTypes", api_route("acceleratorTypes.list", [this](const httplib::Request& req) {
               auto query = list_query(req);
               return query ? world_->list_accelerator_types(match(req, 1), match(req, 2), *query) : bad_page();
             }));
-  http_.Get(kLocation + "/acceleratorTypes/" + kId,
+  http_.Get(location + "/acceleratorTypes/" + kId,
             api_route("acceleratorTypes.get", [this](const httplib::Request& req) {
               return world_->get_accelerator_type(match(req, 1), match(req, 2), match(req, 3));
             }));
-  http_.Get(kLocation + "/runtimeVersions", api_route("runtimeVersions.list", [this](const httplib::Request& req) {
+  http_.Get(location + "/runtimeVersions", api_route("runtimeVersions.list", [this](const httplib::Request& req) {
               auto query = list_query(req);
               return query ? world_->list_runtime_versions(match(req, 1), match(req, 2), *query) : bad_page();
             }));
-  http_.Get(kLocation + "/runtimeVersions/" + kId,
-            api_route("runtimeVersions.get", [this](const httplib::Request& req) {
+  http_.Get(location + "/runtimeVersions/" + kId, api_route("runtimeVersions.get", [this](const httplib::Request& req) {
               return world_->get_runtime_version(match(req, 1), match(req, 2), match(req, 3));
             }));
 }
 
 void MockServer::register_node_and_operation_routes() {
-  const std::string node = kLocation + "/nodes/" + kId;
-  http_.Post(kLocation + "/nodes", api_route("nodes.create", [this](const httplib::Request& req) {
+  const auto location = location_route();
+  const std::string node = location + "/nodes/" + kId;
+  http_.Post(location + "/nodes", api_route("nodes.create", [this](const httplib::Request& req) {
                const auto body = body_of(req);
                if (body.is_discarded()) {
                  return bad_json();
@@ -100,7 +105,7 @@ void MockServer::register_node_and_operation_routes() {
                }
                return world_->get_guest_attributes(match(req, 1), match(req, 2), match(req, 3), body, util::now_ms());
              }));
-  const std::string operation = kLocation + "/operations/" + kId;
+  const std::string operation = location + "/operations/" + kId;
   http_.Post(operation + ":cancel", api_route("operations.cancel", [this](const httplib::Request& req) {
                return world_->cancel_operation(match(req, 1), match(req, 2), match(req, 3), util::now_ms());
              }));

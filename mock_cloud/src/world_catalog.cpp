@@ -184,6 +184,7 @@ std::vector<json> World::runtime_versions_locked(const std::string& project, con
     versions.insert(generation->runtime_versions.begin(), generation->runtime_versions.end());
   }
   std::vector<json> out;
+  out.reserve(versions.size());
   for (const auto& version : versions) {
     out.push_back({{"name", location(project, zone) + "/runtimeVersions/" + version}, {"version", version}});
   }

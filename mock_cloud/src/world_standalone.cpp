@@ -118,9 +118,14 @@ Reply World::create_node(const std::string& project, const std::string& zone, co
     if (nodes_.count(name) != 0) {
       return error_reply(409, "Node '" + name + "' already exists");
     }
+    // The id a queued resource asks for stays taken while the resource lives, also after nodes.delete took its node
+    // (a reset brings the node back).
     for (const auto& [qr_name, qr] : queued_resources_) {
-      if (qr->node_name == name && qr->state != "DELETING") {
-        return error_reply(409, "Node '" + name + "' is already requested by queued resource '" + qr_name + "'");
+      if (qr->project == project && qr->zone == zone && qr->request["tpu"]["nodeSpec"][0]["nodeId"] == id &&
+          qr->state != "DELETING") {
+        std::string message = "Node '";
+        message.append(name).append("' is already requested by queued resource '").append(qr_name).append("'");
+        return error_reply(409, message);
       }
     }
     const Tier tier = spot || preemptible ? Tier::spot : Tier::on_demand;

@@ -302,6 +302,40 @@ TEST_F(MockDataPlaneTest, DeleteEndsEveryProcessToo) {
   EXPECT_TRUE(eventually([&] { return processes_marked(marker).empty(); }));
 }
 
+TEST_F(MockDataPlaneTest, AStandaloneNodesHostsEndOnStopAndComeBackFreshOnStart) {
+  json body = {
+      {"acceleratorType", "v4-8"}, {"runtimeVersion", "tpu-ubuntu2204-base"}, {"schedulingConfig", {{"spot", true}}}};
+  ASSERT_EQ(api("POST", "/v2/" + kLoc + "/nodes?nodeId=solo", body).status, 200);
+  auto node_state = [&] { return api("GET", "/v2/" + kLoc + "/nodes/solo").body.value("state", ""); };
+  ASSERT_TRUE(eventually([&] { return node_state() == "READY"; }));
+  const auto marker = worker("solo", 0)["marker"].get<std::string>();
+  ASSERT_EQ(ssh("solo", "0", "echo kept > before && setsid nohup sleep 600 >/dev/null 2>&1 < /dev/null &").exit_code,
+            0);
+  ASSERT_TRUE(eventually([&] { return processes_marked(marker).size() == 1; }));
+
+  ASSERT_EQ(api("POST", "/v2/" + kLoc + "/nodes/solo:stop", json::object()).status, 200);
+  EXPECT_TRUE(eventually([&] { return processes_marked(marker).empty(); }));
+  EXPECT_EQ(ssh("solo", "0", "true").exit_code, 255); // No host while the node is stopped.
+  ASSERT_TRUE(eventually([&] { return node_state() == "STOPPED"; }));
+
+  ASSERT_EQ(api("POST", "/v2/" + kLoc + "/nodes/solo:start", json::object()).status, 200);
+  ASSERT_TRUE(eventually([&] { return node_state() == "READY"; }));
+  const auto fresh = worker("solo", 0);
+  EXPECT_NE(fresh["marker"], marker);
+  auto listing = ssh("solo", "0", "test -e before && echo stale || echo fresh");
+  EXPECT_EQ(listing.exit_code, 0);
+  EXPECT_NE(listing.out.find("fresh"), std::string::npos) << listing.out;
+
+  // A preempted standalone node keeps its record, but its processes end as a preempted slice's do.
+  const auto new_marker = fresh["marker"].get<std::string>();
+  ASSERT_EQ(ssh("solo", "0", "setsid nohup sleep 600 >/dev/null 2>&1 < /dev/null &").exit_code, 0);
+  ASSERT_TRUE(eventually([&] { return processes_marked(new_marker).size() == 1; }));
+  ASSERT_EQ(api("POST", "/mock/v1/" + kLoc + "/nodes/solo:preempt", json::object(), server->admin_headers()).status,
+            200);
+  EXPECT_TRUE(eventually([&] { return processes_marked(new_marker).empty(); }));
+  EXPECT_EQ(node_state(), "PREEMPTED");
+}
+
 TEST_F(MockDataPlaneTest, StoppingTheMockEndsEveryWorkloadItStarted) {
   create_active("t", "v4-8");
   const auto marker = worker("t-node", 0)["marker"].get<std::string>();

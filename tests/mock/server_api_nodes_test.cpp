@@ -212,6 +212,7 @@ TEST_F(MockServerSlowNodesTest, OperationsCanBeCancelledAndDeleted) {
   expect_error(api("GET", path), 404, "NOT_FOUND");
   expect_error(api("DELETE", path), 404, "NOT_FOUND");
   expect_error(api("POST", kBase + "/operations/operation-none:cancel", json::object()), 404, "NOT_FOUND");
+  expect_error(api("GET", kBase + "/operations?filter=done%3Dtrue"), 400, "INVALID_ARGUMENT");
 }
 
 } // namespace

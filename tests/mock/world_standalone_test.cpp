@@ -138,8 +138,14 @@ TEST(MockStandaloneNode, BadRequestsAndConflicts) {
   ASSERT_TRUE(world.create_queued_resource("p", kStandaloneZone, "q", "", qr, kT).ok());
   // The queued resource is still CREATING: its node does not exist yet, but the id is taken.
   expect_rpc_error(create_node(world, "taken", node_body("v4-8"), kT), 409, "ALREADY_EXISTS");
+  // Also once nodes.delete took the queued resource's node: a reset would bring it back.
+  world.tick(kT + 20'000);
+  ASSERT_TRUE(world.delete_node("p", kStandaloneZone, "taken", kT + 20'000).ok());
+  ASSERT_EQ(standalone_state(world, "taken", kT + 30'000), "GONE");
+  expect_rpc_error(create_node(world, "taken", node_body("v4-8"), kT + 30'000), 409, "ALREADY_EXISTS");
   qr["tpu"]["nodeSpec"][0]["nodeId"] = "cfg";
-  expect_rpc_error(world.create_queued_resource("p", kStandaloneZone, "q2", "", qr, kT), 409, "ALREADY_EXISTS");
+  expect_rpc_error(world.create_queued_resource("p", kStandaloneZone, "q2", "", qr, kT + 30'000), 409,
+                   "ALREADY_EXISTS");
 }
 
 TEST(MockStandaloneNode, ARepeatedRequestIdReturnsTheFirstOperation) {
