@@ -169,7 +169,8 @@ def main():
         })
         started = time.monotonic()
         try:
-            client = subprocess.run(command, env=env, timeout=600)
+            # Under the CTest timeout (300 s), so that the mock is always stopped here.
+            client = subprocess.run(command, env=env, timeout=240)
         finally:
             proxy.shutdown()
             mock.terminate()
