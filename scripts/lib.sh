@@ -12,6 +12,7 @@ JOBMAN_PACKAGES=(
   libyaml-cpp-dev libcpp-httplib-dev libssl-dev libgtest-dev libgmock-dev
   clang-format clang-tidy
   zsh fish curl python3
+  python3-googleapi python3-google-auth python3-google-auth-httplib2 python3-httplib2 nodejs
 )
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -34,6 +35,14 @@ ensure_packages() {
   fi
   "${sudo[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# npm, for the Node.js client tests: Debian's package when no npm came with nodejs (a nodejs from elsewhere brings
+# its own, and conflicts with Debian's npm).
+ensure_npm() {
+  if ! command -v npm >/dev/null 2>&1; then
+    ensure_packages npm
+  fi
 }
 
 # configure_and_build DIR [cmake args...]: configures (once) and builds with all cores. JOBMAN_BUILD_TARGETS, when

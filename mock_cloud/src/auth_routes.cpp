@@ -73,6 +73,23 @@ void send_metadata_text(httplib::Response& res, const std::string& text) {
   res.set_content(text, "application/text");
 }
 
+// A metadata directory: its entries one a line, subdirectories with a trailing '/', as the metadata server lists
+// them. Only what the mock answers is listed.
+void serve_metadata_directory(httplib::Server& server, const std::string& path, const std::string& entries) {
+  server.Get(path + "/", [entries](const httplib::Request& req, httplib::Response& res) {
+    if (metadata_request_allowed(req, res)) {
+      send_metadata_text(res, entries);
+    }
+  });
+  // Without the trailing '/', the metadata server redirects to the directory; google-auth-library's probe for a
+  // metadata server (GET .../instance) follows it.
+  server.Get(path, [path](const httplib::Request& req, httplib::Response& res) {
+    if (metadata_request_allowed(req, res)) {
+      res.set_redirect(path + "/", 301);
+    }
+  });
+}
+
 } // namespace
 
 void register_auth_routes(httplib::Server& server, TokenAuthority& authority, const AuthRouteOptions& options) {
@@ -100,6 +117,17 @@ void register_auth_routes(httplib::Server& server, TokenAuthority& authority, co
                  send_metadata_text(res, project);
                }
              });
+  // google-auth-library asks which universe its credentials belong to; a VM outside a sovereign cloud says this.
+  server.Get("/computeMetadata/v1/universe/universe-domain", [](const httplib::Request& req, httplib::Response& res) {
+    if (metadata_request_allowed(req, res)) {
+      send_metadata_text(res, "googleapis.com");
+    }
+  });
+  serve_metadata_directory(server, "/computeMetadata/v1/instance", "service-accounts/\n");
+  serve_metadata_directory(server, "/computeMetadata/v1/instance/service-accounts", "default/\n");
+  serve_metadata_directory(server, "/computeMetadata/v1/instance/service-accounts/default", "email\ntoken\n");
+  serve_metadata_directory(server, "/computeMetadata/v1/project", "project-id\n");
+  serve_metadata_directory(server, "/computeMetadata/v1/universe", "universe-domain\n");
 }
 
 } // namespace jobman::mock

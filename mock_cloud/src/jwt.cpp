@@ -85,6 +85,21 @@ std::string write_public_key(EVP_PKEY* key) {
   return bio_contents(bio.get());
 }
 
+// One segment of a compact JWT. RFC 7515 writes base64url without padding, but Google's token endpoint also takes
+// segments padded with '=', as google-auth for Python before 1.6 sends every assertion. Padding, when present, must
+// be exactly what the length needs, so each segment still has a single encoding.
+std::optional<std::string> decode_segment(std::string_view text) {
+  const auto padding_start = text.find('=');
+  if (padding_start == std::string_view::npos) {
+    return util::base64url_decode(text);
+  }
+  const std::size_t padding = text.size() - padding_start;
+  if (text.size() % 4 != 0 || padding > 2 || text.find_first_not_of('=', padding_start) != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return util::base64url_decode(text.substr(0, padding_start));
+}
+
 } // namespace
 
 RsaKeyPem generate_rsa_key() {
@@ -144,9 +159,9 @@ std::optional<ParsedJwt> parse_jwt(std::string_view token) {
   if (second == std::string_view::npos || token.find('.', second + 1) != std::string_view::npos) {
     return std::nullopt;
   }
-  const auto header_text = util::base64url_decode(token.substr(0, first));
-  const auto claims_text = util::base64url_decode(token.substr(first + 1, second - first - 1));
-  auto signature = util::base64url_decode(token.substr(second + 1));
+  const auto header_text = decode_segment(token.substr(0, first));
+  const auto claims_text = decode_segment(token.substr(first + 1, second - first - 1));
+  auto signature = decode_segment(token.substr(second + 1));
   if (!header_text || !claims_text || !signature) {
     return std::nullopt;
   }

@@ -5,6 +5,7 @@
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "mock_cloud/admin_token.hpp"
+#include "mock_cloud/enum_encoding.hpp"
 #include "mock_cloud/partial_response.hpp"
 #include "server_internal.hpp"
 
@@ -68,6 +69,26 @@ void send(httplib::Response& res, const Reply& reply, bool pretty = true) {
 bool pretty(const httplib::Request& req) {
   auto value = req.get_param_value("prettyPrint");
   return value != "false" && value != "0";
+}
+
+// The `$alt` (or `alt`) system parameter, read from the raw query: cpp-httplib cuts a value at its first unencoded
+// '=', and google-gax sends "$alt=json%3Benum-encoding=int".
+std::string alt_parameter(const httplib::Request& req) {
+  const auto query_start = req.target.find('?');
+  if (query_start == std::string::npos) {
+    return {};
+  }
+  for (const std::string& pair : util::split(std::string_view(req.target).substr(query_start + 1), '&')) {
+    const auto eq = pair.find('=');
+    if (eq == std::string::npos) {
+      continue;
+    }
+    const std::string name = httplib::detail::decode_url(pair.substr(0, eq), true);
+    if (name == "$alt" || name == "alt") {
+      return httplib::detail::decode_url(pair.substr(eq + 1), true);
+    }
+  }
+  return {};
 }
 
 bool flag(const httplib::Request& req, const char* name) {
@@ -179,6 +200,9 @@ httplib::Server::Handler MockServer::api_route(const std::string& method, Handle
         } else {
           reply = error_reply(400, "Invalid field selection " + fields);
         }
+      }
+      if (reply.ok() && wants_enum_numbers(alt_parameter(req))) {
+        encode_enums_as_numbers(method, reply.body);
       }
     }
     world_->count_request(method, reply.status);

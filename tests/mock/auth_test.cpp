@@ -13,6 +13,8 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <thread>
 
 namespace jobman::mock {
@@ -58,6 +60,57 @@ TEST(Jwt, ParseRefusesAnythingButThreeJsonParts) {
   EXPECT_EQ(jwt->header.at("alg"), "RS256");
   EXPECT_EQ(jwt->claims.at("iss"), "x");
   EXPECT_TRUE(jwt->signature.empty());
+}
+
+// Base64url with its '=' padding put back, as google-auth for Python before 1.6 writes every JWT segment.
+std::string padded(std::string segment) {
+  segment.append((4 - segment.size() % 4) % 4, '=');
+  return segment;
+}
+
+// An assertion signed as google-auth for Python before 1.6 signs it: each segment padded, the signature over the
+// padded header and claims.
+std::string sign_padded(const Assertion& assertion, const nlohmann::json& key_file) {
+  const std::string input = padded(util::base64url_encode(assertion.header.dump())) + "." +
+                            padded(util::base64url_encode(assertion.claims.dump()));
+  const std::string pem = key_file.at("private_key");
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  std::size_t size = 0;
+  std::string signature;
+  const auto* data = reinterpret_cast<const unsigned char*>(input.data());
+  if (key != nullptr && ctx != nullptr && EVP_DigestSignInit(ctx, nullptr, EVP_sha256(), nullptr, key) == 1 &&
+      EVP_DigestSign(ctx, nullptr, &size, data, input.size()) == 1) {
+    signature.resize(size);
+    if (EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(signature.data()), &size, data, input.size()) != 1) {
+      signature.clear();
+    }
+  }
+  EVP_MD_CTX_free(ctx);
+  EVP_PKEY_free(key);
+  EXPECT_FALSE(signature.empty()) << "cannot sign with the key file's private key";
+  return input + "." + padded(util::base64url_encode(signature));
+}
+
+TEST(Jwt, ParseTakesPaddedSegmentsButOnlyWithTheRightPadding) {
+  const std::string header = util::base64url_encode(R"({"alg":"RS256"})"); // 15 bytes: no padding.
+  const std::string claims = util::base64url_encode(R"({"iss":"xy"})");    // 12 bytes: no padding.
+  const std::string signature = util::base64url_encode("sig!!");           // 5 bytes: "=" of padding.
+  const auto jwt = parse_jwt(header + "." + padded(util::base64url_encode(R"({"a":1})")) + "." + padded(signature));
+  ASSERT_TRUE(jwt);
+  EXPECT_EQ(jwt->claims.at("a"), 1);
+  EXPECT_EQ(jwt->signature, "sig!!");
+  // The signing input is the segments as sent, padding included.
+  EXPECT_EQ(jwt->signing_input, header + "." + padded(util::base64url_encode(R"({"a":1})")));
+  EXPECT_TRUE(parse_jwt(header + "." + claims + "." + util::base64url_encode("sig")));
+
+  EXPECT_FALSE(parse_jwt(header + "." + claims + "." + signature + "=="));    // Not a multiple of four.
+  EXPECT_FALSE(parse_jwt(header + "." + claims + "." + signature + "=====")); // Too much padding.
+  EXPECT_FALSE(parse_jwt(header + "." + claims + "====." + signature));       // Padding where none is needed.
+  EXPECT_FALSE(parse_jwt(header + "." + claims + "." + "c2lnIQ=x"));          // Padding inside the text.
+  EXPECT_FALSE(parse_jwt(header + "." + claims + "." + "===="));
 }
 
 TEST(ServiceAccountKeyFile, HasGoogleFieldsAndAPrivateKeyThatSignsForTheSavedPublicKey) {
@@ -295,10 +348,21 @@ TEST_F(AuthRoutesTest, TheGoogleV4PathAndAnAssertionWithoutKidAlsoWork) {
   EXPECT_TRUE(authority_->valid(body.at("access_token").get<std::string>(), AuthClock::now()));
 }
 
+TEST_F(AuthRoutesTest, AnAssertionWithPaddedSegmentsIsAccepted) {
+  // google-auth for Python before 1.6 (Debian 12 has 1.5.1) pads each segment; Google accepts that.
+  const std::string jwt = sign_padded(valid_assertion(key_->key_file, token_url_), key_->key_file);
+  ASSERT_NE(jwt.find('='), std::string::npos) << "no segment of this assertion needs padding";
+  const auto [status, body] = post_grant(jwt);
+  ASSERT_EQ(status, 200) << body.dump();
+  EXPECT_TRUE(authority_->valid(body.at("access_token").get<std::string>(), AuthClock::now()));
+}
+
 TEST_F(AuthRoutesTest, RefusesASignatureByAnotherKey) {
   // The stranger's private key signs an assertion naming the trusted account and key.
   expect_refused(post_grant(sign(valid_assertion(key_->key_file, token_url_), stranger_->key_file)), "invalid_grant",
                  "Signature");
+  expect_refused(post_grant(sign_padded(valid_assertion(key_->key_file, token_url_), stranger_->key_file)),
+                 "invalid_grant", "Signature");
 }
 
 TEST_F(AuthRoutesTest, RefusesATamperedPayload) {
@@ -310,6 +374,12 @@ TEST_F(AuthRoutesTest, RefusesATamperedPayload) {
   const auto second = jwt.find('.', first + 1);
   const std::string tampered = jwt.substr(0, first + 1) + forged_claims + jwt.substr(second);
   expect_refused(post_grant(tampered), "invalid_grant", "Signature");
+  // Padding is part of what is signed: the padded claims under the unpadded signing input's signature are refused.
+  const std::string claims = jwt.substr(first + 1, second - first - 1);
+  if (claims.size() % 4 != 0) {
+    expect_refused(post_grant(jwt.substr(0, first + 1) + padded(claims) + jwt.substr(second)), "invalid_grant",
+                   "Signature");
+  }
 }
 
 TEST_F(AuthRoutesTest, RefusesExpiredAndOverlongAndFutureAssertions) {
@@ -429,6 +499,34 @@ TEST_F(AuthRoutesTest, MetadataAnswersEmailAndProjectAsPlainText) {
   auto refused = client().Get("/computeMetadata/v1/project/project-id");
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 403);
+}
+
+TEST_F(AuthRoutesTest, MetadataDirectoriesListWhatTheMockAnswersAndRedirectWithoutTheSlash) {
+  const httplib::Headers flavor{{"Metadata-Flavor", "Google"}};
+  // google-auth-library probes GET .../instance to learn whether it runs on a VM; the server redirects to the
+  // directory, as Google's does.
+  auto probe = client().Get("/computeMetadata/v1/instance", flavor);
+  ASSERT_TRUE(probe);
+  EXPECT_EQ(probe->status, 301);
+  EXPECT_EQ(probe->get_header_value("Location"), "/computeMetadata/v1/instance/");
+  EXPECT_EQ(probe->get_header_value("Metadata-Flavor"), "Google");
+  auto instance = client().Get("/computeMetadata/v1/instance/", flavor);
+  ASSERT_TRUE(instance);
+  EXPECT_EQ(instance->status, 200);
+  EXPECT_EQ(instance->body, "service-accounts/\n");
+  auto account = client().Get("/computeMetadata/v1/instance/service-accounts/default/", flavor);
+  ASSERT_TRUE(account);
+  EXPECT_EQ(account->body, "email\ntoken\n");
+  auto universe = client().Get("/computeMetadata/v1/universe/universe-domain", flavor);
+  ASSERT_TRUE(universe);
+  EXPECT_EQ(universe->status, 200);
+  EXPECT_EQ(universe->body, "googleapis.com");
+  for (const char* path : {"/computeMetadata/v1/instance", "/computeMetadata/v1/instance/",
+                           "/computeMetadata/v1/universe/universe-domain"}) {
+    auto refused = client().Get(path);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 403) << path;
+  }
 }
 
 } // namespace

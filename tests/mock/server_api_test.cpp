@@ -316,6 +316,22 @@ TEST_F(MockServerApiLifecycleTest, WalksCreatingWaitingProvisioningActive) {
   EXPECT_EQ(api("GET", kBase + "/queuedResources/walk").body["state"]["stateInitiator"], "USER");
 }
 
+TEST_F(MockServerApiTest, EnumEncodingIntAnswersEnumsAsTheirProtoNumbers) {
+  // google-gax sends this on every call over its HTTP/JSON transport, with the ';' encoded and the '=' not.
+  ASSERT_EQ(create("numbers", qr_body("numbers-node", "v4-8")).status, 200);
+  ASSERT_TRUE(reaches("numbers", "ACTIVE"));
+  auto qr = api("GET", kBase + "/queuedResources/numbers?$alt=json%3Benum-encoding=int");
+  ASSERT_EQ(qr.status, 200) << qr.text;
+  EXPECT_EQ(qr.body["state"]["state"], 6);          // ACTIVE
+  EXPECT_EQ(qr.body["state"]["stateInitiator"], 1); // USER
+  auto nodes = api("GET", kBase + "/nodes?alt=json;enum-encoding=int");
+  ASSERT_EQ(nodes.status, 200) << nodes.text;
+  EXPECT_EQ(nodes.body["nodes"][0]["state"], 2);  // READY
+  EXPECT_EQ(nodes.body["nodes"][0]["health"], 1); // HEALTHY
+  // Without the option, the strings.
+  EXPECT_EQ(api("GET", kBase + "/queuedResources/numbers?$alt=json").body["state"]["state"], "ACTIVE");
+}
+
 TEST_F(MockServerApiTest, GuaranteedRequestRunsOnTheOnDemandPool) {
   ASSERT_EQ(create("sure", qr_body("sure-node", "v4-8", "guaranteed")).status, 200);
   ASSERT_TRUE(reaches("sure", "ACTIVE"));

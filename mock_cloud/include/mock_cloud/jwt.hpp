@@ -36,7 +36,8 @@ struct ParsedJwt {
   std::string signature;     // The decoded signature bytes.
 };
 
-// Parses a compact JWT; nullopt unless it has three base64url parts whose first two are JSON objects.
+// Parses a compact JWT; nullopt unless it has three base64url parts (unpadded, or padded as a whole with '=')
+// whose first two are JSON objects.
 std::optional<ParsedJwt> parse_jwt(std::string_view token);
 
 // True when `signature` is a valid RSASSA-PKCS1-v1_5 SHA-256 signature of `data` by the key in `public_key_pem`.
