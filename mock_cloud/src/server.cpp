@@ -7,6 +7,7 @@
 #include "mock_cloud/admin_token.hpp"
 #include "mock_cloud/enum_encoding.hpp"
 #include "mock_cloud/partial_response.hpp"
+#include "mock_cloud/query_parameters.hpp"
 #include "server_internal.hpp"
 
 #include <CLI/CLI.hpp>
@@ -71,14 +72,16 @@ bool pretty(const httplib::Request& req) {
   return value != "false" && value != "0";
 }
 
+// The request's query string as sent, without the '?'.
+std::string_view raw_query(const httplib::Request& req) {
+  const auto query_start = req.target.find('?');
+  return query_start == std::string::npos ? std::string_view() : std::string_view(req.target).substr(query_start + 1);
+}
+
 // The `$alt` (or `alt`) system parameter, read from the raw query: cpp-httplib cuts a value at its first unencoded
 // '=', and google-gax sends "$alt=json%3Benum-encoding=int".
 std::string alt_parameter(const httplib::Request& req) {
-  const auto query_start = req.target.find('?');
-  if (query_start == std::string::npos) {
-    return {};
-  }
-  for (const std::string& pair : util::split(std::string_view(req.target).substr(query_start + 1), '&')) {
+  for (const std::string& pair : util::split(raw_query(req), '&')) {
     const auto eq = pair.find('=');
     if (eq == std::string::npos) {
       continue;
@@ -183,6 +186,8 @@ httplib::Server::Handler MockServer::api_route(const std::string& method, Handle
       reply = error_reply(401, "Request is missing required authentication credential. Expected OAuth 2 access "
                                "token, login cookie or other valid authentication credential.");
       res.set_header("WWW-Authenticate", "Bearer realm=\"https://accounts.google.com/\"");
+    } else if (const auto unbound = unbound_query_parameter(method, raw_query(req))) {
+      reply = error_reply(400, unbound_parameter_message(*unbound));
     } else {
       auto fault = world_->decide_fault();
       if (fault.latency_ms > 0) {

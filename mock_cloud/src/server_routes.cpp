@@ -77,8 +77,8 @@ void MockServer::register_node_and_operation_routes() {
                if (body.is_discarded()) {
                  return bad_json();
                }
-               return world_->create_node(match(req, 1), match(req, 2), req.get_param_value("nodeId"),
-                                          req.get_param_value("requestId"), body, util::now_ms());
+               return world_->create_node(match(req, 1), match(req, 2), req.get_param_value("nodeId"), body,
+                                          util::now_ms());
              }));
   http_.Post(node + ":stop", api_route("nodes.stop", [this](const httplib::Request& req) {
                return body_of(req).is_discarded()

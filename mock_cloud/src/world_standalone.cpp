@@ -74,8 +74,8 @@ bool read_scheduling(const json& body, bool* spot, bool* preemptible, std::strin
 
 } // namespace
 
-Reply World::create_node(const std::string& project, const std::string& zone, const std::string& id,
-                         const std::string& request_id, const json& body, std::int64_t now_ms) {
+Reply World::create_node(const std::string& project, const std::string& zone, const std::string& id, const json& body,
+                         std::int64_t now_ms) {
   return mutate_at(now_ms, [&]() -> Reply {
     if (auto r = check_location(zone); !r.ok()) {
       return r;
@@ -84,10 +84,6 @@ Reply World::create_node(const std::string& project, const std::string& zone, co
       return error_reply(400, "Invalid project '" + project + "': not UTF-8 text");
     }
     const auto name = location(project, zone) + "/nodes/" + id;
-    const auto request_key = "create " + name + " " + request_id;
-    if (const auto* op = operation_for_request(request_id.empty() ? "" : request_key)) {
-      return {200, operation_json(*op)};
-    }
     if (id.empty()) {
       return error_reply(400, "nodeId is required");
     }
@@ -165,9 +161,6 @@ Reply World::create_node(const std::string& project, const std::string& zone, co
     node->create_op = new_operation(project, zone, "create", name, now_ms);
     const auto op_name = node->create_op;
     nodes_[name] = std::move(node);
-    if (!request_id.empty()) {
-      remember_request_id(request_key, op_name);
-    }
     touch_locked(name);
     tick_locked(now_ms);
     return {200, operation_json(*operations_[op_name])};

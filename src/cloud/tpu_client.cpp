@@ -197,16 +197,19 @@ struct TpuClient::Impl {
     return out;
   }
 
-  // POSTs a create of `collection`/`id` under `where` with a request id kept across retries; fills
+  // POSTs a create of `collection`/`id` under `where`, with a request id kept across retries where the method
+  // binds one (Google refuses a query parameter the method lacks, and nodes.create has no requestId); fills
   // `result.operation`, or after a 409 ALREADY_EXISTS `result.existing` with what `look_up` finds.
   template <typename Result, typename LookUp>
   void create(const std::string& method, const Location& where, const std::string& collection,
-              const std::string& id_parameter, const std::string& id, const json& body, Result& result,
-              LookUp look_up) {
+              const std::string& id_parameter, const std::string& id, bool with_request_id, const json& body,
+              Result& result, LookUp look_up) {
     const std::string parent = where.name();
-    const std::string request_id = new_request_id(); // The same for every retry of this create.
-    const Call call{method, parent + "/" + collection + "/" + id, "POST",
-                    url(parent + "/" + collection, id_parameter + "=" + url_encode(id) + "&requestId=" + request_id),
+    std::string query = id_parameter + "=" + url_encode(id);
+    if (with_request_id) {
+      query += "&requestId=" + new_request_id(); // The same for every retry of this create.
+    }
+    const Call call{method, parent + "/" + collection + "/" + id, "POST", url(parent + "/" + collection, query),
                     body.dump()};
     const Answer answer = execute(call, {409});
     if (answer.status != 409) {
@@ -243,14 +246,16 @@ const std::string& TpuClient::endpoint() const {
 
 CreateResult TpuClient::create_queued_resource(const Location& where, const std::string& id, const json& body) {
   CreateResult result;
-  impl_->create("queuedResources.create", where, "queuedResources", "queuedResourceId", id, body, result,
+  impl_->create("queuedResources.create", where, "queuedResources", "queuedResourceId", id, true, body, result,
                 [&] { return get_queued_resource(where, id); });
   return result;
 }
 
 NodeCreateResult TpuClient::create_node(const Location& where, const std::string& id, const json& body) {
   NodeCreateResult result;
-  impl_->create("nodes.create", where, "nodes", "nodeId", id, body, result, [&] { return get_node(where, id); });
+  // A retried create that did happen answers 409, and then the node is looked up: that is what stands in for the
+  // request id nodes.create does not take.
+  impl_->create("nodes.create", where, "nodes", "nodeId", id, false, body, result, [&] { return get_node(where, id); });
   return result;
 }
 
@@ -289,7 +294,7 @@ std::vector<Node> TpuClient::list_nodes(const Location& where, int page_size) {
 }
 
 std::optional<Operation> TpuClient::delete_node(const Location& where, const std::string& id) {
-  return impl_->remove("nodes.delete", where.name() + "/nodes/" + id, "requestId=" + new_request_id());
+  return impl_->remove("nodes.delete", where.name() + "/nodes/" + id, ""); // nodes.delete binds no requestId.
 }
 
 Operation TpuClient::get_operation(const std::string& name) {

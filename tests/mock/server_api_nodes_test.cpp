@@ -77,6 +77,17 @@ void expect_error(const Answer& answer, int code, const std::string& status) {
   EXPECT_EQ(answer.body["error"]["status"], status) << answer.text;
 }
 
+TEST_F(MockServerNodesTest, AQueryParameterTheMethodDoesNotBindIsRefusedAndNothingIsCreated) {
+  const json body = {{"acceleratorType", "v4-8"}, {"runtimeVersion", "tpu-ubuntu2204-base"}};
+  const auto refused = api("POST", kBase + "/nodes?nodeId=strict&requestId=r-1", body);
+  expect_error(refused, 400, "INVALID_ARGUMENT");
+  EXPECT_NE(refused.body["error"]["message"].get<std::string>().find("\"requestId\""), std::string::npos)
+      << refused.text;
+  EXPECT_EQ(node_state("strict"), "404");
+  expect_error(api("DELETE", kBase + "/nodes/strict?requestId=r-2"), 400, "INVALID_ARGUMENT");
+  EXPECT_EQ(api("POST", kBase + "/nodes?nodeId=strict&prettyPrint=false", body).status, 200);
+}
+
 TEST_F(MockServerNodesTest, CatalogMethodsAnswerWithTheDocumentedShapes) {
   auto locations = api("GET", "/v2/projects/p/locations?pageSize=1");
   ASSERT_EQ(locations.status, 200) << locations.text;

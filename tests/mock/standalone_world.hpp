@@ -45,7 +45,7 @@ inline nlohmann::json node_body(const std::string& accelerator, const std::strin
 // nodes.create of `id` in project p.
 inline mock::Reply create_node(mock::World& world, const std::string& id, const nlohmann::json& body,
                                std::int64_t now) {
-  return world.create_node("p", kStandaloneZone, id, "", body, now);
+  return world.create_node("p", kStandaloneZone, id, body, now);
 }
 
 // The node's state, or "GONE".

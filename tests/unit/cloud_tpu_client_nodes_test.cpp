@@ -54,7 +54,7 @@ std::string query_value(const std::string& url, const std::string& key) {
   return url.substr(start, url.find('&', start) - start);
 }
 
-TEST(TpuClientNodes, CreatePostsTheNodeWithItsIdAndOneRequestIdAcrossRetries) {
+TEST(TpuClientNodes, CreatePostsTheNodeWithItsIdAndOnlyTheParametersNodesCreateBinds) {
   const json operation = {{"name", std::string(kParent) + "/operations/op-1"}, {"done", false}};
   ScriptedClient server({answer(503, {{"error", {{"code", 503}, {"status", "UNAVAILABLE"}}}}), answer(200, operation)});
   const json body = {{"acceleratorType", "v4-8"}, {"schedulingConfig", {{"spot", true}}}};
@@ -70,9 +70,10 @@ TEST(TpuClientNodes, CreatePostsTheNodeWithItsIdAndOneRequestIdAcrossRetries) {
     EXPECT_EQ(query_value(request.url, "nodeId"), "train-000001-a1");
     EXPECT_EQ(json::parse(request.body), body);
   }
-  const auto request_id = query_value(server.requests[0].url, "requestId");
-  EXPECT_EQ(request_id.size(), 36U) << "a UUID";
-  EXPECT_EQ(query_value(server.requests[1].url, "requestId"), request_id) << "the retry repeats the request id";
+  for (const auto& request : server.requests) {
+    // Google refuses a query parameter the method does not bind, and nodes.create binds nodeId alone.
+    EXPECT_EQ(request.url.find("requestId"), std::string::npos) << request.url;
+  }
 }
 
 TEST(TpuClientNodes, CreateOfANodeThatExistsReturnsIt) {

@@ -189,13 +189,15 @@ public:
   // queuedResources.delete with a request id kept across retries; nullopt when it was already gone.
   std::optional<Operation> delete_queued_resource(const Location& where, const std::string& id, DeleteMode mode);
 
-  // nodes.create (tpu-vm mode) with a request id kept across retries; a 409 returns the existing node.
+  // nodes.create (tpu-vm mode); a 409 returns the existing node, which is what makes a retried create safe (the
+  // method binds no request id).
   NodeCreateResult create_node(const Location& where, const std::string& id, const nlohmann::json& body);
   // nodes.get; nullopt when it does not exist.
   std::optional<Node> get_node(const Location& where, const std::string& id);
   // nodes.list, every page.
   std::vector<Node> list_nodes(const Location& where, int page_size = 0);
-  // nodes.delete with a request id kept across retries; nullopt when it was already gone.
+  // nodes.delete (the method binds no request id; a repeated delete finds the node gone); nullopt when it was already
+  // gone.
   std::optional<Operation> delete_node(const Location& where, const std::string& id);
 
   // operations.get by full name.

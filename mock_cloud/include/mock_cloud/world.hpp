@@ -130,7 +130,7 @@ public:
   // nodes.create: a standalone node (`body` is a Node); returns an Operation that ends with the Node once READY, or
   // with RESOURCE_EXHAUSTED (and no node) when its pool had no free chips.
   Reply create_node(const std::string& project, const std::string& zone, const std::string& id,
-                    const std::string& request_id, const nlohmann::json& body, std::int64_t now_ms);
+                    const nlohmann::json& body, std::int64_t now_ms);
   // nodes.stop: a READY standalone node to STOPPING, then STOPPED (its hosts end, its chips are freed).
   Reply stop_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
   // nodes.start: a STOPPED standalone node to STARTING, then READY with fresh worker hosts.
