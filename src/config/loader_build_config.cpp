@@ -11,14 +11,21 @@ namespace jobman::config::detail {
 
 namespace {
 
-// Resolves a local path written in the config: "~" expanded, relative to the config's directory.
+// Resolves a local path written in the config: "~" expanded; a relative path from the working directory where it
+// exists there (the Python jobman hands such paths to scp unchanged, so its users write them from where they run it,
+// usually their repository's root), else from the config's directory.
 std::string local_path(const BuildContext& ctx, const std::string& path) {
   if (path.empty()) {
     return path;
   }
   std::filesystem::path out = util::expand_user(path);
   if (out.is_relative()) {
-    out = ctx.base_dir / out;
+    std::error_code ec;
+    if (std::filesystem::exists(out, ec)) {
+      out = std::filesystem::absolute(out, ec);
+    } else {
+      out = ctx.base_dir / out;
+    }
   }
   return out.lexically_normal().string();
 }
@@ -43,7 +50,10 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
   const auto sections = detail::known_keys("");
   for (const auto& entry : root.entries) {
     if (std::find(sections.begin(), sections.end(), entry.key) == sections.end()) {
-      p.error(entry.key_origin, entry.key, "unknown section", detail::suggestion(entry.key, sections));
+      const auto close = util::closest_match(entry.key, sections);
+      p.warn(entry.key_origin, entry.key,
+             "unknown section, ignored as the Python jobman ignores it" +
+                 (close ? " (did you mean '" + *close + "'?)" : std::string()));
     }
   }
   const auto open = [&](const std::string& name, Presence presence) {
@@ -60,6 +70,14 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
 
   const Section job = open("job", Presence::required);
   build_job(job, config.job);
+  // The Python jobman's queue mode runs the tasks of its queue file instead of command.cmd: running the command would
+  // be another job than the one asked for. A queue that is off is the usual job.
+  if (const Section queue(p, job.get("queue"), job.path("queue"), job.origin("queue"), "job.queue");
+      queue.present() && queue.boolean("enabled").value_or(false)) {
+    p.error(queue.origin("enabled"), queue.path("enabled"),
+            "the Python jobman's queue mode (tasks from a queue file instead of command.cmd) is not supported",
+            "set enabled: false, or remove job.queue, to run command.cmd");
+  }
   const Section tpu = open("tpu", Presence::required);
   const auto accelerator = build_tpu(p, tpu, ctx, config.job, config.tpu);
 
@@ -169,7 +187,8 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
     config.email = out;
   }
 
-  // The environment named by job.env_type must be configured; the others are left unused.
+  // The environment named by job.env_type is built from its section. Without one, the command runs bare, as the
+  // Python jobman runs it (it builds an environment only when its section exists); the others are left unused.
   const struct {
     EnvType type;
     const char* name;
@@ -179,18 +198,21 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
               {EnvType::conda, "conda", &conda, "name"},
               {EnvType::venv, "venv", &venv, "name"}};
   const Origin env_at = job.origin("env_type");
+  const EnvType named = config.job.env_type;
   for (const auto& env : envs) {
-    if (env.type == config.job.env_type) {
-      if (!env.section->present()) {
-        p.error(env_at, "job.env_type",
-                std::string("env_type is ") + env.name + " but the config has no " + env.name + " section",
-                std::string("add ") + env.name + "." + env.key);
-      } else if (env.section->get(env.key) == nullptr || env.section->get(env.key)->is_null()) {
+    if (env.type == named && !env.section->present()) {
+      p.warn(env_at, "job.env_type",
+             std::string("env_type is ") + env.name + " but the config has no " + env.name +
+                 " section: the command runs without an environment (add " + env.name + "." + env.key +
+                 " to build one)");
+      config.job.env_type = EnvType::none;
+    } else if (env.type == named) {
+      if (env.section->get(env.key) == nullptr || env.section->get(env.key)->is_null()) {
         env.section->missing(env.key, std::string("job.env_type is ") + env.name);
       }
     } else if (env.section->present()) {
       const SectionRef ref = section_ref(root, env.name, ctx.file);
-      p.warn(ref.anchor, env.name, "section not used: job.env_type is " + to_string(config.job.env_type));
+      p.warn(ref.anchor, env.name, "section not used: job.env_type is " + to_string(named));
     }
   }
   const auto check_file = [&](const Section& s, const std::string& key, const std::string& path) {

@@ -189,6 +189,43 @@ void build_job(const Section& s, JobSection& out) {
   out.remote_user = s.str("remote_user").value_or("");
 }
 
+namespace {
+
+// tpu.pricing as the Python jobman reads it: spot and preemptible ask for those tiers, and anything else (null, a
+// misspelling, another case) asks for neither, which is on-demand. The usual ways of writing on-demand are taken as
+// they are; the others are taken as the Python jobman takes them, with a warning. Absent, the job is spot (the Python
+// jobman cannot run without the key).
+Pricing build_pricing(Problems& p, const Section& s) {
+  const Node* value = s.get("pricing");
+  if (value == nullptr || value->unresolved) {
+    return Pricing::spot;
+  }
+  if (value->is_null()) {
+    p.warn(s.origin("pricing"), s.path("pricing"),
+           "null: on-demand, as the Python jobman reads it (write spot or preemptible for those tiers)");
+    return Pricing::ondemand;
+  }
+  const auto text = as_string(p, *value, s.path("pricing"));
+  if (!text) {
+    return Pricing::spot;
+  }
+  static const std::map<std::string, Pricing> spellings = {
+      {"spot", Pricing::spot},          {"preemptible", Pricing::preemptible}, {"ondemand", Pricing::ondemand},
+      {"on-demand", Pricing::ondemand}, {"on_demand", Pricing::ondemand},      {"standard", Pricing::ondemand},
+  };
+  if (const auto it = spellings.find(*text); it != spellings.end()) {
+    return it->second;
+  }
+  const std::vector<std::string> names = {"spot", "ondemand", "preemptible"};
+  const std::string hint = detail::suggestion(util::to_lower(*text), names);
+  p.warn(value->origin, s.path("pricing"),
+         "'" + *text + "' is neither spot nor preemptible: on-demand, as the Python jobman reads it" +
+             (hint.empty() ? "" : " (" + hint + ")"));
+  return Pricing::ondemand;
+}
+
+} // namespace
+
 std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const BuildContext& ctx, const JobSection& job,
                                          TpuSection& out) {
   out.allocation_mode =
@@ -245,10 +282,11 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   } else if (accelerator) {
     out.version = accelerator->generation->runtime_versions.front();
   }
-  out.pricing =
-      s.choice<Pricing>(
-           "pricing", {{"spot", Pricing::spot}, {"ondemand", Pricing::ondemand}, {"preemptible", Pricing::preemptible}})
-          .value_or(Pricing::spot);
+  for (const char* key : {"accelerator", "zone", "version"}) {
+    const Origin& at = s.origin(key);
+    out.origins[key] = SourceLocation{at.file, at.line, at.column, s.path(key)};
+  }
+  out.pricing = build_pricing(p, s);
   out.startup_script = s.str("startup_script");
   out.tags = s.str_list("tags");
   for (std::size_t i = 0; i < out.tags.size(); ++i) {

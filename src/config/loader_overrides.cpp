@@ -132,6 +132,13 @@ void apply_set_overrides(Node& root, const std::vector<std::string>& overrides, 
       continue;
     }
     const auto& [path, text] = *parsed;
+    // A key the file does not know is a warning (the Python jobman ignores it); one typed on the command line is
+    // jobman's own and cannot have meant anything else, so it is an error.
+    if (auto problem = detail::check_key_path(path);
+        problem && (problem->message == "unknown key" || problem->message == "unknown section")) {
+      errors.push_back(detail::make_diagnostic(origin, path, problem->message, problem->hint));
+      continue;
+    }
     set_path(root, path, parse_argument_value(text, origin, path, errors), origin, errors);
   }
 }

@@ -25,9 +25,19 @@ Section::Section(Problems& p, const Node* node, std::string path, Origin anchor,
   }
   node_ = node;
   const auto keys = detail::known_keys(schema_name);
+  // The Python jobman reads keys by name and never looks at the others, so a key unknown in one of its sections is
+  // ignored with a warning, not refused; jobman's own sections (recovery) have no such users to follow.
+  const bool strict = schema_name.starts_with("recovery");
   for (const auto& entry : node->entries) {
     if (std::find(keys.begin(), keys.end(), entry.key) == keys.end()) {
-      p_.error(entry.key_origin, join_path(path_, entry.key), "unknown key", detail::suggestion(entry.key, keys));
+      if (strict) {
+        p_.error(entry.key_origin, join_path(path_, entry.key), "unknown key", detail::suggestion(entry.key, keys));
+      } else {
+        const auto close = util::closest_match(entry.key, keys);
+        p_.warn(entry.key_origin, join_path(path_, entry.key),
+                "unknown key, ignored as the Python jobman ignores it" +
+                    (close ? " (did you mean '" + *close + "'?)" : std::string()));
+      }
     }
   }
 }
@@ -41,9 +51,20 @@ const Node* Section::get(const std::string& key, Presence presence) const {
 }
 
 void Section::missing(const std::string& key, std::string hint) const {
-  if (!broken_) {
-    p_.error(anchor_, path(key), "required key is missing", std::move(hint));
+  if (broken_) {
+    return;
   }
+  // An unknown key is only a warning; when it is the missing key misspelt, the error says so.
+  if (hint.empty() && node_ != nullptr) {
+    const std::vector<std::string> wanted = {key};
+    for (const auto& entry : node_->entries) {
+      if (entry.key != key && util::closest_match(entry.key, wanted)) {
+        hint = "is '" + entry.key + "' on line " + std::to_string(entry.key_origin.line) + " a misspelling?";
+        break;
+      }
+    }
+  }
+  p_.error(anchor_, path(key), "required key is missing", std::move(hint));
 }
 
 const Origin& Section::origin(const std::string& key) const {

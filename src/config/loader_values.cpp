@@ -61,6 +61,10 @@ std::optional<bool> as_bool(Problems& p, const Node& node, const std::string& pa
     if (word == "false" || word == "no" || word == "off") {
       return false;
     }
+    // The Python jobman tests its flags for truth, so 0 and 1 work there as false and true.
+    if (const auto number = util::parse_int(node.text)) {
+      return *number != 0;
+    }
   }
   p.error(node.origin, path, "expected true or false, got " + detail::describe_kind(node));
   return std::nullopt;

@@ -1,4 +1,5 @@
-// Every malformed config in tests/data/configs/bad is rejected with the message its first line announces.
+// Every malformed config in tests/data/configs/bad is rejected with the message its first line announces; every
+// config in tests/data/configs/warn, which the Python jobman runs, loads with the warning its first line announces.
 #include "jobman/config/loader.hpp"
 
 #include <algorithm>
@@ -13,9 +14,13 @@ std::filesystem::path bad_dir() {
   return JOBMAN_TEST_DATA_DIR "/configs/bad";
 }
 
-std::vector<std::string> bad_files() {
+std::filesystem::path warn_dir() {
+  return JOBMAN_TEST_DATA_DIR "/configs/warn";
+}
+
+std::vector<std::string> yaml_files(const std::filesystem::path& dir) {
   std::vector<std::string> out;
-  for (const auto& entry : std::filesystem::directory_iterator(bad_dir())) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() == ".yaml") {
       out.push_back(entry.path().filename().string());
     }
@@ -24,13 +29,21 @@ std::vector<std::string> bad_files() {
   return out;
 }
 
-// The text after "# expect: " on the file's first line.
-std::string expectation(const std::filesystem::path& path) {
+std::vector<std::string> bad_files() {
+  return yaml_files(bad_dir());
+}
+
+// The text after `prefix` on the file's first line.
+std::string expectation(const std::filesystem::path& path, const std::string& prefix = "# expect: ") {
   std::ifstream in(path);
   std::string first;
   std::getline(in, first);
-  const std::string prefix = "# expect: ";
   return first.rfind(prefix, 0) == 0 ? first.substr(prefix.size()) : std::string();
+}
+
+std::string file_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
 class ConfigBadFile : public ::testing::TestWithParam<std::string> {};
@@ -40,10 +53,7 @@ TEST_P(ConfigBadFile, IsRejectedWithTheExpectedMessage) {
   const std::string expected = expectation(path);
   ASSERT_FALSE(expected.empty()) << path << " has no '# expect: ' first line";
   // Messages name the file as given; load it from its directory so they say just the file name.
-  const std::string text = [&] {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-  }();
+  const std::string text = file_text(path);
   try {
     parse_job_configs(text, GetParam());
     FAIL() << path << " loaded without error";
@@ -55,32 +65,57 @@ TEST_P(ConfigBadFile, IsRejectedWithTheExpectedMessage) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(ConfigBadDirectory, ConfigBadFile, ::testing::ValuesIn(bad_files()),
-                         [](const auto& param_info) {
-                           std::string name = param_info.param.substr(0, param_info.param.size() - 5);
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param.substr(0, info.param.size() - 5);
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+class ConfigWarnFile : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ConfigWarnFile, LoadsWithTheExpectedWarning) {
+  const auto path = warn_dir() / GetParam();
+  const std::string expected = expectation(path, "# expect-warning: ");
+  ASSERT_FALSE(expected.empty()) << path << " has no '# expect-warning: ' first line";
+  std::vector<JobConfig> configs;
+  try {
+    configs = parse_job_configs(file_text(path), GetParam());
+  } catch (const ConfigError& e) {
+    FAIL() << path << " was refused:\n" << e.what();
+  }
+  ASSERT_EQ(configs.size(), 1U);
+  std::string all;
+  for (const auto& w : configs[0].warnings) {
+    all += w.where.file + ":" + std::to_string(w.where.line) + ":" + std::to_string(w.where.column) + ": " +
+           w.where.key_path + ": " + w.message + "\n";
+  }
+  EXPECT_NE(all.find(expected), std::string::npos) << "expected: " << expected << "\nactual:\n" << all;
+}
+
+INSTANTIATE_TEST_SUITE_P(ConfigBadDirectory, ConfigBadFile, ::testing::ValuesIn(bad_files()), test_name);
+
+INSTANTIATE_TEST_SUITE_P(ConfigWarnDirectory, ConfigWarnFile, ::testing::ValuesIn(yaml_files(warn_dir())), test_name);
 
 TEST(ConfigBadFiles, DirectoryHoldsAtLeastThirtyCases) {
   EXPECT_GE(bad_files().size(), 30u);
 }
 
 TEST(ConfigBadFiles, LoadingFromDiskNamesThePathAsGiven) {
-  const std::string path = (bad_dir() / "bad-unknown-key.yaml").string();
+  const std::string path = (bad_dir() / "bad-unknown-key-recovery.yaml").string();
   try {
     load_job_configs(path);
     FAIL() << "loaded";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(path + ":9:3: tpu.acelerator: unknown key (did you mean 'accelerator'?)"),
+    EXPECT_NE(std::string(e.what()).find(
+                  path + ":10:3: recovery.max_preemption: unknown key (did you mean 'max_preemptions'?)"),
               std::string::npos)
         << e.what();
     const auto& d = e.diagnostics();
-    const auto it = std::find_if(d.begin(), d.end(), [](const Diagnostic& x) { return x.where.line == 9; });
+    const auto it = std::find_if(d.begin(), d.end(), [](const Diagnostic& x) { return x.where.line == 10; });
     ASSERT_NE(it, d.end());
     EXPECT_EQ(it->where.column, 3);
-    EXPECT_EQ(it->where.key_path, "tpu.acelerator");
-    EXPECT_EQ(it->hint, "did you mean 'accelerator'?");
+    EXPECT_EQ(it->where.key_path, "recovery.max_preemption");
+    EXPECT_EQ(it->hint, "did you mean 'max_preemptions'?");
   }
 }
 
@@ -91,7 +126,7 @@ TEST(ConfigBadFiles, AllProblemsAreReportedInDocumentOrder) {
                            "tpu:\n"
                            "  accelerator: v4-7\n"
                            "  zone: us-central2-b\n"
-                           "  pricing: cheap\n"
+                           "  allocation_mode: cheap\n"
                            "command:\n"
                            "  cmd: echo ${tpu.nope}\n"
                            "recovery:\n"

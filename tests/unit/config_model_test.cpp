@@ -3,6 +3,7 @@
 #include "support/temp_dir.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -227,6 +228,28 @@ TEST(ConfigModel, EnvironmentFilesAreRelativeToTheConfigAndCheckedOnlyWhenUsed) 
   EXPECT_EQ(c.warnings[0].where.key_path, "conda");
 }
 
+// The Python jobman hands relative paths to scp unchanged, so they are relative to where its users run it (their
+// repository's root: `jobman create configs/x.yaml` with `assets/...` paths). There first, then beside the config.
+TEST(ConfigModel, RelativeFilesAreFoundFromTheWorkingDirectoryFirst) {
+  test::TempDir dir;
+  dir.write("assets/requirements.txt", "jax\n");
+  dir.write("configs/assets/fms.yaml", "name: fms\n");
+  dir.write("configs/job.yaml", "job:\n  name: demo\n  env_type: venv\n"
+                                "tpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                                "venv:\n  name: train\n  requirements_file: assets/requirements.txt\n"
+                                "conda:\n  name: fms\n  config_file: assets/fms.yaml\n"
+                                "command:\n  cmd: echo\n");
+  const auto before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  const auto configs = load_job_configs("configs/job.yaml");
+  std::filesystem::current_path(before);
+  ASSERT_EQ(configs.size(), 1u);
+  EXPECT_EQ(configs[0].venv->requirements_file, (dir.path() / "assets/requirements.txt").string())
+      << "from the working directory, as the Python jobman reads it";
+  EXPECT_EQ(configs[0].conda->config_file, (dir.path() / "configs/assets/fms.yaml").string())
+      << "not in the working directory: beside the config";
+}
+
 TEST(ConfigModel, MissingFileOfTheEnvironmentInUseIsAWarning) {
   test::TempDir dir;
   const auto path = dir.write("job.yaml", "job:\n  name: demo\n  env_type: conda\n"
@@ -283,6 +306,67 @@ TEST(ConfigModel, UnusedEnvironmentSectionsAreNamedOnce) {
   ASSERT_EQ(c.warnings.size(), 1u);
   EXPECT_EQ(c.warnings[0].where.key_path, "docker");
   EXPECT_EQ(c.warnings[0].message, "section not used: job.env_type is none");
+}
+
+// The Python jobman builds an environment only when its section exists (`VENV(cfg) if cfg.venv is not None else
+// None`), and runs the command bare otherwise: so does jobman, with one warning at job.env_type.
+TEST(ConfigModel, AnEnvironmentWithoutItsSectionRunsTheCommandBareWithOneWarning) {
+  for (const std::string& env : std::vector<std::string>{"venv", "conda", "docker"}) {
+    for (const std::string& section : std::vector<std::string>{"", env + ": null\n"}) {
+      std::string text = minimal();
+      text.insert(text.find("tpu:"), "  env_type: " + env + "\n");
+      const auto c = parse_one(text + section);
+      EXPECT_EQ(c.job.env_type, EnvType::none) << env << " " << section;
+      ASSERT_EQ(c.warnings.size(), 1u) << env << " " << section;
+      EXPECT_EQ(c.warnings[0].where.key_path, "job.env_type");
+      EXPECT_EQ(c.warnings[0].where.line, 3);
+      EXPECT_NE(c.warnings[0].message.find("the config has no " + env +
+                                           " section: the command runs without an "
+                                           "environment"),
+                std::string::npos)
+          << c.warnings[0].message;
+    }
+  }
+  // Another environment's section is still named as unused, against the env_type the config gave.
+  std::string text = minimal();
+  text.insert(text.find("tpu:"), "  env_type: venv\n");
+  const auto c = parse_one(text + "conda:\n  name: fms\n");
+  EXPECT_EQ(c.job.env_type, EnvType::none);
+  ASSERT_EQ(c.warnings.size(), 2u);
+  EXPECT_EQ(c.warnings[1].where.key_path, "conda");
+  EXPECT_EQ(c.warnings[1].message, "section not used: job.env_type is venv");
+  EXPECT_FALSE(c.conda && c.job.env_type == EnvType::conda);
+}
+
+// What the Python jobman reads the same way: unknown keys (ignored there), pricing by its two special words, numbers
+// as flags.
+TEST(ConfigModel, KeysAndValuesThePythonJobmanTakesAreTakenWithAWarning) {
+  std::string text = minimal();
+  text.insert(text.find("tpu:"), "  loop: 0\n  worker_num: 4\n  queue:\n    enabled: false\n");
+  text.insert(text.find("command:"), "  pricing: on-demand\n  project: my-lab\n");
+  const auto c = parse_one(text);
+  EXPECT_FALSE(c.job.loop);
+  EXPECT_EQ(c.tpu.pricing, Pricing::ondemand);
+  ASSERT_EQ(c.warnings.size(), 2u);
+  EXPECT_EQ(c.warnings[0].where.key_path, "job.worker_num");
+  EXPECT_EQ(c.warnings[0].message, "unknown key, ignored as the Python jobman ignores it");
+  EXPECT_EQ(c.warnings[1].where.key_path, "tpu.project");
+
+  for (const std::string& value : std::vector<std::string>{"null", "Spot", "standard", "on_demand"}) {
+    std::string priced = minimal();
+    priced.insert(priced.find("command:"), "  pricing: " + value + "\n");
+    const auto p = parse_one(priced);
+    EXPECT_EQ(p.tpu.pricing, Pricing::ondemand) << value;
+    EXPECT_EQ(p.warnings.size(), value == "null" || value == "Spot" ? 1u : 0u) << value;
+  }
+}
+
+TEST(ConfigModel, ThePythonJobmansQueueModeIsRefusedNotRunAsTheCommand) {
+  std::string text = minimal();
+  text.insert(text.find("tpu:"), "  queue:\n    enabled: true\n    config: tasks.yaml\n");
+  EXPECT_EQ(error_of(text), "model.yaml:4:14: job.queue.enabled: the Python jobman's queue mode (tasks from a queue "
+                            "file instead of command.cmd) is not supported (set enabled: false, or remove job.queue, "
+                            "to run command.cmd)");
 }
 
 TEST(ConfigModel, AnyOptionalSectionMayBeNull) {

@@ -114,7 +114,7 @@ TEST(ConfigSet, MalformedFlowValueIsAnError) {
 }
 
 TEST(ConfigSet, FileErrorsAndSetErrorsAreReportedTogether) {
-  const auto e = error_of(base() + "extra: 1\n", {"tpu.zoen=x"});
+  const auto e = error_of(base() + "recovery:\n  extra: 1\n", {"tpu.zoen=x"});
   ASSERT_EQ(e.diagnostics().size(), 2u) << e.what();
   EXPECT_EQ(e.diagnostics()[0].where.file, "sweep.yaml") << "file problems first, in document order";
   EXPECT_EQ(e.diagnostics()[1].where.file, "--set");
@@ -200,7 +200,7 @@ TEST(ConfigSweep, ExactlyAThousandMembersIsAllowed) {
 }
 
 TEST(ConfigSweep, ErrorsInEveryMemberAreReportedOnce) {
-  const auto e = error_of(base() + "extra: 1\n", {}, {"vars.lr=1,2,3"});
+  const auto e = error_of(base() + "recovery:\n  extra: 1\n", {}, {"vars.lr=1,2,3"});
   EXPECT_EQ(e.diagnostics().size(), 1u) << e.what();
 }
 

@@ -60,6 +60,9 @@ struct TpuSection {
   bool keep_on_success = false;                   // Keep the slice after the job succeeds.
   bool reserved = false;     // Use reserved capacity (schedulingConfig.reserved; gcloud's --reserved).
   bool internal_ips = false; // No external IPs (networkConfig.enableExternalIps false; gcloud's --internal-ips).
+  // Where "accelerator", "zone" and "version" were given (or, for a default, the tpu section), for the checks made
+  // after loading against what the cloud offers.
+  std::map<std::string, SourceLocation> origins;
 };
 
 // `gcsfuse:` — a bucket mounted on every worker.
