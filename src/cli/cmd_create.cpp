@@ -119,6 +119,11 @@ int run_create(Context& ctx, const CreateOptions& options) {
   for (const auto& w : configs.front().warnings) {
     spdlog::warn("{}", format_warning(w));
   }
+  const auto offers =
+      check_offers(ctx, configs, options.dry_run || options.no_start ? MockStart::never : MockStart::when_autostart);
+  if (offers.source == core::OfferSource::built_in) {
+    spdlog::warn("{}", offers.note);
+  }
   if (options.dry_run) {
     return print_dry_run(ctx, configs, options.json);
   }

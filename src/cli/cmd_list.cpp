@@ -4,6 +4,7 @@
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
+#include "waiting.hpp"
 
 namespace jobman::cli {
 
@@ -88,6 +89,7 @@ int run_list(Context& ctx, const ListOptions& options) {
     filter.include_history = true;
   }
   auto& store = ctx.store();
+  keep_jobs_driven(ctx);
   if (options.json) {
     ChunkedWriter writer(*ctx.out);
     bool first = true;

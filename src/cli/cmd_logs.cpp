@@ -4,6 +4,7 @@
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
+#include "waiting.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -107,6 +108,7 @@ std::vector<int> chosen_workers(const LogsOptions& options, const domain::JobRec
 int run_logs(Context& ctx, const LogsOptions& options) {
   const std::int64_t id = parse_job_id_argument(options.id);
   auto& store = ctx.store();
+  keep_jobs_driven(ctx);
   const auto job = store.get_job(id, true);
   const std::string name = util::format_job_id(id);
   const std::string phase(domain::to_string(job.phase));

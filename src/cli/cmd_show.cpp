@@ -4,6 +4,7 @@
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
+#include "waiting.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -81,6 +82,7 @@ int run_show(Context& ctx, const ShowOptions& options) {
   }
   const std::int64_t id = parse_job_id_argument(options.id);
   auto& store = ctx.store();
+  keep_jobs_driven(ctx);
   const auto job = store.get_job(id, options.config);
   auto& out = *ctx.out;
   if (options.config) {

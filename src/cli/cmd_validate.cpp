@@ -2,6 +2,8 @@
 #include "commands.hpp"
 #include "jobman/config/loader.hpp"
 #include "jobman/config/settings.hpp"
+#include "jobman/core/mock_cloud.hpp"
+#include "jobman/util/system.hpp"
 #include "output.hpp"
 
 #include <spdlog/spdlog.h>
@@ -20,6 +22,7 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
     silence_logging();
   }
   const auto configs = load_configs(options.config);
+  const auto offers = check_offers(ctx, configs, MockStart::never);
   const auto& first = configs.front();
   const auto& acc = first.tpu.accelerator;
   if (options.json) {
@@ -31,15 +34,26 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
     for (const auto& c : configs) {
       names.push_back(c.job.name);
     }
-    *ctx.out << nlohmann::ordered_json{{"file", options.config.path}, {"valid", true},      {"jobs", names},
-                                       {"accelerator", acc.name},     {"chips", acc.chips}, {"hosts", acc.hosts},
-                                       {"warnings", warnings}}
+    *ctx.out << nlohmann::ordered_json{{"file", options.config.path},
+                                       {"valid", true},
+                                       {"jobs", names},
+                                       {"accelerator", acc.name},
+                                       {"chips", acc.chips},
+                                       {"hosts", acc.hosts},
+                                       {"warnings", warnings},
+                                       {"offer_check",
+                                        {{"source", core::to_string(offers.source)}, {"note", offers.note}}}}
                     .dump(2)
              << '\n';
     return 0;
   }
   for (const auto& w : first.warnings) {
     spdlog::warn("{}", format_warning(w));
+  }
+  if (offers.source == core::OfferSource::built_in) {
+    spdlog::warn("{}", offers.note);
+  } else {
+    spdlog::debug("{}", offers.note);
   }
   *ctx.out << options.config.path << ": ok: " << configs.size() << (configs.size() == 1 ? " job" : " jobs") << ", "
            << acc.name << " (" << acc.chips << (acc.chips == 1 ? " chip, " : " chips, ") << acc.hosts
@@ -49,6 +63,36 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
 }
 
 } // namespace
+
+core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>& configs, MockStart start) {
+  const auto settings = config::load_settings();
+  core::OfferCloud cloud;
+  const bool bundled_mock = settings.cloud == config::CloudKind::mock && settings.api_endpoint.empty();
+  if (settings.cloud == config::CloudKind::google && settings.project.empty()) {
+    cloud.unreachable = "no project is set";
+  } else if (bundled_mock && !core::running_mock_cloud() && (start == MockStart::never || !settings.autostart)) {
+    cloud.unreachable = "the bundled mock cloud is not running";
+  } else {
+    try {
+      auto access = core::connect_cloud(settings, *ctx.err, core::CloudPatience::quick);
+      cloud.client = access.client;
+      cloud.project = access.project;
+    } catch (const std::exception& e) {
+      cloud.unreachable = e.what();
+    }
+  }
+  if (cloud.project.empty()) {
+    cloud.project = settings.project.empty() ? core::kMockProject : settings.project;
+  }
+  cloud.id = bundled_mock                                ? "bundled-mock"
+             : settings.cloud == config::CloudKind::mock ? settings.api_endpoint
+                                                         : cloud::resolve_tpu_endpoint(settings.api_endpoint);
+  auto check = core::check_zone_offers(ctx.store(), cloud, configs, util::now_ms());
+  if (!check.problems.empty()) {
+    throw ConfigError(std::move(check.problems));
+  }
+  return check;
+}
 
 void add_config_arguments(CLI::App& command, ConfigArguments& arguments) {
   command.add_option("CONFIG", arguments.path, "Job config (YAML, the Python jobman's layout)")

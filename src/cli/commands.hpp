@@ -4,6 +4,7 @@
 #include "context.hpp"
 #include "jobman/config/job_config.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/core/zone_offers.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -45,6 +46,17 @@ void add_config_arguments(CLI::App& command, ConfigArguments& arguments);
 
 // Loads the config as `create` would: overrides, sweeps, the settings' default zone.
 std::vector<config::JobConfig> load_configs(const ConfigArguments& arguments);
+
+// Whether checking configs against the cloud may start the bundled mock cloud.
+enum class MockStart {
+  never,          // validate and --dry-run: a check that starts nothing (a stopped mock counts as unreachable).
+  when_autostart, // create: it starts the mock anyway, unless the settings turn autostart off.
+};
+
+// Checks the configs' accelerators and runtime versions against what their zones offer (core::check_zone_offers),
+// asking the configured cloud with little patience. Throws ConfigError (exit 2) naming the file, line and key of
+// each problem; otherwise returns what was checked against what.
+core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>& configs, MockStart start);
 
 // The arguments resume/cancel/delete/clean share.
 struct RequestCommandOptions {

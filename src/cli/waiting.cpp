@@ -45,6 +45,30 @@ void start_supervisor(Context& ctx) {
   core::ensure_daemon(*ctx.err);
 }
 
+void keep_jobs_driven(Context& ctx) {
+  if (core::daemon_running()) {
+    return;
+  }
+  const int undriven = ctx.store().count_undriven_jobs(util::now_ms());
+  if (undriven == 0) {
+    return;
+  }
+  const std::string them = undriven == 1 ? "it" : "them";
+  const std::string jobs =
+      (undriven == 1 ? "1 unfinished job has" : std::to_string(undriven) + " unfinished jobs have") +
+      " no supervisor driving " + them;
+  try {
+    if (!config::load_settings().autostart) {
+      *ctx.err << "jobman: " << jobs << ", and autostart is off: run `jobman daemon` to drive " << them << "\n";
+      return;
+    }
+    *ctx.err << "jobman: " << jobs << "; starting one\n";
+    start_supervisor(ctx);
+  } catch (const std::exception& e) {
+    *ctx.err << "jobman: warning: " << e.what() << "\n";
+  }
+}
+
 WaitResult wait_for_jobs(Context& ctx, const std::vector<std::int64_t>& ids, WaitGoal goal,
                          std::optional<std::chrono::milliseconds> timeout) {
   const auto start = std::chrono::steady_clock::now();

@@ -29,6 +29,13 @@ struct WaitResult {
 // (announcing it on stderr) when it is the cloud, then a background `jobman daemon` when none runs.
 void start_supervisor(Context& ctx);
 
+// For the commands that read jobs (list, show, logs): when jobs in the store have nobody driving them (no daemon
+// holds its lock and no live lease covers them: a supervisor that crashed, a machine that rebooted), starts the
+// supervisor as start_supervisor does, or with autostart off says so on stderr. The lock probe costs microseconds
+// and the store is asked only when it finds no daemon. A supervisor that cannot start is a warning, never an error
+// of the command.
+void keep_jobs_driven(Context& ctx);
+
 // Polls the store until every job reached `goal` or `timeout` passed. Shows progress on stderr when it is a
 // terminal. Starts the supervisor in the background when none runs and a job still needs one.
 WaitResult wait_for_jobs(Context& ctx, const std::vector<std::int64_t>& ids, WaitGoal goal,

@@ -297,6 +297,26 @@ std::optional<Operation> TpuClient::delete_node(const Location& where, const std
   return impl_->remove("nodes.delete", where.name() + "/nodes/" + id, ""); // nodes.delete binds no requestId.
 }
 
+namespace {
+
+// A string member of a catalog entry ("type" of an AcceleratorType, "version" of a RuntimeVersion); "" when absent.
+std::function<std::string(const json&)> string_member(const char* key) {
+  return [key](const json& item) {
+    return item.is_object() && item.contains(key) && item[key].is_string() ? item[key].get<std::string>()
+                                                                           : std::string();
+  };
+}
+
+} // namespace
+
+std::vector<std::string> TpuClient::list_accelerator_types(const Location& where) {
+  return impl_->list<std::string>("acceleratorTypes.list", where.name(), "acceleratorTypes", 0, string_member("type"));
+}
+
+std::vector<std::string> TpuClient::list_runtime_versions(const Location& where) {
+  return impl_->list<std::string>("runtimeVersions.list", where.name(), "runtimeVersions", 0, string_member("version"));
+}
+
 Operation TpuClient::get_operation(const std::string& name) {
   return parse_operation(impl_->execute(Call{"operations.get", name, "GET", impl_->url(name), ""}).body);
 }

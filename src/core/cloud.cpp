@@ -8,12 +8,18 @@
 
 namespace jobman::core {
 
-CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice) {
+CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice, CloudPatience patience) {
   CloudAccess access;
   access.settings = settings;
   access.mock = settings.cloud == config::CloudKind::mock;
   access.gcloud = remote::gcloud_program(settings);
   cloud::TpuClientOptions options;
+  if (patience == CloudPatience::quick) {
+    options.retry.max_attempts = 2;
+    options.retry.max_total = std::chrono::seconds(5);
+    options.http.connect_timeout = std::chrono::seconds(3);
+    options.http.request_timeout = std::chrono::seconds(10);
+  }
   std::shared_ptr<cloud::CachedTokenSource> tokens;
   if (access.mock) {
     // A mock of one's own (tests, benchmarks) is named by api_endpoint; otherwise the bundled one.

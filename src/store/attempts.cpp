@@ -185,13 +185,21 @@ void JobStore::set_cleanup_pending(std::int64_t job_id, bool pending) {
   update->run();
 }
 
+namespace {
+
+// The jobs a supervisor has work on, as a WHERE condition on `jobs`. Three index scans: unfinished jobs, finished ones
+// with a slice to release, and delete/clean requests.
+std::string jobs_to_drive_condition() {
+  return "jobs.id IN (SELECT id FROM jobs WHERE phase NOT IN " + std::string(schema::terminal_phase_list) +
+         " UNION SELECT id FROM jobs WHERE cleanup_pending = 1 OR desired IN ('delete','clean'))"
+         " AND NOT (desired = 'delete' AND phase = 'DELETED' AND cleanup_pending = 0)";
+}
+
+} // namespace
+
 std::vector<JobRecord> JobStore::jobs_to_drive(bool with_config) const {
-  // Three index scans: unfinished jobs, finished ones with a slice to release, and delete/clean requests.
-  auto query = impl_->statements.get(
-      select_jobs(with_config) + " WHERE jobs.id IN (SELECT id FROM jobs WHERE phase NOT IN " +
-      std::string(schema::terminal_phase_list) +
-      " UNION SELECT id FROM jobs WHERE cleanup_pending = 1 OR desired IN ('delete','clean'))"
-      " AND NOT (desired = 'delete' AND phase = 'DELETED' AND cleanup_pending = 0) ORDER BY jobs.id");
+  auto query =
+      impl_->statements.get(select_jobs(with_config) + " WHERE " + jobs_to_drive_condition() + " ORDER BY jobs.id");
   std::vector<JobRecord> jobs;
   while (query->step()) {
     JobRecord job;
@@ -199,6 +207,14 @@ std::vector<JobRecord> JobStore::jobs_to_drive(bool with_config) const {
     jobs.push_back(std::move(job));
   }
   return jobs;
+}
+
+int JobStore::count_undriven_jobs(std::int64_t now_ms) const {
+  auto query = impl_->statements.get(
+      "SELECT COUNT(*) FROM jobs WHERE " + jobs_to_drive_condition() +
+      " AND NOT EXISTS (SELECT 1 FROM leases WHERE leases.job_id = jobs.id AND leases.expires_ms > ?1)");
+  query->bind(1, now_ms);
+  return query->step() ? static_cast<int>(query->column_int64(0)) : 0;
 }
 
 } // namespace jobman::store

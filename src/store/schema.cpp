@@ -120,12 +120,27 @@ UPDATE attempts SET accelerator = (SELECT accelerator FROM jobs WHERE jobs.id = 
                     hosts = (SELECT hosts FROM jobs WHERE jobs.id = attempts.job_id);
 )sql";
 
-constexpr std::array<Migration, 5> all{{
+// Version 6: what each zone of a cloud offers (acceleratorTypes.list and runtimeVersions.list, as JSON arrays of
+// names), so that validate and create check a config against the cloud without asking it more than once a day.
+constexpr std::string_view v6 = R"sql(
+CREATE TABLE zone_catalogs (
+  endpoint TEXT NOT NULL,
+  project TEXT NOT NULL,
+  zone TEXT NOT NULL,
+  accelerator_types TEXT NOT NULL,
+  runtime_versions TEXT NOT NULL,
+  fetched_ms INTEGER NOT NULL,
+  PRIMARY KEY (endpoint, project, zone)
+) WITHOUT ROWID;
+)sql";
+
+constexpr std::array<Migration, 6> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
     {4, "record a queued resource's name before it is requested", v4},
     {5, "record each attempt's accelerator and hosts", v5},
+    {6, "cache what each zone of a cloud offers", v6},
 }};
 
 } // namespace

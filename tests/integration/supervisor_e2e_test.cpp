@@ -695,6 +695,90 @@ TEST_F(SupervisorTest, CreateStartsTheBundledMockAndASupervisorAndSaysSoOnce) {
   EXPECT_TRUE(fs::exists(home / "daemon.log"));
 }
 
+// validate and create ask the cloud what the zone offers (acceleratorTypes.list, runtimeVersions.list), keep the answer
+// for a day, refuse what the zone lacks at its file, line and key, and say so when the cloud cannot be asked.
+TEST_F(SupervisorTest, ValidateAndCreateCheckTheAcceleratorAndVersionAgainstTheZonesOffer) {
+  const auto good = config("echo hi");
+  const auto first = jm({"validate", good, "--json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(json::parse(first.out)["offer_check"]["source"], "cloud") << first.out;
+  const auto second = jm({"validate", good, "--json"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(json::parse(second.out)["offer_check"]["source"], "cache") << second.out;
+
+  // This mock's zone has only v4: a v5p slice is not offered there. Nothing is recorded.
+  const auto other = config("echo hi", "spot", "v5p-8");
+  const auto refused = jm({"create", other});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find(other + ":4:16: tpu.accelerator: v5p-8 is not offered in us-central2-b (us-central2-b "
+                                     "offers v4-8, v4-16"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_TRUE(db().list_jobs({}).empty());
+  const auto version = jm({"create", good, "--set", "tpu.version=tpu-ubuntu2204-bse"});
+  EXPECT_EQ(version.exit_code, 2) << version.err;
+  EXPECT_NE(version.err.find("tpu.version: runtime version 'tpu-ubuntu2204-bse' does not exist in us-central2-b (did "
+                             "you mean 'tpu-ubuntu2204-base'?)"),
+            std::string::npos)
+      << version.err;
+  EXPECT_TRUE(db().list_jobs({}).empty());
+
+  // A cloud that does not answer: the built-in catalog decides, and stderr says so.
+  env["JOBMAN_API_ENDPOINT"] = "http://127.0.0.1:1";
+  const auto offline = jm({"validate", good});
+  EXPECT_EQ(offline.exit_code, 0) << offline.err;
+  EXPECT_NE(offline.err.find("the cloud could not be asked what us-central2-b offers"), std::string::npos)
+      << offline.err;
+  EXPECT_NE(offline.err.find("checked against jobman's built-in catalog only"), std::string::npos) << offline.err;
+}
+
+// A supervisor that died (kill -9, a reboot) leaves its jobs frozen in the store. The next command that reads them
+// notices that nobody drives them and starts a supervisor, or with autostart off says so.
+TEST_F(SupervisorTest, ListAndShowStartASupervisorForJobsNobodyDrives) {
+  const auto first = start_daemon();
+  const auto id = create(config(training(400, 10)));
+  ASSERT_TRUE(await_phase(id, Phase::running));
+  const auto owner_before = db().lease(id)->owner;
+  daemons[first]->send(SIGKILL);
+  EXPECT_EQ(daemons[first]->finish(), 128 + SIGKILL);
+
+  // While the dead supervisor's lease lasts, the job counts as driven: nothing is said.
+  // Once it expires: with autostart off, list and show say so on stderr, their output unchanged.
+  RunResult listed;
+  ASSERT_TRUE(eventually(
+      [&] {
+        listed = jm({"list"});
+        return listed.err.find("no supervisor") != std::string::npos;
+      },
+      kPatience));
+  EXPECT_EQ(listed.exit_code, 0);
+  EXPECT_NE(listed.err.find("1 unfinished job has no supervisor driving it, and autostart is off"), std::string::npos)
+      << listed.err;
+  EXPECT_NE(listed.out.find("RUNNING"), std::string::npos) << listed.out;
+  const auto shown = jm({"show", std::to_string(id), "--json"});
+  EXPECT_EQ(shown.exit_code, 0);
+  EXPECT_NE(shown.err.find("autostart is off"), std::string::npos) << shown.err;
+  EXPECT_EQ(nlohmann::json::parse(shown.out)["id"], id);
+  EXPECT_EQ(db().lease(id)->owner, owner_before) << "nothing took the job over";
+
+  // With autostart on, `list` starts a supervisor, which re-attaches to the running workload and finishes the job.
+  env["JOBMAN_AUTOSTART"] = "1";
+  const auto restarted = jm({"list", "--json"});
+  EXPECT_EQ(restarted.exit_code, 0) << restarted.err;
+  EXPECT_NE(restarted.err.find("1 unfinished job has no supervisor driving it; starting one"), std::string::npos)
+      << restarted.err;
+  EXPECT_NE(restarted.err.find("started the supervisor in the background"), std::string::npos) << restarted.err;
+  EXPECT_EQ(nlohmann::json::parse(restarted.out).size(), 1U);
+  ASSERT_TRUE(eventually([&] { return db().lease(id) && db().lease(id)->owner != owner_before; }, kPatience));
+  // A second reader finds the supervisor alive: nothing more is said, and no second one starts.
+  const auto again = jm({"list"});
+  EXPECT_EQ(again.err, "");
+  const auto done = wait_for(id, 0, 120);
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(done.preemptions, 0);
+  EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(400)});
+}
+
 // Found by the chaos harness (seed 1002): one worker's stream broke off (its connection dropped) while the
 // workload went on; when the workload finished, the job was recorded SUCCEEDED with that worker's log cut short,
 // its last lines and checksum missing.

@@ -541,6 +541,39 @@ TEST(JobStoreSupervisor, JobsToDriveAreUnfinishedOnesPendingCleanupsAndTeardownR
   EXPECT_EQ(store.jobs_to_drive(true).front().config_yaml, "name: j\n");
 }
 
+// The jobs nobody drives are those of jobs_to_drive without a live lease: what `list` asks when no daemon runs.
+TEST(JobStoreSupervisor, UndrivenJobsAreJobsToDriveWithoutALiveLease) {
+  auto store = JobStore::open_in_memory();
+  const auto ids = store.create_jobs(std::vector<NewJob>(4, make_job("j")));
+  store.transition(ids[3], std::nullopt, to_phase(Phase::succeeded));
+  EXPECT_EQ(store.count_undriven_jobs(0), 3);
+  EXPECT_TRUE(store.try_acquire_lease(ids[0], "daemon", 1000, 0));
+  EXPECT_EQ(store.count_undriven_jobs(500), 2) << "a live lease drives its job";
+  EXPECT_EQ(store.count_undriven_jobs(1000), 3) << "an expired one does not";
+  store.transition(ids[1], std::nullopt, to_phase(Phase::cancelled));
+  store.transition(ids[2], std::nullopt, to_phase(Phase::failed));
+  EXPECT_EQ(store.count_undriven_jobs(500), 0);
+  store.set_desired_state(ids[2], DesiredState::clean, "test");
+  EXPECT_EQ(store.count_undriven_jobs(500), 1) << "a clean request needs a driver";
+}
+
+// What a zone offers, kept per cloud, project and zone; a newer answer replaces the older.
+TEST(JobStore, ZoneCatalogsAreKeptPerCloudProjectAndZone) {
+  auto store = JobStore::open_in_memory();
+  EXPECT_FALSE(store.zone_catalog("mock", "p", "us-central2-b"));
+  store.put_zone_catalog({"mock", "p", "us-central2-b", {"v4-8", "v4-16"}, {"tpu-ubuntu2204-base"}, 100});
+  store.put_zone_catalog({"google", "p", "us-central2-b", {"v4-8"}, {}, 200});
+  auto mock = store.zone_catalog("mock", "p", "us-central2-b");
+  ASSERT_TRUE(mock);
+  EXPECT_EQ(mock->accelerator_types, (std::vector<std::string>{"v4-8", "v4-16"}));
+  EXPECT_EQ(mock->runtime_versions, (std::vector<std::string>{"tpu-ubuntu2204-base"}));
+  EXPECT_EQ(mock->fetched_ms, 100);
+  store.put_zone_catalog({"mock", "p", "us-central2-b", {"v4-32"}, {}, 300});
+  EXPECT_EQ(store.zone_catalog("mock", "p", "us-central2-b")->accelerator_types, std::vector<std::string>{"v4-32"});
+  EXPECT_EQ(store.zone_catalog("google", "p", "us-central2-b")->fetched_ms, 200);
+  EXPECT_FALSE(store.zone_catalog("mock", "q", "us-central2-b"));
+}
+
 // tpu-vm mode: an attempt holds a node without a queued resource; releasing it goes by the node's name.
 TEST(JobStoreSupervisor, ANodeWithoutAQueuedResourceIsReleasedByItsName) {
   auto store = JobStore::open_in_memory();

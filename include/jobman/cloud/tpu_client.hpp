@@ -200,6 +200,11 @@ public:
   // gone.
   std::optional<Operation> delete_node(const Location& where, const std::string& id);
 
+  // acceleratorTypes.list, every page: the accelerator types the zone offers ("v4-8", ...), as their `type` field.
+  std::vector<std::string> list_accelerator_types(const Location& where);
+  // runtimeVersions.list, every page: the runtime versions the zone offers, as their `version` field.
+  std::vector<std::string> list_runtime_versions(const Location& where);
+
   // operations.get by full name.
   Operation get_operation(const std::string& name);
   // Polls operations.get with backoff until done; throws jobman::Error when `timeout` passes first.

@@ -33,9 +33,16 @@ struct CloudAccess {
   [[nodiscard]] cloud::Location location(const std::string& zone) const { return {project, zone}; }
 };
 
+// How long a caller is willing to wait for the cloud.
+enum class CloudPatience {
+  normal, // The retry policy's defaults: the supervisor and the commands that change the cloud.
+  quick,  // Two attempts, short timeouts: a check that has an answer of its own to fall back to.
+};
+
 // Connects to the configured cloud: Google when settings.cloud is google (default credentials), otherwise the
 // bundled mock (ensure_mock_cloud, talking to it with a token from its metadata path). Throws jobman::Error.
-CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice);
+CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice,
+                          CloudPatience patience = CloudPatience::normal);
 
 // Where commands for an attempt's slice go: access.gcloud and its project; the attempt's node and zone (the config's
 // zone only for an attempt that records none); the config's user and key; access.gcloud_env for every gcloud process.

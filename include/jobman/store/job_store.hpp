@@ -26,6 +26,16 @@ struct JobFilter {
   bool with_config = false;          // Fill JobRecord::config_yaml.
 };
 
+// What one zone of a cloud offers, as its catalog methods last answered.
+struct ZoneCatalog {
+  std::string endpoint;                       // The API's base URL: the mock's and Google's answers are kept apart.
+  std::string project;                        // The project asked.
+  std::string zone;                           // "us-central2-b".
+  std::vector<std::string> accelerator_types; // acceleratorTypes.list: "v4-8", ...
+  std::vector<std::string> runtime_versions;  // runtimeVersions.list: "tpu-ubuntu2204-base", ...
+  std::int64_t fetched_ms = 0;                // When the cloud answered.
+};
+
 // The SQLite-backed store. One per process; not shared between threads.
 class JobStore {
 public:
@@ -93,6 +103,10 @@ public:
   // clean requests not yet carried out.
   [[nodiscard]] std::vector<domain::JobRecord> jobs_to_drive(bool with_config = false) const;
 
+  // How many jobs of jobs_to_drive() no live lease covers at `now_ms` (none taken, or expired): jobs nobody drives.
+  // Three index scans and a lease lookup per such job; cheap enough for `list` to ask every time.
+  [[nodiscard]] int count_undriven_jobs(std::int64_t now_ms) const;
+
   // Takes the job's lease if it is free, expired, or already `owner`'s. True when `owner` holds it.
   bool try_acquire_lease(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms, std::int64_t now_ms);
   // Extends `owner`'s lease; false when `owner` no longer holds it.
@@ -111,6 +125,12 @@ public:
   // remove_job for two removers racing (the clean command and a supervisor carrying out the same clean): false,
   // changing nothing, when the job is already gone.
   bool remove_job_if_present(std::int64_t id);
+
+  // The zone's catalog as last stored, however old; nullopt when none was.
+  [[nodiscard]] std::optional<ZoneCatalog> zone_catalog(const std::string& endpoint, const std::string& project,
+                                                        const std::string& zone) const;
+  // Stores (or replaces) a zone's catalog.
+  void put_zone_catalog(const ZoneCatalog& catalog);
 
   // `PRAGMA integrity_check` says "ok".
   [[nodiscard]] bool integrity_ok() const;

@@ -1,0 +1,55 @@
+// Checking configs against what their zones offer: the accelerator type (acceleratorTypes.list) and the runtime
+// version (runtimeVersions.list), asked of the cloud at most once a day per zone (the answers are kept in the store),
+// or, when the cloud cannot be reached, left to the built-in catalog the config loader already applied.
+#pragma once
+
+#include "jobman/config/job_config.hpp"
+#include "jobman/core/cloud.hpp"
+#include "jobman/store/job_store.hpp"
+#include "jobman/util/error.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace jobman::core {
+
+// How long a zone's answers are trusted before the cloud is asked again.
+inline constexpr std::int64_t kZoneCatalogTtlMs = 24LL * 3600 * 1000;
+
+// Where the verdict came from.
+enum class OfferSource {
+  cloud,    // The cloud answered just now.
+  cache,    // The cloud's answers of the last day, from the store.
+  built_in, // The cloud could not be asked: only jobman's built-in catalog (the loader's warnings) applies.
+};
+
+// "cloud", "cache", "built-in".
+std::string_view to_string(OfferSource source);
+
+// The verdict on a set of configs.
+struct OfferCheck {
+  OfferSource source = OfferSource::built_in; // The least fresh source used for any of the zones.
+  std::string note;                           // For people: what was checked against what.
+  std::vector<Diagnostic> problems; // An accelerator the zone does not offer, a runtime version it does not have, a
+                                    // zone that does not exist; each names the file, line and key.
+};
+
+// The cloud a check asks.
+struct OfferCloud {
+  std::string id;      // Keeps each cloud's answers apart in the store: Google's endpoint, a mock's address, or
+                       // "bundled-mock".
+  std::string project; // The project asked.
+  std::shared_ptr<cloud::TpuClient> client; // Null when the cloud cannot be asked without starting something.
+  std::string unreachable;                  // Why `client` is null.
+};
+
+// Checks every config, each distinct zone asked once: answers of the last day come from the store; older ones are
+// asked again and stored. An answer other than NOT_FOUND for the zone (no network, no credentials, a server error)
+// falls back to the built-in catalog for that zone; this never throws for the cloud's sake.
+OfferCheck check_zone_offers(store::JobStore& store, const OfferCloud& cloud,
+                             const std::vector<config::JobConfig>& configs, std::int64_t now_ms);
+
+} // namespace jobman::core
