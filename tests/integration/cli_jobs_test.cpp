@@ -99,7 +99,8 @@ TEST_F(CliJobs, DryRunRecordsNothingAndShowsTheRequest) {
 TEST_F(CliJobs, BadConfigNamesFileLineAndKeyAndRecordsNothing) {
   const auto r = jm({"create", kData + "bad-key.yaml"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("bad-key.yaml:6:3: tpu.pricng: unknown key (did you mean 'pricing'?)"), std::string::npos)
+  EXPECT_NE(r.err.find("bad-key.yaml:9:3: recovery.max_failure: unknown key (did you mean 'max_failures'?)"),
+            std::string::npos)
       << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(json_of({"list", "--all", "--json"}).size(), 0U);
