@@ -360,11 +360,40 @@ std::optional<json> worker_host(Target& target, const std::string& node, int wor
   return body;
 }
 
-// Starts `bash -c command` (or an interactive shell) on a worker host; returns its pid.
-pid_t start_on_host(const json& host, const std::optional<std::string>& command, bool own_stdin) {
-  util::ProcessBuilder process(command ? std::vector<std::string>{"bash", "-c", *command}
-                                       : std::vector<std::string>{"bash", "-il"});
-  process.program("/bin/bash").clear_env();
+// jobman-mock-host-login, beside this gcloud in the mock's tools.
+std::filesystem::path host_login_program() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    throw GcloudError("cannot find the mock's tools: " + ec.message(), 1);
+  }
+  return self.parent_path() / "jobman-mock-host-login";
+}
+
+// True when the host gives its sessions /home/USER in a mount namespace of their own.
+bool namespaced(const json& host) {
+  return host.value("home_mode", std::string()) == "namespace";
+}
+
+// Starts `bash -c command` (or an interactive shell) on a worker host; returns its pid. A host in namespace mode is
+// entered through jobman-mock-host-login, which starts the shell in /home/USER of the host's own mount namespace;
+// everything the shell starts stays there.
+pid_t start_on_host(const json& host, const std::string& user, const std::optional<std::string>& command,
+                    bool own_stdin) {
+  std::vector<std::string> shell =
+      command ? std::vector<std::string>{"bash", "-c", *command} : std::vector<std::string>{"bash", "-il"};
+  std::vector<std::string> argv;
+  if (namespaced(host)) {
+    argv = {host_login_program().string(), "--home-source", host["sandbox_home"].get<std::string>(), "--user", user};
+    for (const auto& dir : host.value("keep", json::array())) {
+      argv.insert(argv.end(), {"--keep", dir.get<std::string>()});
+    }
+    argv.emplace_back("--");
+    argv.emplace_back("/bin/bash");
+    argv.insert(argv.end(), shell.begin() + 1, shell.end());
+  }
+  util::ProcessBuilder process(namespaced(host) ? argv : shell);
+  process.program(namespaced(host) ? argv.front() : std::string("/bin/bash")).clear_env();
   for (const auto& [key, value] : host["env"].items()) {
     process.env(key, value.get<std::string>());
   }
@@ -376,7 +405,8 @@ pid_t start_on_host(const json& host, const std::optional<std::string>& command,
   if (command) {
     process.group(util::ProcessGroup::new_session);
   }
-  process.parent_death_signal(SIGHUP).directory(host["home"].get<std::string>()).setup_failure_status(255);
+  process.parent_death_signal(SIGHUP).setup_failure_status(255);
+  process.directory(namespaced(host) ? host["sandbox_home"].get<std::string>() : host["home"].get<std::string>());
   if (!own_stdin) {
     process.input(util::Stream::null());
   }
@@ -434,7 +464,7 @@ int run_ssh(const CommandLine& line) {
       unreachable.push_back(worker);
       continue;
     }
-    const pid_t pid = start_on_host(*host, command, workers->size() == 1);
+    const pid_t pid = start_on_host(*host, user, command, workers->size() == 1);
     running.emplace_back(worker, pid);
     if (g_child_count < kMaxChildren) {
       g_children[static_cast<std::size_t>(g_child_count)] = pid;
@@ -503,9 +533,28 @@ int run_scp(const CommandLine& line) {
       continue;
     }
     const std::filesystem::path home = host->at("home").get<std::string>();
-    auto on_host = [&](const std::string& path) {
+    const std::filesystem::path sandbox_home = host->value("sandbox_home", home.string());
+    // A path on the host, as this machine names it: relative to the host's home. In namespace mode /home/USER/...
+    // is the sandbox's home, and the rest of /home does not exist there (empty: no such file).
+    auto on_host = [&](const std::string& path) -> std::filesystem::path {
       std::filesystem::path p = path.empty() ? "." : path;
-      return p.is_absolute() ? p : home / p;
+      if (!p.is_absolute()) {
+        return sandbox_home / p;
+      }
+      if (!namespaced(*host)) {
+        return p;
+      }
+      const auto within = [&](const std::filesystem::path& dir) {
+        const auto rel = p.lexically_normal().lexically_relative(dir);
+        return rel.empty() || *rel.begin() == ".." ? std::optional<std::filesystem::path>() : rel;
+      };
+      if (const auto rel = within(home)) {
+        return *rel == "." ? sandbox_home : sandbox_home / *rel;
+      }
+      const auto keep = host->value("keep", json::array());
+      const bool kept = std::any_of(keep.begin(), keep.end(),
+                                    [&](const json& dir) { return within(dir.get<std::string>()).has_value(); });
+      return within("/home") && !kept ? std::filesystem::path() : p;
     };
     for (const auto& source : sources) {
       std::filesystem::path from =
@@ -513,6 +562,11 @@ int run_scp(const CommandLine& line) {
       std::filesystem::path to =
           remote_destination ? on_host(remote_destination->path) : std::filesystem::path(destination);
       std::error_code ec;
+      if (from.empty() || to.empty()) {
+        std::cerr << "scp: " << (from.empty() ? source : destination) << ": No such file or directory\n";
+        result = result == 0 ? 1 : result;
+        continue;
+      }
       if (std::filesystem::is_directory(from, ec) && !line.has("recurse")) {
         std::cerr << "scp: " << source << ": not a regular file\n";
         result = result == 0 ? 1 : result;

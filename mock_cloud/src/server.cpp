@@ -319,12 +319,22 @@ void MockServer::register_routes() {
                 return error_reply(404, "No worker " + m(req, 4) + " of node '" + node +
                                             "' is up (the node is not READY, or has fewer workers)");
               }
-              return Reply{200,
-                           {{"worker", host->worker},
-                            {"dir", host->dir.string()},
-                            {"home", host->home.string()},
-                            {"marker", host->marker},
-                            {"env", host->env}}};
+              json answer = {{"worker", host->worker},
+                             {"dir", host->dir.string()},
+                             {"home", host->home.string()},
+                             {"sandbox_home", host->sandbox_home.string()},
+                             {"home_mode", to_string(host->home_mode)},
+                             {"marker", host->marker},
+                             {"env", host->env}};
+              if (host->home_mode == HomeMode::namespace_) {
+                answer["keep"] = json::array();
+                for (const auto& dir : host->keep) {
+                  answer["keep"].push_back(dir.string());
+                }
+              } else {
+                answer["home_mode_reason"] = host->home_mode_reason;
+              }
+              return Reply{200, answer};
             }));
   http_.Post("/mock/v1/faults", admin("admin.faults", [this](const httplib::Request& req) {
                auto body = util::parse_json_bounded(req.body);
@@ -463,6 +473,19 @@ void MockServer::start_data_plane(int port) {
   // A preempted VM gets 30 seconds' notice before it is powered off; never less than 50 ms of wall time.
   hosts.grace =
       std::chrono::milliseconds(std::max<std::int64_t>(50, static_cast<std::int64_t>(30'000 / options_.time_scale)));
+  // Each host's own /home/USER needs mount namespaces; decided once, here, for the mock's whole life.
+  if (options_.sandbox_homes) {
+    hosts.home_mode_reason = "--sandbox-homes was given";
+  } else if (auto why = probe_home_namespaces(options_.tools_dir)) {
+    hosts.home_mode_reason = "no mount namespaces here: " + *why;
+  } else {
+    hosts.home_mode = HomeMode::namespace_;
+  }
+  if (hosts.home_mode == HomeMode::sandbox) {
+    std::cerr << "jobman-mock-cloud: worker hosts have no /home/USER of their own (" << hosts.home_mode_reason
+              << "); HOME is each host's sandbox directory, so absolute /home/USER paths in a config reach this "
+                 "machine's /home\n";
+  }
   workers_ = std::make_unique<WorkerHosts>(hosts);
   world_->set_listener(workers_.get());
   workers_->prune();
@@ -581,6 +604,9 @@ void define_options(CLI::App& app, ServerOptions& options) {
   app.add_option("--tools-dir", options.tools_dir,
                  "The mock's tools (gcloud, gcsfuse, systolic-train), first on every worker host's PATH")
       ->default_str(options.tools_dir.string());
+  app.add_flag("--sandbox-homes", options.sandbox_homes,
+               "Give worker hosts their sandbox directory as HOME instead of /home/USER in a mount namespace of their "
+               "own (what the mock does by itself where namespaces are not available)");
   app.add_option("--write-service-account-key", options.service_account_key,
                  "Write a service-account key file (mode 0600) whose token_uri is this server; the server trusts it "
                  "(its public half is kept under --state-dir)");

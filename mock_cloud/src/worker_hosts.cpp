@@ -1,8 +1,10 @@
 #include "mock_cloud/worker_hosts.hpp"
 
+#include "jobman/util/process.hpp"
 #include "jobman/util/system.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <fstream>
@@ -17,7 +19,57 @@ namespace {
 
 constexpr const char* kMarkerVariable = "MOCK_TPU_HOST";
 
+// A user name that can be one directory under /home: letters, digits, '.', '_' and '-', not starting with '-' or
+// '.' (jobman-mock-host-login accepts the same).
+bool valid_user_name(const std::string& user) {
+  return !user.empty() && user.size() <= 64 && user.front() != '-' && user.front() != '.' &&
+         std::all_of(user.begin(), user.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                  c == '-';
+         });
+}
+
+// True when `path` is `dir` or lies under it (both absolute and normal).
+bool is_within(const std::filesystem::path& path, const std::filesystem::path& dir) {
+  const auto rel = path.lexically_normal().lexically_relative(dir.lexically_normal());
+  return !rel.empty() && *rel.begin() != "..";
+}
+
 } // namespace
+
+const char* to_string(HomeMode mode) {
+  return mode == HomeMode::namespace_ ? "namespace" : "sandbox";
+}
+
+std::optional<std::string> probe_home_namespaces(const std::filesystem::path& tools) {
+  const auto helper = tools / "jobman-mock-host-login";
+  std::error_code ec;
+  if (!std::filesystem::exists(helper, ec)) {
+    return helper.string() + " is missing";
+  }
+  util::ProcessBuilder probe({helper.string(), "--probe"});
+  probe.input(util::Stream::null()).output(util::Stream::null()).error(util::Stream::pipe());
+  auto child = probe.spawn();
+  std::string said;
+  std::array<char, 512> buffer{};
+  for (;;) {
+    const auto n = ::read(child.err_fd, buffer.data(), buffer.size());
+    if (n > 0) {
+      said.append(buffer.data(), static_cast<std::size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  util::close_fd(child.err_fd);
+  const int status = util::wait_exit(child.pid);
+  if (status == 0) {
+    return std::nullopt;
+  }
+  while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) {
+    said.pop_back();
+  }
+  return said.empty() ? "the probe exited with " + std::to_string(status) : said;
+}
 
 std::vector<pid_t> find_marked_processes(const std::string& prefix) {
   const std::string wanted = std::string(kMarkerVariable) + "=" + prefix;
@@ -193,9 +245,30 @@ std::optional<WorkerHost> WorkerHosts::host(const std::string& node_name, int wo
   WorkerHost host;
   host.worker = worker;
   host.dir = it->second.dir / ("worker-" + std::to_string(worker));
-  host.home = host.dir / "home";
+  host.sandbox_home = std::filesystem::absolute(host.dir) / "home";
+  host.home = host.sandbox_home;
   host.marker = root_tag(options_.root) + "/" + it->second.hosts.numeric_id + "/" + std::to_string(worker);
   const std::string name = user.empty() ? "tpu" : user;
+  host.keep = {std::filesystem::absolute(host.dir), std::filesystem::absolute(options_.buckets),
+               std::filesystem::absolute(options_.tools)};
+  host.home_mode = options_.home_mode;
+  host.home_mode_reason = options_.home_mode_reason;
+  if (host.home_mode == HomeMode::namespace_) {
+    const auto home = std::filesystem::path("/home") / name;
+    const auto hidden = std::find_if(host.keep.begin(), host.keep.end(),
+                                     [&](const std::filesystem::path& dir) { return is_within(dir, home); });
+    if (!valid_user_name(name)) {
+      host.home_mode = HomeMode::sandbox;
+      host.home_mode_reason = "'" + name + "' cannot be a directory under /home";
+    } else if (hidden != host.keep.end()) {
+      // /home/USER over the mock's own directory would hide it from the host: the sandbox path it is.
+      host.home_mode = HomeMode::sandbox;
+      host.home_mode_reason = "the mock's directory " + hidden->string() + " is under " + home.string();
+    } else {
+      host.home = home;
+      host.home_mode_reason.clear();
+    }
+  }
   host.env = {
       {"HOME", host.home.string()},
       {"USER", name},

@@ -377,7 +377,7 @@ TEST_F(SupervisorTest, ANewDaemonAfterKillNineFinishesTheJobWithTheSameWorkloadP
   char name[16];
   std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(id));
   const auto pid_file =
-      fs::path(worker.body["home"].get<std::string>()) / ".jobman" / "jobs" / name / "attempt-1" / "pid";
+      fs::path(worker.body["sandbox_home"].get<std::string>()) / ".jobman" / "jobs" / name / "attempt-1" / "pid";
   const auto pid_before = file_text(pid_file);
   ASSERT_FALSE(pid_before.empty());
   const auto owner_before = db().lease(id)->owner;

@@ -64,8 +64,8 @@ protected:
 
   void SetUp() override { start(); }
 
-  void start() {
-    server = jobman::test::start_test_mock(dir, kWorld);
+  void start(const std::vector<std::string>& options = {}) {
+    server = jobman::test::start_test_mock(dir, kWorld, 1, options);
     ASSERT_GT(server->port(), 0) << server->first_line();
     client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
   }
@@ -176,7 +176,7 @@ TEST_F(MockDataPlaneTest, SshFormsSelectWorkersAndReturnTheCommandsExitCode) {
   auto one = ssh("s-node", "2", "echo $MOCK_TPU_HOST; pwd");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_NE(one.out.find("/2\n"), std::string::npos) << one.out;
-  EXPECT_NE(one.out.find("worker-2/home"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find(worker("s-node", 2)["home"].get<std::string>() + "\n"), std::string::npos) << one.out;
 
   auto list = ssh("s-node", "1,3", "echo w${MOCK_TPU_HOST##*/}");
   EXPECT_EQ(list.exit_code, 0);
@@ -478,6 +478,127 @@ TEST_F(MockDataPlaneTest, TrainingOnAFaultyNodeGoesNaN) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_NE(result.out.find("loss=nan"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("non-finite loss"), std::string::npos) << result.out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Each host's own /home/USER (namespace mode): what configs written for real TPU VMs name.
+
+class MockWorkerHomesTest : public MockDataPlaneTest {
+protected:
+  void SetUp() override {
+    MockDataPlaneTest::SetUp();
+    create_active("h", "v4-32");
+    const auto host = worker("h-node", 0);
+    if (host.value("home_mode", "") != "namespace") {
+      GTEST_SKIP() << "this machine gives worker hosts no namespaces: " << host.value("home_mode_reason", "");
+    }
+  }
+
+  // `gcloud ... ssh zephyr@h-node --worker=W --command=CMD`.
+  RunResult as_zephyr(int worker, const std::string& command) {
+    return gcloud({"compute", "tpus", "tpu-vm", "ssh", "zephyr@h-node", "--zone", kZone, "--project", "p",
+                   "--worker=" + std::to_string(worker), "--command", command});
+  }
+
+  // The directory of this machine that holds host W's home.
+  fs::path sandbox_home(int w) { return worker("h-node", w)["sandbox_home"].get<std::string>(); }
+};
+
+TEST_F(MockWorkerHomesTest, TwoHostsOfASliceEachSeeTheirOwnHomeUnderHomeUser) {
+  const auto host = worker("h-node", 0);
+  EXPECT_EQ(host["home"], "/home/tpu") << "the answer without a user names the default one";
+  auto zero = as_zephyr(0, "echo $HOME; pwd; echo from-0 > /home/zephyr/x; ls -A /home");
+  ASSERT_EQ(zero.exit_code, 0) << zero.err;
+  // Only the user's own home is under /home: not this machine's homes, not another host's.
+  EXPECT_EQ(zero.out, "/home/zephyr\n/home/zephyr\nzephyr\n");
+  EXPECT_EQ(jobman::util::read_file(sandbox_home(0) / "x"), "from-0\n") << "host 0's file is in its sandbox";
+  auto one = as_zephyr(1, "test -e /home/zephyr/x && echo seen || echo unseen; ls -A /home");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(one.out, "unseen\nzephyr\n") << "host 1 has a home of its own";
+  EXPECT_FALSE(fs::exists(sandbox_home(1) / "x"));
+  // HOME's dependants follow it.
+  auto env =
+      as_zephyr(2, "echo $USER $CLOUDSDK_CONFIG; case :$PATH: in *:/home/zephyr/.local/bin:*) echo on-path;; esac");
+  EXPECT_EQ(env.out, "zephyr /home/zephyr/.config/gcloud\non-path\n") << env.err;
+}
+
+TEST_F(MockWorkerHomesTest, ScpToAndFromHomeUserUsesTheHostsSandbox) {
+  dir.write("upload/a.txt", "alpha\n");
+  auto scp = [&](const std::string& from, const std::string& to) {
+    return gcloud({"compute", "tpus", "tpu-vm", "scp", from, to, "--zone", kZone, "--project", "p", "--worker=1"});
+  };
+  ASSERT_EQ(as_zephyr(1, "mkdir -p /home/zephyr/in").exit_code, 0);
+  auto sent = scp((dir / "upload" / "a.txt").string(), "zephyr@h-node:/home/zephyr/in/a.txt");
+  ASSERT_EQ(sent.exit_code, 0) << sent.err;
+  EXPECT_EQ(jobman::util::read_file(sandbox_home(1) / "in" / "a.txt"), "alpha\n");
+  EXPECT_EQ(as_zephyr(1, "cat /home/zephyr/in/a.txt").out, "alpha\n");
+  ASSERT_EQ(as_zephyr(1, "echo beta > /home/zephyr/b.txt").exit_code, 0);
+  auto back = scp("zephyr@h-node:/home/zephyr/b.txt", (dir / "b.txt").string());
+  ASSERT_EQ(back.exit_code, 0) << back.err;
+  EXPECT_EQ(jobman::util::read_file(dir / "b.txt"), "beta\n");
+  // Another user's home does not exist on the host, and nothing reaches this machine's /home.
+  auto elsewhere = scp((dir / "upload" / "a.txt").string(), "zephyr@h-node:/home/someone-else/a.txt");
+  EXPECT_EQ(elsewhere.exit_code, 1);
+  EXPECT_NE(elsewhere.err.find("No such file or directory"), std::string::npos) << elsewhere.err;
+  EXPECT_FALSE(fs::exists("/home/someone-else/a.txt"));
+}
+
+TEST_F(MockWorkerHomesTest, ADetachedProcessKeepsItsHomeAndPreemptionStillEndsIt) {
+  const auto marker = worker("h-node", 0)["marker"].get<std::string>();
+  // Launched as jobman launches a workload: setsid and nohup, its session ended at once. It ignores SIGTERM.
+  ASSERT_EQ(as_zephyr(0, "setsid nohup bash -c 'trap \"\" TERM; while [ ! -e /home/zephyr/go ]; do sleep 0.01; "
+                         "done; cat /home/zephyr/go > /home/zephyr/done; sleep 600' > /dev/null 2>&1 < /dev/null &")
+                .exit_code,
+            0);
+  ASSERT_TRUE(eventually([&] { return !processes_marked(marker).empty(); }));
+  const auto home = sandbox_home(0);
+  dir.write("go", "still home\n");
+  fs::copy_file(dir / "go", home / "go.part");
+  fs::rename(home / "go.part", home / "go");
+  ASSERT_TRUE(eventually([&] { return fs::exists(home / "done") && fs::file_size(home / "done") > 0; }));
+  EXPECT_EQ(jobman::util::read_file(home / "done"), "still home\n");
+
+  preempt("h-node");
+  EXPECT_TRUE(eventually([&] { return processes_marked(marker).empty(); }))
+      << processes_marked(marker).size() << " namespaced processes left";
+  EXPECT_TRUE(eventually([&] { return !fs::exists(home); })) << "the host's disk is wiped";
+}
+
+TEST_F(MockWorkerHomesTest, DockerGcsfuseAndCondaWorkWithHomeUserPaths) {
+  auto mounted =
+      as_zephyr(0, "mkdir -p /home/zephyr/gcs-bucket && gcsfuse --implicit-dirs data /home/zephyr/gcs-bucket "
+                   "&& echo saved > /home/zephyr/gcs-bucket/ckpt");
+  ASSERT_EQ(mounted.exit_code, 0) << mounted.err;
+  EXPECT_EQ(jobman::util::read_file(dir / "state" / "buckets" / "data" / "ckpt"), "saved\n");
+
+  auto docker = as_zephyr(0, "echo inside > /home/zephyr/w.txt; docker run --rm --privileged --network=host "
+                             "-v /home/zephyr:/home/zephyr -w /home/zephyr --env HOME=/home/zephyr "
+                             "yx3038/maxtext_base_image:latest bash -c 'pwd; echo $HOME; cat w.txt'");
+  ASSERT_EQ(docker.exit_code, 0) << docker.err;
+  EXPECT_NE(docker.out.find("/home/zephyr\n/home/zephyr\ninside\n"), std::string::npos) << docker.out;
+
+  ASSERT_EQ(as_zephyr(0, "printf 'name: fms\\ndependencies:\\n  - python=3.10\\n' > /home/zephyr/fms.yaml").exit_code,
+            0);
+  auto conda = as_zephyr(0, "conda env create -f /home/zephyr/fms.yaml > /dev/null && conda run -n fms bash -c "
+                            "'echo $CONDA_PREFIX'");
+  ASSERT_EQ(conda.exit_code, 0) << conda.err;
+  EXPECT_EQ(conda.out, "/home/zephyr/miniconda3/envs/fms\n");
+  EXPECT_TRUE(fs::is_directory(sandbox_home(0) / "miniconda3" / "envs" / "fms"));
+}
+
+TEST_F(MockDataPlaneTest, WithoutNamespacesHomeIsTheSandboxAndTheWorkerAnswerSaysSo) {
+  server.reset();
+  start({"--sandbox-homes"});
+  create_active("f", "v4-8");
+  const auto host = worker("f-node", 0);
+  EXPECT_EQ(host["home_mode"], "sandbox");
+  EXPECT_EQ(host["home"], host["sandbox_home"]);
+  EXPECT_NE(host["home_mode_reason"].get<std::string>().find("--sandbox-homes"), std::string::npos) << host;
+  auto home = gcloud({"compute", "tpus", "tpu-vm", "ssh", "zephyr@f-node", "--zone", kZone, "--project", "p",
+                      "--command", "echo $HOME; pwd"});
+  ASSERT_EQ(home.exit_code, 0) << home.err;
+  const auto sandbox = worker("f-node", 0)["sandbox_home"].get<std::string>();
+  EXPECT_EQ(home.out, sandbox + "\n" + sandbox + "\n");
 }
 
 } // namespace

@@ -105,13 +105,16 @@ std::string test_world(int seconds, const std::string& zones) {
          "provisioning:\n  default: {distribution: fixed, seconds: " + delay + "}\nzones:\n" + zones;
 }
 
-std::unique_ptr<MockCloudProcess> start_test_mock(const TempDir& dir, const std::string& world, int seed) {
+std::unique_ptr<MockCloudProcess> start_test_mock(const TempDir& dir, const std::string& world, int seed,
+                                                  const std::vector<std::string>& extra) {
   const auto config = dir.write("world.yaml", world);
   // A static token the mock trusts, as a user would set JOBMAN_ACCESS_TOKEN.
   dir.write("state/access-tokens", "test-token\n");
-  return std::make_unique<MockCloudProcess>(std::vector<std::string>{"--port", "0", "--time-scale", "1000", "--seed",
-                                                                     std::to_string(seed), "--config", config.string(),
-                                                                     "--state-dir", (dir / "state").string()});
+  std::vector<std::string> args = {
+      "--port",        "0",           "--time-scale",          "1000", "--seed", std::to_string(seed), "--config",
+      config.string(), "--state-dir", (dir / "state").string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return std::make_unique<MockCloudProcess>(args);
 }
 
 bool eventually(const std::function<bool()>& check, std::chrono::milliseconds limit) {

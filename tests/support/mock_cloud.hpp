@@ -71,8 +71,9 @@ HttpAnswer http_call(httplib::Client& client, const std::string& method, const s
 std::string test_world(int seconds, const std::string& zones);
 
 // Starts a jobman-mock-cloud for a test at --time-scale 1000: `world` written to dir/world.yaml, its state in
-// dir/state, which trusts the static bearer token "test-token". Check port() before use.
-std::unique_ptr<MockCloudProcess> start_test_mock(const TempDir& dir, const std::string& world, int seed = 1);
+// dir/state, which trusts the static bearer token "test-token", with `extra` options. Check port() before use.
+std::unique_ptr<MockCloudProcess> start_test_mock(const TempDir& dir, const std::string& world, int seed = 1,
+                                                  const std::vector<std::string>& extra = {});
 
 // Polls `check` every few milliseconds until it holds or `limit` passes; returns its last answer.
 bool eventually(const std::function<bool()>& check, std::chrono::milliseconds limit = std::chrono::seconds(10));

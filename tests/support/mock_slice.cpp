@@ -61,6 +61,10 @@ std::filesystem::path MockSlice::worker_dir(int worker) {
 }
 
 std::filesystem::path MockSlice::worker_home(int worker) {
+  return worker_path(worker, "sandbox_home");
+}
+
+std::filesystem::path MockSlice::remote_home(int worker) {
   return worker_path(worker, "home");
 }
 

@@ -30,9 +30,13 @@ public:
   // The running server.
   MockCloudProcess& server() { return *server_; }
 
-  // One worker host's directory and home, from the mock's admin API (empty when the worker is not up).
+  // One worker host's directory, from the mock's admin API (empty when the worker is not up).
   std::filesystem::path worker_dir(int worker);
+  // The directory of this machine that holds one worker host's home (empty when the worker is not up).
   std::filesystem::path worker_home(int worker);
+  // HOME as the commands on one worker host see it: /home/USER where hosts have homes of their own (empty when the
+  // worker is not up).
+  std::filesystem::path remote_home(int worker);
   // Preempts the node now (admin API); true when the mock accepted.
   bool preempt();
   // Processes the mock's worker hosts are running (its metrics), -1 when it cannot say.

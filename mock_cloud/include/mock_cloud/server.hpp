@@ -30,6 +30,7 @@ struct ServerOptions {
   std::filesystem::path service_account_key; // When set, a service-account key file the mock trusts is written here.
   std::filesystem::path tools_dir;           // The mock's tools (gcloud, gcsfuse, systolic-train), on workers' PATH.
   std::filesystem::path admin_token_file;    // Holds the admin token; empty: STATE_DIR/admin-token, else scratch.
+  bool sandbox_homes = false;                // Hosts keep their sandbox path as HOME, even where /home/USER could be.
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".

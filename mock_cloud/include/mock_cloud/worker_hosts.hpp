@@ -16,14 +16,31 @@
 
 namespace jobman::mock {
 
+// How a worker host's home appears to the commands started there.
+enum class HomeMode {
+  sandbox,   // HOME is the sandbox's home/ directory itself, a path of this machine.
+  namespace_ // HOME is /home/USER in a mount namespace of the session's own, a bind mount of the sandbox's home/.
+};
+
+// "namespace" or "sandbox", as the worker-host answer names the mode.
+const char* to_string(HomeMode mode);
+
 // Where a worker host lives and what a command started there sees.
 struct WorkerHost {
-  int worker = 0;                         // Its index in the slice.
-  std::filesystem::path dir;              // The sandbox: home/, tmp/ and .mock/ inside.
-  std::filesystem::path home;             // HOME.
-  std::map<std::string, std::string> env; // The whole environment of a command started there.
-  std::string marker;                     // MOCK_TPU_HOST's value: every process there carries it.
+  int worker = 0;                          // Its index in the slice.
+  std::filesystem::path dir;               // The sandbox: home/, tmp/ and .mock/ inside.
+  std::filesystem::path home;              // HOME, as the host's commands see it (/home/USER in namespace mode).
+  std::filesystem::path sandbox_home;      // The directory of this machine that holds the home: dir/home.
+  HomeMode home_mode = HomeMode::sandbox;  // How the home appears.
+  std::string home_mode_reason;            // Why the mode is sandbox; empty in namespace mode.
+  std::vector<std::filesystem::path> keep; // The mock's directories the host needs; bound back where under /home.
+  std::map<std::string, std::string> env;  // The whole environment of a command started there.
+  std::string marker;                      // MOCK_TPU_HOST's value: every process there carries it.
 };
+
+// Whether this machine can give each host its own /home/USER: runs `tools`/jobman-mock-host-login --probe once.
+// nullopt when it can, else why not (the probe's own words).
+std::optional<std::string> probe_home_namespaces(const std::filesystem::path& tools);
 
 // The live (not zombie) processes whose environment has MOCK_TPU_HOST starting with `prefix`: a host's marker, or a
 // slice's ("TAG/NUMERIC_ID/"), read from the process table.
@@ -36,6 +53,8 @@ struct WorkerHostsOptions {
   std::filesystem::path tools;             // The mock's tools (gcloud, gcsfuse, systolic-train): first on PATH.
   std::string api_endpoint;                // http://HOST:PORT/, so `gcloud` on a worker reaches the mock too.
   std::chrono::milliseconds grace{30'000}; // SIGTERM to SIGKILL when a slice goes away.
+  HomeMode home_mode = HomeMode::sandbox;  // Per-host /home/USER (when the probe allowed it) or the sandbox path.
+  std::string home_mode_reason;            // Why the mode is sandbox (the probe's answer, or an option).
 };
 
 // Worker hosts of every READY slice. A command started on a worker (by the mock's gcloud) carries the host's marker
