@@ -72,6 +72,42 @@ std::optional<fs::path> host_python() {
   return std::nullopt;
 }
 
+// Runs `argv` with its output discarded; true when it exits 0.
+bool run_quietly(const std::vector<std::string>& argv) {
+  util::ProcessBuilder process(argv);
+  process.input(util::Stream::null()).output(util::Stream::null()).error(util::Stream::null());
+  auto child = process.spawn();
+  return child.exec_error == 0 && util::wait_exit(child.pid) == 0;
+}
+
+// The environment's Python: a venv of the host's python3 made by the mock's python3 (tools/python3), with the mock's
+// pip, which records the `pip:` dependencies as installed (their metadata, not their code), so that `pip show` in
+// the environment finds what the file asked for. Without the mock's python3, bin/python and python3 are links to the
+// host's.
+void make_python(const fs::path& prefix, const fs::path& host, const std::vector<Dependency>& dependencies) {
+  std::error_code ec;
+  const auto standin = fs::read_symlink("/proc/self/exe", ec).parent_path() / "python3";
+  if (ec || !fs::exists(standin, ec)) {
+    fs::create_symlink(host, prefix / "bin" / "python3");
+    fs::create_symlink(host, prefix / "bin" / "python");
+    return;
+  }
+  if (!run_quietly({standin.string(), "-m", "venv", prefix.string()})) {
+    throw Failure("CondaEnvException: cannot make the environment's Python in " + prefix.string(), 1);
+  }
+  const auto pip = specs_of(dependencies, "pip");
+  if (pip.empty()) {
+    return;
+  }
+  std::vector<std::string> install = {(prefix / "bin" / "python").string(), "-m", "pip", "install", "--quiet"};
+  install.insert(install.end(), pip.begin(), pip.end());
+  if (!run_quietly(install)) {
+    throw Failure("Pip subprocess error:\nERROR: the mock's pip could not record " + pip.front() +
+                      "\nCondaEnvException: Pip failed",
+                  1);
+  }
+}
+
 // A directory that is removed when it goes out of scope unless it was kept: an environment being built.
 class StagingDir {
 public:
@@ -140,8 +176,7 @@ int create_environment(const EnvironmentRequest& request, const std::string& inv
   fs::create_directories(staging.path() / "bin");
   fs::create_directories(staging.path() / "conda-meta");
   if (const auto python = host_python()) {
-    fs::create_symlink(*python, staging.path() / "bin" / "python3");
-    fs::create_symlink(*python, staging.path() / "bin" / "python");
+    make_python(staging.path(), *python, request.dependencies);
   }
   write_file(kTool, staging.path() / "conda-meta" / "history", history_entry(invocation, request.dependencies),
              WriteMode::kAppend);
