@@ -140,11 +140,11 @@ TEST_F(CliSshOnMock, RunsACommandAndAShellOnTheWorker) {
 
   const auto command = jm({"ssh", "1", "--worker", "2", "--", "pwd"});
   EXPECT_EQ(command.exit_code, 0) << command.err;
-  EXPECT_EQ(command.out, slice.remote_home(2).string() + "\n");
+  EXPECT_EQ(command.out, slice.remote_home(2, "alice").string() + "\n");
 
   const auto shell = jm({"ssh", "1", "--worker", "1"}, "pwd\nexit 3\n");
   EXPECT_EQ(shell.exit_code, 3) << shell.err;
-  EXPECT_NE(shell.out.find(slice.remote_home(1).string()), std::string::npos) << shell.out;
+  EXPECT_NE(shell.out.find(slice.remote_home(1, "alice").string()), std::string::npos) << shell.out;
 }
 
 } // namespace

@@ -192,7 +192,7 @@ TEST_F(RemoteSetupTest, AVenvIsMadeOnceAndTheCommandRunsInIt) {
   jobman::remote::launch(target, {0}, spec, kStep);
   jobman::remote::attach(target, {0}, spec.id, attempt_dir);
   EXPECT_EQ(jobman::util::read_file(jobman::remote::worker_log_path(attempt_dir, 0)),
-            (slice.remote_home(0) / "venvs/exp").string() + "\n");
+            (slice.remote_home(0, jobman::util::current_user()) / "venvs/exp").string() + "\n");
 }
 
 TEST_F(RemoteSetupTest, ADockerCommandRunsInItsContainerAndStopReachesIt) {

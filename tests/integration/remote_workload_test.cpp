@@ -91,8 +91,8 @@ TEST_F(RemoteWorkloadTest, EveryWorkerSeesTheContractVariables) {
     EXPECT_EQ(local_log(end.worker), "JOBMAN_ACCELERATOR=v4-32\nJOBMAN_ATTEMPT=1\nJOBMAN_JOB_ID=7\n"
                                      "JOBMAN_NUM_WORKERS=4\nJOBMAN_RESUME=0\nJOBMAN_TPU_NAME=slice-node\n"
                                      "JOBMAN_WORKER_ID=" +
-                                         w + "\nJOBMAN_ZONE=us-central2-b\n" + slice.remote_home(end.worker).string() +
-                                         "\n");
+                                         w + "\nJOBMAN_ZONE=us-central2-b\n" +
+                                         slice.remote_home(end.worker, jobman::util::current_user()).string() + "\n");
   }
   for (const auto& status : jobman::remote::query(target, kAll, {"7", 1}, kStep)) {
     EXPECT_EQ(status.state, WorkloadState::exited);

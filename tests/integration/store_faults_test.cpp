@@ -8,20 +8,12 @@
 #include <fstream>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace jobman::test {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string file_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 class StoreFaultsTest : public ::testing::Test {
 protected:

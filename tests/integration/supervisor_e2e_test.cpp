@@ -15,7 +15,6 @@
 #include <gtest/gtest.h>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 
 namespace jobman::test {
@@ -29,13 +28,6 @@ constexpr const char* kZone = "us-central2-b";
 constexpr const char* kLocation = "/mock/v1/projects/jobman-mock/locations/us-central2-b";
 // Waits for things the supervisor does: generous, since sanitizer builds on two cores are slow.
 constexpr std::chrono::seconds kPatience{120};
-
-std::string file_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The checksum an uninterrupted run of `steps` steps prints.
 std::string uninterrupted_checksum(int steps) {

@@ -12,20 +12,12 @@
 
 #include <fstream>
 #include <gtest/gtest.h>
-#include <sstream>
 
 namespace jobman::test {
 namespace {
 
 namespace fs = std::filesystem;
 using domain::Phase;
-
-std::string file_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The zones and pools the four configs name, with room for each slice (v4-128: 64 chips), one-second delays.
 const std::string kWorld = test_world(1, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n"
@@ -113,6 +105,16 @@ protected:
     EXPECT_EQ(outcome.job.attempt, 1) << outcome.job.phase_reason;
   }
 
+  // The job succeeded on worker 0, whose `pip show jax` and `pip show flax` found the versions the environment
+  // installed.
+  static void expect_pip_shows_succeeded(const Outcome& outcome) {
+    EXPECT_EQ(outcome.create_exit, 0) << outcome.create_output << outcome.log(0);
+    EXPECT_EQ(outcome.job.phase, Phase::succeeded) << outcome.job.phase_reason;
+    EXPECT_EQ(outcome.job.exit_code, 0);
+    EXPECT_NE(outcome.log(0).find("Name: jax\nVersion: 0.4.30\n"), std::string::npos) << outcome.log(0);
+    EXPECT_NE(outcome.log(0).find("Name: flax\nVersion: 0.8.5\n"), std::string::npos) << outcome.log(0);
+  }
+
   TempDir dir;
   fs::path user_home = dir / "user-home";
   std::unique_ptr<MockCloudProcess> mock = start_test_mock(dir, kWorld);
@@ -126,11 +128,7 @@ TEST_F(SupervisorPythonConfigsTest, TestVenvRunsItsCommandToSuccess) {
   asset("requirements.txt", "jax==0.4.30\nflax==0.8.5\n");
   const auto outcome = run(copy_config("test_venv.yaml"));
   expect_set_up_and_launched(outcome, {0});
-  EXPECT_EQ(outcome.create_exit, 0) << outcome.create_output << outcome.log(0);
-  EXPECT_EQ(outcome.job.phase, Phase::succeeded) << outcome.job.phase_reason;
-  EXPECT_EQ(outcome.job.exit_code, 0);
-  EXPECT_NE(outcome.log(0).find("Name: jax\nVersion: 0.4.30\n"), std::string::npos) << outcome.log(0);
-  EXPECT_NE(outcome.log(0).find("Name: flax\nVersion: 0.8.5\n"), std::string::npos) << outcome.log(0);
+  expect_pip_shows_succeeded(outcome);
 }
 
 // quick_start.yaml: a conda environment from assets/fms.yaml on a v6e-1; the command is two `pip show`s.
@@ -139,11 +137,7 @@ TEST_F(SupervisorPythonConfigsTest, QuickStartRunsItsCommandToItsOwnResult) {
                     "  - pip=25.1\n  - pip:\n      - flax==0.8.5\n      - jax==0.4.30\n");
   const auto outcome = run(copy_config("quick_start.yaml"));
   expect_set_up_and_launched(outcome, {0});
-  EXPECT_EQ(outcome.create_exit, 0) << outcome.create_output << outcome.log(0);
-  EXPECT_EQ(outcome.job.phase, Phase::succeeded) << outcome.job.phase_reason;
-  EXPECT_EQ(outcome.job.exit_code, 0);
-  EXPECT_NE(outcome.log(0).find("Name: jax\nVersion: 0.4.30\n"), std::string::npos) << outcome.log(0);
-  EXPECT_NE(outcome.log(0).find("Name: flax\nVersion: 0.8.5\n"), std::string::npos) << outcome.log(0);
+  expect_pip_shows_succeeded(outcome);
 }
 
 // v4-us-central2-b.yaml: a v4-32 as zephyr, two ssh identities, the bucket at /home/zephyr/gcs-bucket, a Python

@@ -112,9 +112,12 @@ protected:
   }
 
   // The worker host as the mock describes it.
-  json worker(const std::string& node, int index) {
-    return api("GET", "/mock/v1/" + kLoc + "/nodes/" + node + "/workers/" + std::to_string(index), nullptr,
-               server->admin_headers())
+  // The worker host as the mock describes it to `user` (its home is /home/USER); the mock's default user without one.
+  json worker(const std::string& node, int index, const std::string& user = "") {
+    return api("GET",
+               "/mock/v1/" + kLoc + "/nodes/" + node + "/workers/" + std::to_string(index) +
+                   (user.empty() ? "" : "?user=" + user),
+               nullptr, server->admin_headers())
         .body;
   }
 
@@ -176,7 +179,10 @@ TEST_F(MockDataPlaneTest, SshFormsSelectWorkersAndReturnTheCommandsExitCode) {
   auto one = ssh("s-node", "2", "echo $MOCK_TPU_HOST; pwd");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_NE(one.out.find("/2\n"), std::string::npos) << one.out;
-  EXPECT_NE(one.out.find(worker("s-node", 2)["home"].get<std::string>() + "\n"), std::string::npos) << one.out;
+  // ssh without USER@ logs in as this machine's user, as gcloud does.
+  EXPECT_NE(one.out.find(worker("s-node", 2, jobman::util::current_user())["home"].get<std::string>() + "\n"),
+            std::string::npos)
+      << one.out;
 
   auto list = ssh("s-node", "1,3", "echo w${MOCK_TPU_HOST##*/}");
   EXPECT_EQ(list.exit_code, 0);

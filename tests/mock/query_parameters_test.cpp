@@ -17,10 +17,13 @@ using nlohmann::json;
 // parameters it binds.
 void collect_methods(const json& resources, std::map<std::string, std::set<std::string>>& out) {
   for (const auto& [resource, body] : resources.items()) {
-    for (const auto& [verb, method] : body.value("methods", json::object()).items()) {
+    // Held here: a range-for over items() of a temporary would outlive it.
+    const json verbs = body.value("methods", json::object());
+    for (const auto& [verb, method] : verbs.items()) {
       const std::string short_name = resource == "locations" ? "locations." + verb : resource + "." + verb;
       std::set<std::string> query;
-      for (const auto& [name, parameter] : method.value("parameters", json::object()).items()) {
+      const json parameters = method.value("parameters", json::object());
+      for (const auto& [name, parameter] : parameters.items()) {
         if (parameter.value("location", "") == "query") {
           query.insert(name);
         }

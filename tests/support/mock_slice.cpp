@@ -49,10 +49,11 @@ MockSlice::MockSlice(const TempDir& dir, const std::string& accelerator) {
   });
 }
 
-std::filesystem::path MockSlice::worker_path(int worker, const char* key) {
-  auto answer = http_call(
-      *client_, "GET", "/mock/v1/projects/p/locations/us-central2-b/nodes/slice-node/workers/" + std::to_string(worker),
-      nullptr, server_->admin_headers());
+std::filesystem::path MockSlice::worker_path(int worker, const char* key, const std::string& user) {
+  auto answer = http_call(*client_, "GET",
+                          "/mock/v1/projects/p/locations/us-central2-b/nodes/slice-node/workers/" +
+                              std::to_string(worker) + (user.empty() ? "" : "?user=" + user),
+                          nullptr, server_->admin_headers());
   return answer.status == 200 ? std::filesystem::path(answer.body[key].get<std::string>()) : std::filesystem::path();
 }
 
@@ -64,8 +65,8 @@ std::filesystem::path MockSlice::worker_home(int worker) {
   return worker_path(worker, "sandbox_home");
 }
 
-std::filesystem::path MockSlice::remote_home(int worker) {
-  return worker_path(worker, "home");
+std::filesystem::path MockSlice::remote_home(int worker, const std::string& user) {
+  return worker_path(worker, "home", user);
 }
 
 bool MockSlice::preempt() {

@@ -34,9 +34,9 @@ public:
   std::filesystem::path worker_dir(int worker);
   // The directory of this machine that holds one worker host's home (empty when the worker is not up).
   std::filesystem::path worker_home(int worker);
-  // HOME as the commands on one worker host see it: /home/USER where hosts have homes of their own (empty when the
-  // worker is not up).
-  std::filesystem::path remote_home(int worker);
+  // HOME as the commands of `user` (who logs in by ssh) on one worker host see it: /home/USER where hosts have homes
+  // of their own (empty when the worker is not up).
+  std::filesystem::path remote_home(int worker, const std::string& user);
   // Preempts the node now (admin API); true when the mock accepted.
   bool preempt();
   // Processes the mock's worker hosts are running (its metrics), -1 when it cannot say.
@@ -44,7 +44,7 @@ public:
 
 private:
   // A field of the admin API's answer about a worker host, as a path.
-  std::filesystem::path worker_path(int worker, const char* key);
+  std::filesystem::path worker_path(int worker, const char* key, const std::string& user = "");
 
   std::unique_ptr<MockCloudProcess> server_;
   std::unique_ptr<httplib::Client> client_;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <iterator>
 #include <stdexcept>
 
 namespace jobman::test {
@@ -34,6 +35,11 @@ std::filesystem::path TempDir::write(const std::string& name, const std::string&
     throw std::runtime_error("cannot write " + full.string());
   }
   return full;
+}
+
+std::string file_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 } // namespace jobman::test

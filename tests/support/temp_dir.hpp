@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 namespace jobman::test {
 
@@ -22,5 +23,8 @@ public:
 private:
   std::filesystem::path path_;
 };
+
+// The whole text of a file; "" when it cannot be read (not there yet, say).
+std::string file_text(const std::filesystem::path& path);
 
 } // namespace jobman::test
