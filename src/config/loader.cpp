@@ -5,6 +5,7 @@
 #include "interpolation.hpp"
 #include "jobman/util/system.hpp"
 #include "loader_parts.hpp"
+#include "schema.hpp"
 #include "yaml_tree.hpp"
 
 #include <algorithm>
@@ -29,6 +30,37 @@ constexpr std::size_t max_sweep_members = 1000;
 [[noreturn]] void fail(std::vector<Diagnostic> errors) {
   detail::sort_by_position(errors);
   throw ConfigError(std::move(errors));
+}
+
+// The Python jobman resolves a ${...} only where it reads the key, so a reference that cannot be resolved in a key
+// nobody reads (brevo_email, a section it does not know, an environment section env_type does not name) does not
+// stop it. Such errors become warnings; the keys they are in are not used anyway.
+void unread_reference_errors_to_warnings(const Node& root, Problems& p) {
+  std::string env_type = "none";
+  if (const Entry* job = root.find("job"); job != nullptr && job->value.is_mapping()) {
+    if (const Entry* env = job->value.find("env_type"); env != nullptr && env->value.is_scalar()) {
+      env_type = env->value.text;
+    }
+  }
+  const auto sections = detail::known_keys("");
+  const auto unread = [&](const std::string& key_path) {
+    const std::string top = key_path.substr(0, key_path.find_first_of(".["));
+    if (top == "brevo_email" || std::find(sections.begin(), sections.end(), top) == sections.end()) {
+      return true;
+    }
+    return (top == "docker" || top == "conda" || top == "venv") && top != env_type;
+  };
+  std::vector<Diagnostic> kept;
+  for (auto& error : p.errors) {
+    // The limit on what resolving may cost is jobman's own guard, wherever it trips.
+    const bool guard = error.message.starts_with("resolving references would make");
+    if (!guard && !error.where.key_path.empty() && unread(error.where.key_path)) {
+      p.warnings.push_back(ConfigWarning{error.where, error.message + " (not used, so not needed)"});
+    } else {
+      kept.push_back(std::move(error));
+    }
+  }
+  p.errors = std::move(kept);
 }
 
 std::vector<JobConfig> parse_configs(const std::string& text, const std::string& display_name,
@@ -123,6 +155,7 @@ std::vector<JobConfig> parse_configs(const std::string& text, const std::string&
     }
     const auto api_key = detail::api_key_reference(member);
     detail::resolve_references(member, detail::ReferenceDefaults{options.default_zone}, p.errors);
+    unread_reference_errors_to_warnings(member, p);
     JobConfig config = detail::build_config(p, member, ctx);
     for (auto& error : p.errors) {
       if (seen.insert(error.format()).second) {

@@ -369,6 +369,22 @@ TEST(ConfigModel, ThePythonJobmansQueueModeIsRefusedNotRunAsTheCommand) {
                             "to run command.cmd)");
 }
 
+// The Python jobman resolves ${...} lazily: a reference nothing reads cannot stop a job there, so it does not here.
+TEST(ConfigModel, AReferenceThatCannotBeResolvedWhereNothingReadsItIsAWarning) {
+  ::unsetenv("JOBMAN_TEST_UNSET_KEY");
+  const auto c = parse_one(minimal() + "brevo_email:\n  api_key: ${oc.env:JOBMAN_TEST_UNSET_KEY}\n"
+                                       "docker:\n  image: ${vars.image}\n");
+  ASSERT_EQ(c.warnings.size(), 3u);
+  EXPECT_EQ(c.warnings[0].where.key_path, "brevo_email.api_key");
+  EXPECT_NE(c.warnings[0].message.find("(not used, so not needed)"), std::string::npos) << c.warnings[0].message;
+  EXPECT_EQ(c.warnings[1].where.key_path, "docker");
+  EXPECT_EQ(c.warnings[2].where.key_path, "docker.image");
+  // Where the key is read, the reference must resolve.
+  std::string used = minimal();
+  used.insert(used.find("tpu:"), "  env_type: docker\n");
+  EXPECT_NE(error_of(used + "docker:\n  image: ${vars.image}\n").find("docker.image"), std::string::npos);
+}
+
 TEST(ConfigModel, AnyOptionalSectionMayBeNull) {
   const auto c = parse_one(minimal() + "gcsfuse: null\nssh: null\ndocker: null\nconda: null\nvenv: null\n"
                                        "recovery: null\nvars: null\nsweep: null\nbrevo_email: null\n");
