@@ -237,6 +237,7 @@ RunResult list_on_terminal(const TempDir& dir, bool no_color) {
   o.env["JOBMAN_ZONE"] = "";
   o.env["TERM"] = "xterm";
   o.env["NO_COLOR"] = no_color ? "1" : "";
+  o.env["JOBMAN_AUTOSTART"] = "0"; // list would start a supervisor for the job nobody drives, outliving the test.
   return run_program({"/usr/bin/script", "-qec", jobman_binary() + " list", "/dev/null"}, o);
 }
 
