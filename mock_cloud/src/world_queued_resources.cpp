@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <exception>
 #include <map>
 #include <memory>
@@ -45,26 +44,6 @@ std::optional<double> parse_proto_duration(const json& value) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
-}
-
-// "2026-11-22T05:00:47Z" or with fractional seconds, into epoch milliseconds.
-std::optional<std::int64_t> parse_rfc3339_utc(const json& value) {
-  if (!value.is_string()) {
-    return std::nullopt;
-  }
-  auto text = value.get<std::string>();
-  std::tm tm{};
-  const char* rest = ::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (rest == nullptr) {
-    return std::nullopt;
-  }
-  while (*rest == '.' || (*rest >= '0' && *rest <= '9')) {
-    ++rest;
-  }
-  if (std::string(rest) != "Z") {
-    return std::nullopt;
-  }
-  return static_cast<std::int64_t>(::timegm(&tm)) * 1000;
 }
 
 } // namespace
@@ -196,7 +175,8 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
       valid_until = now_ms + std::max<std::int64_t>(1, static_cast<std::int64_t>(scaled_ms(*seconds)));
     }
     if (policy.contains("validUntilTime")) {
-      auto when = parse_rfc3339_utc(policy["validUntilTime"]);
+      auto when = policy["validUntilTime"].is_string() ? util::parse_utc(policy["validUntilTime"].get<std::string>())
+                                                       : std::nullopt;
       if (!when) {
         return error_reply(400, "queueingPolicy.validUntilTime must be an RFC 3339 UTC time");
       }

@@ -166,6 +166,28 @@ std::string format_utc(std::int64_t epoch_ms) {
   return format_tm(epoch_ms, true, "%Y-%m-%dT%H:%M:%SZ");
 }
 
+std::optional<std::int64_t> parse_utc(std::string_view text) {
+  const std::string copy(text);
+  std::tm tm{};
+  const char* rest = ::strptime(copy.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (rest == nullptr) {
+    return std::nullopt;
+  }
+  if (*rest == '.') {
+    ++rest;
+    if (*rest < '0' || *rest > '9') {
+      return std::nullopt;
+    }
+    while (*rest >= '0' && *rest <= '9') {
+      ++rest;
+    }
+  }
+  if (std::strcmp(rest, "Z") != 0) {
+    return std::nullopt;
+  }
+  return static_cast<std::int64_t>(::timegm(&tm)) * 1000;
+}
+
 std::string format_local(std::int64_t epoch_ms) {
   return format_tm(epoch_ms, false, "%Y-%m-%d %H:%M:%S");
 }

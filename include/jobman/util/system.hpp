@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace jobman::util {
 
@@ -41,6 +42,10 @@ std::int64_t now_ms();
 
 // "2026-11-22T05:00:47Z" (UTC, second precision).
 std::string format_utc(std::int64_t epoch_ms);
+
+// Epoch milliseconds from an RFC 3339 UTC time ("2026-11-22T05:00:47Z", or with fractional seconds, which are
+// dropped); nullopt when `text` is anything else.
+std::optional<std::int64_t> parse_utc(std::string_view text);
 
 // "2026-11-22 05:00:47" in local time, for people.
 std::string format_local(std::int64_t epoch_ms);
