@@ -1,6 +1,7 @@
 #include "jobman/cloud/tpu_client.hpp"
 
 #include <array>
+#include <map>
 #include <string_view>
 
 namespace jobman::cloud {
@@ -42,6 +43,19 @@ std::string string_at(const json& object, const char* key) {
     return object[key].get<std::string>();
   }
   return {};
+}
+
+// The string members of the object at `key` (labels); others are skipped.
+std::map<std::string, std::string> string_map_at(const json& object, const char* key) {
+  std::map<std::string, std::string> out;
+  if (object.is_object() && object.contains(key) && object[key].is_object()) {
+    for (const auto& [name, value] : object[key].items()) {
+      if (value.is_string()) {
+        out.emplace(name, value.get<std::string>());
+      }
+    }
+  }
+  return out;
 }
 
 std::optional<RpcStatus> parse_status(const json& object, const char* key) {
@@ -90,6 +104,9 @@ QueuedResource parse_queued_resource(const json& object) {
       object["tpu"]["nodeSpec"].is_array()) {
     for (const auto& spec : object["tpu"]["nodeSpec"]) {
       out.node_ids.push_back(string_at(spec, "nodeId"));
+      if (out.node_labels.empty() && spec.is_object() && spec.contains("node") && spec["node"].is_object()) {
+        out.node_labels = string_map_at(spec["node"], "labels");
+      }
     }
   }
   return out;
@@ -99,6 +116,8 @@ Node parse_node(const json& object) {
   Node out;
   out.raw = object;
   out.name = string_at(object, "name");
+  out.create_time = string_at(object, "createTime");
+  out.queued_resource = string_at(object, "queuedResource");
   out.state = parse_enum<NodeState>(object, "state", kNodeStates);
   out.health = parse_enum<NodeHealth>(object, "health", kNodeHealths);
   out.accelerator_type = string_at(object, "acceleratorType");
@@ -112,13 +131,7 @@ Node parse_node(const json& object) {
       out.network_endpoints.push_back(std::move(entry));
     }
   }
-  if (object.is_object() && object.contains("labels") && object["labels"].is_object()) {
-    for (const auto& [key, value] : object["labels"].items()) {
-      if (value.is_string()) {
-        out.labels.emplace(key, value.get<std::string>());
-      }
-    }
-  }
+  out.labels = string_map_at(object, "labels");
   return out;
 }
 

@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <gtest/gtest.h>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -41,7 +42,7 @@ TEST(CloudTpuTypes, ParsesAQueuedResourceWithItsStateFailureAndNodeSpec) {
     "createTime": "2026-01-02T03:04:05Z",
     "spot": {},
     "tpu": {"nodeSpec": [{"parent": "projects/p/locations/us-central2-b", "nodeId": "run-1-node",
-                          "node": {"acceleratorType": "v4-32"}}]},
+                          "node": {"acceleratorType": "v4-32", "labels": {"jobman-owner": "alice", "n": 1}}}]},
     "state": {"state": "FAILED", "stateInitiator": "SERVICE",
               "failedData": {"error": {"code": 8, "message": "validUntilDuration passed"}}}
   })"));
@@ -54,6 +55,7 @@ TEST(CloudTpuTypes, ParsesAQueuedResourceWithItsStateFailureAndNodeSpec) {
   EXPECT_EQ(qr.failed_error->code, 8);
   EXPECT_EQ(qr.failed_error->message, "validUntilDuration passed");
   EXPECT_EQ(qr.node_ids, std::vector<std::string>{"run-1-node"});
+  EXPECT_EQ(qr.node_labels, (std::map<std::string, std::string>{{"jobman-owner", "alice"}})) << "strings only";
   EXPECT_EQ(qr.raw["tpu"]["nodeSpec"][0]["node"]["acceleratorType"], "v4-32");
 
   const auto waiting = parse_queued_resource(json::parse(R"({"name":"x","state":{"state":"WAITING_FOR_RESOURCES"}})"));
@@ -67,7 +69,8 @@ TEST(CloudTpuTypes, ParsesAQueuedResourceWithItsStateFailureAndNodeSpec) {
 TEST(CloudTpuTypes, ParsesANodeWithEndpointsAndLabels) {
   const auto node = parse_node(json::parse(R"({
     "name": "projects/p/locations/z/nodes/n", "state": "PREEMPTED", "health": "UNHEALTHY_MAINTENANCE",
-    "acceleratorType": "v4-16",
+    "acceleratorType": "v4-16", "createTime": "2026-01-02T03:04:05.123Z",
+    "queuedResource": "projects/p/locations/z/queuedResources/q",
     "networkEndpoints": [{"ipAddress": "10.1.0.2", "port": 8470, "accessConfig": {"externalIp": "34.1.2.3"}},
                          {"ipAddress": "10.1.0.3"}],
     "labels": {"jobman-job": "000042", "team": "ml"}
@@ -75,6 +78,8 @@ TEST(CloudTpuTypes, ParsesANodeWithEndpointsAndLabels) {
   EXPECT_EQ(node.state, NodeState::preempted);
   EXPECT_EQ(node.health, NodeHealth::unhealthy_maintenance);
   EXPECT_EQ(node.accelerator_type, "v4-16");
+  EXPECT_EQ(node.create_time, "2026-01-02T03:04:05.123Z");
+  EXPECT_EQ(node.queued_resource, "projects/p/locations/z/queuedResources/q");
   ASSERT_EQ(node.network_endpoints.size(), 2U);
   EXPECT_EQ(node.network_endpoints[0].ip_address, "10.1.0.2");
   EXPECT_EQ(node.network_endpoints[0].external_ip, "34.1.2.3");

@@ -93,8 +93,9 @@ struct QueuedResource {
   StateInitiator state_initiator = StateInitiator::state_initiator_unspecified; // state.stateInitiator.
   std::optional<RpcStatus> failed_error;                                        // state.failedData.error.
   std::vector<std::string> node_ids;                                            // tpu.nodeSpec[].nodeId.
-  bool spot = false;                                                            // A `spot` member is present.
-  nlohmann::json raw;                                                           // The whole object as received.
+  std::map<std::string, std::string> node_labels; // tpu.nodeSpec[].node.labels (the first spec that has them).
+  bool spot = false;                              // A `spot` member is present.
+  nlohmann::json raw;                             // The whole object as received.
 };
 
 // One worker host's addresses (Node.networkEndpoints[]).
@@ -106,6 +107,8 @@ struct NetworkEndpoint {
 // A TPU node as the API returns it.
 struct Node {
   std::string name;                                   // projects/P/locations/Z/nodes/ID.
+  std::string create_time;                            // createTime (RFC 3339).
+  std::string queued_resource;                        // queuedResource: the one that requested it; empty when none.
   NodeState state = NodeState::state_unspecified;     // state.
   NodeHealth health = NodeHealth::health_unspecified; // health.
   std::string accelerator_type;                       // acceleratorType, e.g. "v4-32".
