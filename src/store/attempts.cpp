@@ -1,4 +1,5 @@
 // The store's attempts: begun, confirmed, ended, released; and the jobs a supervisor has work on.
+#include "job_queries.hpp"
 #include "jobman/util/system.hpp"
 #include "schema.hpp"
 #include "store_impl.hpp"
@@ -176,6 +177,42 @@ void JobStore::mark_released(std::int64_t job_id, const std::string& slice, cons
   const nlohmann::json data = {{key, slice}};
   impl_->insert_event(job_id, now, "action", std::nullopt, std::nullopt, slice + " released: " + how, data.dump());
   transaction.commit();
+}
+
+namespace queries {
+
+std::string held_slices_sql() {
+  // The partial index attempts_unreleased covers it: its key holds the names and zone, and (attempts being WITHOUT
+  // ROWID) the primary key (job_id, number).
+  return "SELECT job_id, number, queued_resource, node, zone FROM attempts INDEXED BY attempts_unreleased "
+         "WHERE released_ms IS NULL";
+}
+
+} // namespace queries
+
+std::vector<HeldSlice> JobStore::held_slices() const {
+  auto query = impl_->statements.get(queries::held_slices_sql());
+  std::vector<HeldSlice> held;
+  while (query->step()) {
+    HeldSlice slice;
+    slice.job_id = query->column_int64(0);
+    slice.attempt = query->column_int(1);
+    slice.queued_resource = query->column_text(2);
+    slice.node = query->column_text(3);
+    slice.zone = query->column_text(4);
+    held.push_back(std::move(slice));
+  }
+  return held;
+}
+
+std::vector<std::string> JobStore::zones_in_use() const {
+  auto query = impl_->statements.get("SELECT zone FROM jobs WHERE zone != '' UNION SELECT zone FROM attempts "
+                                     "WHERE zone != '' ORDER BY 1");
+  std::vector<std::string> zones;
+  while (query->step()) {
+    zones.push_back(query->column_text(0));
+  }
+  return zones;
 }
 
 void JobStore::set_cleanup_pending(std::int64_t job_id, bool pending) {

@@ -134,13 +134,20 @@ CREATE TABLE zone_catalogs (
 ) WITHOUT ROWID;
 )sql";
 
-constexpr std::array<Migration, 6> all{{
+// Version 7: the slices attempts still hold (released_ms null), for `jobman sync` and the supervisor's orphan sweep:
+// a partial index that covers the names, so finding them reads only the unreleased attempts.
+constexpr std::string_view v7 = R"sql(
+CREATE INDEX attempts_unreleased ON attempts(queued_resource, node, zone) WHERE released_ms IS NULL;
+)sql";
+
+constexpr std::array<Migration, 7> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
     {4, "record a queued resource's name before it is requested", v4},
     {5, "record each attempt's accelerator and hosts", v5},
     {6, "cache what each zone of a cloud offers", v6},
+    {7, "index the attempts whose slice is not released", v7},
 }};
 
 } // namespace

@@ -620,6 +620,41 @@ TEST(JobStoreSupervisor, ReleasingASliceMarksEveryAttemptThatUsedItOnce) {
   EXPECT_FALSE(store.attempts(id).back().released_ms.has_value());
 }
 
+TEST(JobStoreSupervisor, HeldSlicesAreTheNamesOfEveryAttemptNotYetReleased) {
+  auto store = JobStore::open_in_memory();
+  const auto ids = store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
+  // Job a: attempt 1 released, attempt 2 only requested so far (its name is recorded before the request leaves).
+  store.begin_attempt(ids[0], "a-a1", "a-a1", "us-central2-b");
+  store.end_attempt(ids[0], 1, "preempted", std::nullopt);
+  store.mark_released(ids[0], "a-a1", "deleted");
+  store.begin_attempt(ids[0], Placement{"a-a2", "a-a2", "us-central2-b", {}, 0}, true);
+  // Job b: a node without a queued resource (tpu-vm mode), finished and kept.
+  store.begin_attempt(ids[1], Placement{"", "b-a1", "europe-west4-a", {}, 0});
+  store.end_attempt(ids[1], 1, "succeeded", 0);
+  // Job c: two attempts on one slice, then released.
+  store.begin_attempt(ids[2], "c-a1", "c-a1", "us-central2-b");
+  store.end_attempt(ids[2], 1, "restart", 42);
+  store.begin_attempt(ids[2], "c-a1", "c-a1", "us-central2-b");
+  store.mark_released(ids[2], "c-a1", "deleted");
+
+  auto held = store.held_slices();
+  std::sort(held.begin(), held.end(), [](const HeldSlice& x, const HeldSlice& y) { return x.node < y.node; });
+  ASSERT_EQ(held.size(), 2U);
+  EXPECT_EQ(held[0].job_id, ids[0]);
+  EXPECT_EQ(held[0].attempt, 2);
+  EXPECT_EQ(held[0].queued_resource, "a-a2");
+  EXPECT_EQ(held[0].node, "a-a2");
+  EXPECT_EQ(held[0].zone, "us-central2-b");
+  EXPECT_EQ(held[1].job_id, ids[1]);
+  EXPECT_EQ(held[1].queued_resource, "");
+  EXPECT_EQ(held[1].node, "b-a1");
+  EXPECT_EQ(held[1].zone, "europe-west4-a");
+
+  EXPECT_EQ(store.zones_in_use(), (std::vector<std::string>{"europe-west4-a", "us-central2-b"}));
+  store.remove_job(ids[1]);
+  EXPECT_EQ(store.held_slices().size(), 1U) << "a removed job holds nothing";
+}
+
 TEST(JobStoreLease, RenewingManyLeasesKeepsOnlyTheOwnersOnes) {
   auto store = JobStore::open_in_memory();
   const auto ids = store.create_jobs(std::vector<NewJob>(3, make_job("j")));

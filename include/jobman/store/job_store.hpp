@@ -36,6 +36,15 @@ struct ZoneCatalog {
   std::int64_t fetched_ms = 0;                // When the cloud answered.
 };
 
+// A slice an attempt still holds (its release not confirmed): the names it gives its queued resource and node.
+struct HeldSlice {
+  std::int64_t job_id = 0;
+  int attempt = 0;             // The attempt's number.
+  std::string queued_resource; // Empty for a node created without one (tpu-vm mode).
+  std::string node;            // The node's name.
+  std::string zone;            // Where the attempt runs.
+};
+
 // The SQLite-backed store. One per process; not shared between threads.
 class JobStore {
 public:
@@ -96,6 +105,11 @@ public:
   // AttemptRecord::slice_name) is gone, on every attempt that used it, with an event saying `how`. Repeating it changes
   // nothing.
   void mark_released(std::int64_t job_id, const std::string& slice, const std::string& how);
+  // Every slice an attempt holds: attempts whose released_ms is null, the names recorded before their request left
+  // (one scan of a partial index).
+  [[nodiscard]] std::vector<HeldSlice> held_slices() const;
+  // Every zone a job or an attempt names, sorted, without duplicates.
+  [[nodiscard]] std::vector<std::string> zones_in_use() const;
   // Sets or clears JobRecord::cleanup_pending.
   void set_cleanup_pending(std::int64_t job_id, bool pending);
 
