@@ -59,6 +59,10 @@ std::vector<int> all_workers(const config::JobConfig& config) {
 
 } // namespace
 
+std::string owner_label_value(const std::string& user) {
+  return sanitize_label_value(user);
+}
+
 std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int attempt) {
   const std::string suffix = "-" + util::format_job_id(job_id) + "-a" + std::to_string(attempt);
   std::string prefix = sanitize_resource_part(tpu_name);
@@ -74,9 +78,9 @@ std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int at
 std::map<std::string, std::string> job_labels(const config::JobConfig& config, std::int64_t job_id,
                                               const std::string& user, int attempt) {
   std::map<std::string, std::string> labels = config.tpu.labels;
-  labels["jobman-job-id"] = util::format_job_id(job_id);
-  labels["jobman-owner"] = sanitize_label_value(user);
-  labels["jobman-attempt"] = std::to_string(attempt);
+  labels[kJobIdLabel] = util::format_job_id(job_id);
+  labels[kOwnerLabel] = owner_label_value(user);
+  labels[kAttemptLabel] = std::to_string(attempt);
   return labels;
 }
 

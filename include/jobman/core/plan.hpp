@@ -15,6 +15,17 @@ namespace jobman::core {
 // Cloud resource id (lower-case letters, digits and dashes, at most 63 characters).
 std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int attempt);
 
+// The label naming the job a resource was made for ("000042").
+inline constexpr const char* kJobIdLabel = "jobman-job-id";
+// The label naming who made it: owner_label_value of the job's user.
+inline constexpr const char* kOwnerLabel = "jobman-owner";
+// The label naming the attempt it was made for ("1", "2", ...).
+inline constexpr const char* kAttemptLabel = "jobman-attempt";
+
+// The value of the `jobman-owner` label for `user`: a GCP label value (lower-case letters, digits, '_' and '-', at
+// most 63 characters).
+std::string owner_label_value(const std::string& user);
+
 // Labels jobman puts on every node so a resource can be traced back to its job.
 std::map<std::string, std::string> job_labels(const config::JobConfig& config, std::int64_t job_id,
                                               const std::string& user, int attempt);
