@@ -27,6 +27,7 @@ void add_settings_command(CLI::App& app, Context& ctx);   // `settings`
 void add_completion_command(CLI::App& app, Context& ctx); // `completion SHELL`
 void add_daemon_command(CLI::App& app, Context& ctx);     // `daemon`
 void add_wait_command(CLI::App& app, Context& ctx);       // `wait ID...`
+void add_sync_command(CLI::App& app, Context& ctx);       // `sync`
 
 // Adds the `--json` flag every data-printing command has; it also silences logging.
 CLI::Option* add_json_flag(CLI::App& command, bool& json);

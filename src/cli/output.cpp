@@ -56,6 +56,23 @@ void append_job_json(std::string& out, const domain::JobRecord& job) {
   w.close();
 }
 
+nlohmann::ordered_json orphan_json(const core::Orphan& orphan, std::int64_t now_ms) {
+  nlohmann::ordered_json out;
+  out["kind"] = core::to_string(orphan.kind);
+  out["name"] = orphan.name;
+  out["zone"] = orphan.zone;
+  out["state"] = orphan.state;
+  out["created_at"] = time_or_null(orphan.created_ms);
+  const auto age = orphan.age_ms(now_ms);
+  out["age_seconds"] = age ? nlohmann::ordered_json(*age / 1000) : nlohmann::ordered_json(nullptr);
+  out["job_id"] = orphan.job_id ? nlohmann::ordered_json(*orphan.job_id) : nlohmann::ordered_json(nullptr);
+  out["owner"] = orphan.owner;
+  const auto attempt = util::parse_int(orphan.attempt);
+  out["attempt"] = attempt ? nlohmann::ordered_json(*attempt) : nlohmann::ordered_json(nullptr);
+  out["nodes"] = orphan.nodes;
+  return out;
+}
+
 nlohmann::ordered_json job_json(const domain::JobRecord& job) {
   // One writer for the documented object, so `list --json` and `show --json` cannot disagree.
   std::string text;

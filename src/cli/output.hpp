@@ -2,6 +2,7 @@
 #pragma once
 
 #include "jobman/config/job_config.hpp"
+#include "jobman/core/orphans.hpp"
 #include "jobman/store/job_store.hpp"
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,10 @@ nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt);
 
 // An event as JSON.
 nlohmann::ordered_json event_json(const domain::EventRecord& event);
+
+// An orphaned resource as `sync --json` prints it (docs/JSON.md), its age measured at `now_ms`; `deleted` and `error`
+// are added by the command.
+nlohmann::ordered_json orphan_json(const core::Orphan& orphan, std::int64_t now_ms);
 
 // A config warning as JSON: {"file", "line", "column", "key", "message"}.
 nlohmann::ordered_json warning_json(const config::ConfigWarning& warning);
