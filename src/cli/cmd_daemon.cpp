@@ -26,6 +26,8 @@ struct DaemonOptions {
   std::string tick;
   std::string lease_ttl = "15s";
   std::string idle_exit;
+  std::string sweep_interval = "1h";
+  std::string orphan_grace = "1h";
   int ready_fd = -1;
   std::vector<std::string> jobs;
 };
@@ -54,6 +56,8 @@ int run_daemon(const DaemonOptions& options) {
   if (!options.idle_exit.empty()) {
     supervisor.idle_exit = duration_argument(options.idle_exit, "--idle-exit");
   }
+  supervisor.sweep_interval = duration_argument(options.sweep_interval, "--sweep-interval");
+  supervisor.orphan_grace = duration_argument(options.orphan_grace, "--orphan-grace");
   for (const auto& text : options.jobs) {
     supervisor.only.push_back(parse_job_id_argument(text));
   }
@@ -108,13 +112,19 @@ void add_daemon_command(CLI::App& app, Context& ctx) {
   cmd->add_option("--lease-ttl", options->lease_ttl,
                   "A job whose driver stops renewing its lease for this long is taken over (default 15s)");
   cmd->add_option("--idle-exit", options->idle_exit, "Exit after this long with no job to drive (default: never)");
-  cmd->add_option("--job", options->jobs, "Drive only these jobs (repeatable)");
+  cmd->add_option("--sweep-interval", options->sweep_interval,
+                  "How often resources left behind are swept, the first time at start (default 1h; 0: never)");
+  cmd->add_option("--orphan-grace", options->orphan_grace,
+                  "A sweep deletes only resources left behind for longer than this (default 1h)");
+  cmd->add_option("--job", options->jobs, "Drive only these jobs (repeatable; such a daemon does not sweep)");
   cmd->add_option("--ready-fd", options->ready_fd, "Close this descriptor once running (used by create)")->group("");
   cmd->footer("Examples:\n"
               "  jobman daemon                       # what create and resume start in the background\n"
               "  systemctl --user enable --now jobman   # with scripts/jobman.service installed\n"
               "Logs go to stderr. SIGTERM or SIGINT stops it; workloads keep running and the next supervisor\n"
-              "re-attaches to them. Several daemons may run: each job is driven by the one holding its lease.");
+              "re-attaches to them. Several daemons may run: each job is driven by the one holding its lease.\n"
+              "Each sweep deletes this user's queued resources and nodes that carry jobman's labels but that no\n"
+              "job in the store holds (see 'jobman sync'), and logs each deletion.");
   cmd->callback([&ctx, options] {
     ctx.daemon = true;
     ctx.action = [options] { return run_daemon(*options); };

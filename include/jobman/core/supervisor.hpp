@@ -23,9 +23,12 @@ struct SupervisorOptions {
   std::vector<std::int64_t> only;    // Drive just these jobs; every job when empty.
   std::chrono::milliseconds tick{0}; // How often the cloud is observed; 0: the smallest of the settings' and the
                                      // jobs' poll intervals, divided by the cloud's time scale (at least 20 ms).
-  std::chrono::milliseconds lease_ttl{15'000};        // A lease not renewed for this long may be taken over.
-  std::optional<std::chrono::milliseconds> idle_exit; // run() returns once no job was left to drive for this long.
-  int action_threads = 16;                            // Cloud and worker operations in flight at once.
+  std::chrono::milliseconds lease_ttl{15'000};         // A lease not renewed for this long may be taken over.
+  std::optional<std::chrono::milliseconds> idle_exit;  // run() returns once no job was left to drive for this long.
+  int action_threads = 16;                             // Cloud and worker operations in flight at once.
+  std::chrono::milliseconds sweep_interval{3'600'000}; // How often orphaned resources are swept (the first sweep at
+                                                       // start; real time); 0: never.
+  std::chrono::milliseconds orphan_grace{3'600'000};   // A sweep deletes only orphans created longer ago than this.
 };
 
 // What a supervisor has done so far.

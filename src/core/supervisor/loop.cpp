@@ -3,6 +3,7 @@
 #include "loop.hpp"
 
 #include "jobman/core/daemon.hpp"
+#include "jobman/core/plan.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -31,6 +32,7 @@ SupervisorLoop::SupervisorLoop(CloudAccess cloud_access, fs::path path, Supervis
   if (options.owner.empty()) {
     options.owner = lease_owner_id();
   }
+  orphan_owner = owner_label_value(util::current_user());
 }
 
 void SupervisorLoop::compute_tick() {
@@ -52,6 +54,7 @@ void SupervisorLoop::run(const std::stop_token& stop) {
   std::jthread heartbeat([this](const std::stop_token& hb_stop) { heartbeat_loop(hb_stop); });
   auto next_read = std::chrono::steady_clock::now();
   auto next_observe = next_read;
+  next_sweep = next_read;
   spdlog::info("supervisor {} started on the {} cloud (project {})", options.owner, access->mock ? "mock" : "Google",
                access->project);
   while (!stop.stop_requested()) {
@@ -65,6 +68,7 @@ void SupervisorLoop::run(const std::stop_token& stop) {
       observe();
       next_observe = now + tick;
     }
+    sweep_if_due(now);
     for (auto& [id, d] : driven) {
       step_safely(d);
     }

@@ -3,13 +3,15 @@
 // JobDriver's. Its methods live in:
 //   loop.cpp    the loop, applying results, stepping, shutting down, and DriverHost;
 //   leases.cpp  reading the jobs to drive, adopting them under a lease, the heartbeat, losing and dropping jobs;
-//   observe.cpp one queuedResources.list per zone in use.
+//   observe.cpp one queuedResources.list per zone in use;
+//   sweep.cpp   the orphan sweep: at start and every sweep interval, resources no attempt holds are deleted.
 #pragma once
 
 #include "driven.hpp"
 #include "driver_host.hpp"
 #include "job_driver.hpp"
 #include "jobman/core/cloud.hpp"
+#include "jobman/core/orphans.hpp"
 #include "jobman/core/supervisor.hpp"
 #include "jobman/store/job_store.hpp"
 #include "threads.hpp"
@@ -85,6 +87,16 @@ private:
   // One queuedResources.list per zone in use covers every job there.
   void observe();
 
+  // ---- sweep.cpp ----
+  // Starts an orphan sweep when one is due and none is under way: the listings (one per kind per zone in use) run on
+  // the action pool.
+  void sweep_if_due(std::chrono::steady_clock::time_point now);
+  // On the loop's thread, with the listings in hand: reads the store (after the cloud, so that a slice requested
+  // meanwhile is held), picks the orphans older than the grace, and deletes them one after another on the pool.
+  void sweep_listed(const std::vector<ZoneListing>& listings, const std::vector<std::string>& failures);
+  // Records one deletion of the sweep: a daemon log line, and an event on the job its label names if it still exists.
+  void orphan_deleted(const Orphan& orphan, const std::string& error, bool already_gone);
+
   std::shared_ptr<const CloudAccess> access;
   std::filesystem::path store_path;
   SupervisorOptions options;
@@ -99,6 +111,9 @@ private:
   std::vector<std::int64_t> to_drop;
   std::chrono::milliseconds tick{1000};
   std::optional<std::chrono::steady_clock::time_point> idle_since;
+  std::chrono::steady_clock::time_point next_sweep; // When the next orphan sweep is due (the first at start).
+  bool sweeping = false;                            // A sweep's listings or deletions are under way.
+  std::string orphan_owner;                         // The jobman-owner label value of this user's resources.
 
   // Leases: the ids held, shared with the heartbeat thread.
   mutable std::mutex leases_mutex;
