@@ -5,7 +5,7 @@ _jobman() {
     case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac
   done
   if [[ -z "$cmd" ]]; then
-    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean settings completion daemon wait --help -h --version --verbose -v" -- "$cur"))
+    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait --help -h --version --verbose -v" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -98,6 +98,16 @@ _jobman() {
     fi
     COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))
     ;;
+  sync)
+    case "$prev" in
+      --zone) return ;;
+      --older-than) return ;;
+    esac
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h --zone --all-owners --older-than --delete --json" -- "$cur"))
+      return
+    fi
+    ;;
   settings)
     if [[ "$cur" == -* ]]; then
       COMPREPLY=($(compgen -W "--help -h --json" -- "$cur"))
@@ -116,11 +126,13 @@ _jobman() {
       --tick) return ;;
       --lease-ttl) return ;;
       --idle-exit) return ;;
+      --sweep-interval) return ;;
+      --orphan-grace) return ;;
       --job) return ;;
       --ready-fd) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --tick --lease-ttl --idle-exit --job --ready-fd" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --tick --lease-ttl --idle-exit --sweep-interval --orphan-grace --job --ready-fd" -- "$cur"))
       return
     fi
     ;;
