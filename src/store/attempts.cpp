@@ -182,8 +182,8 @@ void JobStore::mark_released(std::int64_t job_id, const std::string& slice, cons
 namespace queries {
 
 std::string held_slices_sql() {
-  // The partial index attempts_unreleased covers it: its key holds the names and zone, and (attempts being WITHOUT
-  // ROWID) the primary key (job_id, number).
+  // The partial index attempts_unreleased holds only the attempts not released, so its scan reads those alone; its key
+  // holds the names and zone, and (attempts being WITHOUT ROWID) the primary key (job_id, number).
   return "SELECT job_id, number, queued_resource, node, zone FROM attempts INDEXED BY attempts_unreleased "
          "WHERE released_ms IS NULL";
 }
