@@ -8,7 +8,6 @@
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
-#include <fstream>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -26,13 +25,6 @@ constexpr const char* kFarZone = "europe-west4-a";
 constexpr const char* kUser = "tester";
 // Waits for things a daemon does: generous, since sanitizer builds on two cores are slow.
 constexpr std::chrono::seconds kPatience{60};
-
-std::string file_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // jobman's labels on a resource made for job `job_id`'s attempt 1 by `owner`.
 json labels(const std::string& job_id, const std::string& owner = kUser) {
