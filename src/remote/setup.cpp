@@ -5,6 +5,7 @@
 #include "jobman/util/system.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <openssl/evp.h>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -40,8 +42,8 @@ std::string sha256_hex(std::string_view data) {
   return hex;
 }
 
-// Splits a config's flag entries into words and quotes each: "--env HOME=/x" is two words, as the Python jobman
-// read them, and no flag text is ever evaluated by the worker's shell.
+// Splits gcsfuse.flags entries into words and quotes each: "--uid 1000" is two words, as the Python jobman read
+// them, and no flag text is ever evaluated by the worker's shell.
 std::string quoted_words(const std::vector<std::string>& flags) {
   std::string out;
   for (const auto& flag : flags) {
@@ -52,6 +54,13 @@ std::string quoted_words(const std::vector<std::string>& flags) {
     }
   }
   return out;
+}
+
+// A name the shell and docker take for an environment variable: letters, digits and '_', not starting with a digit.
+bool is_variable_name(const std::string& name) {
+  return !name.empty() && std::isdigit(static_cast<unsigned char>(name[0])) == 0 &&
+         std::all_of(name.begin(), name.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; });
 }
 
 // Shell helpers shared by the modules. $changed is set by a module that changed something; every step ends the
@@ -93,9 +102,25 @@ jobman_run_module() {
 }
 )sh";
 
-// Adds `path` to the plan's files (once) and returns its remote name.
-std::string add_file(SetupPlan& plan, const std::string& path, const std::string& what) {
+// A local file a module uses.
+struct LocalFile {
+  std::string what;        // Its config key: "venv.requirements_file".
+  std::string local_path;  // Absolute.
+  std::string remote_name; // Its name in ~/.jobman/files; empty when there is no such file on this machine.
+
+  [[nodiscard]] bool missing() const { return remote_name.empty(); }
+};
+
+// Adds `path` to the plan's files (once). A file that does not exist here is not sent: its module does without it
+// on a worker that already has what the file would make (see without_file). A file that exists but cannot be read
+// is an error.
+LocalFile add_file(SetupPlan& plan, const std::string& path, const std::string& what) {
   const fs::path local = util::expand_user(path);
+  LocalFile out{what, fs::absolute(local).string(), {}};
+  std::error_code ec;
+  if (!fs::exists(local, ec) && !ec) {
+    return out;
+  }
   std::string content;
   try {
     content = util::read_file(local);
@@ -103,7 +128,7 @@ std::string add_file(SetupPlan& plan, const std::string& path, const std::string
     throw Error(what + ": " + e.what());
   }
   SetupFile file;
-  file.local_path = fs::absolute(local).string();
+  file.local_path = out.local_path;
   file.sha256 = sha256_hex(content);
   std::string base = local.filename().string();
   std::replace_if(
@@ -115,7 +140,23 @@ std::string add_file(SetupPlan& plan, const std::string& path, const std::string
   if (!known) {
     plan.files.push_back(file);
   }
-  return file.remote_name;
+  out.remote_name = file.remote_name;
+  return out;
+}
+
+// Shell text for a step that needs `file`, which does not exist here: where `present` (a shell test) holds on the
+// worker, it says so and goes on (`instead` says with what); elsewhere it fails naming the file (`otherwise` says
+// why it was needed). `instead` and `otherwise` are shell text inside double quotes.
+std::string without_file(const LocalFile& file, const std::string& present, const std::string& instead,
+                         const std::string& otherwise) {
+  const auto named =
+      "\"jobman: \"" + shell_quote(file.what + " " + file.local_path) + "\" does not exist on this machine";
+  std::string s = "  if " + present + "; then\n";
+  s += "    echo " + named + "; " + instead + "\"\n";
+  s += "  else\n";
+  s += "    echo " + named + ", " + otherwise + "\" >&2\n    return 1\n";
+  s += "  fi\n";
+  return s;
 }
 
 std::string ssh_module(SetupPlan& plan, const config::SshSection& ssh) {
@@ -125,17 +166,34 @@ std::string ssh_module(SetupPlan& plan, const config::SshSection& ssh) {
   for (std::size_t i = 0; i < ssh.identities.size(); ++i) {
     const auto& identity = ssh.identities[i];
     const std::string where = "ssh.identities[" + std::to_string(i) + "]";
-    const auto key_name = util::expand_user(identity.private_key).filename().string();
+    const auto key_name = shell_quote(util::expand_user(identity.private_key).filename().string());
     const auto key = add_file(plan, identity.private_key, where + ".private_key");
-    body += "  jobman_install " + shell_quote(key) + " \"$HOME/.ssh\"/" + shell_quote(key_name) + " 600 || return 1\n";
+    if (key.missing()) {
+      // A key the worker has already (as an earlier setup left it) is kept.
+      body += without_file(key, "[ -f \"$HOME/.ssh\"/" + key_name + " ]",
+                           "keeping $HOME/.ssh/\"" + key_name + "\" on this worker",
+                           "and this worker has no $HOME/.ssh/\"" + key_name + "\"");
+      body += "  jobman_mode \"$HOME/.ssh\"/" + key_name + " 600 || return 1\n";
+    } else {
+      body += "  jobman_install " + shell_quote(key.remote_name) + " \"$HOME/.ssh\"/" + key_name + " 600 || return 1\n";
+    }
     if (!identity.public_key.empty()) {
-      const auto pub_name = util::expand_user(identity.public_key).filename().string();
+      const auto pub_name = shell_quote(util::expand_user(identity.public_key).filename().string());
       const auto pub = add_file(plan, identity.public_key, where + ".public_key");
-      body +=
-          "  jobman_install " + shell_quote(pub) + " \"$HOME/.ssh\"/" + shell_quote(pub_name) + " 644 || return 1\n";
+      std::string pub_text;
+      if (pub.missing()) {
+        body += without_file(pub, "[ -f \"$HOME/.ssh\"/" + pub_name + " ]",
+                             "keeping $HOME/.ssh/\"" + pub_name + "\" on this worker",
+                             "and this worker has no $HOME/.ssh/\"" + pub_name + "\"");
+        body += "  jobman_mode \"$HOME/.ssh\"/" + pub_name + " 644 || return 1\n";
+        pub_text = "\"$HOME/.ssh\"/" + pub_name;
+      } else {
+        body +=
+            "  jobman_install " + shell_quote(pub.remote_name) + " \"$HOME/.ssh\"/" + pub_name + " 644 || return 1\n";
+        pub_text = "\"$f\"/" + shell_quote(pub.remote_name);
+      }
       // The workers reach one another with this identity, so each accepts it.
-      body += "  jobman_append_once \"$HOME/.ssh/authorized_keys\" \"$(cat \"$f\"/" + shell_quote(pub) +
-              ")\" || return 1\n";
+      body += "  jobman_append_once \"$HOME/.ssh/authorized_keys\" \"$(cat " + pub_text + ")\" || return 1\n";
       body += "  jobman_mode \"$HOME/.ssh/authorized_keys\" 600 || return 1\n";
     }
     if (!util::trim(identity.config_entry).empty()) {
@@ -155,7 +213,9 @@ std::string ssh_module(SetupPlan& plan, const config::SshSection& ssh) {
 }
 
 std::string gcsfuse_module(const config::GcsfuseSection& gcs) {
-  const auto flags = gcs.flags.empty() ? std::string(" --implicit-dirs") : quoted_words(gcs.flags);
+  // Without flags of its own, the mount is made as the Python jobman makes it: every file and directory open to all.
+  const auto flags =
+      gcs.flags.empty() ? std::string(" --implicit-dirs --dir-mode=777 --file-mode=777") : quoted_words(gcs.flags);
   std::string body = "jobman_setup_gcsfuse() {\n";
   body += "  mp=" + remote_path_expr(gcs.mount_path) + "\n";
   body += R"sh(  if mountpoint -q "$mp" 2> /dev/null; then
@@ -179,59 +239,111 @@ std::string gcsfuse_module(const config::GcsfuseSection& gcs) {
   return body;
 }
 
-// The interpreter a venv is made with: "3.10" -> python3.10, "python3.9" as is, nothing -> python3.
+// The interpreter a venv is made with: "3.10" -> python3.10, "python3.9" as is; empty when the config names none.
 std::string venv_python(const config::VenvSection& venv) {
   if (venv.python.empty()) {
-    return "python3";
+    return "";
   }
   return venv.python.starts_with("python") ? venv.python : "python" + venv.python;
 }
 
-// The venv's directory on a worker.
-std::string venv_dir_expr(const config::VenvSection& venv) {
-  return "\"$HOME\"/venvs/" + shell_quote(venv.name);
+// Shell text setting `variable` to the venv's directory on a worker: ~/<name> when that holds a venv (as the Python
+// jobman makes it), else ~/venvs/<name>.
+std::string venv_dir_assignment(const config::VenvSection& venv, const std::string& variable) {
+  const auto home_dir = "\"$HOME\"/" + shell_quote(venv.name);
+  return variable + "=\"$HOME\"/venvs/" + shell_quote(venv.name) + "; if [ -f " + home_dir + "/bin/activate ]; then " +
+         variable + "=" + home_dir + "; fi";
 }
 
 std::string venv_module(SetupPlan& plan, const config::VenvSection& venv) {
   const auto python = venv_python(venv);
-  std::string requirements;
+  std::optional<LocalFile> requirements;
   if (!venv.requirements_file.empty()) {
     requirements = add_file(plan, venv.requirements_file, "venv.requirements_file");
   }
-  // What the venv was last set up from; a venv made from anything else is set up again.
-  const auto wanted = sha256_hex(python + "\n" + requirements).substr(0, 32);
   std::string body = "jobman_setup_venv() {\n";
-  body += "  dir=" + venv_dir_expr(venv) + "; py=" + shell_quote(python) + "\n";
-  body += "  if [ -x \"$dir/bin/python\" ] && [ \"$(cat \"$dir/.jobman-setup\" 2> /dev/null)\" = " + wanted +
-          " ]; then return 0; fi\n";
+  body += "  " + venv_dir_assignment(venv, "dir") + "\n";
+  if (requirements && requirements->missing()) {
+    body += without_file(*requirements, "[ -f \"$dir/bin/activate\" ] && [ -x \"$dir/bin/python\" ]",
+                         "using the venv $dir as it is", "and the venv $dir must be made from it");
+    return body + "}\n";
+  }
+  const std::string remote = requirements ? requirements->remote_name : "";
+  // What the venv was last set up from; a venv made from anything else is set up again.
+  const auto wanted = sha256_hex(python + "\n" + remote).substr(0, 32);
+  body += "  if [ -f \"$dir/bin/activate\" ] && [ -x \"$dir/bin/python\" ] && [ \"$(cat \"$dir/.jobman-setup\" 2> "
+          "/dev/null)\" = " +
+          wanted + " ]; then return 0; fi\n";
+  if (python.empty()) {
+    // The Python jobman's default, where the worker has it.
+    body += "  py=python3.10; command -v \"$py\" > /dev/null 2>&1 || py=python3\n";
+  } else {
+    body += "  py=" + shell_quote(python) + "\n";
+  }
   body += R"sh(  command -v "$py" > /dev/null 2>&1 || { echo "$py is not installed on this worker" >&2; return 1; }
   version='import sys; print("%d.%d" % sys.version_info[:2])'
   if [ -x "$dir/bin/python" ] && [ "$("$dir/bin/python" -c "$version")" != "$("$py" -c "$version")" ]; then
-    echo "$dir was made with another Python; making it again"
-    rm -rf "$dir"
-  fi
-  if [ ! -x "$dir/bin/python" ]; then "$py" -m venv "$dir" || return 1; echo "created $dir"; fi
 )sh";
-  if (!requirements.empty()) {
-    body += "  jobman_verify " + shell_quote(requirements) + " || return 1\n";
-    body += "  \"$dir/bin/python\" -m pip install -r \"$f\"/" + shell_quote(requirements) + " || return 1\n";
+  // A venv of jobman's own is made again; one found at ~/<name> is not jobman's to remove. Ubuntu's Pythons make
+  // venvs only once their pythonX.Y-venv package is installed: when `-m venv` fails, that package is installed and
+  // the venv made again. A venv that failed half-way (bin/python without bin/activate) is removed, so that no later
+  // run takes it for a made one.
+  body += "    if [ \"$dir\" = \"$HOME\"/venvs/" + shell_quote(venv.name) + " ]; then\n";
+  body += R"sh(      echo "$dir was made with another Python; making it again"
+      rm -rf "$dir"
+    else
+      echo "$dir was made with another Python than $py; using it as it is"
+    fi
+  fi
+  if [ ! -f "$dir/bin/activate" ] || [ ! -x "$dir/bin/python" ]; then
+    new=0; [ -e "$dir" ] || new=1
+    if ! "$py" -m venv "$dir"; then
+      [ $new = 0 ] || rm -rf "$dir"
+      echo "installing $py-venv"
+      sudo -n apt-get install -y "$py-venv" || { sudo -n apt-get update && sudo -n apt-get install -y "$py-venv"; } ||
+        { echo "cannot install $py-venv, which $py needs to make a venv (sudo -n apt-get install -y $py-venv failed)" >&2; return 1; }
+      if ! "$py" -m venv "$dir"; then [ $new = 0 ] || rm -rf "$dir"; return 1; fi
+    fi
+    echo "created $dir with $py"
+  fi
+)sh";
+  if (requirements) {
+    body += "  jobman_verify " + shell_quote(remote) + " || return 1\n";
+    body += "  \"$dir/bin/python\" -m pip install -r \"$f\"/" + shell_quote(remote) + " || return 1\n";
   }
   body += "  echo " + wanted + " > \"$dir/.jobman-setup\" || return 1\n  changed=1\n}\n";
   return body;
 }
 
-// Shell text setting $conda to the conda program ($HOME/miniconda3/bin/conda when none is on PATH).
-constexpr const char* kFindConda = "conda=$(command -v conda 2> /dev/null || echo \"$HOME/miniconda3/bin/conda\")";
+// Shell text setting $conda to the conda program: the one on PATH, else $HOME/miniconda3/bin/conda, else
+// $HOME/miniconda/bin/conda (where the Python jobman installs Miniconda); when there is none,
+// $HOME/miniconda3/bin/conda, where the setup installs it.
+constexpr const char* kFindConda =
+    "conda=$(command -v conda 2> /dev/null) || { conda=\"$HOME/miniconda3/bin/conda\"; if [ ! -x \"$conda\" ] && [ -x "
+    "\"$HOME/miniconda/bin/conda\" ]; then conda=\"$HOME/miniconda/bin/conda\"; fi; }";
+
+// A recent conda uses the default channels only once their terms of service are accepted; an older one has no
+// `tos` command, so a failure here is no failure.
+constexpr const char* kAcceptTerms =
+    "\"$conda\" tos accept --override-channels -c https://repo.anaconda.com/pkgs/main -c "
+    "https://repo.anaconda.com/pkgs/r > /dev/null 2>&1 || true";
 
 std::string conda_module(SetupPlan& plan, const config::CondaSection& conda) {
-  std::string file;
+  std::optional<LocalFile> file;
   if (!conda.config_file.empty()) {
     file = add_file(plan, conda.config_file, "conda.config_file");
   }
   const auto name = shell_quote(conda.name);
+  const auto listed = "\"$conda\" env list | awk '!/^#/ {print $1}' | grep -qxF -- " + name;
   const auto marker = "\"$HOME\"/.jobman/conda-" + shell_quote(sha256_hex(conda.name).substr(0, 16));
   std::string body = "jobman_setup_conda() {\n";
   body += std::string("  ") + kFindConda + "\n";
+  if (file && file->missing()) {
+    body +=
+        without_file(*file, "[ -x \"$conda\" ] && " + listed, "using the conda environment \"" + name + "\" as it is",
+                     "and the conda environment \"" + name + "\" must be created from it");
+    return body + "}\n";
+  }
   body += R"sh(  if [ ! -x "$conda" ]; then
     echo "installing Miniconda in $HOME/miniconda3"
     installer="$HOME/.jobman/miniconda.sh"
@@ -240,19 +352,22 @@ std::string conda_module(SetupPlan& plan, const config::CondaSection& conda) {
     changed=1
   fi
 )sh";
-  body += "  exists=0; \"$conda\" env list | awk '!/^#/ {print $1}' | grep -qxF -- " + name + " && exists=1\n";
-  if (file.empty()) {
+  body += "  exists=0; " + listed + " && exists=1\n";
+  if (!file) {
     body += "  [ $exists = 1 ] && return 0\n";
     body += "  echo \"conda environment \"" + name +
             "\" does not exist on this worker and conda.config_file is not set\" >&2\n  return 1\n}\n";
     return body;
   }
-  body += "  [ $exists = 1 ] && [ \"$(cat " + marker + " 2> /dev/null)\" = " + file.substr(0, 64) + " ] && return 0\n";
-  body += "  jobman_verify " + shell_quote(file) + " || return 1\n";
-  body += "  if [ $exists = 1 ]; then \"$conda\" env update -n " + name + " -f \"$f\"/" + shell_quote(file) +
+  const auto& remote = file->remote_name;
+  body +=
+      "  [ $exists = 1 ] && [ \"$(cat " + marker + " 2> /dev/null)\" = " + remote.substr(0, 64) + " ] && return 0\n";
+  body += "  jobman_verify " + shell_quote(remote) + " || return 1\n";
+  body += std::string("  ") + kAcceptTerms + "\n";
+  body += "  if [ $exists = 1 ]; then \"$conda\" env update -n " + name + " -f \"$f\"/" + shell_quote(remote) +
           " --prune || return 1\n";
-  body += "  else \"$conda\" env create -n " + name + " -f \"$f\"/" + shell_quote(file) + " || return 1; fi\n";
-  body += "  echo " + file.substr(0, 64) + " > " + marker + " || return 1\n  changed=1\n}\n";
+  body += "  else \"$conda\" env create -n " + name + " -f \"$f\"/" + shell_quote(remote) + " || return 1; fi\n";
+  body += "  echo " + remote.substr(0, 64) + " > " + marker + " || return 1\n  changed=1\n}\n";
   return body;
 }
 
@@ -516,7 +631,7 @@ std::string environment_command(const config::JobConfig& config, const std::stri
     if (!config.venv) {
       return command;
     }
-    return ". " + venv_dir_expr(*config.venv) + "/bin/activate || exit 1\n" + command;
+    return venv_dir_assignment(*config.venv, "jobman_venv") + "\n. \"$jobman_venv/bin/activate\" || exit 1\n" + command;
   case config::EnvType::conda:
     if (!config.conda) {
       return command;
@@ -534,16 +649,23 @@ std::string environment_command(const config::JobConfig& config, const std::stri
                              "JOBMAN_NUM_WORKERS", "JOBMAN_TPU_NAME", "JOBMAN_ZONE", "JOBMAN_ACCELERATOR"}) {
       run += std::string(" -e ") + name;
     }
-    if (!docker.env_vars.empty()) {
-      // Values go through a file beside run.sh ($0), not docker's arguments: they may hold secrets.
-      std::string lines;
-      for (const auto& variable : docker.env_vars) {
-        if (variable.find('\n') != std::string::npos || variable.find('=') == std::string::npos) {
-          throw Error("docker.env_vars: '" + variable.substr(0, variable.find('\n')) +
-                      "' is not one line of the form NAME=value");
-        }
+    // NAME=value entries go through a file beside run.sh ($0), not docker's arguments: they may hold secrets. A NAME
+    // alone passes the variable on from the worker's environment (-e NAME).
+    std::string lines;
+    for (const auto& variable : docker.env_vars) {
+      const auto eq = variable.find('=');
+      if (variable.find('\n') != std::string::npos || (eq == std::string::npos && !is_variable_name(variable))) {
+        throw Error("docker.env_vars: '" + variable.substr(0, variable.find('\n')) +
+                    "' is not one line of the form NAME=value, nor a variable name (letters, digits and '_', not "
+                    "starting with a digit)");
+      }
+      if (eq == std::string::npos) {
+        run += " -e " + variable;
+      } else {
         lines += variable + "\n";
       }
+    }
+    if (!lines.empty()) {
       prelude += "jobman_env_file=\"$(dirname \"$0\")/docker.env\"\n";
       prelude += "(umask 077 && printf '%s' " + shell_quote(lines) + " > \"$jobman_env_file\") || exit 1\n";
       run += " --env-file \"$jobman_env_file\"";
@@ -554,7 +676,18 @@ std::string environment_command(const config::JobConfig& config, const std::stri
     if (!docker.workdir.empty()) {
       run += " -w " + shell_quote(docker.workdir);
     }
-    run += quoted_words(docker.flags) + " " + shell_quote(docker.image) + " bash -c " + shell_quote(command) + "\n";
+    // The flags are shell text, as the Python jobman put them in its command: the worker's shell quotes and expands
+    // them ("-e 'A=b c'", "-v $HOME/data:/data").
+    for (const auto& flag : docker.flags) {
+      const auto text = util::trim(flag);
+      if (text.find('\n') != std::string::npos) {
+        throw Error("docker.flags: '" + std::string(text.substr(0, text.find('\n'))) + "' is not one line");
+      }
+      if (!text.empty()) {
+        run += " " + std::string(text);
+      }
+    }
+    run += " " + shell_quote(docker.image) + " bash -c " + shell_quote(command) + "\n";
     return prelude + run;
   }
   }

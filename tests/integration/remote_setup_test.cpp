@@ -195,9 +195,77 @@ TEST_F(RemoteSetupTest, AVenvIsMadeOnceAndTheCommandRunsInIt) {
             (slice.remote_home(0, jobman::util::current_user()) / "venvs/exp").string() + "\n");
 }
 
+TEST_F(RemoteSetupTest, AVenvIsMadeWithPython310OnceAptInstallsItsVenvPackage) {
+  // The worker's image lacks python3.10-venv, as a stock Ubuntu TPU image does.
+  fs::create_directories(slice.worker_dir(0) / ".mock/apt");
+  std::ofstream(slice.worker_dir(0) / ".mock/apt/missing") << "python3.10-venv\n";
+  dir.write("requirements.txt", "absl-py==2.3.1\n");
+  const auto plan =
+      jobman::remote::plan_setup(config("venv", "venv:\n  name: exp\n  requirements_file: requirements.txt\n"));
+  const auto first = jobman::remote::run_setup(target, {0}, plan, attempt_dir, kStep);
+  ASSERT_TRUE(first[0].ok()) << first[0].error;
+  EXPECT_EQ(first[0].modules.at(0).outcome, ModuleOutcome::changed);
+  const auto log = jobman::util::read_file(attempt_dir / "setup-0.log");
+  const auto venv = (slice.remote_home(0, jobman::util::current_user()) / "venvs/exp").string();
+  EXPECT_NE(log.find("ensurepip is not available"), std::string::npos) << log;
+  EXPECT_NE(log.find("installing python3.10-venv\nSetting up python3.10-venv"), std::string::npos) << log;
+  EXPECT_NE(log.find("created " + venv + " with python3.10\n"), std::string::npos) << log;
+  EXPECT_EQ(jobman::util::read_file(slice.worker_dir(0) / ".mock/apt/missing"), "");
+  EXPECT_EQ(run(0, "~/venvs/exp/bin/pip show absl-py | head -2"), "Name: absl-py\nVersion: 2.3.1\n");
+  const auto second = jobman::remote::run_setup(target, {0}, plan, attempt_dir, kStep);
+  ASSERT_TRUE(second[0].ok()) << second[0].error;
+  EXPECT_FALSE(second[0].changed());
+}
+
+TEST_F(RemoteSetupTest, AVenvTheWorkerHasInItsHomeIsUsedAsThePythonJobmanLeftIt) {
+  ASSERT_EQ(run(0, "python3.10 -m venv ~/exp && echo made"), "made\n");
+  dir.write("requirements.txt", "absl-py==2.3.1\n");
+  const auto cfg = config("venv", "venv:\n  name: exp\n  requirements_file: requirements.txt\n  python: \"3.10\"\n");
+  const auto result = jobman::remote::run_setup(target, {0}, jobman::remote::plan_setup(cfg), attempt_dir, kStep);
+  ASSERT_TRUE(result[0].ok()) << result[0].error;
+  EXPECT_EQ(run(0, "[ -e ~/venvs ] && echo venvs || echo none"), "none\n");
+  EXPECT_EQ(run(0, "~/exp/bin/pip show absl-py | head -1"), "Name: absl-py\n");
+
+  jobman::remote::LaunchSpec spec;
+  spec.id = {"9", 1};
+  spec.command = jobman::remote::environment_command(cfg, "python -c 'import sys; print(sys.prefix)'");
+  jobman::remote::launch(target, {0}, spec, kStep);
+  jobman::remote::attach(target, {0}, spec.id, attempt_dir);
+  EXPECT_EQ(jobman::util::read_file(jobman::remote::worker_log_path(attempt_dir, 0)),
+            (slice.remote_home(0, jobman::util::current_user()) / "exp").string() + "\n");
+}
+
+TEST_F(RemoteSetupTest, AMissingLocalFileIsNeededOnlyOnAWorkerThatLacksItsEnvironment) {
+  dir.write("env.yaml", "name: fms\ndependencies:\n  - numpy\n");
+  const auto cfg = config("conda", "conda:\n  name: fms\n  config_file: env.yaml\n");
+  const auto made = jobman::remote::run_setup(target, {0}, jobman::remote::plan_setup(cfg), attempt_dir, kStep);
+  ASSERT_TRUE(made[0].ok()) << made[0].error;
+  fs::remove(dir / "env.yaml");
+  const auto plan = jobman::remote::plan_setup(cfg);
+  EXPECT_TRUE(plan.files.empty());
+  const auto result = jobman::remote::run_setup(target, {0, 1}, plan, attempt_dir, kStep);
+  const auto missing = "conda.config_file " + (dir / "env.yaml").string() + " does not exist on this machine";
+  // Worker 0 has the environment: it is used as it is.
+  ASSERT_TRUE(result[0].ok()) << result[0].error;
+  EXPECT_FALSE(result[0].changed());
+  EXPECT_NE(
+      jobman::util::read_file(attempt_dir / "setup-0.log").find(missing + "; using the conda environment fms as it is"),
+      std::string::npos);
+  // Worker 1 would have to create it.
+  EXPECT_FALSE(result[1].ok());
+  EXPECT_NE(result[1].error.find("conda setup on worker 1 failed"), std::string::npos) << result[1].error;
+  EXPECT_NE(result[1].error.find(missing + ", and the conda environment fms must be created from it"),
+            std::string::npos)
+      << result[1].error;
+  EXPECT_EQ(run(1, "conda env list | grep -c '^fms ' || true"), "0\n");
+}
+
 TEST_F(RemoteSetupTest, ADockerCommandRunsInItsContainerAndStopReachesIt) {
-  const auto cfg = config("docker", "docker:\n  image: lab/trainer:1.0\n  env_vars: [\"LAB=1\", \"TOKEN=s3cr3t-42\"]\n"
-                                    "  flags: [\"--privileged\", \"--network=host\"]\n");
+  // The flags are shell text for the worker's shell, as the Python jobman's were: quoted words and $HOME expanded.
+  const auto cfg = config("docker", "docker:\n  image: lab/trainer:1.0\n"
+                                    "  env_vars: [\"LAB=1\", \"TOKEN=s3cr3t-42\", \"PASSED\"]\n"
+                                    "  flags: [\"--privileged\", \"--network=host\", '-e \"SPACED=b  c\"',"
+                                    " '-v $HOME/shared:$HOME/shared']\n");
   const auto plan = jobman::remote::plan_setup(cfg);
   auto first = jobman::remote::run_setup(target, {0, 1}, plan, attempt_dir, kStep);
   for (const auto& worker : first) {
@@ -210,8 +278,9 @@ TEST_F(RemoteSetupTest, ADockerCommandRunsInItsContainerAndStopReachesIt) {
   jobman::remote::LaunchSpec spec;
   spec.id = {"9", 1};
   spec.docker = true;
+  spec.extra_env = {{"PASSED", "through"}};
   spec.command = jobman::remote::environment_command(
-      cfg, "echo worker=$JOBMAN_WORKER_ID lab=$LAB token=${#TOKEN}; exec sleep 600");
+      cfg, "echo worker=$JOBMAN_WORKER_ID lab=$LAB token=${#TOKEN} passed=$PASSED \"spaced=$SPACED\"; exec sleep 600");
   for (const auto& status : jobman::remote::launch(target, {0, 1}, spec, kStep)) {
     EXPECT_EQ(status.state, jobman::remote::WorkloadState::running) << status.diagnostic;
   }
@@ -232,7 +301,10 @@ TEST_F(RemoteSetupTest, ADockerCommandRunsInItsContainerAndStopReachesIt) {
   }
   EXPECT_EQ(run(1, "docker ps -q | wc -l"), "0\n");
   jobman::remote::attach(target, {0, 1}, spec.id, attempt_dir);
-  EXPECT_EQ(jobman::util::read_file(jobman::remote::worker_log_path(attempt_dir, 1)), "worker=1 lab=1 token=9\n");
+  EXPECT_EQ(jobman::util::read_file(jobman::remote::worker_log_path(attempt_dir, 1)),
+            "worker=1 lab=1 token=9 passed=through spaced=b  c\n");
+  // The mount's source is the worker's $HOME/shared, which the mock's docker creates.
+  EXPECT_EQ(run(1, "[ -d ~/shared ] && echo mounted"), "mounted\n");
   EXPECT_TRUE(eventually([&] { return slice.processes_running() == 0; }));
 }
 

@@ -154,6 +154,47 @@ TEST_F(WorkerHostToolTest, BothRefuseToRunOffAMockWorkerHost) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// sudo, apt-get and python3.N.
+
+TEST_F(WorkerHostToolTest, AptGetUnderSudoInstallsTheVenvPackageTheImageLacksAndPythonThenMakesVenvs) {
+  fs::create_directories(worker / ".mock/apt");
+  std::ofstream(worker / ".mock/apt/missing") << "python3.10-venv\n";
+  const auto venv = (home / "v").string();
+  const auto failed = run_tool("python3.10", {"-m", "venv", venv});
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_NE(failed.err.find("ensurepip is not available"), std::string::npos) << failed.err;
+  EXPECT_NE(failed.err.find("apt install python3.10-venv"), std::string::npos) << failed.err;
+  EXPECT_FALSE(fs::exists(home / "v/bin/activate")) << "the venv is left half-made";
+  EXPECT_EQ(run_tool("python3.11", {"-m", "venv", (home / "other").string()}).exit_code, 0)
+      << "only the Python whose package is missing fails";
+  // apt-get changes the system: only as root, which is under sudo.
+  const auto unprivileged = run_tool("apt-get", {"install", "-y", "python3.10-venv"});
+  EXPECT_EQ(unprivileged.exit_code, 100);
+  EXPECT_NE(unprivileged.err.find("are you root?"), std::string::npos) << unprivileged.err;
+  const auto installed = run_tool("sudo", {"-n", "apt-get", "install", "-y", "python3.10-venv"});
+  EXPECT_EQ(installed.exit_code, 0) << installed.err;
+  EXPECT_NE(installed.out.find("Setting up python3.10-venv"), std::string::npos) << installed.out;
+  EXPECT_EQ(slurp(worker / ".mock/apt/missing"), "");
+  const auto made = run_tool("python3.10", {"-m", "venv", venv});
+  EXPECT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_TRUE(fs::exists(home / "v/bin/activate"));
+  // A package no source has fails; off a worker host apt-get refuses to run.
+  const auto unknown = run_tool("sudo", {"-n", "apt-get", "install", "-y", "does-not-exist-pkg"});
+  EXPECT_EQ(unknown.exit_code, 100);
+  EXPECT_NE(unknown.err.find("E: Unable to locate package does-not-exist-pkg"), std::string::npos) << unknown.err;
+  EXPECT_EQ(run_tool("sudo", {"-n", "apt-get", "update"}, {{"MOCK_TPU_WORKER_DIR", ""}}).exit_code, 1);
+}
+
+TEST_F(WorkerHostToolTest, SudoRunsOnlyTheMocksOwnTools) {
+  const auto docker = run_tool("sudo", {"-n", "docker", "--version"});
+  EXPECT_EQ(docker.exit_code, 0) << docker.err;
+  const auto outside = run_tool("sudo", {"-n", "id", "-u"});
+  EXPECT_EQ(outside.exit_code, 1);
+  EXPECT_EQ(outside.out, "");
+  EXPECT_NE(outside.err.find("runs only the mock's own tools"), std::string::npos) << outside.err;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // docker.
 
 TEST_F(MockDockerTest, PullRecordsImagesThatInspectAndImagesShow) {

@@ -3,11 +3,13 @@
 #include "jobman/remote/gcloud.hpp"
 #include "jobman/remote/setup.hpp"
 #include "jobman/remote/workload.hpp"
+#include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "support/run.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <gtest/gtest.h>
@@ -84,6 +86,90 @@ std::vector<std::string> passed_jobman_names() {
     out.insert(out.end(), {"-e", name});
   }
   return out;
+}
+
+// This machine's PATH.
+std::string system_path() {
+  const char* path = std::getenv("PATH");
+  return path != nullptr ? path : "/usr/bin:/bin";
+}
+
+// The programs a setup script and the stand-ins below run, besides those a test stands in for.
+const std::vector<std::string> kScriptTools = {"awk",  "cat",   "chmod", "cmp", "cp",        "cut",
+                                               "grep", "mkdir", "mv",    "rm",  "sha256sum", "stat"};
+
+// Links this machine's `tools` into dir/bin, so that a script whose PATH is dir/bin alone finds them and no other
+// program of this machine.
+void link_tools(const TempDir& dir, const std::vector<std::string>& tools) {
+  fs::create_directories(dir / "bin");
+  for (const auto& tool : tools) {
+    for (const fs::path where : {"/usr/bin", "/bin"}) {
+      if (fs::exists(where / tool)) {
+        fs::create_symlink(where / tool, dir / "bin" / tool);
+        break;
+      }
+    }
+  }
+}
+
+// Runs `plan`'s script as a worker runs it, in `dir`, with HOME dir/home (whose ~/.jobman/files holds the plan's
+// files, as the setup sends them) and PATH `path`.
+jobman::test::RunResult run_plan(const TempDir& dir, const jobman::remote::SetupPlan& plan, const std::string& path) {
+  fs::create_directories(dir / "home/.jobman/files");
+  for (const auto& file : plan.files) {
+    fs::copy_file(file.local_path, dir / "home/.jobman/files" / file.remote_name, fs::copy_options::overwrite_existing);
+  }
+  return jobman::test::run_program({"/bin/bash", "-c", plan.script},
+                                   {{{"HOME", (dir / "home").string()}, {"PATH", path}}, "", dir.path().string()});
+}
+
+// The lines of dir/calls, where the stand-ins below record how they were run.
+std::vector<std::string> calls(const TempDir& dir) {
+  auto lines = jobman::util::split(jobman::test::file_text(dir / "calls"), '\n');
+  if (!lines.empty() && lines.back().empty()) {
+    lines.pop_back();
+  }
+  return lines;
+}
+
+// A stand-in Python `name` of `version` in dir/bin, recording "PATH ARGS" in dir/calls: `-c CODE` prints the version
+// and `-m venv DIR` makes DIR a venv of it (bin/python, a copy of this program, and bin/activate); while
+// dir/no-venv-NAME exists it fails instead, as Ubuntu's Python without its pythonX.Y-venv package, leaving the venv
+// half-made (bin/python only).
+void fake_python(const TempDir& dir, const std::string& name, const std::string& version) {
+  write_executable(dir, "bin/" + name,
+                   "#!/bin/sh\necho \"$0 $*\" >> " + shell_quote((dir / "calls").string()) +
+                       "\ncase \"$1\" in\n-c) echo " + version +
+                       " ;;\n-m)\n  [ \"$2\" = venv ] || exit 0\n"
+                       "  mkdir -p \"$3/bin\" && cp \"$0\" \"$3/bin/python\" || exit 1\n"
+                       "  if [ -e " +
+                       shell_quote((dir / ("no-venv-" + name)).string()) +
+                       " ]; then echo 'ensurepip is not available' >&2; exit 1; fi\n"
+                       "  : > \"$3/bin/activate\" ;;\nesac\n");
+}
+
+// A stand-in sudo (which runs its command, -n aside) and apt-get (whose `install` of NAME-venv removes
+// dir/no-venv-NAME) in dir/bin, both recording their arguments in dir/calls.
+void fake_sudo_and_apt_get(const TempDir& dir) {
+  const auto record = shell_quote((dir / "calls").string());
+  write_executable(dir, "bin/sudo",
+                   "#!/bin/sh\necho \"sudo $*\" >> " + record + "\n[ \"$1\" = -n ] && shift\nexec \"$@\"\n");
+  write_executable(dir, "bin/apt-get",
+                   "#!/bin/sh\necho \"apt-get $*\" >> " + record +
+                       "\n[ \"$1\" = install ] || exit 0\nfor package in \"$@\"; do rm -f " +
+                       shell_quote((dir / "no-venv-").string()) + "\"${package%-venv}\"; done\n");
+}
+
+// A stand-in conda in dir/bin, recording its arguments in dir/calls: `env list` lists base and the lines of dir/envs,
+// `env create -n NAME ...` adds NAME to them, and `tos ...` fails as a conda without that command fails.
+void fake_conda(const TempDir& dir) {
+  const auto envs = shell_quote((dir / "envs").string());
+  write_executable(dir, "bin/conda",
+                   "#!/bin/sh\necho \"$*\" >> " + shell_quote((dir / "calls").string()) +
+                       "\ncase \"$1 $2\" in\n'env list') echo '# conda environments:'; echo 'base  /c'; cat " + envs +
+                       " 2> /dev/null ;;\n'env create') echo \"$4  /c/envs/$4\" >> " + envs +
+                       " ;;\n'tos '*) echo \"conda: error: argument COMMAND: invalid choice: 'tos'\" >&2; exit 2 ;;\n"
+                       "esac\n");
 }
 
 TEST(RemoteScpArgv, SourcesComeBeforeTheUserNodePathAndTheCommonFlags) {
@@ -213,26 +299,105 @@ std::string setup_error(const JobConfig& config) {
   return error_of([&] { jobman::remote::plan_setup(config); });
 }
 
-TEST(RemotePlanSetup, AMissingFileIsAnErrorNamingItsConfigKeyAndPath) {
+TEST(RemotePlanSetup, AMissingLocalFileIsNotSentAndIsNeededOnlyWhereTheVenvMustBeMade) {
   const TempDir dir;
-  const auto key = dir.write("id", "abc").string();
-  dir.write("id.pub", "pub");
-  const auto missing = (dir / "missing").string();
-  const auto names = [&](const std::string& message, const std::string& config_key) {
-    return message.starts_with(config_key + ": ") && message.find(missing) != std::string::npos;
-  };
+  const auto missing = (dir / "missing.txt").string();
   JobConfig config;
-  config.ssh = jobman::config::SshSection{"", {{key, key + ".pub", ""}, {missing, "", ""}}};
-  EXPECT_PRED2(names, setup_error(config), "ssh.identities[1].private_key");
-  config.ssh->identities = {{key, missing, ""}};
-  EXPECT_PRED2(names, setup_error(config), "ssh.identities[0].public_key");
-  config.ssh.reset();
   config.job.env_type = EnvType::venv;
   config.venv = jobman::config::VenvSection{"env", missing, ""};
-  EXPECT_PRED2(names, setup_error(config), "venv.requirements_file");
+  const auto plan = jobman::remote::plan_setup(config);
+  EXPECT_TRUE(plan.files.empty());
+  const auto venv = (dir / "home/venvs/env").string();
+  const auto absent = run_plan(dir, plan, system_path());
+  EXPECT_EQ(absent.exit_code, 1);
+  EXPECT_NE(absent.out.find("jobman-setup: venv failed"), std::string::npos) << absent.out;
+  EXPECT_NE(absent.err.find("jobman: venv.requirements_file " + missing +
+                            " does not exist on this machine, and the venv " + venv + " must be made from it"),
+            std::string::npos)
+      << absent.err;
+  // A worker that has the venv uses it as it is.
+  write_executable(dir, "home/venvs/env/bin/python", "#!/bin/sh\n");
+  dir.write("home/venvs/env/bin/activate", "");
+  const auto present = run_plan(dir, plan, system_path());
+  EXPECT_EQ(present.exit_code, 0) << present.err;
+  EXPECT_NE(present.out.find("jobman: venv.requirements_file " + missing + " does not exist on this machine; using " +
+                             "the venv " + venv + " as it is\njobman-setup: venv unchanged"),
+            std::string::npos)
+      << present.out;
+}
+
+TEST(RemotePlanSetup, AMissingCondaFileIsNeededOnlyWhereTheEnvironmentMustBeCreated) {
+  const TempDir dir;
+  const auto missing = (dir / "env.yaml").string();
+  fake_conda(dir);
+  JobConfig config;
   config.job.env_type = EnvType::conda;
-  config.conda = jobman::config::CondaSection{"env", missing};
-  EXPECT_PRED2(names, setup_error(config), "conda.config_file");
+  config.conda = jobman::config::CondaSection{"ml", missing};
+  const auto plan = jobman::remote::plan_setup(config);
+  EXPECT_TRUE(plan.files.empty());
+  const auto path = (dir / "bin").string() + ":" + system_path();
+  const auto absent = run_plan(dir, plan, path);
+  EXPECT_EQ(absent.exit_code, 1);
+  EXPECT_NE(absent.out.find("jobman-setup: conda failed"), std::string::npos) << absent.out;
+  EXPECT_NE(absent.err.find("jobman: conda.config_file " + missing +
+                            " does not exist on this machine, and the conda environment ml must be created from it"),
+            std::string::npos)
+      << absent.err;
+  EXPECT_EQ(calls(dir), std::vector<std::string>{"env list"});
+  dir.write("envs", "ml  /c/envs/ml\n");
+  const auto present = run_plan(dir, plan, path);
+  EXPECT_EQ(present.exit_code, 0) << present.err;
+  EXPECT_NE(present.out.find("jobman: conda.config_file " + missing +
+                             " does not exist on this machine; using the conda environment ml as it is\n"
+                             "jobman-setup: conda unchanged"),
+            std::string::npos)
+      << present.out;
+}
+
+TEST(RemotePlanSetup, AMissingKeyFileIsNeededOnlyWhereTheWorkerLacksTheKey) {
+  const TempDir dir;
+  const auto key = (dir / "keys/id_lab").string();
+  const auto pub = (dir / "keys/id_lab.pub").string();
+  JobConfig config;
+  config.ssh = jobman::config::SshSection{"", {{key, pub, ""}}};
+  const auto plan = jobman::remote::plan_setup(config);
+  EXPECT_TRUE(plan.files.empty());
+  const auto absent = run_plan(dir, plan, system_path());
+  EXPECT_EQ(absent.exit_code, 1);
+  EXPECT_NE(absent.err.find("jobman: ssh.identities[0].private_key " + key +
+                            " does not exist on this machine, and this worker has no " +
+                            (dir / "home/.ssh/id_lab").string()),
+            std::string::npos)
+      << absent.err;
+  // The keys an earlier setup left on the worker are kept, and the public one is accepted.
+  dir.write("home/.ssh/id_lab", "key\n");
+  dir.write("home/.ssh/id_lab.pub", "ssh-ed25519 AAAA lab\n");
+  const auto present = run_plan(dir, plan, system_path());
+  EXPECT_EQ(present.exit_code, 0) << present.err;
+  EXPECT_NE(present.out.find("jobman: ssh.identities[0].private_key " + key + " does not exist on this machine; " +
+                             "keeping " + (dir / "home/.ssh/id_lab").string() + " on this worker"),
+            std::string::npos)
+      << present.out;
+  EXPECT_NE(present.out.find("jobman: ssh.identities[0].public_key " + pub + " does not exist on this machine; " +
+                             "keeping " + (dir / "home/.ssh/id_lab.pub").string() + " on this worker"),
+            std::string::npos)
+      << present.out;
+  EXPECT_EQ(fs::status(dir / "home/.ssh/id_lab").permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(jobman::test::file_text(dir / "home/.ssh/authorized_keys"), "ssh-ed25519 AAAA lab\n");
+}
+
+TEST(RemotePlanSetup, AMissingFilesHostileNameIsPrintedAsItIs) {
+  const TempDir dir;
+  const auto key = (dir / hostile()).string();
+  JobConfig config;
+  config.ssh = jobman::config::SshSection{"", {{key, "", ""}}};
+  const auto result = run_plan(dir, jobman::remote::plan_setup(config), system_path());
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.err.find("jobman: ssh.identities[0].private_key " + key + " does not exist on this machine"),
+            std::string::npos)
+      << result.err;
+  EXPECT_FALSE(fs::exists(dir / "PWNED"));
+  EXPECT_FALSE(fs::exists(dir / "home/PWNED"));
 }
 
 TEST(RemotePlanSetup, ADirectoryGivenAsAKeyFileIsAnError) {
@@ -277,6 +442,140 @@ TEST(RemotePlanSetup, HostileConfigTextOnlyEverAppearsAsQuotedWords) {
   }
 }
 
+TEST(RemotePlanSetup, GcsfuseMountsOpenToAllUnlessTheConfigGivesFlags) {
+  JobConfig config;
+  config.gcsfuse = jobman::config::GcsfuseSection{"bucket", "~/mnt", {}};
+  const auto plain = jobman::remote::plan_setup(config).script;
+  EXPECT_NE(plain.find("\n  gcsfuse --implicit-dirs --dir-mode=777 --file-mode=777 'bucket' \"$mp\" || return 1\n"),
+            std::string::npos)
+      << plain;
+  config.gcsfuse->flags = {"--implicit-dirs", "--uid 1000"};
+  const auto own = jobman::remote::plan_setup(config).script;
+  EXPECT_NE(own.find("\n  gcsfuse '--implicit-dirs' '--uid' '1000' 'bucket' \"$mp\" || return 1\n"), std::string::npos)
+      << own;
+  EXPECT_EQ(own.find("--dir-mode"), std::string::npos) << own;
+}
+
+// A config whose environment is the venv `name`, made with `python` from `requirements`.
+JobConfig venv_config(const std::string& name, const std::string& requirements, const std::string& python) {
+  JobConfig config;
+  config.job.env_type = EnvType::venv;
+  config.venv = jobman::config::VenvSection{name, requirements, python};
+  return config;
+}
+
+TEST(RemoteVenvSetup, WithoutAPythonNamedTheVenvIsMadeWithPython310WhereTheWorkerHasItElsePython3) {
+  for (const bool has_310 : {true, false}) {
+    const TempDir dir;
+    link_tools(dir, kScriptTools);
+    fake_python(dir, "python3", "3.8");
+    if (has_310) {
+      fake_python(dir, "python3.10", "3.10");
+    }
+    const std::string python = has_310 ? "python3.10" : "python3";
+    const auto venv = (dir / "home/venvs/env").string();
+    const auto result = run_plan(dir, jobman::remote::plan_setup(venv_config("env", "", "")), (dir / "bin").string());
+    EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+    EXPECT_EQ(calls(dir), std::vector<std::string>{(dir / "bin" / python).string() + " -m venv " + venv}) << python;
+    EXPECT_NE(result.out.find("created " + venv + " with " + python + "\n"), std::string::npos) << result.out;
+  }
+}
+
+TEST(RemoteVenvSetup, APythonWithoutItsVenvPackageGetsItFromAptAndTheVenvIsMadeAgain) {
+  const TempDir dir;
+  link_tools(dir, kScriptTools);
+  fake_python(dir, "python3.10", "3.10");
+  fake_sudo_and_apt_get(dir);
+  dir.write("no-venv-python3.10", "");
+  const auto plan = jobman::remote::plan_setup(venv_config("env", "", "3.10"));
+  const auto venv = (dir / "home/venvs/env").string();
+  const auto make = (dir / "bin/python3.10").string() + " -m venv " + venv;
+  const auto first = run_plan(dir, plan, (dir / "bin").string());
+  EXPECT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_NE(first.out.find("jobman-setup: venv changed"), std::string::npos) << first.out;
+  EXPECT_EQ(calls(dir), (std::vector<std::string>{make, "sudo -n apt-get install -y python3.10-venv",
+                                                  "apt-get install -y python3.10-venv", make}));
+  EXPECT_TRUE(fs::exists(dir / "home/venvs/env/bin/activate"));
+  // Set up, the worker is left alone.
+  const auto second = run_plan(dir, plan, (dir / "bin").string());
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_NE(second.out.find("jobman-setup: venv unchanged"), std::string::npos) << second.out;
+  EXPECT_EQ(calls(dir).size(), 4U);
+}
+
+TEST(RemoteVenvSetup, AVenvThatCannotGetItsVenvPackageFailsAndLeavesNothingHalfMade) {
+  const TempDir dir;
+  link_tools(dir, kScriptTools);
+  fake_python(dir, "python3.10", "3.10");
+  dir.write("no-venv-python3.10", ""); // And no sudo.
+  const auto result = run_plan(dir, jobman::remote::plan_setup(venv_config("env", "", "3.10")), (dir / "bin").string());
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.out.find("jobman-setup: venv failed"), std::string::npos) << result.out;
+  EXPECT_NE(result.err.find("cannot install python3.10-venv, which python3.10 needs to make a venv"), std::string::npos)
+      << result.err;
+  EXPECT_FALSE(fs::exists(dir / "home/venvs/env")) << "a half-made venv would pass for a made one";
+}
+
+TEST(RemoteVenvSetup, AVenvAtHomeSlashNameIsUsedRatherThanOneMadeInVenvs) {
+  const TempDir dir;
+  link_tools(dir, kScriptTools);
+  fake_python(dir, "python3.10", "3.10");
+  fake_python(dir, "python3.11", "3.11");
+  // The venv the Python jobman made: ~/env.
+  fs::create_directories(dir / "home/env/bin");
+  fs::copy_file(dir / "bin/python3.10", dir / "home/env/bin/python");
+  dir.write("home/env/bin/activate", "");
+  const auto requirements = dir.write("requirements.txt", "numpy\n").string();
+  const auto plan = jobman::remote::plan_setup(venv_config("env", requirements, "3.10"));
+  ASSERT_EQ(plan.files.size(), 1U);
+  const auto first = run_plan(dir, plan, (dir / "bin").string());
+  EXPECT_EQ(first.exit_code, 0) << first.out << first.err;
+  const auto made = calls(dir);
+  EXPECT_EQ(std::count_if(made.begin(), made.end(),
+                          [](const std::string& call) { return call.find(" -m venv ") != std::string::npos; }),
+            0);
+  EXPECT_NE(std::find(made.begin(), made.end(),
+                      (dir / "home/env/bin/python").string() + " -m pip install -r " +
+                          (dir / "home/.jobman/files" / plan.files[0].remote_name).string()),
+            made.end());
+  EXPECT_FALSE(fs::exists(dir / "home/venvs"));
+  const auto second = run_plan(dir, plan, (dir / "bin").string());
+  EXPECT_NE(second.out.find("jobman-setup: venv unchanged"), std::string::npos) << second.out;
+  // Made with another Python than the config names, it is still not jobman's to remove.
+  const auto other =
+      run_plan(dir, jobman::remote::plan_setup(venv_config("env", requirements, "3.11")), (dir / "bin").string());
+  EXPECT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_NE(
+      other.out.find((dir / "home/env").string() + " was made with another Python than python3.11; using it as it is"),
+      std::string::npos)
+      << other.out;
+  EXPECT_TRUE(fs::exists(dir / "home/env/bin/activate"));
+}
+
+TEST(RemoteCondaSetup, TheDefaultChannelsTermsAreAcceptedBeforeTheEnvironmentIsCreated) {
+  const TempDir dir;
+  fake_conda(dir);
+  JobConfig config;
+  config.job.env_type = EnvType::conda;
+  config.conda = jobman::config::CondaSection{"ml", dir.write("env.yaml", "name: ml\n").string()};
+  const auto plan = jobman::remote::plan_setup(config);
+  ASSERT_EQ(plan.files.size(), 1U);
+  const auto path = (dir / "bin").string() + ":" + system_path();
+  // This conda has no `tos` command, as an older conda: the setup goes on.
+  const auto first = run_plan(dir, plan, path);
+  EXPECT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_NE(first.out.find("jobman-setup: conda changed"), std::string::npos) << first.out;
+  EXPECT_EQ(
+      calls(dir),
+      (std::vector<std::string>{
+          "env list",
+          "tos accept --override-channels -c https://repo.anaconda.com/pkgs/main -c https://repo.anaconda.com/pkgs/r",
+          "env create -n ml -f " + (dir / "home/.jobman/files" / plan.files[0].remote_name).string()}));
+  const auto second = run_plan(dir, plan, path);
+  EXPECT_NE(second.out.find("jobman-setup: conda unchanged"), std::string::npos) << second.out;
+  EXPECT_EQ(calls(dir).size(), 4U) << "only the environments are listed again";
+}
+
 TEST(RemoteEnvironmentCommand, NoneLeavesItAloneAndVenvActivatesFirst) {
   const TempDir dir;
   JobConfig config;
@@ -284,10 +583,16 @@ TEST(RemoteEnvironmentCommand, NoneLeavesItAloneAndVenvActivatesFirst) {
   config.job.env_type = EnvType::venv;
   config.venv = jobman::config::VenvSection{"my env", "", ""};
   const auto text = jobman::remote::environment_command(config, "printf %s \"$X\"");
-  EXPECT_EQ(text, ". \"$HOME\"/venvs/'my env'/bin/activate || exit 1\nprintf %s \"$X\"");
+  EXPECT_EQ(text, "jobman_venv=\"$HOME\"/venvs/'my env'; if [ -f \"$HOME\"/'my env'/bin/activate ]; then "
+                  "jobman_venv=\"$HOME\"/'my env'; fi\n. \"$jobman_venv/bin/activate\" || exit 1\nprintf %s \"$X\"");
   dir.write("venvs/my env/bin/activate", "X=activated\n");
   const auto ran = jobman::test::run_program({"/bin/bash", "-c", text}, {{{"HOME", dir.path().string()}}, "", ""});
   EXPECT_EQ(ran.out, "activated");
+  // A venv at ~/<name>, where the Python jobman makes it, is the one used.
+  dir.write("my env/bin/activate", "X=home-venv\n");
+  const auto home = jobman::test::run_program({"/bin/bash", "-c", text}, {{{"HOME", dir.path().string()}}, "", ""});
+  EXPECT_EQ(home.out, "home-venv");
+  fs::remove(dir / "my env/bin/activate");
   fs::remove(dir / "venvs/my env/bin/activate");
   const auto broken = jobman::test::run_program({"/bin/bash", "-c", text}, {{{"HOME", dir.path().string()}}, "", ""});
   EXPECT_EQ(broken.exit_code, 1);
@@ -300,7 +605,8 @@ TEST(RemoteEnvironmentCommand, CondaRunsTheCommandAsOneBashArgument) {
   config.job.env_type = EnvType::conda;
   config.conda = jobman::config::CondaSection{"ml env", ""};
   EXPECT_EQ(jobman::remote::environment_command(config, "echo 'hi'"),
-            "conda=$(command -v conda 2> /dev/null || echo \"$HOME/miniconda3/bin/conda\")\n"
+            "conda=$(command -v conda 2> /dev/null) || { conda=\"$HOME/miniconda3/bin/conda\"; if [ ! -x \"$conda\" ] "
+            "&& [ -x \"$HOME/miniconda/bin/conda\" ]; then conda=\"$HOME/miniconda/bin/conda\"; fi; }\n"
             "exec \"$conda\" run --no-capture-output -n 'ml env' bash -c 'echo '\\''hi'\\'''\n");
   fake_printing_program(dir, "conda");
   EXPECT_EQ(printed_argv(dir, jobman::remote::environment_command(config, hostile())),
@@ -308,7 +614,28 @@ TEST(RemoteEnvironmentCommand, CondaRunsTheCommandAsOneBashArgument) {
   EXPECT_FALSE(fs::exists(dir / "PWNED"));
 }
 
-TEST(RemoteEnvironmentCommand, DockerPassesTheContractVariablesAndQuotesEveryWord) {
+TEST(RemoteEnvironmentCommand, CondaIsTheOneOnPathElseInMiniconda3ElseInThePythonJobmansMiniconda) {
+  const TempDir dir;
+  JobConfig config;
+  config.job.env_type = EnvType::conda;
+  config.conda = jobman::config::CondaSection{"ml", ""};
+  const auto text = jobman::remote::environment_command(config, "true");
+  const auto conda_run = [&] {
+    return jobman::test::run_program(
+               {"/bin/bash", "-c", text},
+               {{{"HOME", (dir / "home").string()}, {"PATH", (dir / "bin").string()}}, "", dir.path().string()})
+        .out;
+  };
+  const std::string prints_itself = "#!/bin/sh\nprintf '%s\\n' \"$0\"\n";
+  write_executable(dir, "home/miniconda/bin/conda", prints_itself);
+  EXPECT_EQ(conda_run(), (dir / "home/miniconda/bin/conda").string() + "\n");
+  write_executable(dir, "home/miniconda3/bin/conda", prints_itself);
+  EXPECT_EQ(conda_run(), (dir / "home/miniconda3/bin/conda").string() + "\n");
+  write_executable(dir, "bin/conda", prints_itself);
+  EXPECT_EQ(conda_run(), (dir / "bin/conda").string() + "\n");
+}
+
+TEST(RemoteEnvironmentCommand, DockerPassesTheContractVariablesQuotesItsOwnWordsAndPutsInTheFlagsAsTheyAre) {
   const auto configs = jobman::config::parse_job_configs(
       "job:\n  name: demo\n  env_type: docker\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
       "  version: tpu-ubuntu2204-base\ncommand:\n  cmd: echo hi\ndocker:\n  image: img:tag\n"
@@ -323,9 +650,8 @@ TEST(RemoteEnvironmentCommand, DockerPassesTheContractVariablesAndQuotesEveryWor
   for (const auto& word : passed_jobman_names()) {
     expected += " " + word;
   }
-  expected += " --env-file \"$jobman_env_file\" -v '/data:/data' -w '/work dir' '--env' 'HOME=/x' '--shm-size=1g' "
-              "'img:tag' bash -c "
-              "'echo hi'\n";
+  expected += " --env-file \"$jobman_env_file\" -v '/data:/data' -w '/work dir' --env HOME=/x --shm-size=1g 'img:tag' "
+              "bash -c 'echo hi'\n";
   EXPECT_EQ(jobman::remote::environment_command(configs[0], configs[0].command.cmd), expected);
 }
 
@@ -334,16 +660,17 @@ TEST(RemoteEnvironmentCommand, DockerArgvSurvivesTheShellWithHostileText) {
   JobConfig config;
   config.job.env_type = EnvType::docker;
   config.docker = jobman::config::DockerSection{
-      "img:" + hostile(), {"--label a$(touch PWNED)", " --init "}, {"K=" + one_line_hostile()}, {"/data dir"}, "/w'd"};
+      "img:" + hostile(), {" --init "}, {"K=" + one_line_hostile(), "PASSED"}, {"/data dir"}, "/w'd"};
   fake_printing_program(dir, "docker");
   const auto argv = printed_argv(dir, jobman::remote::environment_command(config, hostile()),
                                  {{"JOBMAN_CONTAINER", "jobman-job-7-2-w0"}});
   std::vector<std::string> expected = {"run", "--rm", "--name", "jobman-job-7-2-w0"};
   const auto names = passed_jobman_names();
   expected.insert(expected.end(), names.begin(), names.end());
+  // An entry that is a name alone is passed on from the worker's environment (-e NAME).
   expected.insert(expected.end(),
-                  {"--env-file", (dir / "docker.env").string(), "-v", "/data dir:/data dir", "-w", "/w'd", "--label",
-                   "a$(touch", "PWNED)", "--init", "img:" + hostile(), "bash", "-c", hostile()});
+                  {"-e", "PASSED", "--env-file", (dir / "docker.env").string(), "-v", "/data dir:/data dir", "-w",
+                   "/w'd", "--init", "img:" + hostile(), "bash", "-c", hostile()});
   EXPECT_EQ(argv, expected);
   // The variable's value is in a private file beside run.sh, not on docker's command line.
   EXPECT_EQ(jobman::util::read_file(dir / "docker.env"), "K=" + one_line_hostile() + "\n");
@@ -352,7 +679,37 @@ TEST(RemoteEnvironmentCommand, DockerArgvSurvivesTheShellWithHostileText) {
   // A value over two lines cannot be an env-file line: refused, naming the key.
   config.docker->env_vars = {"K=a\nb"};
   EXPECT_EQ(error_of([&] { jobman::remote::environment_command(config, "true"); }),
-            "docker.env_vars: 'K=a' is not one line of the form NAME=value");
+            "docker.env_vars: 'K=a' is not one line of the form NAME=value, nor a variable name (letters, digits and "
+            "'_', not starting with a digit)");
+  // A name alone must be one the shell and docker take.
+  for (const std::string name : {"", "1X", "A-B", "A B", "X;touch PWNED", "$(touch PWNED)"}) {
+    config.docker->env_vars = {name};
+    EXPECT_EQ(error_of([&] { jobman::remote::environment_command(config, "true"); }),
+              "docker.env_vars: '" + name +
+                  "' is not one line of the form NAME=value, nor a variable name (letters, digits and '_', not "
+                  "starting with a digit)");
+  }
+}
+
+TEST(RemoteEnvironmentCommand, DockerFlagsAreShellTextThatTheWorkersShellQuotesAndExpands) {
+  const TempDir dir;
+  JobConfig config;
+  config.job.env_type = EnvType::docker;
+  config.docker = jobman::config::DockerSection{
+      "img", {"-e \"A=b c\"", "-v $HOME/x:/x", "-v ~/d:/d", "--shm-size=1g\n"}, {}, {}, ""};
+  fake_printing_program(dir, "docker");
+  const auto argv = printed_argv(dir, jobman::remote::environment_command(config, "true"),
+                                 {{"JOBMAN_CONTAINER", "c"}, {"HOME", "/home/w"}});
+  std::vector<std::string> expected = {"run", "--rm", "--name", "c"};
+  const auto names = passed_jobman_names();
+  expected.insert(expected.end(), names.begin(), names.end());
+  expected.insert(expected.end(), {"-e", "A=b c", "-v", "/home/w/x:/x", "-v", "/home/w/d:/d", "--shm-size=1g", "img",
+                                   "bash", "-c", "true"});
+  EXPECT_EQ(argv, expected);
+  // A flag over two lines would end docker's command line half-way: refused, naming it.
+  config.docker->flags = {"-e A=1\n-e B=2"};
+  EXPECT_EQ(error_of([&] { jobman::remote::environment_command(config, "true"); }),
+            "docker.flags: '-e A=1' is not one line");
 }
 
 TEST(RemoteWorkloadEnvironment, EveryContractVariableHasItsValue) {

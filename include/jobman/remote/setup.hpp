@@ -28,7 +28,9 @@ struct SetupPlan {
   std::string script; // Shell text; prints "jobman-setup: MODULE unchanged|changed|failed" per module run.
 };
 
-// Builds the plan from the config. Throws jobman::Error naming a local file that cannot be read.
+// Builds the plan from the config. A local file that does not exist is not sent: its module goes on where the
+// worker already has what the file would make (the environment, the key) and fails naming the file where it does
+// not. Throws jobman::Error naming a local file that exists but cannot be read.
 SetupPlan plan_setup(const config::JobConfig& config);
 
 // How one module went on one worker.
@@ -63,10 +65,13 @@ struct WorkerSetup {
 std::vector<WorkerSetup> run_setup(const SliceTarget& target, const std::vector<int>& workers, const SetupPlan& plan,
                                    const std::filesystem::path& attempt_dir, std::chrono::milliseconds timeout);
 
-// The command as it runs in the config's environment: inside the venv, through `conda run`, or in a docker
-// container named $JOBMAN_CONTAINER with the JOBMAN_* variables passed in and docker.env_vars given through a
-// file beside run.sh (never on docker's command line). Unchanged for env_type none. Throws jobman::Error for an
-// env_vars entry that is not one NAME=value line.
+// The command as it runs in the config's environment: inside the venv (~/<name> when the worker has a venv there, as
+// the Python jobman makes it, else ~/venvs/<name>), through `conda run`, or in a docker container named
+// $JOBMAN_CONTAINER with the JOBMAN_* variables passed in, docker.env_vars NAME=value entries given through a file
+// beside run.sh (never on docker's command line), NAME entries passed on with -e NAME, and docker.flags as shell
+// text, expanded by the worker's shell as the Python jobman's were. Unchanged for env_type none. Throws
+// jobman::Error for an env_vars entry that is neither one NAME=value line nor a variable name, and for a flag over
+// more than one line.
 std::string environment_command(const config::JobConfig& config, const std::string& command);
 
 // A path from a config as shell text for the worker: "~" and "~/..." become the remote user's home, the rest is
