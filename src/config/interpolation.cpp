@@ -272,25 +272,43 @@ private:
             "jobman supports ${oc.env:NAME} and ${oc.env:NAME,default}; write $" + written + " for the literal text");
       return std::nullopt;
     }
-    const auto comma = args.find(',');
-    const std::string name(util::trim(args.substr(0, comma)));
+    if (defaults_.environment == EnvironmentCalls::mark) {
+      defaults_.marked->push_back(written);
+      return environment_marker(defaults_.marked->size() - 1);
+    }
+    const std::string name(util::trim(std::string_view(args).substr(0, args.find(','))));
     if (name.empty()) {
       error(at, display, written + " names no environment variable", "write ${oc.env:NAME}");
       return std::nullopt;
     }
-    if (const char* value = std::getenv(name.c_str()); value != nullptr) {
-      if (invalid_utf8_offset(value) != std::string_view::npos) {
-        error(at, display, written + ": environment variable " + name + " is not UTF-8 text");
-        return std::nullopt;
-      }
-      return std::string(value);
+    bool bad_text = false;
+    std::string ignored;
+    auto value = environment_value(
+        written,
+        [&](const std::string& variable) -> std::optional<std::string> {
+          const char* set = std::getenv(variable.c_str());
+          if (set == nullptr) {
+            return std::nullopt;
+          }
+          if (invalid_utf8_offset(set) != std::string_view::npos) {
+            bad_text = true;
+            return std::nullopt;
+          }
+          if (defaults_.read != nullptr) {
+            (*defaults_.read)[variable] = set;
+          }
+          return std::string(set);
+        },
+        ignored);
+    if (bad_text) {
+      error(at, display, written + ": environment variable " + name + " is not UTF-8 text");
+      return std::nullopt;
     }
-    if (comma != std::string::npos) {
-      return unquote(std::string_view(args).substr(comma + 1));
+    if (!value) {
+      error(at, display, written + ": environment variable " + name + " is not set",
+            "set it, or give a default: ${oc.env:" + name + ",default}");
     }
-    error(at, display, written + ": environment variable " + name + " is not set",
-          "set it, or give a default: ${oc.env:" + name + ",default}");
-    return std::nullopt;
+    return value;
   }
 
   // The resolved node a reference names; nullptr when it cannot be resolved (reported once).
@@ -430,6 +448,54 @@ private:
 
 void resolve_references(Node& root, const ReferenceDefaults& defaults, std::vector<Diagnostic>& errors) {
   Resolver(root, defaults, errors).run();
+}
+
+std::string environment_marker(std::size_t index) {
+  return "\uE000" + std::to_string(index) + "\uE001";
+}
+
+std::string replace_environment_markers(std::string_view text, const std::function<std::string(std::size_t)>& call) {
+  static const std::string open = "\uE000";
+  static const std::string close = "\uE001";
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto start = text.find(open, i);
+    const auto end = start == std::string_view::npos ? start : text.find(close, start + open.size());
+    if (end == std::string_view::npos) {
+      break;
+    }
+    const auto digits = text.substr(start + open.size(), end - start - open.size());
+    out.append(text.substr(i, start - i));
+    if (is_index(digits)) {
+      out += call(std::stoul(std::string(digits)));
+    } else {
+      out.append(text.substr(start, end + close.size() - start));
+    }
+    i = end + close.size();
+  }
+  out.append(text.substr(i));
+  return out;
+}
+
+std::optional<std::string>
+environment_value(std::string_view call, const std::function<std::optional<std::string>(const std::string&)>& lookup,
+                  std::string& name) {
+  // "${oc.env:NAME}" or "${oc.env:NAME,default}"
+  const auto colon = call.find(':');
+  const std::string_view args = call.substr(colon + 1, call.size() - colon - 2);
+  const auto comma = args.find(',');
+  name = std::string(util::trim(args.substr(0, comma)));
+  if (name.empty()) {
+    return std::nullopt;
+  }
+  if (auto value = lookup(name)) {
+    return value;
+  }
+  if (comma != std::string_view::npos) {
+    return unquote(args.substr(comma + 1));
+  }
+  return std::nullopt;
 }
 
 bool has_reference(std::string_view text) {

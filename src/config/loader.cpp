@@ -10,7 +10,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <set>
 
 namespace jobman::config {
@@ -32,10 +35,12 @@ constexpr std::size_t max_sweep_members = 1000;
   throw ConfigError(std::move(errors));
 }
 
-// The Python jobman resolves a ${...} only where it reads the key, so a reference that cannot be resolved in a key
-// nobody reads (brevo_email, a section it does not know, an environment section env_type does not name) does not
-// stop it. Such errors become warnings; the keys they are in are not used anyway.
-void unread_reference_errors_to_warnings(const Node& root, Problems& p) {
+// The Python jobman reads a key only where it uses it, and resolves a ${...} only then, so a problem in a key it
+// never reads does not stop it: brevo_email, a section it does not know, an environment section env_type does not
+// name, and the node's tags, metadata and startup script (jobman sends them; the Python jobman leaves them out).
+// Problems there become warnings, and the value is left out of the job. Jobman's own limit on what resolving
+// references may cost stays an error wherever it trips.
+void unread_errors_to_warnings(const Node& root, JobConfig& config, Problems& p) {
   std::string env_type = "none";
   if (const Entry* job = root.find("job"); job != nullptr && job->value.is_mapping()) {
     if (const Entry* env = job->value.find("env_type"); env != nullptr && env->value.is_scalar()) {
@@ -43,24 +48,133 @@ void unread_reference_errors_to_warnings(const Node& root, Problems& p) {
     }
   }
   const auto sections = detail::known_keys("");
-  const auto unread = [&](const std::string& key_path) {
+  // What is left out of the job for a problem at `key_path`; nullopt when the key is read.
+  const auto unread = [&](const std::string& key_path) -> std::optional<std::string> {
     const std::string top = key_path.substr(0, key_path.find_first_of(".["));
     if (top == "brevo_email" || std::find(sections.begin(), sections.end(), top) == sections.end()) {
-      return true;
+      return "not used, so not needed";
     }
-    return (top == "docker" || top == "conda" || top == "venv") && top != env_type;
+    if ((top == "docker" || top == "conda" || top == "venv") && top != env_type) {
+      return "not used, so not needed";
+    }
+    for (const char* key : {"tpu.tags", "tpu.metadata", "tpu.startup_script"}) {
+      if (key_path.starts_with(key) && (key_path.size() == std::strlen(key) || key_path[std::strlen(key)] != '_')) {
+        return std::string(key) + " is left out of the node";
+      }
+    }
+    return std::nullopt;
   };
   std::vector<Diagnostic> kept;
   for (auto& error : p.errors) {
-    // The limit on what resolving may cost is jobman's own guard, wherever it trips.
     const bool guard = error.message.starts_with("resolving references would make");
-    if (!guard && !error.where.key_path.empty() && unread(error.where.key_path)) {
-      p.warnings.push_back(ConfigWarning{error.where, error.message + " (not used, so not needed)"});
-    } else {
+    const auto left_out = guard || error.where.key_path.empty() ? std::nullopt : unread(error.where.key_path);
+    if (!left_out) {
       kept.push_back(std::move(error));
+      continue;
     }
+    const auto& path = error.where.key_path;
+    if (path.starts_with("tpu.tags")) {
+      config.tpu.tags.clear();
+    } else if (path.starts_with("tpu.metadata")) {
+      config.tpu.metadata.clear();
+    } else if (path.starts_with("tpu.startup_script")) {
+      config.tpu.startup_script.reset();
+    }
+    p.warnings.push_back(ConfigWarning{error.where, error.message + " (" + *left_out + ")"});
   }
   p.errors = std::move(kept);
+}
+
+using ordered_json = nlohmann::ordered_json;
+
+// The keys whose values reach the workers or the node as written, where a call to ${oc.env:...} stays a call in the
+// snapshot: they are where secrets go (a token exported in the command, a key in a container's environment).
+bool passes_through(const std::vector<std::string>& path) {
+  if (path.size() < 2) {
+    return path.size() == 1 && path[0] == "vars";
+  }
+  return (path[0] == "command" && path[1] == "cmd") || path[0] == "vars" ||
+         (path[0] == "docker" && (path[1] == "env_vars" || path[1] == "flags")) ||
+         (path[0] == "tpu" && (path[1] == "metadata" || path[1] == "startup_script"));
+}
+
+// Calls `visit` with every string in `doc` and its path of keys and indices.
+void each_string(ordered_json& doc, std::vector<std::string>& path,
+                 const std::function<void(ordered_json&, const std::vector<std::string>&)>& visit) {
+  if (doc.is_string()) {
+    visit(doc, path);
+  } else if (doc.is_object()) {
+    for (auto& [key, value] : doc.items()) {
+      path.push_back(key);
+      each_string(value, path, visit);
+      path.pop_back();
+    }
+  } else if (doc.is_array()) {
+    for (std::size_t i = 0; i < doc.size(); ++i) {
+      path.push_back(std::to_string(i));
+      each_string(doc[i], path, visit);
+      path.pop_back();
+    }
+  }
+}
+
+// A recorded config's snapshot: its markers become the calls they stand for again.
+void restore_calls(ordered_json& snapshot, const std::vector<std::string>& calls) {
+  std::vector<std::string> path;
+  each_string(snapshot, path, [&](ordered_json& value, const std::vector<std::string>&) {
+    value = detail::replace_environment_markers(value.get<std::string>(),
+                                                [&](std::size_t i) { return i < calls.size() ? calls[i] : ""; });
+  });
+}
+
+// Resolves the document once more with each ${oc.env:...} call marked, and puts the calls, not their values, into
+// the snapshot's keys that pass through. Returns the values those calls read (`read` holds every variable read).
+std::map<std::string, std::string> keep_calls(ordered_json& snapshot, Node as_written, const BuildContext& ctx,
+                                              detail::ReferenceDefaults defaults,
+                                              const std::map<std::string, std::string>& read,
+                                              const std::optional<std::string>& api_key) {
+  std::vector<std::string> calls;
+  defaults.environment = detail::EnvironmentCalls::mark;
+  defaults.marked = &calls;
+  defaults.read = nullptr;
+  Problems ignored; // The first pass reported everything.
+  detail::resolve_references(as_written, defaults, ignored.errors);
+  const JobConfig marked = detail::build_config(ignored, as_written, ctx);
+  auto with_markers = detail::document(marked, Purpose::snapshot, api_key);
+  std::map<std::string, std::string> kept;
+  std::vector<std::string> path;
+  each_string(with_markers, path, [&](ordered_json& value, const std::vector<std::string>& at) {
+    if (!passes_through(at) || value.get<std::string>().find("\uE000") == std::string::npos) {
+      return;
+    }
+    ordered_json* target = &snapshot;
+    for (const auto& part : at) {
+      if (target->is_object() && target->contains(part)) {
+        target = &(*target)[part];
+      } else if (target->is_array() && !part.empty() && part.size() < 10 &&
+                 part.find_first_not_of("0123456789") == std::string::npos && std::stoul(part) < target->size()) {
+        target = &(*target)[std::stoul(part)];
+      } else {
+        return; // The snapshot has no such value: nothing to keep out of it.
+      }
+    }
+    if (!target->is_string()) {
+      return;
+    }
+    *target = detail::replace_environment_markers(value.get<std::string>(), [&](std::size_t i) -> std::string {
+      if (i >= calls.size()) {
+        return "";
+      }
+      std::string name;
+      detail::environment_value(
+          calls[i], [](const std::string&) { return std::nullopt; }, name);
+      if (auto it = read.find(name); it != read.end()) {
+        kept[name] = it->second;
+      }
+      return calls[i];
+    });
+  });
+  return kept;
 }
 
 std::vector<JobConfig> parse_configs(const std::string& text, const std::string& display_name,
@@ -154,9 +268,19 @@ std::vector<JobConfig> parse_configs(const std::string& text, const std::string&
       }
     }
     const auto api_key = detail::api_key_reference(member);
-    detail::resolve_references(member, detail::ReferenceDefaults{options.default_zone}, p.errors);
-    unread_reference_errors_to_warnings(member, p);
+    const Node as_written = member;
+    std::map<std::string, std::string> read;
+    std::vector<std::string> calls;
+    detail::ReferenceDefaults defaults{options.default_zone};
+    if (options.recorded) {
+      defaults.environment = detail::EnvironmentCalls::mark;
+      defaults.marked = &calls;
+    } else {
+      defaults.read = &read;
+    }
+    detail::resolve_references(member, defaults, p.errors);
     JobConfig config = detail::build_config(p, member, ctx);
+    unread_errors_to_warnings(member, config, p);
     for (auto& error : p.errors) {
       if (seen.insert(error.format()).second) {
         errors.push_back(std::move(error));
@@ -173,7 +297,14 @@ std::vector<JobConfig> parse_configs(const std::string& text, const std::string&
     });
     config.warnings = std::move(p.warnings);
     config.sweep_point = std::move(point);
-    config.resolved_yaml = detail::emit_yaml(detail::document(config, Purpose::snapshot, api_key));
+    auto snapshot = detail::document(config, Purpose::snapshot, api_key);
+    if (options.recorded) {
+      config.environment_calls = std::move(calls);
+      restore_calls(snapshot, config.environment_calls);
+    } else if (!read.empty()) {
+      config.environment = keep_calls(snapshot, as_written, ctx, defaults, read, api_key);
+    }
+    config.resolved_yaml = detail::emit_yaml(snapshot);
     configs.push_back(std::move(config));
   }
   if (!errors.empty()) {
@@ -183,6 +314,43 @@ std::vector<JobConfig> parse_configs(const std::string& text, const std::string&
 }
 
 } // namespace
+
+std::vector<std::string>
+expand_environment(JobConfig& config,
+                   const std::function<std::optional<std::string>(const std::string& name)>& lookup) {
+  std::vector<std::string> missing;
+  const auto expand = [&](std::string& text) {
+    text = detail::replace_environment_markers(text, [&](std::size_t i) -> std::string {
+      if (i >= config.environment_calls.size()) {
+        return "";
+      }
+      const std::string& call = config.environment_calls[i];
+      std::string name;
+      if (auto value = detail::environment_value(call, lookup, name)) {
+        return *value;
+      }
+      if (std::find(missing.begin(), missing.end(), name) == missing.end()) {
+        missing.push_back(name);
+      }
+      return call;
+    });
+  };
+  expand(config.command.cmd);
+  if (config.docker) {
+    std::for_each(config.docker->env_vars.begin(), config.docker->env_vars.end(), expand);
+    std::for_each(config.docker->flags.begin(), config.docker->flags.end(), expand);
+  }
+  for (auto& [key, value] : config.tpu.metadata) {
+    expand(value);
+  }
+  if (config.tpu.startup_script) {
+    expand(*config.tpu.startup_script);
+  }
+  for (auto& [key, value] : config.vars) {
+    expand(value);
+  }
+  return missing;
+}
 
 std::vector<JobConfig> load_job_configs(const std::string& path, const LoadOptions& options) {
   const std::string text = util::read_file(path);

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 namespace jobman::core {
 
@@ -66,7 +68,55 @@ std::string sweep_label(const config::JobConfig& config) {
 }
 
 config::JobConfig recorded_config(const domain::JobRecord& job) {
-  return config::parse_job_configs(job.config_yaml, "config snapshot of job " + util::format_job_id(job.id)).front();
+  config::LoadOptions options;
+  options.recorded = true;
+  return config::parse_job_configs(job.config_yaml, "config snapshot of job " + util::format_job_id(job.id), options)
+      .front();
+}
+
+namespace {
+
+std::filesystem::path environment_path(std::int64_t id) {
+  return job_directory(id) / "environment";
+}
+
+} // namespace
+
+void save_job_environment(std::int64_t id, const std::map<std::string, std::string>& values) {
+  if (values.empty()) {
+    return;
+  }
+  util::ensure_directory(job_directory(id), 0700);
+  util::write_file_atomic(environment_path(id), nlohmann::json(values).dump() + "\n", 0600);
+}
+
+std::map<std::string, std::string> job_environment(std::int64_t id) {
+  const auto path = environment_path(id);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return {};
+  }
+  try {
+    return nlohmann::json::parse(util::read_file(path)).get<std::map<std::string, std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": not the environment jobman recorded: " + e.what());
+  }
+}
+
+std::vector<std::string> expand_recorded_environment(std::int64_t id, config::JobConfig& config) {
+  if (config.environment_calls.empty()) {
+    return {};
+  }
+  const auto recorded = job_environment(id);
+  return config::expand_environment(config, [&](const std::string& name) -> std::optional<std::string> {
+    if (auto it = recorded.find(name); it != recorded.end()) {
+      return it->second;
+    }
+    if (const char* value = std::getenv(name.c_str()); value != nullptr) {
+      return std::string(value);
+    }
+    return std::nullopt;
+  });
 }
 
 domain::NewJob to_new_job(const config::JobConfig& config, const std::string& user) {
@@ -93,7 +143,21 @@ std::vector<std::int64_t> create_jobs(store::JobStore& store, const std::vector<
   for (const auto& config : configs) {
     jobs.push_back(to_new_job(config, user));
   }
-  return store.create_jobs(jobs);
+  // The values of the environment variables the snapshots call for are written beside each job before anyone can
+  // see it, so a supervisor that takes it up at once finds them.
+  return store.create_jobs(jobs, [&](const std::vector<std::int64_t>& ids) {
+    try {
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        save_job_environment(ids[i], configs[i].environment);
+      }
+    } catch (...) {
+      for (const auto id : ids) {
+        std::error_code ec;
+        std::filesystem::remove(environment_path(id), ec);
+      }
+      throw;
+    }
+  });
 }
 
 std::string_view to_string(Request request) {

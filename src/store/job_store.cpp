@@ -189,7 +189,9 @@ int JobStore::schema_version() const {
   return read_user_version(impl_->db);
 }
 
-std::vector<std::int64_t> JobStore::create_jobs(const std::vector<NewJob>& jobs) {
+std::vector<std::int64_t>
+JobStore::create_jobs(const std::vector<NewJob>& jobs,
+                      const std::function<void(const std::vector<std::int64_t>&)>& before_commit) {
   std::vector<std::int64_t> ids;
   if (jobs.empty()) {
     return ids;
@@ -226,6 +228,9 @@ std::vector<std::int64_t> JobStore::create_jobs(const std::vector<NewJob>& jobs)
     }
     impl_->insert_event(id, now, "created", std::nullopt, Phase::pending, "created " + job.name, data.dump());
     ids.push_back(id);
+  }
+  if (before_commit) {
+    before_commit(ids);
   }
   transaction.commit();
   return ids;

@@ -2,6 +2,7 @@
 // secret in any process's arguments, the store or the logs; everything under JOBMAN_HOME private to its owner under
 // a loose umask; hostile job names and shell metacharacters harmless; worker output unable to drive the terminal.
 #include "jobman/store/job_store.hpp"
+#include "jobman/util/strings.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
@@ -394,6 +395,38 @@ TEST_F(SecurityTest, NoSecretReachesACommandLineTheStoreOrTheLogsAndEverythingIs
   // Made under umask 002, still readable by their owner only.
   const auto open = open_to_others(home);
   EXPECT_TRUE(open.empty()) << open.size() << " entries open to others, e.g. " << open.front();
+}
+
+TEST_F(SecurityTest, ASecretTheConfigReadsFromTheEnvironmentStaysOutOfTheStoreAndReachesTheWorkers) {
+  const ScopedUmask loose(002);
+  const std::string secret = "wandb-" + mock->admin_token().substr(0, 24);
+  const std::string reversed(secret.rbegin(), secret.rend());
+  Secrets secrets;
+  secrets.add(secret, "the key the config reads with ${oc.env:...}");
+  env["JOBMAN_TEST_WANDB_KEY"] = secret;
+  const auto id = create(config("env-secret", "export WANDB_API_KEY=${oc.env:JOBMAN_TEST_WANDB_KEY}; "
+                                              "echo \"key: $(printf '%s' \"$WANDB_API_KEY\" | rev)\""));
+  // The supervisor does not have the variable: the value comes from what `create` kept beside the job.
+  env.erase("JOBMAN_TEST_WANDB_KEY");
+  start_daemon();
+  wait_for_success(id);
+  EXPECT_NE(read_bytes(worker_log(id)).find("key: " + reversed), std::string::npos) << read_bytes(worker_log(id));
+
+  // The snapshot keeps the call, and the value is in one file under JOBMAN_HOME, readable by its owner only.
+  const auto shown = jm({"show", std::to_string(id), "--config"});
+  EXPECT_NE(shown.out.find("export WANDB_API_KEY=${oc.env:JOBMAN_TEST_WANDB_KEY}"), std::string::npos) << shown.out;
+  const auto kept = home / "jobs" / util::format_job_id(id) / "environment";
+  const auto found = scan_files(home, secrets);
+  ASSERT_EQ(found.size(), 1U) << (found.empty() ? "" : found.front());
+  EXPECT_EQ(found.front().substr(0, kept.string().size()), kept.string()) << found.front();
+  EXPECT_EQ(fs::status(kept).permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none);
+  EXPECT_TRUE(secrets.found_in(read_bytes(dir / "daemon-0.log")).empty());
+
+  // Cleaning the job away removes the value with it.
+  const auto cleaned = jm({"clean", std::to_string(id)});
+  EXPECT_EQ(cleaned.exit_code, 0) << cleaned.out << cleaned.err;
+  EXPECT_FALSE(fs::exists(kept));
+  EXPECT_TRUE(scan_files(home, secrets).empty());
 }
 
 TEST_F(SecurityTest, HostileJobNamesAndShellMetacharactersAreHarmlessAndTheCommandRunsAsWritten) {

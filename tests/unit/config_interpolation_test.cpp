@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 #include <gtest/gtest.h>
+#include <map>
+#include <optional>
 
 namespace jobman::config {
 namespace {
@@ -164,6 +166,50 @@ TEST(ConfigInterpolation, EnvironmentVariablesResolveWithAndWithoutDefault) {
             std::string::npos)
       << message;
   ::unsetenv("JOBMAN_TEST_INTERP_VALUE");
+}
+
+TEST(ConfigInterpolation, TheSnapshotKeepsEnvironmentCallsWhereValuesPassToTheWorkers) {
+  ::setenv("JOBMAN_TEST_INTERP_SECRET", "s3cr3t-value", 1);
+  ::setenv("JOBMAN_TEST_INTERP_ZONE", "us-central2-b", 1);
+  ::unsetenv("JOBMAN_TEST_INTERP_UNSET");
+  const std::string text =
+      "job:\n  name: demo\n  env_type: docker\ntpu:\n  accelerator: v4-8\n  zone: ${oc.env:JOBMAN_TEST_INTERP_ZONE}\n"
+      "  metadata:\n    token: ${vars.token}\ndocker:\n  image: img\n"
+      "  env_vars: ['KEY=${oc.env:JOBMAN_TEST_INTERP_SECRET}']\n"
+      "command:\n  cmd: 'export K=${oc.env:JOBMAN_TEST_INTERP_SECRET} D=${oc.env:JOBMAN_TEST_INTERP_UNSET,dflt} "
+      "L=$${oc.env:JOBMAN_TEST_INTERP_SECRET} N=${job.name}'\n"
+      "vars:\n  token: ${oc.env:JOBMAN_TEST_INTERP_SECRET}\n";
+  const auto c = parse_one(text);
+  // In memory, for this process, every call is resolved.
+  EXPECT_EQ(c.command.cmd, "export K=s3cr3t-value D=dflt L=${oc.env:JOBMAN_TEST_INTERP_SECRET} N=demo");
+  EXPECT_EQ(c.docker->env_vars, std::vector<std::string>{"KEY=s3cr3t-value"});
+  EXPECT_EQ(c.tpu.metadata.at("token"), "s3cr3t-value");
+  // The snapshot holds the calls instead, except where jobman itself uses the value (the zone).
+  EXPECT_EQ(c.resolved_yaml.find("s3cr3t-value"), std::string::npos) << c.resolved_yaml;
+  EXPECT_NE(c.resolved_yaml.find("zone: us-central2-b"), std::string::npos) << c.resolved_yaml;
+  EXPECT_EQ(c.environment, (std::map<std::string, std::string>{{"JOBMAN_TEST_INTERP_SECRET", "s3cr3t-value"}}));
+
+  // Read back as a recorded config, the calls get their values at launch; the escaped text stays literal.
+  LoadOptions recorded;
+  recorded.recorded = true;
+  auto back = parse_one(c.resolved_yaml, recorded);
+  EXPECT_EQ(back.tpu.zone, "us-central2-b");
+  EXPECT_EQ(back.command.cmd.find("s3cr3t-value"), std::string::npos);
+  ::unsetenv("JOBMAN_TEST_INTERP_SECRET");
+  auto missing = back;
+  EXPECT_EQ(expand_environment(missing, [](const std::string&) { return std::nullopt; }),
+            std::vector<std::string>{"JOBMAN_TEST_INTERP_SECRET"});
+  EXPECT_EQ(missing.command.cmd, "export K=${oc.env:JOBMAN_TEST_INTERP_SECRET} D=dflt "
+                                 "L=${oc.env:JOBMAN_TEST_INTERP_SECRET} N=demo");
+  EXPECT_TRUE(expand_environment(back, [&](const std::string& name) -> std::optional<std::string> {
+                return c.environment.contains(name) ? std::optional(c.environment.at(name)) : std::nullopt;
+              }).empty());
+  EXPECT_EQ(back.command.cmd, c.command.cmd);
+  EXPECT_EQ(back.docker->env_vars, c.docker->env_vars);
+  EXPECT_EQ(back.tpu.metadata, c.tpu.metadata);
+  // A recorded config read again snapshots the same text.
+  EXPECT_EQ(parse_one(c.resolved_yaml, recorded).resolved_yaml, c.resolved_yaml);
+  ::unsetenv("JOBMAN_TEST_INTERP_ZONE");
 }
 
 TEST(ConfigInterpolation, UnknownResolversAreErrors) {

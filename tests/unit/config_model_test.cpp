@@ -385,6 +385,31 @@ TEST(ConfigModel, AReferenceThatCannotBeResolvedWhereNothingReadsItIsAWarning) {
   EXPECT_NE(error_of(used + "docker:\n  image: ${vars.image}\n").find("docker.image"), std::string::npos);
 }
 
+TEST(ConfigModel, ProblemsInValuesThePythonJobmanNeverReadsAreWarningsAndTheValuesAreLeftOut) {
+  std::string text = minimal() + "venv: maxtext\ndocker:\n  image: img\n  env_vars: {HOME: /x}\n";
+  text.insert(text.find("  zone:"), "  tags: [jobman, Experiment]\n  metadata:\n    owner: null\n"
+                                    "    startup-script: echo a\n  startup_script: echo b\n");
+  const auto c = parse_one(text);
+  EXPECT_TRUE(c.tpu.tags.empty());
+  EXPECT_TRUE(c.tpu.metadata.empty());
+  EXPECT_FALSE(c.tpu.startup_script.has_value());
+  for (const char* key : {"tpu.tags[1]", "tpu.metadata.owner", "tpu.startup_script", "venv", "docker.env_vars"}) {
+    const auto* warning = find_warning(c, key);
+    ASSERT_NE(warning, nullptr) << key;
+  }
+  EXPECT_NE(find_warning(c, "tpu.tags[1]")->message.find("(tpu.tags is left out of the node)"), std::string::npos)
+      << find_warning(c, "tpu.tags[1]")->message;
+  // Valid tags and metadata are sent as before.
+  std::string valid = minimal();
+  valid.insert(valid.find("  zone:"), "  tags: [jobman]\n  metadata:\n    owner: me\n");
+  const auto v = parse_one(valid);
+  EXPECT_EQ(v.tpu.tags, std::vector<std::string>{"jobman"});
+  EXPECT_EQ(v.tpu.metadata.at("owner"), "me");
+  // The environment in use is read, so its problems stay errors.
+  text.insert(text.find("tpu:"), "  env_type: docker\n");
+  EXPECT_NE(error_of(text).find("docker.env_vars"), std::string::npos) << error_of(text);
+}
+
 TEST(ConfigModel, AnyOptionalSectionMayBeNull) {
   const auto c = parse_one(minimal() + "gcsfuse: null\nssh: null\ndocker: null\nconda: null\nvenv: null\n"
                                        "recovery: null\nvars: null\nsweep: null\nbrevo_email: null\n");

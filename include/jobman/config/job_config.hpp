@@ -154,7 +154,15 @@ struct JobConfig {
   std::map<std::string, std::string> vars;        // `vars:` — free user variables for ${vars.x}.
   std::map<std::string, std::string> sweep_point; // key path -> value for a sweep member; empty otherwise.
   std::vector<ConfigWarning> warnings;
-  std::string resolved_yaml; // The resolved document, as snapshotted into the store.
+  // The resolved document, as snapshotted into the store. In the keys whose values reach the workers or the node
+  // as written (command.cmd, docker.env_vars and docker.flags, tpu.metadata and tpu.startup_script, vars), an
+  // ${oc.env:...} call stays a call, so that a secret read from the environment is never stored.
+  std::string resolved_yaml;
+  // The values those calls read now, by variable: kept beside the job, out of the store, for its launches.
+  std::map<std::string, std::string> environment;
+  // In a recorded config (LoadOptions::recorded): the calls as written, which markers in those keys stand for
+  // until expand_environment puts in their values.
+  std::vector<std::string> environment_calls;
 };
 
 } // namespace jobman::config

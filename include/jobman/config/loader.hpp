@@ -3,6 +3,8 @@
 
 #include "jobman/config/job_config.hpp"
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,8 @@ struct LoadOptions {
   std::vector<std::string> set_overrides; // "key.path=value", value parsed as a YAML scalar or flow node.
   std::vector<std::string> sweep_args;    // "key.path=v1,v2,..."; the cartesian product with `sweep:`.
   std::string default_zone;               // Zone used when the config has no tpu.zone (the settings' zone).
+  // The text is a recorded config (a job's snapshot): its ${oc.env:...} calls are kept, for expand_environment.
+  bool recorded = false;
 };
 
 // Loads a config file and expands sweeps: one JobConfig per combination (one when there is no sweep).
@@ -22,6 +26,11 @@ std::vector<JobConfig> load_job_configs(const std::string& path, const LoadOptio
 // The same for text already in memory; `display_name` is what messages call the file.
 std::vector<JobConfig> parse_job_configs(const std::string& text, const std::string& display_name,
                                          const LoadOptions& options = {});
+
+// Puts into a recorded config the values of the ${oc.env:...} calls it kept: `lookup`'s for the variable, else the
+// call's default. Returns the names of the variables that have neither; their calls are left as written.
+std::vector<std::string>
+expand_environment(JobConfig& config, const std::function<std::optional<std::string>(const std::string& name)>& lookup);
 
 // The resolved config as JSON (for --json and --dry-run).
 std::string to_json(const JobConfig& config, int indent = 2);

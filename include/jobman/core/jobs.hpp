@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,18 @@ std::vector<std::int64_t> create_jobs(store::JobStore& store, const std::vector<
 // "lr=0.1,bs=32" for a sweep member; empty otherwise.
 std::string sweep_label(const config::JobConfig& config);
 
-// The config recorded when the job was created (`job` read with its config). Throws ConfigError when the snapshot
-// no longer parses.
+// The config recorded when the job was created (`job` read with its config), its ${oc.env:...} calls kept (see
+// expand_recorded_environment). Throws ConfigError when the snapshot no longer parses.
 config::JobConfig recorded_config(const domain::JobRecord& job);
+
+// The values of the environment variables a job's recorded config calls for (${oc.env:NAME}), as read when it
+// was created: $JOBMAN_HOME/jobs/<id>/environment, mode 0600, never the store. Saving none writes nothing.
+void save_job_environment(std::int64_t id, const std::map<std::string, std::string>& values);
+std::map<std::string, std::string> job_environment(std::int64_t id);
+
+// Puts into job `id`'s recorded config the values its ${oc.env:...} calls read: those recorded at create, then this
+// process's environment, then the calls' defaults. Returns the variables that have none.
+std::vector<std::string> expand_recorded_environment(std::int64_t id, config::JobConfig& config);
 
 // What a user asks of an existing job.
 enum class Request { resume, cancel, remove, clean };

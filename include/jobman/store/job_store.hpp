@@ -62,8 +62,11 @@ public:
   // The database's PRAGMA user_version.
   [[nodiscard]] int schema_version() const;
 
-  // Records new jobs in one transaction; returns their ids (ascending, never reused).
-  std::vector<std::int64_t> create_jobs(const std::vector<domain::NewJob>& jobs);
+  // Records new jobs in one transaction; returns their ids (ascending, never reused). `before_commit`, when given,
+  // gets the ids while the jobs are still invisible to others; when it throws, nothing is recorded.
+  std::vector<std::int64_t>
+  create_jobs(const std::vector<domain::NewJob>& jobs,
+              const std::function<void(const std::vector<std::int64_t>&)>& before_commit = {});
 
   // The job, or nullopt.
   [[nodiscard]] std::optional<domain::JobRecord> find_job(std::int64_t id, bool with_config = false) const;

@@ -1,6 +1,7 @@
 // Which jobs a supervisor drives: reading them from the store, taking and renewing their leases, and letting them go
 // (see loop.hpp).
 #include "jobman/config/loader.hpp"
+#include "jobman/core/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "loop.hpp"
 
@@ -70,9 +71,12 @@ void SupervisorLoop::adopt(domain::JobRecord row) {
   d.job = std::move(row);
   d.attempts = job_store->attempts(id);
   try {
-    const auto full = job_store->get_job(id, true);
-    auto configs = config::parse_job_configs(full.config_yaml, job_label(id) + "'s config");
-    d.config = std::make_shared<const config::JobConfig>(std::move(configs.front()));
+    auto config = recorded_config(job_store->get_job(id, true));
+    if (const auto missing = expand_recorded_environment(id, config); !missing.empty()) {
+      throw Error("the environment variable " + missing.front() +
+                  ", which it reads with ${oc.env:...}, was not set at create and is not set for the supervisor");
+    }
+    d.config = std::make_shared<const config::JobConfig>(std::move(config));
   } catch (const std::exception& e) {
     // Without its config nothing can be done for it but to say so.
     if (!domain::is_terminal(d.job.phase)) {
