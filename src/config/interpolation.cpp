@@ -55,11 +55,26 @@ std::optional<Token> token_at(std::string_view text, std::size_t pos) {
   if (pos + 1 >= text.size() || text[pos] != '$' || text[pos + 1] != '{') {
     return std::nullopt;
   }
-  const auto close = text.find('}', pos + 2);
-  if (close == std::string_view::npos) {
+  // The brace that closes this one: a ${...} may hold others (${oc.env:A,${tpu.zone}}).
+  std::size_t close = pos + 2;
+  for (int depth = 1; close < text.size(); ++close) {
+    if (text[close] == '$' && close + 1 < text.size() && text[close + 1] == '{') {
+      ++depth;
+      ++close;
+    } else if (text[close] == '}' && --depth == 0) {
+      break;
+    }
+  }
+  if (close >= text.size()) {
     return std::nullopt;
   }
   const std::string_view body = text.substr(pos + 2, close - pos - 2);
+  // ${.key} and ${..key}: relative to the mapping the value is in, and to its parent.
+  const auto dots = body.find_first_not_of('.');
+  if (dots != std::string_view::npos && dots > 0 &&
+      (is_dotted_path(body.substr(dots)) || is_dotted_path("a." + std::string(body.substr(dots))))) {
+    return Token{close + 1, TokenKind::reference, std::string(body)};
+  }
   if (is_dotted_path(body)) {
     return Token{close + 1, TokenKind::reference, std::string(body)};
   }
@@ -207,7 +222,7 @@ private:
     }
     // A value that is exactly one reference takes the target's type (a list stays a list).
     if (auto whole = token_at(text, 0); whole && whole->end == text.size() && whole->kind == TokenKind::reference) {
-      const Node* target = lookup(whole->body, node, display);
+      const Node* target = lookup(absolute(whole->body), node, display);
       if (target == nullptr || !grow(node, display, size_of(*target))) {
         return false;
       }
@@ -221,6 +236,18 @@ private:
     bool ok = true;
     std::size_t i = 0;
     while (i < text.size()) {
+      // \${ is a literal ${ (a shell's ${HOME}, as the Python jobman's configs must write it); \\${x} is a
+      // backslash before x's value.
+      if (text.compare(i, 3, "\\${") == 0) {
+        out += "${";
+        i += 3;
+        continue;
+      }
+      if (text.compare(i, 4, "\\\\${") == 0) {
+        out += '\\';
+        i += 2;
+        continue;
+      }
       if (text[i] == '$' && i + 1 < text.size() && text[i + 1] == '$') {
         if (auto escaped = token_at(text, i + 1)) {
           out.append(text, i + 1, escaped->end - i - 1);
@@ -253,7 +280,7 @@ private:
   std::optional<std::string> expand(const Token& token, const Node& at, const std::string& display) {
     const std::string written = "${" + token.body + "}";
     if (token.kind == TokenKind::reference) {
-      const Node* target = lookup(token.body, at, display);
+      const Node* target = lookup(absolute(token.body), at, display);
       if (target == nullptr) {
         return std::nullopt;
       }
@@ -267,9 +294,28 @@ private:
     const auto colon = token.body.find(':');
     const std::string resolver = token.body.substr(0, colon);
     const std::string args = token.body.substr(colon + 1);
+    if (resolver == "oc.select") {
+      // ${oc.select:key,default}: the key's value when the document has it, else the default.
+      const auto comma = args.find(',');
+      const std::string key = absolute(std::string(util::trim(std::string_view(args).substr(0, comma))));
+      if (present(key)) {
+        const Node* target = lookup(key, at, display);
+        if (target == nullptr) {
+          return std::nullopt;
+        }
+        if (target->is_sequence() || target->is_mapping()) {
+          error(at, display, "cannot put " + written + " inside text: it is " + describe_kind(*target));
+          return std::nullopt;
+        }
+        return target->text;
+      }
+      return with_references(comma == std::string::npos ? "" : unquote(std::string_view(args).substr(comma + 1)), at,
+                             display);
+    }
     if (resolver != "oc.env") {
       error(at, display, "unsupported resolver '" + resolver + "' in " + written,
-            "jobman supports ${oc.env:NAME} and ${oc.env:NAME,default}; write $" + written + " for the literal text");
+            "jobman supports ${oc.env:NAME}, ${oc.env:NAME,default} and ${oc.select:key,default}; write $" + written +
+                " for the literal text");
       return std::nullopt;
     }
     if (defaults_.environment == EnvironmentCalls::mark) {
@@ -307,8 +353,60 @@ private:
     if (!value) {
       error(at, display, written + ": environment variable " + name + " is not set",
             "set it, or give a default: ${oc.env:" + name + ",default}");
+      return value;
     }
-    return value;
+    return with_references(*value, at, display);
+  }
+
+  // A default given inside a call, itself resolved (${oc.env:A,${tpu.zone}}).
+  std::optional<std::string> with_references(const std::string& text, const Node& at, const std::string& display) {
+    if (!has_reference(text) && text.find("\\${") == std::string::npos) {
+      return text;
+    }
+    Node inner = make_scalar(text, at.origin);
+    if (!resolve_scalar(inner, display)) {
+      return std::nullopt;
+    }
+    return inner.text;
+  }
+
+  // The absolute path of a reference: ${.key} names a key of the mapping the value is in, each further dot one
+  // level up (${..key}). Empty when it climbs above the document.
+  std::string absolute(const std::string& body) const {
+    const auto dots = body.find_first_not_of('.');
+    if (dots == 0 || dots == std::string::npos || stack_.empty()) {
+      return body;
+    }
+    auto parts = util::split(stack_.back().path, '.');
+    if (dots > parts.size()) {
+      return body.substr(dots);
+    }
+    parts.resize(parts.size() - dots);
+    std::string out;
+    for (const auto& part : parts) {
+      out += part + ".";
+    }
+    return out + body.substr(dots);
+  }
+
+  // Whether the document (or a default jobman knows) has a value at `path`, without resolving anything.
+  bool present(const std::string& path) {
+    const Node* current = &root_;
+    for (const auto& part : util::split(path, '.')) {
+      const Node* next = nullptr;
+      if (current->is_mapping()) {
+        if (const Entry* entry = current->find(part)) {
+          next = &entry->value;
+        }
+      } else if (current->is_sequence() && is_index(part) && std::stoul(part) < current->items.size()) {
+        next = &current->items[std::stoul(part)];
+      }
+      if (next == nullptr) {
+        return default_for(path, root_) != nullptr;
+      }
+      current = next;
+    }
+    return !current->is_null() || default_for(path, root_) != nullptr;
   }
 
   // The resolved node a reference names; nullptr when it cannot be resolved (reported once).

@@ -278,6 +278,16 @@ std::vector<JobConfig> parse_configs(const std::string& text, const std::string&
     } else {
       defaults.read = &read;
     }
+    // The Python jobman renames its node to tpu.name plus the job's id before the command reads ${tpu.name}.
+    if (const Entry* command = member.find("command");
+        !options.recorded && command != nullptr && command->value.is_mapping()) {
+      if (const Entry* cmd = command->value.find("cmd");
+          cmd != nullptr && cmd->value.is_scalar() && cmd->value.text.find("${tpu.name}") != std::string::npos) {
+        p.warn(cmd->value.origin, "command.cmd",
+               "${tpu.name} is what jobman starts node names with, not the node's name (which has the job's id and "
+               "attempt after it); the command finds the node's name in $JOBMAN_TPU_NAME");
+      }
+    }
     detail::resolve_references(member, defaults, p.errors);
     JobConfig config = detail::build_config(p, member, ctx);
     unread_errors_to_warnings(member, config, p);

@@ -69,7 +69,7 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
   };
 
   const Section job = open("job", Presence::required);
-  build_job(job, config.job);
+  build_job(p, job, config.job);
   // The Python jobman's queue mode runs the tasks of its queue file instead of command.cmd: running the command would
   // be another job than the one asked for. A queue that is off is the usual job.
   if (const Section queue(p, job.get("queue"), job.path("queue"), job.origin("queue"), "job.queue");

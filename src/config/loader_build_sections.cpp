@@ -178,14 +178,25 @@ WorkerSelection build_workers(Problems& p, const Node* node, const std::string& 
   return out;
 }
 
-void build_job(const Section& s, JobSection& out) {
+void build_job(Problems& p, const Section& s, JobSection& out) {
   out.name = s.str("name", Presence::required).value_or("");
   out.env_type =
       s.choice<EnvType>(
            "env_type",
            {{"none", EnvType::none}, {"venv", EnvType::venv}, {"conda", EnvType::conda}, {"docker", EnvType::docker}})
           .value_or(EnvType::none);
-  out.loop = s.boolean("loop").value_or(true);
+  // The Python jobman loops when job.loop is true in Python's sense: any other word than these (not empty) too.
+  const Node* loop = s.get("loop");
+  static const std::set<std::string> words{"true", "false", "yes", "no", "on", "off"};
+  if (loop != nullptr && loop->is_scalar() && !loop->unresolved && loop->origin.file != "--set" &&
+      !words.contains(util::to_lower(loop->text)) && !util::parse_int(loop->text)) {
+    out.loop = !loop->text.empty();
+    p.warn(loop->origin, s.path("loop"),
+           "'" + loop->text + "' is not true or false: " + (out.loop ? "looping" : "not looping") +
+               ", as the Python jobman reads it (write true or false)");
+  } else {
+    out.loop = s.boolean("loop").value_or(true);
+  }
   out.remote_user = s.str("remote_user").value_or("");
 }
 

@@ -175,7 +175,7 @@ WorkerSelection build_workers(Problems& p, const Node* node, const std::string& 
                               const std::optional<AcceleratorType>& accelerator);
 
 // The job section.
-void build_job(const Section& s, JobSection& out);
+void build_job(Problems& p, const Section& s, JobSection& out);
 
 // The tpu section, its gcloud flags included; returns the accelerator when it is valid.
 std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const BuildContext& ctx, const JobSection& job,

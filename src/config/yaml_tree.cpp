@@ -97,6 +97,7 @@ Node convert(const YAML::Node& in, const std::string& file, const std::string& p
   }
   case YAML::NodeType::Map: {
     out.kind = Node::Kind::mapping;
+    std::vector<Node> merged; // The values of `<<: *anchor` merge keys, in order.
     for (auto it = in.begin(); it != in.end(); ++it) {
       const Origin key_origin = origin_of(it->first.Mark(), file);
       if (!it->first.IsScalar()) {
@@ -105,6 +106,20 @@ Node convert(const YAML::Node& in, const std::string& file, const std::string& p
         continue;
       }
       const std::string key = it->first.Scalar();
+      if (key == "<<" && it->first.Tag() != "!") {
+        Node source = convert(it->second, file, path, &key_origin, errors);
+        if (source.is_mapping()) {
+          merged.push_back(std::move(source));
+        } else if (source.is_sequence() && std::all_of(source.items.begin(), source.items.end(),
+                                                       [](const Node& n) { return n.is_mapping(); })) {
+          merged.insert(merged.end(), source.items.begin(), source.items.end());
+        } else {
+          errors.push_back(
+              make_diagnostic(key_origin, path,
+                              "a merge key (<<) takes a mapping or a list of mappings, not " + describe_kind(source)));
+        }
+        continue;
+      }
       const std::string key_path = child_path(path, key);
       if (const Entry* first = out.find(key)) {
         errors.push_back(make_diagnostic(key_origin, key_path, "duplicate key",
@@ -112,6 +127,14 @@ Node convert(const YAML::Node& in, const std::string& file, const std::string& p
         continue;
       }
       out.entries.push_back(Entry{key, key_origin, convert(it->second, file, key_path, &key_origin, errors)});
+    }
+    // As YAML's merge key has it: keys written in the mapping win, then the sources in order.
+    for (const Node& source : merged) {
+      for (const Entry& entry : source.entries) {
+        if (out.find(entry.key) == nullptr) {
+          out.entries.push_back(entry);
+        }
+      }
     }
     break;
   }

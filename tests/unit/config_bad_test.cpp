@@ -122,7 +122,7 @@ TEST(ConfigBadFiles, LoadingFromDiskNamesThePathAsGiven) {
 TEST(ConfigBadFiles, AllProblemsAreReportedInDocumentOrder) {
   const std::string text = "job:\n"
                            "  name: x\n"
-                           "  loop: maybe\n"
+                           "  env_type: podman\n"
                            "tpu:\n"
                            "  accelerator: v4-7\n"
                            "  zone: us-central2-b\n"

@@ -213,7 +213,44 @@ TEST(ConfigInterpolation, TheSnapshotKeepsEnvironmentCallsWhereValuesPassToTheWo
 }
 
 TEST(ConfigInterpolation, UnknownResolversAreErrors) {
-  EXPECT_NE(error_of(config_with("'${oc.select:job.name}'")).find("unsupported resolver 'oc.select'"),
+  EXPECT_NE(error_of(config_with("'${oc.decode:job.name}'")).find("unsupported resolver 'oc.decode'"),
+            std::string::npos);
+}
+
+TEST(ConfigInterpolation, TheFormsOmegaConfResolvesAreResolvedTheSameWay) {
+  ::setenv("JOBMAN_TEST_INTERP_VALUE", "from-env", 1);
+  ::unsetenv("JOBMAN_TEST_INTERP_UNSET");
+  // \${ is OmegaConf's escape: the shell gets ${HOME}; \\${x} is a backslash and x's value.
+  EXPECT_EQ(parse_one(config_with("'echo \\${HOME} \\${tpu.zone} \\\\${job.name}'")).command.cmd,
+            "echo ${HOME} ${tpu.zone} \\demo");
+  // A call's default may hold a reference.
+  EXPECT_EQ(parse_one(config_with("'${oc.env:JOBMAN_TEST_INTERP_UNSET,${tpu.zone}}/"
+                                  "${oc.env:JOBMAN_TEST_INTERP_VALUE,${tpu.zone}}'"))
+                .command.cmd,
+            "us-central2-b/from-env");
+  // ${.key} is a key beside the value, ${..key} one in the mapping above.
+  const auto relative = parse_one("job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
+                                  "  name: ${.accelerator}-${..job.name}\ncommand:\n  cmd: echo ${..tpu.zone}\n");
+  EXPECT_EQ(relative.tpu.name, "v4-8-demo");
+  EXPECT_EQ(relative.command.cmd, "echo us-central2-b");
+  // ${oc.select:key,default}: the key's value when there is one.
+  EXPECT_EQ(parse_one(config_with("'${oc.select:job.name,x} ${oc.select:vars.missing,fallback} "
+                                  "${oc.select:vars.missing,${tpu.zone}} [${oc.select:vars.missing}]'"))
+                .command.cmd,
+            "demo fallback us-central2-b []");
+  ::unsetenv("JOBMAN_TEST_INTERP_VALUE");
+}
+
+TEST(ConfigInterpolation, YamlMergeKeysMergeAsPyYamlMergesThem) {
+  const auto c = parse_one("x-common: &common\n  image: base:1\n  workdir: /w\nx-more: &more\n  workdir: /other\n"
+                           "  mount_dirs: [/d]\njob:\n  name: demo\n  env_type: docker\ntpu:\n  accelerator: v4-8\n"
+                           "  zone: us-central2-b\ndocker:\n  <<: [*common, *more]\n  image: mine:2\n"
+                           "command:\n  cmd: echo\n");
+  ASSERT_TRUE(c.docker.has_value());
+  EXPECT_EQ(c.docker->image, "mine:2");
+  EXPECT_EQ(c.docker->workdir, "/w");
+  EXPECT_EQ(c.docker->mount_dirs, std::vector<std::string>{"/d"});
+  EXPECT_NE(error_of(config_with("echo", "docker:\n  <<: 3\n")).find("a merge key (<<) takes a mapping"),
             std::string::npos);
 }
 
