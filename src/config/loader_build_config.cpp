@@ -147,7 +147,13 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
   }
 
   const Section command = open("command", Presence::required);
-  config.command.cmd = command.str("cmd", Presence::required).value_or("");
+  // An empty command runs as the Python jobman runs it: the workers are set up, and nothing more.
+  if (const Node* cmd = command.get("cmd");
+      cmd != nullptr && cmd->is_scalar() && !cmd->unresolved && util::trim(cmd->text).empty()) {
+    p.warn(cmd->origin, command.path("cmd"), "the command is empty: the job sets the workers up and ends");
+  } else {
+    config.command.cmd = command.str("cmd", Presence::required).value_or("");
+  }
   config.command.workers = build_workers(p, command.get("workers"), command.path("workers"), accelerator);
 
   const Section recovery = open("recovery", Presence::optional);

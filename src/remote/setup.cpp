@@ -212,10 +212,14 @@ std::string ssh_module(SetupPlan& plan, const config::SshSection& ssh) {
   return body;
 }
 
+// The Python jobman's mount: every file and directory open to all, and metadata cached for as long as it is mounted.
+constexpr const char* kPythonJobmanMountFlags =
+    "--implicit-dirs --dir-mode=777 --file-mode=777 --kernel-list-cache-ttl-secs=-1 --metadata-cache-ttl-secs=-1 "
+    "--stat-cache-max-size-mb=-1 --type-cache-max-size-mb=-1";
+
 std::string gcsfuse_module(const config::GcsfuseSection& gcs) {
-  // Without flags of its own, the mount is made as the Python jobman makes it: every file and directory open to all.
-  const auto flags =
-      gcs.flags.empty() ? std::string(" --implicit-dirs --dir-mode=777 --file-mode=777") : quoted_words(gcs.flags);
+  // Without flags of its own, the mount is made as the Python jobman makes it.
+  const auto flags = gcs.flags.empty() ? " " + std::string(kPythonJobmanMountFlags) : quoted_words(gcs.flags);
   std::string body = "jobman_setup_gcsfuse() {\n";
   body += "  mp=" + remote_path_expr(gcs.mount_path) + "\n";
   body += R"sh(  if mountpoint -q "$mp" 2> /dev/null; then

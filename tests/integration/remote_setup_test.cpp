@@ -80,6 +80,16 @@ protected:
     return runs[0].exit_code == 0 ? runs[0].output
                                   : "exit " + std::to_string(runs[0].exit_code) + ": " + runs[0].output;
   }
+
+  // What Python's sys.prefix is for the job's command on worker 0: the environment it runs in.
+  std::string python_prefix(const jobman::config::JobConfig& cfg) {
+    jobman::remote::LaunchSpec spec;
+    spec.id = {"9", 1};
+    spec.command = jobman::remote::environment_command(cfg, "python -c 'import sys; print(sys.prefix)'");
+    jobman::remote::launch(target, {0}, spec, kStep);
+    jobman::remote::attach(target, {0}, spec.id, attempt_dir);
+    return jobman::util::read_file(jobman::remote::worker_log_path(attempt_dir, 0));
+  }
 };
 
 TEST_F(RemoteSetupTest, TheSecondRunOnAHealthySliceSendsNothingAndTouchesNothing) {
@@ -186,13 +196,7 @@ TEST_F(RemoteSetupTest, AVenvIsMadeOnceAndTheCommandRunsInIt) {
   ASSERT_TRUE(second[0].ok()) << second[0].error;
   EXPECT_FALSE(second[0].changed());
 
-  jobman::remote::LaunchSpec spec;
-  spec.id = {"9", 1};
-  spec.command = jobman::remote::environment_command(cfg, "python -c 'import sys; print(sys.prefix)'");
-  jobman::remote::launch(target, {0}, spec, kStep);
-  jobman::remote::attach(target, {0}, spec.id, attempt_dir);
-  EXPECT_EQ(jobman::util::read_file(jobman::remote::worker_log_path(attempt_dir, 0)),
-            (slice.remote_home(0, jobman::util::current_user()) / "venvs/exp").string() + "\n");
+  EXPECT_EQ(python_prefix(cfg), (slice.remote_home(0, jobman::util::current_user()) / "venvs/exp").string() + "\n");
 }
 
 TEST_F(RemoteSetupTest, AVenvIsMadeWithPython310OnceAptInstallsItsVenvPackage) {
@@ -226,13 +230,7 @@ TEST_F(RemoteSetupTest, AVenvTheWorkerHasInItsHomeIsUsedAsThePythonJobmanLeftIt)
   EXPECT_EQ(run(0, "[ -e ~/venvs ] && echo venvs || echo none"), "none\n");
   EXPECT_EQ(run(0, "~/exp/bin/pip show absl-py | head -1"), "Name: absl-py\n");
 
-  jobman::remote::LaunchSpec spec;
-  spec.id = {"9", 1};
-  spec.command = jobman::remote::environment_command(cfg, "python -c 'import sys; print(sys.prefix)'");
-  jobman::remote::launch(target, {0}, spec, kStep);
-  jobman::remote::attach(target, {0}, spec.id, attempt_dir);
-  EXPECT_EQ(jobman::util::read_file(jobman::remote::worker_log_path(attempt_dir, 0)),
-            (slice.remote_home(0, jobman::util::current_user()) / "exp").string() + "\n");
+  EXPECT_EQ(python_prefix(cfg), (slice.remote_home(0, jobman::util::current_user()) / "exp").string() + "\n");
 }
 
 TEST_F(RemoteSetupTest, AMissingLocalFileIsNeededOnlyOnAWorkerThatLacksItsEnvironment) {

@@ -446,7 +446,9 @@ TEST(RemotePlanSetup, GcsfuseMountsOpenToAllUnlessTheConfigGivesFlags) {
   JobConfig config;
   config.gcsfuse = jobman::config::GcsfuseSection{"bucket", "~/mnt", {}};
   const auto plain = jobman::remote::plan_setup(config).script;
-  EXPECT_NE(plain.find("\n  gcsfuse --implicit-dirs --dir-mode=777 --file-mode=777 'bucket' \"$mp\" || return 1\n"),
+  EXPECT_NE(plain.find("\n  gcsfuse --implicit-dirs --dir-mode=777 --file-mode=777 --kernel-list-cache-ttl-secs=-1 "
+                       "--metadata-cache-ttl-secs=-1 --stat-cache-max-size-mb=-1 --type-cache-max-size-mb=-1 'bucket' "
+                       "\"$mp\" || return 1\n"),
             std::string::npos)
       << plain;
   config.gcsfuse->flags = {"--implicit-dirs", "--uid 1000"};
