@@ -1,5 +1,6 @@
 #include "jobman/config/accelerator.hpp"
 
+#include "accelerator_shapes.hpp"
 #include "jobman/util/strings.hpp"
 
 #include <algorithm>
@@ -95,7 +96,12 @@ std::span<const TpuGeneration> tpu_generations() {
   return catalog();
 }
 
-std::optional<AcceleratorType> find_accelerator(std::string_view name, std::string* why) {
+namespace detail {
+
+std::optional<AcceleratorType> find_accelerator(std::string_view name, std::string* why, bool* off_catalog) {
+  if (off_catalog != nullptr) {
+    *off_catalog = false;
+  }
   const std::string quoted = "'" + std::string(name) + "'";
   const auto dash = name.rfind('-');
   const auto size = dash == std::string_view::npos ? std::nullopt : util::parse_int(name.substr(dash + 1));
@@ -126,8 +132,18 @@ std::optional<AcceleratorType> find_accelerator(std::string_view name, std::stri
     for (const int s : generation->sizes) {
       valid.push_back(std::string(prefix) + "-" + std::to_string(s));
     }
-    set_why(why, quoted + " is not a valid " + generation->name + " size (valid: " + util::join(valid, ", ") + ")");
-    return std::nullopt;
+    // Multi-host slices come in more shapes than the catalog lists (v4's AxBxC topologies); whole hosts of one.
+    const long long chips = *size / generation->cores_per_chip;
+    if (off_catalog != nullptr && *size % generation->cores_per_chip == 0 &&
+        chips > generation->max_single_host_chips && chips % generation->max_chips_per_host == 0 &&
+        *size <= generation->sizes.back()) {
+      *off_catalog = true;
+      set_why(why, quoted + " is not among the " + generation->name + " sizes jobman knows (" +
+                       util::join(valid, ", ") + ")");
+    } else {
+      set_why(why, quoted + " is not a valid " + generation->name + " size (valid: " + util::join(valid, ", ") + ")");
+      return std::nullopt;
+    }
   }
   AcceleratorType out;
   out.name = generation->name + "-" + std::to_string(*size);
@@ -142,6 +158,12 @@ std::optional<AcceleratorType> find_accelerator(std::string_view name, std::stri
     out.chips_per_host = generation->max_chips_per_host;
   }
   return out;
+}
+
+} // namespace detail
+
+std::optional<AcceleratorType> find_accelerator(std::string_view name, std::string* why) {
+  return detail::find_accelerator(name, why, nullptr);
 }
 
 } // namespace jobman::config

@@ -1,5 +1,6 @@
 // Building the model, part one: the job, tpu (its gcloud flags included), command.workers and recovery sections,
 // each by a function of its own.
+#include "accelerator_shapes.hpp"
 #include "loader_parts.hpp"
 #include "schema.hpp"
 
@@ -246,9 +247,16 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   std::optional<AcceleratorType> accelerator;
   if (auto name = s.str("accelerator", Presence::required)) {
     std::string why;
-    accelerator = find_accelerator(*name, &why);
+    bool off_catalog = false;
+    accelerator = detail::find_accelerator(*name, &why, &off_catalog);
     if (accelerator) {
       out.accelerator = *accelerator;
+      // The Python jobman sends any size to the cloud, which knows the shapes it offers.
+      if (off_catalog) {
+        p.warn(s.origin("accelerator"), s.path("accelerator"),
+               why + ": it is requested as written, with " + std::to_string(accelerator->hosts) +
+                   " hosts, and the cloud's list of the zone's accelerator types decides");
+      }
     } else {
       p.error(s.origin("accelerator"), s.path("accelerator"), why);
     }

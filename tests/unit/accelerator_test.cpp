@@ -1,4 +1,5 @@
 // The accelerator catalog: sizes, chips, hosts and per-chip figures of every TPU generation.
+#include "../../src/config/accelerator_shapes.hpp"
 #include "jobman/config/accelerator.hpp"
 
 #include <gtest/gtest.h>
@@ -102,6 +103,27 @@ TEST(AcceleratorCatalog, BadSizeListsTheValidOnes) {
   EXPECT_EQ(why_not("v5e-2"), "'v5e-2' is not a valid v5litepod size (valid: v5e-1, v5e-4, v5e-8, v5e-16, v5e-32, "
                               "v5e-64, v5e-128, v5e-256)");
   EXPECT_NE(why_not("v5p-16384").find("v5p-8192, v5p-12288)"), std::string::npos);
+}
+
+TEST(AcceleratorCatalog, AMultiHostShapeOffTheCatalogResolvesOnlyWhenAsked) {
+  // v4-384 is a 4x4x12 topology: 192 chips on 48 hosts of 4.
+  EXPECT_FALSE(find_accelerator("v4-384").has_value());
+  std::string why;
+  bool off_catalog = false;
+  const auto v4 = detail::find_accelerator("v4-384", &why, &off_catalog);
+  ASSERT_TRUE(v4.has_value()) << why;
+  EXPECT_TRUE(off_catalog);
+  EXPECT_EQ(v4->chips, 192);
+  EXPECT_EQ(v4->hosts, 48);
+  EXPECT_EQ(v4->chips_per_host, 4);
+  EXPECT_NE(why.find("'v4-384' is not among the v4 sizes jobman knows"), std::string::npos) << why;
+  // A listed size is not off the catalog; a part of a host, an odd core count or a size past the largest is no size.
+  ASSERT_TRUE(detail::find_accelerator("v4-32", &why, &off_catalog).has_value());
+  EXPECT_FALSE(off_catalog);
+  for (const char* name : {"v4-7", "v6e-2", "v5p-16384", "v4-12"}) {
+    EXPECT_FALSE(detail::find_accelerator(name, &why, &off_catalog).has_value()) << name;
+    EXPECT_NE(why.find("is not a valid"), std::string::npos) << why;
+  }
 }
 
 TEST(AcceleratorCatalog, UnknownGenerationSuggestsAKnownOne) {
