@@ -322,30 +322,26 @@ private:
       defaults_.marked->push_back(written);
       return environment_marker(defaults_.marked->size() - 1);
     }
-    const std::string name(util::trim(std::string_view(args).substr(0, args.find(','))));
+    const std::string name = environment_variable(written);
     if (name.empty()) {
       error(at, display, written + " names no environment variable", "write ${oc.env:NAME}");
       return std::nullopt;
     }
     bool bad_text = false;
-    std::string ignored;
-    auto value = environment_value(
-        written,
-        [&](const std::string& variable) -> std::optional<std::string> {
-          const char* set = std::getenv(variable.c_str());
-          if (set == nullptr) {
-            return std::nullopt;
-          }
-          if (invalid_utf8_offset(set) != std::string_view::npos) {
-            bad_text = true;
-            return std::nullopt;
-          }
-          if (defaults_.read != nullptr) {
-            (*defaults_.read)[variable] = set;
-          }
-          return std::string(set);
-        },
-        ignored);
+    auto value = environment_value(written, [&](const std::string& variable) -> std::optional<std::string> {
+      const char* set = std::getenv(variable.c_str());
+      if (set == nullptr) {
+        return std::nullopt;
+      }
+      if (invalid_utf8_offset(set) != std::string_view::npos) {
+        bad_text = true;
+        return std::nullopt;
+      }
+      if (defaults_.read != nullptr) {
+        (*defaults_.read)[variable] = set;
+      }
+      return std::string(set);
+    });
     if (bad_text) {
       error(at, display, written + ": environment variable " + name + " is not UTF-8 text");
       return std::nullopt;
@@ -548,13 +544,30 @@ void resolve_references(Node& root, const ReferenceDefaults& defaults, std::vect
   Resolver(root, defaults, errors).run();
 }
 
+namespace {
+
+constexpr std::string_view marker_open = "\uE000";
+constexpr std::string_view marker_close = "\uE001";
+
+// The arguments of an ${oc.env:...} call as written: "NAME" or "NAME,default".
+std::string_view environment_arguments(std::string_view call) {
+  const auto colon = call.find(':');
+  return call.substr(colon + 1, call.size() - colon - 2);
+}
+
+} // namespace
+
 std::string environment_marker(std::size_t index) {
-  return "\uE000" + std::to_string(index) + "\uE001";
+  return std::string(marker_open) + std::to_string(index) + std::string(marker_close);
+}
+
+bool has_environment_marker(std::string_view text) {
+  return text.find(marker_open) != std::string_view::npos;
 }
 
 std::string replace_environment_markers(std::string_view text, const std::function<std::string(std::size_t)>& call) {
-  static const std::string open = "\uE000";
-  static const std::string close = "\uE001";
+  const std::string_view open = marker_open;
+  const std::string_view close = marker_close;
   std::string out;
   std::size_t i = 0;
   while (i < text.size()) {
@@ -576,14 +589,16 @@ std::string replace_environment_markers(std::string_view text, const std::functi
   return out;
 }
 
+std::string environment_variable(std::string_view call) {
+  const auto args = environment_arguments(call);
+  return std::string(util::trim(args.substr(0, args.find(','))));
+}
+
 std::optional<std::string>
-environment_value(std::string_view call, const std::function<std::optional<std::string>(const std::string&)>& lookup,
-                  std::string& name) {
-  // "${oc.env:NAME}" or "${oc.env:NAME,default}"
-  const auto colon = call.find(':');
-  const std::string_view args = call.substr(colon + 1, call.size() - colon - 2);
+environment_value(std::string_view call, const std::function<std::optional<std::string>(const std::string&)>& lookup) {
+  const auto args = environment_arguments(call);
   const auto comma = args.find(',');
-  name = std::string(util::trim(args.substr(0, comma)));
+  const auto name = environment_variable(call);
   if (name.empty()) {
     return std::nullopt;
   }

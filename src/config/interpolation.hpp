@@ -38,11 +38,16 @@ std::string environment_marker(std::size_t index);
 // Replaces each environment marker in `text` by what `call` gives for the index it holds.
 std::string replace_environment_markers(std::string_view text, const std::function<std::string(std::size_t)>& call);
 
-// What an ${oc.env:NAME} or ${oc.env:NAME,default} call (as written) stands for: the variable's value from `lookup`,
-// else its default; nullopt when it has neither. `name` gets the variable's name.
+// True when `text` holds an environment marker.
+bool has_environment_marker(std::string_view text);
+
+// The variable an ${oc.env:NAME} or ${oc.env:NAME,default} call (as written) names: NAME, trimmed.
+std::string environment_variable(std::string_view call);
+
+// What such a call stands for: the variable's value from `lookup`, else the call's default; nullopt when it has
+// neither (or names no variable).
 std::optional<std::string>
-environment_value(std::string_view call, const std::function<std::optional<std::string>(const std::string&)>& lookup,
-                  std::string& name);
+environment_value(std::string_view call, const std::function<std::optional<std::string>(const std::string&)>& lookup);
 
 // True when the text holds a ${a.b} reference or a ${x.y:...} resolver call (escaped ones count).
 bool has_reference(std::string_view text);

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -48,39 +47,40 @@ void unread_errors_to_warnings(const Node& root, JobConfig& config, Problems& p)
     }
   }
   const auto sections = detail::known_keys("");
-  // What is left out of the job for a problem at `key_path`; nullopt when the key is read.
-  const auto unread = [&](const std::string& key_path) -> std::optional<std::string> {
-    const std::string top = key_path.substr(0, key_path.find_first_of(".["));
-    if (top == "brevo_email" || std::find(sections.begin(), sections.end(), top) == sections.end()) {
-      return "not used, so not needed";
-    }
-    if ((top == "docker" || top == "conda" || top == "venv") && top != env_type) {
-      return "not used, so not needed";
-    }
-    for (const char* key : {"tpu.tags", "tpu.metadata", "tpu.startup_script"}) {
-      if (key_path.starts_with(key) && (key_path.size() == std::strlen(key) || key_path[std::strlen(key)] != '_')) {
-        return std::string(key) + " is left out of the node";
-      }
-    }
-    return std::nullopt;
+  // Whether `key_path` is `key` or inside it.
+  const auto under = [](const std::string& key_path, std::string_view key) {
+    return key_path.starts_with(key) &&
+           (key_path.size() == key.size() || key_path[key.size()] == '.' || key_path[key.size()] == '[');
+  };
+  // The node's values that the Python jobman never sends, and how each is left out.
+  const std::pair<std::string_view, std::function<void()>> node_values[] = {
+      {"tpu.tags", [&] { config.tpu.tags.clear(); }},
+      {"tpu.metadata", [&] { config.tpu.metadata.clear(); }},
+      {"tpu.startup_script", [&] { config.tpu.startup_script.reset(); }},
   };
   std::vector<Diagnostic> kept;
   for (auto& error : p.errors) {
-    const bool guard = error.message.starts_with("resolving references would make");
-    const auto left_out = guard || error.where.key_path.empty() ? std::nullopt : unread(error.where.key_path);
-    if (!left_out) {
-      kept.push_back(std::move(error));
-      continue;
-    }
     const auto& path = error.where.key_path;
-    if (path.starts_with("tpu.tags")) {
-      config.tpu.tags.clear();
-    } else if (path.starts_with("tpu.metadata")) {
-      config.tpu.metadata.clear();
-    } else if (path.starts_with("tpu.startup_script")) {
-      config.tpu.startup_script.reset();
+    const std::string top = path.substr(0, path.find_first_of(".["));
+    std::string left_out;
+    if (error.message.starts_with("resolving references would make") || path.empty()) {
+      left_out.clear();
+    } else if (top == "brevo_email" || std::find(sections.begin(), sections.end(), top) == sections.end() ||
+               ((top == "docker" || top == "conda" || top == "venv") && top != env_type)) {
+      left_out = "not used, so not needed";
+    } else {
+      for (const auto& [key, leave_out] : node_values) {
+        if (under(path, key)) {
+          leave_out();
+          left_out = std::string(key) + " is left out of the node";
+        }
+      }
     }
-    p.warnings.push_back(ConfigWarning{error.where, error.message + " (" + *left_out + ")"});
+    if (left_out.empty()) {
+      kept.push_back(std::move(error));
+    } else {
+      p.warnings.push_back(ConfigWarning{error.where, error.message + " (" + left_out + ")"});
+    }
   }
   p.errors = std::move(kept);
 }
@@ -89,9 +89,10 @@ using ordered_json = nlohmann::ordered_json;
 
 // The keys whose values reach the workers or the node as written, where a call to ${oc.env:...} stays a call in the
 // snapshot: they are where secrets go (a token exported in the command, a key in a container's environment).
+// (expand_environment puts the values into the same keys.)
 bool passes_through(const std::vector<std::string>& path) {
   if (path.size() < 2) {
-    return path.size() == 1 && path[0] == "vars";
+    return false;
   }
   return (path[0] == "command" && path[1] == "cmd") || path[0] == "vars" ||
          (path[0] == "docker" && (path[1] == "env_vars" || path[1] == "flags")) ||
@@ -144,32 +145,22 @@ std::map<std::string, std::string> keep_calls(ordered_json& snapshot, Node as_wr
   std::map<std::string, std::string> kept;
   std::vector<std::string> path;
   each_string(with_markers, path, [&](ordered_json& value, const std::vector<std::string>& at) {
-    if (!passes_through(at) || value.get<std::string>().find("\uE000") == std::string::npos) {
+    if (!passes_through(at) || !detail::has_environment_marker(value.get<std::string>())) {
       return;
     }
-    ordered_json* target = &snapshot;
+    ordered_json::json_pointer pointer;
     for (const auto& part : at) {
-      if (target->is_object() && target->contains(part)) {
-        target = &(*target)[part];
-      } else if (target->is_array() && !part.empty() && part.size() < 10 &&
-                 part.find_first_not_of("0123456789") == std::string::npos && std::stoul(part) < target->size()) {
-        target = &(*target)[std::stoul(part)];
-      } else {
-        return; // The snapshot has no such value: nothing to keep out of it.
-      }
+      pointer /= part;
     }
-    if (!target->is_string()) {
-      return;
+    if (!snapshot.contains(pointer) || !snapshot[pointer].is_string()) {
+      return; // The snapshot has no such value: nothing to keep out of it.
     }
-    *target = detail::replace_environment_markers(value.get<std::string>(), [&](std::size_t i) -> std::string {
+    snapshot[pointer] = detail::replace_environment_markers(value.get<std::string>(), [&](std::size_t i) {
       if (i >= calls.size()) {
-        return "";
+        return std::string();
       }
-      std::string name;
-      detail::environment_value(
-          calls[i], [](const std::string&) { return std::nullopt; }, name);
-      if (auto it = read.find(name); it != read.end()) {
-        kept[name] = it->second;
+      if (auto it = read.find(detail::environment_variable(calls[i])); it != read.end()) {
+        kept.insert(*it);
       }
       return calls[i];
     });
@@ -335,10 +326,10 @@ expand_environment(JobConfig& config,
         return "";
       }
       const std::string& call = config.environment_calls[i];
-      std::string name;
-      if (auto value = detail::environment_value(call, lookup, name)) {
+      if (auto value = detail::environment_value(call, lookup)) {
         return *value;
       }
+      const auto name = detail::environment_variable(call);
       if (std::find(missing.begin(), missing.end(), name) == missing.end()) {
         missing.push_back(name);
       }
