@@ -5,7 +5,7 @@ _jobman() {
     case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac
   done
   if [[ -z "$cmd" ]]; then
-    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait --help -h --version --verbose -v" -- "$cur"))
+    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait worker task status --help -h --version --verbose -v" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -36,9 +36,10 @@ _jobman() {
       --status|-s) COMPREPLY=($(compgen -W "PENDING QUEUED PROVISIONING SETUP RUNNING RECOVERING SUCCEEDED FAILED CANCELLED DELETED" -- "$cur")); return ;;
       --name|-n) return ;;
       --user|-u) return ;;
+      --kind|-k) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --all -a --status -s --name -n --user -u --quiet -q --json" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --all -a --status -s --name -n --user -u --quiet -q --kind -k --json" -- "$cur"))
       return
     fi
     ;;
@@ -145,6 +146,28 @@ _jobman() {
       return
     fi
     COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))
+    ;;
+  worker)
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h" -- "$cur"))
+      return
+    fi
+    ;;
+  task)
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h" -- "$cur"))
+      return
+    fi
+    ;;
+  status)
+    case "$prev" in
+      --accelerator|-a) return ;;
+      --zone|-z) return ;;
+    esac
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h --accelerator -a --zone -z --live-only --lo --workers-only --wo --task-only --to --json" -- "$cur"))
+      return
+    fi
     ;;
   esac
 }

@@ -15,7 +15,8 @@ JOBMAN_PACKAGES=(
   python3-googleapi python3-google-auth python3-google-auth-httplib2 python3-httplib2 nodejs
 )
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Progress for people, with the time of day, so that a CI log shows where its minutes went.
+say() { printf '\033[1m==> [%s] %s\033[0m\n' "$(date +%T)" "$*" >&2; }
 
 # Installs the packages that are not installed yet; nothing when all are present.
 ensure_packages() {

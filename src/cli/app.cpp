@@ -100,6 +100,9 @@ void build_app(CLI::App& app, Context& ctx) {
   add_completion_command(app, ctx);
   add_daemon_command(app, ctx);
   add_wait_command(app, ctx);
+  add_worker_command(app, ctx);
+  add_task_command(app, ctx);
+  add_status_command(app, ctx);
 }
 
 struct CommandLine::State {

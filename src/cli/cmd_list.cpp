@@ -17,6 +17,7 @@ struct ListOptions {
   std::string user;
   bool quiet = false;
   bool json = false;
+  std::string kind = "job"; // job, worker, task or all.
 };
 
 std::vector<domain::Phase> parse_statuses(const std::vector<std::string>& args) {
@@ -84,6 +85,9 @@ int run_list(Context& ctx, const ListOptions& options) {
   filter.phases = parse_statuses(options.statuses);
   filter.name_glob = options.name_glob;
   filter.user = options.user;
+  if (options.kind != "all") {
+    filter.kinds = {*domain::parse_job_kind(options.kind)};
+  }
   // A status filter names what the user wants to see, finished or not.
   if (!filter.phases.empty()) {
     filter.include_history = true;
@@ -144,6 +148,10 @@ void add_list_command(CLI::App& app, Context& ctx) {
   cmd->add_option("-n,--name", options->name_glob, "Only jobs whose name matches this shell glob")->type_name("GLOB");
   cmd->add_option("-u,--user", options->user, "Only jobs of this user")->type_name("USER");
   cmd->add_flag("-q,--quiet", options->quiet, "Print job ids only, one per line");
+  cmd->add_option("-k,--kind", options->kind,
+                  "Which records: job (default: those `create` made), worker, task or all (`jobman status` shows "
+                  "workers and tasks)")
+      ->check(CLI::IsMember({"job", "worker", "task", "all"}));
   add_json_flag(*cmd, options->json);
   cmd->footer("Examples:\n"
               "  jobman list\n"

@@ -19,15 +19,6 @@ namespace jobman::cli {
 
 namespace {
 
-struct LogsOptions {
-  std::string id;
-  bool follow = false;
-  std::string worker;         // An index, "all", or empty for the default.
-  std::optional<int> attempt; // Default: the job's current attempt.
-  bool setup = false;
-  bool raw = false; // Control characters pass to a terminal too.
-};
-
 // SIGINT as a readable descriptor for the length of a scope: blocked, and delivered through a signalfd, so that a
 // follower polls for it with its files and ends with exit code 130.
 class InterruptSignal {
@@ -105,6 +96,8 @@ std::vector<int> chosen_workers(const LogsOptions& options, const domain::JobRec
   return {static_cast<int>(*worker)};
 }
 
+} // namespace
+
 int run_logs(Context& ctx, const LogsOptions& options) {
   const std::int64_t id = parse_job_id_argument(options.id);
   auto& store = ctx.store();
@@ -143,8 +136,6 @@ int run_logs(Context& ctx, const LogsOptions& options) {
   const auto end = core::follow_logs(store, selection, *ctx.out, *ctx.err, interrupt.fd());
   return static_cast<int>(end == core::FollowEnd::interrupted ? ExitCode::interrupted : ExitCode::ok);
 }
-
-} // namespace
 
 void add_logs_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<LogsOptions>();

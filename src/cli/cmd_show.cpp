@@ -13,13 +13,6 @@ namespace jobman::cli {
 
 namespace {
 
-struct ShowOptions {
-  std::string id;
-  bool events = false;
-  bool config = false;
-  bool json = false;
-};
-
 constexpr std::size_t kRecentEvents = 8;
 
 std::string accelerator_detail(const std::string& name) {
@@ -76,6 +69,8 @@ void print_timeline(std::ostream& out, const domain::JobRecord& job, const std::
   }
 }
 
+} // namespace
+
 int run_show(Context& ctx, const ShowOptions& options) {
   if (options.json) {
     silence_logging();
@@ -124,7 +119,11 @@ int run_show(Context& ctx, const ShowOptions& options) {
   const bool color = ctx.color;
   const auto status = status_text(job);
   const auto color_code = phase_color(job.phase);
-  out << "Job " << util::format_job_id(job.id) << "  " << printable(job.name) << '\n';
+  const bool task = job.kind == domain::JobKind::task;
+  out << (task                                  ? "Task "
+          : job.kind == domain::JobKind::worker ? "Worker "
+                                                : "Job ")
+      << util::format_job_id(job.id) << "  " << printable(job.name) << '\n';
   const auto field = [&](std::string_view label, const std::string& value) {
     std::string padded(label);
     padded.resize(14, ' ');
@@ -137,15 +136,35 @@ int run_show(Context& ctx, const ShowOptions& options) {
   }
   field("Desired", std::string(domain::to_string(job.desired)));
   // Who drives it, from the lease: a live one is renewed every few seconds by its supervisor.
-  if (lease && lease->expires_ms > now) {
+  const bool queued = job.kind == domain::JobKind::task && job.phase == domain::Phase::pending;
+  if (queued) {
+    field("Driven by", "nobody until a matching worker takes it from the queue");
+  } else if (lease && lease->expires_ms > now) {
     field("Driven by", "supervisor " + printable(lease->owner) + " (renewed " + when(lease->heartbeat_ms, now) + ")");
   } else if (!domain::is_terminal(job.phase) || job.cleanup_pending) {
     field("Driven by", "no supervisor yet (one starts with create, resume or wait, or run 'jobman daemon')");
   }
   field("User", printable(job.user));
   field("Accelerator", accelerator_detail(job.accelerator));
-  field("Zone", job.zone + " (" + job.pricing + ")");
-  field("TPU name", printable(job.tpu_name));
+  if (task) {
+    // What it asks of a worker, and the worker holding it now.
+    field("Zone", (job.zone.empty() ? std::string("any") : job.zone) + " (" +
+                      (job.pricing.empty() ? std::string("any pricing") : job.pricing) + ")");
+    field("Priority", std::to_string(job.priority));
+    field("Retries", std::to_string(job.failures) + "/" + std::to_string(job.max_failures));
+    if (job.worker_id) {
+      const auto worker = ctx.store().find_job(*job.worker_id);
+      field("Worker", util::format_job_id(*job.worker_id) + (worker ? "  " + printable(worker->name) : ""));
+    }
+  } else {
+    field("Zone", job.zone + " (" + job.pricing + ")");
+    field("TPU name", printable(job.tpu_name));
+  }
+  if (job.kind == domain::JobKind::worker) {
+    const auto held = ctx.store().task_of_worker(job.id);
+    field("Task", held ? util::format_job_id(*held) + "  " + printable(ctx.store().get_job(*held).name) : "-");
+    field("Slice", job.slice_state.empty() ? "-" : printable(job.slice_state) + "  (the last listing)");
+  }
   field("Attempt", std::to_string(job.attempt) + "  (preemptions " + std::to_string(job.preemptions) + ", failures " +
                        std::to_string(job.failures) + ")");
   field("Host0 IP", job.host0_ip.empty() ? "-" : printable(job.host0_ip)); // The API's answer.
@@ -163,15 +182,25 @@ int run_show(Context& ctx, const ShowOptions& options) {
     out << "\nAttempts\n";
     // A job in tpu-vm mode holds nodes without queued resources: the column names what its attempts hold.
     const bool nodes = std::any_of(attempts.begin(), attempts.end(), [](const auto& a) { return a.node_only(); });
-    Table table({"  #", nodes ? "NODE" : "QUEUED RESOURCE", "ZONE", "STARTED", "ENDED", "OUTCOME", "EXIT"});
+    std::vector<std::string> header = {"  #", nodes ? "NODE" : "QUEUED RESOURCE", "ZONE", "STARTED", "ENDED", "OUTCOME",
+                                       "EXIT"};
+    if (task) {
+      header.emplace_back("WORKER");
+    }
+    Table table(header);
     for (const auto& a : attempts) {
-      table.add_row({"  " + std::to_string(a.number), printable(a.slice_name()), printable(a.zone),
-                     util::format_local(a.started_ms), a.ended_ms ? util::format_local(*a.ended_ms) : "-",
-                     // "requesting": the name is recorded, the API has not accepted the request yet.
-                     !a.outcome.empty()                ? printable(a.outcome)
-                     : a.create_pending && !a.ended_ms ? std::string("requesting")
-                                                       : std::string("-"),
-                     a.exit_code ? std::to_string(*a.exit_code) : "-"});
+      std::vector<std::string> row = {"  " + std::to_string(a.number), printable(a.slice_name()), printable(a.zone),
+                                      util::format_local(a.started_ms),
+                                      a.ended_ms ? util::format_local(*a.ended_ms) : "-",
+                                      // "requesting": the name is recorded, the API has not accepted the request yet.
+                                      !a.outcome.empty()                ? printable(a.outcome)
+                                      : a.create_pending && !a.ended_ms ? std::string("requesting")
+                                                                        : std::string("-"),
+                                      a.exit_code ? std::to_string(*a.exit_code) : "-"};
+      if (task) {
+        row.push_back(a.worker_id ? util::format_job_id(*a.worker_id) : "-");
+      }
+      table.add_row(std::move(row));
     }
     table.print(out, color);
   }
@@ -187,8 +216,6 @@ int run_show(Context& ctx, const ShowOptions& options) {
   }
   return 0;
 }
-
-} // namespace
 
 void add_show_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<ShowOptions>();

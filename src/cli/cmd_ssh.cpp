@@ -15,12 +15,6 @@ namespace jobman::cli {
 
 namespace {
 
-struct SshOptions {
-  std::string id;
-  int worker = 0;
-  std::vector<std::string> command; // Empty: an interactive shell.
-};
-
 // Replaces this process with `argv` (found on PATH), with `environment` added to its environment, so that the
 // terminal, the signals and the exit code are its. Returns only by throwing.
 [[noreturn]] void replace_process(const std::vector<std::string>& argv,
@@ -29,6 +23,8 @@ struct SshOptions {
   throw Error("cannot run " + argv[0] + ": " + std::strerror(error) +
               "; install the Google Cloud CLI, or name it with 'gcloud' in the settings");
 }
+
+} // namespace
 
 int run_ssh(Context& ctx, const SshOptions& options) {
   const std::int64_t id = parse_job_id_argument(options.id);
@@ -48,8 +44,6 @@ int run_ssh(Context& ctx, const SshOptions& options) {
   spdlog::default_logger()->flush();
   replace_process(argv, access.gcloud_env);
 }
-
-} // namespace
 
 void add_ssh_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<SshOptions>();

@@ -28,6 +28,37 @@ void add_completion_command(CLI::App& app, Context& ctx); // `completion SHELL`
 void add_daemon_command(CLI::App& app, Context& ctx);     // `daemon`
 void add_wait_command(CLI::App& app, Context& ctx);       // `wait ID...`
 void add_sync_command(CLI::App& app, Context& ctx);       // `sync`
+void add_worker_command(CLI::App& app, Context& ctx);     // `worker start|stop|resume|reboot|delete|ssh|logs|show|sync`
+void add_task_command(CLI::App& app, Context& ctx);       // `task submit|delete|pause|requeue|show`
+void add_status_command(CLI::App& app, Context& ctx);     // `status`
+
+// `show`: one record in detail.
+struct ShowOptions {
+  std::string id;
+  bool events = false;
+  bool config = false;
+  bool json = false;
+};
+int run_show(Context& ctx, const ShowOptions& options);
+
+// `logs`: a record's output (or setup logs).
+struct LogsOptions {
+  std::string id;
+  bool follow = false;
+  std::string worker;         // An index, "all", or empty for the default.
+  std::optional<int> attempt; // Default: the job's current attempt.
+  bool setup = false;
+  bool raw = false; // Control characters pass to a terminal too.
+};
+int run_logs(Context& ctx, const LogsOptions& options);
+
+// `ssh`: a shell or a command on one host of a record's slice.
+struct SshOptions {
+  std::string id;
+  int worker = 0;
+  std::vector<std::string> command; // Empty: an interactive shell.
+};
+int run_ssh(Context& ctx, const SshOptions& options);
 
 // Adds the `--json` flag every data-printing command has; it also silences logging.
 CLI::Option* add_json_flag(CLI::App& command, bool& json);
@@ -72,5 +103,11 @@ void add_request_arguments(CLI::App& command, RequestCommandOptions& options, bo
 
 // Runs one of resume/cancel/delete/clean over the requested ids.
 int run_request_command(Context& ctx, const RequestCommandOptions& options, core::Request request);
+
+// Carries `request` out for `ids` (already checked), waiting for the supervisor unless `options.no_wait`, and prints
+// one outcome per id (or the JSON array). `ids_known`: every id names a record (a selection's), so a missing one was
+// removed meanwhile. Returns the exit code.
+int run_requests(Context& ctx, const std::vector<std::int64_t>& ids, const RequestCommandOptions& options,
+                 core::Request request, bool ids_known);
 
 } // namespace jobman::cli

@@ -52,7 +52,8 @@ void append_job_json(std::string& out, const domain::JobRecord& job) {
       .field("status_since", util::format_utc(job.phase_since_ms))
       .field_or_null("finished_at", job.finished_ms ? util::format_utc(*job.finished_ms) : std::string())
       .field_or_null("config_path", job.config_path)
-      .field_or_null("sweep", job.sweep_label);
+      .field_or_null("sweep", job.sweep_label)
+      .field("kind", domain::to_string(job.kind));
   w.close();
 }
 
@@ -90,6 +91,7 @@ nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt) {
       {"ended_at", time_or_null(attempt.ended_ms)},
       {"outcome", text_or_null(attempt.outcome)},
       {"exit_code", attempt.exit_code ? nlohmann::ordered_json(*attempt.exit_code) : nlohmann::ordered_json(nullptr)},
+      {"worker_id", attempt.worker_id ? nlohmann::ordered_json(*attempt.worker_id) : nlohmann::ordered_json(nullptr)},
   };
 }
 

@@ -43,6 +43,12 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
   } else if (ids.empty()) {
     throw UsageError(std::string(core::to_string(request)) + ": give job ids or --all-finished");
   }
+  return run_requests(ctx, ids, options, request, options.all_finished);
+}
+
+int run_requests(Context& ctx, const std::vector<std::int64_t>& ids, const RequestCommandOptions& options,
+                 core::Request request, bool ids_known) {
+  auto& store = ctx.store();
   int exit_code = 0;
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   std::vector<core::RequestOutcome> outcomes;
@@ -61,7 +67,7 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
     try {
       outcomes.push_back(core::apply_request(store, id, request));
     } catch (const NoSuchJobError& e) {
-      if (!options.all_finished) {
+      if (!ids_known) {
         report(id, e);
         continue;
       }

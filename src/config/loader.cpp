@@ -96,7 +96,8 @@ bool passes_through(const std::vector<std::string>& path) {
   }
   return (path[0] == "command" && path[1] == "cmd") || path[0] == "vars" ||
          (path[0] == "docker" && (path[1] == "env_vars" || path[1] == "flags")) ||
-         (path[0] == "tpu" && (path[1] == "metadata" || path[1] == "startup_script"));
+         (path[0] == "tpu" && (path[1] == "metadata" || path[1] == "startup_script")) ||
+         (path[0] == "setup" && path[1] == "script");
 }
 
 // Calls `visit` with every string in `doc` and its path of keys and indices.
@@ -225,7 +226,7 @@ std::vector<JobConfig> parse_configs(const std::string& text, const std::string&
     labels.push_back(shared ? axis.path : leaf(axis.path));
   }
 
-  BuildContext ctx{display_name, base_dir, options.default_zone};
+  BuildContext ctx{display_name, base_dir, options.default_zone, options.zone_optional};
   std::vector<JobConfig> configs;
   std::vector<Diagnostic> errors = base.errors;
   std::set<std::string> seen;
@@ -303,7 +304,13 @@ std::vector<JobConfig> parse_configs(const std::string& text, const std::string&
       config.environment_calls = std::move(calls);
       restore_calls(snapshot, config.environment_calls);
     } else if (!read.empty()) {
+      // A setup script read from a file is the file's text, for which no call of the config stands (a call there
+      // gave the file's path): it is kept as it is.
+      const auto setup = snapshot["setup"];
       config.environment = keep_calls(snapshot, as_written, ctx, defaults, read, api_key);
+      if (config.setup && !config.setup->file.empty()) {
+        snapshot["setup"] = setup;
+      }
     }
     config.resolved_yaml = detail::emit_yaml(snapshot);
     configs.push_back(std::move(config));
@@ -346,6 +353,9 @@ expand_environment(JobConfig& config,
   }
   if (config.tpu.startup_script) {
     expand(*config.tpu.startup_script);
+  }
+  if (config.setup) {
+    expand(config.setup->script);
   }
   for (auto& [key, value] : config.vars) {
     expand(value);

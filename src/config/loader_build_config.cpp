@@ -1,5 +1,5 @@
 // Building the model, part two: the whole JobConfig. Checks the top-level sections, builds the optional ones (gcsfuse,
-// ssh, the environments, vars, brevo_email) and checks the environment job.env_type names.
+// ssh, the environments, setup, vars, brevo_email) and checks the environment job.env_type names.
 #include "jobman/util/system.hpp"
 #include "loader_parts.hpp"
 #include "schema.hpp"
@@ -41,6 +41,67 @@ SectionRef section_ref(const Node& root, const std::string& name, const std::str
     return SectionRef{&entry->value, entry->key_origin};
   }
   return SectionRef{nullptr, Origin{file, 0, 0}};
+}
+
+// True when one line of setup.script is meant as a file's path rather than a script: no blanks, and the name of a
+// shell script (a one-line command such as "bash ~/setup.sh" has a blank).
+bool looks_like_script_path(std::string_view line) {
+  return line.ends_with(".sh") && line.find_first_of(" \t") == std::string_view::npos;
+}
+
+// The setup section. setup.script is the script's text or, when it is one line naming a file (relative to the
+// config's directory), that file's text, read now. Text without a final newline gets one, so that the snapshot's text
+// (which then has a newline) is never taken for a path when it is read again.
+std::optional<SetupSection> build_setup(Problems& p, const Section& s, const BuildContext& ctx) {
+  if (s.get("script") == nullptr) {
+    // Any other key is unknown, and reported as such; an empty section lacks the script.
+    if (s.node()->entries.empty()) {
+      s.missing("script", "write the script's text, or the path of a file that holds it");
+    }
+    return std::nullopt;
+  }
+  const auto text = s.str("script", Presence::required); // Reports null and empty (or blank) text.
+  if (!text) {
+    return std::nullopt;
+  }
+  SetupSection out;
+  out.script = *text;
+  if (text->find('\n') == std::string::npos) {
+    const std::string line(util::trim(*text));
+    std::filesystem::path file = util::expand_user(line);
+    if (file.is_relative()) {
+      file = ctx.base_dir / file;
+    }
+    file = file.lexically_normal();
+    std::error_code ec;
+    if (std::filesystem::exists(file, ec)) {
+      try {
+        out.script = util::read_file(file);
+      } catch (const Error& e) {
+        p.error(s.origin("script"), s.path("script"), e.what());
+        return std::nullopt;
+      }
+      if (util::trim(out.script).empty()) {
+        p.error(s.origin("script"), s.path("script"), "the file " + file.string() + " is empty");
+        return std::nullopt;
+      }
+      if (detail::invalid_utf8_offset(out.script) != std::string::npos || out.script.find('\0') != std::string::npos) {
+        p.error(s.origin("script"), s.path("script"), "the file " + file.string() + " is not a text file");
+        return std::nullopt;
+      }
+      out.file = file.string();
+    } else if (looks_like_script_path(line)) {
+      p.error(s.origin("script"), s.path("script"), "file not found: " + file.string(),
+              "a path is relative to the config's directory; to run a script the workers already have, write a "
+              "command such as 'bash " +
+                  line + "'");
+      return std::nullopt;
+    }
+  }
+  if (!out.script.ends_with('\n')) {
+    out.script += '\n';
+  }
+  return out;
 }
 
 } // namespace
@@ -144,6 +205,10 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
     out.requirements_file = local_path(ctx, venv.str("requirements_file").value_or(""));
     out.python = venv.str("python").value_or("");
     config.venv = out;
+  }
+
+  if (const Section s = open("setup", Presence::optional); s.present()) {
+    config.setup = build_setup(p, s, ctx);
   }
 
   const Section command = open("command", Presence::required);

@@ -266,7 +266,7 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
     out.zone = *zone;
   } else if (!ctx.default_zone.empty()) {
     out.zone = ctx.default_zone;
-  } else if (const Node* node = s.get("zone"); node == nullptr || !node->unresolved) {
+  } else if (const Node* node = s.get("zone"); !ctx.zone_optional && (node == nullptr || !node->unresolved)) {
     s.missing("zone", "set tpu.zone, or a default zone in settings.yaml (zone:) or JOBMAN_ZONE");
   }
   if (!out.zone.empty()) {

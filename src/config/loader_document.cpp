@@ -10,6 +10,22 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+// A setup script's text as a snapshot keeps it: its references escaped, and a backslash before a "${" that is not one
+// doubled, since reading the snapshot takes "\${" for OmegaConf's escape of "${" and a script read from a file (whose
+// text is not resolved) may hold one ("echo \${HOME}").
+std::string escape_script(std::string_view text) {
+  const std::string escaped = detail::escape_references(text);
+  std::string out;
+  out.reserve(escaped.size());
+  for (std::size_t i = 0; i < escaped.size(); ++i) {
+    if (escaped[i] == '\\' && escaped.compare(i + 1, 2, "${") == 0) {
+      out += '\\';
+    }
+    out += escaped[i];
+  }
+  return out;
+}
+
 } // namespace
 
 json document(const JobConfig& c, Purpose purpose, const std::optional<std::string>& api_key_reference) {
@@ -87,6 +103,9 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
                               {"requirements_file", opt(c.venv->requirements_file)},
                               {"python", opt(c.venv->python)}}
                        : json(nullptr);
+  doc["setup"] = c.setup ? json{{"script", purpose == Purpose::snapshot ? json(escape_script(c.setup->script))
+                                                                        : json(c.setup->script)}}
+                         : json(nullptr);
   json workers = "all";
   if (!c.command.workers.all) {
     workers = json(c.command.workers.indices);

@@ -168,6 +168,7 @@ struct BuildContext {
   std::string file;               // Display name of the config.
   std::filesystem::path base_dir; // Directory relative paths are resolved against.
   std::string default_zone;       // Zone when the config has none.
+  bool zone_optional = false;     // No zone is no problem (a task for a worker in any zone).
 };
 
 // command.workers: "all" (also when absent), one index or a list of indices that exist on the accelerator.

@@ -13,7 +13,7 @@ namespace {
 const std::map<std::string, std::vector<std::string>, std::less<>>& schema() {
   static const std::map<std::string, std::vector<std::string>, std::less<>> table{
       {"",
-       {"job", "tpu", "gcsfuse", "ssh", "docker", "conda", "venv", "command", "recovery", "vars", "sweep",
+       {"job", "tpu", "gcsfuse", "ssh", "docker", "conda", "venv", "setup", "command", "recovery", "vars", "sweep",
         "brevo_email"}},
       {"job", {"name", "env_type", "loop", "remote_user", "queue"}},
       {"job.queue", {"enabled", "config", "prefix"}},
@@ -27,6 +27,7 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& schema() {
       {"docker", {"image", "flags", "env_vars", "mount_dirs", "workdir"}},
       {"conda", {"name", "config_file"}},
       {"venv", {"name", "requirements_file", "python"}},
+      {"setup", {"script"}},
       {"command", {"cmd", "workers"}},
       {"recovery", {"max_preemptions", "max_failures", "restart_exit_codes", "poll_interval", "backoff"}},
       {"recovery.backoff", {"initial", "max", "multiplier"}},

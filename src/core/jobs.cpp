@@ -70,6 +70,7 @@ std::string sweep_label(const config::JobConfig& config) {
 config::JobConfig recorded_config(const domain::JobRecord& job) {
   config::LoadOptions options;
   options.recorded = true;
+  options.zone_optional = job.kind == domain::JobKind::task; // A task for any zone records none.
   return config::parse_job_configs(job.config_yaml, "config snapshot of job " + util::format_job_id(job.id), options)
       .front();
 }
@@ -133,6 +134,7 @@ domain::NewJob to_new_job(const config::JobConfig& config, const std::string& us
                         : std::filesystem::absolute(config.source_path).lexically_normal().string();
   job.sweep_label = sweep_label(config);
   job.config_yaml = config.resolved_yaml;
+  job.max_failures = config.recovery.max_failures;
   return job;
 }
 
@@ -143,6 +145,11 @@ std::vector<std::int64_t> create_jobs(store::JobStore& store, const std::vector<
   for (const auto& config : configs) {
     jobs.push_back(to_new_job(config, user));
   }
+  return record_jobs(store, configs, jobs);
+}
+
+std::vector<std::int64_t> record_jobs(store::JobStore& store, const std::vector<config::JobConfig>& configs,
+                                      const std::vector<domain::NewJob>& jobs) {
   // The values of the environment variables the snapshots call for are written beside each job before anyone can
   // see it, so a supervisor that takes it up at once finds them.
   return store.create_jobs(jobs, [&](const std::vector<std::int64_t>& ids) {
@@ -192,6 +199,10 @@ DesiredState desired_for(Request request) {
 // A job has something in the cloud while one of its attempts holds a slice not yet released, or while it may be
 // requesting one (not yet finished); only the supervisor, under the job's lease, may touch that.
 bool has_cloud_footprint(store::JobStore& store, const domain::JobRecord& job) {
+  if (job.kind == domain::JobKind::task) {
+    // A task has something running only while it holds a worker's slice; queued or done, it has nothing anywhere.
+    return job.worker_id.has_value();
+  }
   if (job.attempt == 0) {
     return false;
   }
@@ -218,22 +229,26 @@ RequestOutcome outcome(const domain::JobRecord& job, bool changed, bool done, st
 }
 
 RequestOutcome resume(store::JobStore& store, const domain::JobRecord& job) {
-  if (job.phase == Phase::succeeded) {
+  if (job.phase == Phase::succeeded && job.kind != domain::JobKind::task) {
     throw Error("job " + util::format_job_id(job.id) + " has already succeeded; create it again to rerun it");
   }
   if (job.desired == DesiredState::run && !domain::is_terminal(job.phase)) {
     return outcome(job, false, false, "already " + std::string(domain::to_string(job.phase)));
   }
-  store.set_desired_state(job.id, DesiredState::run, "resume requested");
+  const bool task = job.kind == domain::JobKind::task;
+  store.set_desired_state(job.id, DesiredState::run, task ? "requeue requested" : "resume requested");
   if (domain::is_terminal(job.phase)) {
-    auto change = change_to(Phase::pending, "resumed by the user");
-    if (job.phase == Phase::failed) {
+    auto change = change_to(Phase::pending, task ? "requeued by the user" : "resumed by the user");
+    if (job.phase == Phase::failed || (task && job.phase == Phase::succeeded)) {
       // A fresh start: the budgets count from here (the events keep what was spent).
       change.add_failures = -job.failures;
       change.add_preemptions = -job.preemptions;
       change.reason += "; failure and preemption budgets reset";
     }
     store.transition(job.id, job.phase, change);
+  }
+  if (task) {
+    return outcome(store.get_job(job.id), true, true, "requeued");
   }
   return outcome(store.get_job(job.id), true, false, "resume requested");
 }
@@ -252,8 +267,11 @@ RequestOutcome tear_down(store::JobStore& store, const domain::JobRecord& job, R
   switch (request) {
   case Request::cancel:
     if (!domain::is_terminal(job.phase)) {
-      if (store.transition(job.id, job.phase, change_to(Phase::cancelled, "cancelled before a slice was requested"))) {
-        return outcome(store.get_job(job.id), true, true, "cancelled");
+      const bool task = job.kind == domain::JobKind::task;
+      if (store.transition(
+              job.id, job.phase,
+              change_to(Phase::cancelled, task ? "paused while queued" : "cancelled before a slice was requested"))) {
+        return outcome(store.get_job(job.id), true, true, task ? "paused" : "cancelled");
       }
       // A supervisor moved the job meanwhile; it reads the desired state.
       return outcome(store.get_job(job.id), true, false, verb + " requested");
@@ -261,7 +279,10 @@ RequestOutcome tear_down(store::JobStore& store, const domain::JobRecord& job, R
     return outcome(job, !already_asked, true, "already " + std::string(domain::to_string(job.phase)));
   case Request::remove:
     if (job.phase != Phase::deleted) {
-      if (store.transition(job.id, job.phase, change_to(Phase::deleted, "deleted before a slice was requested"))) {
+      if (store.transition(job.id, job.phase,
+                           change_to(Phase::deleted, job.kind == domain::JobKind::task
+                                                         ? "deleted while queued"
+                                                         : "deleted before a slice was requested"))) {
         return outcome(store.get_job(job.id), true, true, "deleted");
       }
       return outcome(store.get_job(job.id), true, false, verb + " requested");

@@ -2,6 +2,7 @@
 
 #include "jobman/util/strings.hpp"
 
+#include <algorithm>
 #include <cctype>
 
 namespace jobman::core {
@@ -186,6 +187,14 @@ std::vector<SetupStep> setup_steps(const config::JobConfig& config) {
     }
     break;
   case config::EnvType::none: break;
+  }
+  if (config.setup) {
+    const auto lines = std::count(config.setup->script.begin(), config.setup->script.end(), '\n');
+    steps.push_back({"script",
+                     "run setup.script (" + std::to_string(lines) + (lines == 1 ? " line" : " lines") +
+                         (config.setup->file.empty() ? std::string() : ", from " + config.setup->file) +
+                         ") with bash from the home directory, in the job's environment",
+                     every});
   }
   const std::vector<int> run_on = config.command.workers.all ? every : config.command.workers.indices;
   steps.push_back({"command",

@@ -36,6 +36,17 @@ constexpr std::array<DesiredName, 4> desired_names{{
     {DesiredState::clean, "clean"},
 }};
 
+struct KindName {
+  JobKind kind;
+  std::string_view name;
+};
+
+constexpr std::array<KindName, 3> kind_names{{
+    {JobKind::job, "job"},
+    {JobKind::worker, "worker"},
+    {JobKind::task, "task"},
+}};
+
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            const auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
@@ -58,6 +69,24 @@ std::optional<Phase> parse_phase(std::string_view text) {
   for (const auto& entry : phase_names) {
     if (iequals(entry.name, text)) {
       return entry.phase;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(JobKind kind) {
+  for (const auto& entry : kind_names) {
+    if (entry.kind == kind) {
+      return entry.name;
+    }
+  }
+  return "unknown";
+}
+
+std::optional<JobKind> parse_job_kind(std::string_view text) {
+  for (const auto& entry : kind_names) {
+    if (iequals(entry.name, text)) {
+      return entry.kind;
     }
   }
   return std::nullopt;

@@ -64,7 +64,7 @@ bool is_variable_name(const std::string& name) {
 }
 
 // Shell helpers shared by the modules. $changed is set by a module that changed something; every step ends the
-// module with status 1 on failure.
+// module with status 1 on failure, and $why may say more on its failed line (the setup script's " (exit N)").
 constexpr const char* kPrelude = R"sh(set -u
 f="$HOME/.jobman/files"
 jobman_verify() {
@@ -93,10 +93,11 @@ jobman_docker() {
 }
 jobman_run_module() {
   changed=0
+  why=
   if "jobman_setup_$1"; then
     if [ "$changed" = 1 ]; then echo "jobman-setup: $1 changed"; else echo "jobman-setup: $1 unchanged"; fi
   else
-    echo "jobman-setup: $1 failed"
+    echo "jobman-setup: $1 failed$why"
     exit 1
   fi
 }
@@ -110,6 +111,25 @@ struct LocalFile {
 
   [[nodiscard]] bool missing() const { return remote_name.empty(); }
 };
+
+// Adds `file` to the plan's files unless a file of the same remote name (so the same content) is there already.
+void add_once(SetupPlan& plan, const SetupFile& file) {
+  const bool known = std::any_of(plan.files.begin(), plan.files.end(),
+                                 [&](const SetupFile& f) { return f.remote_name == file.remote_name; });
+  if (!known) {
+    plan.files.push_back(file);
+  }
+}
+
+// Adds a file made from `content` to the plan's files (once), as "<sha256>-<name>"; returns its remote name.
+std::string add_text(SetupPlan& plan, const std::string& content, const std::string& name) {
+  SetupFile file;
+  file.sha256 = sha256_hex(content);
+  file.remote_name = file.sha256 + "-" + name;
+  file.content = content;
+  add_once(plan, file);
+  return file.remote_name;
+}
 
 // Adds `path` to the plan's files (once). A file that does not exist here is not sent: its module does without it
 // on a worker that already has what the file would make (see without_file). A file that exists but cannot be read
@@ -135,11 +155,7 @@ LocalFile add_file(SetupPlan& plan, const std::string& path, const std::string& 
       base.begin(), base.end(),
       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '.' && c != '_' && c != '-'; }, '_');
   file.remote_name = file.sha256 + "-" + base;
-  const bool known = std::any_of(plan.files.begin(), plan.files.end(),
-                                 [&](const SetupFile& f) { return f.remote_name == file.remote_name; });
-  if (!known) {
-    plan.files.push_back(file);
-  }
+  add_once(plan, file);
   out.remote_name = file.remote_name;
   return out;
 }
@@ -386,6 +402,40 @@ std::string docker_module(const config::DockerSection& docker) {
   return body;
 }
 
+// The user's setup.script (the Python jobman-lite's `worker start --startup-script`): sent as a file and run last, with
+// bash, from the home directory, with nothing on its stdin, in the job's environment: the venv activated, or through
+// `conda run`. With docker it runs on the host, not in a container (the command's container exists only while the
+// command runs), so it can prepare what the container mounts. It is the user's to make idempotent: it runs at every
+// setup and reports changed, or failed with its exit status.
+std::string script_module(SetupPlan& plan, const config::JobConfig& config) {
+  const auto remote = add_text(plan, config.setup->script, "setup-script.sh");
+  const auto file = "\"$f\"/" + shell_quote(remote);
+  std::string body = "jobman_setup_script() {\n";
+  body += "  jobman_verify " + shell_quote(remote) + " || return 1\n";
+  std::string run = "exec bash " + file;
+  if (config.job.env_type == config::EnvType::venv && config.venv) {
+    body += "  " + venv_dir_assignment(*config.venv, "dir") + "\n";
+    body += "  [ -f \"$dir/bin/activate\" ] || { echo \"there is no venv at $dir to run setup.script in\" >&2; return "
+            "1; }\n";
+    run = "set +u; . \"$dir/bin/activate\" || exit 1; " + run;
+  } else if (config.job.env_type == config::EnvType::conda && config.conda) {
+    body += std::string("  ") + kFindConda + "\n";
+    run = "exec \"$conda\" run --no-capture-output -n " + shell_quote(config.conda->name) + " bash " + file;
+  }
+  body += "  echo \"running setup.script\"\n";
+  body += "  ( cd \"$HOME\" || exit 1; " + run + " ) < /dev/null\n";
+  body += R"sh(  status=$?
+  if [ "$status" != 0 ]; then
+    echo "jobman: setup.script exited with status $status" >&2
+    why=" (exit $status)"
+    return 1
+  fi
+  changed=1
+}
+)sh";
+  return body;
+}
+
 } // namespace
 
 std::string remote_path_expr(const std::string& path) {
@@ -430,6 +480,11 @@ SetupPlan plan_setup(const config::JobConfig& config) {
     break;
   case config::EnvType::none: break;
   }
+  // Last: the user's script runs once the worker has everything else.
+  if (config.setup) {
+    plan.modules.emplace_back("script");
+    functions += script_module(plan, config);
+  }
   plan.script = std::string(kPrelude) + functions;
   for (const auto& module : plan.modules) {
     plan.script += "jobman_run_module " + module + "\n";
@@ -463,6 +518,22 @@ std::string check_script(const SetupPlan& plan) {
          shell_quote(file.remote_name) + "\n";
   }
   return s;
+}
+
+// The module and outcome a "jobman-setup: MODULE OUTCOME" line reports (words after the outcome, such as the setup
+// script's "(exit N)", aside); nullopt for any other line.
+std::optional<ModuleResult> module_report(const std::string& line) {
+  if (!line.starts_with("jobman-setup: ")) {
+    return std::nullopt;
+  }
+  const auto words = util::split(line.substr(14), ' ');
+  if (words.size() < 2 || words[0].empty()) {
+    return std::nullopt;
+  }
+  const auto outcome = words[1] == "unchanged" ? ModuleOutcome::unchanged
+                       : words[1] == "changed" ? ModuleOutcome::changed
+                                               : ModuleOutcome::failed;
+  return ModuleResult{words[0], outcome};
 }
 
 // The last lines of `output` (at most `count`), joined with "; ", for a one-sentence error.
@@ -510,8 +581,8 @@ private:
   int fd_;
 };
 
-// A directory of links named by the files' remote names, so that one scp per worker sends them under those names.
-// Removed with the object.
+// A directory of links named by the files' remote names (and of the files made from text, written there), so that one
+// scp per worker sends them under those names. Removed with the object.
 class UploadStage {
 public:
   UploadStage(const fs::path& attempt_dir, const std::vector<SetupFile>& files)
@@ -519,7 +590,11 @@ public:
     fs::remove_all(dir_);
     util::ensure_directory(dir_, 0700);
     for (const auto& file : files) {
-      fs::create_symlink(file.local_path, dir_ / file.remote_name);
+      if (file.local_path.empty()) {
+        util::write_file_atomic(dir_ / file.remote_name, file.content, 0600);
+      } else {
+        fs::create_symlink(file.local_path, dir_ / file.remote_name);
+      }
     }
   }
   UploadStage(const UploadStage&) = delete;
@@ -599,16 +674,19 @@ std::vector<WorkerSetup> run_setup(const SliceTarget& target, const std::vector<
       auto& result = results[run.worker];
       logs[run.worker]->write(run.output);
       result.exit_code = run.exit_code;
+      // Each module reports once, in the plan's order. The setup script, the last module, runs the user's text, whose
+      // output may hold lines that look like reports: those naming another module are ignored, and the module's own
+      // report, which comes after them, replaces any naming it.
       for (const auto& line : util::split(run.output, '\n')) {
-        if (!line.starts_with("jobman-setup: ")) {
+        const auto report = module_report(line);
+        if (!report) {
           continue;
         }
-        const auto words = util::split(line.substr(14), ' ');
-        if (words.size() == 2) {
-          const auto outcome = words[1] == "unchanged" ? ModuleOutcome::unchanged
-                               : words[1] == "changed" ? ModuleOutcome::changed
-                                                       : ModuleOutcome::failed;
-          result.modules.push_back({words[0], outcome});
+        auto& done = result.modules;
+        if (done.size() == plan.modules.size() && !done.empty() && done.back().module == report->module) {
+          done.back() = *report;
+        } else if (done.size() < plan.modules.size() && plan.modules[done.size()] == report->module) {
+          done.push_back(*report);
         }
       }
       if (run.exit_code != 0 || result.modules.size() != plan.modules.size()) {

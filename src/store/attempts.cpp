@@ -15,16 +15,23 @@ using sqlite::Transaction;
 
 AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
                                       const std::string& zone, bool create_pending) {
-  return begin_attempt(job_id, Placement{queued_resource, node, zone, {}, 0}, create_pending);
+  return begin_attempt(job_id, Placement{queued_resource, node, zone, {}, 0, std::nullopt}, create_pending);
 }
 
 AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const Placement& where, bool create_pending) {
   const std::int64_t now = util::now_ms();
   Transaction transaction(impl_->db);
+  auto attempt = impl_->insert_attempt(job_id, where, create_pending, now);
+  transaction.commit();
+  return attempt;
+}
+
+AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placement& where, bool create_pending,
+                                             std::int64_t now) {
   int number = 0;
   Placement place = where;
   {
-    auto query = impl_->statements.get("SELECT attempt, accelerator, hosts FROM jobs WHERE id = ?1");
+    auto query = statements.get("SELECT attempt, accelerator, hosts FROM jobs WHERE id = ?1");
     query->bind(1, job_id);
     if (!query->step()) {
       throw_no_such_job(job_id);
@@ -37,20 +44,20 @@ AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const Placement& wher
       place.hosts = query->column_int(2);
     }
   }
-  const auto& [queued_resource, node, zone, accelerator, hosts] = place;
+  const auto& [queued_resource, node, zone, accelerator, hosts, worker_id] = place;
   {
     // Worker 0's address and exit code belonged to the previous attempt.
-    auto update = impl_->statements.get(
-        "UPDATE jobs SET attempt = ?2, updated_ms = ?3, host0_ip = '', exit_code = NULL WHERE id = ?1");
+    auto update =
+        statements.get("UPDATE jobs SET attempt = ?2, updated_ms = ?3, host0_ip = '', exit_code = NULL WHERE id = ?1");
     update->bind(1, job_id);
     update->bind(2, number);
     update->bind(3, now);
     update->run();
   }
   {
-    auto insert = impl_->statements.get(
+    auto insert = statements.get(
         "INSERT INTO attempts (job_id, number, queued_resource, node, zone, accelerator, hosts, started_ms, "
-        "create_pending) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+        "create_pending, worker_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
     insert->bind(1, job_id);
     insert->bind(2, number);
     insert->bind(3, queued_resource);
@@ -60,6 +67,7 @@ AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const Placement& wher
     insert->bind(7, hosts);
     insert->bind(8, now);
     insert->bind(9, create_pending ? 1 : 0);
+    insert->bind(10, worker_id);
     insert->run();
   }
   nlohmann::json data = {{"attempt", number}, {"node", node}, {"zone", zone}};
@@ -68,12 +76,15 @@ AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const Placement& wher
   }
   const std::string& slice = queued_resource.empty() ? node : queued_resource;
   std::string message = "attempt " + std::to_string(number) + " started: " + slice + " in " + zone;
+  if (worker_id) {
+    data["worker_id"] = *worker_id;
+    message += " (worker " + util::format_job_id(*worker_id) + "'s slice)";
+  }
   if (create_pending) {
     data["create_pending"] = true;
     message = "attempt " + std::to_string(number) + " started: requesting " + slice + " in " + zone;
   }
-  impl_->insert_event(job_id, now, "attempt", std::nullopt, std::nullopt, message, data.dump());
-  transaction.commit();
+  insert_event(job_id, now, "attempt", std::nullopt, std::nullopt, message, data.dump());
 
   AttemptRecord attempt;
   attempt.job_id = job_id;
@@ -85,6 +96,7 @@ AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const Placement& wher
   attempt.hosts = hosts;
   attempt.started_ms = now;
   attempt.create_pending = create_pending;
+  attempt.worker_id = worker_id;
   return attempt;
 }
 
@@ -131,7 +143,7 @@ void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& o
 std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
   auto query = impl_->statements.get(
       "SELECT job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code, released_ms, "
-      "create_pending, accelerator, hosts FROM attempts WHERE job_id = ?1 ORDER BY number");
+      "create_pending, accelerator, hosts, worker_id FROM attempts WHERE job_id = ?1 ORDER BY number");
   query->bind(1, job_id);
   std::vector<AttemptRecord> attempts;
   while (query->step()) {
@@ -149,6 +161,7 @@ std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
     attempt.create_pending = query->column_int(10) != 0;
     attempt.accelerator = query->column_text(11);
     attempt.hosts = query->column_int(12);
+    attempt.worker_id = query->column_optional_int64(13);
     attempts.push_back(std::move(attempt));
   }
   return attempts;
@@ -184,8 +197,9 @@ namespace queries {
 std::string held_slices_sql() {
   // The partial index attempts_unreleased holds only the attempts not released, so its scan reads those alone; its key
   // holds the names and zone, and (attempts being WITHOUT ROWID) the primary key (job_id, number).
+  // A task's attempts borrow their worker's slice and never hold it (nor are they in the index).
   return "SELECT job_id, number, queued_resource, node, zone FROM attempts INDEXED BY attempts_unreleased "
-         "WHERE released_ms IS NULL";
+         "WHERE released_ms IS NULL AND worker_id IS NULL";
 }
 
 } // namespace queries
@@ -226,8 +240,9 @@ namespace {
 
 // The jobs a supervisor has work on, as a WHERE condition on `jobs`. Three index scans: unfinished jobs, finished ones
 // with a slice to release, and delete/clean requests.
+// Queued tasks are not among them: no supervisor drives a task until a worker claims it.
 std::string jobs_to_drive_condition() {
-  return "jobs.id IN (SELECT id FROM jobs WHERE phase NOT IN " + std::string(schema::terminal_phase_list) +
+  return "jobs.id IN (SELECT id FROM jobs WHERE " + std::string(schema::driven_condition) +
          " UNION SELECT id FROM jobs WHERE cleanup_pending = 1 OR desired IN ('delete','clean'))"
          " AND NOT (desired = 'delete' AND phase = 'DELETED' AND cleanup_pending = 0)";
 }

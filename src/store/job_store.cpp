@@ -78,6 +78,12 @@ void configure(Database& db, bool file_backed) {
 
 std::string phase_event_data(const PhaseChange& change) {
   nlohmann::json data = nlohmann::json::object();
+  if (change.release_worker) {
+    data["release_worker"] = true;
+  }
+  if (change.to_queue_head) {
+    data["queue_head"] = true;
+  }
   if (change.host0_ip) {
     data["host0_ip"] = *change.host0_ip;
   }
@@ -115,6 +121,13 @@ std::string list_jobs_sql(const JobFilter& filter) {
   }
   if (!filter.user.empty()) {
     conditions.emplace_back("user = :user");
+  }
+  if (!filter.kinds.empty()) {
+    std::string in = "kind IN (";
+    for (std::size_t i = 0; i < filter.kinds.size(); ++i) {
+      in += (i == 0 ? "'" : ", '") + std::string(to_string(filter.kinds[i])) + "'";
+    }
+    conditions.push_back(in + ")");
   }
   std::string sql = select_jobs(filter.with_config);
   for (std::size_t i = 0; i < conditions.size(); ++i) {
@@ -201,8 +214,8 @@ JobStore::create_jobs(const std::vector<NewJob>& jobs,
   Transaction transaction(impl_->db);
   auto insert = impl_->statements.get(
       "INSERT INTO jobs (name, user, accelerator, zone, pricing, tpu_name, hosts, phase, desired, phase_reason, "
-      "created_ms, updated_ms, phase_since_ms, config_path, sweep_label) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'PENDING', 'run', 'created', ?8, ?8, ?8, ?9, ?10)");
+      "created_ms, updated_ms, phase_since_ms, config_path, sweep_label, kind, priority, max_failures) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'PENDING', 'run', ?11, ?8, ?8, ?8, ?9, ?10, ?12, ?13, ?14)");
   auto insert_config = impl_->statements.get("INSERT INTO job_configs (job_id, config_yaml) VALUES (?1, ?2)");
   for (const NewJob& job : jobs) {
     insert->bind(1, job.name);
@@ -215,6 +228,10 @@ JobStore::create_jobs(const std::vector<NewJob>& jobs,
     insert->bind(8, now);
     insert->bind(9, job.config_path);
     insert->bind(10, job.sweep_label);
+    insert->bind(11, job.kind == domain::JobKind::task ? "queued" : "created");
+    insert->bind(12, to_string(job.kind));
+    insert->bind(13, job.priority);
+    insert->bind(14, job.max_failures);
     insert->run();
     insert->reset();
     const std::int64_t id = impl_->db.last_insert_rowid();
@@ -226,7 +243,15 @@ JobStore::create_jobs(const std::vector<NewJob>& jobs,
     if (!job.sweep_label.empty()) {
       data["sweep_label"] = job.sweep_label;
     }
-    impl_->insert_event(id, now, "created", std::nullopt, Phase::pending, "created " + job.name, data.dump());
+    std::string message = "created " + job.name;
+    if (job.kind != domain::JobKind::job) {
+      data["kind"] = to_string(job.kind);
+      message = (job.kind == domain::JobKind::task ? "submitted task " : "started worker ") + job.name;
+    }
+    if (job.priority != 0) {
+      data["priority"] = job.priority;
+    }
+    impl_->insert_event(id, now, "created", std::nullopt, Phase::pending, message, data.dump());
     ids.push_back(id);
   }
   if (before_commit) {
@@ -332,7 +357,11 @@ bool JobStore::transition(std::int64_t id, std::optional<Phase> expected, const 
         "UPDATE jobs SET phase = ?2, phase_reason = ?3, phase_since_ms = ?4, updated_ms = ?5, finished_ms = ?6, "
         "host0_ip = COALESCE(?7, host0_ip), exit_code = COALESCE(?8, exit_code), "
         "preemptions = preemptions + ?9, failures = failures + ?10, "
-        "cleanup_pending = COALESCE(?11, cleanup_pending) WHERE id = ?1");
+        "cleanup_pending = COALESCE(?11, cleanup_pending), "
+        "worker_id = CASE WHEN ?12 THEN NULL ELSE worker_id END, "
+        "queue_order = CASE WHEN ?13 THEN (SELECT COALESCE(MIN(q.queue_order), 0) - 1 FROM jobs AS q "
+        "WHERE q.kind = 'task' AND q.phase = 'PENDING' AND q.desired = 'run') ELSE queue_order END "
+        "WHERE id = ?1");
     update->bind(1, id);
     update->bind(2, to_string(change.to));
     update->bind(3, change.reason);
@@ -348,11 +377,27 @@ bool JobStore::transition(std::int64_t id, std::optional<Phase> expected, const 
     if (change.cleanup_pending) {
       update->bind(11, *change.cleanup_pending ? 1 : 0);
     }
+    update->bind(12, change.release_worker ? 1 : 0);
+    update->bind(13, change.to_queue_head ? 1 : 0);
     update->run();
   }
   impl_->insert_event(id, now, "phase", from, change.to, change.reason, phase_event_data(change));
   transaction.commit();
   return true;
+}
+
+void JobStore::record_observation(std::int64_t job_id, std::string_view state, std::string_view message,
+                                  std::string_view data_json) {
+  const std::int64_t now = util::now_ms();
+  Transaction transaction(impl_->db);
+  if (!impl_->insert_event(job_id, now, "observation", std::nullopt, std::nullopt, message, data_json)) {
+    throw_no_such_job(job_id);
+  }
+  auto update = impl_->statements.get("UPDATE jobs SET slice_state = ?2 WHERE id = ?1");
+  update->bind(1, job_id);
+  update->bind(2, state);
+  update->run();
+  transaction.commit();
 }
 
 void JobStore::append_event(std::int64_t job_id, std::string_view kind, std::string_view message,

@@ -140,7 +140,34 @@ constexpr std::string_view v7 = R"sql(
 CREATE INDEX attempts_unreleased ON attempts(queued_resource, node, zone) WHERE released_ms IS NULL;
 )sql";
 
-constexpr std::array<Migration, 7> all{{
+// Version 8: pools of slices and a queue of tasks on one state machine. jobs.kind says what a record is: a job (a task
+// on a slice of its own), a worker (a slice kept to run tasks on) or a task (run on a worker's slice). A task's
+// worker_id names the worker whose slice it holds, from its claim until it lets go; the unique index makes a worker
+// hold one task at most, and a task can name one worker only. attempts.worker_id marks a task's attempt, which borrows
+// its worker's slice: the worker releases the slice, so such attempts never count as holding one. tasks_queued is the
+// queue, in the order tasks are taken; jobs_driven is what a supervisor reads every second, without the queued tasks
+// (which no supervisor drives until a worker claims them). jobs.slice_state is what the last listing said of the
+// record's slice ("ACTIVE", "SUSPENDED", "gone"), for `status` to show without asking the cloud; jobs.max_failures
+// is the config's failure budget (a task's retries), for the same reason.
+constexpr std::string_view v8 = R"sql(
+ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'job' CHECK (kind IN ('job','worker','task'));
+ALTER TABLE jobs ADD COLUMN worker_id INTEGER;
+ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN queue_order INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN slice_state TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN max_failures INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN worker_id INTEGER;
+CREATE UNIQUE INDEX tasks_on_worker ON jobs(worker_id) WHERE worker_id IS NOT NULL;
+CREATE INDEX tasks_queued ON jobs(accelerator, priority DESC, queue_order, id)
+  WHERE kind = 'task' AND phase = 'PENDING' AND desired = 'run';
+CREATE INDEX jobs_driven ON jobs(id)
+  WHERE phase NOT IN ('SUCCEEDED','FAILED','CANCELLED','DELETED') AND NOT (kind = 'task' AND phase = 'PENDING' AND desired = 'run');
+CREATE INDEX jobs_by_kind ON jobs(kind, id) WHERE kind != 'job';
+DROP INDEX attempts_unreleased;
+CREATE INDEX attempts_unreleased ON attempts(queued_resource, node, zone) WHERE released_ms IS NULL AND worker_id IS NULL;
+)sql";
+
+constexpr std::array<Migration, 8> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -148,6 +175,7 @@ constexpr std::array<Migration, 7> all{{
     {5, "record each attempt's accelerator and hosts", v5},
     {6, "cache what each zone of a cloud offers", v6},
     {7, "index the attempts whose slice is not released", v7},
+    {8, "add workers and a queue of tasks", v8},
 }};
 
 } // namespace

@@ -25,4 +25,13 @@ std::string_view v1_sql();
 // The terminal phases as an SQL list; must stay identical to the WHERE of migration 2's jobs_unfinished index.
 inline constexpr std::string_view terminal_phase_list = "('SUCCEEDED','FAILED','CANCELLED','DELETED')";
 
+// What a supervisor drives besides jobs finishing their cleanup: unfinished records but the queued tasks. Must stay
+// identical to the WHERE of migration 8's jobs_driven index, so that SQLite reads that index alone.
+inline constexpr std::string_view driven_condition =
+    "phase NOT IN ('SUCCEEDED','FAILED','CANCELLED','DELETED') AND NOT (kind = 'task' AND phase = 'PENDING' AND "
+    "desired = 'run')";
+
+// The queue: tasks waiting for a worker; identical to the WHERE of migration 8's tasks_queued index.
+inline constexpr std::string_view queued_condition = "kind = 'task' AND phase = 'PENDING' AND desired = 'run'";
+
 } // namespace jobman::store::schema

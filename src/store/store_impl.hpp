@@ -39,8 +39,8 @@ constexpr int busy_timeout_ms = 10'000;
 constexpr std::string_view job_columns =
     "jobs.id, name, user, accelerator, zone, pricing, tpu_name, hosts, phase, desired, phase_reason, attempt, "
     "preemptions, failures, host0_ip, exit_code, created_ms, updated_ms, phase_since_ms, finished_ms, "
-    "config_path, sweep_label, cleanup_pending";
-constexpr int config_yaml_column = 23;
+    "config_path, sweep_label, cleanup_pending, kind, worker_id, priority, queue_order, slice_state, max_failures";
+constexpr int config_yaml_column = 29;
 
 inline std::string select_jobs(bool with_config) {
   std::string sql = "SELECT ";
@@ -91,6 +91,17 @@ inline void read_job(const Database& db, const Statement& row, bool with_config,
   job.config_path.assign(row.column_text_view(20));
   job.sweep_label.assign(row.column_text_view(21));
   job.cleanup_pending = row.column_int(22) != 0;
+  const auto kind = row.column_text_view(23);
+  if (auto parsed = domain::parse_job_kind(kind)) {
+    job.kind = *parsed;
+  } else {
+    throw Error(db.path() + ": unknown kind '" + std::string(kind) + "' in the database");
+  }
+  job.worker_id = row.column_optional_int64(24);
+  job.priority = row.column_int(25);
+  job.queue_order = row.column_int64(26);
+  job.slice_state.assign(row.column_text_view(27));
+  job.max_failures = row.column_int(28);
   if (with_config) {
     job.config_yaml.assign(row.column_text_view(config_yaml_column));
   } else {
@@ -141,6 +152,9 @@ struct JobStore::Impl {
     insert->run();
     return db.changes() > 0;
   }
+
+  // Inserts the job's next attempt at `where` (jobs.attempt + 1) with its event, inside the caller's transaction.
+  AttemptRecord insert_attempt(std::int64_t job_id, const Placement& where, bool create_pending, std::int64_t now);
 
   bool job_exists(std::int64_t id) {
     auto query = statements.get("SELECT 1 FROM jobs WHERE id = ?1");

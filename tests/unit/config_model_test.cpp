@@ -30,6 +30,16 @@ std::string error_of(const std::string& text, const LoadOptions& options = {}) {
   return "(no error)";
 }
 
+// The error of `text` read as the file `display_name` (whose directory relative paths are found from).
+std::string error_of(const std::string& text, const std::string& display_name) {
+  try {
+    parse_job_configs(text, display_name);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 const ConfigWarning* find_warning(const JobConfig& c, const std::string& key_path) {
   const auto it = std::find_if(c.warnings.begin(), c.warnings.end(),
                                [&](const ConfigWarning& w) { return w.where.key_path == key_path; });
@@ -271,14 +281,15 @@ TEST(ConfigModel, JsonHasEverySectionInAStableOrder) {
   for (const auto& [key, value] : j.items()) {
     keys.push_back(key);
   }
-  EXPECT_EQ(keys, (std::vector<std::string>{"job", "tpu", "gcsfuse", "ssh", "docker", "conda", "venv", "command",
-                                            "recovery", "vars", "brevo_email"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"job", "tpu", "gcsfuse", "ssh", "docker", "conda", "venv", "setup",
+                                            "command", "recovery", "vars", "brevo_email"}));
   EXPECT_EQ(j["tpu"]["accelerator"], "v4-8");
   EXPECT_EQ(j["command"]["workers"], "all");
   EXPECT_EQ(j["recovery"]["max_failures"], 0);
   EXPECT_EQ(j["recovery"]["poll_interval"], "30s");
   EXPECT_EQ(j["vars"]["lr"], "0.1");
   EXPECT_TRUE(j["gcsfuse"].is_null());
+  EXPECT_TRUE(j["setup"].is_null());
   EXPECT_EQ(to_json(c, -1).find('\n'), std::string::npos);
   EXPECT_EQ(to_json(c), to_json(parse_one(minimal() + "vars:\n  lr: 0.1\n"))) << "deterministic";
 }
@@ -412,9 +423,160 @@ TEST(ConfigModel, ProblemsInValuesThePythonJobmanNeverReadsAreWarningsAndTheValu
 
 TEST(ConfigModel, AnyOptionalSectionMayBeNull) {
   const auto c = parse_one(minimal() + "gcsfuse: null\nssh: null\ndocker: null\nconda: null\nvenv: null\n"
-                                       "recovery: null\nvars: null\nsweep: null\nbrevo_email: null\n");
-  EXPECT_FALSE(c.gcsfuse || c.ssh || c.docker || c.conda || c.venv || c.email);
+                                       "setup: null\nrecovery: null\nvars: null\nsweep: null\nbrevo_email: null\n");
+  EXPECT_FALSE(c.gcsfuse || c.ssh || c.docker || c.conda || c.venv || c.setup || c.email);
   EXPECT_EQ(c.recovery.max_failures, 0);
+}
+
+// setup.script: the text, or the file a line of it names (relative to the config's directory), read when the config is
+// loaded, so that the job keeps the text it was created with.
+TEST(ConfigModel, SetupScriptIsItsTextOrTheTextOfTheFileItNames) {
+  const auto text = parse_one(minimal() + "setup:\n  script: |\n    pip install -r requirements.txt\n    echo done\n");
+  ASSERT_TRUE(text.setup);
+  EXPECT_EQ(text.setup->script, "pip install -r requirements.txt\necho done\n");
+  EXPECT_EQ(text.setup->file, "");
+  EXPECT_FALSE(parse_one(minimal()).setup);
+  // One line is a script of one line, ended with a newline, unless it names a file.
+  EXPECT_EQ(parse_one(minimal() + "setup:\n  script: pip install jax\n").setup->script, "pip install jax\n");
+  EXPECT_EQ(parse_one(minimal() + "setup:\n  script: bash ~/setup.sh\n").setup->script, "bash ~/setup.sh\n");
+
+  test::TempDir dir;
+  // A file's text is taken as it is: no ${...} in it is resolved.
+  const std::string script = "#!/bin/bash\nset -e\necho \"${HOME} ${tpu.zone} \\${HOME} $${x}\"\nexit 0";
+  dir.write("scripts/bootstrap.sh", script);
+  const auto path = dir.write("job.yaml", minimal() + "setup:\n  script: scripts/bootstrap.sh\n");
+  const auto configs = load_job_configs(path.string());
+  ASSERT_EQ(configs.size(), 1u);
+  const auto& c = configs[0];
+  ASSERT_TRUE(c.setup);
+  EXPECT_EQ(c.setup->script, script + "\n") << "a newline is added to a file that has none at its end";
+  EXPECT_EQ(c.setup->file, (dir.path() / "scripts/bootstrap.sh").string());
+  EXPECT_TRUE(c.warnings.empty());
+  const auto j = nlohmann::json::parse(to_json(c));
+  EXPECT_EQ(j["setup"]["script"], script + "\n");
+  // From another working directory too: the path is the config's directory's, not the working directory's.
+  dir.write("scripts/scripts/bootstrap.sh", "echo decoy\n");
+  const auto before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path() / "scripts");
+  const auto elsewhere = load_job_configs(path.string());
+  std::filesystem::current_path(before);
+  ASSERT_EQ(elsewhere.size(), 1u);
+  EXPECT_EQ(elsewhere[0].setup->file, (dir.path() / "scripts/bootstrap.sh").string());
+  EXPECT_EQ(elsewhere[0].setup->script, script + "\n");
+}
+
+TEST(ConfigModel, SetupScriptFromAFixtureFileLoads) {
+  const std::string path = JOBMAN_TEST_DATA_DIR "/configs/good/setup-script.yaml";
+  const auto configs = load_job_configs(path);
+  ASSERT_EQ(configs.size(), 1u);
+  ASSERT_TRUE(configs[0].setup);
+  EXPECT_EQ(configs[0].setup->file,
+            std::filesystem::path(JOBMAN_TEST_DATA_DIR "/configs/good/setup-script.sh").lexically_normal().string());
+  EXPECT_EQ(configs[0].setup->script,
+            test::file_text(std::filesystem::path(JOBMAN_TEST_DATA_DIR "/configs/good/setup-script.sh")));
+  EXPECT_TRUE(configs[0].warnings.empty());
+}
+
+// The snapshot holds the script's text, so the recorded config gives the same script whatever the file holds later.
+TEST(ConfigModel, SetupScriptSurvivesTheResolvedYamlRoundTrip) {
+  test::TempDir dir;
+  const std::string script = "echo \"${HOME} ${tpu.zone} \\${HOME} \\\\${vars.x} $${x}\"\n./run.sh";
+  dir.write("setup.sh", script);
+  const auto path = dir.write("job.yaml", minimal() + "setup:\n  script: setup.sh\n");
+  const auto c = load_job_configs(path.string()).front();
+  ASSERT_TRUE(c.setup);
+  dir.write("setup.sh", "echo changed since\n");
+  LoadOptions recorded;
+  recorded.recorded = true;
+  for (const auto& options : {LoadOptions{}, recorded}) {
+    const auto again = parse_one(c.resolved_yaml, options);
+    ASSERT_TRUE(again.setup);
+    EXPECT_EQ(again.setup->script, script + "\n");
+    EXPECT_EQ(again.setup->file, "") << "the snapshot holds the text";
+    EXPECT_EQ(again.resolved_yaml, c.resolved_yaml);
+  }
+  // Text written in the config round-trips too, a one-line script included.
+  for (const std::string& value :
+       {std::string("\"make setup\""), std::string("|\n    echo ${job.name}\n    ./x.sh\n")}) {
+    const auto written = parse_one(minimal() + "setup:\n  script: " + value + "\n");
+    ASSERT_TRUE(written.setup) << value;
+    const auto again = parse_one(written.resolved_yaml);
+    ASSERT_TRUE(again.setup) << value;
+    EXPECT_EQ(again.setup->script, written.setup->script) << value;
+  }
+  EXPECT_EQ(parse_one(minimal() + "setup:\n  script: |\n    echo ${job.name}\n").setup->script, "echo demo\n");
+}
+
+// A secret read from the environment in a script written in the config stays out of the snapshot, as in the command;
+// a script read from a file whose path came from the environment is the file's text.
+TEST(ConfigModel, SetupScriptKeepsEnvironmentCallsOutOfTheSnapshot) {
+  ::setenv("JOBMAN_TEST_SETUP_TOKEN", "hf-s3cr3t", 1);
+  const auto c =
+      parse_one(minimal() + "setup:\n  script: huggingface-cli login --token ${oc.env:JOBMAN_TEST_SETUP_TOKEN}\n");
+  EXPECT_EQ(c.setup->script, "huggingface-cli login --token hf-s3cr3t\n");
+  EXPECT_EQ(c.resolved_yaml.find("hf-s3cr3t"), std::string::npos) << c.resolved_yaml;
+  EXPECT_EQ(c.environment.at("JOBMAN_TEST_SETUP_TOKEN"), "hf-s3cr3t");
+  LoadOptions recorded;
+  recorded.recorded = true;
+  auto back = parse_one(c.resolved_yaml, recorded);
+  EXPECT_TRUE(expand_environment(back, [&](const std::string& name) -> std::optional<std::string> {
+                return c.environment.contains(name) ? std::optional(c.environment.at(name)) : std::nullopt;
+              }).empty());
+  EXPECT_EQ(back.setup->script, c.setup->script);
+  ::unsetenv("JOBMAN_TEST_SETUP_TOKEN");
+
+  test::TempDir dir;
+  const auto file = dir.write("boot.sh", "echo booted\n");
+  ::setenv("JOBMAN_TEST_SETUP_FILE", file.string().c_str(), 1);
+  const auto from_file = parse_one(minimal() + "setup:\n  script: ${oc.env:JOBMAN_TEST_SETUP_FILE}\n");
+  ::unsetenv("JOBMAN_TEST_SETUP_FILE");
+  EXPECT_EQ(from_file.setup->script, "echo booted\n");
+  EXPECT_EQ(from_file.setup->file, file.string());
+  EXPECT_EQ(parse_one(from_file.resolved_yaml, recorded).setup->script, "echo booted\n");
+}
+
+TEST(ConfigModel, SetupScriptErrorsNameTheFileLineAndKey) {
+  EXPECT_EQ(error_of(minimal() + "setup:\n  script: \"\"\n"), "model.yaml:9:11: setup.script: must not be empty");
+  EXPECT_EQ(error_of(minimal() + "setup:\n  script: \"  \"\n"), "model.yaml:9:11: setup.script: must not be empty");
+  EXPECT_EQ(error_of(minimal() + "setup:\n  script: null\n"), "model.yaml:9:11: setup.script: required value is null");
+  EXPECT_EQ(error_of(minimal() + "setup: {}\n"), "model.yaml:8:1: setup.script: required key is missing (write the "
+                                                 "script's text, or the path of a file that holds it)");
+  // setup is jobman's own section: an unknown key is an error, and the only one.
+  EXPECT_EQ(error_of(minimal() + "setup:\n  scripts: x.sh\n"),
+            "model.yaml:9:3: setup.scripts: unknown key (did you mean 'script'?)");
+  EXPECT_EQ(error_of(minimal() + "setup:\n  script: [a]\n"),
+            "model.yaml:9:11: setup.script: expected a string, got a list");
+
+  test::TempDir dir;
+  const auto missing = dir.write("missing.yaml", minimal() + "setup:\n  script: scripts/setup.sh\n");
+  EXPECT_EQ(error_of(test::file_text(missing), missing.string()),
+            missing.string() + ":9:11: setup.script: file not found: " + (dir.path() / "scripts/setup.sh").string() +
+                " (a path is relative to the config's directory; to run a script the workers already have, write a "
+                "command such as 'bash scripts/setup.sh')");
+  dir.write("empty.sh", "\n \n");
+  const auto empty = dir.write("empty.yaml", minimal() + "setup:\n  script: empty.sh\n");
+  EXPECT_EQ(error_of(test::file_text(empty), empty.string()),
+            empty.string() + ":9:11: setup.script: the file " + (dir.path() / "empty.sh").string() + " is empty");
+  dir.write("binary.sh", std::string("\x7f"
+                                     "ELF\x02\x01\x01\0\0\xff\xfe",
+                                     11));
+  const auto binary = dir.write("binary.yaml", minimal() + "setup:\n  script: binary.sh\n");
+  EXPECT_EQ(error_of(test::file_text(binary), binary.string()), binary.string() + ":9:11: setup.script: the file " +
+                                                                    (dir.path() / "binary.sh").string() +
+                                                                    " is not a text file");
+  std::filesystem::create_directories(dir.path() / "a-directory.sh");
+  const auto directory = dir.write("directory.yaml", minimal() + "setup:\n  script: a-directory.sh\n");
+  EXPECT_NE(error_of(test::file_text(directory), directory.string())
+                .find(":9:11: setup.script: cannot read " + (dir.path() / "a-directory.sh").string()),
+            std::string::npos);
+}
+
+TEST(ConfigModel, SetupScriptCanBeSetFromTheCommandLine) {
+  LoadOptions options;
+  options.set_overrides = {"setup.script=echo from --set"};
+  const auto c = parse_one(minimal(), options);
+  ASSERT_TRUE(c.setup);
+  EXPECT_EQ(c.setup->script, "echo from --set\n");
 }
 
 } // namespace

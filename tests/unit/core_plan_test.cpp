@@ -124,5 +124,17 @@ TEST(PlanSetupSteps, RunInOrderOnEveryHostAndTheCommandOnTheSelectedOnes) {
   EXPECT_EQ(steps[3].workers, (std::vector<int>{0, 2}));
 }
 
+TEST(PlanSetupSteps, TheSetupScriptRunsLastOnEveryHostBeforeTheCommand) {
+  const auto config = load(kBase + "venv:\n  name: env\n"
+                                   "setup:\n  script: |\n    pip install -e .\n    make data\n"
+                                   "command:\n  cmd: run\n  workers: [0]\n");
+  const auto steps = setup_steps(config);
+  ASSERT_EQ(steps.size(), 2U);
+  EXPECT_EQ(steps[0].module, "script");
+  EXPECT_NE(steps[0].summary.find("2 lines"), std::string::npos) << steps[0].summary;
+  EXPECT_EQ(steps[0].workers, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(steps[1].module, "command");
+}
+
 } // namespace
 } // namespace jobman::core

@@ -112,15 +112,22 @@ void link_tools(const TempDir& dir, const std::vector<std::string>& tools) {
   }
 }
 
-// Runs `plan`'s script as a worker runs it, in `dir`, with HOME dir/home (whose ~/.jobman/files holds the plan's
-// files, as the setup sends them) and PATH `path`.
-jobman::test::RunResult run_plan(const TempDir& dir, const jobman::remote::SetupPlan& plan, const std::string& path) {
+// Runs `plan`'s script as a worker runs it, with `shell`, in `dir`, with HOME dir/home (whose ~/.jobman/files holds
+// the plan's files, as the setup sends them: copies of local files, and those made from text written out), PATH
+// `path` and `input` on its stdin.
+jobman::test::RunResult run_plan(const TempDir& dir, const jobman::remote::SetupPlan& plan, const std::string& path,
+                                 const std::string& shell = "/bin/bash", const std::string& input = "") {
   fs::create_directories(dir / "home/.jobman/files");
   for (const auto& file : plan.files) {
-    fs::copy_file(file.local_path, dir / "home/.jobman/files" / file.remote_name, fs::copy_options::overwrite_existing);
+    const auto sent = dir / "home/.jobman/files" / file.remote_name;
+    if (file.local_path.empty()) {
+      dir.write("home/.jobman/files/" + file.remote_name, file.content);
+    } else {
+      fs::copy_file(file.local_path, sent, fs::copy_options::overwrite_existing);
+    }
   }
-  return jobman::test::run_program({"/bin/bash", "-c", plan.script},
-                                   {{{"HOME", (dir / "home").string()}, {"PATH", path}}, "", dir.path().string()});
+  return jobman::test::run_program({shell, "-c", plan.script},
+                                   {{{"HOME", (dir / "home").string()}, {"PATH", path}}, input, dir.path().string()});
 }
 
 // The lines of dir/calls, where the stand-ins below record how they were run.
@@ -576,6 +583,199 @@ TEST(RemoteCondaSetup, TheDefaultChannelsTermsAreAcceptedBeforeTheEnvironmentIsC
   const auto second = run_plan(dir, plan, path);
   EXPECT_NE(second.out.find("jobman-setup: conda unchanged"), std::string::npos) << second.out;
   EXPECT_EQ(calls(dir).size(), 4U) << "only the environments are listed again";
+}
+
+// A config whose only setup is the script `text`.
+JobConfig script_config(const std::string& text) {
+  JobConfig config;
+  config.setup = jobman::config::SetupSection{text, ""};
+  return config;
+}
+
+// The plan's file made from setup.script, or nullptr.
+const jobman::remote::SetupFile* script_file(const jobman::remote::SetupPlan& plan) {
+  const auto it = std::find_if(plan.files.begin(), plan.files.end(), [](const jobman::remote::SetupFile& file) {
+    return file.remote_name.ends_with("-setup-script.sh");
+  });
+  return it == plan.files.end() ? nullptr : &*it;
+}
+
+TEST(RemoteSetupScript, IsSentAsAFileNamedByItsContentAndRunsLastAfterTheEnvironment) {
+  const TempDir dir;
+  auto config = full_config(dir);
+  config.setup = jobman::config::SetupSection{"true\n", ""};
+  for (const auto& [env, name] : std::vector<std::pair<EnvType, std::string>>{
+           {EnvType::venv, "venv"}, {EnvType::conda, "conda"}, {EnvType::docker, "docker"}}) {
+    config.job.env_type = env;
+    const auto plan = jobman::remote::plan_setup(config);
+    EXPECT_EQ(plan.modules, (std::vector<std::string>{"ssh", "gcsfuse", name, "script"}));
+    EXPECT_TRUE(plan.script.ends_with("jobman_run_module " + name + "\njobman_run_module script\n")) << plan.script;
+    const auto* file = script_file(plan);
+    ASSERT_NE(file, nullptr) << name;
+    EXPECT_EQ(file->local_path, "") << "made from the config's text, not a local file";
+    EXPECT_EQ(file->content, "true\n");
+    EXPECT_EQ(file->sha256, "a17fcf0a2f50e2d495e4f90ce263410edc183add6c62699a2facbccf60410f74");
+    EXPECT_EQ(file->remote_name, file->sha256 + "-setup-script.sh");
+    EXPECT_NE(plan.script.find("  jobman_verify '" + file->remote_name + "' || return 1\n"), std::string::npos)
+        << plan.script;
+    const auto check = jobman::test::run_program({"/bin/bash", "-n"}, {{}, plan.script, ""});
+    EXPECT_EQ(check.exit_code, 0) << check.err << plan.script;
+  }
+  config.job.env_type = EnvType::none;
+  EXPECT_EQ(jobman::remote::plan_setup(config).modules, (std::vector<std::string>{"ssh", "gcsfuse", "script"}));
+  const auto alone = jobman::remote::plan_setup(script_config("true\n"));
+  EXPECT_EQ(alone.modules, std::vector<std::string>{"script"});
+  ASSERT_EQ(alone.files.size(), 1U);
+  // Another script is another file.
+  const auto other = jobman::remote::plan_setup(script_config("false\n"));
+  ASSERT_EQ(other.files.size(), 1U);
+  EXPECT_NE(other.files[0].remote_name, alone.files[0].remote_name);
+}
+
+TEST(RemoteSetupScript, RunsWithBashFromHomeWithoutStdinAndReportsChangedAtEverySetup) {
+  const TempDir dir;
+  const auto plan = jobman::remote::plan_setup(
+      script_config("echo \"script in $PWD\"\necho ran >> runs\n"
+                    "if read -r line; then echo \"stdin: $line\"; else echo 'stdin is empty'; fi\n"));
+  // The modules' text is POSIX shell: /bin/sh runs it as a login shell would.
+  const auto first = run_plan(dir, plan, system_path(), "/bin/sh", "not for the script\n");
+  EXPECT_EQ(first.exit_code, 0) << first.out << first.err;
+  EXPECT_NE(first.out.find("script in " + (dir / "home").string() + "\n"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("stdin is empty\njobman-setup: script changed\n"), std::string::npos) << first.out;
+  EXPECT_EQ(jobman::test::file_text(dir / "home/runs"), "ran\n");
+  // The script is the user's: it runs at every setup, and never reports unchanged.
+  const auto second = run_plan(dir, plan, system_path(), "/bin/sh");
+  EXPECT_EQ(second.exit_code, 0) << second.out << second.err;
+  EXPECT_NE(second.out.find("jobman-setup: script changed\n"), std::string::npos) << second.out;
+  EXPECT_EQ(second.out.find("unchanged"), std::string::npos) << second.out;
+  EXPECT_EQ(jobman::test::file_text(dir / "home/runs"), "ran\nran\n");
+}
+
+TEST(RemoteSetupScript, AFailingScriptReportsFailedWithItsExitStatus) {
+  const TempDir dir;
+  const auto plan = jobman::remote::plan_setup(script_config("echo before failing\nexit 3\necho never\n"));
+  const auto result = run_plan(dir, plan, system_path(), "/bin/sh");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.out.find("before failing\njobman-setup: script failed (exit 3)\n"), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("never"), std::string::npos) << result.out;
+  EXPECT_EQ(result.out.find("script changed"), std::string::npos) << result.out;
+  EXPECT_NE(result.err.find("jobman: setup.script exited with status 3"), std::string::npos) << result.err;
+  // A script the worker lacks (or has damaged) is not run: the module fails as the others do, with no status.
+  dir.write("home/.jobman/files/" + plan.files[0].remote_name, "echo damaged\n");
+  const auto damaged = jobman::test::run_program(
+      {"/bin/sh", "-c", plan.script}, {{{"HOME", (dir / "home").string()}, {"PATH", system_path()}}, "", ""});
+  EXPECT_EQ(damaged.exit_code, 1);
+  EXPECT_NE(damaged.out.find("jobman-setup: script failed\n"), std::string::npos) << damaged.out;
+  EXPECT_EQ(damaged.out.find("damaged"), std::string::npos) << damaged.out;
+  EXPECT_NE(damaged.err.find("is missing or damaged"), std::string::npos) << damaged.err;
+}
+
+TEST(RemoteSetupScript, RunsInTheVenvActivated) {
+  const TempDir dir;
+  write_executable(dir, "home/venvs/env/bin/python", "#!/bin/sh\n");
+  dir.write("home/venvs/env/bin/activate", "JOBMAN_TEST_ENV=venv; export JOBMAN_TEST_ENV\n");
+  // No requirements here: the venv module uses the worker's venv as it is.
+  auto config = venv_config("env", (dir / "requirements.txt").string(), "");
+  config.setup = jobman::config::SetupSection{"echo \"environment: ${JOBMAN_TEST_ENV:-none}\"\n", ""};
+  const auto result = run_plan(dir, jobman::remote::plan_setup(config), system_path());
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("jobman-setup: venv unchanged\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("environment: venv\njobman-setup: script changed\n"), std::string::npos) << result.out;
+}
+
+TEST(RemoteSetupScript, RunsThroughCondaRunInTheCondaEnvironment) {
+  const TempDir dir;
+  // A conda that lists the environment ml and runs `run ... bash FILE` as bash FILE with JOBMAN_TEST_ENV set.
+  write_executable(dir, "bin/conda",
+                   "#!/bin/sh\necho \"$*\" >> " + shell_quote((dir / "calls").string()) +
+                       "\ncase \"$1\" in\nenv) echo '# conda environments:'; echo 'ml  /c/envs/ml' ;;\n"
+                       "run) while [ \"$1\" != bash ]; do shift; done; JOBMAN_TEST_ENV=conda exec \"$@\" ;;\nesac\n");
+  JobConfig config;
+  config.job.env_type = EnvType::conda;
+  config.conda = jobman::config::CondaSection{"ml", ""};
+  config.setup = jobman::config::SetupSection{"echo \"environment: ${JOBMAN_TEST_ENV:-none}\"\n", ""};
+  const auto plan = jobman::remote::plan_setup(config);
+  ASSERT_EQ(plan.files.size(), 1U);
+  const auto result = run_plan(dir, plan, (dir / "bin").string() + ":" + system_path());
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("jobman-setup: conda unchanged\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("environment: conda\njobman-setup: script changed\n"), std::string::npos) << result.out;
+  EXPECT_EQ(calls(dir), (std::vector<std::string>{
+                            "env list", "run --no-capture-output -n ml bash " +
+                                            (dir / "home/.jobman/files" / plan.files[0].remote_name).string()}));
+}
+
+TEST(RemoteSetupScript, WithDockerRunsOnTheHostNotInAContainer) {
+  const TempDir dir;
+  write_executable(dir, "bin/docker", "#!/bin/sh\necho \"$*\" >> " + shell_quote((dir / "calls").string()) + "\n");
+  JobConfig config;
+  config.job.env_type = EnvType::docker;
+  config.docker = jobman::config::DockerSection{"img:tag", {}, {}, {}, ""};
+  config.setup = jobman::config::SetupSection{"echo \"on the host in $PWD\"\n", ""};
+  const auto result = run_plan(dir, jobman::remote::plan_setup(config), (dir / "bin").string() + ":" + system_path());
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("jobman-setup: docker unchanged\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("on the host in " + (dir / "home").string() + "\njobman-setup: script changed\n"),
+            std::string::npos)
+      << result.out;
+  EXPECT_EQ(calls(dir), (std::vector<std::string>{"info", "image inspect img:tag"})) << "no container is run";
+}
+
+TEST(RemoteSetupScript, HostileScriptTextReachesTheWorkerOnlyAsTheFilesContent) {
+  const TempDir dir;
+  const auto plan = jobman::remote::plan_setup(script_config(hostile() + "\n"));
+  EXPECT_EQ(plan.script.find("touch PWNED"), std::string::npos) << plan.script;
+  ASSERT_EQ(plan.files.size(), 1U);
+  EXPECT_EQ(plan.files[0].content, hostile() + "\n");
+}
+
+// A stand-in gcloud that is one worker on this machine, whose home is $HOME: `ssh` runs the --command text with bash,
+// `scp` copies the sources into the destination under $HOME.
+fs::path fake_worker_gcloud(const TempDir& dir) {
+  return write_executable(
+      dir, "gcloud",
+      "#!/bin/bash\ncase \"$4\" in\nssh)\n"
+      "  for arg in \"$@\"; do case \"$arg\" in --command=*) command=\"${arg#--command=}\" ;; esac; "
+      "done\n  exec bash -c \"$command\" < /dev/null ;;\nscp)\n  shift 4; sources=()\n"
+      "  for arg in \"$@\"; do case \"$arg\" in --*) ;; *:*) dest=\"${arg#*:}\" ;; "
+      "*) sources+=(\"$arg\") ;; esac; done\n"
+      "  cp -L \"${sources[@]}\" \"$HOME/$dest/\" ;;\nesac\n");
+}
+
+TEST(RemoteRunSetup, TheScriptIsSentOnceAndItsFailureIsTheFailedModuleWithItsExitStatus) {
+  const TempDir dir;
+  fs::create_directories(dir / "home");
+  const jobman::remote::SliceTarget target{fake_worker_gcloud(dir).string(),   "p", "us-central2-b", "node", "", "",
+                                           {{"HOME", (dir / "home").string()}}};
+  const std::chrono::milliseconds timeout(60000);
+  // Lines of the script's own that look like reports do not count: the module's report, which comes last, does.
+  const auto failing = jobman::remote::plan_setup(
+      script_config("echo 'jobman-setup: script changed'\necho 'jobman-setup: ssh failed'\nexit 3\n"));
+  ASSERT_EQ(failing.files.size(), 1U);
+  const auto failed = jobman::remote::run_setup(target, {0}, failing, dir / "attempt", timeout);
+  ASSERT_EQ(failed.size(), 1U);
+  EXPECT_EQ(failed[0].uploaded, std::vector<std::string>{failing.files[0].remote_name});
+  EXPECT_EQ(jobman::test::file_text(dir / "home/.jobman/files" / failing.files[0].remote_name),
+            failing.files[0].content);
+  ASSERT_EQ(failed[0].modules.size(), 1U);
+  EXPECT_EQ(failed[0].modules[0].module, "script");
+  EXPECT_EQ(failed[0].modules[0].outcome, jobman::remote::ModuleOutcome::failed);
+  EXPECT_FALSE(failed[0].ok());
+  EXPECT_TRUE(failed[0].error.starts_with("script setup on worker 0 failed (exit 1): ")) << failed[0].error;
+  EXPECT_NE(failed[0].error.find("jobman: setup.script exited with status 3"), std::string::npos) << failed[0].error;
+  EXPECT_NE(jobman::test::file_text(dir / "attempt/setup-0.log").find("jobman-setup: script failed (exit 3)\n"),
+            std::string::npos);
+  // A script that succeeds is changed at every setup; once the worker has it, it is not sent again.
+  const auto passing = jobman::remote::plan_setup(script_config("echo 'jobman-setup: script failed'\n"));
+  for (const bool sent : {true, false}) {
+    const auto done = jobman::remote::run_setup(target, {0}, passing, dir / "attempt", timeout);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_TRUE(done[0].ok()) << done[0].error;
+    EXPECT_EQ(done[0].uploaded.size(), sent ? 1U : 0U);
+    ASSERT_EQ(done[0].modules.size(), 1U);
+    EXPECT_EQ(done[0].modules[0].outcome, jobman::remote::ModuleOutcome::changed);
+    EXPECT_TRUE(done[0].changed());
+  }
 }
 
 TEST(RemoteEnvironmentCommand, NoneLeavesItAloneAndVenvActivatesFirst) {

@@ -107,6 +107,14 @@ struct VenvSection {
   std::string python; // "3.10" or "python3.10".
 };
 
+// `setup:` — jobman's own: a bootstrap script run on every worker after the environment is set up, before the command.
+struct SetupSection {
+  // The script's text, ending with a newline. A config may give the text or the path of a local file (relative to
+  // the config's directory); the file is read when the config is loaded, so a job keeps the text it was created with.
+  std::string script;
+  std::string file; // The file the script was read from, absolute; empty when the config holds the text.
+};
+
 // `command:` — what runs.
 struct CommandSection {
   std::string cmd;
@@ -148,6 +156,7 @@ struct JobConfig {
   std::optional<DockerSection> docker;
   std::optional<CondaSection> conda;
   std::optional<VenvSection> venv;
+  std::optional<SetupSection> setup;
   CommandSection command;
   RecoverySection recovery;
   std::optional<EmailSection> email;
@@ -155,8 +164,9 @@ struct JobConfig {
   std::map<std::string, std::string> sweep_point; // key path -> value for a sweep member; empty otherwise.
   std::vector<ConfigWarning> warnings;
   // The resolved document, as snapshotted into the store. In the keys whose values reach the workers or the node
-  // as written (command.cmd, docker.env_vars and docker.flags, tpu.metadata and tpu.startup_script, vars), an
-  // ${oc.env:...} call stays a call, so that a secret read from the environment is never stored.
+  // as written (command.cmd, docker.env_vars and docker.flags, tpu.metadata and tpu.startup_script, setup.script
+  // written in the config, vars), an ${oc.env:...} call stays a call, so that a secret read from the environment is
+  // never stored.
   std::string resolved_yaml;
   // The values those calls read now, by variable: kept beside the job, out of the store, for its launches.
   std::map<std::string, std::string> environment;

@@ -17,6 +17,8 @@ struct LoadOptions {
   std::string default_zone;               // Zone used when the config has no tpu.zone (the settings' zone).
   // The text is a recorded config (a job's snapshot): its ${oc.env:...} calls are kept, for expand_environment.
   bool recorded = false;
+  // A config without a zone (and no default) is no problem: a task queued for a worker in any zone.
+  bool zone_optional = false;
 };
 
 // Loads a config file and expands sweeps: one JobConfig per combination (one when there is no sweep).

@@ -40,6 +40,11 @@ domain::NewJob to_new_job(const config::JobConfig& config, const std::string& us
 std::vector<std::int64_t> create_jobs(store::JobStore& store, const std::vector<config::JobConfig>& configs,
                                       const std::string& user);
 
+// Records `rows` (each made from the config at the same position, by to_new_job and then adjusted: a worker, a task)
+// in one transaction, with the values of the environment variables each config read; returns their ids.
+std::vector<std::int64_t> record_jobs(store::JobStore& store, const std::vector<config::JobConfig>& configs,
+                                      const std::vector<domain::NewJob>& rows);
+
 // "lr=0.1,bs=32" for a sweep member; empty otherwise.
 std::string sweep_label(const config::JobConfig& config);
 

@@ -22,6 +22,15 @@ bool is_terminal(Phase phase);
 // Every phase, in lifecycle order.
 const std::vector<Phase>& all_phases();
 
+// What a record is. One state machine drives all three: a job is a task on a slice of its own; a worker holds a
+// slice and runs tasks on it; a task runs on a worker's slice, borrowed for one attempt at a time.
+enum class JobKind { job, worker, task };
+
+// "job", "worker", "task".
+std::string_view to_string(JobKind kind);
+// Inverse of to_string.
+std::optional<JobKind> parse_job_kind(std::string_view text);
+
 // What the user wants; the supervisor makes the world match it.
 enum class DesiredState { run, stop, remove, clean };
 
@@ -33,6 +42,7 @@ std::optional<DesiredState> parse_desired_state(std::string_view text);
 // One job row.
 struct JobRecord {
   std::int64_t id = 0;
+  JobKind kind = JobKind::job;
   std::string name;
   std::string user;
   std::string accelerator;
@@ -55,11 +65,18 @@ struct JobRecord {
   std::string config_path;                 // The file given to `create`, absolute.
   std::string sweep_label;                 // "lr=0.1,bs=32" for sweep members; empty otherwise.
   bool cleanup_pending = false;            // Finished, but its slice is still to be released.
-  std::string config_yaml;                 // The resolved config snapshot; filled only when asked for.
+  // A task: the worker whose slice it holds now (from its claim until it lets go); nullopt while queued or done.
+  std::optional<std::int64_t> worker_id;
+  int priority = 0;             // A task: higher runs first.
+  std::int64_t queue_order = 0; // A task: FIFO within a priority (smaller first; the head after a preemption).
+  std::string slice_state;      // What the last listing said of its slice ("ACTIVE", "SUSPENDED", "gone"); "" unknown.
+  int max_failures = 0;         // The failure budget (a task's retries), as its config set it.
+  std::string config_yaml;      // The resolved config snapshot; filled only when asked for.
 };
 
 // What `create` records.
 struct NewJob {
+  JobKind kind = JobKind::job;
   std::string name;
   std::string user;
   std::string accelerator;
@@ -70,6 +87,8 @@ struct NewJob {
   std::string config_path;
   std::string sweep_label;
   std::string config_yaml;
+  int priority = 0;     // A task's.
+  int max_failures = 0; // The config's failure budget.
 };
 
 // Where an attempt runs: its slice's names, zone, accelerator and number of hosts.
@@ -79,6 +98,8 @@ struct Placement {
   std::string zone;
   std::string accelerator; // Empty: the job's.
   int hosts = 0;           // 0: the job's.
+  // A task's attempt: the worker whose slice it borrows. The worker holds and releases the slice, never the task.
+  std::optional<std::int64_t> worker_id;
 };
 
 // One attempt: one slice requested, set up and run. Its row is where the attempt runs (the job row keeps what was
@@ -97,13 +118,16 @@ struct AttemptRecord {
   std::optional<int> exit_code;
   std::optional<std::int64_t> released_ms; // When its queued resource and node (or its node) were confirmed gone.
   bool create_pending = false; // Its queued resource (or node) is being asked for; the API has not accepted it yet.
+  std::optional<std::int64_t> worker_id; // A task's attempt: the worker whose slice it borrowed.
 
   // The resource that holds the slice: its queued resource, or its node when it has none (tpu-vm mode).
   [[nodiscard]] const std::string& slice_name() const { return queued_resource.empty() ? node : queued_resource; }
   // Whether the slice is a node created directly (tpu-vm mode), without a queued resource.
   [[nodiscard]] bool node_only() const { return queued_resource.empty() && !node.empty(); }
   // Where it runs, for the next attempt on the same slice.
-  [[nodiscard]] Placement placement() const { return {queued_resource, node, zone, accelerator, hosts}; }
+  [[nodiscard]] Placement placement() const { return {queued_resource, node, zone, accelerator, hosts, worker_id}; }
+  // Whether the attempt holds its slice (and must release it): every attempt but a task's, which borrows a worker's.
+  [[nodiscard]] bool holds_slice() const { return !worker_id && !slice_name().empty(); }
 };
 
 // One timestamped, append-only fact about a job.
@@ -136,6 +160,8 @@ struct PhaseChange {
   int add_preemptions = 0;
   int add_failures = 0;
   std::optional<bool> cleanup_pending; // Set or clear JobRecord::cleanup_pending with the change.
+  bool release_worker = false;         // A task lets its worker go (JobRecord::worker_id cleared).
+  bool to_queue_head = false;          // A task goes back to the head of the queue (a preempted one).
 };
 
 } // namespace jobman::domain

@@ -1,6 +1,6 @@
-// Setting the workers up for a job, from its config: ssh keys and config entries, the gcsfuse mount, then the
-// environment (venv, conda or docker). Every module checks before it acts, so a rerun on a healthy worker changes
-// nothing; every worker's output goes to <attempt_dir>/setup-<w>.log.
+// Setting the workers up for a job, from its config: ssh keys and config entries, the gcsfuse mount, the environment
+// (venv, conda or docker), then the user's setup.script. Every module but the script checks before it acts, so a
+// rerun on a healthy worker changes nothing; every worker's output goes to <attempt_dir>/setup-<w>.log.
 #pragma once
 
 #include "jobman/config/job_config.hpp"
@@ -16,21 +16,27 @@ namespace jobman::remote {
 // A local file the setup needs on every worker. It is copied to ~/.jobman/files/<remote_name>, named by its content,
 // so that a worker that has it already is not sent it again.
 struct SetupFile {
-  std::string local_path;  // Absolute.
+  std::string local_path;  // Absolute; empty for a file made from `content`.
   std::string sha256;      // Hex digest of the content.
   std::string remote_name; // "<sha256>-<file name>".
+  std::string content;     // The text sent when local_path is empty: setup.script, which the config holds.
 };
 
 // What setting a worker up takes: the files to send and the script that runs the modules in order.
 struct SetupPlan {
-  std::vector<std::string> modules; // "ssh", "gcsfuse", then "venv", "conda" or "docker"; in order.
+  std::vector<std::string> modules; // "ssh", "gcsfuse", then "venv", "conda" or "docker", then "script"; in order.
   std::vector<SetupFile> files;
-  std::string script; // Shell text; prints "jobman-setup: MODULE unchanged|changed|failed" per module run.
+  // Shell text; prints "jobman-setup: MODULE unchanged|changed|failed" per module run ("jobman-setup: script failed
+  // (exit N)" for a setup script that exited with N).
+  std::string script;
 };
 
 // Builds the plan from the config. A local file that does not exist is not sent: its module goes on where the
 // worker already has what the file would make (the environment, the key) and fails naming the file where it does
-// not. Throws jobman::Error naming a local file that exists but cannot be read.
+// not. setup.script is sent as the file "<sha256>-setup-script.sh" and run last, with bash, from the home directory,
+// in the job's environment (the venv activated, or through `conda run`; on the host for docker, not in a container),
+// at every setup: it reports changed, or failed with its exit status. Throws jobman::Error naming a local file that
+// exists but cannot be read.
 SetupPlan plan_setup(const config::JobConfig& config);
 
 // How one module went on one worker.

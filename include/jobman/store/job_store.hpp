@@ -19,11 +19,21 @@ namespace jobman::store {
 struct JobFilter {
   bool include_history = false; // false: unfinished jobs plus those finished within `recent_ms`.
   std::int64_t recent_ms = 24LL * 3600 * 1000;
-  std::int64_t now_ms = 0;           // Reference time for `recent_ms`; 0 means the clock.
-  std::vector<domain::Phase> phases; // Empty: any phase.
-  std::string name_glob;             // Empty: any name.
-  std::string user;                  // Empty: any user.
-  bool with_config = false;          // Fill JobRecord::config_yaml.
+  std::int64_t now_ms = 0;            // Reference time for `recent_ms`; 0 means the clock.
+  std::vector<domain::Phase> phases;  // Empty: any phase.
+  std::string name_glob;              // Empty: any name.
+  std::string user;                   // Empty: any user.
+  std::vector<domain::JobKind> kinds; // Empty: any kind.
+  bool with_config = false;           // Fill JobRecord::config_yaml.
+};
+
+// What a worker offers the queue: its slice, and what a task may ask of it.
+struct WorkerOffer {
+  std::int64_t worker_id = 0;
+  std::string accelerator;     // A task runs on a worker of its accelerator only.
+  std::string zone;            // And of its zone, when it names one.
+  std::string pricing;         // And of its pricing, when it names one.
+  domain::Placement placement; // The worker's slice (its current attempt's), which the task's attempt borrows.
 };
 
 // What one zone of a cloud offers, as its catalog methods last answered.
@@ -85,6 +95,9 @@ public:
   // Returns false, changing nothing, when the phase was not `expected`.
   bool transition(std::int64_t id, std::optional<domain::Phase> expected, const domain::PhaseChange& change);
 
+  // Records what a listing said of the job's slice (JobRecord::slice_state) with an `observation` event.
+  void record_observation(std::int64_t job_id, std::string_view state, std::string_view message,
+                          std::string_view data_json);
   // Appends an event.
   void append_event(std::int64_t job_id, std::string_view kind, std::string_view message,
                     std::string_view data_json = {});
@@ -123,6 +136,17 @@ public:
   // How many jobs of jobs_to_drive() no live lease covers at `now_ms` (none taken, or expired): jobs nobody drives.
   // Three index scans and a lease lookup per such job; cheap enough for `list` to ask every time.
   [[nodiscard]] int count_undriven_jobs(std::int64_t now_ms) const;
+
+  // Claims the first queued task `worker` can run (highest priority first, then queue order) in one transaction: the
+  // task moves to SETUP naming the worker, its next attempt begins on the worker's slice, and `owner` takes its lease.
+  // nullopt, changing nothing, when no task matches or the worker holds one already. Two supervisors claiming at once
+  // never get the same task, and a worker never holds two (the tasks_on_worker index).
+  std::optional<std::int64_t> claim_task(const WorkerOffer& worker, const std::string& owner, std::int64_t ttl_ms,
+                                         std::int64_t now_ms);
+  // The task that holds the worker's slice now, if any.
+  [[nodiscard]] std::optional<std::int64_t> task_of_worker(std::int64_t worker_id) const;
+  // How many tasks wait in the queue.
+  [[nodiscard]] std::int64_t queued_tasks() const;
 
   // Takes the job's lease if it is free, expired, or already `owner`'s. True when `owner` holds it.
   bool try_acquire_lease(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms, std::int64_t now_ms);

@@ -48,12 +48,15 @@ struct Driven {
   bool create_again = false; // tpu-vm mode: the create failed for capacity; ask again once the backoff passes.
   std::shared_ptr<Stream> stream;
   int unreachable = 0;
+  // A task: its own config, before its worker lent it the connection and the environment (config); its setup
+  // modules are the ones it runs on the worker's slice.
+  std::shared_ptr<const config::JobConfig> own_config;
 
   // The attempt that holds a slice (a queued resource, or a node in tpu-vm mode) not yet released, if any (the
-  // newest).
+  // newest). A task's attempts borrow their worker's slice and hold none.
   [[nodiscard]] const domain::AttemptRecord* open_slice() const {
     for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
-      if (!it->released_ms && !it->slice_name().empty()) {
+      if (!it->released_ms && it->holds_slice()) {
         return &*it;
       }
     }

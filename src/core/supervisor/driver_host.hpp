@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 namespace jobman::core::supervision {
 
@@ -33,6 +34,9 @@ public:
   // as news about job `id` (it ends no operation). An empty one is dropped.
   virtual void watch_in_background(std::int64_t id, Work watch) = 0;
 
+  // Claims the next task `worker` can run (JobStore::claim_task) under this loop's lease, and drives it from now on;
+  // its id, or nullopt when none was free.
+  virtual std::optional<std::int64_t> claim(Driven& worker, const store::WorkerOffer& offer) = 0;
   // The job with this id, while the loop drives it; nullptr once it was dropped.
   virtual Driven* find(std::int64_t id) = 0;
 

@@ -47,7 +47,8 @@ void JobDriver::create_slice(Driven& d) {
   const std::string name = resource_id(d.job.tpu_name, d.job.id, d.job.attempt + 1);
   const bool direct = d.config->tpu.allocation_mode == config::AllocationMode::tpu_vm;
   store().begin_attempt(
-      d.job.id, domain::Placement{direct ? std::string() : name, name, d.job.zone, d.job.accelerator, d.job.hosts},
+      d.job.id,
+      domain::Placement{direct ? std::string() : name, name, d.job.zone, d.job.accelerator, d.job.hosts, std::nullopt},
       true);
   reload(d);
   request_slice(d, *d.current());

@@ -113,6 +113,9 @@ void JobDriver::end_open_attempt(Driven& d, const std::string& outcome, std::opt
 
 void JobDriver::step(Driven& d) {
   const auto& job = d.job;
+  if (job.kind == domain::JobKind::worker && (job.phase != Phase::running || job.desired != DesiredState::run)) {
+    wake_task_of(d); // Its task, if it has one, must let go of the slice.
+  }
   if (job.desired == DesiredState::remove || job.desired == DesiredState::clean) {
     tear_down(d);
   } else if (domain::is_terminal(job.phase)) {
@@ -135,11 +138,23 @@ void JobDriver::step(Driven& d) {
 void JobDriver::drive(Driven& d) {
   switch (d.job.phase) {
   case Phase::pending:
-  case Phase::recovering: acquire_slice(d); break;
+  case Phase::recovering:
+    if (d.job.kind == domain::JobKind::task) {
+      host_.drop_later(d.job.id); // Queued: a worker claims it.
+    } else {
+      acquire_slice(d);
+    }
+    break;
   case Phase::queued:
   case Phase::provisioning: await_slice(d); break;
   case Phase::setup: set_up(d); break;
-  case Phase::running: watch(d); break;
+  case Phase::running:
+    if (d.job.kind == domain::JobKind::worker) {
+      serve(d);
+    } else {
+      watch(d);
+    }
+    break;
   default: break;
   }
 }

@@ -42,6 +42,8 @@ inline constexpr int kUnreachableLimit = 3;
 
 // "job 000042", for logs.
 std::string job_label(std::int64_t id);
+// "worker 000042", for messages.
+std::string worker_label(std::int64_t id);
 
 // Which cloud resource holds an attempt's slice: a queued resource (with its node), or a node created directly
 // (tpu-vm mode). Everything that asks the cloud about a slice, or deletes it, goes by this.
@@ -150,6 +152,34 @@ private:
   // The slice or the workload was lost: ends the attempt and spends a preemption (RECOVERING or FAILED).
   void preempted(Driven& d, const std::string& what, int exit_code);
 
+  // ---- pool.cpp ----
+  // A worker in RUNNING: its slice is set up and it serves the queue. It watches its slice as a job does, and takes
+  // the next task it can run whenever it holds none and the last listing showed the slice ACTIVE.
+  void serve(Driven& worker);
+  // Whether a worker lends its slice to tasks now: RUNNING, wanted running, its slice ACTIVE as far as the listings
+  // tell, and (when `borrowed` is given) the slice that attempt runs on.
+  static bool lends_slice(const Driven& worker, const domain::AttemptRecord* borrowed);
+  // The task that holds the worker's slice now, if any.
+  std::optional<std::int64_t> task_of(const Driven& worker);
+  // Marks the worker's task for a step: the worker no longer lends it the slice, or is waiting for it to let go.
+  void wake_task_of(const Driven& worker);
+  // A worker about to stop, be deleted, be set up again or recover: true while a task still holds its slice (the
+  // task is woken to let go, and wakes the worker when it has).
+  bool worker_waits_for_task(Driven& worker);
+  // A task in SETUP or RUNNING whose worker no longer lends it the slice: its workload is stopped where the slice is
+  // still up, and it goes back to the head of the queue. True when that happened (or is under way).
+  bool task_lost_worker(Driven& task);
+  // Sends a task back to the queue with its attempt ended as `outcome`, applying `c` (its reason and budgets) with the
+  // move: at the head after an interruption (counted as a preemption, never spent), else at its place; it lets its
+  // worker go, and this supervisor lets it go.
+  void requeue_task(Driven& task, const std::string& outcome, std::optional<int> exit_code, domain::PhaseChange c,
+                    bool head);
+  // Ends a task (a terminal `c`), letting its worker go.
+  void finish_task(Driven& task, const domain::PhaseChange& c);
+  // Marks the worker for a step: it may take the next task. With `doubt_slice`, only once the next listing shows its
+  // slice ACTIVE (the task may have ended because the slice is going).
+  void wake(std::optional<std::int64_t> worker, bool doubt_slice);
+
   // ---- teardown.cpp ----
   // Whether the current attempt's workload may be running and should be stopped.
   [[nodiscard]] bool workload_may_run(const Driven& d) const;
@@ -173,6 +203,10 @@ private:
   std::shared_ptr<const CloudAccess> access_;
   std::shared_ptr<Counters> counters_;
 };
+
+// What a task borrows from its worker besides the slice, where its own config is silent: how to connect (the remote
+// user, the ssh key, gcloud's flags) and the environment the worker set up (venv, conda or docker).
+void lend_worker_settings(const config::JobConfig& worker, config::JobConfig& task);
 
 // Every worker host of a slice: 0 .. hosts-1.
 std::vector<int> all_workers(int hosts);

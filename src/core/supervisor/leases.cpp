@@ -24,6 +24,8 @@ void SupervisorLoop::read_jobs() {
     return;
   }
   std::set<std::int64_t> present;
+  // Workers and jobs first: a task claimed by a worker is driven by the supervisor that drives the worker.
+  std::stable_partition(rows.begin(), rows.end(), [](const auto& r) { return r.kind != domain::JobKind::task; });
   for (auto& row : rows) {
     if (!options.only.empty() && std::find(options.only.begin(), options.only.end(), row.id) == options.only.end()) {
       continue;
@@ -31,6 +33,10 @@ void SupervisorLoop::read_jobs() {
     present.insert(row.id);
     auto it = driven.find(row.id);
     if (it == driven.end()) {
+      if (row.kind == domain::JobKind::task && row.worker_id && !driven.contains(*row.worker_id) &&
+          worker_is_live(*row.worker_id)) {
+        continue; // Another supervisor drives its worker, and so the task.
+      }
       adopt(std::move(row));
       continue;
     }
@@ -46,6 +52,23 @@ void SupervisorLoop::read_jobs() {
       to_drop.push_back(id);
     }
   }
+}
+
+bool SupervisorLoop::worker_is_live(std::int64_t worker_id) {
+  const auto worker = job_store->find_job(worker_id);
+  return worker && !domain::is_terminal(worker->phase);
+}
+
+std::optional<std::int64_t> SupervisorLoop::claim(Driven& worker, const store::WorkerOffer& offer) {
+  const auto id = job_store->claim_task(offer, options.owner, options.lease_ttl.count(), now_ms());
+  if (!id) {
+    return std::nullopt;
+  }
+  if (auto row = job_store->find_job(*id)) {
+    adopt(std::move(*row));
+  }
+  worker.dirty = true;
+  return id;
 }
 
 void SupervisorLoop::adopt(domain::JobRecord row) {
@@ -75,6 +98,15 @@ void SupervisorLoop::adopt(domain::JobRecord row) {
     if (const auto missing = expand_recorded_environment(id, config); !missing.empty()) {
       throw Error("the environment variable " + missing.front() +
                   ", which it reads with ${oc.env:...}, was not set at create and is not set for the supervisor");
+    }
+    if (d.job.kind == domain::JobKind::task) {
+      // A task runs as its worker connects and in its worker's environment, unless its own config says otherwise.
+      d.own_config = std::make_shared<const config::JobConfig>(config);
+      if (d.job.worker_id) {
+        if (const Driven* worker = find(*d.job.worker_id); worker != nullptr && worker->config) {
+          lend_worker_settings(*worker->config, config);
+        }
+      }
     }
     d.config = std::make_shared<const config::JobConfig>(std::move(config));
   } catch (const std::exception& e) {

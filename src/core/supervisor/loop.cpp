@@ -67,6 +67,12 @@ void SupervisorLoop::run(const std::stop_token& stop) {
     if (now >= next_observe) {
       observe();
       next_observe = now + tick;
+      // Serving workers look at the queue every tick (a read of one index when nothing waits for them).
+      for (auto& [id, d] : driven) {
+        if (d.job.kind == domain::JobKind::worker && d.job.phase == domain::Phase::running) {
+          d.dirty = true;
+        }
+      }
     }
     sweep_if_due(now);
     for (auto& [id, d] : driven) {

@@ -52,6 +52,7 @@ public:
   void dispatch(Driven& d, Work work) override;
   void dispatch_detached(std::function<void()> task) override;
   void watch_in_background(std::int64_t id, Work watch) override;
+  std::optional<std::int64_t> claim(Driven& worker, const store::WorkerOffer& offer) override;
   Driven* find(std::int64_t id) override;
   void drop_later(std::int64_t id) override { to_drop.push_back(id); }
   void forget_lease(std::int64_t id) override;
@@ -76,6 +77,8 @@ private:
   void read_jobs();
   // Takes the job's lease (unless another supervisor holds a live one) and starts driving it.
   void adopt(domain::JobRecord row);
+  // Whether the worker is unfinished (so that whoever drives it drives its task too).
+  bool worker_is_live(std::int64_t worker_id);
   // Renews every held lease a quarter of its life apart, on its own connection; tells the loop of leases lost.
   void heartbeat_loop(const std::stop_token& stop);
   // Another supervisor took the job: stop driving it (once its operation, if any, returns).

@@ -85,7 +85,7 @@ void SupervisorLoop::observe() {
         std::string message = name;
         message += " is ";
         message += state;
-        job_store->append_event(d->job.id, "observation", message, data.dump());
+        job_store->record_observation(d->job.id, state, message, data.dump());
       }
     }
   }

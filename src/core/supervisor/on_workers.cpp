@@ -28,6 +28,9 @@ remote::LaunchSpec JobDriver::launch_spec(const Driven& d, const domain::Attempt
   spec.zone = slice.zone;
   spec.accelerator = slice.accelerator;
   spec.docker = d.config->job.env_type == config::EnvType::docker;
+  if (d.job.kind == domain::JobKind::task) {
+    spec.extra_env["JOBMAN_TASK_ID"] = util::format_job_id(d.job.id);
+  }
   return spec;
 }
 
@@ -45,6 +48,13 @@ bool JobDriver::slice_active(const CloudAccess& access, Counters& counters, cons
 }
 
 void JobDriver::set_up(Driven& d) {
+  const auto kind = d.job.kind;
+  if (kind == domain::JobKind::task && task_lost_worker(d)) {
+    return;
+  }
+  if (kind == domain::JobKind::worker && worker_waits_for_task(d)) {
+    return; // Set up again (a reboot) only once its task has let go of the slice.
+  }
   const auto* open = d.current();
   if (open == nullptr || open->released_ms) {
     move(d, std::nullopt, change(Phase::pending, "no slice for the attempt; requesting one"));
@@ -56,82 +66,102 @@ void JobDriver::set_up(Driven& d) {
   }
   const auto id = d.job.id;
   const auto config = d.config;
+  // A task sets up only what its own config asks for: its worker set the slice up, and lends it its environment.
+  const auto setup_config = d.own_config ? d.own_config : d.config;
   const auto target = slice_target(*access_, *config, *open);
   const auto hosts = all_workers(open->hosts);
   const auto workers = command_workers(*config, open->hosts);
   const auto dir = attempt_directory(id, d.job.attempt);
   const auto spec = launch_spec(d, *open);
   const auto slice = *open;
-  host_.dispatch(d,
-                 [this, access = access_, counters = counters_, id, config, target, hosts, workers, dir, spec,
-                  slice]() -> std::function<void()> {
-                   util::ensure_directory(dir, 0700);
-                   const auto plan = remote::plan_setup(*config);
-                   const auto results = remote::run_setup(target, hosts, plan, dir, kSetupTimeout);
-                   std::string failure;
-                   bool lost_host = false;
-                   for (const auto& r : results) {
-                     if (!r.ok()) {
-                       if (failure.empty()) {
-                         failure = "setup failed on worker " + std::to_string(r.worker) + ": " + r.error + " (see " +
-                                   (dir / ("setup-" + std::to_string(r.worker) + ".log")).string() + ")";
-                       }
-                       // A module that failed is the config's problem; anything else (gcloud could not connect or the
-                       // API failed it) is the connection's, and is retried before it counts.
-                       const bool module_failed =
-                           !r.modules.empty() && r.modules.back().outcome == remote::ModuleOutcome::failed;
-                       lost_host = lost_host || r.exit_code == 255 || r.timed_out || !module_failed;
-                     }
-                   }
-                   std::vector<remote::WorkerStatus> launched;
-                   if (failure.empty()) {
-                     launched = remote::launch(target, workers, spec, kRemoteTimeout);
-                     for (const auto& s : launched) {
-                       if (s.state == remote::WorkloadState::unreachable) {
-                         failure = "launch failed on worker " + std::to_string(s.worker) + ": " + s.diagnostic;
-                         lost_host = true;
-                         break;
-                       }
-                     }
-                   }
-                   bool slice_gone = false;
-                   if (lost_host) {
-                     slice_gone = !slice_active(*access, *counters, slice);
-                   }
-                   return [this, id, failure, lost_host, slice_gone, launched] {
-                     Driven* live = host_.find(id);
-                     if (live == nullptr) {
-                       return;
-                     }
-                     if (live->job.desired != DesiredState::run) {
-                       return; // Cancel, delete or clean arrived meanwhile; the next step carries it out.
-                     }
-                     if (failure.empty()) {
-                       live->retry_step = 0;
-                       move(*live, Phase::setup,
-                            change(Phase::running, "launched attempt " + std::to_string(live->job.attempt) + " on " +
-                                                       std::to_string(launched.size()) + " worker(s)"));
-                       return;
-                     }
-                     if (slice_gone) {
-                       preempted(*live, failure + "; the slice is gone", 255);
-                       return;
-                     }
-                     if (lost_host && ++live->unreachable < kUnreachableLimit) {
-                       error_event(*live, failure + "; the slice is ACTIVE, trying again");
-                       backoff(*live);
-                       return;
-                     }
-                     live->unreachable = 0;
-                     const auto c = after_failure(*live->config, live->job.failures, failure);
-                     move(*live, Phase::setup, c);
-                     if (c.to == Phase::setup) {
-                       backoff(*live);
-                     } else {
-                       end_open_attempt(*live, "failed", std::nullopt);
-                     }
-                   };
-                 });
+  host_.dispatch(
+      d,
+      [this, access = access_, counters = counters_, id, config, setup_config, target, hosts, workers, dir, spec, slice,
+       kind]() -> std::function<void()> {
+        util::ensure_directory(dir, 0700);
+        const auto plan = remote::plan_setup(*setup_config);
+        std::vector<remote::WorkerSetup> results;
+        if (kind != domain::JobKind::task || !plan.modules.empty()) {
+          results = remote::run_setup(target, hosts, plan, dir, kSetupTimeout);
+        }
+        std::string failure;
+        bool lost_host = false;
+        for (const auto& r : results) {
+          if (!r.ok()) {
+            if (failure.empty()) {
+              failure = "setup failed on worker " + std::to_string(r.worker) + ": " + r.error + " (see " +
+                        (dir / ("setup-" + std::to_string(r.worker) + ".log")).string() + ")";
+            }
+            // A module that failed is the config's problem; anything else (gcloud could not connect or the
+            // API failed it) is the connection's, and is retried before it counts.
+            const bool module_failed = !r.modules.empty() && r.modules.back().outcome == remote::ModuleOutcome::failed;
+            lost_host = lost_host || r.exit_code == 255 || r.timed_out || !module_failed;
+          }
+        }
+        std::vector<remote::WorkerStatus> launched;
+        if (failure.empty() && kind != domain::JobKind::worker) { // A worker's work is its tasks.
+          launched = remote::launch(target, workers, spec, kRemoteTimeout);
+          for (const auto& s : launched) {
+            if (s.state == remote::WorkloadState::unreachable) {
+              failure = "launch failed on worker " + std::to_string(s.worker) + ": " + s.diagnostic;
+              lost_host = true;
+              break;
+            }
+          }
+        }
+        bool slice_gone = false;
+        if (lost_host) {
+          slice_gone = !slice_active(*access, *counters, slice);
+        }
+        return [this, id, failure, lost_host, slice_gone, launched, hosts] {
+          Driven* live = host_.find(id);
+          if (live == nullptr) {
+            return;
+          }
+          if (live->job.desired != DesiredState::run) {
+            return; // Cancel, delete or clean arrived meanwhile; the next step carries it out.
+          }
+          if (failure.empty()) {
+            live->retry_step = 0;
+            if (live->job.kind == domain::JobKind::worker) {
+              move(*live, Phase::setup,
+                   change(Phase::running, "set up on " + std::to_string(hosts.size()) + " host(s); taking tasks"));
+              return;
+            }
+            move(*live, Phase::setup,
+                 change(Phase::running, "launched attempt " + std::to_string(live->job.attempt) + " on " +
+                                            std::to_string(launched.size()) + " worker(s)"));
+            return;
+          }
+          if (slice_gone) {
+            preempted(*live, failure + "; the slice is gone", 255);
+            return;
+          }
+          if (lost_host && ++live->unreachable < kUnreachableLimit) {
+            error_event(*live, failure + "; the slice is ACTIVE, trying again");
+            backoff(*live);
+            return;
+          }
+          live->unreachable = 0;
+          const auto c = after_failure(*live->config, live->job.failures, failure);
+          if (live->job.kind == domain::JobKind::task) {
+            // The task's own setup failed on its worker: spent like a failed run, the worker let go.
+            if (c.to == Phase::setup) {
+              requeue_task(*live, "failed", std::nullopt, c, false);
+            } else {
+              end_open_attempt(*live, "failed", std::nullopt);
+              finish_task(*live, c);
+            }
+            return;
+          }
+          move(*live, Phase::setup, c);
+          if (c.to == Phase::setup) {
+            backoff(*live);
+          } else {
+            end_open_attempt(*live, "failed", std::nullopt);
+          }
+        };
+      });
 }
 
 void JobDriver::start_stream(Driven& d) {
@@ -177,6 +207,9 @@ void JobDriver::stop_stream(Driven& d) {
 }
 
 void JobDriver::watch(Driven& d) {
+  if (d.job.kind == domain::JobKind::task && task_lost_worker(d)) {
+    return;
+  }
   const auto* open = d.current();
   if (open == nullptr || open->released_ms) {
     move(d, std::nullopt, change(Phase::pending, "no slice for the attempt; requesting one"));
@@ -315,6 +348,10 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
     end_open_attempt(*d, "succeeded", verdict.exit_code);
     domain::PhaseChange c = change(Phase::succeeded, verdict.reason);
     c.exit_code = verdict.exit_code;
+    if (d->job.kind == domain::JobKind::task) {
+      finish_task(*d, c); // The slice is the worker's, kept for the next task.
+      return;
+    }
     c.cleanup_pending = !d->config->tpu.keep_on_success;
     if (d->config->tpu.keep_on_success) {
       c.reason += "; the slice is kept (tpu.keep_on_success)";
@@ -331,6 +368,15 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
     end_open_attempt(*d, "failed", verdict.exit_code);
     auto c = after_failure(*d->config, d->job.failures, verdict.reason);
     c.exit_code = verdict.exit_code;
+    if (d->job.kind == domain::JobKind::task) {
+      // Retried from the queue, as jobman-lite retries a failed task, on whichever worker is free first.
+      if (c.to == Phase::setup) {
+        requeue_task(*d, "failed", verdict.exit_code, c, false);
+      } else {
+        finish_task(*d, c);
+      }
+      return;
+    }
     if (c.to == Phase::setup) {
       next_attempt_on_same_slice(*d, c);
     } else {
@@ -349,6 +395,11 @@ void JobDriver::next_attempt_on_same_slice(Driven& d, const domain::PhaseChange&
 }
 
 void JobDriver::preempted(Driven& d, const std::string& what, int exit_code) {
+  if (d.job.kind == domain::JobKind::task) {
+    // The worker recovers its slice; the task runs again on the next free worker that matches.
+    requeue_task(d, "preempted", exit_code, change(Phase::pending, what), true);
+    return;
+  }
   stop_stream(d);
   end_open_attempt(d, "preempted", exit_code);
   d.unreachable = 0;

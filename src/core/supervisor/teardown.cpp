@@ -12,6 +12,9 @@ using domain::Phase;
 
 // Whether the current attempt's workload may be running and should be stopped.
 bool JobDriver::workload_may_run(const Driven& d) const {
+  if (d.job.kind == domain::JobKind::worker) {
+    return false; // A worker runs nothing of its own; its tasks are stopped by their drivers.
+  }
   const auto* current = d.current();
   return current != nullptr && !current->ended_ms && !current->released_ms &&
          (d.job.phase == Phase::running || d.job.phase == Phase::setup) &&
@@ -38,6 +41,9 @@ void JobDriver::stop_workload(Driven& d, std::function<void(std::optional<int>)>
 }
 
 void JobDriver::cancel(Driven& d) {
+  if (d.job.kind == domain::JobKind::worker && worker_waits_for_task(d)) {
+    return;
+  }
   const auto id = d.job.id;
   if (workload_may_run(d)) {
     stop_workload(d, [this, id](std::optional<int> code) {
@@ -55,6 +61,10 @@ void JobDriver::cancel(Driven& d) {
 
 void JobDriver::finish_cancel(Driven& d) {
   if (d.job.desired != DesiredState::stop || domain::is_terminal(d.job.phase)) {
+    return;
+  }
+  if (d.job.kind == domain::JobKind::task) {
+    finish_task(d, change(Phase::cancelled, "paused by the user"));
     return;
   }
   const auto* open = d.open_slice();
@@ -124,6 +134,9 @@ void JobDriver::delete_slice(Driven& d, const domain::AttemptRecord& open) {
 }
 
 void JobDriver::tear_down(Driven& d) {
+  if (d.job.kind == domain::JobKind::worker && worker_waits_for_task(d)) {
+    return; // Its task goes back to the queue first.
+  }
   const auto id = d.job.id;
   if (workload_may_run(d)) {
     stop_workload(d, [this, id](std::optional<int> code) {
@@ -137,9 +150,15 @@ void JobDriver::tear_down(Driven& d) {
   end_open_attempt(d, "cancelled", std::nullopt);
   release(d, [this, &d] {
     if (d.job.phase != Phase::deleted || d.job.cleanup_pending) {
-      domain::PhaseChange c = change(Phase::deleted, "deleted by the user; no slice left");
+      domain::PhaseChange c =
+          change(Phase::deleted,
+                 d.job.kind == domain::JobKind::task ? "deleted by the user" : "deleted by the user; no slice left");
       c.cleanup_pending = false;
-      move(d, std::nullopt, c);
+      if (d.job.kind == domain::JobKind::task) {
+        finish_task(d, c);
+      } else {
+        move(d, std::nullopt, c);
+      }
     }
     if (d.job.desired == DesiredState::clean) {
       remove_job_directory(d.job.id);

@@ -1,0 +1,192 @@
+// `jobman status`: jobman-lite's two tables, workers and tasks, read from the store alone (no cloud call).
+#include "commands.hpp"
+#include "jobman/core/pool.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+#include "output.hpp"
+#include "waiting.hpp"
+
+#include <map>
+
+namespace jobman::cli {
+
+namespace {
+
+struct StatusOptions {
+  std::string accelerator;
+  std::string zone;
+  bool live_only = false;
+  bool workers_only = false;
+  bool task_only = false;
+  bool json = false;
+};
+
+using domain::Phase;
+
+// What a worker is doing, in jobman-lite's PROCESS column: READY (serving, idle) or BUSY (running a task) while its
+// slice is up; STOPPED once stopped with its slice kept; otherwise its phase.
+std::string process_text(const domain::JobRecord& worker, bool busy) {
+  if (worker.desired != domain::DesiredState::run && !domain::is_terminal(worker.phase)) {
+    return status_text(worker);
+  }
+  switch (worker.phase) {
+  case Phase::running: return busy ? "BUSY" : "READY";
+  case Phase::cancelled: return "STOPPED";
+  default: return std::string(domain::to_string(worker.phase));
+  }
+}
+
+// The slice's state as the last listing saw it: its queued resource (QR) and, once set up, its node (VM).
+std::string qr_text(const domain::JobRecord& worker) {
+  return worker.slice_state.empty() ? "-" : printable(worker.slice_state);
+}
+std::string vm_text(const domain::JobRecord& worker) {
+  // A slice reaches SETUP only once its node is READY; after that a listing that drops it says so.
+  if ((worker.phase == Phase::setup || worker.phase == Phase::running) && worker.slice_state == "ACTIVE") {
+    return "READY";
+  }
+  return "-";
+}
+
+// A task's status: PAUSED for a task held back (a paused task is a cancelled job), else its phase and request.
+std::string task_status(const domain::JobRecord& task) {
+  if (task.phase == Phase::cancelled) {
+    return "PAUSED";
+  }
+  if (task.phase == Phase::pending && task.desired == domain::DesiredState::run) {
+    return task.attempt > 0 ? "QUEUED(again)" : "QUEUED";
+  }
+  return status_text(task);
+}
+
+int run_status(Context& ctx, const StatusOptions& options) {
+  if (options.workers_only && options.task_only) {
+    throw UsageError("--workers-only and --task-only cannot be used together");
+  }
+  if (options.json) {
+    silence_logging();
+  }
+  auto& store = ctx.store();
+  keep_jobs_driven(ctx);
+  const auto workers = core::pool_records(store, domain::JobKind::worker);
+  const auto tasks =
+      options.workers_only ? std::vector<domain::JobRecord>{} : core::pool_records(store, domain::JobKind::task);
+  std::map<std::int64_t, const domain::JobRecord*> task_of_worker;
+  std::map<std::int64_t, const domain::JobRecord*> worker_by_id;
+  for (const auto& task : tasks) {
+    if (task.worker_id) {
+      task_of_worker[*task.worker_id] = &task;
+    }
+  }
+  for (const auto& worker : workers) {
+    worker_by_id[worker.id] = &worker;
+  }
+  const auto wanted = [&](const domain::JobRecord& r) {
+    return (options.accelerator.empty() || r.accelerator == options.accelerator) &&
+           (options.zone.empty() || r.zone == options.zone);
+  };
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+  if (!options.task_only) {
+    Table table({"#", "WORKER", "ACCELERATOR", "ZONE", "PROCESS", "VM", "QR", "TASK"});
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      const auto& w = workers[i];
+      if (!wanted(w) || (options.live_only && w.slice_state != "ACTIVE")) {
+        continue;
+      }
+      const auto task = task_of_worker.find(w.id);
+      const bool busy = task != task_of_worker.end();
+      const std::string process = process_text(w, busy);
+      if (options.json) {
+        auto j = job_json(w);
+        j["index"] = i + 1;
+        j["process"] = process;
+        j["slice_state"] =
+            w.slice_state.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.slice_state);
+        j["task_id"] = busy ? nlohmann::ordered_json(task->second->id) : nlohmann::ordered_json(nullptr);
+        rows.push_back(std::move(j));
+        continue;
+      }
+      table.add_row({std::to_string(i + 1), printable(w.name), w.accelerator, w.zone, process, vm_text(w), qr_text(w),
+                     busy ? util::format_job_id(task->second->id) : "-"},
+                    phase_color(w.phase), 4);
+    }
+    if (options.json) {
+      json["workers"] = std::move(rows);
+    } else {
+      *ctx.out << "=== Workers ===\n";
+      if (table.size() == 0) {
+        *ctx.out << "  (none)\n";
+      } else {
+        table.print(*ctx.out, ctx.color);
+      }
+    }
+  }
+  if (!options.workers_only) {
+    Table table({"#", "ID", "NAME", "STATUS", "RETRY", "ACCELERATOR", "ZONE", "WORKER"});
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const auto& t = tasks[i];
+      if (!wanted(t)) {
+        continue;
+      }
+      std::string worker = "-";
+      if (t.worker_id) {
+        const auto found = worker_by_id.find(*t.worker_id);
+        worker = found != worker_by_id.end() ? printable(found->second->name) : util::format_job_id(*t.worker_id);
+      }
+      const std::string retry = std::to_string(t.failures) + "/" + std::to_string(t.max_failures);
+      if (options.json) {
+        auto j = job_json(t);
+        j["index"] = i + 1;
+        j["task_status"] = task_status(t);
+        j["retries"] = t.failures;
+        j["max_retries"] = t.max_failures;
+        j["priority"] = t.priority;
+        j["worker_id"] = t.worker_id ? nlohmann::ordered_json(*t.worker_id) : nlohmann::ordered_json(nullptr);
+        rows.push_back(std::move(j));
+        continue;
+      }
+      table.add_row({std::to_string(i + 1), util::format_job_id(t.id), printable(t.name), task_status(t), retry,
+                     t.accelerator, t.zone.empty() ? "any" : t.zone, worker},
+                    phase_color(t.phase), 3);
+    }
+    if (options.json) {
+      json["tasks"] = std::move(rows);
+    } else {
+      *ctx.out << (options.task_only ? "" : "\n") << "=== Tasks ===\n";
+      if (table.size() == 0) {
+        *ctx.out << "  (empty)\n";
+      } else {
+        table.print(*ctx.out, ctx.color);
+      }
+    }
+  }
+  if (options.json) {
+    *ctx.out << json.dump(2) << '\n';
+  }
+  return 0;
+}
+
+} // namespace
+
+void add_status_command(CLI::App& app, Context& ctx) {
+  auto options = std::make_shared<StatusOptions>();
+  auto* cmd = app.add_subcommand("status", "Show the workers and the task queue (jobman-lite's status)");
+  cmd->add_option("-a,--accelerator", options->accelerator, "Only workers and tasks on this accelerator");
+  cmd->add_option("-z,--zone", options->zone, "Only workers and tasks in this zone");
+  cmd->add_flag("--live-only,--lo", options->live_only, "Only workers whose queued resource is ACTIVE");
+  cmd->add_flag("--workers-only,--wo", options->workers_only, "Only the worker table");
+  cmd->add_flag("--task-only,--to", options->task_only, "Only the task table");
+  add_json_flag(*cmd, options->json);
+  cmd->footer("Examples:\n"
+              "  jobman status\n"
+              "  jobman status -a v4-8 --task-only\n"
+              "  watch -n 5 jobman status\n"
+              "Reads the local store only: no cloud call, no daemon round trip. VM and QR are the slice's states\n"
+              "as the supervisor's last listing saw them. Shows unfinished workers and tasks and those finished in\n"
+              "the last 24 hours; # is the index the worker and task commands take.");
+  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_status(ctx, *options); }; });
+}
+
+} // namespace jobman::cli

@@ -1,0 +1,301 @@
+// `jobman worker ...`: jobman-lite's worker commands. A worker keeps one slice, sets every host up once, and runs the
+// tasks of the queue that match it, one at a time; a preempted worker gets a new slice as a job does.
+#include "commands.hpp"
+#include "jobman/config/accelerator.hpp"
+#include "jobman/config/loader.hpp"
+#include "jobman/config/settings.hpp"
+#include "jobman/config/worker_config.hpp"
+#include "jobman/core/pool.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+#include "output.hpp"
+#include "waiting.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sstream>
+#include <tuple>
+
+namespace jobman::cli {
+
+namespace {
+
+struct StartOptions {
+  config::WorkerFlags flags;
+  std::string startup_script_path;
+  std::string config_path;
+  bool json = false;
+};
+
+// The references and filters every worker command but start takes.
+struct SelectOptions {
+  core::Selection selection;
+  RequestCommandOptions request;
+};
+
+void add_selection(CLI::App& command, SelectOptions& options, bool with_wait) {
+  command.add_option("WORKER", options.selection.refs,
+                     "Workers: a name, an index from `jobman status` (#), or an id (000042)");
+  command.add_flag("--all", options.selection.all, "Every worker `jobman status` shows");
+  command.add_option("-a,--accelerator", options.selection.accelerator, "Workers on this accelerator (v4-8)");
+  command.add_option("-z,--zone", options.selection.zone, "Workers in this zone (us-central2-b)");
+  add_json_flag(command, options.request.json);
+  if (with_wait) {
+    command.add_flag("--no-wait", options.request.no_wait,
+                     "Return once the request is recorded; the supervisor carries it out");
+  }
+}
+
+std::vector<std::int64_t> selected_ids(Context& ctx, const SelectOptions& options) {
+  std::vector<std::int64_t> ids;
+  for (const auto& job : core::select_records(ctx.store(), domain::JobKind::worker, options.selection)) {
+    ids.push_back(job.id);
+  }
+  if (ids.empty()) {
+    *ctx.err << "jobman: no worker matches\n";
+  }
+  return ids;
+}
+
+// The one worker a command about one worker names.
+std::string one_worker(Context& ctx, const std::string& ref) {
+  core::Selection selection;
+  selection.refs = {ref};
+  return util::format_job_id(core::select_records(ctx.store(), domain::JobKind::worker, selection).front().id);
+}
+
+config::JobConfig worker_config(const StartOptions& options) {
+  const auto settings = config::load_settings();
+  config::LoadOptions load;
+  load.default_zone = settings.zone;
+  if (!options.config_path.empty()) {
+    // A config whose tpu section is the slice and whose setup sections (ssh, gcsfuse, the environment, setup.script)
+    // run once on every host; the flags given win over its values.
+    for (const auto& [flag, key, value] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"--accelerator", "tpu.accelerator", options.flags.accelerator},
+             {"--zone", "tpu.zone", options.flags.zone},
+             {"--tpu-name", "tpu.name", options.flags.name},
+             {"--pricing", "tpu.pricing",
+              options.flags.pricing == "standard" ? std::string("ondemand") : options.flags.pricing},
+             {"--allocation-mode", "tpu.allocation_mode", options.flags.allocation_mode},
+             {"--version", "tpu.version", options.flags.version},
+             {"--ssh-user", "job.remote_user", options.flags.ssh_user}}) {
+      if (!value.empty()) {
+        load.set_overrides.push_back(key);
+        load.set_overrides.back().append("=").append(value);
+      }
+    }
+    auto configs = config::load_job_configs(options.config_path, load);
+    if (configs.size() != 1) {
+      throw UsageError("--config " + options.config_path + ": a worker takes one config, not a sweep of " +
+                       std::to_string(configs.size()));
+    }
+    return std::move(configs.front());
+  }
+  if (options.flags.accelerator.empty() || options.flags.zone.empty()) {
+    throw UsageError("worker start: give --accelerator and --zone (or --config FILE)");
+  }
+  if (!config::find_accelerator(options.flags.accelerator)) {
+    throw UsageError("--accelerator " + options.flags.accelerator + ": not an accelerator jobman knows (v4-8, " +
+                     "v5litepod-16, v6e-32, ...)");
+  }
+  auto flags = options.flags;
+  if (!options.startup_script_path.empty()) {
+    flags.startup_script = std::filesystem::absolute(options.startup_script_path).lexically_normal().string();
+  }
+  auto configs = config::parse_job_configs(config::worker_config_yaml(flags), "worker start flags", load);
+  return std::move(configs.front());
+}
+
+int run_start(Context& ctx, StartOptions options) {
+  if (options.json) {
+    silence_logging();
+  }
+  auto& store = ctx.store();
+  if (options.flags.name.empty() && options.config_path.empty()) {
+    options.flags.name = core::next_worker_name(store, options.flags.accelerator, options.flags.zone);
+  }
+  const auto config = worker_config(options);
+  for (const auto& w : config.warnings) {
+    spdlog::warn("{}", format_warning(w));
+  }
+  const auto offers = check_offers(ctx, {config}, MockStart::when_autostart);
+  if (offers.source == core::OfferSource::built_in) {
+    spdlog::warn("{}", offers.note);
+  }
+  const auto id = core::start_workers(store, {config}, util::current_user()).front();
+  start_supervisor(ctx);
+  const auto job = store.get_job(id);
+  if (options.json) {
+    *ctx.out << job_json(job).dump(2) << '\n';
+    return 0;
+  }
+  *ctx.out << "Worker " << util::format_job_id(id) << " '" << printable(job.name) << "' started\n"
+           << "  Accelerator : " << job.accelerator << '\n'
+           << "  Zone        : " << job.zone << '\n'
+           << "  Pricing     : " << job.pricing << '\n'
+           << "  Mode        : " << config::to_string(config.tpu.allocation_mode) << '\n';
+  if (config.setup) {
+    *ctx.out << "  Setup       : "
+             << (options.startup_script_path.empty() ? "setup.script of the config" : options.startup_script_path)
+             << '\n';
+  }
+  *ctx.out << "Follow it with: jobman status   (or jobman worker logs " << util::format_job_id(id) << " -f)\n";
+  return 0;
+}
+
+void add_start(CLI::App& worker, Context& ctx) {
+  auto options = std::make_shared<StartOptions>();
+  auto* cmd = worker.add_subcommand("start", "Start a worker: request its slice, set every host up once, take tasks");
+  cmd->add_option("-a,--accelerator", options->flags.accelerator, "TPU accelerator type (v4-8)");
+  cmd->add_option("-z,--zone", options->flags.zone, "Zone (us-central2-b)");
+  cmd->add_option("-n,--tpu-name", options->flags.name,
+                  "The worker's name, also its slices' name prefix (default <accelerator>-<zone>-<n>)");
+  cmd->add_option("-p,--pricing", options->flags.pricing, "spot (default), preemptible or standard (on demand)")
+      ->check(CLI::IsMember({"spot", "preemptible", "standard", "ondemand"}));
+  cmd->add_option("-m,--allocation-mode", options->flags.allocation_mode, "queued-resources (default) or tpu-vm")
+      ->check(CLI::IsMember({"queued-resources", "tpu-vm"}));
+  cmd->add_option("-s,--startup-script", options->startup_script_path,
+                  "A script run once on every host of each slice the worker gets, before it takes tasks")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-u,--ssh-user", options->flags.ssh_user, "The user on the hosts (default gcloud's)");
+  cmd->add_option("--version", options->flags.version, "The TPU runtime version (default the accelerator's)");
+  cmd->add_option("--config", options->config_path,
+                  "A config whose tpu section is the slice and whose setup sections run once on every host")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--max-setup-failures", options->flags.max_setup_failures,
+                  "Setup failures retried (with backoff) before the worker ends FAILED (default 5)");
+  add_json_flag(*cmd, options->json);
+  cmd->footer("Examples:\n"
+              "  jobman worker start -a v4-8 -z us-central2-b\n"
+              "  jobman worker start -a v6e-128 -z us-east5-b -s scripts/setup/bootstrap.sh\n"
+              "  jobman worker start -a v4-8 -z us-central2-b -p standard -n eval-pool-1\n"
+              "  jobman worker start --config worker.yaml\n"
+              "A supervisor (jobman daemon) drives the worker; no tmux session is needed, and it survives the\n"
+              "login node's restarts. A preempted worker gets a new slice; its task goes back to the queue's head.");
+  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_start(ctx, *options); }; });
+}
+
+void add_request(CLI::App& worker, Context& ctx, const std::string& name, const std::string& description,
+                 core::Request request, const std::string& footer) {
+  auto options = std::make_shared<SelectOptions>();
+  auto* cmd = worker.add_subcommand(name, description);
+  add_selection(*cmd, *options, request != core::Request::resume);
+  cmd->footer(footer);
+  cmd->callback([&ctx, options, request] {
+    ctx.action = [&ctx, options, request] {
+      if (options->request.json) {
+        silence_logging();
+      }
+      const auto ids = selected_ids(ctx, *options);
+      return run_requests(ctx, ids, options->request, request, true);
+    };
+  });
+}
+
+int run_reboot(Context& ctx, const SelectOptions& options) {
+  if (options.request.json) {
+    silence_logging();
+  }
+  const auto ids = selected_ids(ctx, options);
+  // Stopped (its task back in the queue, its slice kept), then resumed on the same slice: set up again from scratch.
+  RequestCommandOptions stop = options.request;
+  stop.no_wait = false;
+  std::ostringstream quiet;
+  std::ostream* out = ctx.out;
+  ctx.out = &quiet;
+  int stopped = 0;
+  try {
+    stopped = run_requests(ctx, ids, stop, core::Request::cancel, true);
+  } catch (...) {
+    ctx.out = out;
+    throw;
+  }
+  ctx.out = out;
+  if (stopped != 0) {
+    *ctx.out << quiet.str();
+    return stopped;
+  }
+  return run_requests(ctx, ids, options.request, core::Request::resume, true);
+}
+
+void add_reboot(CLI::App& worker, Context& ctx) {
+  auto options = std::make_shared<SelectOptions>();
+  auto* cmd = worker.add_subcommand("reboot", "Set workers up again on their slices: stop, then resume");
+  add_selection(*cmd, *options, false);
+  cmd->footer("Examples:\n"
+              "  jobman worker reboot my-worker\n"
+              "  jobman worker reboot --all\n"
+              "A worker's running task goes back to the head of the queue first.");
+  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_reboot(ctx, *options); }; });
+}
+
+void add_one_worker_commands(CLI::App& worker, Context& ctx) {
+  {
+    auto options = std::make_shared<ShowOptions>();
+    auto* cmd = worker.add_subcommand("show", "Show one worker: its slice, its task, its attempts and events");
+    cmd->add_option("WORKER", options->id, "A name, an index from `jobman status`, or an id")->required();
+    cmd->add_flag("-e,--events", options->events, "The whole event timeline");
+    cmd->add_flag("-c,--config", options->config, "The worker's config");
+    add_json_flag(*cmd, options->json);
+    cmd->callback([&ctx, options] {
+      ctx.action = [&ctx, options] {
+        ShowOptions resolved = *options;
+        resolved.id = one_worker(ctx, options->id);
+        return run_show(ctx, resolved);
+      };
+    });
+  }
+  {
+    auto options = std::make_shared<LogsOptions>();
+    auto* cmd = worker.add_subcommand("logs", "Print a worker's setup output (its startup script's); -f follows it");
+    cmd->add_option("WORKER", options->id, "A name, an index from `jobman status`, or an id")->required();
+    cmd->add_flag("-f,--follow", options->follow, "Keep printing lines as they arrive");
+    cmd->add_option("--worker", options->worker, "Which host: an index, or 'all' (default 0)")->type_name("N|all");
+    cmd->callback([&ctx, options] {
+      ctx.action = [&ctx, options] {
+        LogsOptions resolved = *options;
+        resolved.id = one_worker(ctx, options->id);
+        resolved.setup = true;
+        return run_logs(ctx, resolved);
+      };
+    });
+  }
+  {
+    auto options = std::make_shared<SshOptions>();
+    auto* cmd = worker.add_subcommand("ssh", "Open a shell on a host of a worker's slice, or run a command");
+    cmd->add_option("WORKER", options->id, "A name, an index from `jobman status`, or an id")->required();
+    cmd->add_option("-w,--worker-index,--worker", options->worker, "Which host of the slice (default 0)")
+        ->type_name("N");
+    cmd->add_option("COMMAND", options->command, "A command to run instead of the shell, after --");
+    cmd->callback([&ctx, options] {
+      ctx.action = [&ctx, options] {
+        SshOptions resolved = *options;
+        resolved.id = one_worker(ctx, options->id);
+        return run_ssh(ctx, resolved);
+      };
+    });
+  }
+}
+
+} // namespace
+
+void add_worker_command(CLI::App& app, Context& ctx) {
+  auto* worker = app.add_subcommand("worker", "Workers: slices kept alive that run the queue's tasks (jobman-lite)");
+  worker->require_subcommand(1);
+  add_start(*worker, ctx);
+  add_request(*worker, ctx, "stop", "Stop workers: their tasks go back to the queue, their slices are kept",
+              core::Request::cancel,
+              "Examples:\n  jobman worker stop my-worker\n  jobman worker stop --all\n"
+              "  jobman worker stop -a v4-16 -z us-central2-b\nResume them with `jobman worker resume`.");
+  add_request(*worker, ctx, "resume", "Resume stopped workers on their kept slices (or new ones)",
+              core::Request::resume, "Examples:\n  jobman worker resume my-worker\n  jobman worker resume -a v4-16");
+  add_reboot(*worker, ctx);
+  add_request(*worker, ctx, "delete", "Delete workers: their tasks go back to the queue, their slices are released",
+              core::Request::remove,
+              "Examples:\n  jobman worker delete my-worker\n  jobman worker delete --all\n"
+              "Waits until the cloud confirms every slice gone (--no-wait returns at once).");
+  add_one_worker_commands(*worker, ctx);
+}
+
+} // namespace jobman::cli

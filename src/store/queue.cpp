@@ -1,0 +1,95 @@
+// The store's task queue: a worker claims the first task it can run, in one transaction with the task's first step
+// (its phase, its attempt on the worker's slice, its lease), so that no task ever runs on two workers at once.
+#include "jobman/util/system.hpp"
+#include "schema.hpp"
+#include "store_impl.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace jobman::store {
+
+using sqlite::Transaction;
+
+std::optional<std::int64_t> JobStore::claim_task(const WorkerOffer& worker, const std::string& owner,
+                                                 std::int64_t ttl_ms, std::int64_t now_ms) {
+  // A read first: an empty queue, the common case of an idle worker, costs no write transaction.
+  const std::string pick = "SELECT id, phase_since_ms FROM jobs INDEXED BY tasks_queued WHERE " +
+                           std::string(schema::queued_condition) +
+                           " AND accelerator = ?1 AND (zone = '' OR zone = ?2) AND (pricing = '' OR pricing = ?3)"
+                           " ORDER BY priority DESC, queue_order, id LIMIT 1";
+  {
+    auto peek = impl_->statements.get(pick);
+    peek->bind(1, worker.accelerator);
+    peek->bind(2, worker.zone);
+    peek->bind(3, worker.pricing);
+    if (!peek->step()) {
+      return std::nullopt;
+    }
+  }
+  Transaction transaction(impl_->db);
+  if (task_of_worker(worker.worker_id)) {
+    transaction.commit();
+    return std::nullopt;
+  }
+  std::int64_t id = 0;
+  std::int64_t queued_since = 0;
+  {
+    auto query = impl_->statements.get(pick);
+    query->bind(1, worker.accelerator);
+    query->bind(2, worker.zone);
+    query->bind(3, worker.pricing);
+    if (!query->step()) {
+      transaction.commit();
+      return std::nullopt; // Another supervisor's worker took it between the read and the transaction.
+    }
+    id = query->column_int64(0);
+    queued_since = query->column_int64(1);
+  }
+  const std::string reason = "claimed by worker " + util::format_job_id(worker.worker_id);
+  {
+    auto update = impl_->statements.get(
+        "UPDATE jobs SET phase = 'SETUP', phase_reason = ?2, phase_since_ms = ?3, updated_ms = ?3, worker_id = ?4 "
+        "WHERE id = ?1 AND phase = 'PENDING' AND worker_id IS NULL");
+    update->bind(1, id);
+    update->bind(2, reason);
+    update->bind(3, now_ms);
+    update->bind(4, worker.worker_id);
+    update->run();
+  }
+  {
+    // The lease is taken over from an earlier holder whatever its age: a queued task has nothing running anywhere.
+    auto lease = impl_->statements.get(
+        "INSERT INTO leases (job_id, owner, acquired_ms, heartbeat_ms, expires_ms) VALUES (?1, ?2, ?3, ?3, ?4) "
+        "ON CONFLICT (job_id) DO UPDATE SET owner = excluded.owner, acquired_ms = excluded.acquired_ms, "
+        "heartbeat_ms = excluded.heartbeat_ms, expires_ms = excluded.expires_ms");
+    lease->bind(1, id);
+    lease->bind(2, owner);
+    lease->bind(3, now_ms);
+    lease->bind(4, now_ms + ttl_ms);
+    lease->run();
+  }
+  const nlohmann::json data = {{"worker_id", worker.worker_id}, {"queued_ms", now_ms - queued_since}};
+  impl_->insert_event(id, now_ms, "phase", Phase::pending, Phase::setup, reason, data.dump());
+  Placement where = worker.placement;
+  where.worker_id = worker.worker_id;
+  impl_->insert_attempt(id, where, false, now_ms);
+  transaction.commit();
+  return id;
+}
+
+std::optional<std::int64_t> JobStore::task_of_worker(std::int64_t worker_id) const {
+  auto query = impl_->statements.get("SELECT id FROM jobs WHERE worker_id = ?1");
+  query->bind(1, worker_id);
+  if (!query->step()) {
+    return std::nullopt;
+  }
+  return query->column_int64(0);
+}
+
+std::int64_t JobStore::queued_tasks() const {
+  auto query = impl_->statements.get("SELECT COUNT(*) FROM jobs INDEXED BY tasks_queued WHERE " +
+                                     std::string(schema::queued_condition));
+  return query->step() ? query->column_int64(0) : 0;
+}
+
+} // namespace jobman::store

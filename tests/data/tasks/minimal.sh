@@ -1,0 +1,3 @@
+#!/bin/sh
+#JOBMAN --accelerator=v4-8
+echo "training"

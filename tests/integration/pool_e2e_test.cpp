@@ -1,0 +1,303 @@
+// Workers and tasks driven end to end by `jobman daemon` against a real jobman-mock-cloud: workers keep slices and
+// run the queue's #JOBMAN scripts and configs one at a time, a preempted worker's task goes back to the head of the
+// queue and resumes from its checkpoint, and deleting the workers releases every slice.
+#include "jobman/store/job_store.hpp"
+#include "support/line_process.hpp"
+#include "support/mock_cloud.hpp"
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <algorithm>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace jobman::test {
+namespace {
+
+namespace fs = std::filesystem;
+using domain::JobKind;
+using domain::Phase;
+using nlohmann::json;
+
+constexpr const char* kZone = "us-central2-b";
+constexpr const char* kLocation = "/mock/v1/projects/jobman-mock/locations/us-central2-b";
+constexpr std::chrono::seconds kPatience{120};
+
+std::string uninterrupted_checksum(int steps) {
+  const auto tool = (fs::path(mock_cloud_binary()).parent_path() / "tools" / "systolic-train").string();
+  const auto run = run_program({tool, "--steps", std::to_string(steps)});
+  const auto at = run.out.rfind("checksum=");
+  return at == std::string::npos ? std::string("none") : run.out.substr(at + 9, 16);
+}
+
+class PoolTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_GT(mock->port(), 0) << mock->first_line();
+    client = std::make_unique<httplib::Client>("127.0.0.1", mock->port());
+    env = {{"JOBMAN_HOME", home.string()},
+           {"XDG_CONFIG_HOME", (dir / "config").string()},
+           {"JOBMAN_CLOUD", "mock"},
+           {"JOBMAN_PROJECT", ""},
+           {"JOBMAN_API_ENDPOINT", "http://127.0.0.1:" + std::to_string(mock->port())},
+           {"JOBMAN_MOCK_TIME_SCALE", "1000"},
+           {"JOBMAN_AUTOSTART", "0"},
+           {"JOBMAN_GCLOUD", ""},
+           {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", mock->admin_token_file()}};
+  }
+
+  void TearDown() override {
+    daemons.clear();
+    kill_processes_of(home);
+  }
+
+  RunResult jm(const std::vector<std::string>& args) { return run_jobman(args, RunOptions{env, "", ""}); }
+
+  void start_daemon() {
+    daemons.push_back(std::make_unique<LineReadingProcess>(
+        std::vector<std::string>{jobman_binary(), "daemon", "--tick", "50ms", "--lease-ttl", "2s"}, env,
+        dir / ("daemon-" + std::to_string(daemons.size()) + ".log")));
+  }
+
+  // A worker with the bucket mounted at ~/bucket (where training tasks keep their checkpoints); returns its id.
+  std::int64_t start_worker(const std::string& name, const std::string& accelerator = "v4-8",
+                            const std::string& pricing = "spot") {
+    const auto config = dir.write(name + ".yaml", "job:\n  name: " + name + "\ntpu:\n  accelerator: " + accelerator +
+                                                      "\n  zone: " + kZone + "\n  pricing: " + pricing +
+                                                      "\ngcsfuse:\n  bucket_name: pool-bucket\n"
+                                                      "  mount_path: ~/bucket\n"
+                                                      "command:\n  cmd: '# a worker'\n");
+    const auto r = jm({"worker", "start", "--config", config.string(), "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out, nullptr, false).value("id", std::int64_t{0});
+  }
+
+  // Queues the script `body` with `headers` (#JOBMAN lines); returns the task's id.
+  std::int64_t submit(const std::string& name, const std::string& headers, const std::string& body) {
+    const auto script = dir.write(name + ".sh", "#!/bin/bash\n" + headers + body + "\n");
+    const auto r = jm({"task", "submit", script.string(), "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const auto out = json::parse(r.out, nullptr, false);
+    return out.is_array() && !out.empty() ? out[0].value("id", std::int64_t{0}) : 0;
+  }
+
+  static std::string training(int steps, int step_ms) {
+    return "systolic-train --steps " + std::to_string(steps) + " --step-time-ms " + std::to_string(step_ms) +
+           " --ckpt-dir ~/bucket/ckpt-$JOBMAN_TASK_ID --ckpt-every 20";
+  }
+
+  store::JobStore& db() {
+    if (!store) {
+      store.emplace(store::JobStore::open(home / "jobman.db"));
+    }
+    return *store;
+  }
+  domain::JobRecord record(std::int64_t id) { return db().get_job(id); }
+
+  bool await_phase(std::int64_t id, Phase phase) {
+    return eventually([&] { return record(id).phase == phase; }, kPatience);
+  }
+
+  fs::path log(std::int64_t id, int attempt, int worker = 0) {
+    char name[16];
+    std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(id));
+    return home / "jobs" / name / ("attempt-" + std::to_string(attempt)) /
+           ("worker-" + std::to_string(worker) + ".log");
+  }
+
+  std::string checksum(std::int64_t id, int attempt) {
+    const auto text = file_text(log(id, attempt));
+    const auto at = text.rfind("checksum=");
+    return at == std::string::npos ? std::string("missing") : text.substr(at + 9, 16);
+  }
+
+  json metrics() { return http_call(*client, "GET", "/mock/v1/metrics", nullptr, mock->admin_headers()).body; }
+
+  bool mock_is_empty() {
+    auto m = metrics();
+    const auto count = [](const json& by_state) {
+      int n = 0;
+      for (const auto& [state, value] : by_state.items()) {
+        n += value.get<int>();
+      }
+      return n;
+    };
+    return m.is_object() && count(m["queuedResources"]) == 0 && count(m["nodes"]) == 0 &&
+           m["processes_running"].get<int>() == 0;
+  }
+
+  bool preempt(const std::string& node) {
+    return http_call(*client, "POST", std::string(kLocation) + "/nodes/" + node + ":preempt", json::object(),
+                     mock->admin_headers())
+               .status == 200;
+  }
+
+  // No two task attempts overlapped on one worker's slice, and no task ran on two workers at once: the attempts'
+  // intervals, from the store, for every task.
+  void expect_no_overlap(const std::vector<std::int64_t>& tasks) {
+    struct Run {
+      std::int64_t task;
+      std::int64_t worker;
+      std::int64_t start;
+      std::int64_t end;
+    };
+    std::vector<Run> runs;
+    for (const auto id : tasks) {
+      for (const auto& a : db().attempts(id)) {
+        ASSERT_TRUE(a.worker_id.has_value()) << "task " << id << " attempt " << a.number << " names no worker";
+        ASSERT_TRUE(a.ended_ms.has_value()) << "task " << id << " attempt " << a.number << " never ended";
+        runs.push_back({id, *a.worker_id, a.started_ms, *a.ended_ms});
+      }
+    }
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      for (std::size_t j = i + 1; j < runs.size(); ++j) {
+        const auto& a = runs[i];
+        const auto& b = runs[j];
+        const bool overlap = a.start < b.end && b.start < a.end;
+        if ((a.worker == b.worker || a.task == b.task) && overlap) {
+          ADD_FAILURE() << "task " << a.task << " on worker " << a.worker << " and task " << b.task << " on worker "
+                        << b.worker << " overlap";
+        }
+      }
+    }
+  }
+
+  TempDir dir;
+  fs::path home = dir / "home";
+  std::unique_ptr<MockCloudProcess> mock =
+      start_test_mock(dir, test_world(2, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n"
+                                         "      on_demand: {chips: 32}\n"));
+  std::unique_ptr<httplib::Client> client;
+  std::map<std::string, std::string> env;
+  std::vector<std::unique_ptr<LineReadingProcess>> daemons;
+  std::optional<store::JobStore> store;
+};
+
+TEST_F(PoolTest, AWorkerRunsTheQueueOneTaskAtATimeAndRetriesAFailedOne) {
+  start_daemon();
+  const auto worker = start_worker("pool-a");
+  ASSERT_GT(worker, 0);
+  const std::string v4 = "#JOBMAN --accelerator=v4-8\n#JOBMAN --zone=us-central2-b\n";
+  const auto hello = submit("hello", v4 + "#JOBMAN --name=hello\n",
+                            "echo \"hello from task $JOBMAN_TASK_ID on $JOBMAN_TPU_NAME host $JOBMAN_WORKER_ID of "
+                            "$JOBMAN_NUM_WORKERS\"");
+  // Fails its first run (a marker in the bucket remembers it), then succeeds: one retry spent.
+  const auto flaky = submit("flaky", v4 + "#JOBMAN --max-retries=2\n",
+                            "if [ ! -e ~/bucket/flaky-ran ]; then touch ~/bucket/flaky-ran; echo failing once; "
+                            "exit 3; fi\necho second run resume=$JOBMAN_RESUME");
+  const auto doomed = submit("doomed", v4 + "#JOBMAN --max-retries=1\n", "echo always failing; exit 7");
+  const auto train = submit("train", v4, training(120, 2));
+  const std::vector<std::int64_t> tasks = {hello, flaky, doomed, train};
+
+  for (const auto id : {hello, flaky, train}) {
+    ASSERT_TRUE(await_phase(id, Phase::succeeded)) << id << ": " << record(id).phase_reason;
+  }
+  ASSERT_TRUE(await_phase(doomed, Phase::failed)) << record(doomed).phase_reason;
+
+  char padded[16];
+  std::snprintf(padded, sizeof padded, "%06lld", static_cast<long long>(hello));
+  EXPECT_NE(file_text(log(hello, 1)).find(std::string("hello from task ") + padded + " on pool-a-"), std::string::npos)
+      << file_text(log(hello, 1));
+  EXPECT_EQ(record(flaky).failures, 1);
+  EXPECT_EQ(db().attempts(flaky).size(), 2U);
+  EXPECT_NE(file_text(log(flaky, 2)).find("second run resume=1"), std::string::npos);
+  EXPECT_EQ(record(doomed).failures, 2) << "max-retries 1: one retry, then FAILED";
+  EXPECT_EQ(db().attempts(doomed).size(), 2U);
+  EXPECT_EQ(checksum(train, 1), uninterrupted_checksum(120));
+  // Every run borrowed the worker's one slice; none overlapped another.
+  const auto worker_slice = db().attempts(worker).back().queued_resource;
+  for (const auto id : tasks) {
+    for (const auto& a : db().attempts(id)) {
+      EXPECT_EQ(a.worker_id, std::optional<std::int64_t>(worker));
+      EXPECT_EQ(a.queued_resource, worker_slice);
+    }
+  }
+  expect_no_overlap(tasks);
+  EXPECT_EQ(db().attempts(worker).size(), 1U) << "the worker kept its slice";
+
+  // status: both tables, from the store.
+  const auto status = jm({"status"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("=== Workers ==="), std::string::npos);
+  EXPECT_NE(status.out.find("pool-a"), std::string::npos);
+  EXPECT_NE(status.out.find("READY"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("=== Tasks ==="), std::string::npos);
+  EXPECT_NE(status.out.find("2/1"), std::string::npos) << "doomed's RETRY column\n" << status.out;
+  // `jobman logs` works on a task.
+  const auto logs = jm({"logs", std::to_string(hello)});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_NE(logs.out.find("hello from task"), std::string::npos);
+
+  const auto deleted = jm({"worker", "delete", "--all"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.out << deleted.err;
+  EXPECT_EQ(record(worker).phase, Phase::deleted);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(PoolTest, APreemptedWorkersTaskGoesBackToTheHeadOfTheQueueAndResumesFromItsCheckpoint) {
+  start_daemon();
+  const auto worker = start_worker("pool-b");
+  const std::string v4 = "#JOBMAN --accelerator=v4-8\n";
+  const auto train = submit("train", v4, training(300, 10));
+  const auto later = submit("later", v4, "echo later");
+  ASSERT_TRUE(eventually([&] { return file_text(log(train, 1)).find("step=100 ") != std::string::npos; }, kPatience))
+      << record(train).phase_reason;
+  const auto node = db().attempts(worker).back().node;
+  ASSERT_TRUE(preempt(node));
+
+  ASSERT_TRUE(await_phase(train, Phase::succeeded)) << record(train).phase_reason;
+  ASSERT_TRUE(await_phase(later, Phase::succeeded)) << record(later).phase_reason;
+  const auto attempts = db().attempts(train);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].outcome, "preempted");
+  EXPECT_EQ(attempts[1].outcome, "succeeded");
+  EXPECT_NE(attempts[0].queued_resource, attempts[1].queued_resource) << "the worker's new slice";
+  EXPECT_EQ(record(train).preemptions, 1);
+  EXPECT_EQ(record(train).failures, 0);
+  // Back at the head of the queue: it ran again before the task queued after it.
+  EXPECT_LT(attempts[1].started_ms, db().attempts(later).front().started_ms);
+  EXPECT_NE(file_text(log(train, 2)).find("resumed from step="), std::string::npos);
+  EXPECT_EQ(checksum(train, 2), uninterrupted_checksum(300));
+  EXPECT_EQ(record(worker).phase, Phase::running);
+  EXPECT_EQ(record(worker).preemptions, 1);
+  expect_no_overlap({train, later});
+
+  EXPECT_EQ(jm({"worker", "delete", "pool-b"}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(PoolTest, DeletingABusyWorkerRequeuesItsTaskOnAnotherAndPauseHoldsATaskBack) {
+  start_daemon();
+  const auto first = start_worker("pool-c1");
+  ASSERT_TRUE(await_phase(first, Phase::running));
+  const std::string v4 = "#JOBMAN --accelerator=v4-8\n";
+  const auto train = submit("train", v4, training(300, 10));
+  ASSERT_TRUE(eventually([&] { return file_text(log(train, 1)).find("step=40 ") != std::string::npos; }, kPatience));
+  // A task paused while queued is never taken; requeued, it runs.
+  const auto held = submit("held", v4, "echo held back");
+  const auto paused = jm({"task", "pause", "held"}); // By name: a number of up to 5 digits is an index.
+  EXPECT_EQ(paused.exit_code, 0) << paused.err;
+  EXPECT_EQ(record(held).phase, Phase::cancelled);
+
+  const auto second = start_worker("pool-c2", "v4-8", "ondemand");
+  ASSERT_TRUE(await_phase(second, Phase::running));
+  const auto deleted = jm({"worker", "delete", "pool-c1"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.out << deleted.err;
+  ASSERT_TRUE(await_phase(train, Phase::succeeded)) << record(train).phase_reason;
+  const auto attempts = db().attempts(train);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].worker_id, std::optional<std::int64_t>(first));
+  EXPECT_EQ(attempts[0].outcome, "interrupted");
+  EXPECT_EQ(attempts[1].worker_id, std::optional<std::int64_t>(second));
+  EXPECT_EQ(checksum(train, 2), uninterrupted_checksum(300));
+  EXPECT_EQ(record(held).phase, Phase::cancelled) << "a paused task stays paused";
+
+  EXPECT_EQ(jm({"task", "requeue", "held"}).exit_code, 0);
+  ASSERT_TRUE(await_phase(held, Phase::succeeded)) << record(held).phase_reason;
+  expect_no_overlap({train, held});
+  EXPECT_EQ(jm({"worker", "delete", "--all"}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+} // namespace
+} // namespace jobman::test

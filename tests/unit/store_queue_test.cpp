@@ -1,0 +1,205 @@
+// The task queue in the store: what a worker claims, in which order, and that no task is ever claimed twice.
+#include "jobman/store/job_store.hpp"
+#include "jobman/util/system.hpp"
+#include "support/temp_dir.hpp"
+
+#include <atomic>
+#include <gtest/gtest.h>
+#include <set>
+#include <thread>
+
+namespace jobman::store {
+namespace {
+
+using domain::JobKind;
+using domain::NewJob;
+using domain::Phase;
+
+NewJob task(const std::string& name, const std::string& accelerator = "v4-8", const std::string& zone = "",
+            const std::string& pricing = "", int priority = 0) {
+  NewJob job;
+  job.kind = JobKind::task;
+  job.name = name;
+  job.user = "alice";
+  job.accelerator = accelerator;
+  job.zone = zone;
+  job.pricing = pricing;
+  job.tpu_name = name;
+  job.hosts = 1;
+  job.priority = priority;
+  job.max_failures = 3;
+  job.config_yaml = "name: " + name + "\n";
+  return job;
+}
+
+NewJob worker(const std::string& name, const std::string& accelerator = "v4-8") {
+  NewJob job = task(name, accelerator, "us-central2-b", "spot");
+  job.kind = JobKind::worker;
+  return job;
+}
+
+// A worker's offer of its slice.
+WorkerOffer offer(std::int64_t id, const std::string& accelerator = "v4-8", const std::string& zone = "us-central2-b",
+                  const std::string& pricing = "spot") {
+  WorkerOffer o;
+  o.worker_id = id;
+  o.accelerator = accelerator;
+  o.zone = zone;
+  o.pricing = pricing;
+  o.placement =
+      domain::Placement{"w-" + std::to_string(id), "w-" + std::to_string(id), zone, accelerator, 1, std::nullopt};
+  return o;
+}
+
+constexpr std::int64_t kTtl = 15'000;
+
+// Lets a task go as its driver does after it ran: SUCCEEDED, its worker released.
+void finish(JobStore& store, std::int64_t task) {
+  domain::PhaseChange done;
+  done.to = Phase::succeeded;
+  done.reason = "done";
+  done.release_worker = true;
+  ASSERT_TRUE(store.transition(task, std::nullopt, done));
+}
+
+TEST(TaskQueue, AWorkerTakesTheHighestPriorityFirstThenTheOldestAndOneTaskAtATime) {
+  auto store = JobStore::open_in_memory();
+  const auto w = store.create_jobs({worker("w")}).front();
+  const auto ids = store.create_jobs({task("a"), task("b"), task("urgent", "v4-8", "", "", 5), task("c")});
+  const auto now = util::now_ms();
+
+  const auto first = store.claim_task(offer(w), "sup", kTtl, now);
+  ASSERT_EQ(first, ids[2]) << "priority 5 before the older priority 0 tasks";
+  EXPECT_FALSE(store.claim_task(offer(w), "sup", kTtl, now)) << "a worker holds one task at a time";
+  EXPECT_EQ(store.task_of_worker(w), ids[2]);
+
+  const auto claimed = store.get_job(*first);
+  EXPECT_EQ(claimed.phase, Phase::setup);
+  EXPECT_EQ(claimed.worker_id, std::optional<std::int64_t>(w));
+  ASSERT_EQ(store.attempts(*first).size(), 1U);
+  const auto attempt = store.attempts(*first).front();
+  EXPECT_EQ(attempt.worker_id, std::optional<std::int64_t>(w));
+  EXPECT_EQ(attempt.queued_resource, "w-" + std::to_string(w));
+  EXPECT_FALSE(attempt.holds_slice()) << "a task borrows its worker's slice";
+  ASSERT_TRUE(store.lease(*first).has_value());
+  EXPECT_EQ(store.lease(*first)->owner, "sup");
+
+  finish(store, *first);
+  EXPECT_FALSE(store.task_of_worker(w));
+  EXPECT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[0]) << "then FIFO";
+  finish(store, ids[0]);
+  EXPECT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[1]);
+  EXPECT_EQ(store.queued_tasks(), 1);
+}
+
+TEST(TaskQueue, ATaskRunsOnlyOnAWorkerOfItsAcceleratorAndOfItsZoneAndPricingWhenItNamesThem) {
+  auto store = JobStore::open_in_memory();
+  const auto workers = store.create_jobs({worker("v4"), worker("v5", "v5litepod-4"), worker("v4b")});
+  const auto ids = store.create_jobs(
+      {task("needs-v5", "v5litepod-4"), task("east", "v4-8", "us-east1-d"), task("on-demand", "v4-8", "", "ondemand")});
+  const auto now = util::now_ms();
+  EXPECT_FALSE(store.claim_task(offer(workers[0]), "sup", kTtl, now)) << "nothing for a spot v4-8 in us-central2-b";
+  EXPECT_EQ(store.claim_task(offer(workers[1], "v5litepod-4"), "sup", kTtl, now), ids[0]);
+  EXPECT_EQ(store.claim_task(offer(workers[0], "v4-8", "us-east1-d"), "sup", kTtl, now), ids[1]);
+  EXPECT_EQ(store.claim_task(offer(workers[2], "v4-8", "us-central2-b", "ondemand"), "sup", kTtl, now), ids[2]);
+}
+
+TEST(TaskQueue, AnInterruptedTaskGoesToTheHeadOfTheQueueAndAPausedOneIsNotTaken) {
+  auto store = JobStore::open_in_memory();
+  const auto w = store.create_jobs({worker("w")}).front();
+  const auto ids = store.create_jobs({task("first"), task("second"), task("third")});
+  const auto now = util::now_ms();
+  ASSERT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[0]);
+  finish(store, ids[0]);
+  ASSERT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[1]);
+
+  domain::PhaseChange back;
+  back.to = Phase::pending;
+  back.reason = "worker preempted";
+  back.release_worker = true;
+  back.to_queue_head = true;
+  back.add_preemptions = 1;
+  ASSERT_TRUE(store.transition(ids[1], Phase::setup, back));
+  const auto requeued = store.get_job(ids[1]);
+  EXPECT_FALSE(requeued.worker_id.has_value());
+  EXPECT_EQ(requeued.preemptions, 1);
+  EXPECT_LT(requeued.queue_order, store.get_job(ids[2]).queue_order);
+
+  // Paused (desired stop): the queue skips it.
+  store.set_desired_state(ids[1], domain::DesiredState::stop, "pause");
+  EXPECT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[2]);
+  finish(store, ids[2]);
+  EXPECT_FALSE(store.claim_task(offer(w), "sup", kTtl, now));
+  store.set_desired_state(ids[1], domain::DesiredState::run, "requeue");
+  EXPECT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[1]);
+  EXPECT_EQ(store.attempts(ids[1]).size(), 2U) << "the second run is the task's attempt 2";
+}
+
+TEST(TaskQueue, QueuedTasksAreNotAmongTheRecordsASupervisorDrivesUntilClaimed) {
+  auto store = JobStore::open_in_memory();
+  const auto w = store.create_jobs({worker("w")}).front();
+  const auto ids = store.create_jobs({task("a"), task("b")});
+  auto driven = store.jobs_to_drive();
+  ASSERT_EQ(driven.size(), 1U);
+  EXPECT_EQ(driven.front().id, w);
+  EXPECT_EQ(driven.front().kind, JobKind::worker);
+  ASSERT_EQ(store.claim_task(offer(w), "sup", kTtl, util::now_ms()), ids[0]);
+  driven = store.jobs_to_drive();
+  ASSERT_EQ(driven.size(), 2U);
+  EXPECT_EQ(driven.back().id, ids[0]);
+  EXPECT_EQ(driven.back().kind, JobKind::task);
+  // The attempt borrows the worker's slice: it is not a slice the store holds for the task.
+  for (const auto& held : store.held_slices()) {
+    EXPECT_NE(held.job_id, ids[0]);
+  }
+}
+
+TEST(TaskQueue, ManyWorkersClaimingAtOnceFromSeveralConnectionsNeverShareATask) {
+  test::TempDir dir;
+  const auto path = dir / "jobman.db";
+  std::vector<std::int64_t> workers;
+  {
+    auto store = JobStore::open(path);
+    std::vector<NewJob> ws;
+    for (int i = 0; i < 8; ++i) {
+      ws.push_back(worker("w" + std::to_string(i)));
+    }
+    workers = store.create_jobs(ws);
+    std::vector<NewJob> tasks;
+    for (int i = 0; i < 200; ++i) {
+      tasks.push_back(task("t" + std::to_string(i)));
+    }
+    store.create_jobs(tasks);
+  }
+  std::mutex mutex;
+  std::vector<std::int64_t> claimed;
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto store = JobStore::open(path);
+      const auto owner = "sup-" + std::to_string(i % 2); // Two supervisors' worth of workers.
+      while (true) {
+        const auto id = store.claim_task(offer(workers[i]), owner, kTtl, util::now_ms());
+        if (!id) {
+          if (store.queued_tasks() == 0) {
+            return;
+          }
+          continue;
+        }
+        {
+          const std::lock_guard lock(mutex);
+          claimed.push_back(*id);
+        }
+        finish(store, *id);
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(claimed.size(), 200U);
+  EXPECT_EQ(std::set<std::int64_t>(claimed.begin(), claimed.end()).size(), 200U) << "a task claimed twice";
+}
+
+} // namespace
+} // namespace jobman::store
