@@ -74,6 +74,7 @@ config::JobConfig worker_config(const StartOptions& options) {
     for (const auto& [flag, key, value] : std::vector<std::tuple<std::string, std::string, std::string>>{
              {"--accelerator", "tpu.accelerator", options.flags.accelerator},
              {"--zone", "tpu.zone", options.flags.zone},
+             {"--tpu-name", "job.name", options.flags.name}, // A worker's name is its slices' name, as in jobman-lite.
              {"--tpu-name", "tpu.name", options.flags.name},
              {"--pricing", "tpu.pricing",
               options.flags.pricing == "standard" ? std::string("ondemand") : options.flags.pricing},

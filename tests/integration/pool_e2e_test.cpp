@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <gtest/gtest.h>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace jobman::test {
 namespace {
@@ -20,7 +22,6 @@ using domain::Phase;
 using nlohmann::json;
 
 constexpr const char* kZone = "us-central2-b";
-constexpr const char* kLocation = "/mock/v1/projects/jobman-mock/locations/us-central2-b";
 constexpr std::chrono::seconds kPatience{120};
 
 std::string uninterrupted_checksum(int steps) {
@@ -61,9 +62,9 @@ protected:
 
   // A worker with the bucket mounted at ~/bucket (where training tasks keep their checkpoints); returns its id.
   std::int64_t start_worker(const std::string& name, const std::string& accelerator = "v4-8",
-                            const std::string& pricing = "spot") {
+                            const std::string& pricing = "spot", const std::string& zone = kZone) {
     const auto config = dir.write(name + ".yaml", "job:\n  name: " + name + "\ntpu:\n  accelerator: " + accelerator +
-                                                      "\n  zone: " + kZone + "\n  pricing: " + pricing +
+                                                      "\n  zone: " + zone + "\n  pricing: " + pricing +
                                                       "\ngcsfuse:\n  bucket_name: pool-bucket\n"
                                                       "  mount_path: ~/bucket\n"
                                                       "command:\n  cmd: '# a worker'\n");
@@ -126,9 +127,9 @@ protected:
            m["processes_running"].get<int>() == 0;
   }
 
-  bool preempt(const std::string& node) {
-    return http_call(*client, "POST", std::string(kLocation) + "/nodes/" + node + ":preempt", json::object(),
-                     mock->admin_headers())
+  bool preempt(const std::string& node, const std::string& zone = kZone) {
+    return http_call(*client, "POST", "/mock/v1/projects/jobman-mock/locations/" + zone + "/nodes/" + node + ":preempt",
+                     json::object(), mock->admin_headers())
                .status == 200;
   }
 
@@ -166,7 +167,8 @@ protected:
   fs::path home = dir / "home";
   std::unique_ptr<MockCloudProcess> mock =
       start_test_mock(dir, test_world(2, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n"
-                                         "      on_demand: {chips: 32}\n"));
+                                         "      on_demand: {chips: 32}\n"
+                                         "  us-central1-a:\n    v5litepod:\n      spot: {chips: 16}\n"));
   std::unique_ptr<httplib::Client> client;
   std::map<std::string, std::string> env;
   std::vector<std::unique_ptr<LineReadingProcess>> daemons;
@@ -296,6 +298,123 @@ TEST_F(PoolTest, DeletingABusyWorkerRequeuesItsTaskOnAnotherAndPauseHoldsATaskBa
   ASSERT_TRUE(await_phase(held, Phase::succeeded)) << record(held).phase_reason;
   expect_no_overlap({train, held});
   EXPECT_EQ(jm({"worker", "delete", "--all"}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+// The proof: three workers (a spot v4-8, an on-demand v4-8 and a spot v5litepod-4), forty tasks of every kind
+// (#JOBMAN scripts and configs, a sweep, tasks that fail once, tasks that always fail, training with checkpoints),
+// and preemptions of the spot workers' slices while they run tasks. Every task ends as its script implies, no two
+// runs overlap on a worker and no task runs twice at once (from the attempts), every training task ends with the
+// uninterrupted run's checksum, and `worker delete --all` leaves the mock empty.
+TEST_F(PoolTest, FortyMixedTasksOnThreeWorkersThroughPreemptionsEndAsTheirScriptsSay) {
+  start_daemon();
+  const auto spot = start_worker("spot-v4");
+  const auto ondemand = start_worker("ondemand-v4", "v4-8", "ondemand");
+  const auto v5 = start_worker("spot-v5", "v5litepod-4", "spot", "us-central1-a");
+  ASSERT_GT(spot, 0);
+  ASSERT_GT(ondemand, 0);
+  ASSERT_GT(v5, 0);
+
+  std::map<std::int64_t, Phase> expected;
+  std::vector<std::int64_t> training_tasks;
+  const std::string v4 = "#JOBMAN --accelerator=v4-8\n";
+  const std::string v5h = "#JOBMAN --accelerator=v5litepod-4\n#JOBMAN --zone=us-central1-a\n";
+  for (int i = 0; i < 12; ++i) {
+    expected[submit("echo-" + std::to_string(i), v4, "echo task $JOBMAN_TASK_ID; sleep 0.$((RANDOM % 5))")] =
+        Phase::succeeded;
+  }
+  for (int i = 0; i < 8; ++i) {
+    expected[submit("v5-" + std::to_string(i), v5h, "echo on $JOBMAN_ACCELERATOR; sleep 0.3")] = Phase::succeeded;
+  }
+  for (int i = 0; i < 6; ++i) {
+    const auto marker = "~/bucket/once-" + std::to_string(i);
+    expected[submit("once-" + std::to_string(i), v4 + "#JOBMAN --max-retries=2\n",
+                    "if [ ! -e " + marker + " ]; then touch " + marker + "; exit 5; fi; echo fine")] = Phase::succeeded;
+  }
+  for (int i = 0; i < 2; ++i) {
+    expected[submit("broken-" + std::to_string(i), v4 + "#JOBMAN --max-retries=1\n", "exit 9")] = Phase::failed;
+  }
+  for (int i = 0; i < 4; ++i) {
+    const auto id = submit("train-" + std::to_string(i), v4 + "#JOBMAN --priority=1\n", training(200, 10));
+    expected[id] = Phase::succeeded;
+    training_tasks.push_back(id);
+  }
+  // Configs: a sweep of six, two of them training.
+  const auto config =
+      dir.write("sweep.yaml", "job:\n  name: cfg\ntpu:\n  accelerator: v4-8\n  zone: " + std::string(kZone) +
+                                  "\ncommand:\n  cmd: |\n    if [ ${vars.i} -lt 2 ]; then " + training(200, 10) +
+                                  "; else echo config ${vars.i}; fi\n"
+                                  "vars:\n  i: 0\n");
+  const auto swept = jm({"task", "submit", config.string(), "--sweep", "vars.i=0,1,2,3,4,5", "--json"});
+  ASSERT_EQ(swept.exit_code, 0) << swept.err;
+  const auto sweep_ids = json::parse(swept.out);
+  ASSERT_EQ(sweep_ids.size(), 6U);
+  for (std::size_t i = 0; i < sweep_ids.size(); ++i) {
+    const auto id = sweep_ids[i]["id"].get<std::int64_t>();
+    expected[id] = Phase::succeeded;
+    if (i < 2) {
+      training_tasks.push_back(id);
+    }
+  }
+  // Two more training scripts with checkpoints every 20 steps, at the default priority.
+  for (int i = 4; i < 6; ++i) {
+    const auto id = submit("train-" + std::to_string(i), v4, training(200, 10));
+    expected[id] = Phase::succeeded;
+    training_tasks.push_back(id);
+  }
+  ASSERT_EQ(expected.size(), 40U);
+
+  // Preempt the spot workers' slices while they run tasks, until six preemptions are done.
+  const auto unfinished = [&] {
+    return std::count_if(expected.begin(), expected.end(),
+                         [&](const auto& e) { return !domain::is_terminal(record(e.first).phase); });
+  };
+  int preemptions = 0;
+  const std::vector<std::pair<std::int64_t, std::string>> spot_workers = {{spot, kZone}, {v5, "us-central1-a"}};
+  for (int round = 0; preemptions < 6 && unfinished() > 0 && round < 400; ++round) {
+    const auto& [worker, zone] = spot_workers[static_cast<std::size_t>(round) % spot_workers.size()];
+    const auto busy = db().task_of_worker(worker);
+    if (busy && record(*busy).phase == Phase::running && record(worker).phase == Phase::running) {
+      if (preempt(db().attempts(worker).back().node, zone)) {
+        ++preemptions;
+        // The next only once this worker serves again.
+        eventually([&] { return record(worker).phase != Phase::running; }, kPatience);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  EXPECT_GE(preemptions, 3) << "too few preemptions landed on a busy worker";
+
+  for (const auto& [id, phase] : expected) {
+    ASSERT_TRUE(eventually([&] { return domain::is_terminal(record(id).phase); }, std::chrono::seconds(300)))
+        << "task " << id << " is still " << domain::to_string(record(id).phase) << ": " << record(id).phase_reason;
+    EXPECT_EQ(record(id).phase, phase) << "task " << id << " " << record(id).name << ": " << record(id).phase_reason;
+  }
+  std::vector<std::int64_t> all;
+  for (const auto& [id, phase] : expected) {
+    all.push_back(id);
+    // Each ran on a worker of its accelerator.
+    for (const auto& a : db().attempts(id)) {
+      ASSERT_TRUE(a.worker_id.has_value());
+      EXPECT_EQ(record(*a.worker_id).accelerator, record(id).accelerator) << "task " << id;
+    }
+  }
+  expect_no_overlap(all);
+  const auto expected_sum = uninterrupted_checksum(200);
+  for (const auto id : training_tasks) {
+    EXPECT_EQ(checksum(id, record(id).attempt), expected_sum) << "task " << id << " " << record(id).name;
+  }
+  int interrupted_runs = 0;
+  for (const auto id : all) {
+    interrupted_runs += record(id).preemptions;
+  }
+  EXPECT_GE(interrupted_runs, 3) << "the preemptions sent tasks back to the queue";
+
+  const auto deleted = jm({"worker", "delete", "--all"});
+  EXPECT_EQ(deleted.exit_code, 0) << deleted.out << deleted.err;
+  for (const auto w : {spot, ondemand, v5}) {
+    EXPECT_EQ(record(w).phase, Phase::deleted);
+  }
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 

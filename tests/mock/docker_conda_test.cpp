@@ -327,8 +327,11 @@ TEST_F(MockDockerTest, StopEndsARunningContainerItsRecordAndItsProcess) {
   const auto running = record("sleeper");
   ASSERT_TRUE(running.is_object());
   const pid_t pid = running["Pid"].get<pid_t>();
-  auto marked = host_processes();
-  EXPECT_NE(std::find(marked.begin(), marked.end(), pid), marked.end()) << "the container carries the host's marker";
+  // Its environment is unreadable for a moment while `sh` execs `sleep`: the marker is there once the exec is over.
+  EXPECT_TRUE(eventually([&] {
+    const auto marked = host_processes();
+    return std::find(marked.begin(), marked.end(), pid) != marked.end();
+  })) << "the container carries the host's marker";
 
   auto ps = docker({"ps"});
   EXPECT_TRUE(std::regex_search(ps.out, std::regex("\n[0-9a-f]{12} +ubuntu:22.04 +\"sh -c echo ready.*sleeper\n")))

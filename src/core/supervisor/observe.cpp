@@ -66,6 +66,9 @@ void SupervisorLoop::observe() {
       }
       const auto* slice = d->open_slice();
       const std::string& name = slice->slice_name();
+      if (!d->seen_valid) {
+        d->dirty = true; // It may be waiting for a listing newer than its last news, whatever this one says.
+      }
       const auto found = listed->find(name);
       if (found == listed->end()) {
         d->seen.reset();

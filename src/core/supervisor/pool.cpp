@@ -148,7 +148,7 @@ void JobDriver::wake(std::optional<std::int64_t> worker, bool doubt_slice) {
   }
   if (Driven* w = host_.find(*worker)) {
     w->dirty = true;
-    if (doubt_slice) {
+    if (doubt_slice && w->job.phase == Phase::running && w->job.desired == DesiredState::run) {
       // The task may have ended because the slice is going (a preemption's SIGTERM): take the next one only after
       // the next listing says it is still ACTIVE.
       w->seen_valid = false;
