@@ -19,6 +19,7 @@
 #include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
+#include "process_stats.hpp"
 #include "stats.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
@@ -40,40 +41,14 @@
 namespace {
 
 namespace fs = std::filesystem;
+using jobman::bench::cpu_seconds;
 using jobman::bench::median;
+using jobman::bench::proc_text;
 using jobman::bench::quantile;
 using jobman::domain::JobKind;
 using jobman::domain::Phase;
 
 constexpr const char* kZone = "us-central2-b";
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-double cpu_seconds(pid_t pid) {
-  const auto text = read_text("/proc/" + std::to_string(pid) + "/stat");
-  const auto paren = text.rfind(')');
-  if (paren == std::string::npos) {
-    return 0;
-  }
-  const auto fields = jobman::util::split(text.substr(paren + 2), ' ');
-  return (std::stod(fields[11]) + std::stod(fields[12])) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
-long peak_rss_kib(pid_t pid) {
-  std::istringstream in(read_text("/proc/" + std::to_string(pid) + "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with("VmHWM:")) {
-      return std::stol(line.substr(6));
-    }
-  }
-  return 0;
-}
 
 // One whole `jobman ARGS` process with `home` (autostart off); returns wall milliseconds and the bytes it printed.
 double time_run(const fs::path& home, const std::vector<std::string>& args, std::size_t& bytes) {
@@ -235,7 +210,7 @@ int main(int argc, char** argv) {
                  (dir / "daemon.log").c_str());
     return 1;
   }
-  const pid_t pid = static_cast<pid_t>(std::stol(read_text(home / "daemon.lock")));
+  const pid_t pid = static_cast<pid_t>(std::stol(proc_text(home / "daemon.lock")));
   std::string values;
   for (int i = 0; i < run_tasks; ++i) {
     values += (i == 0 ? "" : ",") + std::to_string(i);
@@ -264,7 +239,7 @@ int main(int argc, char** argv) {
   }
   const double window_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - window_start).count();
   const double cpu_share = (cpu_seconds(pid) - cpu_before) / window_s;
-  const long peak_kib = peak_rss_kib(pid);
+  const long peak_kib = jobman::bench::status_kib(pid, "VmHWM");
 
   // Every run, by worker, in order: when it could have started (queued, its worker free), when it did, when it ended.
   struct Run {

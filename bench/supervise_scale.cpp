@@ -9,6 +9,7 @@
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
+#include "process_stats.hpp"
 #include "stats.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
@@ -31,8 +32,11 @@
 namespace {
 
 namespace fs = std::filesystem;
+using jobman::bench::cpu_seconds;
 using jobman::bench::median;
+using jobman::bench::proc_text;
 using jobman::bench::quantile;
+using jobman::bench::status_kib;
 using jobman::domain::Phase;
 
 struct Zone {
@@ -46,40 +50,9 @@ constexpr Zone kZones[] = {{"us-central2-b", "v4", "v4-8"},
                            {"europe-west4-b", "v5litepod", "v5litepod-1"},
                            {"us-east1-d", "v6e", "v6e-1"}};
 
-std::string file_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// utime + stime of a process, in seconds.
-double cpu_seconds(pid_t pid) {
-  const auto text = file_text("/proc/" + std::to_string(pid) + "/stat");
-  const auto paren = text.rfind(')');
-  if (paren == std::string::npos) {
-    return 0;
-  }
-  const auto fields = jobman::util::split(text.substr(paren + 2), ' ');
-  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
-  return (std::stod(fields[11]) + std::stod(fields[12])) / ticks;
-}
-
-// A field of /proc/PID/status in KiB (VmHWM, VmRSS).
-long status_kib(pid_t pid, const std::string& field) {
-  std::istringstream in(file_text("/proc/" + std::to_string(pid) + "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with(field + ":")) {
-      return std::stol(line.substr(field.size() + 1));
-    }
-  }
-  return 0;
-}
-
 // The pid in $JOBMAN_HOME/daemon.lock.
 pid_t daemon_pid(const fs::path& home) {
-  const auto text = file_text(home / "daemon.lock");
+  const auto text = proc_text(home / "daemon.lock");
   return text.empty() ? 0 : static_cast<pid_t>(std::stol(text));
 }
 
@@ -211,7 +184,7 @@ int main(int argc, char** argv) {
   // The daemon prints its counters when it stops.
   daemon.send(SIGTERM);
   daemon.finish();
-  const auto log = file_text(dir / "daemon.log");
+  const auto log = proc_text(dir / "daemon.log");
   const auto at = log.rfind("supervisor stats:");
   std::map<std::string, double> stats;
   if (at != std::string::npos) {
