@@ -225,7 +225,19 @@ TEST(ConfigExamples, EveryExampleLoadsCleanly) {
     }
     ++count;
   }
-  EXPECT_EQ(count, 3);
+  EXPECT_EQ(count, 4);
+}
+
+TEST(ConfigExamples, TheWorkerExampleKeepsASpotSliceWithABucketAndASetupScript) {
+  const JobConfig c = load_one(examples_dir() + "/worker-v4.yaml");
+  EXPECT_EQ(c.job.name, "pool-v4");
+  EXPECT_EQ(c.tpu.accelerator.name, "v4-8");
+  EXPECT_EQ(c.tpu.pricing, Pricing::spot);
+  ASSERT_TRUE(c.gcsfuse.has_value());
+  EXPECT_EQ(c.gcsfuse->mount_path, "~/bucket");
+  ASSERT_TRUE(c.setup.has_value());
+  EXPECT_NE(c.setup->script.find("mkdir -p ~/bucket/ckpt"), std::string::npos) << c.setup->script;
+  EXPECT_EQ(c.recovery.max_failures, 3);
 }
 
 TEST(ConfigExamples, SpotV4SystolicRunsTheBundledWorkload) {
