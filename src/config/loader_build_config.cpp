@@ -75,6 +75,13 @@ std::optional<SetupSection> build_setup(Problems& p, const Section& s, const Bui
     file = file.lexically_normal();
     std::error_code ec;
     if (std::filesystem::exists(file, ec)) {
+      // A device or a pipe (/dev/zero, /dev/stdin) would never end, and a script is never megabytes long.
+      constexpr std::uintmax_t kMaxScript = 1 << 20;
+      if (!std::filesystem::is_regular_file(file, ec) || std::filesystem::file_size(file, ec) > kMaxScript) {
+        p.error(s.origin("script"), s.path("script"),
+                file.string() + " is not a script file (a regular file of at most 1 MiB)");
+        return std::nullopt;
+      }
       try {
         out.script = util::read_file(file);
       } catch (const Error& e) {
