@@ -29,6 +29,15 @@ std::string to_string(EnvType value) {
   return "none";
 }
 
+std::string to_string(NotifyEvent event) {
+  switch (event) {
+  case NotifyEvent::begin: return "BEGIN";
+  case NotifyEvent::end: return "END";
+  case NotifyEvent::fail: return "FAIL";
+  }
+  return "END";
+}
+
 std::string WorkerSelection::to_gcloud() const {
   if (all) {
     return "all";

@@ -97,7 +97,9 @@ bool passes_through(const std::vector<std::string>& path) {
   return (path[0] == "command" && path[1] == "cmd") || path[0] == "vars" ||
          (path[0] == "docker" && (path[1] == "env_vars" || path[1] == "flags")) ||
          (path[0] == "tpu" && (path[1] == "metadata" || path[1] == "startup_script")) ||
-         (path[0] == "setup" && path[1] == "script");
+         (path[0] == "setup" && path[1] == "script") || (path[0] == "notify" && path[1] == "webhooks") ||
+         (path[0] == "notify" && path[1] == "smtp" && path.size() > 2 &&
+          (path[2] == "password" || path[2] == "username"));
 }
 
 // Calls `visit` with every string in `doc` and its path of keys and indices.
@@ -356,6 +358,13 @@ expand_environment(JobConfig& config,
   }
   if (config.setup) {
     expand(config.setup->script);
+  }
+  if (config.notify) {
+    std::for_each(config.notify->webhooks.begin(), config.notify->webhooks.end(), expand);
+    if (config.notify->smtp) {
+      expand(config.notify->smtp->username);
+      expand(config.notify->smtp->password);
+    }
   }
   for (auto& [key, value] : config.vars) {
     expand(value);

@@ -1,11 +1,14 @@
 // Building the model, part two: the whole JobConfig. Checks the top-level sections, builds the optional ones (gcsfuse,
 // ssh, the environments, setup, vars, brevo_email) and checks the environment job.env_type names.
+#include "interpolation.hpp"
 #include "jobman/util/system.hpp"
 #include "loader_parts.hpp"
 #include "schema.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <regex>
 
 namespace jobman::config::detail {
 
@@ -107,6 +110,89 @@ std::optional<SetupSection> build_setup(Problems& p, const Section& s, const Bui
   }
   if (!out.script.ends_with('\n')) {
     out.script += '\n';
+  }
+  return out;
+}
+
+// An e-mail address as jobman-lite checks one: no blanks, one '@', a dot in the domain.
+bool looks_like_address(const std::string& text) {
+  static const std::regex form(R"([^@\s]+@[^@\s]+\.[^@\s]+)");
+  return std::regex_match(text, form);
+}
+
+// The notify section: events, Brevo recipients, webhooks, an SMTP server, jobman-lite's Brevo file.
+NotifySection build_notify(Problems& p, const Section& s, const BuildContext& ctx) {
+  NotifySection out;
+  if (const Node* events = s.get("events"); events != nullptr && !events->is_null()) {
+    std::vector<NotifyEvent> chosen;
+    bool none = false;
+    for (const auto& word : s.str_list("events")) {
+      std::string upper = word;
+      std::transform(upper.begin(), upper.end(), upper.begin(),
+                     [](char c) { return static_cast<char>(std::toupper(static_cast<unsigned char>(c))); });
+      if (upper == "ALL") {
+        chosen = {NotifyEvent::begin, NotifyEvent::end, NotifyEvent::fail};
+      } else if (upper == "NONE") {
+        none = true;
+      } else if (upper == "BEGIN" || upper == "END" || upper == "FAIL") {
+        const auto event = upper == "BEGIN" ? NotifyEvent::begin
+                           : upper == "END" ? NotifyEvent::end
+                                            : NotifyEvent::fail;
+        if (std::find(chosen.begin(), chosen.end(), event) == chosen.end()) {
+          chosen.push_back(event);
+        }
+      } else {
+        p.error(s.origin("events"), s.path("events"), "unknown event '" + word + "'",
+                "expected BEGIN, END, FAIL, ALL or NONE");
+      }
+    }
+    if (none && !chosen.empty()) {
+      p.error(s.origin("events"), s.path("events"), "NONE cannot be combined with other events");
+    }
+    std::sort(chosen.begin(), chosen.end());
+    out.events = none ? std::vector<NotifyEvent>{} : chosen;
+  }
+  out.mail_to = s.str_list("mail_to");
+  for (const auto& address : out.mail_to) {
+    if (!looks_like_address(address)) {
+      p.error(s.origin("mail_to"), s.path("mail_to"), "'" + address + "' is not an e-mail address");
+    }
+  }
+  out.webhooks = s.str_list("webhooks");
+  for (const auto& url : out.webhooks) {
+    // A secret one is a call to ${oc.env:...}, or its marker while a recorded config is read back.
+    const bool call = detail::has_reference(url) || detail::has_environment_marker(url);
+    if (!url.starts_with("https://") && !url.starts_with("http://") && !call) {
+      p.error(s.origin("webhooks"), s.path("webhooks"), "a webhook is an http:// or https:// URL",
+              "write a secret one as ${oc.env:SLACK_WEBHOOK}");
+    }
+  }
+  if (const Node* smtp = s.get("smtp"); smtp != nullptr && !smtp->is_null()) {
+    const Section m(p, smtp, s.path("smtp"), s.origin("smtp"), "notify.smtp");
+    SmtpSection server;
+    server.url = m.str("url", Presence::required).value_or("");
+    if (!server.url.empty() && !server.url.starts_with("smtp://") && !server.url.starts_with("smtps://")) {
+      p.error(m.origin("url"), m.path("url"), "expected smtp://host:port or smtps://host:port");
+    }
+    server.from = m.str("from", Presence::required).value_or("");
+    if (!server.from.empty() && !looks_like_address(server.from)) {
+      p.error(m.origin("from"), m.path("from"), "'" + server.from + "' is not an e-mail address");
+    }
+    server.to = m.str_list("to");
+    if (server.to.empty() && m.present()) {
+      m.missing("to", "the addresses to mail");
+    }
+    for (const auto& address : server.to) {
+      if (!looks_like_address(address)) {
+        p.error(m.origin("to"), m.path("to"), "'" + address + "' is not an e-mail address");
+      }
+    }
+    server.username = m.str("username").value_or("");
+    server.password = m.str("password").value_or("");
+    out.smtp = server;
+  }
+  if (auto file = s.str("brevo_config")) {
+    out.brevo_config = (ctx.base_dir / util::expand_user(*file)).lexically_normal().string();
   }
   return out;
 }
@@ -258,11 +344,10 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
     out.api_key = s.str("api_key").value_or("");
     out.sender = s.str("sender").value_or("");
     out.receiver = s.str("receiver").value_or("");
-    if (!out.api_key.empty()) {
-      const SectionRef ref = section_ref(root, "brevo_email", ctx.file);
-      p.warn(ref.anchor, "brevo_email", "e-mail notifications are not sent yet: this section has no effect");
-    }
     config.email = out;
+  }
+  if (const Section s = open("notify", Presence::optional); s.present()) {
+    config.notify = build_notify(p, s, ctx);
   }
 
   // The environment named by job.env_type is built from its section. Without one, the command runs bare, as the

@@ -133,6 +133,31 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
   } else {
     doc["brevo_email"] = nullptr;
   }
+  if (c.notify) {
+    const auto& n = *c.notify;
+    json events = json::array();
+    for (const auto event : n.events) {
+      events.push_back(to_string(event));
+    }
+    json notify = {{"events", events}, {"mail_to", n.mail_to}, {"webhooks", n.webhooks}};
+    if (n.smtp) {
+      notify["smtp"] = {{"url", n.smtp->url},
+                        {"from", n.smtp->from},
+                        {"to", n.smtp->to},
+                        {"username", opt(n.smtp->username)},
+                        // The snapshot keeps the ${oc.env:...} call the password came from (keep_calls); output
+                        // for people and programs never shows it.
+                        {"password", n.smtp->password.empty()       ? json(nullptr)
+                                     : purpose == Purpose::snapshot ? json(n.smtp->password)
+                                                                    : json("<redacted>")}};
+    } else {
+      notify["smtp"] = nullptr;
+    }
+    notify["brevo_config"] = opt(n.brevo_config);
+    doc["notify"] = notify;
+  } else {
+    doc["notify"] = nullptr;
+  }
   return doc;
 }
 

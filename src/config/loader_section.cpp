@@ -26,8 +26,9 @@ Section::Section(Problems& p, const Node* node, std::string path, Origin anchor,
   node_ = node;
   const auto keys = detail::known_keys(schema_name);
   // The Python jobman reads keys by name and never looks at the others, so a key unknown in one of its sections is
-  // ignored with a warning, not refused; jobman's own sections (recovery, setup) have no such users to follow.
-  const bool strict = schema_name.starts_with("recovery") || schema_name == "setup";
+  // ignored with a warning, not refused; jobman's own sections (recovery, setup, notify) have no such users to follow.
+  const bool strict =
+      schema_name.starts_with("recovery") || schema_name == "setup" || schema_name.starts_with("notify");
   for (const auto& entry : node->entries) {
     if (std::find(keys.begin(), keys.end(), entry.key) == keys.end()) {
       if (strict) {

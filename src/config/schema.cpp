@@ -14,7 +14,7 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& schema() {
   static const std::map<std::string, std::vector<std::string>, std::less<>> table{
       {"",
        {"job", "tpu", "gcsfuse", "ssh", "docker", "conda", "venv", "setup", "command", "recovery", "vars", "sweep",
-        "brevo_email"}},
+        "brevo_email", "notify"}},
       {"job", {"name", "env_type", "loop", "remote_user", "queue"}},
       {"job.queue", {"enabled", "config", "prefix"}},
       {"tpu",
@@ -32,6 +32,8 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& schema() {
       {"recovery", {"max_preemptions", "max_failures", "restart_exit_codes", "poll_interval", "backoff"}},
       {"recovery.backoff", {"initial", "max", "multiplier"}},
       {"brevo_email", {"api_key", "sender", "receiver"}},
+      {"notify", {"events", "mail_to", "webhooks", "smtp", "brevo_config"}},
+      {"notify.smtp", {"url", "from", "to", "username", "password"}},
   };
   return table;
 }

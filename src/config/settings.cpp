@@ -41,6 +41,7 @@ const std::vector<Key>& keys() {
       {"api_endpoint", "JOBMAN_API_ENDPOINT"},
       {"mock_time_scale", "JOBMAN_MOCK_TIME_SCALE"},
       {"autostart", "JOBMAN_AUTOSTART"},
+      {"brevo_endpoint", "JOBMAN_BREVO_ENDPOINT"},
   };
   return table;
 }
@@ -155,6 +156,12 @@ Settings load_settings() {
       } else {
         settings.api_endpoint = text;
       }
+    } else if (key == "brevo_endpoint") {
+      if (!text.starts_with("http://") && !text.starts_with("https://")) {
+        report(g, key, "'" + text + "' is not an http:// or https:// URL");
+      } else {
+        settings.brevo_endpoint = text;
+      }
     } else if (key == "autostart") {
       if (text == "true" || text == "yes" || text == "on" || text == "1") {
         settings.autostart = true;
@@ -192,6 +199,7 @@ Settings load_settings() {
       {"api_endpoint", settings.api_endpoint},
       {"mock_time_scale", format_scale(settings.mock_time_scale)},
       {"autostart", settings.autostart ? "true" : "false"},
+      {"brevo_endpoint", settings.brevo_endpoint},
   };
   for (const auto& key : keys()) {
     const auto origin = origins.find(key.name);

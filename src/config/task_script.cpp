@@ -719,9 +719,14 @@ std::string config_document(const TaskRequest& task, const std::string& cmd) {
   doc["tpu"] = tpu;
   doc["command"] = json{{"cmd", text(cmd)}, {"workers", task.all_hosts ? json("all") : json::array({0})}};
   doc["recovery"] = json{{"max_failures", task.max_retries}};
-  if (!task.mail_user.empty()) {
-    // The API key and the sender come from elsewhere; mail types have no key in the config.
-    doc["brevo_email"] = json{{"receiver", text(task.mail_user)}};
+  if (!task.mail_user.empty() && !task.mail_types.empty()) {
+    // The Brevo key and sender are read when a mail goes out (notify.brevo_config, the environment, the settings);
+    // the document names only whom to mail and when.
+    json notify = {{"events", task.mail_types}, {"mail_to", json::array({text(task.mail_user)})}};
+    if (!task.brevo_config.empty()) {
+      notify["brevo_config"] = text(task.brevo_config);
+    }
+    doc["notify"] = notify;
   }
   return detail::emit_yaml(doc);
 }
@@ -852,6 +857,14 @@ TaskRequest read_task_script(const std::string& path, const TaskOverrides& overr
   }
   task.mail_user = headers.mail_user.value_or("");
   task.mail_types = headers.mail_types;
+  if (!task.mail_user.empty()) {
+    // Where jobman-lite keeps its Brevo key and sender: .jobman_brevo.json in the directory `task submit` runs in.
+    std::error_code ec;
+    const auto lite = std::filesystem::current_path(ec) / ".jobman_brevo.json";
+    if (!ec && std::filesystem::is_regular_file(lite, ec)) {
+      task.brevo_config = lite.lexically_normal().string();
+    }
+  }
   task.script_path = std::filesystem::absolute(std::filesystem::path(path)).lexically_normal().string();
   sort_warnings(p.warnings);
   task.warnings = std::move(p.warnings);

@@ -167,7 +167,30 @@ DROP INDEX attempts_unreleased;
 CREATE INDEX attempts_unreleased ON attempts(queued_resource, node, zone) WHERE released_ms IS NULL AND worker_id IS NULL;
 )sql";
 
-constexpr std::array<Migration, 8> all{{
+// Version 9: notifications waiting to go out (mail, webhooks), one row per event, channel and recipient of a job's
+// attempt: recorded when the phase changes, sent by whichever supervisor finds them due, retried with backoff until
+// sent or given up. The row holds whom to tell, never a key or a webhook's URL (the job's config says how, read when
+// sending).
+constexpr std::string_view v9 = R"sql(
+CREATE TABLE notifications (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  attempt INTEGER NOT NULL,
+  event TEXT NOT NULL,
+  channel TEXT NOT NULL,
+  target TEXT NOT NULL,
+  created_ms INTEGER NOT NULL,
+  tries INTEGER NOT NULL DEFAULT 0,
+  next_ms INTEGER NOT NULL,
+  sent_ms INTEGER,
+  gave_up INTEGER NOT NULL DEFAULT 0,
+  error TEXT NOT NULL DEFAULT '',
+  UNIQUE (job_id, attempt, event, channel, target)
+);
+CREATE INDEX notifications_due ON notifications(next_ms) WHERE sent_ms IS NULL AND gave_up = 0;
+)sql";
+
+constexpr std::array<Migration, 9> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -176,6 +199,7 @@ constexpr std::array<Migration, 8> all{{
     {6, "cache what each zone of a cloud offers", v6},
     {7, "index the attempts whose slice is not released", v7},
     {8, "add workers and a queue of tasks", v8},
+    {9, "queue notifications", v9},
 }};
 
 } // namespace

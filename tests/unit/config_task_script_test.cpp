@@ -641,10 +641,10 @@ TEST(TaskConfig, LoaderReadsWhatTheTaskAsksFor) {
   EXPECT_FALSE(c.command.workers.all);
   EXPECT_EQ(c.command.workers.indices, (std::vector<int>{0}));
   EXPECT_EQ(c.recovery.max_failures, 5);
-  ASSERT_TRUE(c.email.has_value());
-  EXPECT_EQ(c.email->receiver, "you@example.com");
-  EXPECT_EQ(c.email->api_key, "");
-  EXPECT_EQ(c.email->sender, "");
+  // --mail-user and --mail-type are the notify section's Brevo recipients and events.
+  ASSERT_TRUE(c.notify.has_value());
+  EXPECT_EQ(c.notify->mail_to, std::vector<std::string>{"you@example.com"});
+  EXPECT_EQ(c.notify->events, (std::vector<NotifyEvent>{NotifyEvent::begin, NotifyEvent::end, NotifyEvent::fail}));
   // Only keys the loader knows, and nothing it has to say about them.
   EXPECT_TRUE(c.warnings.empty()) << warnings_text(c.warnings) << r.config_yaml;
 }
@@ -791,8 +791,9 @@ TEST(TaskConfig, NamesAndAddressesAreWrittenAsGiven) {
   const TaskRequest r = read_task_script(script(dir, "task.sh", text).string());
   const JobConfig c = load(r);
   EXPECT_EQ(c.job.name, "${job.name}:#1");
-  ASSERT_TRUE(c.email.has_value());
-  EXPECT_EQ(c.email->receiver, "a+${x.y}@b.example");
+  ASSERT_TRUE(c.notify.has_value());
+  EXPECT_EQ(c.notify->mail_to, std::vector<std::string>{"a+${x.y}@b.example"});
+  EXPECT_EQ(c.notify->events, std::vector<NotifyEvent>{NotifyEvent::end});
   EXPECT_EQ(c.tpu.version, "\"odd");
 }
 

@@ -74,14 +74,14 @@ TEST_F(SettingsLoad, MissingFileGivesDefaults) {
   EXPECT_EQ(s.api_endpoint, "");
   EXPECT_EQ(s.mock_time_scale, 60);
   EXPECT_TRUE(s.autostart);
-  ASSERT_EQ(s.sources.size(), 8u);
+  ASSERT_EQ(s.sources.size(), 9u);
   std::vector<std::string> keys;
   for (const auto& source : s.sources) {
     keys.push_back(source.key);
     EXPECT_TRUE(source.origin.starts_with("default")) << source.key << ": " << source.origin;
   }
   EXPECT_EQ(keys, (std::vector<std::string>{"cloud", "project", "zone", "gcloud", "poll_interval", "api_endpoint",
-                                            "mock_time_scale", "autostart"}));
+                                            "mock_time_scale", "autostart", "brevo_endpoint"}));
   EXPECT_EQ(s.sources[0].value, "mock");
   EXPECT_EQ(s.sources[4].value, "30s");
 }

@@ -132,12 +132,36 @@ struct RecoverySection {
   double backoff_multiplier = 2.0;
 };
 
-// `notify:` / the Python jobman's `brevo_email:` — e-mail on terminal phases.
+// The Python jobman's `brevo_email:`: e-mail through Brevo when the job begins, ends or fails.
 struct EmailSection {
   std::string api_key;
   std::string sender;
   std::string receiver;
   [[nodiscard]] bool enabled() const { return !api_key.empty() && !receiver.empty(); }
+};
+
+// A plain SMTP server for `notify.smtp`.
+struct SmtpSection {
+  std::string url;  // smtp://host:port (STARTTLS when offered) or smtps://host:port.
+  std::string from; // The sender address.
+  std::vector<std::string> to;
+  std::string username; // Empty: no login.
+  std::string password; // A secret: written as ${oc.env:...}, the snapshot keeps the call.
+};
+
+// When a notification goes out: the first launch (BEGIN), success (END), the job or task failing for good (FAIL).
+enum class NotifyEvent { begin, end, fail };
+
+// "BEGIN", "END", "FAIL".
+std::string to_string(NotifyEvent event);
+
+// `notify:` — who hears about the job, and when. `#JOBMAN --mail-user/--mail-type` write mail_to and events.
+struct NotifySection {
+  std::vector<NotifyEvent> events{NotifyEvent::end, NotifyEvent::fail}; // In the order BEGIN, END, FAIL.
+  std::vector<std::string> mail_to; // Addresses mailed through Brevo (the key: brevo_email, the environment, settings).
+  std::vector<std::string> webhooks; // Slack-compatible URLs (secrets: write them as ${oc.env:...}).
+  std::optional<SmtpSection> smtp;
+  std::string brevo_config; // jobman-lite's .jobman_brevo.json (api_key, sender_email), read when sending; "" none.
 };
 
 // A non-fatal remark about the config (a key jobman reads but cannot honour, an unusual zone).
@@ -160,6 +184,7 @@ struct JobConfig {
   CommandSection command;
   RecoverySection recovery;
   std::optional<EmailSection> email;
+  std::optional<NotifySection> notify;
   std::map<std::string, std::string> vars;        // `vars:` — free user variables for ${vars.x}.
   std::map<std::string, std::string> sweep_point; // key path -> value for a sweep member; empty otherwise.
   std::vector<ConfigWarning> warnings;

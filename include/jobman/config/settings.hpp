@@ -23,9 +23,10 @@ struct Settings {
   std::string zone;              // Default zone when a config gives none.
   std::string gcloud = "gcloud"; // Program run for ssh/scp and access tokens.
   long long poll_interval_seconds = 30;
-  std::string api_endpoint;           // TPU API base URL; empty means the cloud's default.
-  double mock_time_scale = 60;        // The bundled mock's --time-scale (and the supervisor's tick divisor there).
-  bool autostart = true;              // create/resume/wait/cancel/... start the supervisor (and mock) when none runs.
+  std::string api_endpoint;    // TPU API base URL; empty means the cloud's default.
+  double mock_time_scale = 60; // The bundled mock's --time-scale (and the supervisor's tick divisor there).
+  bool autostart = true;       // create/resume/wait/cancel/... start the supervisor (and mock) when none runs.
+  std::string brevo_endpoint = "https://api.brevo.com/v3/smtp/email"; // Where notification mail is sent.
   std::vector<SettingSource> sources; // Every key, in a fixed order, for `jobman settings`.
 };
 

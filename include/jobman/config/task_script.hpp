@@ -71,14 +71,15 @@ struct TaskRequest {
   bool all_hosts = true;
   std::string mail_user;
   std::vector<std::string> mail_types;
-  std::string script_path; // Absolute.
-  std::string script_text; // Exactly the file's bytes.
+  std::string brevo_config; // jobman-lite's .jobman_brevo.json where `task submit` runs, when there is one.
+  std::string script_path;  // Absolute.
+  std::string script_text;  // Exactly the file's bytes.
   // Where accelerator, zone, tpu_version and the other values that were given came from, by header key: the header
   // (as in TaskHeaders::origins) or the flag (file "--accelerator", no line), for messages about them after loading.
   std::map<std::string, SourceLocation> origins;
   // The headers' warnings, and a note when the script's own fan-out turned all_hosts off.
   std::vector<ConfigWarning> warnings;
-  // A job config document (job, tpu, command, recovery and, with a mail user, brevo_email.receiver) that
+  // A job config document (job, tpu, command, recovery and, with a mail user and types, notify) that
   // parse_job_configs reads into the task's JobConfig. Its command writes the script, byte for byte, to
   // "$HOME/.jobman/jobs/$JOBMAN_JOB_ID/task-$JOBMAN_ATTEMPT.sh" (mode 700) and runs it: through its #! line when it
   // has one, else with bash.

@@ -37,6 +37,8 @@ public:
   // Claims the next task `worker` can run (JobStore::claim_task) under this loop's lease, and drives it from now on;
   // its id, or nullopt when none was free.
   virtual std::optional<std::int64_t> claim(Driven& worker, const store::WorkerOffer& offer) = 0;
+  // Notifications were recorded: send them soon, not only at the next tick.
+  virtual void notifications_due() = 0;
   // The job with this id, while the loop drives it; nullptr once it was dropped.
   virtual Driven* find(std::int64_t id) = 0;
 

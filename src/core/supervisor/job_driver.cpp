@@ -84,6 +84,9 @@ bool JobDriver::move(Driven& d, std::optional<Phase> expected, const domain::Pha
                  change.reason);
   }
   reload(d);
+  if (moved) {
+    notify_phase(d, from, change.to);
+  }
   return moved;
 }
 

@@ -152,6 +152,11 @@ private:
   // The slice or the workload was lost: ends the attempt and spends a preemption (RECOVERING or FAILED).
   void preempted(Driven& d, const std::string& what, int exit_code);
 
+  // ---- notify.cpp ----
+  // Records the notifications the job's config asks for when it moved from `from` to `to`: BEGIN at its first
+  // launch, END when it succeeds, FAIL when it fails for good (a worker: FAIL only).
+  void notify_phase(Driven& d, domain::Phase from, domain::Phase to);
+
   // ---- pool.cpp ----
   // A worker in RUNNING: its slice is set up and it serves the queue. It watches its slice as a job does, and takes
   // the next task it can run whenever it holds none and the last listing showed the slice ACTIVE.

@@ -54,6 +54,7 @@ void SupervisorLoop::run(const std::stop_token& stop) {
   std::jthread heartbeat([this](const std::stop_token& hb_stop) { heartbeat_loop(hb_stop); });
   auto next_read = std::chrono::steady_clock::now();
   auto next_observe = next_read;
+  auto next_notify = next_read;
   next_sweep = next_read;
   spdlog::info("supervisor {} started on the {} cloud (project {})", options.owner, access->mock ? "mock" : "Google",
                access->project);
@@ -77,6 +78,11 @@ void SupervisorLoop::run(const std::stop_token& stop) {
     sweep_if_due(now);
     for (auto& [id, d] : driven) {
       step_safely(d);
+    }
+    if (notify_now || now >= next_notify) {
+      notify_now = false;
+      next_notify = now + std::max(tick, milliseconds(1000));
+      send_due_notifications();
     }
     prune();
     if (options.idle_exit) {

@@ -10,6 +10,7 @@
 #include "driven.hpp"
 #include "driver_host.hpp"
 #include "job_driver.hpp"
+#include "jobman/cloud/http.hpp"
 #include "jobman/core/cloud.hpp"
 #include "jobman/core/orphans.hpp"
 #include "jobman/core/supervisor.hpp"
@@ -53,6 +54,7 @@ public:
   void dispatch_detached(std::function<void()> task) override;
   void watch_in_background(std::int64_t id, Work watch) override;
   std::optional<std::int64_t> claim(Driven& worker, const store::WorkerOffer& offer) override;
+  void notifications_due() override { notify_now = true; }
   Driven* find(std::int64_t id) override;
   void drop_later(std::int64_t id) override { to_drop.push_back(id); }
   void forget_lease(std::int64_t id) override;
@@ -90,6 +92,10 @@ private:
   // One queuedResources.list per zone in use covers every job there.
   void observe();
 
+  // ---- notify.cpp ----
+  // Takes the notifications due and sends each on the action pool; the outcome comes back as an event.
+  void send_due_notifications();
+
   // ---- sweep.cpp ----
   // Starts an orphan sweep when one is due and none is under way: the listings (one per kind per zone in use) run on
   // the action pool.
@@ -117,6 +123,9 @@ private:
   std::chrono::steady_clock::time_point next_sweep; // When the next orphan sweep is due (the first at start).
   bool sweeping = false;                            // A sweep's listings or deletions are under way.
   std::string orphan_owner;                         // The jobman-owner label value of this user's resources.
+  // Notifications: the client Brevo and webhooks are reached with, and whether some were just recorded.
+  std::shared_ptr<cloud::HttpClient> notify_http = std::make_shared<cloud::HttpClient>();
+  bool notify_now = false;
 
   // Leases: the ids held, shared with the heartbeat thread.
   mutable std::mutex leases_mutex;
