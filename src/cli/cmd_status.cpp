@@ -24,8 +24,12 @@ struct StatusOptions {
 using domain::Phase;
 
 // What a worker is doing, in jobman-lite's PROCESS column: READY (serving, idle) or BUSY (running a task) while its
-// slice is up; STOPPED once stopped with its slice kept; otherwise its phase.
+// slice is up; IDLE with its slice released for want of tasks (tpu.idle_release); STOPPED once stopped with its slice
+// kept; otherwise its phase.
 std::string process_text(const domain::JobRecord& worker, bool busy) {
+  if (core::idle_released(worker)) {
+    return "IDLE";
+  }
   if (worker.desired != domain::DesiredState::run && !domain::is_terminal(worker.phase)) {
     return status_text(worker);
   }

@@ -5,6 +5,9 @@
 #include "jobman/config/loader.hpp"
 #include "jobman/config/settings.hpp"
 #include "jobman/config/worker_config.hpp"
+#include "jobman/core/cloud.hpp"
+#include "jobman/core/orphans.hpp"
+#include "jobman/core/plan.hpp"
 #include "jobman/core/pool.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
@@ -68,6 +71,9 @@ config::JobConfig worker_config(const StartOptions& options) {
   const auto settings = config::load_settings();
   config::LoadOptions load;
   load.default_zone = settings.zone;
+  if (!options.flags.idle_release.empty() && !util::parse_duration_seconds(options.flags.idle_release)) {
+    throw UsageError("--idle-release " + options.flags.idle_release + ": expected a duration (90s, 30m, 2h)");
+  }
   if (!options.config_path.empty()) {
     // A config whose tpu section is the slice and whose setup sections (ssh, gcsfuse, the environment, setup.script)
     // run once on every host; the flags given win over its values.
@@ -80,7 +86,8 @@ config::JobConfig worker_config(const StartOptions& options) {
               options.flags.pricing == "standard" ? std::string("ondemand") : options.flags.pricing},
              {"--allocation-mode", "tpu.allocation_mode", options.flags.allocation_mode},
              {"--version", "tpu.version", options.flags.version},
-             {"--ssh-user", "job.remote_user", options.flags.ssh_user}}) {
+             {"--ssh-user", "job.remote_user", options.flags.ssh_user},
+             {"--idle-release", "tpu.idle_release", options.flags.idle_release}}) {
       if (!value.empty()) {
         load.set_overrides.push_back(key);
         load.set_overrides.back().append("=").append(value);
@@ -164,6 +171,9 @@ void add_start(CLI::App& worker, Context& ctx) {
   cmd->add_option("--config", options->config_path,
                   "A config whose tpu section is the slice and whose setup sections run once on every host")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--idle-release", options->flags.idle_release,
+                  "Release the slice after this long without a task (30m, 2h); a task queued for the worker brings "
+                  "a new one. Default: keep it");
   cmd->add_option("--max-setup-failures", options->flags.max_setup_failures,
                   "Setup failures retried (with backoff) before the worker ends FAILED (default 5)");
   add_json_flag(*cmd, options->json);
@@ -171,6 +181,7 @@ void add_start(CLI::App& worker, Context& ctx) {
               "  jobman worker start -a v4-8 -z us-central2-b\n"
               "  jobman worker start -a v6e-128 -z us-east5-b -s scripts/setup/bootstrap.sh\n"
               "  jobman worker start -a v4-8 -z us-central2-b -p standard -n eval-pool-1\n"
+              "  jobman worker start -a v5litepod-16 -z us-west4-a --idle-release 30m\n"
               "  jobman worker start --config worker.yaml\n"
               "A supervisor (jobman daemon) drives the worker; no tmux session is needed, and it survives the\n"
               "login node's restarts. A preempted worker gets a new slice; its task goes back to the queue's head.");
@@ -279,6 +290,139 @@ void add_one_worker_commands(CLI::App& worker, Context& ctx) {
   }
 }
 
+// One worker's slice as the cloud has it now.
+struct SyncedWorker {
+  domain::JobRecord job;
+  std::string slice; // Its open slice's name; empty when it holds none.
+  std::string zone;
+  std::string qr;   // The queued resource's state; "-" in tpu-vm mode or without a slice; "gone" when not listed.
+  std::string node; // The node's state; "-" without a slice; "gone" when not listed.
+  bool changed = false;
+};
+
+std::string listed_state(const std::vector<core::ZoneListing>& listings, const std::string& zone,
+                         const std::string& name, bool node) {
+  const auto is_it = [&](const std::string& full) { return full.ends_with("/" + name); };
+  for (const auto& listing : listings) {
+    if (listing.zone != zone) {
+      continue;
+    }
+    if (node) {
+      for (const auto& n : listing.nodes) {
+        if (is_it(n.name)) {
+          return cloud::to_string(n.state);
+        }
+      }
+    } else {
+      for (const auto& q : listing.queued_resources) {
+        if (is_it(q.name)) {
+          return cloud::to_string(q.state);
+        }
+      }
+    }
+  }
+  return "gone";
+}
+
+// `worker sync`: one listing per zone of the selected workers; what it says of each worker's slice is recorded (the
+// QR and VM columns of `status`, and an event when it changed), jobman's resources that no worker or job holds are
+// counted, and a supervisor is started to act on the news.
+int run_sync(Context& ctx, SelectOptions options) {
+  if (options.request.json) {
+    silence_logging();
+  }
+  if (options.selection.refs.empty()) {
+    options.selection.all = true;
+  }
+  auto& store = ctx.store();
+  std::vector<SyncedWorker> workers;
+  std::vector<std::string> zones;
+  for (const auto& job : core::select_records(store, domain::JobKind::worker, options.selection)) {
+    SyncedWorker w{job, "", job.zone, "-", "-", false};
+    const auto attempts = store.attempts(job.id);
+    for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
+      if (it->holds_slice() && !it->released_ms) {
+        w.slice = it->slice_name();
+        w.zone = it->zone;
+        break;
+      }
+    }
+    zones.push_back(w.zone);
+    workers.push_back(std::move(w));
+  }
+  std::sort(zones.begin(), zones.end());
+  zones.erase(std::unique(zones.begin(), zones.end()), zones.end());
+  const auto settings = config::load_settings();
+  const auto access = core::connect_cloud(settings, *ctx.err);
+  std::vector<core::ZoneListing> listings;
+  listings.reserve(zones.size());
+  for (const auto& zone : zones) {
+    listings.push_back(core::list_zone(access, zone));
+  }
+  for (auto& w : workers) {
+    if (w.slice.empty()) {
+      continue;
+    }
+    const auto attempts = store.attempts(w.job.id);
+    const bool node_only = std::any_of(attempts.begin(), attempts.end(), [&](const domain::AttemptRecord& a) {
+      return a.slice_name() == w.slice && a.node_only();
+    });
+    w.node = listed_state(listings, w.zone, w.slice, true);
+    w.qr = node_only ? "-" : listed_state(listings, w.zone, w.slice, false);
+    const auto& state = node_only ? w.node : w.qr;
+    if (state != w.job.slice_state) {
+      w.changed = true;
+      const nlohmann::json data = {{node_only ? "node" : "queued_resource", w.slice}, {"state", state}};
+      store.record_observation(w.job.id, state, "worker sync: " + w.slice + " is " + state, data.dump());
+    }
+  }
+  core::OrphanFilter filter;
+  filter.owner = core::owner_label_value(util::current_user());
+  filter.now_ms = util::now_ms();
+  const auto orphans = core::find_orphans(listings, store.held_slices(), filter);
+  keep_jobs_driven(ctx);
+  if (options.request.json) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const auto& w : workers) {
+      rows.push_back({{"id", w.job.id},
+                      {"name", w.job.name},
+                      {"phase", domain::to_string(w.job.phase)},
+                      {"zone", w.zone},
+                      {"slice", w.slice.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.slice)},
+                      {"qr", w.qr},
+                      {"vm", w.node},
+                      {"changed", w.changed}});
+    }
+    nlohmann::ordered_json out = {{"zones", zones}, {"workers", rows}, {"orphans", orphans.size()}};
+    *ctx.out << out.dump(2) << '\n';
+    return 0;
+  }
+  Table table({"WORKER", "ZONE", "PHASE", "SLICE", "QR", "VM"});
+  for (const auto& w : workers) {
+    table.add_row({printable(w.job.name), w.zone, status_text(w.job), w.slice.empty() ? "-" : printable(w.slice),
+                   printable(w.qr) + (w.changed ? " (new)" : ""), printable(w.node)});
+  }
+  table.print(*ctx.out, ctx.color);
+  *ctx.err << "Listed " << util::join(zones, ", ") << "; " << workers.size() << " worker(s).";
+  if (!orphans.empty()) {
+    *ctx.err << " " << orphans.size() << " resource(s) of yours that no worker or job holds: see `jobman sync`.";
+  }
+  *ctx.err << '\n';
+  return 0;
+}
+
+void add_sync(CLI::App& worker, Context& ctx) {
+  auto options = std::make_shared<SelectOptions>();
+  auto* cmd = worker.add_subcommand(
+      "sync", "Ask the cloud now how every worker's slice stands, and record it (one listing per zone)");
+  add_selection(*cmd, *options, false);
+  cmd->footer("Examples:\n  jobman worker sync\n  jobman worker sync -z us-central2-b\n"
+              "The store already holds the workers (no tmux sessions or registry to rebuild); sync refreshes what\n"
+              "`jobman status` shows of their slices without waiting for the supervisor's next listing, and names\n"
+              "resources of yours that nothing holds (`jobman sync --delete` deletes them).");
+  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_sync(ctx, *options); }; });
+}
+
 } // namespace
 
 void add_worker_command(CLI::App& app, Context& ctx) {
@@ -297,6 +441,7 @@ void add_worker_command(CLI::App& app, Context& ctx) {
               "Examples:\n  jobman worker delete my-worker\n  jobman worker delete --all\n"
               "Waits until the cloud confirms every slice gone (--no-wait returns at once).");
   add_one_worker_commands(*worker, ctx);
+  add_sync(*worker, ctx);
 }
 
 } // namespace jobman::cli

@@ -337,6 +337,7 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   out.reserved = s.boolean("reserved").value_or(false);
   out.internal_ips = s.boolean("internal_ips").value_or(false);
   out.keep_on_success = s.boolean("keep_on_success").value_or(false);
+  out.idle_release_seconds = s.duration("idle_release", 1);
   apply_tpu_flags(p, s, out);
   return accelerator;
 }

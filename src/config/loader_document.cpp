@@ -75,6 +75,9 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
   tpu["reserved"] = t.reserved;
   tpu["internal_ips"] = t.internal_ips;
   tpu["keep_on_success"] = t.keep_on_success;
+  if (t.idle_release_seconds) { // Only a worker's config has it.
+    tpu["idle_release"] = detail::exact_duration(*t.idle_release_seconds);
+  }
   doc["tpu"] = tpu;
   doc["gcsfuse"] = c.gcsfuse ? json{{"bucket_name", s(c.gcsfuse->bucket_name)},
                                     {"mount_path", s(c.gcsfuse->mount_path)},

@@ -27,6 +27,9 @@ std::string worker_config_yaml(const WorkerFlags& flags) {
   if (!flags.version.empty()) {
     out << YAML::Key << "version" << YAML::Value << flags.version;
   }
+  if (!flags.idle_release.empty()) {
+    out << YAML::Key << "idle_release" << YAML::Value << flags.idle_release;
+  }
   out << YAML::EndMap;
   if (!flags.startup_script.empty()) {
     out << YAML::Key << "setup" << YAML::Value << YAML::BeginMap;

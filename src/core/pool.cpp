@@ -25,6 +25,11 @@ std::vector<std::int64_t> start_workers(store::JobStore& store, const std::vecto
   return record_jobs(store, configs, rows);
 }
 
+bool idle_released(const domain::JobRecord& worker) {
+  return worker.kind == domain::JobKind::worker && worker.phase == domain::Phase::pending &&
+         worker.desired == domain::DesiredState::run && worker.phase_reason.starts_with(kIdleReleaseReason);
+}
+
 std::vector<std::int64_t> submit_tasks(store::JobStore& store, const std::vector<TaskToSubmit>& tasks,
                                        const std::string& user) {
   std::vector<config::JobConfig> configs;

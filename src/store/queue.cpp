@@ -10,22 +10,37 @@ namespace jobman::store {
 
 using sqlite::Transaction;
 
+namespace {
+
+// The queue's first task a worker can run: highest priority, then queue order.
+const std::string& pick_query() {
+  static const std::string pick =
+      "SELECT id, phase_since_ms FROM jobs INDEXED BY tasks_queued WHERE " + std::string(schema::queued_condition) +
+      " AND accelerator = ?1 AND (zone = '' OR zone = ?2) AND (pricing = '' OR pricing = ?3)"
+      " ORDER BY priority DESC, queue_order, id LIMIT 1";
+  return pick;
+}
+
+} // namespace
+
+std::optional<std::int64_t> JobStore::first_task_for(const WorkerOffer& worker) const {
+  auto peek = impl_->statements.get(pick_query());
+  peek->bind(1, worker.accelerator);
+  peek->bind(2, worker.zone);
+  peek->bind(3, worker.pricing);
+  if (!peek->step()) {
+    return std::nullopt;
+  }
+  return peek->column_int64(0);
+}
+
 std::optional<std::int64_t> JobStore::claim_task(const WorkerOffer& worker, const std::string& owner,
                                                  std::int64_t ttl_ms, std::int64_t now_ms) {
   // A read first: an empty queue, the common case of an idle worker, costs no write transaction.
-  const std::string pick = "SELECT id, phase_since_ms FROM jobs INDEXED BY tasks_queued WHERE " +
-                           std::string(schema::queued_condition) +
-                           " AND accelerator = ?1 AND (zone = '' OR zone = ?2) AND (pricing = '' OR pricing = ?3)"
-                           " ORDER BY priority DESC, queue_order, id LIMIT 1";
-  {
-    auto peek = impl_->statements.get(pick);
-    peek->bind(1, worker.accelerator);
-    peek->bind(2, worker.zone);
-    peek->bind(3, worker.pricing);
-    if (!peek->step()) {
-      return std::nullopt;
-    }
+  if (!first_task_for(worker)) {
+    return std::nullopt;
   }
+  const std::string& pick = pick_query();
   Transaction transaction(impl_->db);
   if (task_of_worker(worker.worker_id)) {
     transaction.commit();

@@ -229,11 +229,60 @@ TEST_F(PoolTest, AWorkerRunsTheQueueOneTaskAtATimeAndRetriesAFailedOne) {
   const auto logs = jm({"logs", std::to_string(hello)});
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_NE(logs.out.find("hello from task"), std::string::npos);
+  // `worker sync` asks the cloud: the slice is ACTIVE and its node READY, as the supervisor recorded already.
+  const auto synced = jm({"worker", "sync", "--json"});
+  ASSERT_EQ(synced.exit_code, 0) << synced.err;
+  const auto sync_rows = json::parse(synced.out)["workers"];
+  ASSERT_EQ(sync_rows.size(), 1U) << synced.out;
+  EXPECT_EQ(sync_rows[0]["slice"], worker_slice);
+  EXPECT_EQ(sync_rows[0]["qr"], "ACTIVE");
+  EXPECT_EQ(sync_rows[0]["vm"], "READY");
+  EXPECT_EQ(sync_rows[0]["changed"], false);
 
   const auto deleted = jm({"worker", "delete", "--all"});
   EXPECT_EQ(deleted.exit_code, 0) << deleted.out << deleted.err;
   EXPECT_EQ(record(worker).phase, Phase::deleted);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(PoolTest, AnIdleWorkerReleasesItsSliceAndAQueuedTaskBringsANewOne) {
+  start_daemon();
+  // --idle-release 10m: 0.6 s at the tests' time scale.
+  const auto started =
+      jm({"worker", "start", "-a", "v4-8", "-z", kZone, "-n", "idler", "--idle-release", "10m", "--json"});
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  const auto worker = json::parse(started.out).value("id", std::int64_t{0});
+  const auto idle = [&] {
+    const auto w = record(worker);
+    return w.phase == Phase::pending && w.phase_reason.starts_with("idle: no task for 10m");
+  };
+  ASSERT_TRUE(eventually(idle, kPatience)) << record(worker).phase_reason;
+  ASSERT_EQ(db().attempts(worker).size(), 1U);
+  EXPECT_EQ(db().attempts(worker).front().outcome, "idle");
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+  // Recorded released once a listing shows it gone.
+  EXPECT_TRUE(eventually([&] { return db().attempts(worker).front().released_ms.has_value(); }, kPatience));
+  const auto status = jm({"status", "--json"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(json::parse(status.out)["workers"][0].value("process", ""), "IDLE") << status.out;
+
+  // A task for it: the worker asks for a slice again, sets it up and runs the task there.
+  const auto hello = submit("hello", "#JOBMAN --accelerator=v4-8\n", "echo hello on $JOBMAN_TPU_NAME");
+  ASSERT_TRUE(await_phase(hello, Phase::succeeded)) << record(hello).phase_reason;
+  const auto slices = db().attempts(worker);
+  ASSERT_GE(slices.size(), 2U);
+  EXPECT_EQ(db().attempts(hello).front().queued_resource, slices[1].queued_resource);
+  EXPECT_NE(slices[1].queued_resource, slices[0].queued_resource);
+  bool said_why = false;
+  for (const auto& e : db().events(worker)) {
+    said_why = said_why || e.message.find(" is queued for it: requesting a slice again") != std::string::npos;
+  }
+  EXPECT_TRUE(said_why);
+  // Idle again after the task, and released again.
+  ASSERT_TRUE(eventually(idle, kPatience)) << record(worker).phase_reason;
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+  EXPECT_EQ(jm({"worker", "delete", "--all"}).exit_code, 0);
+  EXPECT_EQ(record(worker).phase, Phase::deleted);
 }
 
 TEST_F(PoolTest, APreemptedWorkersTaskGoesBackToTheHeadOfTheQueueAndResumesFromItsCheckpoint) {

@@ -58,6 +58,9 @@ struct TpuSection {
   std::string service_account;                    // serviceAccount.email; empty for the default.
   std::string reservation;                        // reservationName; empty for none.
   bool keep_on_success = false;                   // Keep the slice after the job succeeds.
+  // A worker's slice is released after this long without a task, and asked for again when a task for it is queued.
+  // Jobs and tasks, which hold a slice only while they run, have no use for it.
+  std::optional<long long> idle_release_seconds;
   bool reserved = false;     // Use reserved capacity (schedulingConfig.reserved; gcloud's --reserved).
   bool internal_ips = false; // No external IPs (networkConfig.enableExternalIps false; gcloud's --internal-ips).
   // Where "accelerator", "zone" and "version" were given (or, for a default, the tpu section), for the checks made

@@ -18,6 +18,7 @@ struct WorkerFlags {
   std::string ssh_user;                  // The user on the hosts; "" for gcloud's default.
   std::string startup_script;            // The bootstrap script's absolute path (setup.script reads it); "" for none.
   std::optional<int> max_setup_failures; // Setup failures (a bootstrap that fails) retried before the worker fails.
+  std::string idle_release;              // "30m": release the slice after so long without a task; "" never.
 };
 
 // The worker's config document, which load_job_configs/parse_job_configs read and check like any config.

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace jobman::core {
@@ -31,6 +32,11 @@ std::vector<std::int64_t> submit_tasks(store::JobStore& store, const std::vector
 
 // The name the next worker on `accelerator` in `zone` gets when none is given: "<accelerator>-<zone>-<n>", n one
 // more than the largest such name's, as jobman-lite names its workers.
+// How a worker's phase reason begins while it waits in PENDING, its slice released, for a task (tpu.idle_release).
+inline constexpr std::string_view kIdleReleaseReason = "idle: ";
+// Whether `worker` waits so: `jobman status` shows it IDLE.
+bool idle_released(const domain::JobRecord& worker);
+
 std::string next_worker_name(const store::JobStore& store, const std::string& accelerator, const std::string& zone);
 
 // The workers or the tasks `status` shows (unfinished ones, and those finished in the last day), by id. Their

@@ -154,6 +154,8 @@ public:
   // never get the same task, and a worker never holds two (the tasks_on_worker index).
   std::optional<std::int64_t> claim_task(const WorkerOffer& worker, const std::string& owner, std::int64_t ttl_ms,
                                          std::int64_t now_ms);
+  // The task `worker` would claim now (the queue's first that it can run), changing nothing.
+  [[nodiscard]] std::optional<std::int64_t> first_task_for(const WorkerOffer& worker) const;
   // The task that holds the worker's slice now, if any.
   [[nodiscard]] std::optional<std::int64_t> task_of_worker(std::int64_t worker_id) const;
   // How many tasks wait in the queue.

@@ -51,6 +51,9 @@ struct Driven {
   // A task: its own config, before its worker lent it the connection and the environment (config); its setup
   // modules are the ones it runs on the worker's slice.
   std::shared_ptr<const config::JobConfig> own_config;
+  // A serving worker: since when it has held no task (0: it holds one, or has not looked yet). Kept in memory only: a
+  // supervisor that takes the worker over counts from when it does, so the slice is never released early.
+  std::int64_t idle_since_ms = 0;
 
   // The attempt that holds a slice (a queued resource, or a node in tpu-vm mode) not yet released, if any (the
   // newest). A task's attempts borrow their worker's slice and hold none.

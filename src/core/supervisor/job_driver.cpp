@@ -144,7 +144,7 @@ void JobDriver::drive(Driven& d) {
   case Phase::recovering:
     if (d.job.kind == domain::JobKind::task) {
       host_.drop_later(d.job.id); // Queued: a worker claims it.
-    } else {
+    } else if (!parked(d)) {
       acquire_slice(d);
     }
     break;

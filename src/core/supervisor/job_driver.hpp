@@ -164,6 +164,9 @@ private:
   // Whether a worker lends its slice to tasks now: RUNNING, wanted running, its slice ACTIVE as far as the listings
   // tell, and (when `borrowed` is given) the slice that attempt runs on.
   static bool lends_slice(const Driven& worker, const domain::AttemptRecord* borrowed);
+  // A worker with tpu.idle_release whose last attempt ended idle: it stays in PENDING without a slice (releasing the
+  // one it had first) until the queue holds a task it could run. True while it stays.
+  bool parked(Driven& worker);
   // The task that holds the worker's slice now, if any.
   std::optional<std::int64_t> task_of(const Driven& worker);
   // Marks the worker's task for a step: the worker no longer lends it the slice, or is waiting for it to let go.

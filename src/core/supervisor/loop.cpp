@@ -68,9 +68,10 @@ void SupervisorLoop::run(const std::stop_token& stop) {
     if (now >= next_observe) {
       observe();
       next_observe = now + tick;
-      // Serving workers look at the queue every tick (a read of one index when nothing waits for them).
+      // Serving and parked workers look at the queue every tick (a read of one index when nothing waits for them).
       for (auto& [id, d] : driven) {
-        if (d.job.kind == domain::JobKind::worker && d.job.phase == domain::Phase::running) {
+        if (d.job.kind == domain::JobKind::worker &&
+            (d.job.phase == domain::Phase::running || d.job.phase == domain::Phase::pending)) {
           d.dirty = true;
         }
       }

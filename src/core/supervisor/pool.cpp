@@ -2,6 +2,8 @@
 // task is a job that runs on a worker's slice instead of one of its own. Both go through the same phases as a job
 // (job_driver.hpp); this file holds what differs: a worker serving the queue, a task whose worker stops lending it
 // the slice, and a task letting its worker go.
+#include "jobman/core/pool.hpp"
+
 #include "job_driver.hpp"
 #include "jobman/util/strings.hpp"
 
@@ -11,6 +13,24 @@ namespace jobman::core::supervision {
 
 using domain::DesiredState;
 using domain::Phase;
+
+namespace {
+
+// A worker's attempt that ended because it had no task for tpu.idle_release.
+constexpr const char* kIdleOutcome = "idle";
+
+// What a worker offers the queue from `zone`, lending `placement`.
+store::WorkerOffer offer_of(const Driven& w, const std::string& zone, const domain::Placement& placement) {
+  store::WorkerOffer offer;
+  offer.worker_id = w.job.id;
+  offer.accelerator = w.job.accelerator;
+  offer.zone = zone;
+  offer.pricing = w.job.pricing;
+  offer.placement = placement;
+  return offer;
+}
+
+} // namespace
 
 std::string worker_label(std::int64_t id) {
   return "worker " + util::format_job_id(id);
@@ -68,18 +88,58 @@ void JobDriver::serve(Driven& w) {
     preempted(w, SliceRef::of(*open).label() + " is " + w.seen_state + slice_error(w), 143);
     return;
   }
-  if (!w.seen_valid || task_of(w)) {
-    return; // The next listing says whether the slice is still up; a task holds it meanwhile.
+  if (!w.seen_valid) {
+    return; // The next listing says whether the slice is still up.
   }
-  store::WorkerOffer offer;
-  offer.worker_id = w.job.id;
-  offer.accelerator = w.job.accelerator;
-  offer.zone = open->zone;
-  offer.pricing = w.job.pricing;
-  offer.placement = open->placement();
+  if (task_of(w)) {
+    w.idle_since_ms = 0;
+    return;
+  }
+  const auto offer = offer_of(w, open->zone, open->placement());
   if (const auto task = host_.claim(w, offer)) {
+    w.idle_since_ms = 0;
     spdlog::info("{}: took task {}", worker_label(w.job.id), util::format_job_id(*task));
+    return;
   }
+  const auto idle_release = w.config->tpu.idle_release_seconds;
+  if (!idle_release) {
+    return;
+  }
+  const auto now = host_.now_ms();
+  if (w.idle_since_ms == 0) {
+    w.idle_since_ms = now;
+  } else if (now - w.idle_since_ms >= host_.scaled(static_cast<double>(*idle_release)).count()) {
+    w.idle_since_ms = 0;
+    const std::string why = std::string(kIdleReleaseReason) + "no task for " + util::format_duration(*idle_release) +
+                            ", releasing " + SliceRef::of(*open).label() + "; a task queued for it brings a new slice";
+    end_open_attempt(w, kIdleOutcome, std::nullopt); // Reloads the attempts: `open` is no more.
+    move(w, std::nullopt, change(Phase::pending, why));
+  }
+}
+
+bool JobDriver::parked(Driven& w) {
+  if (w.job.kind != domain::JobKind::worker || !w.config->tpu.idle_release_seconds || w.attempts.empty()) {
+    return false;
+  }
+  const auto& last = w.attempts.back();
+  if (!last.ended_ms || last.outcome != kIdleOutcome) {
+    return false;
+  }
+  if (w.open_slice() != nullptr) {
+    const auto id = w.job.id;
+    release(w, [this, id] {
+      if (Driven* live = host_.find(id)) {
+        live->dirty = true;
+      }
+    });
+    return true;
+  }
+  const auto task = store().first_task_for(offer_of(w, w.job.zone, {}));
+  if (!task) {
+    return true;
+  }
+  event(w, "action", "task " + util::format_job_id(*task) + " is queued for it: requesting a slice again");
+  return false;
 }
 
 bool JobDriver::task_lost_worker(Driven& t) {
