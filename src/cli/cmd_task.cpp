@@ -26,11 +26,6 @@ struct SubmitOptions {
   bool json = false;
 };
 
-struct SelectOptions {
-  core::Selection selection;
-  RequestCommandOptions request;
-};
-
 // The warnings about a script: the headers', then the loader's about the document made from them, each moved to the
 // header or flag that gave its key (the document's own lines mean nothing to the user), without saying twice what
 // the headers said.
@@ -183,55 +178,24 @@ void add_submit(CLI::App& task, Context& ctx) {
   cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_submit(ctx, *options); }; });
 }
 
-void add_request(CLI::App& task, Context& ctx, const std::string& name, const std::string& description,
-                 core::Request request, const std::string& footer) {
-  auto options = std::make_shared<SelectOptions>();
-  auto* cmd = task.add_subcommand(name, description);
-  cmd->add_option("TASK", options->selection.refs,
-                  "Tasks: a name, an index from `jobman status` (#), or an id (000042)");
-  cmd->add_flag("--all", options->selection.all, "Every task `jobman status` shows");
-  cmd->add_option("-a,--accelerator", options->selection.accelerator, "Tasks for this accelerator");
-  cmd->add_option("-z,--zone", options->selection.zone, "Tasks for this zone");
-  cmd->add_option("-p,--pattern", options->selection.pattern, "Tasks whose name matches this glob ('llama3*s50*')");
-  add_json_flag(*cmd, options->request.json);
-  if (request != core::Request::resume) {
-    cmd->add_flag("--no-wait", options->request.no_wait,
-                  "Return once the request is recorded; the supervisor stops a running task");
-  }
-  cmd->footer(footer);
-  cmd->callback([&ctx, options, request] {
-    ctx.action = [&ctx, options, request] {
-      if (options->request.json) {
-        silence_logging();
-      }
-      std::vector<std::int64_t> ids;
-      for (const auto& job : core::select_records(ctx.store(), domain::JobKind::task, options->selection)) {
-        ids.push_back(job.id);
-      }
-      if (ids.empty()) {
-        *ctx.err << "jobman: no task matches\n";
-      }
-      return run_requests(ctx, ids, options->request, request, true);
-    };
-  });
-}
-
 } // namespace
 
 void add_task_command(CLI::App& app, Context& ctx) {
   auto* task = app.add_subcommand("task", "Tasks: scripts or configs queued for workers (jobman-lite)");
   task->require_subcommand(1);
   add_submit(*task, ctx);
-  add_request(*task, ctx, "pause", "Hold tasks back: a running one is stopped, a queued one is not taken",
-              core::Request::cancel,
-              "Examples:\n  jobman task pause 3\n  jobman task pause --all\n  jobman task pause -p 'llama3*s50*3e-4*'\n"
-              "`jobman task requeue` puts them back in the queue.");
-  add_request(*task, ctx, "requeue", "Put tasks back in the queue (paused, failed or finished ones)",
-              core::Request::resume,
-              "Examples:\n  jobman task requeue 3\n  jobman task requeue -a v4-128 -z us-central2-b\n"
-              "A failed task starts with its retries reset.");
-  add_request(*task, ctx, "delete", "Delete tasks: a running one is stopped; the record stays, DELETED",
-              core::Request::remove, "Examples:\n  jobman task delete 3\n  jobman task delete --all");
+  add_pool_request(
+      *task, ctx, domain::JobKind::task, "pause",
+      "Hold tasks back: a running one is stopped, a queued one is not taken", core::Request::cancel,
+      "Examples:\n  jobman task pause 3\n  jobman task pause --all\n  jobman task pause -p 'llama3*s50*3e-4*'\n"
+      "`jobman task requeue` puts them back in the queue.");
+  add_pool_request(*task, ctx, domain::JobKind::task, "requeue",
+                   "Put tasks back in the queue (paused, failed or finished ones)", core::Request::resume,
+                   "Examples:\n  jobman task requeue 3\n  jobman task requeue -a v4-128 -z us-central2-b\n"
+                   "A failed task starts with its retries reset.");
+  add_pool_request(*task, ctx, domain::JobKind::task, "delete",
+                   "Delete tasks: a running one is stopped; the record stays, DELETED", core::Request::remove,
+                   "Examples:\n  jobman task delete 3\n  jobman task delete --all");
   {
     auto options = std::make_shared<ShowOptions>();
     auto* cmd = task->add_subcommand("show", "Show one task: its status, worker, attempts and events");

@@ -30,36 +30,6 @@ struct StartOptions {
   bool json = false;
 };
 
-// The references and filters every worker command but start takes.
-struct SelectOptions {
-  core::Selection selection;
-  RequestCommandOptions request;
-};
-
-void add_selection(CLI::App& command, SelectOptions& options, bool with_wait) {
-  command.add_option("WORKER", options.selection.refs,
-                     "Workers: a name, an index from `jobman status` (#), or an id (000042)");
-  command.add_flag("--all", options.selection.all, "Every worker `jobman status` shows");
-  command.add_option("-a,--accelerator", options.selection.accelerator, "Workers on this accelerator (v4-8)");
-  command.add_option("-z,--zone", options.selection.zone, "Workers in this zone (us-central2-b)");
-  add_json_flag(command, options.request.json);
-  if (with_wait) {
-    command.add_flag("--no-wait", options.request.no_wait,
-                     "Return once the request is recorded; the supervisor carries it out");
-  }
-}
-
-std::vector<std::int64_t> selected_ids(Context& ctx, const SelectOptions& options) {
-  std::vector<std::int64_t> ids;
-  for (const auto& job : core::select_records(ctx.store(), domain::JobKind::worker, options.selection)) {
-    ids.push_back(job.id);
-  }
-  if (ids.empty()) {
-    *ctx.err << "jobman: no worker matches\n";
-  }
-  return ids;
-}
-
 // The one worker a command about one worker names.
 std::string one_worker(Context& ctx, const std::string& ref) {
   core::Selection selection;
@@ -188,28 +158,11 @@ void add_start(CLI::App& worker, Context& ctx) {
   cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_start(ctx, *options); }; });
 }
 
-void add_request(CLI::App& worker, Context& ctx, const std::string& name, const std::string& description,
-                 core::Request request, const std::string& footer) {
-  auto options = std::make_shared<SelectOptions>();
-  auto* cmd = worker.add_subcommand(name, description);
-  add_selection(*cmd, *options, request != core::Request::resume);
-  cmd->footer(footer);
-  cmd->callback([&ctx, options, request] {
-    ctx.action = [&ctx, options, request] {
-      if (options->request.json) {
-        silence_logging();
-      }
-      const auto ids = selected_ids(ctx, *options);
-      return run_requests(ctx, ids, options->request, request, true);
-    };
-  });
-}
-
-int run_reboot(Context& ctx, const SelectOptions& options) {
+int run_reboot(Context& ctx, const PoolSelectOptions& options) {
   if (options.request.json) {
     silence_logging();
   }
-  const auto ids = selected_ids(ctx, options);
+  const auto ids = pool_selected_ids(ctx, domain::JobKind::worker, options.selection);
   // Stopped (its task back in the queue, its slice kept), then resumed on the same slice: set up again from scratch.
   RequestCommandOptions stop = options.request;
   stop.no_wait = false;
@@ -232,9 +185,9 @@ int run_reboot(Context& ctx, const SelectOptions& options) {
 }
 
 void add_reboot(CLI::App& worker, Context& ctx) {
-  auto options = std::make_shared<SelectOptions>();
+  auto options = std::make_shared<PoolSelectOptions>();
   auto* cmd = worker.add_subcommand("reboot", "Set workers up again on their slices: stop, then resume");
-  add_selection(*cmd, *options, false);
+  add_pool_selection(*cmd, *options, domain::JobKind::worker, false);
   cmd->footer("Examples:\n"
               "  jobman worker reboot my-worker\n"
               "  jobman worker reboot --all\n"
@@ -327,7 +280,7 @@ std::string listed_state(const std::vector<core::ZoneListing>& listings, const s
 // `worker sync`: one listing per zone of the selected workers; what it says of each worker's slice is recorded (the
 // QR and VM columns of `status`, and an event when it changed), jobman's resources that no worker or job holds are
 // counted, and a supervisor is started to act on the news.
-int run_sync(Context& ctx, SelectOptions options) {
+int run_worker_sync(Context& ctx, PoolSelectOptions options) {
   if (options.request.json) {
     silence_logging();
   }
@@ -411,16 +364,16 @@ int run_sync(Context& ctx, SelectOptions options) {
   return 0;
 }
 
-void add_sync(CLI::App& worker, Context& ctx) {
-  auto options = std::make_shared<SelectOptions>();
+void add_worker_sync(CLI::App& worker, Context& ctx) {
+  auto options = std::make_shared<PoolSelectOptions>();
   auto* cmd = worker.add_subcommand(
       "sync", "Ask the cloud now how every worker's slice stands, and record it (one listing per zone)");
-  add_selection(*cmd, *options, false);
+  add_pool_selection(*cmd, *options, domain::JobKind::worker, false);
   cmd->footer("Examples:\n  jobman worker sync\n  jobman worker sync -z us-central2-b\n"
               "The store already holds the workers (no tmux sessions or registry to rebuild); sync refreshes what\n"
               "`jobman status` shows of their slices without waiting for the supervisor's next listing, and names\n"
               "resources of yours that nothing holds (`jobman sync --delete` deletes them).");
-  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_sync(ctx, *options); }; });
+  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_worker_sync(ctx, *options); }; });
 }
 
 } // namespace
@@ -429,19 +382,20 @@ void add_worker_command(CLI::App& app, Context& ctx) {
   auto* worker = app.add_subcommand("worker", "Workers: slices kept alive that run the queue's tasks (jobman-lite)");
   worker->require_subcommand(1);
   add_start(*worker, ctx);
-  add_request(*worker, ctx, "stop", "Stop workers: their tasks go back to the queue, their slices are kept",
-              core::Request::cancel,
-              "Examples:\n  jobman worker stop my-worker\n  jobman worker stop --all\n"
-              "  jobman worker stop -a v4-16 -z us-central2-b\nResume them with `jobman worker resume`.");
-  add_request(*worker, ctx, "resume", "Resume stopped workers on their kept slices (or new ones)",
-              core::Request::resume, "Examples:\n  jobman worker resume my-worker\n  jobman worker resume -a v4-16");
+  add_pool_request(*worker, ctx, domain::JobKind::worker, "stop",
+                   "Stop workers: their tasks go back to the queue, their slices are kept", core::Request::cancel,
+                   "Examples:\n  jobman worker stop my-worker\n  jobman worker stop --all\n"
+                   "  jobman worker stop -a v4-16 -z us-central2-b\nResume them with `jobman worker resume`.");
+  add_pool_request(*worker, ctx, domain::JobKind::worker, "resume",
+                   "Resume stopped workers on their kept slices (or new ones)", core::Request::resume,
+                   "Examples:\n  jobman worker resume my-worker\n  jobman worker resume -a v4-16");
   add_reboot(*worker, ctx);
-  add_request(*worker, ctx, "delete", "Delete workers: their tasks go back to the queue, their slices are released",
-              core::Request::remove,
-              "Examples:\n  jobman worker delete my-worker\n  jobman worker delete --all\n"
-              "Waits until the cloud confirms every slice gone (--no-wait returns at once).");
+  add_pool_request(*worker, ctx, domain::JobKind::worker, "delete",
+                   "Delete workers: their tasks go back to the queue, their slices are released", core::Request::remove,
+                   "Examples:\n  jobman worker delete my-worker\n  jobman worker delete --all\n"
+                   "Waits until the cloud confirms every slice gone (--no-wait returns at once).");
   add_one_worker_commands(*worker, ctx);
-  add_sync(*worker, ctx);
+  add_worker_sync(*worker, ctx);
 }
 
 } // namespace jobman::cli

@@ -4,6 +4,7 @@
 #include "context.hpp"
 #include "jobman/config/job_config.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/core/pool.hpp"
 #include "jobman/core/zone_offers.hpp"
 
 #include <CLI/CLI.hpp>
@@ -109,5 +110,23 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
 // removed meanwhile. Returns the exit code.
 int run_requests(Context& ctx, const std::vector<std::int64_t>& ids, const RequestCommandOptions& options,
                  core::Request request, bool ids_known);
+
+// The references and filters of the worker and task commands: refs (a name, a `status` index or an id), or --all,
+// -a, -z (and, for tasks, -p GLOB).
+struct PoolSelectOptions {
+  core::Selection selection;
+  RequestCommandOptions request;
+};
+
+// Adds the references and filters of `kind`'s records (worker or task) to `command`, with --json, and --no-wait when
+// `with_wait`.
+void add_pool_selection(CLI::App& command, PoolSelectOptions& options, domain::JobKind kind, bool with_wait);
+
+// The ids of the `kind` records `selection` picks; says so on stderr when there are none.
+std::vector<std::int64_t> pool_selected_ids(Context& ctx, domain::JobKind kind, const core::Selection& selection);
+
+// Adds `parent`'s subcommand `name`, which carries `request` out for the selected records of `kind`.
+void add_pool_request(CLI::App& parent, Context& ctx, domain::JobKind kind, const std::string& name,
+                      const std::string& description, core::Request request, const std::string& footer);
 
 } // namespace jobman::cli

@@ -25,6 +25,55 @@ void add_request_arguments(CLI::App& command, RequestCommandOptions& options, bo
   }
 }
 
+void add_pool_selection(CLI::App& command, PoolSelectOptions& options, domain::JobKind kind, bool with_wait) {
+  const bool task = kind == domain::JobKind::task;
+  const std::string plural = task ? "Tasks" : "Workers";
+  command.add_option(task ? "TASK" : "WORKER", options.selection.refs,
+                     plural + ": a name, an index from `jobman status` (#), or an id (000042)");
+  command.add_flag("--all", options.selection.all,
+                   "Every " + std::string(task ? "task" : "worker") + " `jobman status` shows");
+  command.add_option("-a,--accelerator", options.selection.accelerator,
+                     plural + (task ? " for" : " on") + " this accelerator (v4-8)");
+  command.add_option("-z,--zone", options.selection.zone,
+                     plural + (task ? " for" : " in") + " this zone (us-central2-b)");
+  if (task) {
+    command.add_option("-p,--pattern", options.selection.pattern, "Tasks whose name matches this glob ('llama3*s50*')");
+  }
+  add_json_flag(command, options.request.json);
+  if (with_wait) {
+    command.add_flag("--no-wait", options.request.no_wait,
+                     task ? "Return once the request is recorded; the supervisor stops a running task"
+                          : "Return once the request is recorded; the supervisor carries it out");
+  }
+}
+
+std::vector<std::int64_t> pool_selected_ids(Context& ctx, domain::JobKind kind, const core::Selection& selection) {
+  std::vector<std::int64_t> ids;
+  for (const auto& job : core::select_records(ctx.store(), kind, selection)) {
+    ids.push_back(job.id);
+  }
+  if (ids.empty()) {
+    *ctx.err << "jobman: no " << domain::to_string(kind) << " matches\n";
+  }
+  return ids;
+}
+
+void add_pool_request(CLI::App& parent, Context& ctx, domain::JobKind kind, const std::string& name,
+                      const std::string& description, core::Request request, const std::string& footer) {
+  auto options = std::make_shared<PoolSelectOptions>();
+  auto* cmd = parent.add_subcommand(name, description);
+  add_pool_selection(*cmd, *options, kind, request != core::Request::resume);
+  cmd->footer(footer);
+  cmd->callback([&ctx, options, request, kind] {
+    ctx.action = [&ctx, options, request, kind] {
+      if (options->request.json) {
+        silence_logging();
+      }
+      return run_requests(ctx, pool_selected_ids(ctx, kind, options->selection), options->request, request, true);
+    };
+  });
+}
+
 int run_request_command(Context& ctx, const RequestCommandOptions& options, core::Request request) {
   if (options.json) {
     silence_logging();
