@@ -85,10 +85,6 @@ std::optional<Token> token_at(std::string_view text, std::size_t pos) {
   return std::nullopt;
 }
 
-bool is_index(std::string_view text) {
-  return !text.empty() && text.size() < 10 && text.find_first_not_of("0123456789") == std::string_view::npos;
-}
-
 std::string unquote(std::string_view text) {
   text = util::trim(text);
   if (text.size() >= 2 && (text.front() == '\'' || text.front() == '"') && text.back() == text.front()) {
@@ -394,7 +390,7 @@ private:
         if (const Entry* entry = current->find(part)) {
           next = &entry->value;
         }
-      } else if (current->is_sequence() && is_index(part) && std::stoul(part) < current->items.size()) {
+      } else if (current->is_sequence() && is_list_index(part) && std::stoul(part) < current->items.size()) {
         next = &current->items[std::stoul(part)];
       }
       if (next == nullptr) {
@@ -422,7 +418,7 @@ private:
         if (Entry* entry = current->find(part)) {
           next = &entry->value;
         }
-      } else if (current->is_sequence() && is_index(part) && std::stoul(part) < current->items.size()) {
+      } else if (current->is_sequence() && is_list_index(part) && std::stoul(part) < current->items.size()) {
         next = &current->items[std::stoul(part)];
       }
       if (next == nullptr) {
@@ -516,7 +512,7 @@ private:
       return true;
     }
     version_nodes_.erase(&node);
-    if (auto accelerator = find_accelerator(node.text)) {
+    if (auto accelerator = config::find_accelerator(node.text)) {
       node.text = accelerator->generation->runtime_versions.front();
       return true;
     }
@@ -578,7 +574,7 @@ std::string replace_environment_markers(std::string_view text, const std::functi
     }
     const auto digits = text.substr(start + open.size(), end - start - open.size());
     out.append(text.substr(i, start - i));
-    if (is_index(digits)) {
+    if (is_list_index(digits)) {
       out += call(std::stoul(std::string(digits)));
     } else {
       out.append(text.substr(start, end + close.size() - start));

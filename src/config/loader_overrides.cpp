@@ -7,10 +7,6 @@ namespace jobman::config::detail {
 
 namespace {
 
-bool is_index(std::string_view text) {
-  return !text.empty() && text.size() < 10 && text.find_first_not_of("0123456789") == std::string_view::npos;
-}
-
 // Parses a command-line value as YAML; text that does not read as a value (or reads as a block mapping,
 // as in "echo a: b") is taken as a plain string.
 Node parse_argument_value(const std::string& text, const Origin& origin, const std::string& path,
@@ -106,7 +102,7 @@ bool set_path(Node& root, const std::string& path, Node value, const Origin& ori
         entry = &current->entries.back();
       }
       next = &entry->value;
-    } else if (current->is_sequence() && is_index(part) && std::stoul(part) < current->items.size()) {
+    } else if (current->is_sequence() && is_list_index(part) && std::stoul(part) < current->items.size()) {
       next = &current->items[std::stoul(part)];
     } else {
       errors.push_back(detail::make_diagnostic(origin, path,

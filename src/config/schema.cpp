@@ -55,11 +55,11 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& schema() {
   return table;
 }
 
-bool is_index(std::string_view text) {
-  return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
-}
-
 } // namespace
+
+bool is_list_index(std::string_view text) {
+  return !text.empty() && text.size() < 10 && text.find_first_not_of("0123456789") == std::string_view::npos;
+}
 
 std::span<const std::string> known_keys(std::string_view section) {
   const auto& table = schema();
@@ -99,7 +99,7 @@ std::optional<KeyPathProblem> check_key_path(std::string_view path) {
       continue;
     }
     if (section == "ssh.identities") {
-      if (!is_index(part)) {
+      if (!is_list_index(part)) {
         return KeyPathProblem{i, "expected a list index", {}};
       }
       section = "ssh.identities[]";

@@ -9,6 +9,9 @@
 
 namespace jobman::config::detail {
 
+// Whether a path part is a list index ("0", "12"): digits only, fewer than ten of them.
+bool is_list_index(std::string_view text);
+
 // The keys a section accepts: "" for the top level, "tpu", "recovery.backoff", "ssh.identities[]"...
 // Empty for sections whose keys are free (vars, tpu.metadata, tpu.labels, sweep) or unknown paths.
 std::span<const std::string> known_keys(std::string_view section);

@@ -8,6 +8,11 @@
 
 namespace jobman::core {
 
+std::string resource_name_id(const std::string& name) {
+  const auto slash = name.rfind('/');
+  return slash == std::string::npos ? name : name.substr(slash + 1);
+}
+
 CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice, CloudPatience patience) {
   CloudAccess access;
   access.settings = settings;

@@ -13,15 +13,6 @@ namespace jobman::core {
 
 namespace {
 
-// The largest page the API serves: one request per zone and kind for up to 1,000 resources.
-constexpr int kListPageSize = 1000;
-
-// The id part of "projects/P/locations/Z/queuedResources/ID" or ".../nodes/ID".
-std::string last_segment(const std::string& name) {
-  const auto slash = name.rfind('/');
-  return slash == std::string::npos ? name : name.substr(slash + 1);
-}
-
 std::string label(const std::map<std::string, std::string>& labels, const char* key) {
   const auto found = labels.find(key);
   return found == labels.end() ? std::string() : found->second;
@@ -93,7 +84,7 @@ std::vector<Orphan> find_orphans(const std::vector<ZoneListing>& listings, const
     std::set<std::string> nodes_of_queued_resources;
     for (const auto& qr : listing.queued_resources) {
       nodes_of_queued_resources.insert(qr.node_ids.begin(), qr.node_ids.end());
-      const auto name = last_segment(qr.name);
+      const auto name = resource_name_id(qr.name);
       const bool held_by_name =
           held_names.contains(name) || std::any_of(qr.node_ids.begin(), qr.node_ids.end(),
                                                    [&](const std::string& node) { return held_names.contains(node); });
@@ -107,7 +98,7 @@ std::vector<Orphan> find_orphans(const std::vector<ZoneListing>& listings, const
       }
     }
     for (const auto& node : listing.nodes) {
-      const auto name = last_segment(node.name);
+      const auto name = resource_name_id(node.name);
       if (nodes_of_queued_resources.contains(name) || held_names.contains(name)) {
         continue;
       }

@@ -5,6 +5,7 @@
 #include "jobman/store/sqlite.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/system.hpp"
+#include "support/sample_job.hpp"
 #include "support/temp_dir.hpp"
 
 #include <algorithm>
@@ -28,19 +29,7 @@ using sqlite::Database;
 using sqlite::OpenMode;
 using sqlite::Statement;
 
-NewJob make_job(const std::string& name) {
-  NewJob job;
-  job.name = name;
-  job.user = "alice";
-  job.accelerator = "v4-8";
-  job.zone = "us-central2-b";
-  job.pricing = "spot";
-  job.tpu_name = "jobman-" + name;
-  job.hosts = 1;
-  job.config_path = "/tmp/" + name + ".yaml";
-  job.config_yaml = "name: " + name + "\n";
-  return job;
-}
+using test::make_job;
 
 unsigned mode_of(const std::filesystem::path& path) {
   struct stat st {};

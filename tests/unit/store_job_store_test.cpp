@@ -1,6 +1,7 @@
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/system.hpp"
+#include "support/sample_job.hpp"
 
 #include <algorithm>
 #include <gtest/gtest.h>
@@ -18,19 +19,7 @@ using domain::PhaseChange;
 using domain::Placement;
 constexpr std::int64_t hour_ms = 3600LL * 1000;
 
-NewJob make_job(const std::string& name, const std::string& user = "alice") {
-  NewJob job;
-  job.name = name;
-  job.user = user;
-  job.accelerator = "v4-8";
-  job.zone = "us-central2-b";
-  job.pricing = "spot";
-  job.tpu_name = "jobman-" + name;
-  job.hosts = 1;
-  job.config_path = "/home/" + user + "/" + name + ".yaml";
-  job.config_yaml = "name: " + name + "\n";
-  return job;
-}
+using test::make_job;
 
 std::vector<std::int64_t> ids_of(const std::vector<JobRecord>& jobs) {
   std::vector<std::int64_t> ids;

@@ -41,6 +41,12 @@ enum class CloudPatience {
 
 // Connects to the configured cloud: Google when settings.cloud is google (default credentials), otherwise the
 // bundled mock (ensure_mock_cloud, talking to it with a token from its metadata path). Throws jobman::Error.
+// The largest page the TPU API serves: one list call per zone and kind for up to 1,000 resources.
+inline constexpr int kListPageSize = 1000;
+
+// The id part of a resource's name: ID in "projects/P/locations/Z/queuedResources/ID" or ".../nodes/ID".
+std::string resource_name_id(const std::string& name);
+
 CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice,
                           CloudPatience patience = CloudPatience::normal);
 

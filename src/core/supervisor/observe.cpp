@@ -10,15 +10,6 @@ namespace jobman::core::supervision {
 
 namespace {
 
-// The largest page the API serves: one request per zone for up to 1,000 slices.
-constexpr int kListPageSize = 1000;
-
-// The id part of "projects/P/locations/Z/queuedResources/ID" or ".../nodes/ID".
-std::string last_segment(const std::string& name) {
-  const auto slash = name.rfind('/');
-  return slash == std::string::npos ? name : name.substr(slash + 1);
-}
-
 // Every slice of one kind in a zone, by id, as views; nullopt when the listing failed.
 std::optional<std::map<std::string, SliceView>> list_zone(const CloudAccess& access, const std::string& zone,
                                                           bool nodes) {
@@ -26,11 +17,11 @@ std::optional<std::map<std::string, SliceView>> list_zone(const CloudAccess& acc
   try {
     if (nodes) {
       for (const auto& node : access.client->list_nodes(access.location(zone), kListPageSize)) {
-        by_id[last_segment(node.name)] = view_slice(node);
+        by_id[resource_name_id(node.name)] = view_slice(node);
       }
     } else {
       for (const auto& qr : access.client->list_queued_resources(access.location(zone), kListPageSize)) {
-        by_id[last_segment(qr.name)] = view_slice(qr);
+        by_id[resource_name_id(qr.name)] = view_slice(qr);
       }
     }
   } catch (const std::exception& e) {
