@@ -8,6 +8,7 @@
 //    queued at once, a backlog. From the store afterwards: for every run, how long after it could start (queued, and
 //    its worker free) its worker claimed it, in ticks; and for every worker, the share of its serving time (from its
 //    first task's claim to its last task's end) that a task held it. Also the daemon's CPU share and peak RSS.
+// QUEUE_SCALE_KEEP=1 keeps a copy of the status store for profiling.
 // Last line: tasks=.. workers=.. status_ms=.. status_json_ms=.. tick_ms=.. claim_p50_ticks=.. claim_p99_ticks=..
 // claim_max_ticks=.. busy_min=.. busy_median=.. cpu_share=.. peak_rss_mib=..
 #include "jobman/config/loader.hpp"
@@ -164,6 +165,11 @@ int main(int argc, char** argv) {
   std::printf("status: %zu bytes, median %.2f ms (min %.2f, max %.2f); status --json: %zu bytes, median %.1f ms\n",
               status_bytes, median(status_ms), *std::min_element(status_ms.begin(), status_ms.end()),
               *std::max_element(status_ms.begin(), status_ms.end()), json_bytes, median(json_ms));
+  if (std::getenv("QUEUE_SCALE_KEEP") != nullptr) {
+    const fs::path kept = fs::temp_directory_path() / ("queue-scale-home-" + std::to_string(::getpid()));
+    fs::copy(big, kept, fs::copy_options::recursive);
+    std::fprintf(stderr, "kept the status store: JOBMAN_HOME=%s\n", kept.c_str());
+  }
   if (run_tasks == 0) {
     std::printf("tasks=%d workers=%d status_ms=%.2f status_json_ms=%.1f\n", tasks, workers, median(status_ms),
                 median(json_ms));
