@@ -1,6 +1,7 @@
 #include "jobman/config/loader.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/util/error.hpp"
+#include "support/sample_job.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
@@ -16,18 +17,6 @@ namespace {
 using domain::DesiredState;
 using domain::Phase;
 
-domain::NewJob new_job(const std::string& name) {
-  domain::NewJob job;
-  job.name = name;
-  job.user = "alice";
-  job.accelerator = "v4-8";
-  job.zone = "us-central2-b";
-  job.pricing = "spot";
-  job.tpu_name = name;
-  job.hosts = 1;
-  return job;
-}
-
 class CoreRequests : public ::testing::Test {
 protected:
   test::TempDir dir;
@@ -35,7 +24,7 @@ protected:
   std::int64_t id = 0;
   void SetUp() override {
     ::setenv("JOBMAN_HOME", dir.path().c_str(), 1);
-    id = store.create_jobs({new_job("a")}).front();
+    id = store.create_jobs({test::make_job("a")}).front();
   }
   void TearDown() override { ::unsetenv("JOBMAN_HOME"); }
 };

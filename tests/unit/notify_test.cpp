@@ -4,6 +4,7 @@
 #include "jobman/notify/senders.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/error.hpp"
+#include "support/sample_job.hpp"
 #include "support/serving_thread.hpp"
 
 #include <gtest/gtest.h>
@@ -98,22 +99,9 @@ TEST(NotifyConfig, ASecretWebhookOrPasswordStaysACallInTheSnapshotAndComesBackWh
   ::unsetenv("JOBMAN_TEST_SMTP_PASSWORD");
 }
 
-domain::NewJob job(const std::string& name) {
-  domain::NewJob j;
-  j.name = name;
-  j.user = "alice";
-  j.accelerator = "v4-8";
-  j.zone = "us-central2-b";
-  j.pricing = "spot";
-  j.tpu_name = name;
-  j.hosts = 1;
-  j.config_yaml = "x: 1\n";
-  return j;
-}
-
 TEST(NotificationQueue, RecordedOnceClaimedByOneSenderAndRetriedWithBackoffUntilSentOrGivenUp) {
   auto store = store::JobStore::open_in_memory();
-  const auto id = store.create_jobs({job("a")}).front();
+  const auto id = store.create_jobs({test::make_job("a")}).front();
   const std::vector<std::pair<std::string, std::string>> who = {{"brevo", "me@lab.org"}, {"webhook", "0"}};
   store.enqueue_notifications(id, 1, "END", who, 1000);
   store.enqueue_notifications(id, 1, "END", who, 1001); // A supervisor that records the same phase change again.
