@@ -165,7 +165,7 @@ _jobman() {
       --zone|-z) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --accelerator -a --zone -z --live-only --lo --workers-only --wo --task-only --to --json" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --accelerator -a --zone -z --live-only --lo --workers-only --wo --task-only --to --all-tasks --json" -- "$cur"))
       return
     fi
     ;;

@@ -104,4 +104,5 @@ complete -c jobman -n '__fish_seen_subcommand_from status' -l zone -s z -x -d 'O
 complete -c jobman -n '__fish_seen_subcommand_from status' -l live-only -l lo -d 'Only workers whose queued resource is ACTIVE'
 complete -c jobman -n '__fish_seen_subcommand_from status' -l workers-only -l wo -d 'Only the worker table'
 complete -c jobman -n '__fish_seen_subcommand_from status' -l task-only -l to -d 'Only the task table'
+complete -c jobman -n '__fish_seen_subcommand_from status' -l all-tasks -d 'Every queued task (by default the table shows the next 50 to run and counts the rest)'
 complete -c jobman -n '__fish_seen_subcommand_from status' -l json -d 'Print machine-readable JSON on stdout (see docs/JSON.md); no logging'

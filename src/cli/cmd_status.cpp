@@ -3,6 +3,7 @@
 #include "jobman/core/pool.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
 #include "output.hpp"
 #include "waiting.hpp"
 
@@ -18,8 +19,12 @@ struct StatusOptions {
   bool live_only = false;
   bool workers_only = false;
   bool task_only = false;
+  bool all_tasks = false;
   bool json = false;
 };
+
+// The queued tasks the table shows by default: the next to run. The rest are counted.
+constexpr std::size_t kQueueHead = 50;
 
 using domain::Phase;
 
@@ -73,11 +78,25 @@ int run_status(Context& ctx, const StatusOptions& options) {
   auto& store = ctx.store();
   keep_jobs_driven(ctx);
   const auto workers = core::pool_records(store, domain::JobKind::worker);
-  const auto tasks =
-      options.workers_only ? std::vector<domain::JobRecord>{} : core::pool_records(store, domain::JobKind::task);
+  // Each task with its `#`. The table shows the queue's head only, unless asked for every task, filtered, or --json.
+  std::vector<std::pair<std::size_t, domain::JobRecord>> tasks;
+  std::int64_t queued_hidden = 0;
+  if (!options.workers_only) {
+    if (!options.all_tasks && !options.json && options.accelerator.empty() && options.zone.empty()) {
+      auto board = store.task_board(kQueueHead, util::now_ms());
+      tasks = std::move(board.shown);
+      queued_hidden = board.queued - board.queued_shown;
+    } else {
+      auto all = core::pool_records(store, domain::JobKind::task);
+      tasks.reserve(all.size());
+      for (std::size_t i = 0; i < all.size(); ++i) {
+        tasks.emplace_back(i + 1, std::move(all[i]));
+      }
+    }
+  }
   std::map<std::int64_t, const domain::JobRecord*> task_of_worker;
   std::map<std::int64_t, const domain::JobRecord*> worker_by_id;
-  for (const auto& task : tasks) {
+  for (const auto& [index, task] : tasks) {
     if (task.worker_id) {
       task_of_worker[*task.worker_id] = &task;
     }
@@ -129,8 +148,7 @@ int run_status(Context& ctx, const StatusOptions& options) {
   if (!options.workers_only) {
     Table table({"#", "ID", "NAME", "STATUS", "RETRY", "ACCELERATOR", "ZONE", "WORKER"});
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
-      const auto& t = tasks[i];
+    for (const auto& [index, t] : tasks) {
       if (!wanted(t)) {
         continue;
       }
@@ -142,7 +160,7 @@ int run_status(Context& ctx, const StatusOptions& options) {
       const std::string retry = std::to_string(t.failures) + "/" + std::to_string(t.max_failures);
       if (options.json) {
         auto j = job_json(t);
-        j["index"] = i + 1;
+        j["index"] = index;
         j["task_status"] = task_status(t);
         j["retries"] = t.failures;
         j["max_retries"] = t.max_failures;
@@ -151,7 +169,7 @@ int run_status(Context& ctx, const StatusOptions& options) {
         rows.push_back(std::move(j));
         continue;
       }
-      table.add_row({std::to_string(i + 1), util::format_job_id(t.id), printable(t.name), task_status(t), retry,
+      table.add_row({std::to_string(index), util::format_job_id(t.id), printable(t.name), task_status(t), retry,
                      t.accelerator, t.zone.empty() ? "any" : t.zone, worker},
                     phase_color(t.phase), 3);
     }
@@ -159,10 +177,14 @@ int run_status(Context& ctx, const StatusOptions& options) {
       json["tasks"] = std::move(rows);
     } else {
       *ctx.out << (options.task_only ? "" : "\n") << "=== Tasks ===\n";
-      if (table.size() == 0) {
+      if (table.size() == 0 && queued_hidden == 0) {
         *ctx.out << "  (empty)\n";
       } else {
         table.print(*ctx.out, ctx.color);
+      }
+      if (queued_hidden > 0) {
+        *ctx.out << "  ... and " << queued_hidden << " more queued after these " << kQueueHead
+                 << " (jobman status --all-tasks lists every task)\n";
       }
     }
   }
@@ -182,6 +204,8 @@ void add_status_command(CLI::App& app, Context& ctx) {
   cmd->add_flag("--live-only,--lo", options->live_only, "Only workers whose queued resource is ACTIVE");
   cmd->add_flag("--workers-only,--wo", options->workers_only, "Only the worker table");
   cmd->add_flag("--task-only,--to", options->task_only, "Only the task table");
+  cmd->add_flag("--all-tasks", options->all_tasks,
+                "Every queued task (by default the table shows the next 50 to run and counts the rest)");
   add_json_flag(*cmd, options->json);
   cmd->footer("Examples:\n"
               "  jobman status\n"
@@ -189,7 +213,8 @@ void add_status_command(CLI::App& app, Context& ctx) {
               "  watch -n 5 jobman status\n"
               "Reads the local store only: no cloud call, no daemon round trip. VM and QR are the slice's states\n"
               "as the supervisor's last listing saw them. Shows unfinished workers and tasks and those finished in\n"
-              "the last 24 hours; # is the index the worker and task commands take.");
+              "the last 24 hours, but of the queue only the next 50 to run (--all-tasks: all of it; --json and the\n"
+              "-a/-z filters always list every task); # is the index the worker and task commands take.");
   cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_status(ctx, *options); }; });
 }
 

@@ -105,7 +105,16 @@ namespace queries {
 
 std::string list_jobs_sql(const JobFilter& filter) {
   std::vector<std::string> conditions;
-  if (!filter.include_history) {
+  const bool pool_only = !filter.kinds.empty() && std::find(filter.kinds.begin(), filter.kinds.end(),
+                                                            domain::JobKind::job) == filter.kinds.end();
+  if (pool_only) {
+    // Workers and tasks only: the jobs_by_kind index (whose WHERE is this term) reads them and nothing else, where
+    // the id list below would gather every unfinished job of any kind first.
+    conditions.emplace_back("kind != 'job'");
+    if (!filter.include_history) {
+      conditions.push_back("(phase NOT IN " + std::string(schema::terminal_phase_list) + " OR finished_ms >= :since)");
+    }
+  } else if (!filter.include_history) {
     // Two index scans (the partial index of unfinished jobs, the finished_ms index) instead of the whole table;
     // the id list comes out sorted, so ORDER BY id needs no sort either.
     conditions.push_back("jobs.id IN (SELECT id FROM jobs WHERE phase NOT IN " +

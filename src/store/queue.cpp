@@ -5,6 +5,7 @@
 #include "store_impl.hpp"
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace jobman::store {
 
@@ -90,6 +91,43 @@ std::optional<std::int64_t> JobStore::claim_task(const WorkerOffer& worker, cons
   impl_->insert_attempt(id, where, false, now_ms);
   transaction.commit();
   return id;
+}
+
+TaskBoard JobStore::task_board(std::size_t head, std::int64_t now_ms) const {
+  const std::string listed = "kind != 'job' AND kind = 'task' AND (phase NOT IN " +
+                             std::string(schema::terminal_phase_list) + " OR finished_ms >= ?1)";
+  const std::string queued = "(" + std::string(schema::queued_condition) + ")";
+  const std::int64_t since = now_ms - 24LL * 3600 * 1000;
+  std::set<std::int64_t> first;
+  {
+    auto query = impl_->statements.get("SELECT id FROM jobs INDEXED BY tasks_queued WHERE " +
+                                       std::string(schema::queued_condition) +
+                                       " ORDER BY priority DESC, queue_order, id LIMIT ?1");
+    query->bind(1, static_cast<std::int64_t>(head));
+    while (query->step()) {
+      first.insert(query->column_int64(0));
+    }
+  }
+  // One pass in id order: every listed task counts towards the places, and only the shown ones are read whole.
+  std::string select = detail::select_jobs(false);
+  select.insert(select.find(" FROM jobs"), ", " + queued);
+  auto query = impl_->statements.get(select + " WHERE " + listed + " ORDER BY jobs.id");
+  query->bind(1, since);
+  TaskBoard board;
+  domain::JobRecord job;
+  std::size_t index = 0;
+  while (query->step()) {
+    ++index;
+    const bool waiting = query->column_int(detail::config_yaml_column) != 0;
+    board.queued += waiting ? 1 : 0;
+    if (waiting && !first.contains(query->column_int64(0))) {
+      continue;
+    }
+    board.queued_shown += waiting ? 1 : 0;
+    detail::read_job(impl_->db, *query, false, job);
+    board.shown.emplace_back(index, job);
+  }
+  return board;
 }
 
 std::optional<std::int64_t> JobStore::task_of_worker(std::int64_t worker_id) const {

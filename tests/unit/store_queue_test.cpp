@@ -201,5 +201,39 @@ TEST(TaskQueue, ManyWorkersClaimingAtOnceFromSeveralConnectionsNeverShareATask) 
   EXPECT_EQ(std::set<std::int64_t>(claimed.begin(), claimed.end()).size(), 200U) << "a task claimed twice";
 }
 
+TEST(TaskQueue, TheBoardShowsEveryTaskButTheQueuesTailWithTheIndexesTheCommandsResolve) {
+  auto store = JobStore::open_in_memory();
+  const auto w = store.create_jobs({worker("w")}).front();
+  std::vector<NewJob> batch;
+  for (int i = 0; i < 12; ++i) {
+    batch.push_back(task("t" + std::to_string(i), "v4-8", "", "", i == 9 ? 7 : 0));
+  }
+  const auto ids = store.create_jobs(batch);
+  const auto now = util::now_ms();
+  const auto running = store.claim_task(offer(w), "sup", kTtl, now); // t9, priority 7.
+  ASSERT_EQ(running, ids[9]);
+  JobFilter all;
+  all.kinds = {JobKind::task};
+  const auto listed = store.list_jobs(all); // What `status --all-tasks` shows, and what a `#` resolves against.
+  ASSERT_EQ(listed.size(), 12U);
+
+  const auto board = store.task_board(3, now);
+  EXPECT_EQ(board.queued, 11);
+  EXPECT_EQ(board.queued_shown, 3);
+  std::vector<std::int64_t> shown;
+  for (const auto& [index, job] : board.shown) {
+    ASSERT_GE(index, 1U);
+    ASSERT_LE(index, listed.size());
+    EXPECT_EQ(listed[index - 1].id, job.id) << "the # of task " << job.name;
+    shown.push_back(job.id);
+  }
+  // The running task, then the three that run next (t0, t1, t2: equal priority, oldest first), in id order.
+  EXPECT_EQ(shown, (std::vector<std::int64_t>{ids[0], ids[1], ids[2], ids[9]}));
+
+  const auto everything = store.task_board(100, now);
+  EXPECT_EQ(everything.queued_shown, 11);
+  EXPECT_EQ(everything.shown.size(), 12U);
+}
+
 } // namespace
 } // namespace jobman::store

@@ -27,6 +27,15 @@ struct JobFilter {
   bool with_config = false;           // Fill JobRecord::config_yaml.
 };
 
+// The tasks `status` shows by default (JobStore::task_board).
+struct TaskBoard {
+  // In id order, each with its place (1-based) among all the tasks `status` lists: unfinished ones and those finished
+  // within a day. That place is the `#` the task commands resolve.
+  std::vector<std::pair<std::size_t, domain::JobRecord>> shown;
+  std::int64_t queued = 0; // Tasks waiting in the queue, shown or not.
+  std::int64_t queued_shown = 0;
+};
+
 // What a worker offers the queue: its slice, and what a task may ask of it.
 struct WorkerOffer {
   std::int64_t worker_id = 0;
@@ -156,6 +165,10 @@ public:
                                          std::int64_t now_ms);
   // The task `worker` would claim now (the queue's first that it can run), changing nothing.
   [[nodiscard]] std::optional<std::int64_t> first_task_for(const WorkerOffer& worker) const;
+  // The tasks `status` lists, but of those waiting in the queue only the `head` that would run first (priority, then
+  // queue order): every running, paused or recently finished task, and a count of the rest of the queue. Reads ids
+  // only for the tasks it leaves out.
+  [[nodiscard]] TaskBoard task_board(std::size_t head, std::int64_t now_ms) const;
   // The task that holds the worker's slice now, if any.
   [[nodiscard]] std::optional<std::int64_t> task_of_worker(std::int64_t worker_id) const;
   // How many tasks wait in the queue.
