@@ -246,7 +246,8 @@ void add_one_worker_commands(CLI::App& worker, Context& ctx) {
 // One worker's slice as the cloud has it now.
 struct SyncedWorker {
   domain::JobRecord job;
-  std::string slice; // Its open slice's name; empty when it holds none.
+  std::string slice;      // Its open slice's name (a queued resource's node has the same); empty when it holds none.
+  bool node_only = false; // The slice is a node created directly (tpu-vm mode).
   std::string zone;
   std::string qr;   // The queued resource's state; "-" in tpu-vm mode or without a slice; "gone" when not listed.
   std::string node; // The node's state; "-" without a slice; "gone" when not listed.
@@ -255,7 +256,7 @@ struct SyncedWorker {
 
 std::string listed_state(const std::vector<core::ZoneListing>& listings, const std::string& zone,
                          const std::string& name, bool node) {
-  const auto is_it = [&](const std::string& full) { return full.ends_with("/" + name); };
+  const auto is_it = [&](const std::string& full) { return core::resource_name_id(full) == name; };
   for (const auto& listing : listings) {
     if (listing.zone != zone) {
       continue;
@@ -291,11 +292,12 @@ int run_worker_sync(Context& ctx, PoolSelectOptions options) {
   std::vector<SyncedWorker> workers;
   std::vector<std::string> zones;
   for (const auto& job : core::select_records(store, domain::JobKind::worker, options.selection)) {
-    SyncedWorker w{job, "", job.zone, "-", "-", false};
+    SyncedWorker w{job, "", false, job.zone, "-", "-", false};
     const auto attempts = store.attempts(job.id);
     for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
       if (it->holds_slice() && !it->released_ms) {
         w.slice = it->slice_name();
+        w.node_only = it->node_only();
         w.zone = it->zone;
         break;
       }
@@ -316,10 +318,7 @@ int run_worker_sync(Context& ctx, PoolSelectOptions options) {
     if (w.slice.empty()) {
       continue;
     }
-    const auto attempts = store.attempts(w.job.id);
-    const bool node_only = std::any_of(attempts.begin(), attempts.end(), [&](const domain::AttemptRecord& a) {
-      return a.slice_name() == w.slice && a.node_only();
-    });
+    const bool node_only = w.node_only;
     w.node = listed_state(listings, w.zone, w.slice, true);
     w.qr = node_only ? "-" : listed_state(listings, w.zone, w.slice, false);
     const auto& state = node_only ? w.node : w.qr;
