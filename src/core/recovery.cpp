@@ -150,18 +150,15 @@ AttemptVerdict judge_workers(const std::vector<remote::WorkerStatus>& statuses,
       return verdict;
     }
   }
-  for (const auto* s : ordered) {
-    if (s->worker == 0 && s->state == WorkloadState::exited) {
-      return exited(*s, recovery);
-    }
+  // No worker failed. Success is decided once every worker has ended: worker 0 first out of the loop (its stream
+  // ended) leaves the others, a step behind, to write their last lines; stopping them would cut those off.
+  const bool all_exited =
+      std::all_of(statuses.begin(), statuses.end(), [](const auto& s) { return s.state == WorkloadState::exited; });
+  if (statuses.empty() || !all_exited) {
+    return {};
   }
-  // Worker 0 is not among the selected workers: success once every selected worker exited 0.
-  const bool has_worker0 = std::any_of(statuses.begin(), statuses.end(), [](const auto& s) { return s.worker == 0; });
-  if (!has_worker0 && !statuses.empty() &&
-      std::all_of(statuses.begin(), statuses.end(), [](const auto& s) { return s.state == WorkloadState::exited; })) {
-    return exited(statuses.front(), recovery);
-  }
-  return {};
+  // Worker 0's code is the job's; without worker 0 among the selected workers, the first one's.
+  return exited(*ordered.front(), recovery);
 }
 
 domain::PhaseChange after_preemption(const config::JobConfig& config, int spent, const std::string& what) {

@@ -837,6 +837,34 @@ TEST_F(SupervisorTest, OutputABrokenStreamMissedIsFetchedBeforeTheAttemptIsRecor
   }
 }
 
+// Found by the chaos harness (seed 1): worker 1's stream failed at once (its gcloud could not look the node up
+// while the API failed), so the stream ended with worker 0's workload; worker 1, a step behind, was stopped before
+// its last lines and the job recorded SUCCEEDED without its checksum. Success waits for every worker.
+TEST_F(SupervisorTest, AWorkerBehindWorkerZeroFinishesBeforeTheJobSucceeds) {
+  const auto real_gcloud = (fs::path(mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
+  const std::string failed = (dir / "failed").string();
+  const auto wrapper =
+      dir.write("gcloud-fail", "#!/bin/bash\n"
+                               "if [[ \"$*\" == *--worker=1* && \"$*\" == *'tail -c'* ]] && mkdir '" +
+                                   failed +
+                                   "' 2> /dev/null; then\n"
+                                   "  echo 'ERROR: (gcloud.compute.tpus.tpu-vm.ssh) HTTPError 503' >&2; "
+                                   "exit 1\nfi\nexec '" +
+                                   real_gcloud + "' \"$@\"\n");
+  fs::permissions(wrapper, fs::perms::owner_all);
+  env["JOBMAN_GCLOUD"] = wrapper.string();
+  start_daemon();
+  // Worker 1 trains longer than worker 0, as a host a few steps behind does: it is still at work when the stream
+  // ends with worker 0's workload.
+  const auto id = create(config("if [ \"$JOBMAN_WORKER_ID\" = 1 ]; then steps=200; else steps=25; fi; "
+                                "systolic-train --steps $steps --step-time-ms 20",
+                                "ondemand", "v4-16"));
+  const auto done = wait_for(id, 0, 120);
+  ASSERT_TRUE(fs::exists(dir / "failed")) << "worker 1's first stream failed";
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(checksums(id, 1, 2), (std::vector<std::string>{uninterrupted_checksum(25), uninterrupted_checksum(200)}));
+}
+
 // Found by the chaos harness (seed 2002): a job cleaned by `clean` (nothing of it in the cloud yet) between the
 // supervisor's listing and its adoption made the supervisor exit with "no job". It must shrug and go on. And found
 // by this test: a job cleaned while its slice was being requested left that slice behind (quota spent, and billed).

@@ -85,12 +85,17 @@ TEST(CoreRecovery, SliceViewsCarryTheVerdictTheStateAndTheError) {
   EXPECT_EQ(verdict_of(std::nullopt), SliceVerdict::lost);
 }
 
-TEST(CoreRecovery, WorkerZeroExitingZeroIsSuccess) {
+TEST(CoreRecovery, SuccessIsEveryWorkerExitingZero) {
   const auto recovery = job_config("").recovery;
-  const auto v = judge_workers({status(0, WorkloadState::exited, 0), status(1, WorkloadState::running)}, recovery);
+  const auto v = judge_workers({status(1, WorkloadState::exited, 0), status(0, WorkloadState::exited, 0)}, recovery);
   EXPECT_EQ(v.outcome, AttemptOutcome::succeeded);
   EXPECT_EQ(v.exit_code, 0);
-  EXPECT_EQ(v.reason, "worker 0 exited 0");
+  EXPECT_EQ(v.reason, "worker 0 exited 0") << "worker 0's code is the job's";
+  EXPECT_EQ(judge_workers({status(0, WorkloadState::exited, 0), status(1, WorkloadState::running)}, recovery).outcome,
+            AttemptOutcome::running)
+      << "a worker a step behind worker 0 still writes its last lines";
+  EXPECT_EQ(judge_workers({status(0, WorkloadState::exited, 0), status(1, WorkloadState::starting)}, recovery).outcome,
+            AttemptOutcome::running);
   EXPECT_EQ(judge_workers({status(0, WorkloadState::running), status(1, WorkloadState::exited, 0)}, recovery).outcome,
             AttemptOutcome::running)
       << "another worker's 0 decides nothing";

@@ -49,8 +49,8 @@ std::optional<domain::Phase> waiting_phase(SliceVerdict verdict);
 
 // How an attempt's workers stand, taken together.
 enum class AttemptOutcome {
-  running,     // Nothing decided yet: worker 0 runs (others may have finished with 0).
-  succeeded,   // Worker 0 exited 0 and no worker exited otherwise.
+  running,     // Nothing decided yet: a worker runs or starts, and none failed.
+  succeeded,   // Every worker exited 0.
   preempted,   // A worker exited 143, or its workload vanished or its disk was wiped.
   restart,     // A worker exited with one of the restart codes.
   failed,      // A worker exited with any other non-zero code.
@@ -69,7 +69,8 @@ struct AttemptVerdict {
 };
 
 // Judges the statuses of the workers that run the command. A non-zero exit on any worker decides (worker 0's
-// first, then in worker order) over worker 0's success; an unreachable worker decides over running ones.
+// first, then in worker order); an unreachable worker decides over running ones; success waits for every worker to
+// exit 0, as the stream of the workload waits for every worker's output.
 AttemptVerdict judge_workers(const std::vector<remote::WorkerStatus>& statuses,
                              const config::RecoverySection& recovery);
 
