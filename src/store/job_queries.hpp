@@ -1,4 +1,5 @@
-// The SQL behind JobStore::for_each_job and JobStore::held_slices, exposed so that tests can check its query plan.
+// The SQL behind JobStore::for_each_job, JobStore::held_slices and JobStore::task_board, exposed so that tests can
+// check its query plan.
 #pragma once
 
 #include "jobman/store/job_store.hpp"
@@ -12,5 +13,10 @@ std::string list_jobs_sql(const JobFilter& filter);
 
 // The SELECT behind JobStore::held_slices: job_id, number, queued_resource, node, zone of the unreleased attempts.
 std::string held_slices_sql();
+
+// The SELECTs behind JobStore::task_board: the ids of the first ?1 queued tasks in queue order; and the id and
+// whether it waits in the queue of every task `status` lists (unfinished, or finished at ?1 or later), by id.
+std::string queue_head_sql();
+std::string task_places_sql();
 
 } // namespace jobman::store::queries

@@ -1,5 +1,6 @@
 // The store's task queue: a worker claims the first task it can run, in one transaction with the task's first step
 // (its phase, its attempt on the worker's slice, its lease), so that no task ever runs on two workers at once.
+#include "job_queries.hpp"
 #include "jobman/util/system.hpp"
 #include "schema.hpp"
 #include "store_impl.hpp"
@@ -93,39 +94,55 @@ std::optional<std::int64_t> JobStore::claim_task(const WorkerOffer& worker, cons
   return id;
 }
 
+namespace queries {
+
+std::string queue_head_sql() {
+  return "SELECT id FROM jobs INDEXED BY tasks_queue_head WHERE " + std::string(schema::queued_condition) +
+         " ORDER BY priority DESC, queue_order, id LIMIT ?1";
+}
+
+std::string task_places_sql() {
+  return "SELECT id, phase = 'PENDING' AND desired = 'run' FROM jobs INDEXED BY tasks_listed WHERE kind = 'task' "
+         "AND (phase NOT IN " +
+         std::string(schema::terminal_phase_list) + " OR finished_ms >= ?1) ORDER BY id";
+}
+
+} // namespace queries
+
 TaskBoard JobStore::task_board(std::size_t head, std::int64_t now_ms) const {
-  const std::string listed = "kind != 'job' AND kind = 'task' AND (phase NOT IN " +
-                             std::string(schema::terminal_phase_list) + " OR finished_ms >= ?1)";
-  const std::string queued = "(" + std::string(schema::queued_condition) + ")";
-  const std::int64_t since = now_ms - 24LL * 3600 * 1000;
+  const sqlite::ReadTransaction snapshot(impl_->db); // The places, the head and the rows shown agree.
   std::set<std::int64_t> first;
   {
-    auto query = impl_->statements.get("SELECT id FROM jobs INDEXED BY tasks_queued WHERE " +
-                                       std::string(schema::queued_condition) +
-                                       " ORDER BY priority DESC, queue_order, id LIMIT ?1");
+    auto query = impl_->statements.get(queries::queue_head_sql());
     query->bind(1, static_cast<std::int64_t>(head));
     while (query->step()) {
       first.insert(query->column_int64(0));
     }
   }
-  // One pass in id order: every listed task counts towards the places, and only the shown ones are read whole.
-  std::string select = detail::select_jobs(false);
-  select.insert(select.find(" FROM jobs"), ", " + queued);
-  auto query = impl_->statements.get(select + " WHERE " + listed + " ORDER BY jobs.id");
-  query->bind(1, since);
+  // Every listed task counts towards the places, from the index alone; only the shown ones are read whole.
   TaskBoard board;
-  domain::JobRecord job;
-  std::size_t index = 0;
-  while (query->step()) {
-    ++index;
-    const bool waiting = query->column_int(detail::config_yaml_column) != 0;
-    board.queued += waiting ? 1 : 0;
-    if (waiting && !first.contains(query->column_int64(0))) {
-      continue;
+  std::vector<std::pair<std::size_t, std::int64_t>> shown;
+  {
+    auto query = impl_->statements.get(queries::task_places_sql());
+    query->bind(1, now_ms - std::int64_t{24} * 3600 * 1000);
+    std::size_t index = 0;
+    while (query->step()) {
+      ++index;
+      const auto id = query->column_int64(0);
+      const bool waiting = query->column_int(1) != 0;
+      board.queued += waiting ? 1 : 0;
+      if (waiting && !first.contains(id)) {
+        continue;
+      }
+      board.queued_shown += waiting ? 1 : 0;
+      shown.emplace_back(index, id);
     }
-    board.queued_shown += waiting ? 1 : 0;
-    detail::read_job(impl_->db, *query, false, job);
-    board.shown.emplace_back(index, job);
+  }
+  board.shown.reserve(shown.size());
+  for (const auto& [index, id] : shown) {
+    if (auto job = impl_->find(id, false)) {
+      board.shown.emplace_back(index, std::move(*job));
+    }
   }
   return board;
 }

@@ -190,7 +190,17 @@ CREATE TABLE notifications (
 CREATE INDEX notifications_due ON notifications(next_ms) WHERE sent_ms IS NULL AND gave_up = 0;
 )sql";
 
-constexpr std::array<Migration, 9> all{{
+// Version 10: what `status` reads of ten thousand queued tasks, from indexes alone. tasks_listed holds what places a
+// task among those `status` lists (its id, phase, desired state and finish time; and its kind, which SQLite must find
+// in the index to read nothing else), so the pass that numbers them never reads the table; tasks_queue_head is the
+// queue in its order across accelerators, so the head `status` shows is read, not sorted.
+constexpr std::string_view v10 = R"sql(
+CREATE INDEX tasks_listed ON jobs(id, phase, desired, finished_ms, kind) WHERE kind = 'task';
+CREATE INDEX tasks_queue_head ON jobs(priority DESC, queue_order, id)
+  WHERE kind = 'task' AND phase = 'PENDING' AND desired = 'run';
+)sql";
+
+constexpr std::array<Migration, 10> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -200,6 +210,7 @@ constexpr std::array<Migration, 9> all{{
     {7, "index the attempts whose slice is not released", v7},
     {8, "add workers and a queue of tasks", v8},
     {9, "queue notifications", v9},
+    {10, "index the task listing and the queue's head for status", v10},
 }};
 
 } // namespace

@@ -320,4 +320,13 @@ void Transaction::commit() {
   open_ = false;
 }
 
+ReadTransaction::ReadTransaction(Database& db) : db_(&db) {
+  db.execute("BEGIN");
+}
+
+ReadTransaction::~ReadTransaction() {
+  // A read-only transaction has nothing to lose; ending it fails only if it already ended.
+  sqlite3_exec(db_->handle(), "COMMIT", nullptr, nullptr, nullptr);
+}
+
 } // namespace jobman::store::sqlite

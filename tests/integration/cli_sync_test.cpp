@@ -400,5 +400,33 @@ TEST_F(SyncTest, ADaemonSweepsOrphansPastTheGraceAtStartAndYoungerOnesOnceTheyAg
   EXPECT_EQ(file_text(log).find("live-000001-a1"), std::string::npos) << file_text(log);
 }
 
+// libcurl and libcrypto are opened on first use (jobman/util/shared_library.hpp): the commands that read the store
+// never map them, and a command that calls the API opens libcurl and works. The loader says what it maps
+// (LD_DEBUG=files, glibc's own trace).
+TEST_F(SyncTest, OnlyCommandsThatCallTheApiLoadLibcurl) {
+  const auto config =
+      dir.write("traced.yaml", "job:\n  name: traced\ntpu:\n  accelerator: v4-8\n  zone: " + std::string(kZone) +
+                                   "\ncommand:\n  cmd: echo hi\n");
+  const auto created = jm({"create", config.string()});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  const auto id = std::stoll(created.out);
+  auto traced = env;
+  traced["LD_DEBUG"] = "files";
+  const auto run = [&](const std::vector<std::string>& args) {
+    auto r = run_jobman(args, RunOptions{traced, "", ""});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return r.err;
+  };
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"list"}, {"show", std::to_string(id)}, {"status"}, {"--version"}}) {
+    const auto trace = run(args);
+    EXPECT_NE(trace.find("file=libc.so.6"), std::string::npos) << "the trace is there: " << trace;
+    EXPECT_EQ(trace.find("file=libcurl"), std::string::npos) << args.front() << " loaded libcurl:\n" << trace;
+    EXPECT_EQ(trace.find("file=libcrypto"), std::string::npos) << args.front() << " loaded libcrypto:\n" << trace;
+  }
+  const auto trace = run({"sync", "--json"});
+  EXPECT_NE(trace.find("file=libcurl"), std::string::npos) << "sync lists the zones through libcurl:\n" << trace;
+}
+
 } // namespace
 } // namespace jobman::test

@@ -395,6 +395,37 @@ TEST(StoreQueryPlan, HeldSlicesReadOnlyThePartialIndexOfUnreleasedAttempts) {
   }
 }
 
+// `status` over a big queue: the places of the listed tasks come from a covering index (never a row of the table),
+// and the queue's head is read in order (never sorted), whatever the accelerators.
+TEST(StoreQueryPlan, TheTaskBoardReadsIndexesOnly) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  {
+    auto store = JobStore::open(path);
+    std::vector<NewJob> tasks;
+    for (int i = 0; i < 600; ++i) {
+      auto job = make_job("t" + std::to_string(i));
+      job.kind = domain::JobKind::task;
+      job.accelerator = i % 3 == 0 ? "v5litepod-4" : "v4-8";
+      job.priority = i % 7 == 0 ? 1 : 0;
+      tasks.push_back(job);
+    }
+    store.create_jobs(tasks);
+    store.create_jobs(std::vector<NewJob>(100, make_job("job")));
+  }
+  Database raw(path.string(), OpenMode::read_write_create, 1000);
+  raw.execute("UPDATE jobs SET phase = 'SUCCEEDED', finished_ms = id WHERE id <= 100");
+  for (int analyzed = 0; analyzed < 2; ++analyzed) {
+    const auto places = joined(query_plan(raw, queries::task_places_sql()));
+    EXPECT_NE(places.find("COVERING INDEX tasks_listed"), std::string::npos) << places;
+    EXPECT_EQ(places.find("TEMP B-TREE"), std::string::npos) << places;
+    const auto head = joined(query_plan(raw, queries::queue_head_sql()));
+    EXPECT_NE(head.find("INDEX tasks_queue_head"), std::string::npos) << head;
+    EXPECT_EQ(head.find("TEMP B-TREE"), std::string::npos) << head;
+    raw.execute("ANALYZE");
+  }
+}
+
 TEST(StoreQueryPlan, ListQueryDoesNotReadTheConfigSnapshot) {
   JobFilter filter;
   EXPECT_EQ(queries::list_jobs_sql(filter).find("config_yaml"), std::string::npos);

@@ -174,4 +174,17 @@ private:
   bool open_ = false;
 };
 
+// A read snapshot: BEGIN (deferred) in the constructor, ended in the destructor. The first read fixes the state every
+// read in it sees; in WAL mode it neither waits for writers nor blocks them.
+class ReadTransaction {
+public:
+  explicit ReadTransaction(Database& db);
+  ~ReadTransaction();
+  ReadTransaction(const ReadTransaction&) = delete;
+  ReadTransaction& operator=(const ReadTransaction&) = delete;
+
+private:
+  Database* db_;
+};
+
 } // namespace jobman::store::sqlite
