@@ -185,15 +185,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const fs::path home = dir / "home";
-  const std::map<std::string, std::string> env = {
-      {"JOBMAN_HOME", home.string()},
-      {"XDG_CONFIG_HOME", (dir / "config").string()},
-      {"JOBMAN_CLOUD", "mock"},
-      {"JOBMAN_PROJECT", ""},
-      {"JOBMAN_API_ENDPOINT", "http://127.0.0.1:" + std::to_string(mock->port())},
-      {"JOBMAN_MOCK_TIME_SCALE", "1000"},
-      {"JOBMAN_AUTOSTART", "0"},
-      {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", mock->admin_token_file()}};
+  const auto env = jobman::test::mock_home_environment(*mock, home, dir / "config");
   const jobman::test::RunOptions options{env, "", ""};
   jobman::test::LineReadingProcess daemon({jobman::test::jobman_binary(), "daemon", "--tick", tick}, env,
                                           dir / "daemon.log", std::chrono::seconds(120));

@@ -109,19 +109,11 @@ TEST(NotifyTest, MailWebhooksAndSmtpGoOutForBeginEndAndFailAndAFailedSendIsRetri
                           {}, dir / "smtp.log");
   ASSERT_TRUE(smtp.read_until("listening")) << file_text(dir / "smtp.log");
 
-  std::map<std::string, std::string> env = {{"JOBMAN_HOME", home.string()},
-                                            {"XDG_CONFIG_HOME", (dir / "config").string()},
-                                            {"JOBMAN_CLOUD", "mock"},
-                                            {"JOBMAN_PROJECT", ""},
-                                            {"JOBMAN_API_ENDPOINT", "http://127.0.0.1:" + std::to_string(mock->port())},
-                                            {"JOBMAN_MOCK_TIME_SCALE", "1000"},
-                                            {"JOBMAN_AUTOSTART", "0"},
-                                            {"JOBMAN_GCLOUD", ""},
-                                            {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", mock->admin_token_file()},
-                                            {"JOBMAN_BREVO_ENDPOINT", receiver.url("/v3/smtp/email")},
-                                            {"BREVO_API_KEY", kBrevoKey},
-                                            {"BREVO_SENDER", "bot@lab.org"},
-                                            {"HOOK", receiver.url(std::string("/services/") + kHookSecret)}};
+  auto env = mock_home_environment(*mock, home, dir / "config");
+  env["JOBMAN_BREVO_ENDPOINT"] = receiver.url("/v3/smtp/email");
+  env["BREVO_API_KEY"] = kBrevoKey;
+  env["BREVO_SENDER"] = "bot@lab.org";
+  env["HOOK"] = receiver.url(std::string("/services/") + kHookSecret);
   const auto jm = [&](const std::vector<std::string>& args) { return run_jobman(args, RunOptions{env, "", ""}); };
   LineReadingProcess daemon({jobman_binary(), "daemon", "--tick", "50ms", "--lease-ttl", "2s"}, env,
                             dir / "daemon.log");

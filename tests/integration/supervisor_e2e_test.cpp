@@ -141,15 +141,7 @@ protected:
   void SetUp() override {
     ASSERT_GT(mock->port(), 0) << mock->first_line();
     client = std::make_unique<httplib::Client>("127.0.0.1", mock->port());
-    env = {{"JOBMAN_HOME", home.string()},
-           {"XDG_CONFIG_HOME", (dir / "config").string()},
-           {"JOBMAN_CLOUD", "mock"},
-           {"JOBMAN_PROJECT", ""},
-           {"JOBMAN_API_ENDPOINT", "http://127.0.0.1:" + std::to_string(mock->port())},
-           {"JOBMAN_MOCK_TIME_SCALE", "1000"},
-           {"JOBMAN_AUTOSTART", "0"},
-           {"JOBMAN_GCLOUD", ""},
-           {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", mock->admin_token_file()}};
+    env = mock_home_environment(*mock, home, dir / "config");
   }
 
   void TearDown() override {

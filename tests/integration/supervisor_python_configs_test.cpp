@@ -28,17 +28,9 @@ class SupervisorPythonConfigsTest : public ::testing::Test {
 protected:
   void SetUp() override {
     ASSERT_GT(mock->port(), 0) << mock->first_line();
-    env = {{"HOME", user_home.string()},
-           {"JOBMAN_HOME", (dir / "jobman").string()},
-           {"XDG_CONFIG_HOME", (dir / "config").string()},
-           {"XDG_DATA_HOME", (dir / "data").string()},
-           {"JOBMAN_CLOUD", "mock"},
-           {"JOBMAN_PROJECT", ""},
-           {"JOBMAN_API_ENDPOINT", "http://127.0.0.1:" + std::to_string(mock->port())},
-           {"JOBMAN_MOCK_TIME_SCALE", "1000"},
-           {"JOBMAN_AUTOSTART", "0"},
-           {"JOBMAN_GCLOUD", ""},
-           {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", mock->admin_token_file()}};
+    env = mock_home_environment(*mock, dir / "jobman", dir / "config");
+    env["HOME"] = user_home.string();
+    env["XDG_DATA_HOME"] = (dir / "data").string();
     // The keys the configs name (~/.ssh/id_rsa, ~/.ssh/id_ed25519_github), as ssh-keygen leaves them.
     for (const std::string key : {"id_rsa", "id_ed25519_github"}) {
       const auto path =

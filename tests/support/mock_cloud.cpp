@@ -117,6 +117,20 @@ std::unique_ptr<MockCloudProcess> start_test_mock(const TempDir& dir, const std:
   return std::make_unique<MockCloudProcess>(args);
 }
 
+std::map<std::string, std::string> mock_home_environment(const MockCloudProcess& mock,
+                                                         const std::filesystem::path& home,
+                                                         const std::filesystem::path& config) {
+  return {{"JOBMAN_HOME", home.string()},
+          {"XDG_CONFIG_HOME", config.string()},
+          {"JOBMAN_CLOUD", "mock"},
+          {"JOBMAN_PROJECT", ""},
+          {"JOBMAN_API_ENDPOINT", "http://127.0.0.1:" + std::to_string(mock.port())},
+          {"JOBMAN_MOCK_TIME_SCALE", "1000"},
+          {"JOBMAN_AUTOSTART", "0"},
+          {"JOBMAN_GCLOUD", ""},
+          {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", mock.admin_token_file()}};
+}
+
 bool eventually(const std::function<bool()>& check, std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {

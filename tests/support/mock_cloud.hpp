@@ -4,8 +4,10 @@
 #include "support/temp_dir.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <httplib.h>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -74,6 +76,13 @@ std::string test_world(int seconds, const std::string& zones);
 // dir/state, which trusts the static bearer token "test-token", with `extra` options. Check port() before use.
 std::unique_ptr<MockCloudProcess> start_test_mock(const TempDir& dir, const std::string& world, int seed = 1,
                                                   const std::vector<std::string>& extra = {});
+
+// The environment of a jobman home on `mock`: JOBMAN_HOME `home`, XDG_CONFIG_HOME `config`, the mock as the cloud
+// (its endpoint, admin token file and time scale 1000, no project), no autostart, and no gcloud named (the
+// bundled one is used). Tests add what they need on top.
+std::map<std::string, std::string> mock_home_environment(const MockCloudProcess& mock,
+                                                         const std::filesystem::path& home,
+                                                         const std::filesystem::path& config);
 
 // Polls `check` every few milliseconds until it holds or `limit` passes; returns its last answer.
 bool eventually(const std::function<bool()>& check, std::chrono::milliseconds limit = std::chrono::seconds(10));
