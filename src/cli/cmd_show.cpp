@@ -96,6 +96,7 @@ int run_show(Context& ctx, const ShowOptions& options) {
   const auto attempts = store.attempts(id);
   const auto events = store.events(id);
   const auto lease = store.lease(id);
+  const auto findings = store.bad_hardware_of(id);
   const std::int64_t now = util::now_ms();
   if (options.json) {
     nlohmann::ordered_json j = job_json(job);
@@ -108,6 +109,10 @@ int run_show(Context& ctx, const ShowOptions& options) {
     j["attempts"] = nlohmann::ordered_json::array();
     for (const auto& a : attempts) {
       j["attempts"].push_back(attempt_json(a));
+    }
+    j["bad_hardware_findings"] = nlohmann::ordered_json::array();
+    for (const auto& f : findings) {
+      j["bad_hardware_findings"].push_back(bad_hardware_json(f));
     }
     j["events"] = nlohmann::ordered_json::array();
     for (const auto& e : events) {
@@ -166,7 +171,7 @@ int run_show(Context& ctx, const ShowOptions& options) {
     field("Slice", job.slice_state.empty() ? "-" : printable(job.slice_state) + "  (the last listing)");
   }
   field("Attempt", std::to_string(job.attempt) + "  (preemptions " + std::to_string(job.preemptions) + ", failures " +
-                       std::to_string(job.failures) + ")");
+                       std::to_string(job.failures) + ", bad hardware " + std::to_string(job.bad_hardware) + ")");
   field("Host0 IP", job.host0_ip.empty() ? "-" : printable(job.host0_ip)); // The API's answer.
   field("Exit code", job.exit_code ? std::to_string(*job.exit_code) : "-");
   field("Created", when(job.created_ms, now));
@@ -203,6 +208,17 @@ int run_show(Context& ctx, const ShowOptions& options) {
       table.add_row(std::move(row));
     }
     table.print(out, color);
+  }
+  if (!findings.empty()) {
+    // What was seen, where: the machine is remembered, and a new slice on it is rejected before setup.
+    out << "\nBad hardware\n";
+    for (const auto& f : findings) {
+      out << "  " << util::format_local(f.ts_ms) << "  attempt " << f.attempt << ", "
+          << (f.worker >= 0 ? "worker " + std::to_string(f.worker) + " of " : std::string()) << printable(f.node)
+          << " in " << printable(f.zone)
+          << (f.physical_host.empty() ? std::string() : " (machine " + printable(f.physical_host) + ")")
+          << ", from its " << printable(f.signal) << ": " << printable(f.detail) << '\n';
+    }
   }
   if (options.events) {
     out << "\nEvents\n";

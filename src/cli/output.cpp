@@ -45,6 +45,7 @@ void append_job_json(std::string& out, const domain::JobRecord& job) {
       .field("attempt", std::int64_t{job.attempt})
       .field("preemptions", std::int64_t{job.preemptions})
       .field("failures", std::int64_t{job.failures})
+      .field("bad_hardware", std::int64_t{job.bad_hardware})
       .field_or_null("host0_ip", job.host0_ip)
       .field("exit_code", job.exit_code ? std::optional<std::int64_t>(*job.exit_code) : std::nullopt)
       .field("created_at", util::format_utc(job.created_ms))
@@ -92,6 +93,22 @@ nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt) {
       {"outcome", text_or_null(attempt.outcome)},
       {"exit_code", attempt.exit_code ? nlohmann::ordered_json(*attempt.exit_code) : nlohmann::ordered_json(nullptr)},
       {"worker_id", attempt.worker_id ? nlohmann::ordered_json(*attempt.worker_id) : nlohmann::ordered_json(nullptr)},
+      {"active_at", time_or_null(attempt.active_ms)},
+      {"physical_hosts", attempt.physical_hosts},
+  };
+}
+
+nlohmann::ordered_json bad_hardware_json(const domain::BadHardwareRecord& finding) {
+  return {
+      {"time", util::format_utc(finding.ts_ms)},
+      {"attempt", finding.attempt},
+      {"zone", finding.zone},
+      {"accelerator", finding.accelerator},
+      {"node", finding.node},
+      {"worker", finding.worker},
+      {"physical_host", text_or_null(finding.physical_host)},
+      {"signal", finding.signal},
+      {"detail", finding.detail},
   };
 }
 

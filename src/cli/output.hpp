@@ -20,6 +20,8 @@ nlohmann::ordered_json job_json(const domain::JobRecord& job);
 
 // An attempt as JSON.
 nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt);
+// One finding of bad hardware, as `show --json` prints it.
+nlohmann::ordered_json bad_hardware_json(const domain::BadHardwareRecord& finding);
 
 // An event as JSON.
 nlohmann::ordered_json event_json(const domain::EventRecord& event);

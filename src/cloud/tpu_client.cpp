@@ -297,6 +297,39 @@ std::optional<Operation> TpuClient::delete_node(const Location& where, const std
   return impl_->remove("nodes.delete", where.name() + "/nodes/" + id, ""); // nodes.delete binds no requestId.
 }
 
+std::vector<std::string> TpuClient::guest_attribute(const Location& where, const std::string& id,
+                                                    const std::string& namespace_key) {
+  const std::string name = where.name() + "/nodes/" + id;
+  const json request = {{"queryPath", namespace_key}};
+  const Answer answer = impl_->execute(
+      Call{"nodes.getGuestAttributes", name, "POST", impl_->url(name + ":getGuestAttributes"), request.dump()},
+      {400, 404});
+  std::vector<std::string> values;
+  if (answer.status == 400 || answer.status == 404 || !answer.body.contains("guestAttributes") ||
+      !answer.body["guestAttributes"].is_array()) {
+    return values;
+  }
+  const auto slash = namespace_key.find('/');
+  const std::string ns = namespace_key.substr(0, slash);
+  const std::string key = slash == std::string::npos ? "" : namespace_key.substr(slash + 1);
+  for (const auto& worker : answer.body["guestAttributes"]) {
+    std::string value;
+    const json* items = nullptr;
+    if (worker.is_object() && worker.contains("queryValue") && worker["queryValue"].is_object() &&
+        worker["queryValue"].contains("items") && worker["queryValue"]["items"].is_array()) {
+      items = &worker["queryValue"]["items"];
+    }
+    for (const auto& item : items != nullptr ? *items : json::array()) {
+      if (item.value("namespace", "") == ns && item.value("key", "") == key && item.contains("value") &&
+          item["value"].is_string()) {
+        value = item["value"].get<std::string>();
+      }
+    }
+    values.push_back(value);
+  }
+  return values;
+}
+
 namespace {
 
 // A string member of a catalog entry ("type" of an AcceleratorType, "version" of a RuntimeVersion); "" when absent.

@@ -120,6 +120,7 @@ Node parse_node(const json& object) {
   out.queued_resource = string_at(object, "queuedResource");
   out.state = parse_enum<NodeState>(object, "state", kNodeStates);
   out.health = parse_enum<NodeHealth>(object, "health", kNodeHealths);
+  out.health_description = string_at(object, "healthDescription");
   out.accelerator_type = string_at(object, "acceleratorType");
   if (object.is_object() && object.contains("networkEndpoints") && object["networkEndpoints"].is_array()) {
     for (const auto& endpoint : object["networkEndpoints"]) {

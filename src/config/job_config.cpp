@@ -52,4 +52,35 @@ std::string WorkerSelection::to_gcloud() const {
   return out;
 }
 
+const std::vector<std::string>& default_bad_hardware_patterns() {
+  static const std::vector<std::string> patterns{
+      // "step=611 loss=nan", "step: 3 | train_loss: -inf": a step line whose loss is not finite.
+      "step[[:space:]]*[=:].*loss[a-z_]*[[:space:]]*[=:][[:space:]]*[-+]?(nan|inf)([^a-z0-9_]|$)",
+      // jax_debug_nans: "FloatingPointError: invalid value (nan) encountered in mul".
+      "invalid value \\((nan|inf)\\) encountered",
+      // tf.debugging.check_numerics: "... : Tensor had NaN values".
+      "tensor had (nan|inf) values",
+      // torch.autograd.detect_anomaly: "Function 'MulBackward0' returned nan values in its 0th output".
+      "returned nan values in its",
+      // torch.nn.utils.clip_grad_norm_(error_if_nonfinite=True), and "Loss is nan, stopping training" and the like.
+      "is non-finite",
+      "non-finite loss",
+      "(loss|gradients?|grad norm) (is|are|was|became) (nan|inf)([^a-z0-9_]|$)",
+  };
+  return patterns;
+}
+
+std::vector<std::string> bad_hardware_patterns(const RecoverySection& recovery) {
+  std::vector<std::string> out;
+  for (const auto& pattern : recovery.bad_hardware) {
+    if (pattern == "default") {
+      const auto& defaults = default_bad_hardware_patterns();
+      out.insert(out.end(), defaults.begin(), defaults.end());
+    } else {
+      out.push_back(pattern);
+    }
+  }
+  return out;
+}
+
 } // namespace jobman::config

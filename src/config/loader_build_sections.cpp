@@ -1,6 +1,7 @@
 // Building the model, part one: the job, tpu (its gcloud flags included), command.workers and recovery sections,
 // each by a function of its own.
 #include "accelerator_shapes.hpp"
+#include "jobman/util/line_patterns.hpp"
 #include "loader_parts.hpp"
 #include "schema.hpp"
 
@@ -334,6 +335,7 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   out.subnetwork = s.str("subnetwork").value_or("");
   out.service_account = s.str("service_account").value_or("");
   out.reservation = s.str("reservation").value_or("");
+  out.preflight = s.str("preflight").value_or("");
   out.reserved = s.boolean("reserved").value_or(false);
   out.internal_ips = s.boolean("internal_ips").value_or(false);
   out.keep_on_success = s.boolean("keep_on_success").value_or(false);
@@ -387,6 +389,31 @@ void build_recovery(Problems& p, const Section& s, const Origin& file_origin, bo
   out.backoff_max_seconds = backoff.duration("max", 0).value_or(600);
   if (const Node* multiplier = backoff.get("multiplier"); multiplier != nullptr && !multiplier->is_null()) {
     out.backoff_multiplier = as_double(p, *multiplier, backoff.path("multiplier"), 1.0).value_or(2.0);
+  }
+  out.max_bad_hardware = static_cast<int>(s.integer("max_bad_hardware", 0, INT_MAX).value_or(3));
+  if (const Node* patterns = s.get("bad_hardware")) {
+    out.bad_hardware.clear();
+    if (patterns->is_sequence()) {
+      for (std::size_t i = 0; i < patterns->items.size(); ++i) {
+        const std::string path = s.path("bad_hardware") + "[" + std::to_string(i) + "]";
+        auto pattern = as_string(p, patterns->items[i], path);
+        if (!pattern) {
+          continue;
+        }
+        if (*pattern != "default") {
+          if (auto why = util::LinePatterns::check(*pattern)) {
+            p.error(patterns->items[i].origin, path,
+                    "'" + *pattern + "' is not a valid extended regular expression: " + *why);
+            continue;
+          }
+        }
+        out.bad_hardware.push_back(*pattern);
+      }
+    } else if (!patterns->is_null() && !patterns->unresolved) {
+      p.error(patterns->origin, s.path("bad_hardware"),
+              "expected a list of regular expressions (\"default\" for the built-in ones, [] for none), got " +
+                  detail::describe_kind(*patterns));
+    }
   }
   if (out.backoff_max_seconds < out.backoff_initial_seconds) {
     p.error(backoff.origin("max"), backoff.path("max"),

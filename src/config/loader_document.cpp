@@ -72,6 +72,7 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
   tpu["subnetwork"] = opt(t.subnetwork);
   tpu["service_account"] = opt(t.service_account);
   tpu["reservation"] = opt(t.reservation);
+  tpu["preflight"] = opt(t.preflight);
   tpu["reserved"] = t.reserved;
   tpu["internal_ips"] = t.internal_ips;
   tpu["keep_on_success"] = t.keep_on_success;
@@ -123,6 +124,8 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
       {"backoff", json{{"initial", detail::exact_duration(r.backoff_initial_seconds)},
                        {"max", detail::exact_duration(r.backoff_max_seconds)},
                        {"multiplier", r.backoff_multiplier}}},
+      {"max_bad_hardware", r.max_bad_hardware},
+      {"bad_hardware", list(r.bad_hardware)},
   };
   doc["vars"] = map(c.vars);
   if (c.email) {

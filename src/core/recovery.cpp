@@ -61,6 +61,15 @@ SliceView view_slice(const cloud::Node& node) {
   return {judge_node(node), cloud::to_string(node.state), {}};
 }
 
+NodeTrouble judge_health(cloud::NodeHealth health) {
+  switch (health) {
+  case cloud::NodeHealth::timeout:
+  case cloud::NodeHealth::unhealthy_tensorflow: return NodeTrouble::bad_hardware;
+  case cloud::NodeHealth::unhealthy_maintenance: return NodeTrouble::maintenance;
+  default: return NodeTrouble::none;
+  }
+}
+
 SliceVerdict verdict_of(const std::optional<SliceView>& view) {
   return view ? view->verdict : SliceVerdict::lost;
 }
@@ -197,6 +206,23 @@ domain::PhaseChange after_failure(const config::JobConfig& config, int spent, co
     change.to = Phase::setup;
     change.reason = what + " (failure " + std::to_string(now_spent) + " of " +
                     std::to_string(config.recovery.max_failures) + " allowed; retrying on the same slice)";
+  }
+  return change;
+}
+
+domain::PhaseChange after_bad_hardware(const config::JobConfig& config, int spent, const std::string& what) {
+  domain::PhaseChange change;
+  change.add_bad_hardware = 1;
+  const int now_spent = spent + 1;
+  const int allowed = config.recovery.max_bad_hardware;
+  if (now_spent > allowed) {
+    change.to = Phase::failed;
+    change.reason = what + "; bad-hardware budget spent (" + std::to_string(allowed) + " bad slice(s) allowed)";
+    change.cleanup_pending = true;
+  } else {
+    change.to = Phase::recovering;
+    change.reason = what + " (bad slice " + std::to_string(now_spent) + " of " + std::to_string(allowed) +
+                    " allowed; replacing the slice)";
   }
   return change;
 }

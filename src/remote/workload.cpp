@@ -308,7 +308,8 @@ struct EventFd {
 } // namespace
 
 std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
-                              const std::filesystem::path& attempt_dir, const std::stop_token& stop) {
+                              const std::filesystem::path& attempt_dir, const std::stop_token& stop,
+                              const LineSink& on_lines) {
   check_id(id);
   std::vector<Stream> streams(workers.size());
   auto release = [&] {
@@ -398,8 +399,11 @@ std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>&
         stream.pending.append(chunk, static_cast<std::size_t>(got));
         const auto last = stream.pending.rfind('\n');
         if (last != std::string::npos) {
-          write_all(stream.log_fd, std::string_view(stream.pending).substr(0, last + 1),
-                    worker_log_path(attempt_dir, stream.end.worker));
+          const auto lines = std::string_view(stream.pending).substr(0, last + 1);
+          write_all(stream.log_fd, lines, worker_log_path(attempt_dir, stream.end.worker));
+          if (on_lines) {
+            on_lines(stream.end.worker, lines);
+          }
           stream.end.bytes += last + 1;
           stream.pending.erase(0, last + 1);
         }
@@ -418,6 +422,9 @@ std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>&
       // the next attach fetches it whole.
       if (!cancelled && stream.end.exit_code == 0 && !stream.pending.empty()) {
         write_all(stream.log_fd, stream.pending, worker_log_path(attempt_dir, stream.end.worker));
+        if (on_lines) {
+          on_lines(stream.end.worker, stream.pending);
+        }
         stream.end.bytes += stream.pending.size();
       }
       stream.end.diagnostic = std::string(util::trim(stream.end.diagnostic));

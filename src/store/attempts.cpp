@@ -143,7 +143,8 @@ void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& o
 std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
   auto query = impl_->statements.get(
       "SELECT job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code, released_ms, "
-      "create_pending, accelerator, hosts, worker_id FROM attempts WHERE job_id = ?1 ORDER BY number");
+      "create_pending, accelerator, hosts, worker_id, active_ms, physical_hosts FROM attempts WHERE job_id = ?1 "
+      "ORDER BY number");
   query->bind(1, job_id);
   std::vector<AttemptRecord> attempts;
   while (query->step()) {
@@ -162,6 +163,10 @@ std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
     attempt.accelerator = query->column_text(11);
     attempt.hosts = query->column_int(12);
     attempt.worker_id = query->column_optional_int64(13);
+    attempt.active_ms = query->column_optional_int64(14);
+    if (const auto hosts = query->column_text_view(15); !hosts.empty()) {
+      attempt.physical_hosts = util::split(hosts, ',');
+    }
     attempts.push_back(std::move(attempt));
   }
   return attempts;

@@ -96,6 +96,9 @@ std::string phase_event_data(const PhaseChange& change) {
   if (change.add_failures != 0) {
     data["add_failures"] = change.add_failures;
   }
+  if (change.add_bad_hardware != 0) {
+    data["add_bad_hardware"] = change.add_bad_hardware;
+  }
   return data.empty() ? std::string() : data.dump();
 }
 
@@ -365,7 +368,7 @@ bool JobStore::transition(std::int64_t id, std::optional<Phase> expected, const 
     auto update = impl_->statements.get(
         "UPDATE jobs SET phase = ?2, phase_reason = ?3, phase_since_ms = ?4, updated_ms = ?5, finished_ms = ?6, "
         "host0_ip = COALESCE(?7, host0_ip), exit_code = COALESCE(?8, exit_code), "
-        "preemptions = preemptions + ?9, failures = failures + ?10, "
+        "preemptions = preemptions + ?9, failures = failures + ?10, bad_hardware = bad_hardware + ?14, "
         "cleanup_pending = COALESCE(?11, cleanup_pending), "
         "worker_id = CASE WHEN ?12 THEN NULL ELSE worker_id END, "
         "queue_order = CASE WHEN ?13 THEN (SELECT COALESCE(MIN(q.queue_order), 0) - 1 FROM jobs AS q "
@@ -388,6 +391,7 @@ bool JobStore::transition(std::int64_t id, std::optional<Phase> expected, const 
     }
     update->bind(12, change.release_worker ? 1 : 0);
     update->bind(13, change.to_queue_head ? 1 : 0);
+    update->bind(14, change.add_bad_hardware);
     update->run();
   }
   impl_->insert_event(id, now, "phase", from, change.to, change.reason, phase_event_data(change));

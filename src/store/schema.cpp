@@ -200,7 +200,32 @@ CREATE INDEX tasks_queue_head ON jobs(priority DESC, queue_order, id)
   WHERE kind = 'task' AND phase = 'PENDING' AND desired = 'run';
 )sql";
 
-constexpr std::array<Migration, 10> all{{
+// Version 11: bad hardware. jobs.bad_hardware counts the slices a job found bad (its own budget, never the failure
+// budget); attempts.active_ms is when the slice came up and attempts.physical_hosts the machine of each worker host (a
+// comma-separated list by worker, as the cloud told it); bad_hardware remembers every finding beyond the job's life (no
+// foreign key: `clean` keeps what was learnt of the machine), indexed by machine for the check of each new slice.
+constexpr std::string_view v11 = R"sql(
+ALTER TABLE jobs ADD COLUMN bad_hardware INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN active_ms INTEGER;
+ALTER TABLE attempts ADD COLUMN physical_hosts TEXT NOT NULL DEFAULT '';
+CREATE TABLE bad_hardware (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  ts_ms INTEGER NOT NULL,
+  job_id INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  zone TEXT NOT NULL,
+  accelerator TEXT NOT NULL,
+  node TEXT NOT NULL,
+  worker INTEGER NOT NULL,
+  physical_host TEXT NOT NULL DEFAULT '',
+  signal TEXT NOT NULL,
+  detail TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX bad_hardware_by_host ON bad_hardware(physical_host, ts_ms) WHERE physical_host != '';
+CREATE INDEX bad_hardware_by_job ON bad_hardware(job_id);
+)sql";
+
+constexpr std::array<Migration, 11> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -211,6 +236,7 @@ constexpr std::array<Migration, 10> all{{
     {8, "add workers and a queue of tasks", v8},
     {9, "queue notifications", v9},
     {10, "index the task listing and the queue's head for status", v10},
+    {11, "remember bad hardware", v11},
 }};
 
 } // namespace

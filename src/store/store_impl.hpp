@@ -39,8 +39,9 @@ constexpr int busy_timeout_ms = 10'000;
 constexpr std::string_view job_columns =
     "jobs.id, name, user, accelerator, zone, pricing, tpu_name, hosts, phase, desired, phase_reason, attempt, "
     "preemptions, failures, host0_ip, exit_code, created_ms, updated_ms, phase_since_ms, finished_ms, "
-    "config_path, sweep_label, cleanup_pending, kind, worker_id, priority, queue_order, slice_state, max_failures";
-constexpr int config_yaml_column = 29;
+    "config_path, sweep_label, cleanup_pending, kind, worker_id, priority, queue_order, slice_state, max_failures, "
+    "bad_hardware";
+constexpr int config_yaml_column = 30;
 
 inline std::string select_jobs(bool with_config) {
   std::string sql = "SELECT ";
@@ -102,6 +103,7 @@ inline void read_job(const Database& db, const Statement& row, bool with_config,
   job.queue_order = row.column_int64(26);
   job.slice_state.assign(row.column_text_view(27));
   job.max_failures = row.column_int(28);
+  job.bad_hardware = row.column_int(29);
   if (with_config) {
     job.config_yaml.assign(row.column_text_view(config_yaml_column));
   } else {

@@ -104,10 +104,12 @@ Failure become(const Plan& plan) noexcept {
     for (const int signal : plan.default_signals) {
       ::sigaction(signal, &default_action, nullptr);
     }
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
   }
+  // A thread that waits for signals (the daemon's, with sigwait) blocks them; a program must not inherit that, or
+  // a SIGTERM meant to stop it (and, through the mock's ssh, its workload) would wait forever.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   std::array<int, 3> source = {-1, -1, -1};
   std::array<bool, 3> opened = {false, false, false};
   for (std::size_t i = 0; i < source.size(); ++i) {

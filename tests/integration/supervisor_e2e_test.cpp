@@ -6,6 +6,7 @@
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
 #include "support/serving_thread.hpp"
+#include "support/supervisor_home.hpp"
 #include "support/temp_dir.hpp"
 
 #include <atomic>
@@ -23,19 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using domain::Phase;
 using nlohmann::json;
-
-constexpr const char* kZone = "us-central2-b";
-constexpr const char* kLocation = "/mock/v1/projects/jobman-mock/locations/us-central2-b";
-// Waits for things the supervisor does: generous, since sanitizer builds on two cores are slow.
-constexpr std::chrono::seconds kPatience{120};
-
-// The checksum an uninterrupted run of `steps` steps prints.
-std::string uninterrupted_checksum(int steps) {
-  const auto tool = (fs::path(mock_cloud_binary()).parent_path() / "tools" / "systolic-train").string();
-  const auto run = run_program({tool, "--steps", std::to_string(steps)});
-  const auto at = run.out.rfind("checksum=");
-  return at == std::string::npos ? std::string("none") : run.out.substr(at + 9, 16);
-}
 
 // What the proxy does with a queuedResources.create.
 enum class CreateHold {
@@ -134,104 +122,9 @@ private:
   bool closing_ = false;
 };
 
-// A jobman home on its own mock cloud, with helpers to run commands, start and kill supervisors, and look at the
-// store and the mock.
-class SupervisorTest : public ::testing::Test {
+// The supervisor's end-to-end fixture (support/supervisor_home.hpp), with a proxy that holds creates.
+class SupervisorTest : public SupervisorHome {
 protected:
-  void SetUp() override {
-    ASSERT_GT(mock->port(), 0) << mock->first_line();
-    client = std::make_unique<httplib::Client>("127.0.0.1", mock->port());
-    env = mock_home_environment(*mock, home, dir / "config");
-  }
-
-  void TearDown() override {
-    daemons.clear();
-    kill_processes_of(home);
-  }
-
-  // Runs jobman with this home's environment.
-  RunResult jm(const std::vector<std::string>& args) { return run_jobman(args, RunOptions{env, "", ""}); }
-
-  // Starts `jobman daemon` (fast ticks, short leases); returns its index in `daemons`.
-  std::size_t start_daemon() {
-    daemons.push_back(std::make_unique<LineReadingProcess>(
-        std::vector<std::string>{jobman_binary(), "daemon", "--tick", "50ms", "--lease-ttl", "2s"}, env,
-        dir / ("daemon-" + std::to_string(daemons.size()) + ".log")));
-    return daemons.size() - 1;
-  }
-
-  // A config for a job on a v4 slice running `command`, with `extra` YAML appended.
-  std::string config(const std::string& command, const std::string& pricing = "spot",
-                     const std::string& accelerator = "v4-8", const std::string& extra = "") {
-    static int counter = 0;
-    std::string text = "job:\n  name: e2e\n"
-                       "tpu:\n  accelerator: " +
-                       accelerator + "\n  zone: " + kZone + "\n  pricing: " + pricing +
-                       "\n"
-                       "gcsfuse:\n  bucket_name: e2e-bucket\n  mount_path: ~/bucket\n"
-                       "command:\n  cmd: |\n    " +
-                       command + "\n  workers: all\n" + extra;
-    return dir.write("job-" + std::to_string(++counter) + ".yaml", text).string();
-  }
-
-  // The training command: `steps` steps of `step_ms`, checkpoints in the bucket every 20 steps.
-  static std::string training(int steps, int step_ms) {
-    return "systolic-train --steps " + std::to_string(steps) + " --step-time-ms " + std::to_string(step_ms) +
-           " --ckpt-dir ~/bucket/ckpt-$JOBMAN_JOB_ID --ckpt-every 20";
-  }
-
-  std::int64_t create(const std::string& config_path) {
-    const auto r = jm({"create", config_path});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return std::stoll(r.out);
-  }
-
-  store::JobStore& db() {
-    if (!store) {
-      store.emplace(store::JobStore::open(home / "jobman.db"));
-    }
-    return *store;
-  }
-
-  domain::JobRecord job(std::int64_t id) { return db().get_job(id); }
-
-  // `jobman wait ID` must end with `exit_code` within `seconds`; returns the job as it ended.
-  domain::JobRecord wait_for(std::int64_t id, int exit_code = 0, int seconds = 120) {
-    const auto waited = jm({"wait", std::to_string(id), "--timeout", std::to_string(seconds)});
-    EXPECT_EQ(waited.exit_code, exit_code) << waited.out << waited.err;
-    auto ended = job(id);
-    if (exit_code == 0) {
-      EXPECT_EQ(ended.phase, Phase::succeeded) << ended.phase_reason;
-    }
-    return ended;
-  }
-
-  bool await_phase(std::int64_t id, Phase phase) {
-    return eventually([&] { return db().find_job(id) && db().get_job(id).phase == phase; }, kPatience);
-  }
-
-  fs::path worker_log(std::int64_t id, int attempt, int worker) {
-    char name[16];
-    std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(id));
-    return home / "jobs" / name / ("attempt-" + std::to_string(attempt)) /
-           ("worker-" + std::to_string(worker) + ".log");
-  }
-
-  bool await_log(std::int64_t id, int attempt, const std::string& text) {
-    return eventually([&] { return file_text(worker_log(id, attempt, 0)).find(text) != std::string::npos; }, kPatience);
-  }
-
-  // The checksum each of the attempt's workers printed last.
-  std::vector<std::string> checksums(std::int64_t id, int attempt, int workers) {
-    std::vector<std::string> sums;
-    for (int w = 0; w < workers; ++w) {
-      const auto text = file_text(worker_log(id, attempt, w));
-      const auto at = text.rfind("checksum=");
-      sums.push_back(at == std::string::npos ? std::string("missing") : text.substr(at + 9, 16));
-    }
-    return sums;
-  }
-
   // Starts a daemon that reaches the API through `proxy`, which holds queued-resource creates as `hold`; creates a
   // job running `command` and waits until its create is held. Returns the daemon's index and the job's id. Other
   // processes started afterwards reach the mock directly.
@@ -246,41 +139,6 @@ protected:
     EXPECT_TRUE(eventually([&] { return proxy.held() == 1; }, kPatience));
     return {daemon, id};
   }
-
-  json metrics() { return http_call(*client, "GET", "/mock/v1/metrics", nullptr, mock->admin_headers()).body; }
-
-  // The mock holds no queued resource, node or process.
-  bool mock_is_empty() {
-    auto m = metrics();
-    const auto count = [](const json& by_state) {
-      int n = 0;
-      for (const auto& [state, value] : by_state.items()) {
-        n += value.get<int>();
-      }
-      return n;
-    };
-    return m.is_object() && count(m["queuedResources"]) == 0 && count(m["nodes"]) == 0 &&
-           m["processes_running"].get<int>() == 0;
-  }
-
-  bool preempt(const std::string& node) {
-    return http_call(*client, "POST", std::string(kLocation) + "/nodes/" + node + ":preempt", json::object(),
-                     mock->admin_headers())
-               .status == 200;
-  }
-
-  // The node of the job's current attempt.
-  std::string node_of(std::int64_t id) { return db().attempts(id).back().node; }
-
-  TempDir dir;
-  fs::path home = dir / "home";
-  std::unique_ptr<MockCloudProcess> mock =
-      start_test_mock(dir, test_world(2, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n"
-                                         "      on_demand: {chips: 32}\n"));
-  std::unique_ptr<httplib::Client> client;
-  std::map<std::string, std::string> env;
-  std::vector<std::unique_ptr<LineReadingProcess>> daemons;
-  std::optional<store::JobStore> store;
 };
 
 TEST_F(SupervisorTest, AnOnDemandJobRunsToSuccessAndLeavesNothingBehind) {

@@ -96,6 +96,23 @@ TEST(ConfigModel, RecoverySectionIsRead) {
   EXPECT_EQ(parse_one(minimal() + "recovery:\n  poll_interval: 45\n").recovery.poll_interval_seconds, 45);
 }
 
+TEST(ConfigModel, BadHardwareKeysSurviveTheSnapshot) {
+  const auto c =
+      parse_one(minimal() + "recovery:\n  max_bad_hardware: 5\n  bad_hardware: [default, 'XID [0-9]+: ${vars.x}']\n"
+                            "vars:\n  x: fatal\n");
+  EXPECT_EQ(c.recovery.max_bad_hardware, 5);
+  EXPECT_EQ(c.recovery.bad_hardware, (std::vector<std::string>{"default", "XID [0-9]+: fatal"}));
+  const auto again = parse_one(c.resolved_yaml);
+  EXPECT_EQ(again.recovery.max_bad_hardware, 5);
+  EXPECT_EQ(again.recovery.bad_hardware, c.recovery.bad_hardware);
+  EXPECT_EQ(parse_one(minimal()).recovery.bad_hardware, (std::vector<std::string>{"default"}));
+  const auto preflight = parse_one(
+      "job:\n  name: d\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n  preflight: systolic-train --selftest\n"
+      "command:\n  cmd: echo\n");
+  EXPECT_EQ(preflight.tpu.preflight, "systolic-train --selftest");
+  EXPECT_EQ(parse_one(preflight.resolved_yaml).tpu.preflight, "systolic-train --selftest");
+}
+
 TEST(ConfigModel, LoopFalseMeansNoPreemptionBudgetUnlessGivenExplicitly) {
   const std::string no_loop = "job:\n  name: demo\n  loop: false\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
                               "command:\n  cmd: echo\n";

@@ -168,5 +168,41 @@ TEST(CoreRecovery, FailuresRetryOnTheSameSliceUntilTheBudgetIsSpent) {
   EXPECT_EQ(after_failure(two, 2, "x").to, Phase::failed);
 }
 
+TEST(CoreRecovery, BadHardwareReplacesTheSliceOnItsOwnBudget) {
+  const auto defaults = job_config("recovery:\n  max_failures: 0\n  max_preemptions: 0\n");
+  EXPECT_EQ(defaults.recovery.max_bad_hardware, 3);
+  for (int spent = 0; spent < 3; ++spent) {
+    const auto c = after_bad_hardware(defaults, spent, "bad hardware: worker 0 printed \"step=3 loss=nan\"");
+    EXPECT_EQ(c.to, Phase::recovering) << spent;
+    EXPECT_EQ(c.add_bad_hardware, 1);
+    EXPECT_EQ(c.add_failures, 0);
+    EXPECT_EQ(c.add_preemptions, 0);
+  }
+  const auto spent = after_bad_hardware(defaults, 3, "x");
+  EXPECT_EQ(spent.to, Phase::failed);
+  EXPECT_EQ(spent.cleanup_pending, true);
+  EXPECT_NE(spent.reason.find("bad-hardware budget spent (3 bad slice(s) allowed)"), std::string::npos) << spent.reason;
+  EXPECT_EQ(after_bad_hardware(job_config("recovery:\n  max_bad_hardware: 0\n"), 0, "x").to, Phase::failed);
+}
+
+TEST(CoreRecovery, ANodesHealthNamesBadHardwareOrMaintenance) {
+  using cloud::NodeHealth;
+  EXPECT_EQ(judge_health(NodeHealth::healthy), NodeTrouble::none);
+  EXPECT_EQ(judge_health(NodeHealth::health_unspecified), NodeTrouble::none);
+  EXPECT_EQ(judge_health(NodeHealth::timeout), NodeTrouble::bad_hardware);
+  EXPECT_EQ(judge_health(NodeHealth::unhealthy_tensorflow), NodeTrouble::bad_hardware);
+  EXPECT_EQ(judge_health(NodeHealth::unhealthy_maintenance), NodeTrouble::maintenance);
+}
+
+TEST(CoreRecovery, BadHardwarePatternsExpandTheDefaultsWhereTheConfigSaysSo) {
+  const auto& builtin = config::default_bad_hardware_patterns();
+  EXPECT_EQ(config::bad_hardware_patterns(job_config("").recovery), builtin);
+  const auto mine = job_config("recovery:\n  bad_hardware: [default, \"XID [0-9]+\"]\n").recovery;
+  auto expected = builtin;
+  expected.emplace_back("XID [0-9]+");
+  EXPECT_EQ(config::bad_hardware_patterns(mine), expected);
+  EXPECT_TRUE(config::bad_hardware_patterns(job_config("recovery:\n  bad_hardware: []\n").recovery).empty());
+}
+
 } // namespace
 } // namespace jobman::core

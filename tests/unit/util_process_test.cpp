@@ -292,6 +292,21 @@ TEST(UtilProcess, ASignalThisProcessIgnoresCanBeGivenBackItsDefault) {
   EXPECT_EQ(status.code, 128 + SIGUSR1);
 }
 
+TEST(UtilProcess, AProgramNeverInheritsTheSignalsThisThreadBlocks) {
+  // The daemon blocks SIGTERM to sigwait for it; the programs it starts (and their children) must still die of one.
+  sigset_t term;
+  sigset_t old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &term, &old), 0);
+  auto child = shell("kill -TERM $$; echo survived").output(Stream::pipe()).spawn();
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  EXPECT_EQ(read_all(child.out_fd), "");
+  const auto status = wait_child(child.pid);
+  EXPECT_TRUE(status.signaled);
+  EXPECT_EQ(status.code, 128 + SIGTERM);
+}
+
 TEST(UtilProcess, AHeldChildWaitsBeforeItsProgramUntilReleased) {
   auto child = shell("echo ran").output(Stream::pipe()).held().spawn();
   ASSERT_GT(child.pid, 0);

@@ -111,6 +111,7 @@ struct Node {
   std::string queued_resource;                        // queuedResource: the one that requested it; empty when none.
   NodeState state = NodeState::state_unspecified;     // state.
   NodeHealth health = NodeHealth::health_unspecified; // health.
+  std::string health_description;                     // healthDescription: why it is unhealthy; empty when healthy.
   std::string accelerator_type;                       // acceleratorType, e.g. "v4-32".
   std::vector<NetworkEndpoint> network_endpoints;     // networkEndpoints[], worker 0 first.
   std::map<std::string, std::string> labels;          // labels.
@@ -202,6 +203,11 @@ public:
   // nodes.delete (the method binds no request id; a repeated delete finds the node gone); nullopt when it was already
   // gone.
   std::optional<Operation> delete_node(const Location& where, const std::string& id);
+
+  // nodes.getGuestAttributes for every worker: the value of `namespace_key` ("host/physical_host") by worker, in
+  // worker order; "" for a worker that publishes none. A node that answers 400 or 404 (not READY, gone) has none.
+  std::vector<std::string> guest_attribute(const Location& where, const std::string& id,
+                                           const std::string& namespace_key);
 
   // acceleratorTypes.list, every page: the accelerator types the zone offers ("v4-8", ...), as their `type` field.
   std::vector<std::string> list_accelerator_types(const Location& where);

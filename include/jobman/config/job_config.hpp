@@ -61,6 +61,9 @@ struct TpuSection {
   // A worker's slice is released after this long without a task, and asked for again when a task for it is queued.
   // Jobs and tasks, which hold a slice only while they run, have no use for it.
   std::optional<long long> idle_release_seconds;
+  // A command run on every worker host after setup, before the command is launched: a non-zero exit says the host's
+  // hardware is bad, and the slice is replaced. Empty: none.
+  std::string preflight;
   bool reserved = false;     // Use reserved capacity (schedulingConfig.reserved; gcloud's --reserved).
   bool internal_ips = false; // No external IPs (networkConfig.enableExternalIps false; gcloud's --internal-ips).
   // Where "accelerator", "zone" and "version" were given (or, for a default, the tpu section), for the checks made
@@ -133,7 +136,18 @@ struct RecoverySection {
   long long backoff_initial_seconds = 10;  // Wait before the first retry of a failed step.
   long long backoff_max_seconds = 600;     // Upper bound of the wait.
   double backoff_multiplier = 2.0;
+  int max_bad_hardware = 3; // Slices found bad (NaN loss, a failed preflight) tolerated before FAILED.
+  // The extended regular expressions (case-insensitive) whose match in a worker's output means bad hardware, as
+  // written: the entry "default" stands for default_bad_hardware_patterns(); an empty list turns the check off.
+  std::vector<std::string> bad_hardware{"default"};
 };
+
+// The patterns `recovery.bad_hardware: [default]` stands for: a non-finite loss on a step line, and the messages
+// JAX, TensorFlow and PyTorch print for non-finite values.
+const std::vector<std::string>& default_bad_hardware_patterns();
+
+// The patterns a recovery section asks for, "default" expanded.
+std::vector<std::string> bad_hardware_patterns(const RecoverySection& recovery);
 
 // The Python jobman's `brevo_email:`: e-mail through Brevo when the job begins, ends or fails.
 struct EmailSection {

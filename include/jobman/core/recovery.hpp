@@ -38,6 +38,16 @@ struct SliceView {
   std::string error; // Why a queued resource failed (state.failedData.error); empty otherwise.
 };
 
+// What a node's health (Node.health) says of its slice while a job runs on it.
+enum class NodeTrouble {
+  none,         // HEALTHY, or not said.
+  bad_hardware, // TIMEOUT or UNHEALTHY_TENSORFLOW: the TPU runtime on it does not answer or is broken.
+  maintenance,  // UNHEALTHY_MAINTENANCE: it is under maintenance; the workload will not survive it.
+};
+
+// The trouble a node's health names.
+NodeTrouble judge_health(cloud::NodeHealth health);
+
 // The view of a queued resource, or of a node (tpu-vm mode).
 SliceView view_slice(const cloud::QueuedResource& resource);
 SliceView view_slice(const cloud::Node& node);
@@ -81,5 +91,10 @@ domain::PhaseChange after_preemption(const config::JobConfig& config, int spent,
 // Where a job goes after a real failure: SETUP on the same slice while the failure budget allows one more,
 // otherwise FAILED. `spent` is the failures the job had before this one.
 domain::PhaseChange after_failure(const config::JobConfig& config, int spent, const std::string& what);
+
+// Where a job goes after its slice was found bad (bad hardware): RECOVERING on a new slice while the bad-hardware
+// budget (recovery.max_bad_hardware) allows one more, otherwise FAILED. Neither the failure nor the preemption budget
+// is spent. `spent` is the bad slices the job had before this one.
+domain::PhaseChange after_bad_hardware(const config::JobConfig& config, int spent, const std::string& what);
 
 } // namespace jobman::core

@@ -56,6 +56,7 @@ struct JobRecord {
   int attempt = 0;              // Number of the current (or last) attempt; 0 before the first.
   int preemptions = 0;          // Preemptions spent.
   int failures = 0;             // Failures spent.
+  int bad_hardware = 0;         // Slices found bad (their hardware, not the job, at fault).
   std::string host0_ip;         // Worker 0's internal IP while a slice is up.
   std::optional<int> exit_code; // Worker 0's exit code once known.
   std::int64_t created_ms = 0;
@@ -119,6 +120,10 @@ struct AttemptRecord {
   std::optional<std::int64_t> released_ms; // When its queued resource and node (or its node) were confirmed gone.
   bool create_pending = false; // Its queued resource (or node) is being asked for; the API has not accepted it yet.
   std::optional<std::int64_t> worker_id; // A task's attempt: the worker whose slice it borrowed.
+  std::optional<std::int64_t> active_ms; // When its slice was found ACTIVE with its node READY.
+  // The physical machine of each worker host, by worker index, as the cloud told it when the slice came up; empty
+  // when it did not say.
+  std::vector<std::string> physical_hosts;
 
   // The resource that holds the slice: its queued resource, or its node when it has none (tpu-vm mode).
   [[nodiscard]] const std::string& slice_name() const { return queued_resource.empty() ? node : queued_resource; }
@@ -128,6 +133,22 @@ struct AttemptRecord {
   [[nodiscard]] Placement placement() const { return {queued_resource, node, zone, accelerator, hosts, worker_id}; }
   // Whether the attempt holds its slice (and must release it): every attempt but a task's, which borrows a worker's.
   [[nodiscard]] bool holds_slice() const { return !worker_id && !slice_name().empty(); }
+};
+
+// One finding of bad hardware: where (zone, node, worker and its physical machine), how it was found, and what was
+// seen. Kept beyond the job's life: it is how a new slice on the same machine is known to be bad.
+struct BadHardwareRecord {
+  std::int64_t id = 0;
+  std::int64_t ts_ms = 0;
+  std::int64_t job_id = 0;
+  int attempt = 0;
+  std::string zone;
+  std::string accelerator;
+  std::string node;
+  int worker = 0;
+  std::string physical_host; // Empty when the cloud did not say.
+  std::string signal;        // "output", "preflight", "health".
+  std::string detail;        // The line that matched, the preflight's last line, the node's healthDescription.
 };
 
 // One timestamped, append-only fact about a job.
@@ -159,6 +180,7 @@ struct PhaseChange {
   std::optional<int> exit_code;
   int add_preemptions = 0;
   int add_failures = 0;
+  int add_bad_hardware = 0;
   std::optional<bool> cleanup_pending; // Set or clear JobRecord::cleanup_pending with the change.
   bool release_worker = false;         // A task lets its worker go (JobRecord::worker_id cleared).
   bool to_queue_head = false;          // A task goes back to the head of the queue (a preempted one).

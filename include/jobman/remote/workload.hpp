@@ -8,9 +8,11 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace jobman::remote {
@@ -96,12 +98,17 @@ struct StreamEnd {
   std::string diagnostic;  // gcloud's stderr ("Connection to ... closed by remote host.").
 };
 
+// Told of the lines just appended to a worker's local log (one or more whole lines, each ending with '\n' but perhaps
+// the workload's very last), on the streaming thread, as they are written.
+using LineSink = std::function<void(int worker, std::string_view lines)>;
+
 // Streams each worker's output into its local log while the workload runs, starting where the local log ends, so
 // that a second attach (from this process or another) neither repeats nor loses a line. Only complete lines are
-// written while the stream runs; a last line without a newline is written once the workload has ended. Returns
-// when every stream has ended, or soon after `stop` is requested. Throws jobman::Error when another process is
-// already attached to one of the logs.
+// written while the stream runs; a last line without a newline is written once the workload has ended. Each write is
+// handed to `on_lines` too, when given. Returns when every stream has ended, or soon after `stop` is requested.
+// Throws jobman::Error when another process is already attached to one of the logs.
 std::vector<StreamEnd> attach(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
-                              const std::filesystem::path& attempt_dir, const std::stop_token& stop = {});
+                              const std::filesystem::path& attempt_dir, const std::stop_token& stop = {},
+                              const LineSink& on_lines = {});
 
 } // namespace jobman::remote

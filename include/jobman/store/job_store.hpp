@@ -146,6 +146,16 @@ public:
   [[nodiscard]] std::vector<HeldSlice> held_slices() const;
   // Every zone a job or an attempt names, sorted, without duplicates.
   [[nodiscard]] std::vector<std::string> zones_in_use() const;
+  // Attempt `number`'s slice came up: records when (the first time only), and the physical machine of each of its
+  // worker hosts, by worker (empty entries, or none at all, when the cloud did not say).
+  void record_slice_active(std::int64_t job_id, int number, const std::vector<std::string>& physical_hosts);
+  // Remembers a finding of bad hardware (its id and time are set here), with an event on the job.
+  void record_bad_hardware(const domain::BadHardwareRecord& finding);
+  // The findings on any of `hosts` (physical machines) since `since_ms`, newest first.
+  [[nodiscard]] std::vector<domain::BadHardwareRecord> bad_hardware_on(const std::vector<std::string>& hosts,
+                                                                       std::int64_t since_ms) const;
+  // A job's findings, oldest first.
+  [[nodiscard]] std::vector<domain::BadHardwareRecord> bad_hardware_of(std::int64_t job_id) const;
   // Sets or clears JobRecord::cleanup_pending.
   void set_cleanup_pending(std::int64_t job_id, bool pending);
 

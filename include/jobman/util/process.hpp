@@ -126,8 +126,8 @@ public:
   // The child gets `signal` when this process (the thread that started it) ends; a child whose parent ended before
   // this took effect fails without running the program.
   ProcessBuilder& parent_death_signal(int signal);
-  // The program starts with the default disposition of each of `signals` (rather than this process's ignored ones)
-  // and with no signal blocked.
+  // The program starts with the default disposition of each of `signals` (rather than this process's ignored ones).
+  // Whatever this is, every program starts with no signal blocked.
   ProcessBuilder& default_signals(std::vector<int> signals);
   // The exit status of a child that fails before it tries to exec (a file it cannot open, a directory it cannot
   // enter, a parent gone): 127 unless set. A failed exec always exits with 127.

@@ -18,9 +18,24 @@
 
 namespace jobman::core::supervision {
 
+// A sign of bad hardware on one worker of an attempt.
+struct HardwareFinding {
+  int attempt = 0;
+  int worker = 0;
+  std::string signal; // "output" (a line matched recovery.bad_hardware), "preflight" (tpu.preflight failed), "health".
+  std::string detail; // The line, the preflight's last line, the node's health.
+};
+
+// What a node listing said of a node's health.
+struct NodeHealthView {
+  cloud::NodeHealth health = cloud::NodeHealth::health_unspecified;
+  std::string description;
+};
+
 // One attach() running on its own thread.
 struct Stream {
   std::stop_source stop;
+  std::atomic<bool> bad_hardware{false}; // A line matched recovery.bad_hardware; the loop was told once.
   int attempt = 0;
   bool ended = false;
   std::vector<remote::StreamEnd> ends;
@@ -43,6 +58,9 @@ struct Driven {
   bool seen_once = false; // The open slice has appeared in a listing at least once.
   std::string seen_state; // Its state at the last event, to record changes only.
   std::int64_t delete_sent_ms = 0;
+  // The open slice's node's health (Node.health, healthDescription) as the last node listing saw it, while the job
+  // runs; nullopt when no listing told.
+  std::optional<NodeHealthView> node_health;
   // tpu-vm mode: the operation of the node's create, until it is known to have succeeded (it may fail for capacity).
   std::string create_operation;
   bool create_again = false; // tpu-vm mode: the create failed for capacity; ask again once the backoff passes.

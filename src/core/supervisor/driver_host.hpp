@@ -34,6 +34,9 @@ public:
   // as news about job `id` (it ends no operation). An empty one is dropped.
   virtual void watch_in_background(std::int64_t id, Work watch) = 0;
 
+  // Applies `apply` on the loop's thread as news about job `id`, as soon as the loop can; callable from any thread.
+  virtual void post(std::int64_t id, std::function<void()> apply) = 0;
+
   // Claims the next task `worker` can run (JobStore::claim_task) under this loop's lease, and drives it from now on;
   // its id, or nullopt when none was free.
   virtual std::optional<std::int64_t> claim(Driven& worker, const store::WorkerOffer& offer) = 0;

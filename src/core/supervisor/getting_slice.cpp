@@ -120,6 +120,7 @@ void JobDriver::slice_created(std::int64_t id, const SliceRef& slice, int number
   d->seen_valid = false;
   d->seen_once = false;
   d->seen_state.clear();
+  d->node_health.reset();
   d->delete_sent_ms = 0;
   d->create_operation = operation;
   if (d->job.desired == DesiredState::run && !domain::is_terminal(d->job.phase)) {
@@ -285,15 +286,27 @@ void JobDriver::create_failed(Driven& d, const SliceRef& slice, const cloud::Rpc
   d.dirty = true;
 }
 
-// The slice is ACTIVE: find worker 0's address and go on to SETUP.
+// The slice is ACTIVE: find worker 0's address and the machines of its hosts, reject it if one of them is known to be
+// bad, and go on to SETUP.
 void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
   const auto id = d.job.id;
   const auto node = open.node;
   const auto zone = open.zone;
-  host_.dispatch(d, [this, access = access_, counters = counters_, id, node, zone]() -> std::function<void()> {
+  const int number = open.number;
+  host_.dispatch(d, [this, access = access_, counters = counters_, id, node, zone, number]() -> std::function<void()> {
     ++counters->get_calls;
     auto got = access->client->get_node(access->location(zone), node);
-    return [this, id, got, node] {
+    std::vector<std::string> machines;
+    if (got && got->state == cloud::NodeState::ready) {
+      try {
+        ++counters->get_calls;
+        machines = access->client->guest_attribute(access->location(zone), node, kPhysicalHostAttribute);
+      } catch (const std::exception& e) {
+        // The identity only sharpens what is remembered; the slice is used without it.
+        spdlog::warn("{}: reading the physical hosts of {}: {}", job_label(id), node, e.what());
+      }
+    }
+    return [this, id, got, node, number, machines] {
       Driven* live = host_.find(id);
       if (live == nullptr) {
         return;
@@ -301,6 +314,12 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
       if (!got || got->state != cloud::NodeState::ready) {
         // Not up yet (or already going away); the next listing decides.
         live->seen_valid = false;
+        return;
+      }
+      store().record_slice_active(id, number, machines);
+      reload(*live);
+      if (const auto* current = live->current();
+          current != nullptr && current->number == number && rejects_known_bad(*live, *current, machines)) {
         return;
       }
       live->create_operation.clear();

@@ -13,6 +13,7 @@
 #include "jobman/remote/gcloud.hpp"
 #include "jobman/remote/workload.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/util/line_patterns.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -39,6 +40,12 @@ inline constexpr std::chrono::milliseconds kCatchUpLimit{60'000};
 inline constexpr double kCreatePollSeconds = 5;
 // Consecutive unreachable answers from a worker whose slice the cloud calls ACTIVE before it counts as lost.
 inline constexpr int kUnreachableLimit = 3;
+// The guest attribute (namespace/key) in which a worker publishes the physical machine it runs on.
+inline constexpr const char* kPhysicalHostAttribute = "host/physical_host";
+// How long tpu.preflight may take on the workers.
+inline constexpr std::chrono::milliseconds kPreflightTimeout{10 * 60 * 1000};
+// How long a machine found bad is remembered: a new slice that lands on it within this time is rejected.
+inline constexpr std::int64_t kBadHardwareMemoryMs = 30LL * 24 * 3600 * 1000;
 
 // "job 000042", for logs.
 std::string job_label(std::int64_t id);
@@ -151,6 +158,32 @@ private:
   void next_attempt_on_same_slice(Driven& d, const domain::PhaseChange& c);
   // The slice or the workload was lost: ends the attempt and spends a preemption (RECOVERING or FAILED).
   void preempted(Driven& d, const std::string& what, int exit_code);
+
+  // ---- bad_hardware.cpp ----
+  // The patterns of the config's recovery.bad_hardware, compiled; nullptr when it has none.
+  static std::shared_ptr<const util::LinePatterns> hardware_patterns(const config::JobConfig& config);
+  // The first sign of bad hardware in the end of the workers' local logs of an attempt, if any.
+  static std::optional<HardwareFinding> scan_logs(const std::filesystem::path& dir, const std::vector<int>& workers,
+                                                  int attempt, const util::LinePatterns& patterns);
+  // News from a stream: a line of the attempt matched. Replaces the slice if the job still runs that attempt.
+  void hardware_found(std::int64_t id, const HardwareFinding& finding);
+  // Remembers the finding in the store, with the machine of the worker (its holder's attempt, for a task).
+  void record_finding(const Driven& d, const HardwareFinding& finding);
+  // "bad hardware: worker 1 printed ...", for the phase change.
+  static std::string describe(const HardwareFinding& finding);
+  // Records the finding, stops the workload on every worker, ends the attempt as `bad-hardware` and moves on: a job
+  // or worker to RECOVERING (a new slice) or FAILED by its bad-hardware budget; a task back to the head of the queue,
+  // its worker replacing its slice.
+  void replace_bad_slice(Driven& d, const HardwareFinding& finding);
+  // A task found its worker's slice bad: the worker ends its attempt and replaces the slice (or fails).
+  void bad_worker_slice(const Driven& task, const std::string& what);
+  // A running job whose node the last listing called unhealthy: TIMEOUT or UNHEALTHY_TENSORFLOW is bad hardware;
+  // UNHEALTHY_MAINTENANCE stops the workload (it checkpoints on SIGTERM) and counts as a preemption, before the
+  // maintenance takes the slice. Says whether it acted.
+  bool act_on_health(Driven& d);
+  // A slice just came up: when one of its machines was found bad within kBadHardwareMemoryMs, ends the attempt as
+  // `rejected` and goes to RECOVERING (no budget spent, after the backoff); says whether it did.
+  bool rejects_known_bad(Driven& d, const domain::AttemptRecord& open, const std::vector<std::string>& physical_hosts);
 
   // ---- notify.cpp ----
   // Records the notifications the job's config asks for when it moved from `from` to `to`: BEGIN at its first

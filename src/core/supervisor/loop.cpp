@@ -269,6 +269,10 @@ void SupervisorLoop::watch_in_background(std::int64_t id, Work watch) {
   }).detach();
 }
 
+void SupervisorLoop::post(std::int64_t id, std::function<void()> apply) {
+  inbox->post({id, std::move(apply)});
+}
+
 void SupervisorLoop::forget_lease(std::int64_t id) {
   const std::lock_guard lock(leases_mutex);
   held.erase(id);

@@ -53,6 +53,7 @@ public:
   void dispatch(Driven& d, Work work) override;
   void dispatch_detached(std::function<void()> task) override;
   void watch_in_background(std::int64_t id, Work watch) override;
+  void post(std::int64_t id, std::function<void()> apply) override;
   std::optional<std::int64_t> claim(Driven& worker, const store::WorkerOffer& offer) override;
   void notifications_due() override { notify_now = true; }
   Driven* find(std::int64_t id) override;

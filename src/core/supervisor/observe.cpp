@@ -10,14 +10,20 @@ namespace jobman::core::supervision {
 
 namespace {
 
-// Every slice of one kind in a zone, by id, as views; nullopt when the listing failed.
+// Every slice of one kind in a zone, by id, as views, and (for nodes) the nodes' health into `health` when given;
+// nullopt when the listing failed.
 std::optional<std::map<std::string, SliceView>> list_zone(const CloudAccess& access, const std::string& zone,
-                                                          bool nodes) {
+                                                          bool nodes,
+                                                          std::map<std::string, NodeHealthView>* health = nullptr) {
   std::map<std::string, SliceView> by_id;
   try {
     if (nodes) {
       for (const auto& node : access.client->list_nodes(access.location(zone), kListPageSize)) {
-        by_id[resource_name_id(node.name)] = view_slice(node);
+        const auto id = resource_name_id(node.name);
+        by_id[id] = view_slice(node);
+        if (health != nullptr) {
+          (*health)[id] = NodeHealthView{node.health, node.health_description};
+        }
       }
     } else {
       for (const auto& qr : access.client->list_queued_resources(access.location(zone), kListPageSize)) {
@@ -38,19 +44,46 @@ std::optional<std::map<std::string, SliceView>> list_zone(const CloudAccess& acc
 void SupervisorLoop::observe() {
   // By zone, then by kind of slice: queued resources (false) or nodes (true).
   std::map<std::pair<std::string, bool>, std::vector<Driven*>> zones;
+  // Jobs running on a queued resource's slice, by zone: their nodes' health comes from a nodes.list of the zone.
+  std::map<std::string, std::vector<Driven*>> running;
   for (auto& [id, d] : driven) {
     if (const auto* open = d.open_slice()) {
       zones[{open->zone, open->node_only()}].push_back(&d);
+      if (!open->node_only() && d.job.phase == domain::Phase::running) {
+        running[open->zone].push_back(&d);
+      }
     }
   }
   ++counters->ticks;
+  for (auto& [zone, jobs] : running) {
+    std::map<std::string, NodeHealthView> health;
+    if (list_zone(*access, zone, true, &health)) {
+      ++counters->list_calls;
+      for (Driven* d : jobs) {
+        const auto found = health.find(d->open_slice()->node);
+        d->node_health = found == health.end() ? std::nullopt : std::optional(found->second);
+        if (d->node_health && judge_health(d->node_health->health) != NodeTrouble::none) {
+          d->dirty = true;
+        }
+      }
+    }
+  }
   for (auto& [where, jobs] : zones) {
     const auto& [zone, nodes] = where;
-    const auto listed = list_zone(*access, zone, nodes);
+    std::map<std::string, NodeHealthView> health;
+    const auto listed = list_zone(*access, zone, nodes, nodes ? &health : nullptr);
     if (!listed) {
       continue;
     }
     ++counters->list_calls;
+    for (Driven* d : jobs) {
+      if (const auto found = health.find(d->open_slice()->slice_name()); found != health.end()) {
+        d->node_health = found->second;
+        if (judge_health(found->second.health) != NodeTrouble::none) {
+          d->dirty = true;
+        }
+      }
+    }
     for (Driven* d : jobs) {
       if (d->busy) {
         continue; // Its operation's result decides; the next listing will be fresh.

@@ -19,6 +19,21 @@ using domain::DesiredState;
 using domain::Phase;
 using std::chrono::milliseconds;
 
+namespace {
+
+// The last line of `text` that is not blank, trimmed.
+std::string last_line(std::string_view text) {
+  std::string last;
+  for (const auto& line : util::split(text, '\n')) {
+    if (!util::trim(line).empty()) {
+      last = util::trim(line);
+    }
+  }
+  return last;
+}
+
+} // namespace
+
 remote::LaunchSpec JobDriver::launch_spec(const Driven& d, const domain::AttemptRecord& slice) {
   remote::LaunchSpec spec;
   spec.id = workload_id(d.job.id, d.job.attempt);
@@ -74,10 +89,15 @@ void JobDriver::set_up(Driven& d) {
   const auto dir = attempt_directory(id, d.job.attempt);
   const auto spec = launch_spec(d, *open);
   const auto slice = *open;
+  // The preflight is the slice's: a job's or a worker's, run by whoever holds the slice; a task's worker ran it.
+  const std::string preflight = kind == domain::JobKind::task || config->tpu.preflight.empty()
+                                    ? std::string()
+                                    : remote::environment_command(*config, config->tpu.preflight);
+  const int attempt = d.job.attempt;
   host_.dispatch(
       d,
       [this, access = access_, counters = counters_, id, config, setup_config, target, hosts, workers, dir, spec, slice,
-       kind]() -> std::function<void()> {
+       kind, preflight, attempt]() -> std::function<void()> {
         util::ensure_directory(dir, 0700);
         const auto plan = remote::plan_setup(*setup_config);
         std::vector<remote::WorkerSetup> results;
@@ -98,8 +118,24 @@ void JobDriver::set_up(Driven& d) {
             lost_host = lost_host || r.exit_code == 255 || r.timed_out || !module_failed;
           }
         }
+        std::optional<HardwareFinding> bad;
+        if (failure.empty() && !preflight.empty()) {
+          for (const auto& run : remote::run_on_workers(target, hosts, preflight, kPreflightTimeout)) {
+            util::write_file_atomic(dir / ("preflight-" + std::to_string(run.worker) + ".log"), run.output, 0600);
+            if (run.exit_code == 255 || run.timed_out) {
+              if (failure.empty()) {
+                failure = "preflight could not run on worker " + std::to_string(run.worker) + ": " +
+                          (run.timed_out ? std::string("timed out") : std::string(util::trim(run.output)));
+              }
+              lost_host = true;
+            } else if (run.exit_code != 0 && !bad) {
+              bad = HardwareFinding{attempt, run.worker, "preflight",
+                                    "exit " + std::to_string(run.exit_code) + ": " + last_line(run.output)};
+            }
+          }
+        }
         std::vector<remote::WorkerStatus> launched;
-        if (failure.empty() && kind != domain::JobKind::worker) { // A worker's work is its tasks.
+        if (failure.empty() && !bad && kind != domain::JobKind::worker) { // A worker's work is its tasks.
           launched = remote::launch(target, workers, spec, kRemoteTimeout);
           for (const auto& s : launched) {
             if (s.state == remote::WorkloadState::unreachable) {
@@ -113,13 +149,17 @@ void JobDriver::set_up(Driven& d) {
         if (lost_host) {
           slice_gone = !slice_active(*access, *counters, slice);
         }
-        return [this, id, failure, lost_host, slice_gone, launched, hosts] {
+        return [this, id, failure, lost_host, slice_gone, launched, hosts, bad] {
           Driven* live = host_.find(id);
           if (live == nullptr) {
             return;
           }
           if (live->job.desired != DesiredState::run) {
             return; // Cancel, delete or clean arrived meanwhile; the next step carries it out.
+          }
+          if (bad && failure.empty()) {
+            replace_bad_slice(*live, *bad); // Nothing was launched on it.
+            return;
           }
           if (failure.empty()) {
             live->retry_step = 0;
@@ -174,11 +214,34 @@ void JobDriver::start_stream(Driven& d) {
   const auto wid = workload_id(id, d.job.attempt);
   const auto dir = attempt_directory(id, d.job.attempt);
   util::ensure_directory(dir, 0700);
-  host_.watch_in_background(id, [this, stream, id, target, workers, wid, dir]() -> std::function<void()> {
+  const auto patterns = hardware_patterns(*d.config);
+  host_.watch_in_background(id, [this, stream, id, target, workers, wid, dir, patterns]() -> std::function<void()> {
+    // The first sign of bad hardware is news at once, not when the stream ends.
+    auto report = [this, stream, id](const HardwareFinding& finding) {
+      if (!stream->bad_hardware.exchange(true)) {
+        host_.post(id, [this, stream, id, finding] {
+          if (Driven* live = host_.find(id); live != nullptr && live->stream == stream) {
+            hardware_found(id, finding);
+          }
+        });
+      }
+    };
+    remote::LineSink sink;
+    if (patterns) {
+      // What an earlier stream (of a supervisor that stopped) wrote before this one.
+      if (auto found = scan_logs(dir, workers, stream->attempt, *patterns)) {
+        report(*found);
+      }
+      sink = [patterns, report, attempt = stream->attempt](int worker, std::string_view lines) {
+        if (auto line = patterns->first_match(lines)) {
+          report(HardwareFinding{attempt, worker, "output", std::string(util::trim(*line))});
+        }
+      };
+    }
     std::vector<remote::StreamEnd> ends;
     std::string error;
     try {
-      ends = remote::attach(target, workers, wid, dir, stream->stop.get_token());
+      ends = remote::attach(target, workers, wid, dir, stream->stop.get_token(), sink);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -220,6 +283,9 @@ void JobDriver::watch(Driven& d) {
     preempted(d, SliceRef::of(*open).label() + " is " + d.seen_state + slice_error(d), 143);
     return;
   }
+  if (d.node_health && act_on_health(d)) {
+    return;
+  }
   if (!d.stream) {
     start_stream(d);
     return;
@@ -251,30 +317,45 @@ void JobDriver::inspect(Driven& d) {
     }
   }
   const auto dir = attempt_directory(id, d.job.attempt);
-  host_.dispatch(d,
-                 [this, access = access_, counters = counters_, id, config, target, workers, wid, slice, stream_failed,
-                  behind, dir]() -> std::function<void()> {
-                   const auto statuses = remote::query(target, workers, wid, kRemoteTimeout);
-                   auto verdict = judge_workers(statuses, config->recovery);
-                   bool slice_gone = false;
-                   if (verdict.outcome == AttemptOutcome::unreachable) {
-                     slice_gone = !slice_active(*access, *counters, slice);
-                   }
-                   const bool decided =
-                       verdict.outcome != AttemptOutcome::running && verdict.outcome != AttemptOutcome::unreachable;
-                   // A decided attempt ends on every worker.
-                   if (decided && std::any_of(statuses.begin(), statuses.end(), [](const auto& s) {
-                         return s.state == remote::WorkloadState::running;
-                       })) {
-                     remote::stop(target, workers, wid, kStopGrace, kRemoteTimeout);
-                   }
-                   if (decided && !behind.empty()) {
-                     catch_up(id, target, behind, wid, dir);
-                   }
-                   return [this, id, verdict, slice_gone, stream_failed] {
-                     attempt_judged(id, verdict, slice_gone, stream_failed);
-                   };
-                 });
+  const auto patterns = hardware_patterns(*config);
+  const int attempt = d.job.attempt;
+  host_.dispatch(
+      d,
+      [this, access = access_, counters = counters_, id, config, target, workers, wid, slice, stream_failed, behind,
+       dir, patterns, attempt]() -> std::function<void()> {
+        const auto statuses = remote::query(target, workers, wid, kRemoteTimeout);
+        auto verdict = judge_workers(statuses, config->recovery);
+        bool slice_gone = false;
+        if (verdict.outcome == AttemptOutcome::unreachable) {
+          slice_gone = !slice_active(*access, *counters, slice);
+        }
+        const bool decided =
+            verdict.outcome != AttemptOutcome::running && verdict.outcome != AttemptOutcome::unreachable;
+        // A decided attempt ends on every worker.
+        if (decided && std::any_of(statuses.begin(), statuses.end(),
+                                   [](const auto& s) { return s.state == remote::WorkloadState::running; })) {
+          remote::stop(target, workers, wid, kStopGrace, kRemoteTimeout);
+        }
+        if (decided && !behind.empty()) {
+          catch_up(id, target, behind, wid, dir);
+        }
+        // An attempt that ended badly may have ended so because of its hardware: the logs, whole now, say.
+        std::optional<HardwareFinding> bad;
+        if (decided && verdict.outcome != AttemptOutcome::succeeded && patterns) {
+          bad = scan_logs(dir, workers, attempt, *patterns);
+        }
+        return [this, id, verdict, slice_gone, stream_failed, bad] {
+          if (bad) {
+            Driven* live = host_.find(id);
+            if (live != nullptr && live->job.desired == DesiredState::run && live->job.phase == Phase::running) {
+              stop_stream(*live);
+              replace_bad_slice(*live, *bad);
+            }
+            return;
+          }
+          attempt_judged(id, verdict, slice_gone, stream_failed);
+        };
+      });
 }
 
 // Fetches the rest of the output of workers whose stream broke off, once their workload has ended, so that the

@@ -1,0 +1,123 @@
+// Bad hardware end to end on the mock: a slice whose workers print NaN losses, or that fails the preflight, is
+// replaced, and the job resumes from its checkpoint on its own budget; the machine is remembered, and a later slice on
+// it is rejected before setup.
+#include "support/supervisor_home.hpp"
+
+#include <gtest/gtest.h>
+
+namespace jobman::test {
+namespace {
+
+namespace fs = std::filesystem;
+using domain::Phase;
+using nlohmann::json;
+
+class BadHardwareTest : public SupervisorHome {
+protected:
+  // The mock's admin call that turns a node's MXUs faulty (every worker's, unless `worker` is given).
+  bool mark_faulty(const std::string& node, std::optional<int> worker = std::nullopt) {
+    json body = json::object();
+    if (worker) {
+      body["worker"] = *worker;
+    }
+    return http_call(*client, "POST", std::string(kLocation) + "/nodes/" + node + ":markFaulty", body,
+                     mock->admin_headers())
+               .status == 200;
+  }
+
+  std::vector<std::string> outcomes(std::int64_t id) {
+    std::vector<std::string> out;
+    for (const auto& a : db().attempts(id)) {
+      out.push_back(a.outcome);
+    }
+    return out;
+  }
+};
+
+TEST_F(BadHardwareTest, ANanLineEndsTheAttemptAtOnceWhileItsWorkloadStillRuns) {
+  start_daemon();
+  // The first attempt prints a NaN loss and would then hang for ten minutes; the second trains.
+  const auto id =
+      create(config("if [ \"$JOBMAN_ATTEMPT\" = 1 ]; then echo 'step=1 loss=nan'; sleep 600; fi; " + training(60, 2),
+                    "spot", "v4-8", "recovery:\n  max_failures: 0\n"));
+  const auto done = wait_for(id, 0, 120);
+  EXPECT_EQ(done.attempt, 2);
+  EXPECT_EQ(done.bad_hardware, 1);
+  EXPECT_EQ(done.failures, 0);
+  EXPECT_EQ(done.preemptions, 0);
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].outcome, "bad-hardware");
+  EXPECT_EQ(attempts[0].exit_code, 143) << "the hanging workload was stopped, not waited for";
+  EXPECT_NE(attempts[0].queued_resource, attempts[1].queued_resource) << "a new slice";
+  const auto findings = db().bad_hardware_of(id);
+  ASSERT_EQ(findings.size(), 1U);
+  EXPECT_EQ(findings[0].signal, "output");
+  EXPECT_EQ(findings[0].detail, "step=1 loss=nan");
+  EXPECT_EQ(findings[0].node, attempts[0].node);
+  EXPECT_EQ(checksums(id, 2, 1), std::vector<std::string>{uninterrupted_checksum(60)});
+
+  const auto shown = jm({"show", std::to_string(id)});
+  EXPECT_NE(shown.out.find("bad hardware 1)"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("\nBad hardware\n"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("from its output: step=1 loss=nan"), std::string::npos) << shown.out;
+  const auto as_json = json::parse(jm({"show", std::to_string(id), "--json"}).out);
+  EXPECT_EQ(as_json["bad_hardware"], 1);
+  EXPECT_EQ(as_json["bad_hardware_findings"][0]["signal"], "output");
+  EXPECT_EQ(as_json["attempts"][0]["outcome"], "bad-hardware");
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(BadHardwareTest, AFaultySliceMidRunIsReplacedAndTrainingResumesWithTheUninterruptedChecksum) {
+  start_daemon();
+  const auto id = create(config(training(300, 10), "spot", "v4-16", "recovery:\n  max_failures: 0\n"));
+  ASSERT_TRUE(eventually([&] { return job(id).phase == Phase::running; }, kPatience)) << job(id).phase_reason;
+  ASSERT_TRUE(await_log(id, 1, "step=60 "));
+  ASSERT_TRUE(mark_faulty(node_of(id)));
+
+  const auto done = wait_for(id, 0, 180);
+  EXPECT_EQ(done.bad_hardware, 1);
+  EXPECT_EQ(done.failures, 0);
+  const auto attempts = db().attempts(id);
+  ASSERT_GE(attempts.size(), 2U);
+  EXPECT_EQ(attempts.front().outcome, "bad-hardware");
+  EXPECT_EQ(attempts.back().outcome, "succeeded");
+  const int last = attempts.back().number;
+  EXPECT_NE(file_text(worker_log(id, last, 0)).find("resumed from step="), std::string::npos);
+  const auto expected = uninterrupted_checksum(300);
+  EXPECT_EQ(checksums(id, last, 2), (std::vector<std::string>{expected, expected}));
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(BadHardwareTest, WithNoBadHardwareBudgetTheJobFailsWithoutSpendingItsFailures) {
+  start_daemon();
+  const auto id = create(config("echo 'step=4 loss=inf'; exit 1", "spot", "v4-8",
+                                "recovery:\n  max_failures: 2\n  max_bad_hardware: 0\n"));
+  const auto done = wait_for(id, 4);
+  EXPECT_EQ(done.phase, Phase::failed);
+  EXPECT_EQ(done.attempt, 1);
+  EXPECT_EQ(done.failures, 0);
+  EXPECT_EQ(done.bad_hardware, 1);
+  EXPECT_NE(done.phase_reason.find("bad-hardware budget spent"), std::string::npos) << done.phase_reason;
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << "the bad slice is released";
+}
+
+TEST_F(BadHardwareTest, PatternsOfTheConfigReplaceTheDefaults) {
+  start_daemon();
+  // With bad_hardware: [] a NaN loss is the job's own failure; with a pattern of its own, its line is bad hardware.
+  const auto plain = create(
+      config("echo 'step=4 loss=nan'; exit 1", "spot", "v4-8", "recovery:\n  max_failures: 0\n  bad_hardware: []\n"));
+  const auto custom = create(config("echo 'XID 79: GPU has fallen off the bus'; exit 1", "spot", "v4-8",
+                                    "recovery:\n  max_failures: 0\n  max_bad_hardware: 0\n"
+                                    "  bad_hardware: ['XID [0-9]+']\n"));
+  const auto a = wait_for(plain, 4);
+  EXPECT_EQ(a.failures, 1);
+  EXPECT_EQ(a.bad_hardware, 0);
+  const auto b = wait_for(custom, 4);
+  EXPECT_EQ(b.failures, 0);
+  EXPECT_EQ(b.bad_hardware, 1);
+  EXPECT_EQ(db().bad_hardware_of(custom).at(0).detail, "XID 79: GPU has fallen off the bus");
+}
+
+} // namespace
+} // namespace jobman::test
