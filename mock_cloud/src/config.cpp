@@ -116,6 +116,18 @@ public:
     return std::nullopt;
   }
 
+  std::optional<double> fraction(const YAML::Node& node, const std::string& path) {
+    try {
+      double value = node.as<double>();
+      if (value >= 0 && value <= 1) {
+        return value;
+      }
+    } catch (const YAML::Exception&) {
+    }
+    fail(node, path, "expected a fraction between 0 and 1");
+    return std::nullopt;
+  }
+
   std::optional<int> count(const YAML::Node& node, const std::string& path) {
     try {
       long long value = node.as<long long>();
@@ -198,7 +210,7 @@ MockConfig read_mock_config(Checker& check, const YAML::Node& root) {
     check.fail(root, "", "the mock cloud config must be a mapping with a 'zones' key");
     check.throw_if_failed();
   }
-  check.only_keys(root, "", {"lifecycle", "events", "provisioning", "zones"});
+  check.only_keys(root, "", {"lifecycle", "events", "provisioning", "zones", "hardware"});
 
   if (auto lifecycle = root["lifecycle"]; lifecycle.IsDefined() && check.is_map(lifecycle, "lifecycle")) {
     check.only_keys(lifecycle, "lifecycle", {"creating", "suspending", "deleting"});
@@ -221,6 +233,13 @@ MockConfig read_mock_config(Checker& check, const YAML::Node& root) {
     if (events["maintenance_mean_interval"].IsDefined()) {
       config.maintenance_mean_seconds_between_events =
           check.seconds(events["maintenance_mean_interval"], "events.maintenance_mean_interval").value_or(0);
+    }
+  }
+
+  if (auto hardware = root["hardware"]; hardware.IsDefined() && check.is_map(hardware, "hardware")) {
+    check.only_keys(hardware, "hardware", {"faulty_fraction"});
+    if (hardware["faulty_fraction"].IsDefined()) {
+      config.faulty_fraction = check.fraction(hardware["faulty_fraction"], "hardware.faulty_fraction").value_or(0);
     }
   }
 

@@ -304,8 +304,27 @@ void MockServer::register_routes() {
   http_.Post(admin_node + ":preempt", admin("admin.preempt", [this, m](const httplib::Request& req) {
                return world_->preempt_node(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
              }));
+  // Every worker's machine, or worker W's with {"worker": W}.
   http_.Post(admin_node + ":markFaulty", admin("admin.markFaulty", [this, m](const httplib::Request& req) {
-               return world_->mark_node_faulty(m(req, 1), m(req, 2), m(req, 3), util::now_ms());
+               const auto body = req.body.empty() ? json::object() : util::parse_json_bounded(req.body);
+               if (!body.is_object() || (body.contains("worker") && !body["worker"].is_number_integer())) {
+                 return error_reply(400, "Expected no body, {} or {\"worker\": W} with W a worker's index");
+               }
+               std::optional<std::int64_t> worker;
+               if (body.contains("worker")) {
+                 worker = body["worker"].get<std::int64_t>();
+               }
+               return world_->mark_node_faulty(m(req, 1), m(req, 2), m(req, 3), util::now_ms(), worker);
+             }));
+  http_.Post(admin_node + ":setHealth", admin("admin.setHealth", [this, m](const httplib::Request& req) {
+               const auto body = util::parse_json_bounded(req.body);
+               if (!body.is_object() || !body.contains("health") || !body["health"].is_string() ||
+                   !body.value("healthDescription", json("")).is_string()) {
+                 return error_reply(400, "Expected {\"health\": \"HEALTHY\"|\"TIMEOUT\"|\"UNHEALTHY_TENSORFLOW\"|"
+                                         "\"UNHEALTHY_MAINTENANCE\", optional \"healthDescription\": text}");
+               }
+               return world_->set_node_health(m(req, 1), m(req, 2), m(req, 3), body["health"].get<std::string>(),
+                                              body.value("healthDescription", ""), util::now_ms());
              }));
   // Where a worker host lives and the environment a command there gets: what the mock's gcloud needs to run
   // ssh and scp. 404 while the node is not READY.
@@ -325,6 +344,7 @@ void MockServer::register_routes() {
                              {"sandbox_home", host->sandbox_home.string()},
                              {"home_mode", to_string(host->home_mode)},
                              {"marker", host->marker},
+                             {"physical_host", host->physical_host},
                              {"env", host->env}};
               if (host->home_mode == HomeMode::namespace_) {
                 answer["keep"] = json::array();
@@ -381,6 +401,13 @@ void MockServer::register_routes() {
               }
               return world_->set_capacity(body["zone"], body["generation"], *tier, body["chips"].get<int>(), quota,
                                           util::now_ms());
+            }));
+  http_.Put("/mock/v1/hardware", admin("admin.hardware", [this](const httplib::Request& req) {
+              auto body = util::parse_json_bounded(req.body);
+              if (!body.is_object() || !body.contains("faulty_fraction") || !body["faulty_fraction"].is_number()) {
+                return error_reply(400, "Expected {\"faulty_fraction\": 0..1}");
+              }
+              return world_->set_faulty_fraction(body["faulty_fraction"].get<double>(), util::now_ms());
             }));
   http_.Get("/mock/v1/metrics", admin("admin.metrics", [this](const httplib::Request&) {
               auto metrics = world_->metrics(util::now_ms());
@@ -575,9 +602,9 @@ void define_options(CLI::App& app, ServerOptions& options) {
   app.footer(
       "The first line on stdout is \"listening on http://HOST:PORT\", the second \"admin token in FILE\". SIGTERM or "
       "SIGINT stops it (exit 0).\n"
-      "Admin calls for demos and tests live under /mock/v1/ (preempt, markFaulty, faults, capacity, metrics, tokens,\n"
-      "and the worker hosts the mock's gcloud reaches); they need 'Authorization: Bearer TOKEN' with the token in "
-      "FILE\n"
+      "Admin calls for demos and tests live under /mock/v1/ (preempt, markFaulty, setHealth, faults, capacity,\n"
+      "hardware, metrics, tokens, and the worker hosts the mock's gcloud reaches); they need 'Authorization: Bearer "
+      "TOKEN'\nwith the token in FILE\n"
       "(STATE_DIR/admin-token by default; a temporary directory without --state-dir), never an API access token.\n"
       "The mock's gcloud reads that file from $JOBMAN_MOCK_ADMIN_TOKEN_FILE.");
   app.add_option("--host", options.host, "Address to listen on; a non-loopback one needs --allow-remote")

@@ -168,12 +168,13 @@ void WorkerHosts::slice_ready(const SliceHosts& slice) {
     return;
   }
   known = Slice{slice, slice_dir(slice)};
-  for (int w = 0; w < slice.hosts; ++w) {
+  for (int w = 0; w < slice.hosts(); ++w) {
     const auto dir = known.dir / ("worker-" + std::to_string(w));
     util::ensure_directory(dir / "home", 0700);
     util::ensure_directory(dir / "tmp", 0700);
     util::ensure_directory(dir / ".mock", 0700);
-    if (slice.faulty) {
+    // A host placed on a machine that is faulty already sees the fault from the start.
+    if (slice.machines[static_cast<std::size_t>(w)].faulty) {
       util::write_file_atomic(dir / ".mock" / "faulty", "", 0600);
     }
   }
@@ -224,26 +225,25 @@ void WorkerHosts::prune() {
   }
 }
 
-void WorkerHosts::slice_faulty(const std::string& node_name) {
+void WorkerHosts::slice_faulty(const std::string& node_name, int worker) {
   std::lock_guard lock(mutex_);
   auto it = slices_.find(node_name);
-  if (it == slices_.end()) {
+  if (it == slices_.end() || worker < 0 || worker >= it->second.hosts.hosts()) {
     return;
   }
-  it->second.hosts.faulty = true;
-  for (int w = 0; w < it->second.hosts.hosts; ++w) {
-    util::write_file_atomic(it->second.dir / ("worker-" + std::to_string(w)) / ".mock" / "faulty", "", 0600);
-  }
+  it->second.hosts.machines[static_cast<std::size_t>(worker)].faulty = true;
+  util::write_file_atomic(it->second.dir / ("worker-" + std::to_string(worker)) / ".mock" / "faulty", "", 0600);
 }
 
 std::optional<WorkerHost> WorkerHosts::host(const std::string& node_name, int worker, const std::string& user) {
   std::lock_guard lock(mutex_);
   auto it = slices_.find(node_name);
-  if (it == slices_.end() || worker < 0 || worker >= it->second.hosts.hosts) {
+  if (it == slices_.end() || worker < 0 || worker >= it->second.hosts.hosts()) {
     return std::nullopt;
   }
   WorkerHost host;
   host.worker = worker;
+  host.physical_host = it->second.hosts.machines[static_cast<std::size_t>(worker)].physical_host;
   host.dir = it->second.dir / ("worker-" + std::to_string(worker));
   host.sandbox_home = std::filesystem::absolute(host.dir) / "home";
   host.home = host.sandbox_home;
@@ -281,6 +281,7 @@ std::optional<WorkerHost> WorkerHosts::host(const std::string& node_name, int wo
       {kMarkerVariable, host.marker},
       {"MOCK_TPU_WORKER_DIR", host.dir.string()},
       {"MOCK_TPU_FAULT_FILE", (host.dir / ".mock" / "faulty").string()},
+      {"MOCK_TPU_PHYSICAL_HOST", host.physical_host},
       {"MOCK_GCS_ROOT", options_.buckets.string()},
       {"CLOUDSDK_CONFIG", (host.home / ".config" / "gcloud").string()},
   };

@@ -16,7 +16,8 @@ namespace jobman::mock {
 using world_internal::pool_key;
 
 World::World(MockConfig config, double time_scale, std::uint64_t seed)
-    : config_(std::move(config)), time_scale_(time_scale > 0 ? time_scale : 1), rng_(seed) {
+    : config_(std::move(config)), time_scale_(time_scale > 0 ? time_scale : 1), rng_(seed),
+      faulty_fraction_(config_.faulty_fraction) {
   for (const auto& zone : config_.zones) {
     for (const auto& [generation, tiers] : zone.pools) {
       for (const auto& [tier, pool] : tiers) {
@@ -118,15 +119,11 @@ void World::announce_ready_locked(const Node& node) {
   // Each start of a stopped node brings fresh hosts: a new incarnation, so that the old hosts' teardown (which runs
   // on after slice_lost returns) never touches the new ones.
   slice.numeric_id = node.incarnation == 0 ? node.numeric_id : node.numeric_id + "s" + std::to_string(node.incarnation);
-  slice.hosts = static_cast<int>(node.endpoints.size());
-  slice.faulty = node.faulty;
-  listener_->slice_ready(slice);
-}
-
-void World::announce_lost_locked(const std::string& node_name) {
-  if (listener_ != nullptr) {
-    listener_->slice_lost(node_name);
+  for (const auto& id : node.machines) {
+    const auto& machine = *machines_.at(id);
+    slice.machines.push_back({machine.id, machine.faulty});
   }
+  listener_->slice_ready(slice);
 }
 
 void World::touch_locked() {

@@ -1,4 +1,4 @@
-// The admin API and fault injection: preemption on demand, faulty nodes, API faults, capacity, and metrics.
+// The admin API and fault injection: preemption on demand, node health, API faults, capacity, and metrics.
 #include "jobman/config/accelerator.hpp"
 #include "mock_cloud/world.hpp"
 #include "world_internal.hpp"
@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <memory>
 #include <random>
+#include <set>
 
 namespace jobman::mock {
 
@@ -35,28 +36,30 @@ Reply World::preempt_node(const std::string& project, const std::string& zone, c
   });
 }
 
-Reply World::mark_node_faulty(const std::string& project, const std::string& zone, const std::string& id,
-                              std::int64_t now_ms) {
+Reply World::set_node_health(const std::string& project, const std::string& zone, const std::string& id,
+                             const std::string& health, const std::string& description, std::int64_t now_ms) {
   return mutate_at(now_ms, [&]() -> Reply {
-    auto name = location(project, zone) + "/nodes/" + id;
+    const auto name = location(project, zone) + "/nodes/" + id;
     Reply missing;
     auto* node = find_node_locked(name, &missing);
     if (node == nullptr) {
       return missing;
     }
-    node->faulty = true;
-    touch_locked(name);
-    if (listener_ != nullptr) {
-      listener_->slice_faulty(name);
+    // Node.health's values in the discovery document, but HEALTH_UNSPECIFIED, which no node reports.
+    static const std::set<std::string> kHealth = {"HEALTHY", "TIMEOUT", "UNHEALTHY_TENSORFLOW",
+                                                  "UNHEALTHY_MAINTENANCE"};
+    if (kHealth.count(health) == 0) {
+      return error_reply(400, "health must be HEALTHY, TIMEOUT, UNHEALTHY_TENSORFLOW or UNHEALTHY_MAINTENANCE, not '" +
+                                  health + "'");
     }
-    return {200, {{"node", name}, {"faulty", true}}};
+    if (node->state != "READY") {
+      return failed_precondition("Node '" + name + "' is " + node->state + "; only a READY node reports its health");
+    }
+    node->health = health;
+    node->health_description = description;
+    touch_locked(name);
+    return {200, node_json(*node)};
   });
-}
-
-bool World::node_faulty(const std::string& project, const std::string& zone, const std::string& id) {
-  std::lock_guard lock(mutex_);
-  auto it = nodes_.find(location(project, zone) + "/nodes/" + id);
-  return it != nodes_.end() && it->second->faulty;
 }
 
 void World::set_faults(const FaultSettings& faults) {
@@ -137,13 +140,27 @@ json World::metrics(std::int64_t now_ms) {
     out["queuedResources"][qr->state] = out["queuedResources"].value(qr->state, 0) + 1;
   }
   out["nodes"] = json::object();
-  out["faultyNodes"] = json::array();
   for (const auto& [name, node] : nodes_) {
     out["nodes"][node->state] = out["nodes"].value(node->state, 0) + 1;
-    if (node->faulty) {
-      out["faultyNodes"].push_back(name);
-    }
   }
+  // Faulty machines, and the nodes that have a worker host on one now.
+  out["faultyMachines"] = json::array();
+  std::set<std::string> faulty_nodes;
+  for (const auto& [id, machine] : machines_) {
+    if (!machine->faulty) {
+      continue;
+    }
+    json entry = {{"physicalHost", id}, {"zone", machine->zone}, {"generation", machine->generation}};
+    if (!machine->node.empty()) {
+      entry["node"] = machine->node;
+      entry["worker"] = machine->worker;
+      faulty_nodes.insert(machine->node);
+    }
+    out["faultyMachines"].push_back(entry);
+  }
+  out["faultyNodes"] = faulty_nodes;
+  out["machines"] = machines_.size();
+  out["hardware"] = {{"faulty_fraction", faulty_fraction_}};
   out["capacity"] = json::array();
   for (const auto& [key, pool] : pools_) {
     out["capacity"].push_back({{"zone", pool->zone},

@@ -63,13 +63,14 @@ struct World::Node {
   std::string accelerator;        // The accelerator type ("v4-8").
   Tier tier = Tier::spot;         // Spot or on-demand.
   std::string state = "CREATING"; // The API's state name.
-  std::string health;             // HEALTHY from READY on; empty before, and cleared when deleting.
+  std::string health;             // HEALTHY from READY on; empty before, and cleared when deleting or stopping.
+  std::string health_description; // Why the node is unhealthy (admin :setHealth); empty when not said.
   std::int64_t create_ms = 0;     // When it was created.
   std::int64_t next_ms = 0;       // When its nodes.delete ends.
   std::string numeric_id;         // The API's numeric id: tells this node from a later one of the same name.
   std::vector<std::pair<std::string, std::string>> endpoints; // internal, external
-  bool faulty = false;                                        // Marked faulty through the admin API.
-  std::string delete_op; // The nodes.delete operation's name, or empty when none was asked for.
+  std::vector<std::string> machines; // The machine under each worker host, by worker; empty while hosts are down.
+  std::string delete_op;             // The nodes.delete operation's name, or empty when none was asked for.
   // A standalone node (nodes.create, no queued resource) holds its own chips and has its own timers:
   std::string generation;          // Its TPU generation ("v4").
   int chips = 0;                   // Chips it takes from its pool.
@@ -83,6 +84,24 @@ struct World::Node {
 
   // True for a node of nodes.create, false for one of a queued resource.
   [[nodiscard]] bool standalone() const { return queued_resource.empty(); }
+  // Health is reported from READY on only: the node is being deleted or stopped.
+  void clear_health() {
+    health.clear();
+    health_description.clear();
+  }
+};
+
+// One physical machine of a zone and TPU generation. It carries one worker host at a time and keeps its identity
+// and its faults from one slice to the next.
+struct World::Machine {
+  std::string id;           // blockId/subBlockId/hostId, as Compute Engine's resourceStatus.physicalHost.
+  std::string zone;         // Its zone.
+  std::string generation;   // The TPU generation it carries ("v4").
+  std::int64_t serial = 0;  // Its place among its zone and generation's machines, in the order they were minted.
+  bool faulty = false;      // Its hardware is faulty: the workload of a worker host on it yields NaN.
+  std::string node;         // The node whose worker host it carries; empty while it is free.
+  int worker = 0;           // That worker host's index.
+  std::int64_t release = 0; // Its place in the free list: the order of the last release; 0 before any.
 };
 
 // One long-running operation.
@@ -130,6 +149,22 @@ inline nlohmann::json rpc_status(int code, const std::string& message) {
 inline std::string pool_key(const std::string& zone, const std::string& generation, Tier tier) {
   return zone + "/" + generation + "/" + std::string(tier_name(tier));
 }
+
+// The key of a fleet of machines in World::free_machines_ and machines_minted_: "zone/generation".
+inline std::string fleet_key(const std::string& zone, const std::string& generation) {
+  return zone + "/" + generation;
+}
+
+// How the store's names of machine records begin; resources' names begin with "projects/".
+constexpr std::string_view kMachineRecordPrefix = "machines/";
+
+// The store's name for the record of machine `id`.
+inline std::string machine_record_name(const std::string& id) {
+  return std::string(kMachineRecordPrefix) + id;
+}
+
+// SHA-256 of `text`, as raw bytes.
+std::string sha256(const std::string& text);
 
 // The resource called `name` in `items`, rendered; a 404 naming it as `kind` when there is none.
 template <typename Map, typename Render>

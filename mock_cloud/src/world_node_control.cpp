@@ -17,6 +17,18 @@ using nlohmann::json;
 using world_internal::failed_precondition;
 using world_internal::kNodeType;
 using world_internal::rpc_status;
+using world_internal::sha256;
+
+namespace world_internal {
+
+std::string sha256(const std::string& text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr);
+  return {reinterpret_cast<const char*>(digest), size};
+}
+
+} // namespace world_internal
 
 namespace {
 
@@ -77,14 +89,6 @@ bool output_only(const std::string& path) {
   return fields.count(path) != 0;
 }
 
-// SHA-256 of `text`.
-std::string sha256(const std::string& text) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr);
-  return {reinterpret_cast<const char*>(digest), size};
-}
-
 // An SSH wire-format string: a 32-bit big-endian length, then the bytes.
 std::string ssh_string(const std::string& bytes) {
   const auto n = static_cast<std::uint32_t>(bytes.size());
@@ -100,6 +104,13 @@ std::string base64(const std::string& bytes) {
   out.resize(static_cast<std::size_t>(n));
   return out;
 }
+
+// One guest attribute a worker host publishes.
+struct GuestAttribute {
+  std::string space; // The namespace: "hostkeys" or "host".
+  std::string key;   // The key within it.
+  std::string value; // Its value.
+};
 
 // The public host keys of one worker host, as its guest agent publishes them under `hostkeys`: derived from the
 // host's identity, so they stay the same for the host's life and change when the node is started with fresh hosts.
@@ -130,10 +141,10 @@ Reply World::stop_node(const std::string& project, const std::string& zone, cons
       return failed_precondition("Node '" + name + "' is " + node->state + "; only a READY node can be stopped");
     }
     node->state = "STOPPING";
-    node->health.clear();
+    node->clear_health();
     node->preempt_ms = 0;
     node->maintenance_ms = 0;
-    announce_lost_locked(name);
+    hosts_lost_locked(*node);
     node->next_ms = now_ms + static_cast<std::int64_t>(scaled_ms(config_.suspending_seconds));
     node->transition_op = new_operation(project, zone, "stop", name, now_ms);
     const auto op_name = node->transition_op;
@@ -178,7 +189,6 @@ Reply World::start_node(const std::string& project, const std::string& zone, con
     node->holds_capacity = true;
     node->state = "STARTING";
     ++node->incarnation;
-    node->faulty = false; // Fresh hosts.
     node->next_ms = now_ms + static_cast<std::int64_t>(draw_delay_ms(config_.provisioning_for(node->generation)));
     node->transition_op = op_name;
     touch_locked(name);
@@ -285,18 +295,25 @@ Reply World::get_guest_attributes(const std::string& project, const std::string&
     return failed_precondition("Node '" + name + "' is " + node->state +
                                "; guest attributes are published by the workers of a READY node");
   }
-  // "", "/", "hostkeys/", "hostkeys" or "hostkeys/ssh-ed25519".
+  // "", "/", "hostkeys/", "hostkeys", "hostkeys/ssh-ed25519" or "host/physical_host".
   auto path = query_path.get<std::string>();
   const auto parts = util::split(path.rfind('/', 0) == 0 ? path.substr(1) : path, '/');
   const std::string want_namespace = parts.empty() ? "" : parts[0];
   const std::string want_key = parts.size() > 1 ? parts[1] : "";
   json out = {{"guestAttributes", json::array()}};
   for (const int worker : workers) {
-    json items = json::array();
+    // The host's SSH keys, then the physical machine it runs on.
     const auto identity = node->numeric_id + "/" + std::to_string(node->incarnation) + "/" + std::to_string(worker);
+    std::vector<GuestAttribute> published;
     for (const auto& [key, value] : host_keys(identity)) {
-      if ((want_namespace.empty() || want_namespace == "hostkeys") && (want_key.empty() || want_key == key)) {
-        items.push_back({{"namespace", "hostkeys"}, {"key", key}, {"value", value}});
+      published.push_back({"hostkeys", key, value});
+    }
+    published.push_back({"host", "physical_host", node->machines.at(static_cast<std::size_t>(worker))});
+    json items = json::array();
+    for (const auto& attribute : published) {
+      if ((want_namespace.empty() || want_namespace == attribute.space) &&
+          (want_key.empty() || want_key == attribute.key)) {
+        items.push_back({{"namespace", attribute.space}, {"key", attribute.key}, {"value", attribute.value}});
       }
     }
     json value = json::object();

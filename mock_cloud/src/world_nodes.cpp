@@ -21,6 +21,9 @@ json World::node_json(const Node& node) const {
   if (!node.health.empty()) {
     out["health"] = node.health;
   }
+  if (!node.health_description.empty()) {
+    out["healthDescription"] = node.health_description;
+  }
   out["createTime"] = util::format_utc(node.create_ms);
   out["apiVersion"] = "V2";
   if (!node.standalone()) {
@@ -106,8 +109,8 @@ Reply World::delete_node(const std::string& project, const std::string& zone, co
       return failed_precondition("Node '" + name + "' is being deleted with its queued resource");
     }
     node.state = "DELETING";
-    node.health.clear();
-    announce_lost_locked(name);
+    node.clear_health();
+    hosts_lost_locked(node);
     node.next_ms = now_ms + static_cast<std::int64_t>(scaled_ms(config_.deleting_seconds));
     node.delete_op = new_operation(project, zone, "delete", name, now_ms);
     // The node's queued resource loses its slice: it suspends until the node is gone, and never provisions or gets

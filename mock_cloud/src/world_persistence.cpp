@@ -3,13 +3,18 @@
 #include "mock_cloud/world_store.hpp"
 #include "world_internal.hpp"
 
+#include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
 namespace jobman::mock {
 
 using nlohmann::json;
+using world_internal::fleet_key;
+using world_internal::kMachineRecordPrefix;
+using world_internal::machine_record_name;
 using world_internal::pool_key;
 
 void World::attach_store(const std::filesystem::path& file, std::int64_t now_ms) {
@@ -36,6 +41,9 @@ void World::attach_store(const std::filesystem::path& file, std::int64_t now_ms)
     for (const auto& [name, op] : operations_) {
       changed_.insert(name);
     }
+    for (const auto& [id, machine] : machines_) {
+      changed_.insert(machine_record_name(id));
+    }
     new_request_ids_.assign(request_ids_.begin(), request_ids_.end());
   }
   touch_locked();
@@ -53,6 +61,8 @@ json World::globals_locked() const {
   out["version"] = 1;
   out["nextSequence"] = next_sequence_;
   out["nextHost"] = next_host_;
+  out["nextRelease"] = next_release_;
+  out["faultyFraction"] = faulty_fraction_;
   std::ostringstream rng;
   rng << rng_;
   out["rng"] = rng.str();
@@ -110,11 +120,12 @@ json World::record_of(const Node& node) {
           {"tier", tier_name(node.tier)},
           {"state", node.state},
           {"health", node.health},
+          {"healthDescription", node.health_description},
           {"createMs", node.create_ms},
           {"nextMs", node.next_ms},
           {"numericId", node.numeric_id},
           {"endpoints", endpoints},
-          {"faulty", node.faulty},
+          {"machines", node.machines},
           {"deleteOp", node.delete_op},
           {"generation", node.generation},
           {"chips", node.chips},
@@ -135,6 +146,19 @@ json World::record_of(const Operation& op) {
           {"error", op.error},        {"cancelRequested", op.cancel_requested}};
 }
 
+json World::record_of(const Machine& machine) {
+  return {{"kind", "machines"},
+          {"name", machine_record_name(machine.id)},
+          {"id", machine.id},
+          {"zone", machine.zone},
+          {"generation", machine.generation},
+          {"serial", machine.serial},
+          {"faulty", machine.faulty},
+          {"node", machine.node},
+          {"worker", machine.worker},
+          {"release", machine.release}};
+}
+
 json World::snapshot_locked() const {
   json out = globals_locked();
   out["requestIds"] = request_ids_;
@@ -150,6 +174,10 @@ json World::snapshot_locked() const {
   for (const auto& [name, op] : operations_) {
     out["operations"].push_back(record_of(*op));
   }
+  out["machines"] = json::array();
+  for (const auto& [id, machine] : machines_) {
+    out["machines"].push_back(record_of(*machine));
+  }
   return out;
 }
 
@@ -158,6 +186,8 @@ void World::restore(const json& snapshot) {
   auto tier_of = [](const json& value) { return value.get<std::string>() == "spot" ? Tier::spot : Tier::on_demand; };
   next_sequence_ = snapshot.value("nextSequence", std::int64_t{1});
   next_host_ = snapshot.value("nextHost", std::uint32_t{0});
+  next_release_ = snapshot.value("nextRelease", std::int64_t{1});
+  faulty_fraction_ = snapshot.value("faultyFraction", config_.faulty_fraction);
   request_ids_ = snapshot.value("requestIds", std::map<std::string, std::string>{});
   for (const auto& p : snapshot.value("pools", json::array())) {
     auto tier = tier_of(p["tier"]);
@@ -175,6 +205,9 @@ void World::restore(const json& snapshot) {
   queued_resources_.clear();
   nodes_.clear();
   operations_.clear();
+  machines_.clear();
+  free_machines_.clear();
+  machines_minted_.clear();
   for (const auto& q : snapshot.value("queuedResources", json::array())) {
     auto qr = std::make_unique<QueuedResource>();
     qr->name = q["name"];
@@ -208,6 +241,7 @@ void World::restore(const json& snapshot) {
     auto name = qr->name;
     queued_resources_[name] = std::move(qr);
   }
+  std::set<std::string> faulty_before_machines; // Nodes of records written before machines existed, marked faulty.
   for (const auto& n : snapshot.value("nodes", json::array())) {
     auto node = std::make_unique<Node>();
     node->name = n["name"];
@@ -220,13 +254,17 @@ void World::restore(const json& snapshot) {
     node->tier = tier_of(n["tier"]);
     node->state = n["state"];
     node->health = n["health"];
+    node->health_description = n.value("healthDescription", "");
     node->create_ms = n["createMs"];
     node->next_ms = n["nextMs"];
     node->numeric_id = n["numericId"];
     for (const auto& e : n["endpoints"]) {
       node->endpoints.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
     }
-    node->faulty = n["faulty"];
+    node->machines = n.value("machines", std::vector<std::string>{});
+    if (n.value("faulty", false)) {
+      faulty_before_machines.insert(node->name);
+    }
     node->delete_op = n["deleteOp"];
     // Records written before standalone nodes existed lack these: they describe queued resources' nodes.
     node->generation = n.value("generation", "");
@@ -260,10 +298,40 @@ void World::restore(const json& snapshot) {
     auto name = op->name;
     operations_[name] = std::move(op);
   }
+  for (const auto& m : snapshot.value("machines", json::array())) {
+    auto machine = std::make_unique<Machine>();
+    machine->id = m["id"];
+    machine->zone = m["zone"];
+    machine->generation = m["generation"];
+    machine->serial = m["serial"];
+    machine->faulty = m["faulty"];
+    machine->node = m["node"];
+    machine->worker = m["worker"];
+    machine->release = m["release"];
+    const auto fleet = fleet_key(machine->zone, machine->generation);
+    machines_minted_[fleet] = std::max(machines_minted_[fleet], machine->serial + 1);
+    if (machine->node.empty()) {
+      free_machines_[fleet][machine->release] = machine->id;
+    }
+    auto id = machine->id;
+    machines_[id] = std::move(machine);
+  }
   if (snapshot.contains("rng")) {
     // The generator's state, so a restarted world draws the same delays the original would have.
     std::istringstream in(snapshot["rng"].get<std::string>());
     in >> rng_;
+  }
+  // Records written before machines existed: a READY node's hosts are placed now, on machines marked faulty when
+  // the node was.
+  for (auto& [name, node] : nodes_) {
+    if (node->state == "READY" && node->machines.empty()) {
+      node_ready_locked(*node);
+      for (const auto& id : node->machines) {
+        if (faulty_before_machines.count(name) != 0) {
+          machines_.at(id)->faulty = true;
+        }
+      }
+    }
   }
   touch_locked();
 }
@@ -281,6 +349,8 @@ void World::persist_locked() {
       changes.upserts.emplace_back(name, record_of(*node->second).dump());
     } else if (auto op = operations_.find(name); op != operations_.end()) {
       changes.upserts.emplace_back(name, record_of(*op->second).dump());
+    } else if (name.starts_with(kMachineRecordPrefix)) { // Machines are never removed.
+      changes.upserts.emplace_back(name, record_of(*machines_.at(name.substr(kMachineRecordPrefix.size()))).dump());
     } else {
       changes.removed.push_back(name);
     }

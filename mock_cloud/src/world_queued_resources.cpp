@@ -212,8 +212,8 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
   for (const char* output_only : {"name", "createTime", "state"}) {
     qr->request.erase(output_only);
   }
-  for (const char* output_only : {"name", "state", "health", "networkEndpoints", "createTime", "queuedResource", "id",
-                                  "apiVersion", "symptoms", "multisliceNode"}) {
+  for (const char* output_only : {"name", "state", "health", "healthDescription", "networkEndpoints", "createTime",
+                                  "queuedResource", "id", "apiVersion", "symptoms", "multisliceNode"}) {
     qr->request["tpu"]["nodeSpec"][0]["node"].erase(output_only);
   }
   qr->accelerator = accelerator->name;
@@ -313,9 +313,9 @@ Reply World::delete_queued_resource(const std::string& project, const std::strin
     qr.next_ms = now_ms + static_cast<std::int64_t>(scaled_ms(config_.deleting_seconds));
     if (auto node = nodes_.find(qr.node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
       node->second->state = "DELETING";
-      node->second->health.clear();
+      node->second->clear_health();
       touch_locked(node->first);
-      announce_lost_locked(node->first);
+      hosts_lost_locked(*node->second);
     }
     qr.delete_op = new_operation(project, zone, "delete", name, now_ms);
     if (!request_id.empty()) {
@@ -348,7 +348,7 @@ Reply World::reset_queued_resource(const std::string& project, const std::string
     }
     if (auto node = nodes_.find(qr.node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
       touch_locked(node->first);
-      announce_lost_locked(node->first);
+      hosts_lost_locked(*node->second);
       nodes_.erase(node);
     }
     qr.node_name = location(project, zone) + "/nodes/" + qr.request["tpu"]["nodeSpec"][0]["nodeId"].get<std::string>();

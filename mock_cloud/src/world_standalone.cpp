@@ -179,9 +179,7 @@ void World::release_capacity(Node& node) {
 }
 
 void World::standalone_ready_locked(Node& node, std::string& op, std::int64_t now) {
-  node.state = "READY";
-  node.health = "HEALTHY";
-  announce_ready_locked(node);
+  node_ready_locked(node);
   if (node.tier == Tier::spot) {
     auto delay = draw_exponential_ms(config_.spot_mean_seconds_between_preemptions);
     node.preempt_ms = delay > 0 ? now + delay : 0;
@@ -200,7 +198,7 @@ void World::take_back_locked(Node& node, const std::string& state) {
   node.state = state;
   node.preempt_ms = 0;
   node.maintenance_ms = 0;
-  announce_lost_locked(node.name);
+  hosts_lost_locked(node);
   release_capacity(node);
   touch_locked(node.name);
 }

@@ -36,7 +36,7 @@ void World::start_suspending(QueuedResource& qr, const std::string& node_state, 
   if (auto it = nodes_.find(qr.node_name); it != nodes_.end()) {
     it->second->state = node_state;
     touch_locked(it->first);
-    announce_lost_locked(it->first);
+    hosts_lost_locked(*it->second);
   }
   touch_locked(qr.name);
 }
@@ -113,10 +113,7 @@ void World::step_locked(std::int64_t now) {
     } else if (qr.state == "PROVISIONING" && now >= qr.next_ms) {
       qr.state = "ACTIVE";
       if (node != nullptr) {
-        node->state = "READY";
-        node->health = "HEALTHY";
-        touch_locked(node->name);
-        announce_ready_locked(*node);
+        node_ready_locked(*node);
       }
       if (qr.tier == Tier::spot) {
         auto delay = draw_exponential_ms(config_.spot_mean_seconds_between_preemptions);
@@ -141,7 +138,7 @@ void World::step_locked(std::int64_t now) {
           finish_operation(node->delete_op, now, {{"@type", kEmptyType}}); // The node went with its resource.
         }
         touch_locked(node->name);
-        announce_lost_locked(node->name);
+        hosts_lost_locked(*node);
         nodes_.erase(node_it);
       }
       finish_operation(qr.delete_op, now, {{"@type", kEmptyType}});
@@ -176,7 +173,7 @@ void World::step_locked(std::int64_t now) {
         touch_locked(qr.name);
       }
       touch_locked(node.name);
-      announce_lost_locked(node.name);
+      hosts_lost_locked(node);
       it = nodes_.erase(it);
       continue;
     }

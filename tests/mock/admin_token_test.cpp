@@ -49,8 +49,10 @@ std::vector<AdminCall> admin_calls() {
       {"GET", "/mock/v1/tokens", nullptr},
       {"POST", "/mock/v1/faults", {{"rate", 1}, {"codes", {503}}}},
       {"PUT", "/mock/v1/capacity", {{"zone", "us-central2-b"}, {"generation", "v4"}, {"tier", "spot"}, {"chips", 0}}},
+      {"PUT", "/mock/v1/hardware", {{"faulty_fraction", 0}}},
       {"POST", kNode + ":preempt", json::object()},
       {"POST", kNode + ":markFaulty", json::object()},
+      {"POST", kNode + ":setHealth", {{"health", "HEALTHY"}}},
       {"GET", kNode + "/workers/0", nullptr}};
 }
 

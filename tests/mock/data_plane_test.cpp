@@ -429,6 +429,69 @@ TEST_F(MockDataPlaneTest, AFaultyNodeShowsItsWorkloadTheFaultFile) {
   EXPECT_EQ(ssh("f-node", "0", "test -e \"$MOCK_TPU_FAULT_FILE\"").exit_code, 0);
 }
 
+TEST_F(MockDataPlaneTest, OnlyTheWorkerOnAFaultyMachineSeesTheFaultFileAndFailsTheSelftest) {
+  create_active("m", "v4-32");
+  const auto marked =
+      api("POST", "/mock/v1/" + kLoc + "/nodes/m-node:markFaulty", json{{"worker", 1}}, server->admin_headers());
+  ASSERT_EQ(marked.status, 200) << marked.text;
+  ASSERT_EQ(marked.body["machines"].size(), 1U) << marked.text;
+  EXPECT_EQ(marked.body["machines"][0]["worker"], 1);
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_EQ(ssh("m-node", std::to_string(w), "test -e \"$MOCK_TPU_FAULT_FILE\"").exit_code, w == 1 ? 0 : 1) << w;
+  }
+  const auto failed = ssh("m-node", "1", "systolic-train --selftest");
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_EQ(failed.err.rfind("selftest failed: ", 0), 0U) << failed.out << failed.err;
+  const auto passed = ssh("m-node", "0", "systolic-train --selftest");
+  EXPECT_EQ(passed.exit_code, 0) << passed.err;
+  EXPECT_EQ(passed.out.rfind("selftest passed: ", 0), 0U) << passed.out;
+
+  // The machine's id is the same in the host's environment, the admin API's worker and the guest attributes.
+  const auto guest = api("POST", "/v2/" + kLoc + "/nodes/m-node:getGuestAttributes", json{{"queryPath", "host/"}});
+  ASSERT_EQ(guest.status, 200) << guest.text;
+  ASSERT_EQ(guest.body["guestAttributes"].size(), 4U);
+  std::set<std::string> hosts;
+  for (int w = 0; w < 4; ++w) {
+    const auto id = guest.body["guestAttributes"][w]["queryValue"]["items"][0]["value"].get<std::string>();
+    EXPECT_EQ(worker("m-node", w)["physical_host"], id);
+    EXPECT_EQ(ssh("m-node", std::to_string(w), "echo $MOCK_TPU_PHYSICAL_HOST").out, id + "\n");
+    hosts.insert(id);
+  }
+  EXPECT_EQ(hosts.size(), 4U);
+  EXPECT_EQ(marked.body["machines"][0]["physicalHost"], worker("m-node", 1)["physical_host"]);
+}
+
+TEST_F(MockDataPlaneTest, AFaultyMachineGoesToTheNextSliceWithItsFault) {
+  create_active("first", "v4-32");
+  ASSERT_EQ(
+      api("POST", "/mock/v1/" + kLoc + "/nodes/first-node:markFaulty", json{{"worker", 2}}, server->admin_headers())
+          .status,
+      200);
+  std::vector<std::string> machines(4);
+  for (int w = 0; w < 4; ++w) {
+    machines[static_cast<std::size_t>(w)] = worker("first-node", w)["physical_host"].get<std::string>();
+  }
+  ASSERT_EQ(api("DELETE", "/v2/" + kLoc + "/queuedResources/first?force=true").status, 200);
+  // The released machines are handed out in the order they were freed: worker by worker.
+  create_active("second", "v4-32");
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_EQ(worker("second-node", w)["physical_host"], machines[static_cast<std::size_t>(w)]) << w;
+    EXPECT_EQ(ssh("second-node", std::to_string(w), "test -e \"$MOCK_TPU_FAULT_FILE\"").exit_code, w == 2 ? 0 : 1)
+        << "the fault is there from the start on worker " << w << " only";
+  }
+  const auto metrics = api("GET", "/mock/v1/metrics", nullptr, server->admin_headers());
+  EXPECT_EQ(metrics.body["faultyNodes"], json::array({kLoc + "/nodes/second-node"})) << metrics.text;
+}
+
+TEST_F(MockDataPlaneTest, WithEveryNewMachineFaultyAFreshSliceIsFaultyOnEveryWorker) {
+  const auto set = api("PUT", "/mock/v1/hardware", json{{"faulty_fraction", 1}}, server->admin_headers());
+  ASSERT_EQ(set.status, 200) << set.text;
+  create_active("all", "v4-16");
+  EXPECT_EQ(ssh("all-node", "all", "test -e \"$MOCK_TPU_FAULT_FILE\"").exit_code, 0);
+  const auto node = api("GET", "/v2/" + kLoc + "/nodes/all-node");
+  EXPECT_EQ(node.body["health"], "HEALTHY") << "as a real slice on bad hardware reports";
+}
+
 // The `checksum=` value in a run's output, or "".
 std::string checksum_of(const std::string& output) {
   const auto at = output.rfind("checksum=");

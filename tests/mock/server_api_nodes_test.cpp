@@ -196,6 +196,59 @@ TEST_F(MockServerNodesTest, ACreateWithoutCapacityEndsResourceExhausted) {
   expect_error(api("POST", kBase + "/nodes?nodeId=huge", body), 429, "RESOURCE_EXHAUSTED");
 }
 
+TEST_F(MockServerNodesTest, AdminCallsSetHealthFaultAWorkersMachineAndChangeTheFaultyFraction) {
+  json body = {
+      {"acceleratorType", "v4-32"}, {"runtimeVersion", "tpu-ubuntu2204-base"}, {"schedulingConfig", {{"spot", true}}}};
+  auto created = api("POST", kBase + "/nodes?nodeId=h", body);
+  ASSERT_EQ(created.status, 200) << created.text;
+  ASSERT_TRUE(op_done(created.body));
+  const auto admin = [&](const std::string& method, const std::string& path, const json& request) {
+    return jobman::test::http_call(*client, method, path, request, server->admin_headers());
+  };
+  const std::string node = "/mock/v1/" + kLoc + "/nodes/h";
+
+  auto set = admin("POST", node + ":setHealth",
+                   {{"health", "UNHEALTHY_MAINTENANCE"}, {"healthDescription", "Host maintenance in progress"}});
+  ASSERT_EQ(set.status, 200) << set.text;
+  EXPECT_EQ(set.body["health"], "UNHEALTHY_MAINTENANCE");
+  auto got = api("GET", kBase + "/nodes/h");
+  EXPECT_EQ(got.body["health"], "UNHEALTHY_MAINTENANCE");
+  EXPECT_EQ(got.body["healthDescription"], "Host maintenance in progress");
+  EXPECT_EQ(api("GET", kBase + "/nodes/h?$alt=json%3Benum-encoding=int").body["health"], 5);
+  for (const json& bad : {json{{"health", "SICK"}}, json{{"healthDescription", "no health"}},
+                          json{{"health", "TIMEOUT"}, {"healthDescription", 3}}, json{{"health", 1}}}) {
+    expect_error(admin("POST", node + ":setHealth", bad), 400, "INVALID_ARGUMENT");
+  }
+  expect_error(admin("POST", "/mock/v1/" + kLoc + "/nodes/none:setHealth", {{"health", "TIMEOUT"}}), 404, "NOT_FOUND");
+
+  for (const json& bad : {json{{"worker", 4}}, json{{"worker", -1}}, json{{"worker", "1"}}, json::array()}) {
+    expect_error(admin("POST", node + ":markFaulty", bad), 400, "INVALID_ARGUMENT");
+  }
+  auto not_json = client->Post(node + ":markFaulty", server->admin_headers(), "{worker", "application/json");
+  ASSERT_TRUE(not_json);
+  EXPECT_EQ(not_json->status, 400);
+  auto marked = admin("POST", node + ":markFaulty", {{"worker", 3}});
+  ASSERT_EQ(marked.status, 200) << marked.text;
+  auto metrics = admin("GET", "/mock/v1/metrics", nullptr).body;
+  ASSERT_EQ(metrics["faultyMachines"].size(), 1U) << metrics.dump();
+  EXPECT_EQ(metrics["faultyMachines"][0]["worker"], 3);
+  EXPECT_EQ(metrics["faultyNodes"], json::array({kLoc + "/nodes/h"}));
+  auto guest = api("POST", kBase + "/nodes/h:getGuestAttributes",
+                   json{{"queryPath", "host/physical_host"}, {"workerIds", {"3"}}});
+  ASSERT_EQ(guest.status, 200) << guest.text;
+  EXPECT_EQ(guest.body["guestAttributes"][0]["queryValue"]["items"][0]["value"],
+            metrics["faultyMachines"][0]["physicalHost"]);
+  EXPECT_EQ(api("GET", kBase + "/nodes/h").body["health"], "UNHEALTHY_MAINTENANCE") << "a fault leaves health be";
+
+  for (const json& bad : {json{{"faulty_fraction", 2}}, json{{"faulty_fraction", "0.5"}}, json::object()}) {
+    expect_error(admin("PUT", "/mock/v1/hardware", bad), 400, "INVALID_ARGUMENT");
+  }
+  auto fraction = admin("PUT", "/mock/v1/hardware", {{"faulty_fraction", 0.25}});
+  ASSERT_EQ(fraction.status, 200) << fraction.text;
+  EXPECT_EQ(fraction.body["faulty_fraction"], 0.25);
+  EXPECT_EQ(admin("GET", "/mock/v1/metrics", nullptr).body["hardware"]["faulty_fraction"], 0.25);
+}
+
 class MockServerSlowNodesTest : public MockServerNodesTest {
 protected:
   void SetUp() override { start(kSlowWorld); }

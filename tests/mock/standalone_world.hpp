@@ -81,14 +81,18 @@ inline void expect_rpc_error(const mock::Reply& reply, int code, const std::stri
 class RecordingListener : public mock::SliceListener {
 public:
   void slice_ready(const mock::SliceHosts& slice) override {
-    events.push_back("ready " + slice.node_name + " " + std::to_string(slice.hosts));
+    events.push_back("ready " + slice.node_name + " " + std::to_string(slice.hosts()));
     incarnations.push_back(slice.numeric_id);
+    machines.push_back(slice.machines);
   }
   void slice_lost(const std::string& node_name) override { events.push_back("lost " + node_name); }
-  void slice_faulty(const std::string& node_name) override { events.push_back("faulty " + node_name); }
+  void slice_faulty(const std::string& node_name, int worker) override {
+    events.push_back("faulty " + node_name + " " + std::to_string(worker));
+  }
 
-  std::vector<std::string> events;       // "ready NAME HOSTS", "lost NAME", "faulty NAME", in order.
+  std::vector<std::string> events;       // "ready NAME HOSTS", "lost NAME", "faulty NAME WORKER", in order.
   std::vector<std::string> incarnations; // The numeric id of each slice_ready.
+  std::vector<std::vector<mock::HostMachine>> machines; // The machines of each slice_ready, by worker.
 };
 
 } // namespace jobman::test

@@ -165,12 +165,14 @@ TEST(SystolicCommandLine, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(o.keep, 3U);
   EXPECT_EQ(o.step_time_ms, 0U);
   EXPECT_EQ(o.worker_id, 0U);
+  EXPECT_FALSE(o.selftest);
 }
 
 TEST(SystolicCommandLine, EveryOptionIsRead) {
   const auto parsed = parse({"--steps",      "7",  "--dim",  "12",   "--array",        "5",  "--batch",     "3",
                              "--seed",       "99", "--lr",   "0.25", "--momentum",     "0",  "--ckpt-dir",  "/b/ckpt",
-                             "--ckpt-every", "2",  "--keep", "4",    "--step-time-ms", "15", "--worker-id", "6"});
+                             "--ckpt-every", "2",  "--keep", "4",    "--step-time-ms", "15", "--worker-id", "6",
+                             "--selftest"});
   ASSERT_TRUE(parsed.options) << parsed.message;
   const auto& o = *parsed.options;
   EXPECT_EQ(o.steps, 7U);
@@ -185,6 +187,7 @@ TEST(SystolicCommandLine, EveryOptionIsRead) {
   EXPECT_EQ(o.keep, 4U);
   EXPECT_EQ(o.step_time_ms, 15U);
   EXPECT_EQ(o.worker_id, 6U);
+  EXPECT_TRUE(o.selftest);
 }
 
 TEST(SystolicCommandLine, WorkerIdComesFromTheOptionThenTheEnvironment) {
@@ -227,8 +230,9 @@ TEST(SystolicCommandLine, HelpDescribesTheOptionsAndSucceeds) {
   const auto parsed = parse({"--help"});
   EXPECT_FALSE(parsed.options);
   EXPECT_EQ(parsed.exit, TrainExit::ok);
-  for (const char* option : {"--steps", "--ckpt-dir", "--ckpt-every", "--dim", "--array", "--batch", "--seed",
-                             "--step-time-ms", "--lr", "--keep", "--worker-id", "MOCK_TPU_FAULT_FILE"}) {
+  for (const char* option :
+       {"--steps", "--ckpt-dir", "--ckpt-every", "--dim", "--array", "--batch", "--seed", "--step-time-ms", "--lr",
+        "--keep", "--worker-id", "MOCK_TPU_FAULT_FILE", "--selftest", "selftest passed: ", "selftest failed: "}) {
     EXPECT_NE(parsed.message.find(option), std::string::npos) << option;
   }
 }

@@ -227,6 +227,46 @@ TEST(SystolicRun, CheckpointsOfAnotherRunAreRefused) {
   EXPECT_NE(refused.lines.back().find("--lr 0.1 there, 0.5 here"), std::string::npos) << refused.lines.back();
 }
 
+// The --selftest run in-process on an array of `array`, the hardware faulty when `faulty` says so.
+Outcome selftest(std::uint32_t array, std::function<bool()> faulty = {}) {
+  std::ostringstream out;
+  std::ostringstream err;
+  StopAfterSteps stop(0, SIGTERM);
+  TrainingIo io{out, err, stop, std::move(faulty)};
+  TrainOptions options;
+  options.array = array;
+  Outcome outcome;
+  outcome.exit = jobman::systolic::run_selftest(options, io);
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) {
+    outcome.lines.push_back(line);
+  }
+  outcome.err = err.str();
+  return outcome;
+}
+
+TEST(SystolicRun, SelftestPassesOnHealthyArraysOfEverySizeAndFailsOnAFaultyOne) {
+  // Arrays smaller than, about as large as, and larger than the product: chained K-tiles, edge tiles, one tile.
+  for (const std::uint32_t array : {1U, 3U, 8U, 9U, 32U}) {
+    const Outcome healthy = selftest(array, [] { return false; });
+    EXPECT_EQ(healthy.exit, TrainExit::ok) << array << ": " << healthy.err;
+    const std::string size = std::to_string(array) + "x" + std::to_string(array);
+    EXPECT_EQ(healthy.lines, std::vector<std::string>({"selftest passed: the 12x20 by 20x10 product on the " + size +
+                                                       " array matches its known answer in all 120 outputs"}));
+    EXPECT_EQ(healthy.err, "");
+  }
+  EXPECT_EQ(selftest(8).exit, TrainExit::ok) << "no probe: healthy";
+
+  // PE (0, 0) yields NaN: every output of the first column of each N-tile (two of them on an 8 x 8 array).
+  int probes = 0;
+  const Outcome faulty = selftest(8, [&probes] { return ++probes > 0; });
+  EXPECT_EQ(probes, 1) << "the hardware is probed once, as before a training step";
+  EXPECT_EQ(faulty.exit, TrainExit::failure);
+  EXPECT_TRUE(faulty.lines.empty());
+  EXPECT_EQ(faulty.err, "selftest failed: the 12x20 by 20x10 product on the 8x8 array has 24 non-finite and 0 "
+                        "mismatched of 120 outputs; first [0][0] = nan, expected 47\n");
+}
+
 TEST(SystolicRun, FaultyHardwareEndsTheRunWithoutCheckpointingItsResult) {
   jobman::test::TempDir dir;
   TrainOptions options = small_options(100, dir / "ckpt");

@@ -254,6 +254,26 @@ TEST(SystolicTrain, FaultFileMakesTheLossNanAndTheRunFailWithoutCheckpointingIt)
   EXPECT_TRUE(loaded->checkpoint.state.velocity.all_finite());
 }
 
+TEST(SystolicTrain, SelftestPassesWithoutTheFaultFileAndFailsWithItWritingNothing) {
+  jobman::test::TempDir dir;
+  const auto ckpt = dir / "ckpt";
+  const auto passed = run_trainer({"--selftest", "--ckpt-dir", ckpt.string()});
+  EXPECT_EQ(passed.exit_code, 0) << passed.err;
+  EXPECT_EQ(passed.out.rfind("selftest passed: ", 0), 0U) << passed.out;
+  EXPECT_EQ(split_lines(passed.out).size(), 1U) << passed.out;
+  EXPECT_EQ(passed.err, "");
+
+  const auto fault = dir.write("fault", "");
+  const auto failed =
+      run_trainer({"--selftest", "--ckpt-dir", ckpt.string()}, {{"MOCK_TPU_FAULT_FILE", fault.string()}});
+  EXPECT_EQ(failed.exit_code, 1);
+  EXPECT_EQ(failed.out, "");
+  EXPECT_EQ(failed.err.rfind("selftest failed: ", 0), 0U) << failed.err;
+  EXPECT_NE(failed.err.find(" non-finite "), std::string::npos) << failed.err;
+  EXPECT_EQ(split_lines(failed.err).size(), 1U) << failed.err;
+  EXPECT_FALSE(fs::exists(ckpt)) << "a selftest writes no checkpoint";
+}
+
 TEST(SystolicTrain, FaultFileFromTheStartFailsTheFirstStep) {
   jobman::test::TempDir dir;
   const fs::path fault = dir.write("fault", "");

@@ -260,9 +260,10 @@ void first_twenty_seconds(World& world) {
   ASSERT_EQ(qr_state(world, "b", kStart + 20'000), "GONE");
 }
 
-// The number of resources a snapshot holds.
+// The number of records a snapshot holds: resources and machines.
 std::size_t resource_count(const json& snapshot) {
-  return snapshot["queuedResources"].size() + snapshot["nodes"].size() + snapshot["operations"].size();
+  return snapshot["queuedResources"].size() + snapshot["nodes"].size() + snapshot["operations"].size() +
+         snapshot["machines"].size();
 }
 
 // Hours of spot preemptions, each answered by deleting the suspended resource and creating it again.

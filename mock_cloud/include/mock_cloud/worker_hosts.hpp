@@ -36,6 +36,7 @@ struct WorkerHost {
   std::vector<std::filesystem::path> keep; // The mock's directories the host needs; bound back where under /home.
   std::map<std::string, std::string> env;  // The whole environment of a command started there.
   std::string marker;                      // MOCK_TPU_HOST's value: every process there carries it.
+  std::string physical_host;               // The id of the machine it runs on (MOCK_TPU_PHYSICAL_HOST).
 };
 
 // Whether this machine can give each host its own /home/USER: runs `tools`/jobman-mock-host-login --probe once.
@@ -75,8 +76,8 @@ public:
   // The slice is gone (preempted, terminated or deleted): no new command may start there, every process on it gets
   // SIGTERM now and SIGKILL after the grace period, then its sandboxes are wiped. Returns at once; repeats are no-ops.
   void slice_lost(const std::string& node_name) override;
-  // Makes the slice's MXUs faulty: the workload sees MOCK_TPU_FAULT_FILE appear.
-  void slice_faulty(const std::string& node_name) override;
+  // Makes the MXUs of the slice's worker `worker` faulty: the workload there sees MOCK_TPU_FAULT_FILE appear.
+  void slice_faulty(const std::string& node_name, int worker) override;
   // Removes sandboxes under the root that belong to no READY slice, and kills what still runs there (both left by
   // a mock that was killed).
   void prune();

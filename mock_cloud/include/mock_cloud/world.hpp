@@ -51,12 +51,20 @@ struct FaultDecision {
   int fail_status = 0; // HTTP code to fail with, or 0 to serve the request.
 };
 
+// The physical machine one worker host runs on, as the data plane needs it.
+struct HostMachine {
+  std::string physical_host; // The machine's id: blockId/subBlockId/hostId, as Compute Engine's physicalHost.
+  bool faulty = false;       // The machine's hardware is faulty: the host's workload sees MOCK_TPU_FAULT_FILE.
+};
+
 // One slice whose worker hosts just came up, as the data plane needs it.
 struct SliceHosts {
-  std::string node_name;  // projects/P/locations/Z/nodes/ID
-  std::string numeric_id; // The node's id: tells this incarnation from a later node of the same name.
-  int hosts = 0;          // Worker hosts (networkEndpoints).
-  bool faulty = false;    // Marked faulty already (a restored world).
+  std::string node_name;             // projects/P/locations/Z/nodes/ID
+  std::string numeric_id;            // The node's id: tells this incarnation from a later node of the same name.
+  std::vector<HostMachine> machines; // One per worker host (networkEndpoints), by worker index.
+
+  // The number of worker hosts.
+  [[nodiscard]] int hosts() const { return static_cast<int>(machines.size()); }
 };
 
 // Told when slices' worker hosts come and go. Called with the world's mutex held: it must be quick and must not
@@ -68,8 +76,8 @@ public:
   virtual void slice_ready(const SliceHosts& slice) = 0;
   // The node was preempted, terminated, is being deleted or is gone: its hosts and their processes end.
   virtual void slice_lost(const std::string& node_name) = 0;
-  // The node was marked faulty.
-  virtual void slice_faulty(const std::string& node_name) = 0;
+  // The machine under worker `worker` of the node was marked faulty.
+  virtual void slice_faulty(const std::string& node_name, int worker) = 0;
 };
 
 // The state of the emulated TPU API, advanced by `tick(now)`; every method takes the wall-clock time.
@@ -155,11 +163,18 @@ public:
 
   // Admin: preempts an ACTIVE slice now (node PREEMPTED, queued resource SUSPENDING).
   Reply preempt_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
-  // Admin: flags a node as faulty (its workload's loss turns NaN); health stays HEALTHY.
+  // Admin: marks the machines under a READY node's worker hosts faulty, every worker's or only `worker`'s (their
+  // workload's loss turns NaN); health stays HEALTHY. A worker out of range is INVALID_ARGUMENT.
   Reply mark_node_faulty(const std::string& project, const std::string& zone, const std::string& id,
-                         std::int64_t now_ms);
-  // True when the node exists and was marked faulty.
+                         std::int64_t now_ms, std::optional<std::int64_t> worker = std::nullopt);
+  // True when the node exists and one of its worker hosts is on a faulty machine.
   bool node_faulty(const std::string& project, const std::string& zone, const std::string& id);
+  // Admin: the chance that a newly minted machine is faulty, in [0, 1] (else INVALID_ARGUMENT).
+  Reply set_faulty_fraction(double fraction, std::int64_t now_ms);
+  // Admin: sets a READY node's health (a Node.health name other than HEALTH_UNSPECIFIED, else INVALID_ARGUMENT) and
+  // healthDescription (cleared when empty); returns the Node.
+  Reply set_node_health(const std::string& project, const std::string& zone, const std::string& id,
+                        const std::string& health, const std::string& description, std::int64_t now_ms);
   // Admin: replaces the fault settings; a rate of 0 clears them.
   void set_faults(const FaultSettings& faults);
   // Draws the fault decision for one /v2 request from the seeded generator.
@@ -169,7 +184,8 @@ public:
                      std::optional<int> quota, std::int64_t now_ms);
   // Counts one API request by method name and HTTP status, for metrics.
   void count_request(const std::string& method, int status);
-  // Admin: request counts, slices per state, faulty nodes, capacity in use, processes_running.
+  // Admin: request counts, slices per state, faulty machines and the nodes on them, capacity in use,
+  // processes_running.
   nlohmann::json metrics(std::int64_t now_ms);
 
   // A JSON snapshot of everything that must survive a restart.
@@ -182,6 +198,7 @@ private:
   struct Node;           // One TPU node (slice) and its worker hosts.
   struct Operation;      // One long-running operation.
   struct Pool;           // Chips, quota and use of one zone, generation and tier.
+  struct Machine;        // One physical machine, which carries one worker host at a time.
 
   // Takes the mutex and replays the timers up to `now`: how every call that sees the time begins.
   [[nodiscard]] std::unique_lock<std::mutex> lock_at(std::int64_t now);
@@ -194,8 +211,13 @@ private:
   void tick_locked(std::int64_t now);
   // Tells the listener a node is READY.
   void announce_ready_locked(const Node& node);
-  // Tells the listener a node's hosts are gone.
-  void announce_lost_locked(const std::string& node_name);
+  // The node becomes READY and HEALTHY: each worker host is placed on a machine and the listener is told.
+  void node_ready_locked(Node& node);
+  // The node's worker hosts are gone: their machines go back to the free list and the listener is told. Repeats
+  // only tell the listener again.
+  void hosts_lost_locked(Node& node);
+  // A free machine of the zone and generation (the one released longest ago), else a newly minted one.
+  Machine& take_machine_locked(const std::string& zone, const std::string& generation);
   // Records a change to the world's scalars: the store is stale and the next tick must step (admission may succeed).
   void touch_locked();
   // Records a change to the resource called `name` (created, changed or removed), as touch_locked() does.
@@ -224,6 +246,8 @@ private:
   static nlohmann::json record_of(const Node& node);
   // An operation as stored.
   static nlohmann::json record_of(const Operation& op);
+  // A machine as stored.
+  static nlohmann::json record_of(const Machine& machine);
   // Simulated seconds as wall milliseconds (divided by the time scale).
   double scaled_ms(double seconds) const;
   // One draw of a delay, in wall milliseconds.
@@ -286,10 +310,15 @@ private:
   std::map<std::string, std::unique_ptr<Operation>> operations_;              // Key: full resource name.
   std::map<std::string, std::string> request_ids_;                            // location + requestId -> operation.
   std::map<std::string, std::unique_ptr<Pool>> pools_;                        // zone/generation/tier -> pool.
+  std::map<std::string, std::unique_ptr<Machine>> machines_;                  // Key: the machine's id.
+  std::map<std::string, std::map<std::int64_t, std::string>> free_machines_;  // zone/generation -> release -> id.
+  std::map<std::string, std::int64_t> machines_minted_;                       // zone/generation -> machines made.
   std::map<std::string, std::map<std::string, std::int64_t>> request_counts_; // method -> status -> count.
   std::int64_t queued_resources_created_ = 0; // Created since start, not counting replays of a requestId.
   std::int64_t next_sequence_ = 1;            // Queue order and operation suffixes.
   std::uint32_t next_host_ = 0;               // Next internal host address.
+  std::int64_t next_release_ = 1;             // The free list's order: each released machine takes the next number.
+  double faulty_fraction_ = 0;                // The chance that a newly minted machine is faulty.
   std::unique_ptr<WorldStore> store_;         // Where changes are committed, or null.
   std::set<std::string> changed_;             // Resources changed since the last commit.
   std::vector<std::pair<std::string, std::string>> new_request_ids_; // requestIds not committed yet.

@@ -2,6 +2,7 @@
 
 #include "systolic/checkpoint.hpp"
 #include "systolic/hashing.hpp"
+#include "systolic/selftest.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -191,6 +192,15 @@ TrainExit run_training(const TrainOptions& options, TrainingIo& io) {
   return run.run();
 }
 
+TrainExit run_selftest(const TrainOptions& options, TrainingIo& io) {
+  SystolicArray mxu(options.array);
+  // The same probe the training asks before every step.
+  mxu.set_fault(io.mxu_faulty && io.mxu_faulty() ? MxuFault::nan_multiplier : MxuFault::none);
+  const auto report = multiply_known_answer(mxu);
+  (report.passed() ? io.out : io.err) << report.summary() << std::endl;
+  return report.passed() ? TrainExit::ok : TrainExit::failure;
+}
+
 int systolic_train_main(int argc, char** argv) {
   const auto parsed = parse_command_line(argc, argv, [](const std::string& name) -> std::optional<std::string> {
     const char* value = std::getenv(name.c_str());
@@ -207,7 +217,8 @@ int systolic_train_main(int argc, char** argv) {
                     std::error_code ec;
                     return fault_file != nullptr && *fault_file != '\0' && std::filesystem::exists(fault_file, ec);
                   }};
-    return static_cast<int>(run_training(*parsed.options, io));
+    const auto& options = *parsed.options;
+    return static_cast<int>(options.selftest ? run_selftest(options, io) : run_training(options, io));
   } catch (const std::exception& e) {
     std::cout << "error: " << e.what() << std::endl;
     return static_cast<int>(TrainExit::failure);

@@ -15,8 +15,8 @@ namespace jobman::systolic {
 
 // The exit statuses of systolic-train.
 enum class TrainExit : int {
-  ok = 0,            // Every step ran; the checksum was printed.
-  failure = 1,       // A non-finite loss (faulty hardware) or an I/O error.
+  ok = 0,            // Every step ran and the checksum was printed, or the selftest passed.
+  failure = 1,       // A non-finite loss (faulty hardware), an I/O error, or a failed selftest.
   usage = 2,         // A bad option, or a checkpoint directory that belongs to a different run.
   interrupted = 130, // SIGINT.
   terminated = 143,  // SIGTERM.
@@ -32,6 +32,7 @@ struct TrainOptions {
   std::uint32_t keep = 3;         // Worker 0 keeps this many newest checkpoints.
   std::uint64_t step_time_ms = 0; // Each step lasts at least this long (simulated wall time).
   std::uint64_t worker_id = 0;    // Only worker 0 writes checkpoints.
+  bool selftest = false;          // --selftest: the known-answer check on the array instead of training.
 };
 
 // The outcome of reading a command line.
@@ -60,8 +61,13 @@ struct TrainingIo {
 // the final weights. Returns how the run ended; throws nothing for I/O trouble (it reports it and returns failure).
 TrainExit run_training(const TrainOptions& options, TrainingIo& io);
 
-// The program: parses argv, takes over SIGTERM and SIGINT, runs, and returns the exit status. The simulated
-// hardware is faulty while the file named by MOCK_TPU_FAULT_FILE exists.
+// The --selftest run: the known-answer product on an array of options.array (faulty while io.mxu_faulty says so).
+// Prints "selftest passed: ..." on io.out and returns ok, or "selftest failed: ..." on io.err and returns failure.
+// Writes no files.
+TrainExit run_selftest(const TrainOptions& options, TrainingIo& io);
+
+// The program: parses argv, takes over SIGTERM and SIGINT, trains (or runs the selftest), and returns the exit status.
+// The simulated hardware is faulty while the file named by MOCK_TPU_FAULT_FILE exists.
 int systolic_train_main(int argc, char** argv);
 
 } // namespace jobman::systolic

@@ -1,0 +1,161 @@
+// Physical machines: each zone and TPU generation has a fleet of them, one per worker host. A node's hosts are placed
+// on machines when it becomes READY and give them back when they go away, so a machine one slice released is handed
+// to a later one with its faults. Faulty hardware belongs to machines: :markFaulty and the faulty fraction.
+#include "jobman/config/accelerator.hpp"
+#include "mock_cloud/world.hpp"
+#include "world_internal.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+
+namespace jobman::mock {
+
+using nlohmann::json;
+using world_internal::failed_precondition;
+using world_internal::fleet_key;
+using world_internal::machine_record_name;
+
+namespace {
+
+// Sixteen machines make a sub-block and four sub-blocks a block.
+constexpr std::int64_t kMachinesPerSubBlock = 16;
+constexpr std::int64_t kSubBlocksPerBlock = 4;
+
+// Eight hex digits naming `part` of the fleet `fleet`: the head of their SHA-256, stable across runs and builds.
+std::string hex_name(const std::string& fleet, const std::string& part) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  const auto digest = world_internal::sha256(fleet + "/" + part);
+  std::string out;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto byte = static_cast<unsigned char>(digest[i]);
+    out += kDigits[byte >> 4];
+    out += kDigits[byte & 15];
+  }
+  return out;
+}
+
+// The id of the `serial`-th machine of a zone and generation: blockId/subBlockId/hostId, as Compute Engine's
+// resourceStatus.physicalHost reads. Opaque, but machines of one sub-block share its first two parts.
+std::string machine_id(const std::string& zone, const std::string& generation, std::int64_t serial) {
+  const auto fleet = fleet_key(zone, generation);
+  const auto sub_block = serial / kMachinesPerSubBlock;
+  return hex_name(fleet, "block " + std::to_string(sub_block / kSubBlocksPerBlock)) + "/" +
+         hex_name(fleet, "sub-block " + std::to_string(sub_block)) + "/" +
+         hex_name(fleet, "host " + std::to_string(serial));
+}
+
+} // namespace
+
+World::Machine& World::take_machine_locked(const std::string& zone, const std::string& generation) {
+  const auto fleet = fleet_key(zone, generation);
+  if (auto free = free_machines_.find(fleet); free != free_machines_.end() && !free->second.empty()) {
+    const auto id = free->second.begin()->second; // Released longest ago.
+    free->second.erase(free->second.begin());
+    return *machines_.at(id);
+  }
+  auto machine = std::make_unique<Machine>();
+  machine->zone = zone;
+  machine->generation = generation;
+  machine->serial = machines_minted_[fleet]++;
+  machine->id = machine_id(zone, generation, machine->serial);
+  // No draw at 0 or 1: a world without faulty hardware makes exactly the draws it made before machines existed.
+  machine->faulty = faulty_fraction_ >= 1 ||
+                    (faulty_fraction_ > 0 && std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < faulty_fraction_);
+  const auto id = machine->id;
+  machines_[id] = std::move(machine);
+  return *machines_[id];
+}
+
+void World::node_ready_locked(Node& node) {
+  node.state = "READY";
+  node.health = "HEALTHY";
+  node.health_description.clear();
+  // The accelerator was found in the catalog when the node was requested.
+  const auto generation = config::find_accelerator(node.accelerator).value().generation->name;
+  for (std::size_t worker = 0; worker < node.endpoints.size(); ++worker) {
+    auto& machine = take_machine_locked(node.zone, generation);
+    machine.node = node.name;
+    machine.worker = static_cast<int>(worker);
+    touch_locked(machine_record_name(machine.id));
+    node.machines.push_back(machine.id);
+  }
+  touch_locked(node.name);
+  announce_ready_locked(node);
+}
+
+void World::hosts_lost_locked(Node& node) {
+  for (const auto& id : node.machines) {
+    auto& machine = *machines_.at(id);
+    machine.node.clear();
+    machine.worker = 0;
+    machine.release = next_release_++;
+    free_machines_[fleet_key(machine.zone, machine.generation)][machine.release] = id;
+    touch_locked(machine_record_name(id));
+  }
+  if (!node.machines.empty()) {
+    node.machines.clear();
+    touch_locked(node.name);
+  }
+  if (listener_ != nullptr) {
+    listener_->slice_lost(node.name);
+  }
+}
+
+Reply World::mark_node_faulty(const std::string& project, const std::string& zone, const std::string& id,
+                              std::int64_t now_ms, std::optional<std::int64_t> worker) {
+  return mutate_at(now_ms, [&]() -> Reply {
+    const auto name = location(project, zone) + "/nodes/" + id;
+    Reply missing;
+    auto* node = find_node_locked(name, &missing);
+    if (node == nullptr) {
+      return missing;
+    }
+    const auto hosts = static_cast<std::int64_t>(node->endpoints.size());
+    if (worker && (*worker < 0 || *worker >= hosts)) {
+      return error_reply(400, "worker " + std::to_string(*worker) + " is not a worker of node '" + name + "' (0 to " +
+                                  std::to_string(hosts - 1) + ")");
+    }
+    if (node->machines.empty()) {
+      return failed_precondition("Node '" + name + "' is " + node->state +
+                                 "; only the worker hosts of a READY node are on machines");
+    }
+    json marked = json::array();
+    for (std::size_t w = 0; w < node->machines.size(); ++w) {
+      if (worker && static_cast<std::int64_t>(w) != *worker) {
+        continue;
+      }
+      auto& machine = *machines_.at(node->machines[w]);
+      machine.faulty = true;
+      touch_locked(machine_record_name(machine.id));
+      if (listener_ != nullptr) {
+        listener_->slice_faulty(name, static_cast<int>(w));
+      }
+      marked.push_back({{"worker", w}, {"physicalHost", machine.id}});
+    }
+    return {200, {{"node", name}, {"faulty", true}, {"machines", marked}}};
+  });
+}
+
+bool World::node_faulty(const std::string& project, const std::string& zone, const std::string& id) {
+  std::lock_guard lock(mutex_);
+  auto it = nodes_.find(location(project, zone) + "/nodes/" + id);
+  if (it == nodes_.end()) {
+    return false;
+  }
+  const auto& machines = it->second->machines;
+  return std::any_of(machines.begin(), machines.end(), [this](const auto& m) { return machines_.at(m)->faulty; });
+}
+
+Reply World::set_faulty_fraction(double fraction, std::int64_t now_ms) {
+  if (!(fraction >= 0 && fraction <= 1)) {
+    return error_reply(400, "faulty_fraction must be a number between 0 and 1");
+  }
+  return mutate_at(now_ms, [&]() -> Reply {
+    faulty_fraction_ = fraction;
+    touch_locked();
+    return {200, {{"faulty_fraction", faulty_fraction_}}};
+  });
+}
+
+} // namespace jobman::mock
