@@ -47,10 +47,30 @@ std::string machine_id(const std::string& zone, const std::string& generation, s
 
 } // namespace
 
+int World::fleet_size_locked(const std::string& zone, const std::string& generation) const {
+  int per_host = 4;
+  for (const auto& known : config::tpu_generations()) {
+    if (known.name == generation) {
+      per_host = std::max(1, known.max_chips_per_host);
+    }
+  }
+  int chips = 0;
+  for (const Tier tier : {Tier::spot, Tier::on_demand}) {
+    if (const auto it = pools_.find(world_internal::pool_key(zone, generation, tier)); it != pools_.end()) {
+      chips += it->second->chips;
+    }
+  }
+  return (chips + per_host - 1) / per_host;
+}
+
 World::Machine& World::take_machine_locked(const std::string& zone, const std::string& generation) {
   const auto fleet = fleet_key(zone, generation);
-  if (auto free = free_machines_.find(fleet); free != free_machines_.end() && !free->second.empty()) {
-    const auto id = free->second.begin()->second; // Released longest ago.
+  // A new machine while the fleet is smaller than the zone's chips need; then the free one released longest ago. So
+  // a slice lands on a machine another slice gave back, faults and all, where the zone is full, as capacity is at
+  // Google when it is scarce.
+  if (auto free = free_machines_.find(fleet); machines_minted_[fleet] >= fleet_size_locked(zone, generation) &&
+                                              free != free_machines_.end() && !free->second.empty()) {
+    const auto id = free->second.begin()->second;
     free->second.erase(free->second.begin());
     return *machines_.at(id);
   }

@@ -3,6 +3,8 @@
 // it is rejected before setup.
 #include "support/supervisor_home.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <gtest/gtest.h>
 
 namespace jobman::test {
@@ -22,6 +24,22 @@ protected:
     }
     return http_call(*client, "POST", std::string(kLocation) + "/nodes/" + node + ":markFaulty", body,
                      mock->admin_headers())
+               .status == 200;
+  }
+
+  // Sets the mock's v4 pools of the zone to `spot` and `on_demand` chips: its fleet is their hosts.
+  bool set_capacity(int spot, int on_demand) {
+    for (const auto& [tier, chips] : {std::pair{"spot", spot}, std::pair{"on_demand", on_demand}}) {
+      const json body = {{"zone", kZone}, {"generation", "v4"}, {"tier", tier}, {"chips", chips}};
+      if (http_call(*client, "PUT", "/mock/v1/capacity", body, mock->admin_headers()).status != 200) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool set_faulty_fraction(double fraction) {
+    return http_call(*client, "PUT", "/mock/v1/hardware", json{{"faulty_fraction", fraction}}, mock->admin_headers())
                .status == 200;
   }
 
@@ -117,6 +135,78 @@ TEST_F(BadHardwareTest, PatternsOfTheConfigReplaceTheDefaults) {
   EXPECT_EQ(b.failures, 0);
   EXPECT_EQ(b.bad_hardware, 1);
   EXPECT_EQ(db().bad_hardware_of(custom).at(0).detail, "XID 79: GPU has fallen off the bus");
+}
+
+TEST_F(BadHardwareTest, AFailedPreflightReplacesTheSliceBeforeAnythingIsLaunched) {
+  ASSERT_TRUE(set_faulty_fraction(1)); // The first slice's machine is faulty.
+  start_daemon();
+  // The preflight is the mock's known-answer run on the systolic array (tpu.preflight follows tpu.pricing).
+  const auto id = create(config(training(40, 2), "spot\n  preflight: systolic-train --selftest", "v4-8",
+                                "recovery:\n  max_failures: 0\n"));
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto attempts = db().attempts(id);
+        return !attempts.empty() && attempts.front().active_ms.has_value();
+      },
+      kPatience));
+  ASSERT_TRUE(set_faulty_fraction(0)); // The next slice is on a new, healthy machine.
+
+  const auto done = wait_for(id, 0, 120);
+  EXPECT_EQ(done.bad_hardware, 1);
+  EXPECT_EQ(done.failures, 0);
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].outcome, "bad-hardware");
+  EXPECT_FALSE(fs::exists(worker_log(id, 1, 0))) << "nothing was launched on the bad slice";
+  EXPECT_NE(file_text(worker_log(id, 1, 0).parent_path() / "preflight-0.log").find("selftest failed"),
+            std::string::npos);
+  const auto findings = db().bad_hardware_of(id);
+  ASSERT_EQ(findings.size(), 1U);
+  EXPECT_EQ(findings[0].signal, "preflight");
+  ASSERT_EQ(attempts[0].physical_hosts.size(), 1U);
+  EXPECT_FALSE(attempts[0].physical_hosts[0].empty()) << "the mock publishes host/physical_host";
+  EXPECT_EQ(findings[0].physical_host, attempts[0].physical_hosts[0]);
+  EXPECT_NE(attempts[1].physical_hosts, attempts[0].physical_hosts);
+  EXPECT_EQ(checksums(id, 2, 1), std::vector<std::string>{uninterrupted_checksum(40)});
+}
+
+TEST_F(BadHardwareTest, ANewSliceOnAMachineFoundBadIsRejectedBeforeSetup) {
+  // A zone of one machine: once its slice is found bad, the next lands on the same machine.
+  ASSERT_TRUE(set_capacity(4, 0));
+  start_daemon();
+  const auto id =
+      create(config("if [ \"$JOBMAN_ATTEMPT\" = 1 ]; then echo 'step=1 loss=nan'; sleep 600; fi; " + training(40, 2),
+                    "spot", "v4-8", "recovery:\n  max_failures: 0\n  backoff: {initial: 1s, max: 2s}\n"));
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto outcomes_now = outcomes(id);
+        return std::count(outcomes_now.begin(), outcomes_now.end(), "rejected") >= 2;
+      },
+      kPatience))
+      << job(id).phase_reason;
+  const auto bad = db().attempts(id).front();
+  ASSERT_EQ(bad.outcome, "bad-hardware");
+  ASSERT_EQ(bad.physical_hosts.size(), 1U);
+  for (const auto& a : db().attempts(id)) {
+    if (a.outcome == "rejected") {
+      EXPECT_EQ(a.physical_hosts, bad.physical_hosts);
+      EXPECT_FALSE(fs::exists(worker_log(id, a.number, 0).parent_path())) << "never set up: attempt " << a.number;
+    }
+  }
+  EXPECT_EQ(job(id).bad_hardware, 1) << "a rejection spends no budget";
+  const auto shown = jm({"show", std::to_string(id), "--events"});
+  EXPECT_NE(shown.out.find("landed on machine " + bad.physical_hosts[0]), std::string::npos) << shown.out;
+  char padded[16];
+  std::snprintf(padded, sizeof padded, "%06lld", static_cast<long long>(id));
+  EXPECT_NE(shown.out.find(std::string("found bad by job ") + padded), std::string::npos);
+
+  // Room for a second machine: the next slice lands on it and the job finishes there.
+  ASSERT_TRUE(set_capacity(8, 0));
+  const auto done = wait_for(id, 0, 120);
+  EXPECT_EQ(done.bad_hardware, 1);
+  const auto last = db().attempts(id).back();
+  EXPECT_NE(last.physical_hosts, bad.physical_hosts);
+  EXPECT_EQ(checksums(id, last.number, 1), std::vector<std::string>{uninterrupted_checksum(40)});
 }
 
 } // namespace

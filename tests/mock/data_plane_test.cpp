@@ -472,7 +472,12 @@ TEST_F(MockDataPlaneTest, AFaultyMachineGoesToTheNextSliceWithItsFault) {
     machines[static_cast<std::size_t>(w)] = worker("first-node", w)["physical_host"].get<std::string>();
   }
   ASSERT_EQ(api("DELETE", "/v2/" + kLoc + "/queuedResources/first?force=true").status, 200);
-  // The released machines are handed out in the order they were freed: worker by worker.
+  // With the zone cut to the chips of one v4-32 it has no room for new machines: the released ones are handed out
+  // in the order they were freed, worker by worker.
+  ASSERT_EQ(api("PUT", "/mock/v1/capacity",
+                json{{"zone", kZone}, {"generation", "v4"}, {"tier", "spot"}, {"chips", 16}}, server->admin_headers())
+                .status,
+            200);
   create_active("second", "v4-32");
   for (int w = 0; w < 4; ++w) {
     EXPECT_EQ(worker("second-node", w)["physical_host"], machines[static_cast<std::size_t>(w)]) << w;

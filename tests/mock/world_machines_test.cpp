@@ -1,4 +1,5 @@
-// Physical machines in the mock's world, on a fake clock: worker hosts placed on machines first in, first out,
+// Physical machines in the mock's world, on a fake clock: worker hosts placed on new machines while the zone has room
+// and on released ones, first in, first out, once it is full,
 // faulty hardware that stays with its machine, the faulty fraction, machines across a restart, and node health.
 #include "jobman/util/error.hpp"
 #include "mock_cloud/enum_encoding.hpp"
@@ -63,13 +64,33 @@ json faulty_machines(World& world, std::int64_t now) {
   return world.metrics(now)["faultyMachines"];
 }
 
+// A zone whose v4 pools hold `chips` spot chips and no on-demand ones: a fleet of chips / 4 machines.
+MockConfig full_fleet_config(int chips) {
+  auto config = standalone_config();
+  config.zones[0].pools["v4"][Tier::spot] = jobman::mock::PoolConfig{chips, chips};
+  config.zones[0].pools["v4"][Tier::on_demand] = jobman::mock::PoolConfig{0, 0};
+  return config;
+}
+
 // Marks worker `worker` of node `id` faulty (every worker when none).
 Reply mark_faulty(World& world, const std::string& id, std::int64_t now, std::optional<std::int64_t> worker = {}) {
   return world.mark_node_faulty("p", kStandaloneZone, id, now, worker);
 }
 
+TEST(MockMachines, AZoneWithRoomPlacesANewSliceOnNewMachines) {
+  World world(standalone_config(), 1, 7); // 96 v4 chips: 24 machines.
+  ASSERT_TRUE(create_node(world, "x", node_body("v4-8"), kT).ok());
+  const auto x = physical_hosts(world, "x", kReady);
+  ASSERT_TRUE(world.delete_node("p", kStandaloneZone, "x", kReady).ok());
+  ASSERT_TRUE(create_node(world, "y", node_body("v4-8"), kReady + 1'000).ok());
+  const auto y = physical_hosts(world, "y", kReady + 11'000);
+  ASSERT_EQ(y.size(), 1U);
+  EXPECT_NE(y, x) << "x's machine waits on the free list while the fleet has room";
+  EXPECT_EQ(world.metrics(kReady + 11'000)["machines"], 2);
+}
+
 TEST(MockMachines, HostsArePlacedOnMachinesAndReleasedOnesAreHandedOutFirstInFirstOut) {
-  World world(standalone_config(), 1, 7);
+  World world(full_fleet_config(20), 1, 7); // Five machines: a's four and b's one fill the zone.
   ASSERT_TRUE(create_queued(world, "qa", "a", "v4-32", kT).ok());
   ASSERT_TRUE(create_node(world, "b", node_body("v4-8"), kT).ok());
   const auto a = physical_hosts(world, "a", kT + 11'000);
@@ -89,24 +110,21 @@ TEST(MockMachines, HostsArePlacedOnMachinesAndReleasedOnesAreHandedOutFirstInFir
   // a goes (its queued resource is deleted), then b (stopped): the free list is a0 a1 a2 a3 b0.
   ASSERT_TRUE(world.delete_queued_resource("p", kStandaloneZone, "qa", true, "", kT + 12'000).ok());
   ASSERT_TRUE(world.stop_node("p", kStandaloneZone, "b", kT + 13'000).ok());
-  ASSERT_TRUE(create_node(world, "c", node_body("v4-8"), kT + 14'000).ok());
-  ASSERT_TRUE(create_node(world, "d", node_body("v4-16"), kT + 15'000).ok());
-  ASSERT_TRUE(create_node(world, "e", node_body("v4-16"), kT + 16'000).ok());
-  ASSERT_TRUE(create_node(world, "f", node_body("v4-8"), kT + 17'000).ok());
-  const std::int64_t later = kT + 27'000;
+  // (Once the delete and the stop are done, the zone's chips are free again.)
+  ASSERT_TRUE(create_node(world, "c", node_body("v4-8"), kT + 16'000).ok());
+  ASSERT_TRUE(create_node(world, "d", node_body("v4-16"), kT + 17'000).ok());
+  ASSERT_TRUE(create_node(world, "e", node_body("v4-16"), kT + 18'000).ok());
+  const std::int64_t later = kT + 29'000;
   EXPECT_EQ(physical_hosts(world, "c", later), std::vector<std::string>({a[0]}));
   EXPECT_EQ(physical_hosts(world, "d", later), std::vector<std::string>({a[1], a[2]}));
   EXPECT_EQ(physical_hosts(world, "e", later), std::vector<std::string>({a[3], b[0]}));
-  const auto f = physical_hosts(world, "f", later);
-  ASSERT_EQ(f.size(), 1U);
-  EXPECT_EQ(minted.count(f[0]), 0U) << "none was free: a new machine";
-  EXPECT_EQ(world.metrics(later)["machines"], 6);
+  EXPECT_EQ(world.metrics(later)["machines"], 5);
 
   // A preemption frees c's machine; b, started again, is placed on it.
   ASSERT_TRUE(world.preempt_node("p", kStandaloneZone, "c", later).ok());
   ASSERT_TRUE(world.start_node("p", kStandaloneZone, "b", later).ok());
   EXPECT_EQ(physical_hosts(world, "b", later + 10'000), std::vector<std::string>({a[0]}));
-  EXPECT_EQ(world.metrics(later + 10'000)["machines"], 6);
+  EXPECT_EQ(world.metrics(later + 10'000)["machines"], 5);
 }
 
 TEST(MockMachines, MarkFaultyOfOneWorkerFaultsOnlyThatWorkersMachine) {
@@ -146,7 +164,7 @@ TEST(MockMachines, MarkFaultyOfOneWorkerFaultsOnlyThatWorkersMachine) {
 }
 
 TEST(MockMachines, AFaultyMachineHandedToANewNodeMakesThatWorkerFaultyFromTheStart) {
-  World world(standalone_config(), 1, 7);
+  World world(full_fleet_config(8), 1, 7); // Two machines.
   RecordingListener listener;
   world.set_listener(&listener);
   ASSERT_TRUE(create_node(world, "a", node_body("v4-16"), kT).ok());
@@ -162,9 +180,10 @@ TEST(MockMachines, AFaultyMachineHandedToANewNodeMakesThatWorkerFaultyFromTheSta
   EXPECT_FALSE(metrics["faultyMachines"][0].contains("node")) << "a free machine keeps its fault";
 
   // b takes a's healthy machine, c the faulty one: the data plane hears of the fault as c's host comes up.
-  ASSERT_TRUE(create_node(world, "b", node_body("v4-8"), kReady + 1'000).ok());
-  ASSERT_TRUE(create_node(world, "c", node_body("v4-8"), kReady + 2'000).ok());
-  world.tick(kReady + 12'000);
+  // (Once the delete is done, 3 s on, the zone's chips are free again.)
+  ASSERT_TRUE(create_node(world, "b", node_body("v4-8"), kReady + 4'000).ok());
+  ASSERT_TRUE(create_node(world, "c", node_body("v4-8"), kReady + 5'000).ok());
+  world.tick(kReady + 15'000);
   ASSERT_EQ(listener.machines.size(), 3U);
   EXPECT_EQ(listener.machines[1].at(0).physical_host, a[0]);
   EXPECT_FALSE(listener.machines[1].at(0).faulty);
@@ -172,7 +191,7 @@ TEST(MockMachines, AFaultyMachineHandedToANewNodeMakesThatWorkerFaultyFromTheSta
   EXPECT_TRUE(listener.machines[2].at(0).faulty);
   EXPECT_FALSE(world.node_faulty("p", kStandaloneZone, "b"));
   EXPECT_TRUE(world.node_faulty("p", kStandaloneZone, "c"));
-  EXPECT_EQ(world.metrics(kReady + 12'000)["faultyNodes"], json::array({kNodes + "c"}));
+  EXPECT_EQ(world.metrics(kReady + 15'000)["faultyNodes"], json::array({kNodes + "c"}));
 }
 
 // Room for eight v6e-256 slices (512 worker hosts) beside the v4 pools; new machines faulty with `fraction`.
@@ -209,7 +228,7 @@ TEST(MockMachines, EachNewMachineIsFaultyWithTheFaultyFractionDrawnFromTheSeed) 
   EXPECT_NE(faulty_after_512_machines(0.5, 8), half);
 
   // Changed live: the machines minted from then on follow the new fraction; a reused one keeps what it was.
-  World world(fleet_config(0), 1, 7);
+  World world(full_fleet_config(8), 1, 7); // Two machines.
   ASSERT_TRUE(create_node(world, "a", node_body("v4-8"), kT).ok());
   world.tick(kReady);
   for (const double bad : {-0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
@@ -220,11 +239,11 @@ TEST(MockMachines, EachNewMachineIsFaultyWithTheFaultyFractionDrawnFromTheSeed) 
   EXPECT_EQ(set.body["faulty_fraction"], 1.0);
   EXPECT_EQ(world.metrics(kReady)["hardware"]["faulty_fraction"], 1.0);
   ASSERT_TRUE(world.delete_node("p", kStandaloneZone, "a", kReady).ok());
-  ASSERT_TRUE(create_node(world, "b", node_body("v4-8"), kReady).ok());
-  ASSERT_TRUE(create_node(world, "c", node_body("v4-8"), kReady).ok());
-  world.tick(kReady + 10'000);
-  EXPECT_FALSE(world.node_faulty("p", kStandaloneZone, "b")) << "a's machine, minted healthy";
-  EXPECT_TRUE(world.node_faulty("p", kStandaloneZone, "c")) << "minted at fraction 1";
+  ASSERT_TRUE(create_node(world, "b", node_body("v4-8"), kReady + 4'000).ok());
+  ASSERT_TRUE(create_node(world, "c", node_body("v4-8"), kReady + 4'000).ok());
+  world.tick(kReady + 14'000);
+  EXPECT_TRUE(world.node_faulty("p", kStandaloneZone, "b")) << "minted at fraction 1";
+  EXPECT_FALSE(world.node_faulty("p", kStandaloneZone, "c")) << "a's machine, minted healthy, once the zone is full";
 }
 
 // Two nodes, one faulty worker, a raised fraction, and a stop that leaves machines on the free list.
@@ -240,35 +259,35 @@ void machines_script(World& world) {
 TEST(MockMachines, MachinesTheirFaultsAndTheFreeListSurviveARestart) {
   jobman::test::TempDir dir;
   const auto db = dir / "state.db";
-  World uninterrupted(standalone_config(), 1, 11);
+  World uninterrupted(full_fleet_config(36), 1, 11); // Nine machines.
   machines_script(uninterrupted);
   {
-    World before(standalone_config(), 1, 11);
+    World before(full_fleet_config(36), 1, 11);
     before.attach_store(db, kT);
     machines_script(before);
   }
-  World restarted(standalone_config(), 1, 99);
+  World restarted(full_fleet_config(36), 1, 99);
   restarted.attach_store(db, kReady + 5'000);
   EXPECT_EQ(restarted.snapshot(), uninterrupted.snapshot());
   EXPECT_EQ(restarted.metrics(kReady + 5'000)["hardware"]["faulty_fraction"], 0.5);
   EXPECT_EQ(physical_hosts(restarted, "b", kReady + 5'000), physical_hosts(uninterrupted, "b", kReady + 5'000));
 
-  // Both worlds go on alike: c takes a's four machines in order (worker 1's faulty), d mints new ones.
+  // Both worlds go on alike: c mints the last four machines, d takes a's four in order (worker 1's faulty).
   for (World* world : {&uninterrupted, &restarted}) {
     ASSERT_TRUE(create_node(*world, "c", node_body("v4-32"), kReady + 6'000).ok());
     ASSERT_TRUE(create_node(*world, "d", node_body("v4-32"), kReady + 6'000).ok());
     world->tick(kReady + 16'000);
   }
   EXPECT_EQ(restarted.snapshot(), uninterrupted.snapshot());
-  const auto c = kNodes + "c";
+  const auto d = kNodes + "d";
   const auto faulty = faulty_machines(restarted, kReady + 16'000);
-  EXPECT_EQ(std::count_if(faulty.begin(), faulty.end(), [&](const json& m) { return m.value("node", "") == c; }), 1)
+  EXPECT_EQ(std::count_if(faulty.begin(), faulty.end(), [&](const json& m) { return m.value("node", "") == d; }), 1)
       << faulty.dump();
   EXPECT_NE(std::find_if(faulty.begin(), faulty.end(),
-                         [&](const json& m) { return m.value("node", "") == c && m["worker"] == 1; }),
+                         [&](const json& m) { return m.value("node", "") == d && m["worker"] == 1; }),
             faulty.end())
-      << "c's worker 1 is on the machine a's worker 1 had";
-  World third(standalone_config(), 1, 5);
+      << "d's worker 1 is on the machine a's worker 1 had";
+  World third(full_fleet_config(36), 1, 5);
   third.attach_store(db, kReady + 16'000);
   EXPECT_EQ(third.snapshot(), restarted.snapshot());
 }

@@ -216,8 +216,11 @@ private:
   // The node's worker hosts are gone: their machines go back to the free list and the listener is told. Repeats
   // only tell the listener again.
   void hosts_lost_locked(Node& node);
-  // A free machine of the zone and generation (the one released longest ago), else a newly minted one.
+  // A machine of the zone and generation for a worker host: a newly minted one while the fleet is smaller than
+  // fleet_size_locked, else the free one released longest ago.
   Machine& take_machine_locked(const std::string& zone, const std::string& generation);
+  // How many machines the zone's pools of the generation (both tiers) need at most: their chips over a host's.
+  [[nodiscard]] int fleet_size_locked(const std::string& zone, const std::string& generation) const;
   // Records a change to the world's scalars: the store is stale and the next tick must step (admission may succeed).
   void touch_locked();
   // Records a change to the resource called `name` (created, changed or removed), as touch_locked() does.
