@@ -88,6 +88,8 @@ int main(int argc, char** argv) {
   trials_command->add_option("--command-every", options.command_every,
                              "Mean seconds between cancel/resume/delete from other processes");
   trials_command->add_option("--create-every", options.create_every, "Mean seconds between new jobs");
+  trials_command->add_option("--faulty-fraction", options.faulty_fraction,
+                             "Each new machine of the mock is faulty (NaN loss) with this probability");
   trials_command->add_option("--json", json_file, "Write every trial's counts and findings to FILE");
   trials_command->add_flag("--keep", options.keep, "Keep every trial's directory (failed ones are always kept)");
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -162,7 +163,7 @@ std::string job_config(const JobSpec& spec) {
          std::to_string(spec.steps) +
          " --step-time-ms 10 --ckpt-dir ~/bucket/ckpt-$JOBMAN_JOB_ID --ckpt-every 20\n"
          "  workers: all\n"
-         "recovery:\n  max_preemptions: 1000\n  max_failures: 100\n";
+         "recovery:\n  max_preemptions: 1000\n  max_failures: 100\n  max_bad_hardware: 1000\n";
 }
 
 std::string job_dir_name(std::int64_t id) {
@@ -280,7 +281,8 @@ private:
     cloud_ = std::make_unique<ChaosCloud>(
         dir_.path(),
         test::test_world(2, "  us-central2-b:\n    v4:\n      spot: {chips: " + std::to_string(kSpotChips) +
-                                "}\n      on_demand: {chips: " + std::to_string(kOnDemandChips) + "}\n"),
+                                "}\n      on_demand: {chips: " + std::to_string(kOnDemandChips) + "}\n") +
+            "hardware: {faulty_fraction: " + std::to_string(options_.faulty_fraction) + "}\n",
         options_.seed);
     if (!cloud_->started()) {
       throw std::runtime_error("the mock cloud did not start");
@@ -431,6 +433,38 @@ private:
     }
   }
 
+  // What bad hardware cost a job: each slice found bad (or rejected as known bad), from its request until it was given
+  // up; the part of it between the launch and the finding (the steps until the first NaN line, and its detection);
+  // and the time the next slice took to come up.
+  void count_bad_hardware(const std::vector<domain::AttemptRecord>& attempts,
+                          const std::vector<domain::EventRecord>& events) {
+    for (std::size_t i = 0; i < attempts.size(); ++i) {
+      const auto& a = attempts[i];
+      if ((a.outcome != "bad-hardware" && a.outcome != "rejected") || !a.ended_ms) {
+        continue;
+      }
+      count(a.outcome == "rejected" ? "rejected_slices" : "bad_slices");
+      count("bad_hardware_lost_ms", *a.ended_ms - a.started_ms);
+      if (i + 1 < attempts.size() && attempts[i + 1].active_ms) {
+        count("bad_hardware_reprovision_ms", *attempts[i + 1].active_ms - attempts[i + 1].started_ms);
+      }
+      // The launch of this attempt, and the finding: events in between name it.
+      std::optional<std::int64_t> launched;
+      for (const auto& e : events) {
+        if (e.ts_ms < a.started_ms || e.ts_ms > *a.ended_ms) {
+          continue;
+        }
+        if (e.kind == "phase" && e.to == Phase::running && !launched) {
+          launched = e.ts_ms;
+        }
+        if (e.kind == "observation" && e.message.starts_with("bad hardware on ") && launched) {
+          count("bad_hardware_launch_to_finding_ms", e.ts_ms - *launched);
+          break;
+        }
+      }
+    }
+  }
+
   // Every job ended where its history says it must, with the uninterrupted checksum when it trained to the end.
   void check_outcomes() {
     auto& db = cloud_->store();
@@ -453,6 +487,7 @@ private:
         }
       }
       count("attempts", static_cast<std::int64_t>(attempts.size()));
+      count_bad_hardware(attempts, db.events(job->id));
       count(std::string("final_") + std::string(domain::to_string(record.phase)));
       // What the commands demand: resume undoes cancel and delete; cancel never undoes delete; a resume refused
       // because the job had succeeded changes nothing.
@@ -579,6 +614,9 @@ std::string rerun_command(const TrialOptions& o) {
     << o.kill_every << " --preempt-every " << o.preempt_every << " --faults-every " << o.faults_every
     << " --drops-every " << o.drops_every << " --capacity-every " << o.capacity_every << " --command-every "
     << o.command_every << " --create-every " << o.create_every;
+  if (o.faulty_fraction > 0) {
+    s << " --faulty-fraction " << o.faulty_fraction;
+  }
   return s.str();
 }
 
