@@ -112,7 +112,7 @@ void build_store(const jobman::test::TempDir& dir, const fs::path& home, int tas
   }
   for (const auto id : worker_ids) {
     const auto name = "v4-8-us-central2-b-" + std::to_string(id) + "-a1";
-    store.begin_attempt(id, jobman::domain::Placement{name, name, kZone, "v4-8", 1, std::nullopt});
+    store.begin_attempt(id, jobman::domain::Placement{name, name, kZone, "v4-8", 1, std::nullopt, {}});
     jobman::domain::PhaseChange running;
     running.to = Phase::running;
     running.reason = "set up on 1 host(s); taking tasks";

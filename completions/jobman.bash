@@ -5,7 +5,7 @@ _jobman() {
     case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac
   done
   if [[ -z "$cmd" ]]; then
-    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait worker task status --help -h --version --verbose -v" -- "$cur"))
+    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait worker task status availability analytics --help -h --version --verbose -v" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -166,6 +166,23 @@ _jobman() {
     esac
     if [[ "$cur" == -* ]]; then
       COMPREPLY=($(compgen -W "--help -h --accelerator -a --zone -z --live-only --lo --workers-only --wo --task-only --to --all-tasks --json" -- "$cur"))
+      return
+    fi
+    ;;
+  availability)
+    case "$prev" in
+      --accelerator|-a) return ;;
+      --zone|-z) return ;;
+      --since) return ;;
+    esac
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h --accelerator -a --zone -z --since --json" -- "$cur"))
+      return
+    fi
+    ;;
+  analytics)
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h" -- "$cur"))
       return
     fi
     ;;

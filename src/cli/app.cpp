@@ -103,6 +103,7 @@ void build_app(CLI::App& app, Context& ctx) {
   add_worker_command(app, ctx);
   add_task_command(app, ctx);
   add_status_command(app, ctx);
+  add_availability_command(app, ctx);
 }
 
 struct CommandLine::State {

@@ -94,6 +94,8 @@ nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt) {
       {"exit_code", attempt.exit_code ? nlohmann::ordered_json(*attempt.exit_code) : nlohmann::ordered_json(nullptr)},
       {"worker_id", attempt.worker_id ? nlohmann::ordered_json(*attempt.worker_id) : nlohmann::ordered_json(nullptr)},
       {"active_at", time_or_null(attempt.active_ms)},
+      {"accelerator", attempt.accelerator},
+      {"pricing", attempt.pricing},
       {"physical_hosts", attempt.physical_hosts},
   };
 }

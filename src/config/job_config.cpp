@@ -29,6 +29,52 @@ std::string to_string(EnvType value) {
   return "none";
 }
 
+std::optional<Pricing> parse_pricing(std::string_view text) {
+  for (const auto value : {Pricing::spot, Pricing::ondemand, Pricing::preemptible}) {
+    if (to_string(value) == text) {
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string to_string(CandidateOrder value) {
+  return value == CandidateOrder::as_written ? "as-written" : "learned";
+}
+
+std::string Candidate::label() const {
+  return accelerator.name + " " + to_string(pricing) + " in " + zone;
+}
+
+std::vector<Candidate> candidates(const JobConfig& config, Pricing pricing) {
+  const auto& tpu = config.tpu;
+  const auto& accelerators =
+      tpu.accelerators.empty() ? std::vector<AcceleratorType>{tpu.accelerator} : tpu.accelerators;
+  const auto& zones = tpu.zones.empty() ? std::vector<std::string>{tpu.zone} : tpu.zones;
+  std::vector<Candidate> all;
+  all.reserve(accelerators.size() * zones.size());
+  for (const auto& accelerator : accelerators) {
+    for (const auto& zone : zones) {
+      all.push_back(Candidate{zone, accelerator, pricing});
+    }
+  }
+  return all;
+}
+
+JobConfig candidate_config(const JobConfig& config, const Candidate& candidate) {
+  JobConfig out = config;
+  out.tpu.zone = candidate.zone;
+  out.tpu.pricing = candidate.pricing;
+  if (out.tpu.accelerator.name != candidate.accelerator.name) {
+    out.tpu.accelerator = candidate.accelerator;
+    if (!out.tpu.version_given && candidate.accelerator.generation != nullptr &&
+        !candidate.accelerator.generation->runtime_versions.empty()) {
+      out.tpu.version = candidate.accelerator.generation->runtime_versions.front();
+    }
+  }
+  return out;
+}
+
 std::string to_string(NotifyEvent event) {
   switch (event) {
   case NotifyEvent::begin: return "BEGIN";

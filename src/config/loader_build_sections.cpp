@@ -239,51 +239,124 @@ Pricing build_pricing(Problems& p, const Section& s) {
 
 } // namespace
 
+namespace {
+
+// A key that may hold one string or a list of them (tpu.zone, tpu.accelerator): its strings, each once.
+std::vector<std::string> string_or_list(Problems& p, const Section& s, const std::string& key,
+                                        Presence presence = Presence::optional) {
+  const Node* node = s.get(key, presence);
+  std::vector<std::string> out;
+  if (node == nullptr || node->is_null() || node->unresolved) {
+    return out;
+  }
+  if (!node->is_sequence()) {
+    if (auto text = as_string(p, *node, s.path(key))) {
+      out.push_back(*text);
+    }
+    return out;
+  }
+  if (node->items.empty()) {
+    p.error(node->origin, s.path(key), "an empty list: give at least one");
+  }
+  for (std::size_t i = 0; i < node->items.size(); ++i) {
+    const std::string path = s.path(key) + "[" + std::to_string(i) + "]";
+    if (auto text = as_string(p, node->items[i], path)) {
+      if (std::find(out.begin(), out.end(), *text) != out.end()) {
+        p.error(node->items[i].origin, path, "'" + *text + "' is listed twice");
+      } else {
+        out.push_back(*text);
+      }
+    }
+  }
+  return out;
+}
+
+// tpu.accelerator: one type, or a list of equivalents to take whichever has capacity.
+std::vector<AcceleratorType> build_accelerators(Problems& p, const Section& s) {
+  std::vector<AcceleratorType> out;
+  const Node* node = s.get("accelerator");
+  const bool listed = node != nullptr && node->is_sequence();
+  const auto names = string_or_list(p, s, "accelerator", Presence::required);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string path = listed ? s.path("accelerator") + "[" + std::to_string(i) + "]" : s.path("accelerator");
+    const Origin& at = listed ? node->items[i].origin : s.origin("accelerator");
+    std::string why;
+    bool off_catalog = false;
+    auto accelerator = detail::find_accelerator(names[i], &why, &off_catalog);
+    if (!accelerator) {
+      p.error(at, path, why);
+      continue;
+    }
+    // The Python jobman sends any size to the cloud, which knows the shapes it offers.
+    if (off_catalog) {
+      p.warn(at, path,
+             why + ": it is requested as written, with " + std::to_string(accelerator->hosts) +
+                 " hosts, and the cloud's list of the zone's accelerator types decides");
+    }
+    if (std::any_of(out.begin(), out.end(), [&](const auto& a) { return a.name == accelerator->name; })) {
+      p.error(at, path, "'" + accelerator->name + "' is listed twice");
+      continue;
+    }
+    out.push_back(*accelerator);
+  }
+  return out;
+}
+
+} // namespace
+
 std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const BuildContext& ctx, const JobSection& job,
                                          TpuSection& out) {
   out.allocation_mode =
       s.choice<AllocationMode>("allocation_mode", {{"queued-resources", AllocationMode::queued_resources},
                                                    {"tpu-vm", AllocationMode::tpu_vm}})
           .value_or(AllocationMode::queued_resources);
+  out.accelerators = build_accelerators(p, s);
   std::optional<AcceleratorType> accelerator;
-  if (auto name = s.str("accelerator", Presence::required)) {
-    std::string why;
-    bool off_catalog = false;
-    accelerator = detail::find_accelerator(*name, &why, &off_catalog);
-    if (accelerator) {
-      out.accelerator = *accelerator;
-      // The Python jobman sends any size to the cloud, which knows the shapes it offers.
-      if (off_catalog) {
-        p.warn(s.origin("accelerator"), s.path("accelerator"),
-               why + ": it is requested as written, with " + std::to_string(accelerator->hosts) +
-                   " hosts, and the cloud's list of the zone's accelerator types decides");
-      }
-    } else {
-      p.error(s.origin("accelerator"), s.path("accelerator"), why);
-    }
+  if (!out.accelerators.empty()) {
+    out.accelerator = out.accelerators.front();
+    accelerator = out.accelerator;
   }
   out.name = s.str("name").value_or(job.name);
-  if (auto zone = s.str("zone")) {
-    out.zone = *zone;
+  out.zones = string_or_list(p, s, "zone");
+  if (!out.zones.empty()) {
+    out.zone = out.zones.front();
   } else if (!ctx.default_zone.empty()) {
     out.zone = ctx.default_zone;
+    out.zones = {out.zone};
   } else if (const Node* node = s.get("zone"); !ctx.zone_optional && (node == nullptr || !node->unresolved)) {
     s.missing("zone", "set tpu.zone, or a default zone in settings.yaml (zone:) or JOBMAN_ZONE");
   }
-  if (!out.zone.empty()) {
-    if (auto problem = detail::zone_problem(out.zone)) {
+  for (const auto& zone : out.zones) {
+    if (auto problem = detail::zone_problem(zone)) {
       p.error(s.origin("zone"), s.path("zone"), problem->first, problem->second);
-    } else if (accelerator) {
+      continue;
+    }
+    // A single pair is checked against the catalog of zones (advisory); lists are the user's deliberate choice.
+    if (accelerator && out.zones.size() == 1 && out.accelerators.size() == 1) {
       const auto& zones = accelerator->generation->zones;
-      if (std::find(zones.begin(), zones.end(), out.zone) == zones.end()) {
+      if (std::find(zones.begin(), zones.end(), zone) == zones.end()) {
         p.warn(s.origin("zone"), s.path("zone"),
-               accelerator->generation->name + " is not offered in " + out.zone +
+               accelerator->generation->name + " is not offered in " + zone +
                    " as far as jobman knows (known: " + util::join(zones, ", ") + ")");
       }
     }
   }
+  out.order = s.choice<CandidateOrder>(
+                   "order", {{"learned", CandidateOrder::learned}, {"as-written", CandidateOrder::as_written}})
+                  .value_or(CandidateOrder::learned);
   if (auto version = s.str("version")) {
     out.version = *version;
+    out.version_given = true;
+    std::set<std::string> generations;
+    for (const auto& a : out.accelerators) {
+      generations.insert(a.generation->name);
+    }
+    if (generations.size() > 1) {
+      p.error(s.origin("version"), s.path("version"),
+              "one runtime version for accelerators of " + std::to_string(generations.size()) + " generations (" +
+                  util::join(std::vector<std::string>(generations.begin(), generations.end()), ", ") + ")",
+              "leave tpu.version out: each accelerator then runs its generation's usual runtime");
+    }
     if (accelerator) {
       const auto& mine = accelerator->generation->runtime_versions;
       if (std::find(mine.begin(), mine.end(), out.version) == mine.end()) {
@@ -341,6 +414,12 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   out.keep_on_success = s.boolean("keep_on_success").value_or(false);
   out.idle_release_seconds = s.duration("idle_release", 1);
   apply_tpu_flags(p, s, out);
+  // command.workers must fit the smallest of the equivalents.
+  for (const auto& a : out.accelerators) {
+    if (accelerator && a.hosts < accelerator->hosts) {
+      accelerator = a;
+    }
+  }
   return accelerator;
 }
 
@@ -391,6 +470,19 @@ void build_recovery(Problems& p, const Section& s, const Origin& file_origin, bo
     out.backoff_multiplier = as_double(p, *multiplier, backoff.path("multiplier"), 1.0).value_or(2.0);
   }
   out.max_bad_hardware = static_cast<int>(s.integer("max_bad_hardware", 0, INT_MAX).value_or(3));
+  if (const Node* fallback_node = s.get("fallback"); fallback_node != nullptr && !fallback_node->is_null()) {
+    const Section fallback(p, fallback_node, s.path("fallback"), s.origin("fallback"), "recovery.fallback");
+    if (fallback.present()) {
+      if (auto n = fallback.integer("after_preemptions", 0, INT_MAX)) {
+        out.fallback_after_preemptions = static_cast<int>(*n);
+      }
+      out.fallback_after_waiting_seconds = fallback.duration("after_waiting", 1);
+      if (!out.fallback_after_preemptions && !out.fallback_after_waiting_seconds) {
+        p.error(fallback_node->origin, s.path("fallback"),
+                "give after_preemptions, after_waiting or both (when to fall back to on-demand)");
+      }
+    }
+  }
   if (const Node* patterns = s.get("bad_hardware")) {
     out.bad_hardware.clear();
     if (patterns->is_sequence()) {

@@ -56,10 +56,19 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
   const TpuSection& t = c.tpu;
   json tpu = json::object();
   tpu["allocation_mode"] = to_string(t.allocation_mode);
-  tpu["accelerator"] = t.accelerator.name;
+  if (t.accelerators.size() > 1) {
+    json names = json::array();
+    for (const auto& a : t.accelerators) {
+      names.push_back(a.name);
+    }
+    tpu["accelerator"] = names;
+  } else {
+    tpu["accelerator"] = t.accelerator.name;
+  }
   tpu["name"] = s(t.name);
-  tpu["zone"] = s(t.zone);
-  tpu["version"] = s(t.version);
+  tpu["zone"] = t.zones.size() > 1 ? list(t.zones) : s(t.zone);
+  // A version nobody wrote is left out when the accelerators differ, so each keeps its generation's.
+  tpu["version"] = t.version_given || t.accelerators.size() <= 1 ? s(t.version) : json(nullptr);
   tpu["pricing"] = to_string(t.pricing);
   tpu["startup_script"] = t.startup_script ? s(*t.startup_script) : json(nullptr);
   tpu["tags"] = list(t.tags);
@@ -73,6 +82,7 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
   tpu["service_account"] = opt(t.service_account);
   tpu["reservation"] = opt(t.reservation);
   tpu["preflight"] = opt(t.preflight);
+  tpu["order"] = to_string(t.order);
   tpu["reserved"] = t.reserved;
   tpu["internal_ips"] = t.internal_ips;
   tpu["keep_on_success"] = t.keep_on_success;
@@ -125,6 +135,13 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
                        {"max", detail::exact_duration(r.backoff_max_seconds)},
                        {"multiplier", r.backoff_multiplier}}},
       {"max_bad_hardware", r.max_bad_hardware},
+      {"fallback", r.fallback_after_preemptions || r.fallback_after_waiting_seconds
+                       ? json{{"after_preemptions",
+                               r.fallback_after_preemptions ? json(*r.fallback_after_preemptions) : json(nullptr)},
+                              {"after_waiting", r.fallback_after_waiting_seconds
+                                                    ? json(detail::exact_duration(*r.fallback_after_waiting_seconds))
+                                                    : json(nullptr)}}
+                       : json(nullptr)},
       {"bad_hardware", list(r.bad_hardware)},
   };
   doc["vars"] = map(c.vars);

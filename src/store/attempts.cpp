@@ -15,7 +15,7 @@ using sqlite::Transaction;
 
 AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
                                       const std::string& zone, bool create_pending) {
-  return begin_attempt(job_id, Placement{queued_resource, node, zone, {}, 0, std::nullopt}, create_pending);
+  return begin_attempt(job_id, Placement{queued_resource, node, zone, {}, 0, std::nullopt, {}}, create_pending);
 }
 
 AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const Placement& where, bool create_pending) {
@@ -31,7 +31,7 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
   int number = 0;
   Placement place = where;
   {
-    auto query = statements.get("SELECT attempt, accelerator, hosts FROM jobs WHERE id = ?1");
+    auto query = statements.get("SELECT attempt, accelerator, hosts, pricing FROM jobs WHERE id = ?1");
     query->bind(1, job_id);
     if (!query->step()) {
       throw_no_such_job(job_id);
@@ -43,8 +43,11 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
     if (place.hosts <= 0) {
       place.hosts = query->column_int(2);
     }
+    if (place.pricing.empty()) {
+      place.pricing = query->column_text(3);
+    }
   }
-  const auto& [queued_resource, node, zone, accelerator, hosts, worker_id] = place;
+  const auto& [queued_resource, node, zone, accelerator, hosts, worker_id, pricing] = place;
   {
     // Worker 0's address and exit code belonged to the previous attempt.
     auto update =
@@ -57,7 +60,7 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
   {
     auto insert = statements.get(
         "INSERT INTO attempts (job_id, number, queued_resource, node, zone, accelerator, hosts, started_ms, "
-        "create_pending, worker_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+        "create_pending, worker_id, pricing) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
     insert->bind(1, job_id);
     insert->bind(2, number);
     insert->bind(3, queued_resource);
@@ -68,9 +71,11 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
     insert->bind(8, now);
     insert->bind(9, create_pending ? 1 : 0);
     insert->bind(10, worker_id);
+    insert->bind(11, pricing);
     insert->run();
   }
-  nlohmann::json data = {{"attempt", number}, {"node", node}, {"zone", zone}};
+  nlohmann::json data = {
+      {"attempt", number}, {"node", node}, {"zone", zone}, {"accelerator", accelerator}, {"pricing", pricing}};
   if (!queued_resource.empty()) {
     data["queued_resource"] = queued_resource;
   }
@@ -97,6 +102,7 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
   attempt.started_ms = now;
   attempt.create_pending = create_pending;
   attempt.worker_id = worker_id;
+  attempt.pricing = pricing;
   return attempt;
 }
 
@@ -143,7 +149,8 @@ void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& o
 std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
   auto query = impl_->statements.get(
       "SELECT job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code, released_ms, "
-      "create_pending, accelerator, hosts, worker_id, active_ms, physical_hosts FROM attempts WHERE job_id = ?1 "
+      "create_pending, accelerator, hosts, worker_id, active_ms, physical_hosts, pricing FROM attempts WHERE job_id = "
+      "?1 "
       "ORDER BY number");
   query->bind(1, job_id);
   std::vector<AttemptRecord> attempts;
@@ -167,6 +174,7 @@ std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
     if (const auto hosts = query->column_text_view(15); !hosts.empty()) {
       attempt.physical_hosts = util::split(hosts, ',');
     }
+    attempt.pricing = query->column_text(16);
     attempts.push_back(std::move(attempt));
   }
   return attempts;

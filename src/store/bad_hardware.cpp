@@ -102,6 +102,30 @@ std::vector<BadHardwareRecord> JobStore::bad_hardware_on(const std::vector<std::
   return found;
 }
 
+std::vector<PlaceRecord> JobStore::attempts_since(std::int64_t since_ms, const std::string& zone,
+                                                  const std::string& accelerator) const {
+  auto query = impl_->statements.get(
+      "SELECT zone, accelerator, pricing, outcome, started_ms, active_ms, ended_ms FROM attempts "
+      "WHERE started_ms >= ?1 AND worker_id IS NULL AND (?2 = '' OR zone = ?2) AND (?3 = '' OR accelerator = ?3) "
+      "ORDER BY started_ms");
+  query->bind(1, since_ms);
+  query->bind(2, zone);
+  query->bind(3, accelerator);
+  std::vector<PlaceRecord> out;
+  while (query->step()) {
+    PlaceRecord r;
+    r.zone = query->column_text(0);
+    r.accelerator = query->column_text(1);
+    r.pricing = query->column_text(2);
+    r.outcome = query->column_text(3);
+    r.started_ms = query->column_int64(4);
+    r.active_ms = query->column_optional_int64(5);
+    r.ended_ms = query->column_optional_int64(6);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 std::vector<BadHardwareRecord> JobStore::bad_hardware_of(std::int64_t job_id) const {
   auto query = impl_->statements.get("SELECT " + std::string(finding_columns) +
                                      " FROM bad_hardware WHERE job_id = ?1 ORDER BY id");

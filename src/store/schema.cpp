@@ -225,7 +225,16 @@ CREATE INDEX bad_hardware_by_host ON bad_hardware(physical_host, ts_ms) WHERE ph
 CREATE INDEX bad_hardware_by_job ON bad_hardware(job_id);
 )sql";
 
-constexpr std::array<Migration, 11> all{{
+// Version 12: where capacity comes from. attempts.pricing is the tier an attempt's slice was asked in (a job may fall
+// back from spot to on-demand); older attempts take their job's. attempts_by_place serves `jobman availability` and the
+// supervisor's ranking of candidates: each zone, accelerator and tier's attempts by time.
+constexpr std::string_view v12 = R"sql(
+ALTER TABLE attempts ADD COLUMN pricing TEXT NOT NULL DEFAULT '';
+UPDATE attempts SET pricing = (SELECT pricing FROM jobs WHERE jobs.id = attempts.job_id);
+CREATE INDEX attempts_by_place ON attempts(zone, accelerator, pricing, started_ms);
+)sql";
+
+constexpr std::array<Migration, 12> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -237,6 +246,7 @@ constexpr std::array<Migration, 11> all{{
     {9, "queue notifications", v9},
     {10, "index the task listing and the queue's head for status", v10},
     {11, "remember bad hardware", v11},
+    {12, "record each attempt's tier and index attempts by place", v12},
 }};
 
 } // namespace

@@ -25,8 +25,8 @@ struct TrialOptions {
   double command_every = 6;
   double create_every = 6;
   double faulty_fraction = 0; // The mock's hardware.faulty_fraction: each new machine is faulty with it.
-  int settle_seconds = 300; // How long the jobs may take to finish once the chaos stops.
-  bool keep = false;        // Keep the trial's directory even when it passes.
+  int settle_seconds = 300;   // How long the jobs may take to finish once the chaos stops.
+  bool keep = false;          // Keep the trial's directory even when it passes.
 };
 
 // What one trial did and found.

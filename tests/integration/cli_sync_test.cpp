@@ -93,7 +93,7 @@ protected:
     job.hosts = 1;
     job.config_yaml = "job:\n  name: held\n";
     const auto id = db().create_jobs({job}).front();
-    db().begin_attempt(id, domain::Placement{queued_resource, node, zone, {}, 0, std::nullopt});
+    db().begin_attempt(id, domain::Placement{queued_resource, node, zone, {}, 0, std::nullopt, {}});
     return id;
   }
 

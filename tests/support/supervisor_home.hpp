@@ -157,6 +157,8 @@ protected:
   std::filesystem::path home = dir / "home";
   std::unique_ptr<MockCloudProcess> mock =
       start_test_mock(dir, test_world(2, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n"
+                                         "      on_demand: {chips: 32}\n"
+                                         "  us-east1-d:\n    v4:\n      spot: {chips: 64}\n"
                                          "      on_demand: {chips: 32}\n"));
   std::unique_ptr<httplib::Client> client;
   std::map<std::string, std::string> env;

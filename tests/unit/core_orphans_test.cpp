@@ -147,7 +147,7 @@ TEST(CoreOrphans, ZonesInUseAreEveryJobsAndAttemptsZoneAndTheSettingsZone) {
   job.tpu_name = "j";
   job.hosts = 1;
   const auto ids = store.create_jobs({job, job});
-  store.begin_attempt(ids[0], domain::Placement{"q", "q", "europe-west4-a", {}, 0, std::nullopt});
+  store.begin_attempt(ids[0], domain::Placement{"q", "q", "europe-west4-a", {}, 0, std::nullopt, {}});
   EXPECT_EQ(zones_in_use(store, "us-central2-b"), (std::vector<std::string>{"europe-west4-a", "us-central2-b"}));
   EXPECT_EQ(zones_in_use(store, "asia-east1-c"),
             (std::vector<std::string>{"asia-east1-c", "europe-west4-a", "us-central2-b"}));

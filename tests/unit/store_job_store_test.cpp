@@ -273,8 +273,8 @@ TEST(JobStore, AnAttemptRecordsWhereItRuns) {
   EXPECT_EQ(first.hosts, asked.hosts);
 
   // With them, the attempt row says where it runs, whatever the job row says.
-  const auto second =
-      store.begin_attempt(id, Placement{"a-000001-a2", "a-000001-a2", "us-east5-a", "v5litepod-16", 4, std::nullopt});
+  const auto second = store.begin_attempt(
+      id, Placement{"a-000001-a2", "a-000001-a2", "us-east5-a", "v5litepod-16", 4, std::nullopt, {}});
   EXPECT_EQ(second.zone, "us-east5-a");
   EXPECT_EQ(second.accelerator, "v5litepod-16");
   EXPECT_EQ(second.hosts, 4);
@@ -568,9 +568,9 @@ TEST(JobStore, ZoneCatalogsAreKeptPerCloudProjectAndZone) {
 TEST(JobStoreSupervisor, ANodeWithoutAQueuedResourceIsReleasedByItsName) {
   auto store = JobStore::open_in_memory();
   const auto id = store.create_jobs({make_job("j")}).front();
-  store.begin_attempt(id, domain::Placement{"", "node-a1", "us-central2-b", {}, 0, std::nullopt}, true);
+  store.begin_attempt(id, domain::Placement{"", "node-a1", "us-central2-b", {}, 0, std::nullopt, {}}, true);
   store.end_attempt(id, 1, "preempted", std::nullopt);
-  store.begin_attempt(id, domain::Placement{"", "node-a2", "us-central2-b", {}, 0, std::nullopt}, true);
+  store.begin_attempt(id, domain::Placement{"", "node-a2", "us-central2-b", {}, 0, std::nullopt, {}}, true);
   store.mark_released(id, "node-a1", "deleted");
   const auto attempts = store.attempts(id);
   ASSERT_EQ(attempts.size(), 2U);
@@ -617,9 +617,9 @@ TEST(JobStoreSupervisor, HeldSlicesAreTheNamesOfEveryAttemptNotYetReleased) {
   store.begin_attempt(ids[0], "a-a1", "a-a1", "us-central2-b");
   store.end_attempt(ids[0], 1, "preempted", std::nullopt);
   store.mark_released(ids[0], "a-a1", "deleted");
-  store.begin_attempt(ids[0], Placement{"a-a2", "a-a2", "us-central2-b", {}, 0, std::nullopt}, true);
+  store.begin_attempt(ids[0], Placement{"a-a2", "a-a2", "us-central2-b", {}, 0, std::nullopt, {}}, true);
   // Job b: a node without a queued resource (tpu-vm mode), finished and kept.
-  store.begin_attempt(ids[1], Placement{"", "b-a1", "europe-west4-a", {}, 0, std::nullopt});
+  store.begin_attempt(ids[1], Placement{"", "b-a1", "europe-west4-a", {}, 0, std::nullopt, {}});
   store.end_attempt(ids[1], 1, "succeeded", 0);
   // Job c: two attempts on one slice, then released.
   store.begin_attempt(ids[2], "c-a1", "c-a1", "us-central2-b");

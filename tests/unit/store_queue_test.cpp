@@ -47,7 +47,7 @@ WorkerOffer offer(std::int64_t id, const std::string& accelerator = "v4-8", cons
   o.zone = zone;
   o.pricing = pricing;
   o.placement =
-      domain::Placement{"w-" + std::to_string(id), "w-" + std::to_string(id), zone, accelerator, 1, std::nullopt};
+      domain::Placement{"w-" + std::to_string(id), "w-" + std::to_string(id), zone, accelerator, 1, std::nullopt, {}};
   return o;
 }
 

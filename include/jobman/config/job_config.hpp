@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace jobman::config {
@@ -18,10 +19,16 @@ enum class AllocationMode { queued_resources, tpu_vm };
 // The environment the command runs in on each worker.
 enum class EnvType { none, venv, conda, docker };
 
+// The order candidates are tried in: by what the store learned of them (time to ACTIVE, preemptions), or as written.
+enum class CandidateOrder { learned, as_written };
+
 // Lower-case names as written in configs: "spot", "queued-resources", "docker"...
 std::string to_string(Pricing value);
 std::string to_string(AllocationMode value);
 std::string to_string(EnvType value);
+// "spot", "ondemand", "preemptible" back to the value; nullopt for anything else.
+std::optional<Pricing> parse_pricing(std::string_view text);
+std::string to_string(CandidateOrder value);
 
 // Which worker hosts run the command: all of them, or the listed indices.
 struct WorkerSelection {
@@ -42,10 +49,16 @@ struct JobSection {
 // `tpu:` — the slice.
 struct TpuSection {
   AllocationMode allocation_mode = AllocationMode::queued_resources;
-  AcceleratorType accelerator;
-  std::string name; // Name prefix for the queued resource and node.
-  std::string zone;
-  std::string version; // Runtime version, e.g. "tpu-ubuntu2204-base".
+  AcceleratorType accelerator; // The first of `accelerators`.
+  std::string name;            // Name prefix for the queued resource and node.
+  std::string zone;            // The first of `zones`.
+  std::string version;         // Runtime version, e.g. "tpu-ubuntu2204-base".
+  // Where a slice may come from: tpu.zone and tpu.accelerator may each be a list (equivalent accelerators, zones to
+  // fail over to); one entry each otherwise.
+  std::vector<std::string> zones;
+  std::vector<AcceleratorType> accelerators;
+  bool version_given = false; // tpu.version was written; else each accelerator runs its generation's usual runtime.
+  CandidateOrder order = CandidateOrder::learned;
   Pricing pricing = Pricing::spot;
   std::optional<std::string> startup_script; // Script text or path, sent as metadata startup-script.
   std::vector<std::string> tags;             // Network tags on the node.
@@ -137,10 +150,32 @@ struct RecoverySection {
   long long backoff_max_seconds = 600;     // Upper bound of the wait.
   double backoff_multiplier = 2.0;
   int max_bad_hardware = 3; // Slices found bad (NaN loss, a failed preflight) tolerated before FAILED.
+  // recovery.fallback: spot (or preemptible) capacity given up for on-demand after this many preemptions, or after
+  // waiting this long for a slice; neither set: no fallback.
+  std::optional<int> fallback_after_preemptions;
+  std::optional<long long> fallback_after_waiting_seconds;
   // The extended regular expressions (case-insensitive) whose match in a worker's output means bad hardware, as
   // written: the entry "default" stands for default_bad_hardware_patterns(); an empty list turns the check off.
   std::vector<std::string> bad_hardware{"default"};
 };
+
+struct JobConfig;
+
+// One place a slice may come from.
+struct Candidate {
+  std::string zone;
+  AcceleratorType accelerator;
+  Pricing pricing = Pricing::spot;
+  // "v4-32 spot in us-central2-b".
+  [[nodiscard]] std::string label() const;
+};
+
+// The config's candidates at `pricing`, as written: each accelerator in every zone, accelerator by accelerator. (A
+// pair the zone does not offer is the cloud's to refuse: jobman's catalog of zones is advisory.)
+std::vector<Candidate> candidates(const JobConfig& config, Pricing pricing);
+
+// The config as it asks for `candidate`: its zone, accelerator, pricing and runtime version in place of the first.
+JobConfig candidate_config(const JobConfig& config, const Candidate& candidate);
 
 // The patterns `recovery.bad_hardware: [default]` stands for: a non-finite loss on a step line, and the messages
 // JAX, TensorFlow and PyTorch print for non-finite values.

@@ -101,6 +101,7 @@ struct Placement {
   int hosts = 0;           // 0: the job's.
   // A task's attempt: the worker whose slice it borrows. The worker holds and releases the slice, never the task.
   std::optional<std::int64_t> worker_id;
+  std::string pricing; // Empty: the job's.
 };
 
 // One attempt: one slice requested, set up and run. Its row is where the attempt runs (the job row keeps what was
@@ -115,11 +116,14 @@ struct AttemptRecord {
   int hosts = 0;           // Worker hosts of the slice.
   std::int64_t started_ms = 0;
   std::optional<std::int64_t> ended_ms;
-  std::string outcome; // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled".
+  // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled", "bad-hardware", "rejected"; and for
+  // a request given up: "timed-out" (it waited out its candidate's time), "quota" (refused for quota).
+  std::string outcome;
   std::optional<int> exit_code;
   std::optional<std::int64_t> released_ms; // When its queued resource and node (or its node) were confirmed gone.
   bool create_pending = false; // Its queued resource (or node) is being asked for; the API has not accepted it yet.
   std::optional<std::int64_t> worker_id; // A task's attempt: the worker whose slice it borrowed.
+  std::string pricing;                   // The tier it was asked in: "spot", "ondemand", "preemptible".
   std::optional<std::int64_t> active_ms; // When its slice was found ACTIVE with its node READY.
   // The physical machine of each worker host, by worker index, as the cloud told it when the slice came up; empty
   // when it did not say.
@@ -130,7 +134,9 @@ struct AttemptRecord {
   // Whether the slice is a node created directly (tpu-vm mode), without a queued resource.
   [[nodiscard]] bool node_only() const { return queued_resource.empty() && !node.empty(); }
   // Where it runs, for the next attempt on the same slice.
-  [[nodiscard]] Placement placement() const { return {queued_resource, node, zone, accelerator, hosts, worker_id}; }
+  [[nodiscard]] Placement placement() const {
+    return {queued_resource, node, zone, accelerator, hosts, worker_id, pricing};
+  }
   // Whether the attempt holds its slice (and must release it): every attempt but a task's, which borrows a worker's.
   [[nodiscard]] bool holds_slice() const { return !worker_id && !slice_name().empty(); }
 };

@@ -64,6 +64,17 @@ struct HeldSlice {
   std::string zone;            // Where the attempt runs.
 };
 
+// One attempt as `jobman availability` reads it: where its slice was asked for, when, and how it went.
+struct PlaceRecord {
+  std::string zone;
+  std::string accelerator;
+  std::string pricing;
+  std::string outcome; // As AttemptRecord::outcome.
+  std::int64_t started_ms = 0;
+  std::optional<std::int64_t> active_ms;
+  std::optional<std::int64_t> ended_ms;
+};
+
 // A notification to send: one event of one attempt of a job, through one channel, to one recipient.
 struct Notification {
   std::int64_t id = 0;
@@ -154,6 +165,10 @@ public:
   // The findings on any of `hosts` (physical machines) since `since_ms`, newest first.
   [[nodiscard]] std::vector<domain::BadHardwareRecord> bad_hardware_on(const std::vector<std::string>& hosts,
                                                                        std::int64_t since_ms) const;
+  // The attempts that asked for a slice of their own (not tasks', which borrow one) started since `since_ms`, every
+  // job's, in `zone` and of `accelerator` when given (empty: all).
+  [[nodiscard]] std::vector<PlaceRecord> attempts_since(std::int64_t since_ms, const std::string& zone = {},
+                                                        const std::string& accelerator = {}) const;
   // A job's findings, oldest first.
   [[nodiscard]] std::vector<domain::BadHardwareRecord> bad_hardware_of(std::int64_t job_id) const;
   // Sets or clears JobRecord::cleanup_pending.

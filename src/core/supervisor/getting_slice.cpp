@@ -44,20 +44,38 @@ void JobDriver::acquire_slice(Driven& d) {
 // cancelled meanwhile), never a slice the store does not know of. A queued resource names its node after itself; in
 // tpu-vm mode the node is all there is.
 void JobDriver::create_slice(Driven& d) {
+  std::string why;
+  const auto candidate = choose_candidate(d, why);
   const std::string name = resource_id(d.job.tpu_name, d.job.id, d.job.attempt + 1);
   const bool direct = d.config->tpu.allocation_mode == config::AllocationMode::tpu_vm;
-  store().begin_attempt(
-      d.job.id,
-      domain::Placement{direct ? std::string() : name, name, d.job.zone, d.job.accelerator, d.job.hosts, std::nullopt},
-      true);
+  store().begin_attempt(d.job.id,
+                        domain::Placement{direct ? std::string() : name, name, candidate.zone,
+                                          candidate.accelerator.name, candidate.accelerator.hosts, std::nullopt,
+                                          config::to_string(candidate.pricing)},
+                        true);
   reload(d);
+  if (!why.empty()) {
+    event(d, "action", "requesting " + candidate.label() + ": " + why,
+          {{"zone", candidate.zone},
+           {"accelerator", candidate.accelerator.name},
+           {"pricing", config::to_string(candidate.pricing)}});
+  }
   request_slice(d, *d.current());
 }
 
 void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
   const SliceRef slice = SliceRef::of(attempt);
   const int number = attempt.number;
-  const auto body = create_request_body(*d.config, access_->project, d.job.id, d.job.user, number);
+  // The body asks for the attempt's candidate: its zone, accelerator and tier.
+  config::Candidate candidate{attempt.zone, d.config->tpu.accelerator, d.config->tpu.pricing};
+  if (auto accelerator = config::find_accelerator(attempt.accelerator)) {
+    candidate.accelerator = *accelerator;
+  }
+  if (auto pricing = config::parse_pricing(attempt.pricing)) {
+    candidate.pricing = *pricing;
+  }
+  const auto body = create_request_body(config::candidate_config(*d.config, candidate), access_->project, d.job.id,
+                                        d.job.user, number);
   const auto id = d.job.id;
   d.create_again = false;
   host_.dispatch(d, [this, access = access_, counters = counters_, slice, number, body, id]() -> std::function<void()> {
@@ -73,12 +91,26 @@ void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
         access->client->create_queued_resource(access->location(slice.zone), slice.name, body);
       }
     } catch (const cloud::ApiError& e) {
-      // A request the API will never accept (bad argument, no permission) ends the job; the rest is retried.
+      // A request the API will never accept (bad argument, no permission) ends the job; one refused for quota (429
+      // RESOURCE_EXHAUSTED, once the client's retries are spent) gives way to the next candidate, or waits for the
+      // backoff with one; the rest is retried.
       const int status = e.http_status();
       const bool permanent = status == 400 || status == 403 || status == 404;
-      return [this, id, permanent, slice, number, message = std::string(e.what())] {
+      const bool quota = status == 429;
+      return [this, id, permanent, quota, slice, number, message = std::string(e.what())] {
         Driven* live = host_.find(id);
         if (live == nullptr) {
+          return;
+        }
+        if (quota) {
+          store().end_attempt(id, number, "quota", std::nullopt);
+          store().mark_released(id, slice.name, "the TPU API refused it for quota");
+          reload(*live);
+          const double wait = backoff(*live);
+          move(*live, std::nullopt,
+               change(Phase::pending, "refused for quota in " + slice.zone + ": " + message + "; " +
+                                          (several_candidates(*live) ? "trying the next candidate" : "asking again") +
+                                          " in " + util::format_duration(static_cast<long long>(wait))));
           return;
         }
         if (permanent) {
@@ -172,6 +204,14 @@ void JobDriver::await_slice(Driven& d) {
   }
   const SliceRef slice = SliceRef::of(*open);
   const auto verdict = verdict_of(d.seen);
+  if (verdict != SliceVerdict::active && outwaited(d, *open)) {
+    return;
+  }
+  if (verdict == SliceVerdict::lost && !open->active_ms && several_candidates(d)) {
+    // It failed before it ever came up (its queueingPolicy ran out, say): the next candidate, not a preemption.
+    give_up_candidate(d, "timed-out", slice.label() + " is " + d.seen_state + slice_error(d));
+    return;
+  }
   if (auto phase = waiting_phase(verdict)) {
     if (*phase != d.job.phase) {
       move(d, d.job.phase, change(*phase, slice.name + " is " + d.seen_state));

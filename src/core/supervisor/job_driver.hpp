@@ -159,6 +159,18 @@ private:
   // The slice or the workload was lost: ends the attempt and spends a preemption (RECOVERING or FAILED).
   void preempted(Driven& d, const std::string& what, int exit_code);
 
+  // ---- candidates.cpp ----
+  // Whether the config offers more than one place for a slice.
+  static bool several_candidates(const Driven& d);
+  // Why the job now asks for on-demand capacity (recovery.fallback), if it does.
+  [[nodiscard]] std::optional<std::string> falls_back(const Driven& d) const;
+  // Where the next slice comes from, and why (for the event).
+  config::Candidate choose_candidate(Driven& d, std::string& why);
+  // Ends the open attempt as `outcome` ("timed-out", "quota"), releases its slice and asks the next candidate.
+  void give_up_candidate(Driven& d, const std::string& outcome, const std::string& why);
+  // A request that has waited out tpu.queue_timeout while other candidates exist gives way to the next; says whether.
+  bool outwaited(Driven& d, const domain::AttemptRecord& open);
+
   // ---- bad_hardware.cpp ----
   // The patterns of the config's recovery.bad_hardware, compiled; nullptr when it has none.
   static std::shared_ptr<const util::LinePatterns> hardware_patterns(const config::JobConfig& config);

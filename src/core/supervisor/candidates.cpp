@@ -1,0 +1,113 @@
+// The job driver choosing where a slice comes from: among the config's candidates (zones × equivalent accelerators),
+// in the order the store's history ranks them unless the config pins it, the next one after a candidate given up
+// (it outwaited tpu.queue_timeout, or was refused for quota), and on-demand once recovery.fallback says spot has cost
+// enough.
+#include "job_driver.hpp"
+#include "jobman/core/availability.hpp"
+#include "jobman/util/strings.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace jobman::core::supervision {
+
+using domain::Phase;
+
+namespace {
+
+// How far back the history that ranks candidates reaches.
+constexpr std::int64_t kHistoryMs = 30LL * 24 * 3600 * 1000;
+
+bool same_place(const domain::AttemptRecord& a, const config::Candidate& c) {
+  return a.zone == c.zone && a.accelerator == c.accelerator.name && a.pricing == config::to_string(c.pricing);
+}
+
+} // namespace
+
+bool JobDriver::several_candidates(const Driven& d) {
+  return config::candidates(*d.config, d.config->tpu.pricing).size() > 1;
+}
+
+std::optional<std::string> JobDriver::falls_back(const Driven& d) const {
+  const auto& r = d.config->recovery;
+  if (d.config->tpu.pricing == config::Pricing::ondemand) {
+    return std::nullopt;
+  }
+  if (r.fallback_after_preemptions && d.job.preemptions >= *r.fallback_after_preemptions) {
+    return std::to_string(d.job.preemptions) + " preemption(s), recovery.fallback.after_preemptions is " +
+           std::to_string(*r.fallback_after_preemptions);
+  }
+  if (r.fallback_after_waiting_seconds) {
+    // Waiting since the last slice went away (or since the job was created, if none ever came up).
+    std::int64_t since = d.job.created_ms;
+    for (const auto& a : d.attempts) {
+      if (a.active_ms) {
+        since = a.ended_ms.value_or(host_.now_ms());
+      }
+    }
+    const auto waited = host_.now_ms() - since;
+    if (waited >= host_.scaled(static_cast<double>(*r.fallback_after_waiting_seconds)).count()) {
+      return "no slice for " +
+             util::format_duration(static_cast<long long>(static_cast<double>(waited) / 1000 * access_->time_scale)) +
+             ", recovery.fallback.after_waiting is " + util::format_duration(*r.fallback_after_waiting_seconds);
+    }
+  }
+  return std::nullopt;
+}
+
+config::Candidate JobDriver::choose_candidate(Driven& d, std::string& why) {
+  const auto& config = *d.config;
+  auto pricing = config.tpu.pricing;
+  std::vector<std::string> reasons;
+  if (auto fallback = falls_back(d)) {
+    pricing = config::Pricing::ondemand;
+    reasons.push_back("on-demand from now on: " + *fallback);
+  }
+  auto list = config::candidates(config, pricing);
+  if (list.size() > 1 && config.tpu.order == config::CandidateOrder::learned) {
+    std::vector<store::PlaceRecord> history;
+    for (const auto& c : list) {
+      auto some = store().attempts_since(host_.now_ms() - kHistoryMs, c.zone, c.accelerator.name);
+      history.insert(history.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
+    }
+    std::string ranking;
+    list = rank_candidates(list, availability(history, host_.now_ms()), &ranking);
+    reasons.push_back("ranked by the last 30 days: " + ranking);
+  }
+  std::size_t pick = 0;
+  if (const auto* last = d.attempts.empty() ? nullptr : &d.attempts.back();
+      last != nullptr && (last->outcome == "timed-out" || last->outcome == "quota")) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (same_place(*last, list[i])) {
+        pick = (i + 1) % list.size();
+        reasons.insert(reasons.begin(), last->zone + " " + (last->outcome == "quota" ? "refused " : "waited out ") +
+                                            last->accelerator + " " + last->pricing);
+        break;
+      }
+    }
+  }
+  why = util::join(reasons, "; ");
+  return list[pick];
+}
+
+void JobDriver::give_up_candidate(Driven& d, const std::string& outcome, const std::string& why) {
+  end_open_attempt(d, outcome, std::nullopt);
+  event(d, "action", why + "; trying the next candidate", {{"outcome", outcome}});
+  release(d, [this, &d] { create_slice(d); });
+}
+
+bool JobDriver::outwaited(Driven& d, const domain::AttemptRecord& open) {
+  const auto& timeout = d.config->tpu.queue_timeout_seconds;
+  if (!timeout || !several_candidates(d) || open.active_ms) {
+    return false;
+  }
+  const auto waited = host_.now_ms() - open.started_ms;
+  if (waited < host_.scaled(static_cast<double>(*timeout)).count()) {
+    return false;
+  }
+  give_up_candidate(d, "timed-out",
+                    open.accelerator + " " + open.pricing + " in " + open.zone + " waited " +
+                        util::format_duration(*timeout) + " (tpu.queue_timeout)");
+  return true;
+}
+
+} // namespace jobman::core::supervision

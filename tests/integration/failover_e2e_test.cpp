@@ -1,0 +1,117 @@
+// Failover end to end on the mock: a job with several candidate zones leaves one without capacity after its queueing
+// timeout, or one that refuses it for quota, and runs in the next; what the store learnt orders the next job's
+// candidates; spot falls back to on-demand after the preemptions recovery.fallback allows.
+#include "support/supervisor_home.hpp"
+
+#include <gtest/gtest.h>
+
+namespace jobman::test {
+namespace {
+
+using domain::Phase;
+using nlohmann::json;
+
+class FailoverTest : public SupervisorHome {
+protected:
+  // A job on v4-8 in `zones` (a YAML list) running `steps` steps, with `extra` YAML under tpu and `recovery`.
+  std::string failover_config(const std::string& zones, int steps, const std::string& extra = "",
+                              const std::string& recovery = "") {
+    static int counter = 0;
+    return dir
+        .write("failover-" + std::to_string(++counter) + ".yaml",
+               "job:\n  name: failover\ntpu:\n  accelerator: v4-8\n  zone: " + zones + "\n  pricing: spot\n" + extra +
+                   "gcsfuse:\n  bucket_name: e2e-bucket\n  mount_path: ~/bucket\n"
+                   "command:\n  cmd: " +
+                   training(steps, 2) + "\nrecovery:\n  max_failures: 0\n" + recovery)
+        .string();
+  }
+
+  // Sets the mock's v4 spot pool of `zone` to `chips` (and its quota, when given).
+  bool set_spot(const std::string& zone, int chips, std::optional<int> quota = std::nullopt) {
+    json body = {{"zone", zone}, {"generation", "v4"}, {"tier", "spot"}, {"chips", chips}};
+    if (quota) {
+      body["quota"] = *quota;
+    }
+    return http_call(*client, "PUT", "/mock/v1/capacity", body, mock->admin_headers()).status == 200;
+  }
+
+  bool any_event(std::int64_t id, const std::string& text) {
+    for (const auto& e : db().events(id)) {
+      if (e.message.find(text) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+TEST_F(FailoverTest, AZoneWithoutCapacityIsLeftAfterItsQueueTimeoutForTheNext) {
+  ASSERT_TRUE(set_spot("us-central2-b", 0));
+  start_daemon();
+  const auto id =
+      create(failover_config("[us-central2-b, us-east1-d]", 40, "  queue_timeout: 60s\n  order: as-written\n"));
+  const auto done = wait_for(id, 0, 120);
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].zone, "us-central2-b");
+  EXPECT_EQ(attempts[0].outcome, "timed-out");
+  EXPECT_FALSE(attempts[0].active_ms);
+  EXPECT_EQ(attempts[1].zone, "us-east1-d");
+  EXPECT_EQ(attempts[1].outcome, "succeeded");
+  EXPECT_EQ(done.preemptions, 0) << "a candidate given up is no preemption";
+  EXPECT_EQ(done.failures, 0);
+  EXPECT_TRUE(any_event(id, "requesting v4-8 spot in us-east1-d: us-central2-b waited out v4-8 spot"));
+  EXPECT_EQ(checksums(id, 2, 1), std::vector<std::string>{uninterrupted_checksum(40)});
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+
+  // The store learnt: the next job, its order learned, asks the zone that gave a slice first.
+  const auto next = create(failover_config("[us-central2-b, us-east1-d]", 20, "  queue_timeout: 60s\n"));
+  wait_for(next, 0, 120);
+  const auto next_attempts = db().attempts(next);
+  ASSERT_EQ(next_attempts.size(), 1U);
+  EXPECT_EQ(next_attempts[0].zone, "us-east1-d");
+  EXPECT_TRUE(any_event(next, "ranked by the last 30 days: v4-8 spot in us-east1-d: up in"));
+
+  const auto table = jm({"availability"});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("us-east1-d"), std::string::npos) << table.out;
+  const auto stats = json::parse(jm({"availability", "-z", "us-central2-b", "--json"}).out);
+  ASSERT_EQ(stats.size(), 1U);
+  EXPECT_EQ(stats[0]["requests"], 1);
+  EXPECT_EQ(stats[0]["came_up"], 0);
+  EXPECT_EQ(stats[0]["gave_up"], 1);
+}
+
+TEST_F(FailoverTest, AZoneThatRefusesForQuotaCountsAsAFailedCandidate) {
+  ASSERT_TRUE(set_spot("us-central2-b", 64, 0));
+  start_daemon();
+  const auto id = create(failover_config("[us-central2-b, us-east1-d]", 20, "  order: as-written\n"));
+  wait_for(id, 0, 120);
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].outcome, "quota");
+  EXPECT_EQ(attempts[1].zone, "us-east1-d");
+  EXPECT_TRUE(any_event(id, "refused for quota in us-central2-b"));
+  EXPECT_TRUE(any_event(id, "us-central2-b refused v4-8 spot"));
+  const auto shown = jm({"show", std::to_string(id)});
+  EXPECT_NE(shown.out.find("quota"), std::string::npos) << shown.out;
+}
+
+TEST_F(FailoverTest, SpotFallsBackToOnDemandAfterThePreemptionsAllowed) {
+  start_daemon();
+  const auto id = create(failover_config("us-central2-b", 200, "", "  fallback:\n    after_preemptions: 1\n"));
+  ASSERT_TRUE(eventually([&] { return job(id).phase == Phase::running; }, kPatience)) << job(id).phase_reason;
+  ASSERT_TRUE(await_log(id, 1, "step=40 "));
+  ASSERT_TRUE(preempt(node_of(id)));
+  const auto done = wait_for(id, 0, 120);
+  EXPECT_EQ(done.preemptions, 1);
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].pricing, "spot");
+  EXPECT_EQ(attempts[1].pricing, "ondemand");
+  EXPECT_TRUE(any_event(id, "on-demand from now on: 1 preemption(s)"));
+  EXPECT_EQ(checksums(id, 2, 1), std::vector<std::string>{uninterrupted_checksum(200)});
+}
+
+} // namespace
+} // namespace jobman::test
