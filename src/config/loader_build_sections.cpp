@@ -318,6 +318,9 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   }
   out.name = s.str("name").value_or(job.name);
   out.zones = string_or_list(p, s, "zone");
+  if (out.zones.size() == 1 && out.zones.front().empty()) {
+    out.zones.clear(); // A task's snapshot writes "" for any zone.
+  }
   if (!out.zones.empty()) {
     out.zone = out.zones.front();
   } else if (!ctx.default_zone.empty()) {

@@ -209,5 +209,36 @@ TEST_F(BadHardwareTest, ANewSliceOnAMachineFoundBadIsRejectedBeforeSetup) {
   EXPECT_EQ(checksums(id, last.number, 1), std::vector<std::string>{uninterrupted_checksum(40)});
 }
 
+TEST_F(BadHardwareTest, AnUnhealthyNodeIsBadHardwareAndOneUnderMaintenanceIsLeftBeforeIt) {
+  start_daemon();
+  const auto set_health = [&](const std::string& node, const std::string& health) {
+    return http_call(*client, "POST", std::string(kLocation) + "/nodes/" + node + ":setHealth",
+                     json{{"health", health}, {"healthDescription", "seen by the test"}}, mock->admin_headers())
+               .status == 200;
+  };
+  const auto id = create(config(training(300, 10), "spot", "v4-8", "recovery:\n  max_failures: 0\n"));
+  ASSERT_TRUE(await_log(id, 1, "step=40 "));
+  ASSERT_TRUE(set_health(node_of(id), "UNHEALTHY_TENSORFLOW"));
+  ASSERT_TRUE(eventually([&] { return job(id).attempt == 2 && job(id).phase == Phase::running; }, kPatience))
+      << job(id).phase_reason;
+  ASSERT_TRUE(await_log(id, 2, "step=120 "));
+  ASSERT_TRUE(set_health(node_of(id), "UNHEALTHY_MAINTENANCE"));
+
+  const auto done = wait_for(id, 0, 180);
+  EXPECT_EQ(done.bad_hardware, 1);
+  EXPECT_EQ(done.preemptions, 1) << "a maintenance is left as a preemption";
+  EXPECT_EQ(done.failures, 0);
+  EXPECT_EQ(outcomes(id), (std::vector<std::string>{"bad-hardware", "preempted", "succeeded"}));
+  const auto findings = db().bad_hardware_of(id);
+  ASSERT_EQ(findings.size(), 1U);
+  EXPECT_EQ(findings[0].signal, "health");
+  EXPECT_EQ(findings[0].worker, -1);
+  EXPECT_EQ(findings[0].detail, "UNHEALTHY_TENSORFLOW (seen by the test)");
+  EXPECT_NE(file_text(worker_log(id, 2, 0)).find("terminated at step="), std::string::npos)
+      << "the workload had its SIGTERM (and a checkpoint) before the slice went";
+  EXPECT_NE(file_text(worker_log(id, 3, 0)).find("resumed from step="), std::string::npos);
+  EXPECT_EQ(checksums(id, 3, 1), std::vector<std::string>{uninterrupted_checksum(300)});
+}
+
 } // namespace
 } // namespace jobman::test

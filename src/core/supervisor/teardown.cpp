@@ -28,8 +28,14 @@ void JobDriver::stop_workload(Driven& d, std::function<void(std::optional<int>)>
   const auto target = slice_target(*access_, *d.config, *d.current());
   const auto workers = command_workers(*d.config, d.current()->hosts);
   const auto wid = workload_id(id, d.job.attempt);
-  host_.dispatch(d, [target, workers, wid, then = std::move(then)]() -> std::function<void()> {
+  const auto dir = attempt_directory(id, d.job.attempt);
+  host_.dispatch(d, [id, target, workers, wid, dir, then = std::move(then)]() -> std::function<void()> {
     const auto statuses = remote::stop(target, workers, wid, kStopGrace, kRemoteTimeout);
+    // What the workload wrote after its stream stopped (its last lines on SIGTERM, the checkpoint it saved) comes
+    // home too, once it has ended.
+    if (std::filesystem::exists(dir)) {
+      catch_up(id, target, workers, wid, dir);
+    }
     std::optional<int> code;
     for (const auto& s : statuses) {
       if (s.worker == 0 && s.state == remote::WorkloadState::exited) {
