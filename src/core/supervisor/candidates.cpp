@@ -6,11 +6,7 @@
 #include "jobman/core/availability.hpp"
 #include "jobman/util/strings.hpp"
 
-#include <spdlog/spdlog.h>
-
 namespace jobman::core::supervision {
-
-using domain::Phase;
 
 namespace {
 
