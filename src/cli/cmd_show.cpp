@@ -97,6 +97,7 @@ int run_show(Context& ctx, const ShowOptions& options) {
   const auto events = store.events(id);
   const auto lease = store.lease(id);
   const auto findings = store.bad_hardware_of(id);
+  const auto rivals = store.rivals(id);
   const std::int64_t now = util::now_ms();
   if (options.json) {
     nlohmann::ordered_json j = job_json(job);
@@ -108,7 +109,14 @@ int run_show(Context& ctx, const ShowOptions& options) {
                         : nlohmann::ordered_json(nullptr);
     j["attempts"] = nlohmann::ordered_json::array();
     for (const auto& a : attempts) {
-      j["attempts"].push_back(attempt_json(a));
+      auto attempt = attempt_json(a);
+      attempt["rivals"] = nlohmann::ordered_json::array();
+      for (const auto& r : rivals) {
+        if (r.attempt == a.number) {
+          attempt["rivals"].push_back(rival_json(r));
+        }
+      }
+      j["attempts"].push_back(std::move(attempt));
     }
     j["bad_hardware_findings"] = nlohmann::ordered_json::array();
     for (const auto& f : findings) {
@@ -208,6 +216,19 @@ int run_show(Context& ctx, const ShowOptions& options) {
       table.add_row(std::move(row));
     }
     table.print(out, color);
+  }
+  if (!rivals.empty()) {
+    // tpu.strategy first-ready: the requests each attempt raced alongside the one it kept.
+    out << "\nAlso requested (first-ready)\n";
+    for (const auto& r : rivals) {
+      out << "  attempt " << r.attempt << ": " << printable(r.name) << " in " << printable(r.zone) << " ("
+          << printable(r.accelerator) << " " << printable(r.pricing) << "), "
+          << (r.outcome == "outrun"      ? std::string("outrun by the attempt's slice")
+              : r.outcome == "lost"      ? std::string("failed before it came up")
+              : r.outcome == "abandoned" ? std::string("abandoned when the attempt ended")
+                                         : std::string("racing"))
+          << (r.released_ms ? ", deleted " + util::format_local(*r.released_ms) : std::string()) << '\n';
+    }
   }
   if (!findings.empty()) {
     // What was seen, where: the machine is remembered, and a new slice on it is rejected before setup.

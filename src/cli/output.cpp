@@ -100,6 +100,18 @@ nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt) {
   };
 }
 
+nlohmann::ordered_json rival_json(const domain::RivalRecord& rival) {
+  return {
+      {"queued_resource", rival.name},
+      {"zone", rival.zone},
+      {"accelerator", rival.accelerator},
+      {"pricing", rival.pricing},
+      {"requested_at", util::format_utc(rival.requested_ms)},
+      {"released_at", time_or_null(rival.released_ms)},
+      {"outcome", text_or_null(rival.outcome)},
+  };
+}
+
 nlohmann::ordered_json bad_hardware_json(const domain::BadHardwareRecord& finding) {
   return {
       {"time", util::format_utc(finding.ts_ms)},

@@ -20,6 +20,8 @@ nlohmann::ordered_json job_json(const domain::JobRecord& job);
 
 // An attempt as JSON.
 nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt);
+// A queued resource raced alongside an attempt's own (tpu.strategy: first-ready), as `show --json` prints it.
+nlohmann::ordered_json rival_json(const domain::RivalRecord& rival);
 // One finding of bad hardware, as `show --json` prints it.
 nlohmann::ordered_json bad_hardware_json(const domain::BadHardwareRecord& finding);
 

@@ -42,6 +42,10 @@ std::string to_string(CandidateOrder value) {
   return value == CandidateOrder::as_written ? "as-written" : "learned";
 }
 
+std::string to_string(CandidateStrategy value) {
+  return value == CandidateStrategy::first_ready ? "first-ready" : "sequential";
+}
+
 std::string Candidate::label() const {
   return accelerator.name + " " + to_string(pricing) + " in " + zone;
 }

@@ -347,6 +347,14 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   out.order = s.choice<CandidateOrder>(
                    "order", {{"learned", CandidateOrder::learned}, {"as-written", CandidateOrder::as_written}})
                   .value_or(CandidateOrder::learned);
+  out.strategy = s.choice<CandidateStrategy>("strategy", {{"sequential", CandidateStrategy::sequential},
+                                                          {"first-ready", CandidateStrategy::first_ready}})
+                     .value_or(CandidateStrategy::sequential);
+  if (out.strategy == CandidateStrategy::first_ready && out.allocation_mode == AllocationMode::tpu_vm) {
+    p.error(s.origin("strategy"), s.path("strategy"),
+            "first-ready races queued resources, and tpu.allocation_mode is tpu-vm (nodes created directly)",
+            "use allocation_mode: queued-resources, or strategy: sequential");
+  }
   if (auto version = s.str("version")) {
     out.version = *version;
     out.version_given = true;

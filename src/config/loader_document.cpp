@@ -83,6 +83,7 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
   tpu["reservation"] = opt(t.reservation);
   tpu["preflight"] = opt(t.preflight);
   tpu["order"] = to_string(t.order);
+  tpu["strategy"] = to_string(t.strategy);
   tpu["reserved"] = t.reserved;
   tpu["internal_ips"] = t.internal_ips;
   tpu["keep_on_success"] = t.keep_on_success;

@@ -21,7 +21,7 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& schema() {
                "pricing",         "startup_script", "tags",     "metadata",     "labels",
                "flags",           "queue_timeout",  "network",  "subnetwork",   "service_account",
                "reservation",     "preflight",      "reserved", "internal_ips", "keep_on_success",
-               "idle_release",    "order"}},
+               "idle_release",    "order",          "strategy"}},
       {"gcsfuse", {"bucket_name", "mount_path", "flags"}},
       {"ssh", {"private_key", "identities"}},
       {"ssh.identities[]", {"private_key", "public_key", "config_entry"}},

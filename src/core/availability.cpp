@@ -18,8 +18,8 @@ double quantile(const std::vector<double>& sorted, double q) {
 }
 
 bool given_up(const std::string& outcome) {
-  return outcome == "timed-out" || outcome == "quota" || outcome == "failed" || outcome == "cancelled" ||
-         outcome == "preempted" || outcome == "rejected" || outcome == "bad-hardware";
+  return outcome == "timed-out" || outcome == "quota" || outcome == "refused" || outcome == "failed" ||
+         outcome == "cancelled" || outcome == "preempted" || outcome == "rejected" || outcome == "bad-hardware";
 }
 
 const PlaceStats* find_stats(const std::vector<PlaceStats>& stats, const config::Candidate& c) {

@@ -64,8 +64,11 @@ std::string owner_label_value(const std::string& user) {
   return sanitize_label_value(user);
 }
 
-std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int attempt) {
-  const std::string suffix = "-" + util::format_job_id(job_id) + "-a" + std::to_string(attempt);
+std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int attempt, int candidate) {
+  std::string suffix = "-" + util::format_job_id(job_id) + "-a" + std::to_string(attempt);
+  if (candidate > 1) {
+    suffix += "c" + std::to_string(candidate);
+  }
   std::string prefix = sanitize_resource_part(tpu_name);
   if (prefix.size() + suffix.size() > 63) {
     prefix.resize(63 - suffix.size());
@@ -86,7 +89,7 @@ std::map<std::string, std::string> job_labels(const config::JobConfig& config, s
 }
 
 nlohmann::json create_request_body(const config::JobConfig& config, const std::string& project, std::int64_t job_id,
-                                   const std::string& user, int attempt) {
+                                   const std::string& user, int attempt, const std::string& node_id) {
   const auto& tpu = config.tpu;
   nlohmann::json node = {
       {"acceleratorType", tpu.accelerator.name},
@@ -123,7 +126,7 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
     node["schedulingConfig"]["reserved"] = true;
   }
   const std::string parent = "projects/" + project + "/locations/" + tpu.zone;
-  const std::string id = resource_id(tpu.name, job_id, attempt);
+  const std::string id = node_id.empty() ? resource_id(tpu.name, job_id, attempt) : node_id;
   if (tpu.allocation_mode == config::AllocationMode::tpu_vm) {
     // A node asks for its own pricing: spot or preemptible in schedulingConfig, on-demand by naming neither.
     if (tpu.pricing == config::Pricing::spot) {

@@ -120,8 +120,10 @@ OfferCheck check_zone_offers(store::JobStore& store, const OfferCloud& cloud,
                              const std::vector<config::JobConfig>& configs, std::int64_t now_ms) {
   std::map<std::string, ZoneAnswer> answers;
   for (const auto& config : configs) {
-    if (!answers.contains(config.tpu.zone)) {
-      answers.emplace(config.tpu.zone, answer_for(store, cloud, config.tpu.zone, now_ms));
+    for (const auto& candidate : config::candidates(config, config.tpu.pricing)) {
+      if (!answers.contains(candidate.zone)) {
+        answers.emplace(candidate.zone, answer_for(store, cloud, candidate.zone, now_ms));
+      }
     }
   }
   OfferCheck check;
@@ -147,7 +149,24 @@ OfferCheck check_zone_offers(store::JobStore& store, const OfferCloud& cloud,
     }
   }
   for (const auto& config : configs) {
-    check_config(config, answers.at(config.tpu.zone), check.problems);
+    const auto list = config::candidates(config, config.tpu.pricing);
+    if (list.size() <= 1) {
+      check_config(config, answers.at(config.tpu.zone), check.problems);
+      continue;
+    }
+    // Several candidates: one the cloud does not offer is refused when asked and the next is tried, so the config
+    // is wrong only when none of them is offered.
+    std::vector<Diagnostic> refused;
+    bool any_offered = false;
+    for (const auto& candidate : list) {
+      std::vector<Diagnostic> mine;
+      check_config(config::candidate_config(config, candidate), answers.at(candidate.zone), mine);
+      any_offered = any_offered || mine.empty();
+      refused.insert(refused.end(), mine.begin(), mine.end());
+    }
+    if (!any_offered) {
+      check.problems.insert(check.problems.end(), refused.begin(), refused.end());
+    }
   }
   // One problem per place: sweep members share their accelerator and version.
   std::vector<Diagnostic> distinct;

@@ -198,6 +198,16 @@ void JobStore::mark_released(std::int64_t job_id, const std::string& slice, cons
     key = "node";
   }
   if (impl_->db.changes() == 0) {
+    // A rival raced for an attempt (first-ready) is named alone.
+    auto update = impl_->statements.get(
+        "UPDATE rivals SET released_ms = ?3 WHERE job_id = ?1 AND name = ?2 AND released_ms IS NULL");
+    update->bind(1, job_id);
+    update->bind(2, slice);
+    update->bind(3, now);
+    update->run();
+    key = "queued_resource";
+  }
+  if (impl_->db.changes() == 0) {
     return; // Already recorded (or never ours): nothing to say twice.
   }
   const nlohmann::json data = {{key, slice}};
@@ -211,8 +221,11 @@ std::string held_slices_sql() {
   // The partial index attempts_unreleased holds only the attempts not released, so its scan reads those alone; its key
   // holds the names and zone, and (attempts being WITHOUT ROWID) the primary key (job_id, number).
   // A task's attempts borrow their worker's slice and never hold it (nor are they in the index).
+  // A rival's queued resource and node share its name.
   return "SELECT job_id, number, queued_resource, node, zone FROM attempts INDEXED BY attempts_unreleased "
-         "WHERE released_ms IS NULL AND worker_id IS NULL";
+         "WHERE released_ms IS NULL AND worker_id IS NULL "
+         "UNION ALL SELECT job_id, attempt, name, name, zone FROM rivals INDEXED BY rivals_unreleased "
+         "WHERE released_ms IS NULL";
 }
 
 } // namespace queries
@@ -234,7 +247,7 @@ std::vector<HeldSlice> JobStore::held_slices() const {
 
 std::vector<std::string> JobStore::zones_in_use() const {
   auto query = impl_->statements.get("SELECT zone FROM jobs WHERE zone != '' UNION SELECT zone FROM attempts "
-                                     "WHERE zone != '' ORDER BY 1");
+                                     "WHERE zone != '' UNION SELECT zone FROM rivals ORDER BY 1");
   std::vector<std::string> zones;
   while (query->step()) {
     zones.push_back(query->column_text(0));

@@ -234,7 +234,28 @@ UPDATE attempts SET pricing = (SELECT pricing FROM jobs WHERE jobs.id = attempts
 CREATE INDEX attempts_by_place ON attempts(zone, accelerator, pricing, started_ms);
 )sql";
 
-constexpr std::array<Migration, 12> all{{
+// Version 13: first-ready races. A rival is a queued resource requested alongside an attempt's own; the first of them
+// to come up becomes the attempt's slice (its row swaps places with the attempt's), the others are deleted. Unreleased
+// rivals are held slices, as attempts are (rivals_unreleased serves the orphan sweep and the supervisor).
+constexpr std::string_view v13 = R"sql(
+CREATE TABLE rivals (
+  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  attempt INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  zone TEXT NOT NULL,
+  accelerator TEXT NOT NULL,
+  hosts INTEGER NOT NULL,
+  pricing TEXT NOT NULL,
+  requested_ms INTEGER NOT NULL,
+  create_pending INTEGER NOT NULL DEFAULT 1,
+  released_ms INTEGER,
+  outcome TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (job_id, name)
+) WITHOUT ROWID;
+CREATE INDEX rivals_unreleased ON rivals(job_id, name, zone) WHERE released_ms IS NULL;
+)sql";
+
+constexpr std::array<Migration, 13> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -247,6 +268,7 @@ constexpr std::array<Migration, 12> all{{
     {10, "index the task listing and the queue's head for status", v10},
     {11, "remember bad hardware", v11},
     {12, "record each attempt's tier and index attempts by place", v12},
+    {13, "record the queued resources raced for an attempt (first-ready)", v13},
 }};
 
 } // namespace

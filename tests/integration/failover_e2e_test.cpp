@@ -1,8 +1,10 @@
 // Failover end to end on the mock: a job with several candidate zones leaves one without capacity after its queueing
 // timeout, or one that refuses it for quota, and runs in the next; what the store learnt orders the next job's
-// candidates; spot falls back to on-demand after the preemptions recovery.fallback allows.
+// candidates; spot falls back to on-demand after the preemptions recovery.fallback allows; first-ready asks every
+// candidate at once and keeps the first slice that comes up, deleting the others.
 #include "support/supervisor_home.hpp"
 
+#include <csignal>
 #include <gtest/gtest.h>
 
 namespace jobman::test {
@@ -33,6 +35,16 @@ protected:
       body["quota"] = *quota;
     }
     return http_call(*client, "PUT", "/mock/v1/capacity", body, mock->admin_headers()).status == 200;
+  }
+
+  // How many queued resources the mock holds, in any state.
+  int queued_resources() {
+    int n = 0;
+    const auto all = metrics();
+    for (const auto& [state, count] : all["queuedResources"].items()) {
+      n += count.get<int>();
+    }
+    return n;
   }
 
   bool any_event(std::int64_t id, const std::string& text) {
@@ -92,9 +104,37 @@ TEST_F(FailoverTest, AZoneThatRefusesForQuotaCountsAsAFailedCandidate) {
   EXPECT_EQ(attempts[0].outcome, "quota");
   EXPECT_EQ(attempts[1].zone, "us-east1-d");
   EXPECT_TRUE(any_event(id, "refused for quota in us-central2-b"));
-  EXPECT_TRUE(any_event(id, "us-central2-b refused v4-8 spot"));
+  EXPECT_TRUE(any_event(id, "us-central2-b refused for quota v4-8 spot"));
   const auto shown = jm({"show", std::to_string(id)});
   EXPECT_NE(shown.out.find("quota"), std::string::npos) << shown.out;
+}
+
+TEST_F(FailoverTest, AnAcceleratorTheZoneDoesNotOfferIsARefusedCandidateNotAFailedJob) {
+  start_daemon();
+  // The mock's us-central2-b offers v4 alone: v5litepod-8 is refused (400), and v4-8 runs.
+  const auto path =
+      dir.write("refused.yaml", "job:\n  name: refused\ntpu:\n  accelerator: [v5litepod-8, v4-8]\n"
+                                "  zone: us-central2-b\n  order: as-written\n"
+                                "command:\n  cmd: echo ran-on-$(hostname)\nrecovery:\n  max_failures: 0\n");
+  const auto id = create(path.string());
+  wait_for(id, 0, 120);
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].accelerator, "v5litepod-8");
+  EXPECT_EQ(attempts[0].outcome, "refused");
+  EXPECT_EQ(attempts[1].accelerator, "v4-8");
+  EXPECT_EQ(attempts[1].outcome, "succeeded");
+  EXPECT_EQ(job(id).failures, 0);
+  EXPECT_TRUE(any_event(id, "us-central2-b does not offer v5litepod-8 spot"));
+
+  // Nothing offered anywhere is refused at create, naming each candidate.
+  const auto none = dir.write("none.yaml", "job:\n  name: none\ntpu:\n  accelerator: [v5litepod-8, v5p-8]\n"
+                                           "  zone: us-central2-b\ncommand:\n  cmd: 'true'\n");
+  const auto refused = jm({"create", none.string()});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("none.yaml:4:16: tpu.accelerator: v5p-8 is not offered in us-central2-b"),
+            std::string::npos)
+      << refused.err;
 }
 
 TEST_F(FailoverTest, SpotFallsBackToOnDemandAfterThePreemptionsAllowed) {
@@ -111,6 +151,108 @@ TEST_F(FailoverTest, SpotFallsBackToOnDemandAfterThePreemptionsAllowed) {
   EXPECT_EQ(attempts[1].pricing, "ondemand");
   EXPECT_TRUE(any_event(id, "on-demand from now on: 1 preemption(s)"));
   EXPECT_EQ(checksums(id, 2, 1), std::vector<std::string>{uninterrupted_checksum(200)});
+}
+
+TEST_F(FailoverTest, FirstReadyKeepsTheFirstSliceUpAndDeletesTheOtherRequests) {
+  ASSERT_TRUE(set_spot("us-central2-b", 0));
+  start_daemon();
+  const auto id = create(failover_config("[us-central2-b, us-east1-d]", 200,
+                                         "  strategy: first-ready\n  order: as-written\n  queue_timeout: 1h\n"));
+  // Running in the zone with capacity, within a tick or two of its slice coming up; the request still waiting in the
+  // other zone is deleted, and the job's slice is the only one left.
+  ASSERT_TRUE(eventually([&] { return job(id).phase == Phase::running; }, kPatience)) << job(id).phase_reason;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto rivals = db().rivals(id);
+        return rivals.size() == 1 && rivals[0].released_ms.has_value();
+      },
+      kPatience));
+  EXPECT_EQ(queued_resources(), 1) << metrics().dump();
+  const auto rivals = db().rivals(id);
+  EXPECT_EQ(rivals[0].zone, "us-central2-b");
+  EXPECT_EQ(rivals[0].outcome, "outrun");
+  EXPECT_EQ(rivals[0].name + "c2", db().attempts(id)[0].queued_resource)
+      << "the attempt's own request lost; its second candidate's came up";
+  const auto done = wait_for(id, 0, 180);
+  EXPECT_EQ(done.preemptions, 0);
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 1U) << "the race is one attempt";
+  EXPECT_EQ(attempts[0].zone, "us-east1-d");
+  EXPECT_EQ(attempts[0].outcome, "succeeded");
+  EXPECT_TRUE(any_event(id, "requesting 2 candidates at once, keeping the first to come up"));
+  EXPECT_TRUE(any_event(id, "(v4-8 spot in us-east1-d) came up first"));
+  EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(200)});
+  const auto shown = json::parse(jm({"show", std::to_string(id), "--json"}).out);
+  ASSERT_EQ(shown["attempts"][0]["rivals"].size(), 1U) << shown.dump();
+  EXPECT_EQ(shown["attempts"][0]["rivals"][0]["zone"], "us-central2-b");
+  EXPECT_EQ(shown["attempts"][0]["rivals"][0]["outcome"], "outrun");
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(FailoverTest, FirstReadyWithCapacityEverywhereLeavesExactlyOneSlice) {
+  start_daemon();
+  const auto id = create(failover_config("[us-central2-b, us-east1-d]", 200, "  strategy: first-ready\n"));
+  ASSERT_TRUE(eventually([&] { return job(id).phase == Phase::running; }, kPatience)) << job(id).phase_reason;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto rivals = db().rivals(id);
+        return rivals.size() == 1 && rivals[0].released_ms.has_value();
+      },
+      kPatience));
+  EXPECT_EQ(queued_resources(), 1) << metrics().dump();
+  EXPECT_EQ(db().rivals(id)[0].outcome, "outrun");
+  EXPECT_NE(db().rivals(id)[0].zone, db().attempts(id)[0].zone);
+  wait_for(id, 0, 180);
+  EXPECT_EQ(db().attempts(id).size(), 1U);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(FailoverTest, ASupervisorKilledMidRaceLeavesTheNextOneToFinishIt) {
+  ASSERT_TRUE(set_spot("us-central2-b", 0));
+  ASSERT_TRUE(set_spot("us-east1-d", 0));
+  const auto first = start_daemon();
+  const auto id = create(failover_config("[us-central2-b, us-east1-d]", 40, "  strategy: first-ready\n"));
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto rivals = db().rivals(id);
+        return job(id).phase == Phase::queued && rivals.size() == 1 && !rivals[0].create_pending;
+      },
+      kPatience))
+      << job(id).phase_reason;
+  daemons[first]->send(SIGKILL);
+  EXPECT_EQ(daemons[first]->finish(), 128 + SIGKILL);
+  // Capacity comes to the zone of the rival while nobody watches; the next supervisor sees it up and keeps it.
+  ASSERT_TRUE(set_spot("us-east1-d", 64));
+  start_daemon();
+  wait_for(id, 0, 180);
+  const auto attempts = db().attempts(id);
+  ASSERT_EQ(attempts.size(), 1U);
+  EXPECT_EQ(attempts[0].zone, "us-east1-d");
+  EXPECT_TRUE(db().rivals(id)[0].released_ms);
+  EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(40)});
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(FailoverTest, CancellingARaceDeletesTheRivalsAndKeepsTheJobsOwnRequest) {
+  ASSERT_TRUE(set_spot("us-central2-b", 0));
+  ASSERT_TRUE(set_spot("us-east1-d", 0));
+  start_daemon();
+  const auto id = create(failover_config("[us-central2-b, us-east1-d]", 20, "  strategy: first-ready\n"));
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto rivals = db().rivals(id);
+        return job(id).phase == Phase::queued && rivals.size() == 1 && !rivals[0].create_pending;
+      },
+      kPatience))
+      << job(id).phase_reason;
+  EXPECT_EQ(queued_resources(), 2) << metrics().dump();
+  ASSERT_EQ(jm({"cancel", std::to_string(id)}).exit_code, 0);
+  ASSERT_TRUE(eventually([&] { return job(id).phase == Phase::cancelled; }, kPatience)) << job(id).phase_reason;
+  EXPECT_TRUE(db().rivals(id)[0].released_ms.has_value());
+  EXPECT_EQ(db().rivals(id)[0].outcome, "abandoned");
+  EXPECT_TRUE(eventually([&] { return queued_resources() == 1; }, kPatience)) << metrics().dump();
+  ASSERT_EQ(jm({"delete", std::to_string(id)}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 
 } // namespace

@@ -97,6 +97,24 @@ TEST(ZoneOffers, AnAcceleratorTheZoneDoesNotOfferIsAProblemAtItsKey) {
             "v4-16)");
 }
 
+TEST(ZoneOffers, WithSeveralCandidatesOnlyNoneOfferedIsAProblem) {
+  FakeCloud cloud;
+  auto store = store::JobStore::open_in_memory();
+  // Every zone and accelerator of the lists is asked about; one candidate offered is enough (the others are
+  // refused when asked, and the next is tried).
+  auto check = check_zone_offers(store, cloud.offer(), configs("[v4-32, v4-16]", "[us-east1-d, us-central2-b]"), kNow);
+  EXPECT_TRUE(check.problems.empty()) << check.problems[0].format();
+  EXPECT_NE(check.note.find("us-central2-b"), std::string::npos) << check.note;
+  EXPECT_NE(check.note.find("us-east1-d"), std::string::npos) << check.note;
+  check = check_zone_offers(store, cloud.offer(), configs("[v4-32, v4-64]", "[us-central2-b, us-east1-d]"), kNow);
+  ASSERT_EQ(check.problems.size(), 3U);
+  EXPECT_EQ(check.problems[0].format(),
+            "offers.yaml:4:16: tpu.accelerator: v4-32 is not offered in us-central2-b (us-central2-b offers v4-8, "
+            "v4-16)");
+  EXPECT_EQ(check.problems[1].where.key_path, "tpu.zone") << "us-east1-d is no zone of this cloud";
+  EXPECT_NE(check.problems[2].format().find("v4-64 is not offered in us-central2-b"), std::string::npos);
+}
+
 TEST(ZoneOffers, ARuntimeVersionTheZoneLacksIsAProblemWithTheClosestName) {
   FakeCloud cloud;
   auto store = store::JobStore::open_in_memory();

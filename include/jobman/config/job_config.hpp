@@ -21,6 +21,9 @@ enum class EnvType { none, venv, conda, docker };
 
 // The order candidates are tried in: by what the store learned of them (time to ACTIVE, preemptions), or as written.
 enum class CandidateOrder { learned, as_written };
+// How candidates are asked: one after another (each for tpu.queue_timeout), or all at once, keeping the first to come
+// up.
+enum class CandidateStrategy { sequential, first_ready };
 
 // Lower-case names as written in configs: "spot", "queued-resources", "docker"...
 std::string to_string(Pricing value);
@@ -29,6 +32,7 @@ std::string to_string(EnvType value);
 // "spot", "ondemand", "preemptible" back to the value; nullopt for anything else.
 std::optional<Pricing> parse_pricing(std::string_view text);
 std::string to_string(CandidateOrder value);
+std::string to_string(CandidateStrategy value);
 
 // Which worker hosts run the command: all of them, or the listed indices.
 struct WorkerSelection {
@@ -59,6 +63,7 @@ struct TpuSection {
   std::vector<AcceleratorType> accelerators;
   bool version_given = false; // tpu.version was written; else each accelerator runs its generation's usual runtime.
   CandidateOrder order = CandidateOrder::learned;
+  CandidateStrategy strategy = CandidateStrategy::sequential;
   Pricing pricing = Pricing::spot;
   std::optional<std::string> startup_script; // Script text or path, sent as metadata startup-script.
   std::vector<std::string> tags;             // Network tags on the node.

@@ -12,8 +12,9 @@
 namespace jobman::core {
 
 // The queued resource and node id for a job's attempt: "<tpu.name>-<id>-a<attempt>", a valid
-// Cloud resource id (lower-case letters, digits and dashes, at most 63 characters).
-std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int attempt);
+// Cloud resource id (lower-case letters, digits and dashes, at most 63 characters). The requests a first-ready attempt
+// races alongside its own are its candidates 2, 3, ...: "<tpu.name>-<id>-a<attempt>c<candidate>".
+std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int attempt, int candidate = 1);
 
 // The label naming the job a resource was made for ("000042").
 inline constexpr const char* kJobIdLabel = "jobman-job-id";
@@ -31,9 +32,9 @@ std::map<std::string, std::string> job_labels(const config::JobConfig& config, s
                                               const std::string& user, int attempt);
 
 // The body of queuedResources.create (or nodes.create in tpu-vm mode) for one attempt, with the
-// field names of the TPU v2 API.
+// field names of the TPU v2 API. Its node is named `node_id` (empty: resource_id of the attempt).
 nlohmann::json create_request_body(const config::JobConfig& config, const std::string& project, std::int64_t job_id,
-                                   const std::string& user, int attempt);
+                                   const std::string& user, int attempt, const std::string& node_id = {});
 
 // One step jobman runs on worker hosts.
 struct SetupStep {

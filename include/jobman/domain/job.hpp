@@ -117,7 +117,8 @@ struct AttemptRecord {
   std::int64_t started_ms = 0;
   std::optional<std::int64_t> ended_ms;
   // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled", "bad-hardware", "rejected"; and for
-  // a request given up: "timed-out" (it waited out its candidate's time), "quota" (refused for quota).
+  // a request given up: "timed-out" (it waited out its candidate's time), "quota" (refused for quota), "refused"
+  // (refused for good: the zone does not offer it, say).
   std::string outcome;
   std::optional<int> exit_code;
   std::optional<std::int64_t> released_ms; // When its queued resource and node (or its node) were confirmed gone.
@@ -139,6 +140,28 @@ struct AttemptRecord {
   }
   // Whether the attempt holds its slice (and must release it): every attempt but a task's, which borrows a worker's.
   [[nodiscard]] bool holds_slice() const { return !worker_id && !slice_name().empty(); }
+};
+
+// A queued resource requested alongside an attempt's own (tpu.strategy: first-ready): every candidate is asked at
+// once, the first to come up becomes the attempt's slice, and the others are deleted. Its queued resource and node
+// share the name.
+struct RivalRecord {
+  std::int64_t job_id = 0;
+  int attempt = 0; // The attempt it raced for.
+  std::string name;
+  std::string zone;
+  std::string accelerator;
+  int hosts = 0;
+  std::string pricing;
+  std::int64_t requested_ms = 0;
+  bool create_pending = true; // The API has not accepted it yet.
+  std::optional<std::int64_t> released_ms;
+  // Why it left the race: "outrun" (another came up first), "lost" (it failed, or was refused, before it came up),
+  // "abandoned" (the attempt ended first); "" while it races.
+  std::string outcome;
+
+  // Where it would run, as an attempt's placement.
+  [[nodiscard]] Placement placement() const { return {name, name, zone, accelerator, hosts, std::nullopt, pricing}; }
 };
 
 // One finding of bad hardware: where (zone, node, worker and its physical machine), how it was found, and what was

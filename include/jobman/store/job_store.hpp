@@ -142,6 +142,20 @@ public:
   // begin_attempt on the job's accelerator and hosts.
   domain::AttemptRecord begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
                                       const std::string& zone, bool create_pending = false);
+  // begin_attempt (with create_pending) on `where`, and `rivals` requested alongside it, in one transaction
+  // (tpu.strategy: first-ready). Each rival's queued resource and node are named by its Placement::queued_resource.
+  domain::AttemptRecord begin_race(std::int64_t job_id, const domain::Placement& where,
+                                   const std::vector<domain::Placement>& rivals);
+  // The job's rivals (every attempt's, `attempt`'s only when given), by attempt then request.
+  [[nodiscard]] std::vector<domain::RivalRecord> rivals(std::int64_t job_id, std::optional<int> attempt = {}) const;
+  // Records that the API accepted the request for rival `name`. Repeating it changes nothing.
+  void confirm_rival_created(std::int64_t job_id, const std::string& name);
+  // Rival `name` came up first: it becomes attempt `number`'s slice, and the attempt's slice until now becomes a rival
+  // (to be deleted) with `outcome`, in one transaction with an event saying `why`.
+  void promote_rival(std::int64_t job_id, int number, const std::string& name, const std::string& outcome,
+                     const std::string& why);
+  // Sets the outcome of a rival still racing (why it leaves the race: "outrun", "lost", "abandoned").
+  void end_rival(std::int64_t job_id, const std::string& name, const std::string& outcome);
   // Records that the API accepted the request for attempt `number`'s queued resource. Repeating it changes nothing.
   void confirm_created(std::int64_t job_id, int number);
   // Closes an attempt with its outcome.
@@ -149,13 +163,13 @@ public:
   // The job's attempts, oldest first.
   [[nodiscard]] std::vector<domain::AttemptRecord> attempts(std::int64_t job_id) const;
   // Records that `slice` (a queued resource and its node, or a node without one in tpu-vm mode; see
-  // AttemptRecord::slice_name) is gone, on every attempt that used it, with an event saying `how`. Repeating it changes
-  // nothing.
+  // AttemptRecord::slice_name) is gone, on every attempt that used it (or on the rival of that name), with an event
+  // saying `how`. Repeating it changes nothing.
   void mark_released(std::int64_t job_id, const std::string& slice, const std::string& how);
-  // Every slice an attempt holds: attempts whose released_ms is null, the names recorded before their request left
-  // (one scan of a partial index).
+  // Every slice an attempt or a rival holds: those whose released_ms is null, the names recorded before their request
+  // left (one scan of a partial index each).
   [[nodiscard]] std::vector<HeldSlice> held_slices() const;
-  // Every zone a job or an attempt names, sorted, without duplicates.
+  // Every zone a job, an attempt or a rival names, sorted, without duplicates.
   [[nodiscard]] std::vector<std::string> zones_in_use() const;
   // Attempt `number`'s slice came up: records when (the first time only), and the physical machine of each of its
   // worker hosts, by worker (empty entries, or none at all, when the cloud did not say).

@@ -6,6 +6,9 @@
 #include "jobman/core/availability.hpp"
 #include "jobman/util/strings.hpp"
 
+#include <algorithm>
+#include <set>
+
 namespace jobman::core::supervision {
 
 namespace {
@@ -50,7 +53,7 @@ std::optional<std::string> JobDriver::falls_back(const Driven& d) const {
   return std::nullopt;
 }
 
-config::Candidate JobDriver::choose_candidate(Driven& d, std::string& why) {
+std::vector<config::Candidate> JobDriver::choose_candidates(Driven& d, std::string& why) {
   const auto& config = *d.config;
   auto pricing = config.tpu.pricing;
   std::vector<std::string> reasons;
@@ -71,18 +74,33 @@ config::Candidate JobDriver::choose_candidate(Driven& d, std::string& why) {
   }
   std::size_t pick = 0;
   if (const auto* last = d.attempts.empty() ? nullptr : &d.attempts.back();
-      last != nullptr && (last->outcome == "timed-out" || last->outcome == "quota")) {
+      last != nullptr && (last->outcome == "timed-out" || last->outcome == "quota" || last->outcome == "refused")) {
     for (std::size_t i = 0; i < list.size(); ++i) {
       if (same_place(*last, list[i])) {
         pick = (i + 1) % list.size();
-        reasons.insert(reasons.begin(), last->zone + " " + (last->outcome == "quota" ? "refused " : "waited out ") +
+        reasons.insert(reasons.begin(), last->zone + " " +
+                                            (last->outcome == "quota"     ? "refused for quota "
+                                             : last->outcome == "refused" ? "does not offer "
+                                                                          : "waited out ") +
                                             last->accelerator + " " + last->pricing);
         break;
       }
     }
   }
   why = util::join(reasons, "; ");
-  return list[pick];
+  std::rotate(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(pick), list.end());
+  return list;
+}
+
+bool JobDriver::refused_everywhere(const Driven& d) {
+  if (races(d)) {
+    return true; // Every candidate of the race was asked, and each refused in turn.
+  }
+  std::set<std::string> places;
+  for (auto it = d.attempts.rbegin(); it != d.attempts.rend() && it->outcome == "refused"; ++it) {
+    places.insert(it->zone + " " + it->accelerator + " " + it->pricing);
+  }
+  return places.size() >= config::candidates(*d.config, d.config->tpu.pricing).size();
 }
 
 void JobDriver::give_up_candidate(Driven& d, const std::string& outcome, const std::string& why) {

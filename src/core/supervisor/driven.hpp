@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -30,6 +31,15 @@ struct HardwareFinding {
 struct NodeHealthView {
   cloud::NodeHealth health = cloud::NodeHealth::health_unspecified;
   std::string description;
+};
+
+// What the listings said of a rival (tpu.strategy: first-ready), and its delete.
+struct RivalSeen {
+  bool valid = false;            // A listing newer than the last news about it came in.
+  std::optional<SliceView> seen; // nullopt: absent from that listing.
+  bool seen_once = false;        // It has appeared in a listing at least once.
+  std::string state;             // Its state at the last event, to record changes only.
+  std::int64_t delete_sent_ms = 0;
 };
 
 // One attach() running on its own thread.
@@ -64,6 +74,10 @@ struct Driven {
   // tpu-vm mode: the operation of the node's create, until it is known to have succeeded (it may fail for capacity).
   std::string create_operation;
   bool create_again = false; // tpu-vm mode: the create failed for capacity; ask again once the backoff passes.
+  // First-ready: the queued resources raced alongside the current attempt's that are not yet released, in the
+  // candidates' order, and what the listings said of each (by name).
+  std::vector<domain::RivalRecord> rivals;
+  std::map<std::string, RivalSeen> rival_seen;
   std::shared_ptr<Stream> stream;
   int unreachable = 0;
   // A task: its own config, before its worker lent it the connection and the environment (config); its setup

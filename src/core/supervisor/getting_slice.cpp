@@ -36,7 +36,7 @@ void JobDriver::acquire_slice(Driven& d) {
     release(d, [this, &d] { create_slice(d); });
     return;
   }
-  create_slice(d);
+  release(d, [this, &d] { create_slice(d); }); // Rivals of an earlier race go first.
 }
 
 // Records the next attempt and the name of its slice, then asks for it. The name is in the store before the request
@@ -45,7 +45,12 @@ void JobDriver::acquire_slice(Driven& d) {
 // tpu-vm mode the node is all there is.
 void JobDriver::create_slice(Driven& d) {
   std::string why;
-  const auto candidate = choose_candidate(d, why);
+  const auto list = choose_candidates(d, why);
+  if (list.size() > 1 && races(d)) {
+    start_race(d, list, why);
+    return;
+  }
+  const auto& candidate = list.front();
   const std::string name = resource_id(d.job.tpu_name, d.job.id, d.job.attempt + 1);
   const bool direct = d.config->tpu.allocation_mode == config::AllocationMode::tpu_vm;
   store().begin_attempt(d.job.id,
@@ -67,15 +72,9 @@ void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
   const SliceRef slice = SliceRef::of(attempt);
   const int number = attempt.number;
   // The body asks for the attempt's candidate: its zone, accelerator and tier.
-  config::Candidate candidate{attempt.zone, d.config->tpu.accelerator, d.config->tpu.pricing};
-  if (auto accelerator = config::find_accelerator(attempt.accelerator)) {
-    candidate.accelerator = *accelerator;
-  }
-  if (auto pricing = config::parse_pricing(attempt.pricing)) {
-    candidate.pricing = *pricing;
-  }
+  const auto candidate = candidate_at(d, attempt.zone, attempt.accelerator, attempt.pricing);
   const auto body = create_request_body(config::candidate_config(*d.config, candidate), access_->project, d.job.id,
-                                        d.job.user, number);
+                                        d.job.user, number, attempt.node);
   const auto id = d.job.id;
   d.create_again = false;
   host_.dispatch(d, [this, access = access_, counters = counters_, slice, number, body, id]() -> std::function<void()> {
@@ -100,6 +99,25 @@ void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
       return [this, id, permanent, quota, slice, number, message = std::string(e.what())] {
         Driven* live = host_.find(id);
         if (live == nullptr) {
+          return;
+        }
+        if ((quota || permanent) && promote_after_refusal(*live, slice.name, message)) {
+          return; // A rival races on in its place; the next step requests it if it was not yet.
+        }
+        if (permanent && several_candidates(*live)) {
+          // Not offered there (or not allowed): a candidate that failed, unless every one has been refused.
+          store().end_attempt(id, number, "refused", std::nullopt);
+          store().mark_released(id, slice.name, "the TPU API refused to create it");
+          reload(*live);
+          if (refused_everywhere(*live)) {
+            move(*live, std::nullopt,
+                 change(Phase::failed, "the TPU API refused every candidate; the last: " + message));
+            return;
+          }
+          const double wait = backoff(*live);
+          move(*live, std::nullopt,
+               change(Phase::pending, "refused in " + slice.zone + ": " + message + "; trying the next candidate in " +
+                                          util::format_duration(static_cast<long long>(wait))));
           return;
         }
         if (quota) {
@@ -200,6 +218,13 @@ void JobDriver::await_slice(Driven& d) {
   }
   if (!d.seen && !d.seen_once) {
     confirm_absent(d, *open);
+    return;
+  }
+  if (!d.rivals.empty() && run_race(d)) {
+    return;
+  }
+  open = d.open_slice(); // A rival may have taken the attempt's place.
+  if (open == nullptr) {
     return;
   }
   const SliceRef slice = SliceRef::of(*open);

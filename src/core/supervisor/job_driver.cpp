@@ -54,6 +54,18 @@ std::vector<int> command_workers(const config::JobConfig& config, int hosts) {
   return config.command.workers.all ? all_workers(hosts) : config.command.workers.indices;
 }
 
+void load_rivals(const store::JobStore& store, Driven& d) {
+  if (d.rivals.empty() && !(d.config && d.config->tpu.strategy == config::CandidateStrategy::first_ready)) {
+    return; // Only a first-ready job races (and one whose config changed still lets its rivals go).
+  }
+  d.rivals.clear();
+  for (auto& rival : store.rivals(d.job.id)) {
+    if (!rival.released_ms) {
+      d.rivals.push_back(std::move(rival));
+    }
+  }
+}
+
 JobDriver::JobDriver(DriverHost& host, std::shared_ptr<const CloudAccess> access, std::shared_ptr<Counters> counters)
     : host_(host), access_(std::move(access)), counters_(std::move(counters)) {}
 
@@ -71,13 +83,18 @@ void JobDriver::reload(Driven& d) {
   if (auto job = store().find_job(d.job.id)) {
     d.job = std::move(*job);
     d.attempts = store().attempts(d.job.id);
+    load_rivals(store(), d);
   }
   d.dirty = true;
 }
 
 bool JobDriver::move(Driven& d, std::optional<Phase> expected, const domain::PhaseChange& change) {
   const Phase from = d.job.phase;
-  const bool moved = store().transition(d.job.id, expected, change);
+  domain::PhaseChange c = change;
+  if (domain::is_terminal(c.to) && !d.rivals.empty()) {
+    c.cleanup_pending = true; // Its rivals are deleted, by whichever supervisor drives it next.
+  }
+  const bool moved = store().transition(d.job.id, expected, c);
   if (moved) {
     ++counters_->transitions;
     spdlog::info("{}: {} -> {}: {}", job_label(d.job.id), domain::to_string(from), domain::to_string(change.to),
@@ -122,7 +139,7 @@ void JobDriver::step(Driven& d) {
   if (job.desired == DesiredState::remove || job.desired == DesiredState::clean) {
     tear_down(d);
   } else if (domain::is_terminal(job.phase)) {
-    if (job.cleanup_pending) {
+    if (job.cleanup_pending || !d.rivals.empty()) {
       release(d, [this, &d] {
         store().set_cleanup_pending(d.job.id, false);
         reload(d);
@@ -139,6 +156,9 @@ void JobDriver::step(Driven& d) {
 }
 
 void JobDriver::drive(Driven& d) {
+  if (!d.rivals.empty() && d.job.phase != Phase::queued && d.job.phase != Phase::provisioning && delete_rivals(d)) {
+    return; // The race is over; its last rivals are being deleted.
+  }
   switch (d.job.phase) {
   case Phase::pending:
   case Phase::recovering:

@@ -164,12 +164,44 @@ private:
   static bool several_candidates(const Driven& d);
   // Why the job now asks for on-demand capacity (recovery.fallback), if it does.
   [[nodiscard]] std::optional<std::string> falls_back(const Driven& d) const;
-  // Where the next slice comes from, and why (for the event).
-  config::Candidate choose_candidate(Driven& d, std::string& why);
+  // The candidates in the order the next slice is asked in (the first is where it comes from), and why (for the
+  // event).
+  std::vector<config::Candidate> choose_candidates(Driven& d, std::string& why);
+  // The candidate of an attempt or a rival: its zone, accelerator and tier.
+  static config::Candidate candidate_at(const Driven& d, const std::string& zone, const std::string& accelerator,
+                                        const std::string& pricing);
+  // Whether the API refused every candidate (400, 403, 404 on create) in the attempts just made: nothing is left to
+  // try.
+  [[nodiscard]] static bool refused_everywhere(const Driven& d);
   // Ends the open attempt as `outcome` ("timed-out", "quota"), releases its slice and asks the next candidate.
   void give_up_candidate(Driven& d, const std::string& outcome, const std::string& why);
   // A request that has waited out tpu.queue_timeout while other candidates exist gives way to the next; says whether.
   bool outwaited(Driven& d, const domain::AttemptRecord& open);
+
+  // ---- race.cpp ----
+  // Whether the job races its candidates: tpu.strategy first-ready, with more than one.
+  static bool races(const Driven& d);
+  // Records the next attempt on the first of `list` with rivals on the others, then requests the attempt's; the
+  // rivals' requests follow at the next step.
+  void start_race(Driven& d, const std::vector<config::Candidate>& list, const std::string& why);
+  // QUEUED with rivals: requests the rivals not yet asked for, keeps the first slice to come up (a rival swaps places
+  // with the attempt's own), lets the failed ones go, and deletes every rival out of the race. True when an operation
+  // was sent (the step is over).
+  bool run_race(Driven& d);
+  // Rival `name` becomes the attempt's slice; the attempt's slice until now becomes a rival with `outcome`.
+  void promote(Driven& d, const std::string& name, const std::string& outcome, const std::string& why);
+  // The attempt's slice came up: every rival still racing is outrun, with an event saying `why`.
+  void outrun_rivals(Driven& d, const std::string& why);
+  // Ends the race (every rival still racing is abandoned) and deletes the rivals; true once none is held.
+  bool let_rivals_go(Driven& d);
+  // Sends the deletes of the rivals out of the race, and records those the listings show gone. True when an
+  // operation was sent.
+  bool delete_rivals(Driven& d);
+  // Sends the create requests of `rivals`, in one operation.
+  void request_rivals(Driven& d, const std::vector<domain::RivalRecord>& rivals);
+  // The attempt's own request (`refused`) was refused (for quota, or for good): the first rival still racing takes
+  // its place. False when none races.
+  bool promote_after_refusal(Driven& d, const std::string& refused, const std::string& message);
 
   // ---- bad_hardware.cpp ----
   // The patterns of the config's recovery.bad_hardware, compiled; nullptr when it has none.
@@ -260,6 +292,10 @@ private:
 // What a task borrows from its worker besides the slice, where its own config is silent: how to connect (the remote
 // user, the ssh key, gcloud's flags) and the environment the worker set up (venv, conda or docker).
 void lend_worker_settings(const config::JobConfig& worker, config::JobConfig& task);
+
+// Reads the job's rivals not yet released (tpu.strategy: first-ready) into d.rivals; a job that never raced reads
+// nothing.
+void load_rivals(const store::JobStore& store, Driven& d);
 
 // Every worker host of a slice: 0 .. hosts-1.
 std::vector<int> all_workers(int hosts);

@@ -44,6 +44,7 @@ void SupervisorLoop::read_jobs() {
     if (!d.busy && (row.updated_ms != d.job.updated_ms || row.desired != d.job.desired || row.phase != d.job.phase)) {
       d.job = std::move(row);
       d.attempts = job_store->attempts(d.job.id);
+      load_rivals(*job_store, d);
       d.dirty = true;
     }
   }
@@ -109,6 +110,7 @@ void SupervisorLoop::adopt(domain::JobRecord row) {
       }
     }
     d.config = std::make_shared<const config::JobConfig>(std::move(config));
+    load_rivals(*job_store, d);
   } catch (const std::exception& e) {
     // Without its config nothing can be done for it but to say so.
     if (!domain::is_terminal(d.job.phase)) {

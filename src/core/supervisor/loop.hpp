@@ -92,6 +92,8 @@ private:
   // ---- observe.cpp ----
   // One queuedResources.list per zone in use covers every job there.
   void observe();
+  // What a listing of `zone`'s queued resources says of the rivals there that `d` races (first-ready).
+  void saw_rivals(Driven& d, const std::string& zone, const std::map<std::string, SliceView>& listed);
 
   // ---- notify.cpp ----
   // Takes the notifications due and sends each on the action pool; the outcome comes back as an event.

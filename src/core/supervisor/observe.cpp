@@ -41,17 +41,60 @@ std::optional<std::map<std::string, SliceView>> list_zone(const CloudAccess& acc
 
 } // namespace
 
+void SupervisorLoop::saw_rivals(Driven& d, const std::string& zone, const std::map<std::string, SliceView>& listed) {
+  if (d.busy) {
+    return; // Its operation's result decides; the next listing will be fresh.
+  }
+  for (const auto& rival : d.rivals) {
+    if (rival.zone != zone) {
+      continue;
+    }
+    auto& seen = d.rival_seen[rival.name];
+    const auto found = listed.find(rival.name);
+    if (found == listed.end()) {
+      seen.seen.reset();
+    } else {
+      seen.seen = found->second;
+      seen.seen_once = true;
+    }
+    if (!seen.valid) {
+      d.dirty = true;
+    }
+    seen.valid = true;
+    const std::string state = seen.seen ? seen.seen->state : "gone";
+    if (state != seen.state) {
+      seen.state = state;
+      d.dirty = true;
+      nlohmann::json data = {{"queued_resource", rival.name}, {"state", state}, {"rival", true}};
+      if (seen.seen && !seen.seen->error.empty()) {
+        data["error"] = seen.seen->error;
+      }
+      // An event only: the job's slice_state is its own slice's.
+      job_store->append_event(d.job.id, "observation", rival.name + " is " + state, data.dump());
+    }
+  }
+}
+
 void SupervisorLoop::observe() {
   // By zone, then by kind of slice: queued resources (false) or nodes (true).
   std::map<std::pair<std::string, bool>, std::vector<Driven*>> zones;
   // Jobs running on a queued resource's slice, by zone: their nodes' health comes from a nodes.list of the zone.
   std::map<std::string, std::vector<Driven*>> running;
+  // Jobs racing queued resources alongside their own (first-ready), by the rivals' zones.
+  std::map<std::string, std::vector<Driven*>> racing;
   for (auto& [id, d] : driven) {
     if (const auto* open = d.open_slice()) {
       zones[{open->zone, open->node_only()}].push_back(&d);
       if (!open->node_only() && d.job.phase == domain::Phase::running) {
         running[open->zone].push_back(&d);
       }
+    }
+    for (const auto& rival : d.rivals) {
+      auto& in_zone = racing[rival.zone];
+      if (in_zone.empty() || in_zone.back() != &d) {
+        in_zone.push_back(&d);
+      }
+      zones[{rival.zone, false}]; // Listed even when no open slice is there.
     }
   }
   ++counters->ticks;
@@ -81,6 +124,13 @@ void SupervisorLoop::observe() {
         d->node_health = found->second;
         if (judge_health(found->second.health) != NodeTrouble::none) {
           d->dirty = true;
+        }
+      }
+    }
+    if (!nodes) {
+      if (const auto found = racing.find(zone); found != racing.end()) {
+        for (Driven* d : found->second) {
+          saw_rivals(*d, zone, *listed);
         }
       }
     }

@@ -61,6 +61,9 @@ void JobDriver::cancel(Driven& d) {
     return;
   }
   stop_stream(d);
+  if (!let_rivals_go(d)) {
+    return; // A cancelled job keeps its own slice, never a rival.
+  }
   end_open_attempt(d, "cancelled", std::nullopt);
   finish_cancel(d);
 }
@@ -81,6 +84,9 @@ void JobDriver::finish_cancel(Driven& d) {
 
 // Deletes the open slice (if any), then runs `done` once none is left.
 void JobDriver::release(Driven& d, const std::function<void()>& done) {
+  if (!let_rivals_go(d)) {
+    return; // The job's next steps come back here until the listings show every rival gone.
+  }
   const auto* open = d.open_slice();
   if (open == nullptr) {
     done();
