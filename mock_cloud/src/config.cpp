@@ -225,7 +225,8 @@ MockConfig read_mock_config(Checker& check, const YAML::Node& root) {
   }
 
   if (auto events = root["events"]; events.IsDefined() && check.is_map(events, "events")) {
-    check.only_keys(events, "events", {"spot_preemption_mean_interval", "maintenance_mean_interval"});
+    check.only_keys(events, "events",
+                    {"spot_preemption_mean_interval", "maintenance_mean_interval", "maintenance_notice"});
     if (events["spot_preemption_mean_interval"].IsDefined()) {
       config.spot_mean_seconds_between_preemptions =
           check.seconds(events["spot_preemption_mean_interval"], "events.spot_preemption_mean_interval").value_or(0);
@@ -233,6 +234,10 @@ MockConfig read_mock_config(Checker& check, const YAML::Node& root) {
     if (events["maintenance_mean_interval"].IsDefined()) {
       config.maintenance_mean_seconds_between_events =
           check.seconds(events["maintenance_mean_interval"], "events.maintenance_mean_interval").value_or(0);
+    }
+    if (events["maintenance_notice"].IsDefined()) {
+      config.maintenance_notice_seconds =
+          check.seconds(events["maintenance_notice"], "events.maintenance_notice").value_or(0);
     }
   }
 

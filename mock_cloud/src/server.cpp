@@ -316,6 +316,15 @@ void MockServer::register_routes() {
                }
                return world_->mark_node_faulty(m(req, 1), m(req, 2), m(req, 3), util::now_ms(), worker);
              }));
+  // {"in": SECONDS}: the node announces a maintenance whose window opens that many (simulated) seconds from now.
+  http_.Post(
+      admin_node + ":scheduleMaintenance", admin("admin.scheduleMaintenance", [this, m](const httplib::Request& req) {
+        const auto body = util::parse_json_bounded(req.body);
+        if (!body.is_object() || !body.contains("in") || !body["in"].is_number() || body["in"].get<double>() <= 0) {
+          return error_reply(400, "Expected {\"in\": SECONDS}, the seconds until the maintenance window opens");
+        }
+        return world_->schedule_maintenance(m(req, 1), m(req, 2), m(req, 3), body["in"].get<double>(), util::now_ms());
+      }));
   http_.Post(admin_node + ":setHealth", admin("admin.setHealth", [this, m](const httplib::Request& req) {
                const auto body = util::parse_json_bounded(req.body);
                if (!body.is_object() || !body.contains("health") || !body["health"].is_string() ||

@@ -62,6 +62,31 @@ Reply World::set_node_health(const std::string& project, const std::string& zone
   });
 }
 
+Reply World::schedule_maintenance(const std::string& project, const std::string& zone, const std::string& id,
+                                  double in_seconds, std::int64_t now_ms) {
+  return mutate_at(now_ms, [&]() -> Reply {
+    const auto name = location(project, zone) + "/nodes/" + id;
+    Reply missing;
+    auto* node = find_node_locked(name, &missing);
+    if (node == nullptr) {
+      return missing;
+    }
+    if (node->state != "READY") {
+      return failed_precondition("Node '" + name + "' is " + node->state + "; only a READY node is maintained");
+    }
+    const auto at = now_ms + std::max<std::int64_t>(1, static_cast<std::int64_t>(scaled_ms(in_seconds)));
+    if (node->standalone()) {
+      node->maintenance_ms = at;
+    } else if (auto qr = queued_resources_.find(node->queued_resource); qr != queued_resources_.end()) {
+      qr->second->maintenance_ms = at;
+      touch_locked(qr->first);
+    }
+    node->maintenance_window_ms = at;
+    touch_locked(name);
+    return {200, node_json(*node)};
+  });
+}
+
 void World::set_faults(const FaultSettings& faults) {
   std::lock_guard lock(mutex_);
   faults_ = faults.rate <= 0 ? FaultSettings{} : faults;

@@ -65,9 +65,12 @@ struct World::Node {
   std::string state = "CREATING"; // The API's state name.
   std::string health;             // HEALTHY from READY on; empty before, and cleared when deleting or stopping.
   std::string health_description; // Why the node is unhealthy (admin :setHealth); empty when not said.
-  std::int64_t create_ms = 0;     // When it was created.
-  std::int64_t next_ms = 0;       // When its nodes.delete ends.
-  std::string numeric_id;         // The API's numeric id: tells this node from a later one of the same name.
+  // The maintenance it announces (upcomingMaintenance, its window opening then), or 0: set events.maintenance_notice
+  // before its queued resource's maintenance, or at once by the admin :scheduleMaintenance.
+  std::int64_t maintenance_window_ms = 0;
+  std::int64_t create_ms = 0; // When it was created.
+  std::int64_t next_ms = 0;   // When its nodes.delete ends.
+  std::string numeric_id;     // The API's numeric id: tells this node from a later one of the same name.
   std::vector<std::pair<std::string, std::string>> endpoints; // internal, external
   std::vector<std::string> machines; // The machine under each worker host, by worker; empty while hosts are down.
   std::string delete_op;             // The nodes.delete operation's name, or empty when none was asked for.

@@ -24,6 +24,15 @@ json World::node_json(const Node& node) const {
   if (!node.health_description.empty()) {
     out["healthDescription"] = node.health_description;
   }
+  if (node.maintenance_window_ms > 0 && node.state == "READY") {
+    // As Compute Engine announces one: the window opens then, and lasts up to an hour.
+    out["upcomingMaintenance"] = {{"type", "SCHEDULED"},
+                                  {"canReschedule", false},
+                                  {"windowStartTime", util::format_utc(node.maintenance_window_ms)},
+                                  {"windowEndTime", util::format_utc(node.maintenance_window_ms + 3'600'000)},
+                                  {"latestWindowStartTime", util::format_utc(node.maintenance_window_ms)},
+                                  {"maintenanceStatus", "PENDING"}};
+  }
   out["createTime"] = util::format_utc(node.create_ms);
   out["apiVersion"] = "V2";
   if (!node.standalone()) {

@@ -133,6 +133,7 @@ json World::record_of(const Node& node) {
           {"preemptible", node.preemptible},
           {"preemptMs", node.preempt_ms},
           {"maintenanceMs", node.maintenance_ms},
+          {"maintenanceWindowMs", node.maintenance_window_ms},
           {"createOp", node.create_op},
           {"transitionOp", node.transition_op},
           {"incarnation", node.incarnation}};
@@ -273,6 +274,7 @@ void World::restore(const json& snapshot) {
     node->preemptible = n.value("preemptible", false);
     node->preempt_ms = n.value("preemptMs", std::int64_t{0});
     node->maintenance_ms = n.value("maintenanceMs", std::int64_t{0});
+    node->maintenance_window_ms = n.value("maintenanceWindowMs", std::int64_t{0});
     node->create_op = n.value("createOp", "");
     node->transition_op = n.value("transitionOp", "");
     node->incarnation = n.value("incarnation", 0);

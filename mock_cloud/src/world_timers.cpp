@@ -27,6 +27,18 @@ void World::release_capacity(QueuedResource& qr) {
   touch_locked(qr.name);
 }
 
+std::optional<std::int64_t> World::announce_ms_locked(const QueuedResource& qr) const {
+  if (qr.maintenance_ms <= 0 || config_.maintenance_notice_seconds <= 0) {
+    return std::nullopt;
+  }
+  const auto node = nodes_.find(qr.node_name);
+  if (node == nodes_.end() || node->second->maintenance_window_ms == qr.maintenance_ms) {
+    return std::nullopt; // No node to announce it, or announced already.
+  }
+  return std::max<std::int64_t>(1, qr.maintenance_ms -
+                                       static_cast<std::int64_t>(scaled_ms(config_.maintenance_notice_seconds)));
+}
+
 void World::start_suspending(QueuedResource& qr, const std::string& node_state, std::int64_t now) {
   qr.state = "SUSPENDING";
   qr.initiator = "SERVICE";
@@ -35,6 +47,7 @@ void World::start_suspending(QueuedResource& qr, const std::string& node_state, 
   qr.maintenance_ms = 0;
   if (auto it = nodes_.find(qr.node_name); it != nodes_.end()) {
     it->second->state = node_state;
+    it->second->maintenance_window_ms = 0;
     touch_locked(it->first);
     hosts_lost_locked(*it->second);
   }
@@ -61,6 +74,9 @@ std::int64_t World::next_event_locked() const {
     } else if (qr->state == "ACTIVE") {
       consider(qr->preempt_ms);
       consider(qr->maintenance_ms);
+      if (const auto announce = announce_ms_locked(*qr)) {
+        consider(*announce);
+      }
     }
   }
   for (const auto& [name, node] : nodes_) {
@@ -127,6 +143,10 @@ void World::step_locked(std::int64_t now) {
       start_suspending(qr, "PREEMPTED", now);
     } else if (qr.state == "ACTIVE" && qr.maintenance_ms > 0 && now >= qr.maintenance_ms) {
       start_suspending(qr, "TERMINATED", now);
+    } else if (const auto announce = qr.state == "ACTIVE" ? announce_ms_locked(qr) : std::nullopt;
+               announce && now >= *announce && node != nullptr) {
+      node->maintenance_window_ms = qr.maintenance_ms;
+      touch_locked(node->name);
     } else if (qr.state == "SUSPENDING" && now >= qr.next_ms) {
       qr.state = "SUSPENDED";
       release_capacity(qr);

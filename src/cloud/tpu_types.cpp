@@ -1,4 +1,5 @@
 #include "jobman/cloud/tpu_client.hpp"
+#include "jobman/util/system.hpp"
 
 #include <array>
 #include <map>
@@ -121,6 +122,17 @@ Node parse_node(const json& object) {
   out.state = parse_enum<NodeState>(object, "state", kNodeStates);
   out.health = parse_enum<NodeHealth>(object, "health", kNodeHealths);
   out.health_description = string_at(object, "healthDescription");
+  if (object.is_object() && object.contains("upcomingMaintenance") && object["upcomingMaintenance"].is_object()) {
+    const auto& m = object["upcomingMaintenance"];
+    UpcomingMaintenance upcoming;
+    upcoming.type = string_at(m, "type");
+    upcoming.can_reschedule = m.contains("canReschedule") && m["canReschedule"].is_boolean() && m["canReschedule"];
+    upcoming.window_start_ms = util::parse_utc(string_at(m, "windowStartTime"));
+    upcoming.window_end_ms = util::parse_utc(string_at(m, "windowEndTime"));
+    upcoming.latest_window_start_ms = util::parse_utc(string_at(m, "latestWindowStartTime"));
+    upcoming.status = string_at(m, "maintenanceStatus");
+    out.upcoming_maintenance = std::move(upcoming);
+  }
   out.accelerator_type = string_at(object, "acceleratorType");
   if (object.is_object() && object.contains("networkEndpoints") && object["networkEndpoints"].is_array()) {
     for (const auto& endpoint : object["networkEndpoints"]) {

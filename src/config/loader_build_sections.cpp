@@ -481,6 +481,7 @@ void build_recovery(Problems& p, const Section& s, const Origin& file_origin, bo
     out.backoff_multiplier = as_double(p, *multiplier, backoff.path("multiplier"), 1.0).value_or(2.0);
   }
   out.max_bad_hardware = static_cast<int>(s.integer("max_bad_hardware", 0, INT_MAX).value_or(3));
+  out.maintenance_lead_seconds = s.duration("maintenance_lead", 0).value_or(600);
   if (const Node* fallback_node = s.get("fallback"); fallback_node != nullptr && !fallback_node->is_null()) {
     const Section fallback(p, fallback_node, s.path("fallback"), s.origin("fallback"), "recovery.fallback");
     if (fallback.present()) {

@@ -136,6 +136,7 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
                        {"max", detail::exact_duration(r.backoff_max_seconds)},
                        {"multiplier", r.backoff_multiplier}}},
       {"max_bad_hardware", r.max_bad_hardware},
+      {"maintenance_lead", detail::exact_duration(r.maintenance_lead_seconds)},
       {"fallback", r.fallback_after_preemptions || r.fallback_after_waiting_seconds
                        ? json{{"after_preemptions",
                                r.fallback_after_preemptions ? json(*r.fallback_after_preemptions) : json(nullptr)},

@@ -32,7 +32,7 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& schema() {
       {"command", {"cmd", "workers"}},
       {"recovery",
        {"max_preemptions", "max_failures", "restart_exit_codes", "poll_interval", "backoff", "max_bad_hardware",
-        "bad_hardware", "fallback"}},
+        "bad_hardware", "fallback", "maintenance_lead"}},
       {"recovery.fallback", {"after_preemptions", "after_waiting"}},
       {"recovery.backoff", {"initial", "max", "multiplier"}},
       {"brevo_email", {"api_key", "sender", "receiver"}},

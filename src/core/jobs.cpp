@@ -210,7 +210,12 @@ bool has_cloud_footprint(store::JobStore& store, const domain::JobRecord& job) {
     return true;
   }
   const auto attempts = store.attempts(job.id);
-  return std::any_of(attempts.begin(), attempts.end(), [](const auto& a) { return !a.released_ms; });
+  if (std::any_of(attempts.begin(), attempts.end(), [](const auto& a) { return !a.released_ms; })) {
+    return true;
+  }
+  // A first-ready race's rivals are slices too, until their deletion is confirmed.
+  const auto rivals = store.rivals(job.id);
+  return std::any_of(rivals.begin(), rivals.end(), [](const auto& r) { return !r.released_ms; });
 }
 
 // How far along the stop/delete/clean ladder a desired state is.

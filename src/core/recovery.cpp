@@ -70,6 +70,17 @@ NodeTrouble judge_health(cloud::NodeHealth health) {
   }
 }
 
+bool maintenance_due(const cloud::UpcomingMaintenance& maintenance, std::int64_t now_ms, std::int64_t lead_ms) {
+  if (maintenance.status == "ONGOING") {
+    return true;
+  }
+  std::optional<std::int64_t> opens = maintenance.window_start_ms;
+  if (maintenance.latest_window_start_ms && (!opens || *maintenance.latest_window_start_ms < *opens)) {
+    opens = maintenance.latest_window_start_ms;
+  }
+  return opens && *opens - now_ms <= lead_ms;
+}
+
 SliceVerdict verdict_of(const std::optional<SliceView>& view) {
   return view ? view->verdict : SliceVerdict::lost;
 }

@@ -240,5 +240,34 @@ TEST_F(BadHardwareTest, AnUnhealthyNodeIsBadHardwareAndOneUnderMaintenanceIsLeft
   EXPECT_EQ(checksums(id, 3, 1), std::vector<std::string>{uninterrupted_checksum(300)});
 }
 
+TEST_F(BadHardwareTest, ANodeThatAnnouncesAMaintenanceIsLeftBeforeItsWindowOpens) {
+  start_daemon();
+  // A lead of 3 hours: 10.8 s on the mock (time scale 1000), time to stop the workload under a sanitizer.
+  const auto id =
+      create(config(training(300, 10), "ondemand", "v4-8", "recovery:\n  max_failures: 0\n  maintenance_lead: 3h\n"));
+  ASSERT_TRUE(await_log(id, 1, "step=40 "));
+  // The window opens in 2 hours (simulated), within the lead.
+  const auto node = node_of(id);
+  const auto announced = http_call(*client, "POST", std::string(kLocation) + "/nodes/" + node + ":scheduleMaintenance",
+                                   json{{"in", 7200}}, mock->admin_headers());
+  ASSERT_EQ(announced.status, 200) << announced.body.dump();
+  ASSERT_EQ(announced.body["upcomingMaintenance"]["maintenanceStatus"], "PENDING");
+
+  const auto done = wait_for(id, 0, 180);
+  EXPECT_EQ(done.preemptions, 1) << "leaving before a maintenance is a preemption";
+  EXPECT_EQ(done.failures, 0);
+  EXPECT_EQ(outcomes(id), (std::vector<std::string>{"preempted", "succeeded"}));
+  bool said = false;
+  for (const auto& e : db().events(id)) {
+    said = said || (e.message.find("node " + node + " is announcing a SCHEDULED maintenance whose window opens") !=
+                        std::string::npos &&
+                    e.message.find("leaving it before the maintenance") != std::string::npos);
+  }
+  EXPECT_TRUE(said);
+  EXPECT_NE(file_text(worker_log(id, 1, 0)).find("terminated at step="), std::string::npos)
+      << "the workload had its SIGTERM (and a checkpoint) before the window";
+  EXPECT_EQ(checksums(id, 2, 1), std::vector<std::string>{uninterrupted_checksum(300)});
+}
+
 } // namespace
 } // namespace jobman::test

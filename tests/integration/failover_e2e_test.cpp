@@ -47,6 +47,25 @@ protected:
     return n;
   }
 
+  // The first-ready job with two candidates runs, its rival's deletion confirmed, and the mock holds its slice alone.
+  bool race_decided(std::int64_t id) {
+    if (!eventually([&] { return job(id).phase == Phase::running; }, kPatience)) {
+      ADD_FAILURE() << "not running: " << job(id).phase_reason;
+      return false;
+    }
+    if (!eventually(
+            [&] {
+              const auto rivals = db().rivals(id);
+              return rivals.size() == 1 && rivals[0].released_ms.has_value();
+            },
+            kPatience)) {
+      ADD_FAILURE() << "the rival is still held";
+      return false;
+    }
+    EXPECT_EQ(queued_resources(), 1) << metrics().dump();
+    return true;
+  }
+
   bool any_event(std::int64_t id, const std::string& text) {
     for (const auto& e : db().events(id)) {
       if (e.message.find(text) != std::string::npos) {
@@ -158,16 +177,9 @@ TEST_F(FailoverTest, FirstReadyKeepsTheFirstSliceUpAndDeletesTheOtherRequests) {
   start_daemon();
   const auto id = create(failover_config("[us-central2-b, us-east1-d]", 200,
                                          "  strategy: first-ready\n  order: as-written\n  queue_timeout: 1h\n"));
-  // Running in the zone with capacity, within a tick or two of its slice coming up; the request still waiting in the
-  // other zone is deleted, and the job's slice is the only one left.
-  ASSERT_TRUE(eventually([&] { return job(id).phase == Phase::running; }, kPatience)) << job(id).phase_reason;
-  ASSERT_TRUE(eventually(
-      [&] {
-        const auto rivals = db().rivals(id);
-        return rivals.size() == 1 && rivals[0].released_ms.has_value();
-      },
-      kPatience));
-  EXPECT_EQ(queued_resources(), 1) << metrics().dump();
+  // Running in the zone with capacity; the request still waiting in the other zone is deleted, and the job's slice
+  // is the only one left.
+  ASSERT_TRUE(race_decided(id));
   const auto rivals = db().rivals(id);
   EXPECT_EQ(rivals[0].zone, "us-central2-b");
   EXPECT_EQ(rivals[0].outcome, "outrun");
@@ -192,14 +204,7 @@ TEST_F(FailoverTest, FirstReadyKeepsTheFirstSliceUpAndDeletesTheOtherRequests) {
 TEST_F(FailoverTest, FirstReadyWithCapacityEverywhereLeavesExactlyOneSlice) {
   start_daemon();
   const auto id = create(failover_config("[us-central2-b, us-east1-d]", 200, "  strategy: first-ready\n"));
-  ASSERT_TRUE(eventually([&] { return job(id).phase == Phase::running; }, kPatience)) << job(id).phase_reason;
-  ASSERT_TRUE(eventually(
-      [&] {
-        const auto rivals = db().rivals(id);
-        return rivals.size() == 1 && rivals[0].released_ms.has_value();
-      },
-      kPatience));
-  EXPECT_EQ(queued_resources(), 1) << metrics().dump();
+  ASSERT_TRUE(race_decided(id));
   EXPECT_EQ(db().rivals(id)[0].outcome, "outrun");
   EXPECT_NE(db().rivals(id)[0].zone, db().attempts(id)[0].zone);
   wait_for(id, 0, 180);

@@ -1,11 +1,7 @@
 // Workers and tasks driven end to end by `jobman daemon` against a real jobman-mock-cloud: workers keep slices and
 // run the queue's #JOBMAN scripts and configs one at a time, a preempted worker's task goes back to the head of the
 // queue and resumes from its checkpoint, and deleting the workers releases every slice.
-#include "jobman/store/job_store.hpp"
-#include "support/line_process.hpp"
-#include "support/mock_cloud.hpp"
-#include "support/run.hpp"
-#include "support/temp_dir.hpp"
+#include "support/supervisor_home.hpp"
 
 #include <algorithm>
 #include <gtest/gtest.h>
@@ -21,36 +17,12 @@ using domain::JobKind;
 using domain::Phase;
 using nlohmann::json;
 
-constexpr const char* kZone = "us-central2-b";
-constexpr std::chrono::seconds kPatience{120};
-
-std::string uninterrupted_checksum(int steps) {
-  const auto tool = (fs::path(mock_cloud_binary()).parent_path() / "tools" / "systolic-train").string();
-  const auto run = run_program({tool, "--steps", std::to_string(steps)});
-  const auto at = run.out.rfind("checksum=");
-  return at == std::string::npos ? std::string("none") : run.out.substr(at + 9, 16);
-}
-
-class PoolTest : public ::testing::Test {
+class PoolTest : public SupervisorHome {
 protected:
-  void SetUp() override {
-    ASSERT_GT(mock->port(), 0) << mock->first_line();
-    client = std::make_unique<httplib::Client>("127.0.0.1", mock->port());
-    env = mock_home_environment(*mock, home, dir / "config");
-  }
-
-  void TearDown() override {
-    daemons.clear();
-    kill_processes_of(home);
-  }
-
-  RunResult jm(const std::vector<std::string>& args) { return run_jobman(args, RunOptions{env, "", ""}); }
-
-  void start_daemon() {
-    daemons.push_back(std::make_unique<LineReadingProcess>(
-        std::vector<std::string>{jobman_binary(), "daemon", "--tick", "50ms", "--lease-ttl", "2s"}, env,
-        dir / ("daemon-" + std::to_string(daemons.size()) + ".log")));
-  }
+  // A v4 zone for most workers, and a v5litepod zone for the pool that mixes accelerators.
+  PoolTest()
+      : SupervisorHome("  us-central2-b:\n    v4:\n      spot: {chips: 64}\n      on_demand: {chips: 32}\n"
+                       "  us-central1-a:\n    v5litepod:\n      spot: {chips: 16}\n") {}
 
   // A worker with the bucket mounted at ~/bucket (where training tasks keep their checkpoints); returns its id.
   std::int64_t start_worker(const std::string& name, const std::string& accelerator = "v4-8",
@@ -77,52 +49,6 @@ protected:
   static std::string training(int steps, int step_ms) {
     return "systolic-train --steps " + std::to_string(steps) + " --step-time-ms " + std::to_string(step_ms) +
            " --ckpt-dir ~/bucket/ckpt-$JOBMAN_TASK_ID --ckpt-every 20";
-  }
-
-  store::JobStore& db() {
-    if (!store) {
-      store.emplace(store::JobStore::open(home / "jobman.db"));
-    }
-    return *store;
-  }
-  domain::JobRecord record(std::int64_t id) { return db().get_job(id); }
-
-  bool await_phase(std::int64_t id, Phase phase) {
-    return eventually([&] { return record(id).phase == phase; }, kPatience);
-  }
-
-  fs::path log(std::int64_t id, int attempt, int worker = 0) {
-    char name[16];
-    std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(id));
-    return home / "jobs" / name / ("attempt-" + std::to_string(attempt)) /
-           ("worker-" + std::to_string(worker) + ".log");
-  }
-
-  std::string checksum(std::int64_t id, int attempt) {
-    const auto text = file_text(log(id, attempt));
-    const auto at = text.rfind("checksum=");
-    return at == std::string::npos ? std::string("missing") : text.substr(at + 9, 16);
-  }
-
-  json metrics() { return http_call(*client, "GET", "/mock/v1/metrics", nullptr, mock->admin_headers()).body; }
-
-  bool mock_is_empty() {
-    auto m = metrics();
-    const auto count = [](const json& by_state) {
-      int n = 0;
-      for (const auto& [state, value] : by_state.items()) {
-        n += value.get<int>();
-      }
-      return n;
-    };
-    return m.is_object() && count(m["queuedResources"]) == 0 && count(m["nodes"]) == 0 &&
-           m["processes_running"].get<int>() == 0;
-  }
-
-  bool preempt(const std::string& node, const std::string& zone = kZone) {
-    return http_call(*client, "POST", "/mock/v1/projects/jobman-mock/locations/" + zone + "/nodes/" + node + ":preempt",
-                     json::object(), mock->admin_headers())
-               .status == 200;
   }
 
   // No two task attempts overlapped on one worker's slice, and no task ran on two workers at once: the attempts'
@@ -154,17 +80,6 @@ protected:
       }
     }
   }
-
-  TempDir dir;
-  fs::path home = dir / "home";
-  std::unique_ptr<MockCloudProcess> mock =
-      start_test_mock(dir, test_world(2, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n"
-                                         "      on_demand: {chips: 32}\n"
-                                         "  us-central1-a:\n    v5litepod:\n      spot: {chips: 16}\n"));
-  std::unique_ptr<httplib::Client> client;
-  std::map<std::string, std::string> env;
-  std::vector<std::unique_ptr<LineReadingProcess>> daemons;
-  std::optional<store::JobStore> store;
 };
 
 TEST_F(PoolTest, AWorkerRunsTheQueueOneTaskAtATimeAndRetriesAFailedOne) {
@@ -184,20 +99,21 @@ TEST_F(PoolTest, AWorkerRunsTheQueueOneTaskAtATimeAndRetriesAFailedOne) {
   const std::vector<std::int64_t> tasks = {hello, flaky, doomed, train};
 
   for (const auto id : {hello, flaky, train}) {
-    ASSERT_TRUE(await_phase(id, Phase::succeeded)) << id << ": " << record(id).phase_reason;
+    ASSERT_TRUE(await_phase(id, Phase::succeeded)) << id << ": " << job(id).phase_reason;
   }
-  ASSERT_TRUE(await_phase(doomed, Phase::failed)) << record(doomed).phase_reason;
+  ASSERT_TRUE(await_phase(doomed, Phase::failed)) << job(doomed).phase_reason;
 
   char padded[16];
   std::snprintf(padded, sizeof padded, "%06lld", static_cast<long long>(hello));
-  EXPECT_NE(file_text(log(hello, 1)).find(std::string("hello from task ") + padded + " on pool-a-"), std::string::npos)
-      << file_text(log(hello, 1));
-  EXPECT_EQ(record(flaky).failures, 1);
+  EXPECT_NE(file_text(worker_log(hello, 1)).find(std::string("hello from task ") + padded + " on pool-a-"),
+            std::string::npos)
+      << file_text(worker_log(hello, 1));
+  EXPECT_EQ(job(flaky).failures, 1);
   EXPECT_EQ(db().attempts(flaky).size(), 2U);
-  EXPECT_NE(file_text(log(flaky, 2)).find("second run resume=1"), std::string::npos);
-  EXPECT_EQ(record(doomed).failures, 2) << "max-retries 1: one retry, then FAILED";
+  EXPECT_NE(file_text(worker_log(flaky, 2)).find("second run resume=1"), std::string::npos);
+  EXPECT_EQ(job(doomed).failures, 2) << "max-retries 1: one retry, then FAILED";
   EXPECT_EQ(db().attempts(doomed).size(), 2U);
-  EXPECT_EQ(checksum(train, 1), uninterrupted_checksum(120));
+  EXPECT_EQ(checksums(train, 1, 1).front(), uninterrupted_checksum(120));
   // Every run borrowed the worker's one slice; none overlapped another.
   const auto worker_slice = db().attempts(worker).back().queued_resource;
   for (const auto id : tasks) {
@@ -233,7 +149,7 @@ TEST_F(PoolTest, AWorkerRunsTheQueueOneTaskAtATimeAndRetriesAFailedOne) {
 
   const auto deleted = jm({"worker", "delete", "--all"});
   EXPECT_EQ(deleted.exit_code, 0) << deleted.out << deleted.err;
-  EXPECT_EQ(record(worker).phase, Phase::deleted);
+  EXPECT_EQ(job(worker).phase, Phase::deleted);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 
@@ -245,10 +161,10 @@ TEST_F(PoolTest, AnIdleWorkerReleasesItsSliceAndAQueuedTaskBringsANewOne) {
   ASSERT_EQ(started.exit_code, 0) << started.err;
   const auto worker = json::parse(started.out).value("id", std::int64_t{0});
   const auto idle = [&] {
-    const auto w = record(worker);
+    const auto w = job(worker);
     return w.phase == Phase::pending && w.phase_reason.starts_with("idle: no task for 10m");
   };
-  ASSERT_TRUE(eventually(idle, kPatience)) << record(worker).phase_reason;
+  ASSERT_TRUE(eventually(idle, kPatience)) << job(worker).phase_reason;
   ASSERT_EQ(db().attempts(worker).size(), 1U);
   EXPECT_EQ(db().attempts(worker).front().outcome, "idle");
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
@@ -260,7 +176,7 @@ TEST_F(PoolTest, AnIdleWorkerReleasesItsSliceAndAQueuedTaskBringsANewOne) {
 
   // A task for it: the worker asks for a slice again, sets it up and runs the task there.
   const auto hello = submit("hello", "#JOBMAN --accelerator=v4-8\n", "echo hello on $JOBMAN_TPU_NAME");
-  ASSERT_TRUE(await_phase(hello, Phase::succeeded)) << record(hello).phase_reason;
+  ASSERT_TRUE(await_phase(hello, Phase::succeeded)) << job(hello).phase_reason;
   const auto slices = db().attempts(worker);
   ASSERT_GE(slices.size(), 2U);
   EXPECT_EQ(db().attempts(hello).front().queued_resource, slices[1].queued_resource);
@@ -271,10 +187,10 @@ TEST_F(PoolTest, AnIdleWorkerReleasesItsSliceAndAQueuedTaskBringsANewOne) {
   }
   EXPECT_TRUE(said_why);
   // Idle again after the task, and released again.
-  ASSERT_TRUE(eventually(idle, kPatience)) << record(worker).phase_reason;
+  ASSERT_TRUE(eventually(idle, kPatience)) << job(worker).phase_reason;
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
   EXPECT_EQ(jm({"worker", "delete", "--all"}).exit_code, 0);
-  EXPECT_EQ(record(worker).phase, Phase::deleted);
+  EXPECT_EQ(job(worker).phase, Phase::deleted);
 }
 
 TEST_F(PoolTest, APreemptedWorkersTaskGoesBackToTheHeadOfTheQueueAndResumesFromItsCheckpoint) {
@@ -283,26 +199,27 @@ TEST_F(PoolTest, APreemptedWorkersTaskGoesBackToTheHeadOfTheQueueAndResumesFromI
   const std::string v4 = "#JOBMAN --accelerator=v4-8\n";
   const auto train = submit("train", v4, training(300, 10));
   const auto later = submit("later", v4, "echo later");
-  ASSERT_TRUE(eventually([&] { return file_text(log(train, 1)).find("step=100 ") != std::string::npos; }, kPatience))
-      << record(train).phase_reason;
+  ASSERT_TRUE(
+      eventually([&] { return file_text(worker_log(train, 1)).find("step=100 ") != std::string::npos; }, kPatience))
+      << job(train).phase_reason;
   const auto node = db().attempts(worker).back().node;
   ASSERT_TRUE(preempt(node));
 
-  ASSERT_TRUE(await_phase(train, Phase::succeeded)) << record(train).phase_reason;
-  ASSERT_TRUE(await_phase(later, Phase::succeeded)) << record(later).phase_reason;
+  ASSERT_TRUE(await_phase(train, Phase::succeeded)) << job(train).phase_reason;
+  ASSERT_TRUE(await_phase(later, Phase::succeeded)) << job(later).phase_reason;
   const auto attempts = db().attempts(train);
   ASSERT_EQ(attempts.size(), 2U);
   EXPECT_EQ(attempts[0].outcome, "preempted");
   EXPECT_EQ(attempts[1].outcome, "succeeded");
   EXPECT_NE(attempts[0].queued_resource, attempts[1].queued_resource) << "the worker's new slice";
-  EXPECT_EQ(record(train).preemptions, 1);
-  EXPECT_EQ(record(train).failures, 0);
+  EXPECT_EQ(job(train).preemptions, 1);
+  EXPECT_EQ(job(train).failures, 0);
   // Back at the head of the queue: it ran again before the task queued after it.
   EXPECT_LT(attempts[1].started_ms, db().attempts(later).front().started_ms);
-  EXPECT_NE(file_text(log(train, 2)).find("resumed from step="), std::string::npos);
-  EXPECT_EQ(checksum(train, 2), uninterrupted_checksum(300));
-  EXPECT_EQ(record(worker).phase, Phase::running);
-  EXPECT_EQ(record(worker).preemptions, 1);
+  EXPECT_NE(file_text(worker_log(train, 2)).find("resumed from step="), std::string::npos);
+  EXPECT_EQ(checksums(train, 2, 1).front(), uninterrupted_checksum(300));
+  EXPECT_EQ(job(worker).phase, Phase::running);
+  EXPECT_EQ(job(worker).preemptions, 1);
   expect_no_overlap({train, later});
 
   EXPECT_EQ(jm({"worker", "delete", "pool-b"}).exit_code, 0);
@@ -315,28 +232,29 @@ TEST_F(PoolTest, DeletingABusyWorkerRequeuesItsTaskOnAnotherAndPauseHoldsATaskBa
   ASSERT_TRUE(await_phase(first, Phase::running));
   const std::string v4 = "#JOBMAN --accelerator=v4-8\n";
   const auto train = submit("train", v4, training(300, 10));
-  ASSERT_TRUE(eventually([&] { return file_text(log(train, 1)).find("step=40 ") != std::string::npos; }, kPatience));
+  ASSERT_TRUE(
+      eventually([&] { return file_text(worker_log(train, 1)).find("step=40 ") != std::string::npos; }, kPatience));
   // A task paused while queued is never taken; requeued, it runs.
   const auto held = submit("held", v4, "echo held back");
   const auto paused = jm({"task", "pause", "held"}); // By name: a number of up to 5 digits is an index.
   EXPECT_EQ(paused.exit_code, 0) << paused.err;
-  EXPECT_EQ(record(held).phase, Phase::cancelled);
+  EXPECT_EQ(job(held).phase, Phase::cancelled);
 
   const auto second = start_worker("pool-c2", "v4-8", "ondemand");
   ASSERT_TRUE(await_phase(second, Phase::running));
   const auto deleted = jm({"worker", "delete", "pool-c1"});
   EXPECT_EQ(deleted.exit_code, 0) << deleted.out << deleted.err;
-  ASSERT_TRUE(await_phase(train, Phase::succeeded)) << record(train).phase_reason;
+  ASSERT_TRUE(await_phase(train, Phase::succeeded)) << job(train).phase_reason;
   const auto attempts = db().attempts(train);
   ASSERT_EQ(attempts.size(), 2U);
   EXPECT_EQ(attempts[0].worker_id, std::optional<std::int64_t>(first));
   EXPECT_EQ(attempts[0].outcome, "interrupted");
   EXPECT_EQ(attempts[1].worker_id, std::optional<std::int64_t>(second));
-  EXPECT_EQ(checksum(train, 2), uninterrupted_checksum(300));
-  EXPECT_EQ(record(held).phase, Phase::cancelled) << "a paused task stays paused";
+  EXPECT_EQ(checksums(train, 2, 1).front(), uninterrupted_checksum(300));
+  EXPECT_EQ(job(held).phase, Phase::cancelled) << "a paused task stays paused";
 
   EXPECT_EQ(jm({"task", "requeue", "held"}).exit_code, 0);
-  ASSERT_TRUE(await_phase(held, Phase::succeeded)) << record(held).phase_reason;
+  ASSERT_TRUE(await_phase(held, Phase::succeeded)) << job(held).phase_reason;
   expect_no_overlap({train, held});
   EXPECT_EQ(jm({"worker", "delete", "--all"}).exit_code, 0);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
@@ -408,18 +326,18 @@ TEST_F(PoolTest, FortyMixedTasksOnThreeWorkersThroughPreemptionsEndAsTheirScript
   // Preempt the spot workers' slices while they run tasks, until six preemptions are done.
   const auto unfinished = [&] {
     return std::count_if(expected.begin(), expected.end(),
-                         [&](const auto& e) { return !domain::is_terminal(record(e.first).phase); });
+                         [&](const auto& e) { return !domain::is_terminal(job(e.first).phase); });
   };
   int preemptions = 0;
   const std::vector<std::pair<std::int64_t, std::string>> spot_workers = {{spot, kZone}, {v5, "us-central1-a"}};
   for (int round = 0; preemptions < 6 && unfinished() > 0 && round < 800; ++round) {
     const auto& [worker, zone] = spot_workers[static_cast<std::size_t>(round) % spot_workers.size()];
     const auto busy = db().task_of_worker(worker);
-    if (busy && record(*busy).phase == Phase::running && record(worker).phase == Phase::running) {
+    if (busy && job(*busy).phase == Phase::running && job(worker).phase == Phase::running) {
       if (preempt(db().attempts(worker).back().node, zone)) {
         ++preemptions;
         // The next only once this worker serves again.
-        eventually([&] { return record(worker).phase != Phase::running; }, kPatience);
+        eventually([&] { return job(worker).phase != Phase::running; }, kPatience);
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
@@ -427,9 +345,9 @@ TEST_F(PoolTest, FortyMixedTasksOnThreeWorkersThroughPreemptionsEndAsTheirScript
   EXPECT_GE(preemptions, 3) << "too few preemptions landed on a busy worker";
 
   for (const auto& [id, phase] : expected) {
-    ASSERT_TRUE(eventually([&] { return domain::is_terminal(record(id).phase); }, std::chrono::seconds(300)))
-        << "task " << id << " is still " << domain::to_string(record(id).phase) << ": " << record(id).phase_reason;
-    EXPECT_EQ(record(id).phase, phase) << "task " << id << " " << record(id).name << ": " << record(id).phase_reason;
+    ASSERT_TRUE(eventually([&] { return domain::is_terminal(job(id).phase); }, std::chrono::seconds(300)))
+        << "task " << id << " is still " << domain::to_string(job(id).phase) << ": " << job(id).phase_reason;
+    EXPECT_EQ(job(id).phase, phase) << "task " << id << " " << job(id).name << ": " << job(id).phase_reason;
   }
   std::vector<std::int64_t> all;
   for (const auto& [id, phase] : expected) {
@@ -437,17 +355,17 @@ TEST_F(PoolTest, FortyMixedTasksOnThreeWorkersThroughPreemptionsEndAsTheirScript
     // Each ran on a worker of its accelerator.
     for (const auto& a : db().attempts(id)) {
       ASSERT_TRUE(a.worker_id.has_value());
-      EXPECT_EQ(record(*a.worker_id).accelerator, record(id).accelerator) << "task " << id;
+      EXPECT_EQ(job(*a.worker_id).accelerator, job(id).accelerator) << "task " << id;
     }
   }
   expect_no_overlap(all);
   const auto expected_sum = uninterrupted_checksum(200);
   for (const auto id : training_tasks) {
-    EXPECT_EQ(checksum(id, record(id).attempt), expected_sum) << "task " << id << " " << record(id).name;
+    EXPECT_EQ(checksums(id, job(id).attempt, 1).front(), expected_sum) << "task " << id << " " << job(id).name;
   }
   int interrupted_runs = 0;
   for (const auto id : all) {
-    interrupted_runs += record(id).preemptions;
+    interrupted_runs += job(id).preemptions;
   }
   // A preemption may land as a task ends; most send one back to the queue.
   EXPECT_GE(interrupted_runs, 1) << "the preemptions sent tasks back to the queue";
@@ -455,7 +373,7 @@ TEST_F(PoolTest, FortyMixedTasksOnThreeWorkersThroughPreemptionsEndAsTheirScript
   const auto deleted = jm({"worker", "delete", "--all"});
   EXPECT_EQ(deleted.exit_code, 0) << deleted.out << deleted.err;
   for (const auto w : {spot, ondemand, v5}) {
-    EXPECT_EQ(record(w).phase, Phase::deleted);
+    EXPECT_EQ(job(w).phase, Phase::deleted);
   }
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }

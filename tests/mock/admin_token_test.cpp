@@ -53,6 +53,7 @@ std::vector<AdminCall> admin_calls() {
       {"POST", kNode + ":preempt", json::object()},
       {"POST", kNode + ":markFaulty", json::object()},
       {"POST", kNode + ":setHealth", {{"health", "HEALTHY"}}},
+      {"POST", kNode + ":scheduleMaintenance", {{"in", 3600}}},
       {"GET", kNode + "/workers/0", nullptr}};
 }
 

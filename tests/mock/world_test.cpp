@@ -1,10 +1,13 @@
 // The mock cloud's world model, driven by a fake clock: every lifecycle transition without sleeping.
 #include "jobman/util/error.hpp"
+#include "jobman/util/system.hpp"
 #include "mock_cloud/world.hpp"
 #include "mock_cloud/world_store.hpp"
 #include "support/temp_dir.hpp"
 
+#include <algorithm>
 #include <gtest/gtest.h>
+#include <optional>
 
 namespace {
 
@@ -181,6 +184,51 @@ TEST(MockWorld, RandomSpotPreemptionAndOnDemandMaintenance) {
   }
   EXPECT_EQ(node_state(world, "spot-node", t), "PREEMPTED");
   EXPECT_EQ(node_state(world, "od-node", t), "TERMINATED");
+}
+
+TEST(MockWorld, AMaintenanceIsAnnouncedItsNoticeBeforeItStopsTheSlice) {
+  auto config = test_config(0, 3600);
+  config.maintenance_notice_seconds = 600;
+  World world(config, 1, 11);
+  ASSERT_TRUE(create(world, "od", "v4-8", false, kStart).ok());
+  std::int64_t t = kStart + 11'000;
+  ASSERT_EQ(node_state(world, "od-node", t), "READY");
+  // Minute by minute: the node announces the maintenance, then (ten minutes later) its slice is stopped.
+  std::optional<std::int64_t> announced_at;
+  std::string window;
+  while (t < kStart + 100LL * 3600 * 1000 && qr_state(world, "od", t) == "ACTIVE") {
+    const auto node = world.get_node(kProject, kZone, "od-node", t).body;
+    if (!announced_at && node.contains("upcomingMaintenance")) {
+      announced_at = t;
+      window = node["upcomingMaintenance"]["windowStartTime"].get<std::string>();
+      EXPECT_EQ(node["upcomingMaintenance"]["type"], "SCHEDULED");
+      EXPECT_EQ(node["upcomingMaintenance"]["maintenanceStatus"], "PENDING");
+      EXPECT_EQ(node["upcomingMaintenance"]["latestWindowStartTime"], window);
+    }
+    t += 60'000;
+  }
+  ASSERT_TRUE(announced_at) << "stopped without notice";
+  const auto opens = jobman::util::parse_utc(window);
+  ASSERT_TRUE(opens);
+  EXPECT_LE(*opens - *announced_at, 600'000) << "announced no earlier than its notice";
+  // Within a minute (a step of the loop) of its notice, or of the slice coming up when the draw fell within it.
+  EXPECT_LE(*announced_at - std::max(kStart + 11'000, *opens - 600'000), 60'000);
+  EXPECT_LE(t - *opens, 60'000) << "stopped when its window opened";
+  EXPECT_EQ(node_state(world, "od-node", t), "TERMINATED");
+  EXPECT_FALSE(world.get_node(kProject, kZone, "od-node", t).body.contains("upcomingMaintenance"));
+}
+
+TEST(MockWorld, AnAdminScheduledMaintenanceIsAnnouncedAtOnce) {
+  World world(test_config(), 1, 11);
+  ASSERT_TRUE(create(world, "s", "v4-8", true, kStart).ok());
+  const auto t = kStart + 11'000;
+  EXPECT_EQ(world.schedule_maintenance(kProject, kZone, "s-node", 120, kStart + 5'000).status, 400) << "not READY";
+  const auto reply = world.schedule_maintenance(kProject, kZone, "s-node", 120, t);
+  ASSERT_TRUE(reply.ok()) << reply.body.dump();
+  EXPECT_EQ(reply.body["upcomingMaintenance"]["windowStartTime"], jobman::util::format_utc(t + 120'000));
+  EXPECT_EQ(qr_state(world, "s", t + 119'999), "ACTIVE");
+  EXPECT_EQ(node_state(world, "s-node", t + 120'000), "TERMINATED");
+  EXPECT_EQ(world.schedule_maintenance(kProject, kZone, "none", 120, t).status, 404);
 }
 
 TEST(MockWorld, QuotaExceededIs429AndErrorsHaveStatus) {

@@ -32,6 +32,13 @@ std::string uninterrupted_checksum(int steps);
 // store and the mock.
 class SupervisorHome : public ::testing::Test {
 protected:
+  // A home on a mock whose world has two zones of v4 (spot and on-demand): us-central2-b and us-east1-d.
+  SupervisorHome()
+      : SupervisorHome("  us-central2-b:\n    v4:\n      spot: {chips: 64}\n      on_demand: {chips: 32}\n"
+                       "  us-east1-d:\n    v4:\n      spot: {chips: 64}\n      on_demand: {chips: 32}\n") {}
+  // A home on a mock whose world has `zones` (the YAML of test_world's zones, two hosts per machine).
+  explicit SupervisorHome(const std::string& zones) : mock(start_test_mock(dir, test_world(2, zones))) {}
+
   void SetUp() override {
     ASSERT_GT(mock->port(), 0) << mock->first_line();
     client = std::make_unique<httplib::Client>("127.0.0.1", mock->port());
@@ -104,7 +111,7 @@ protected:
     return eventually([&] { return db().find_job(id) && db().get_job(id).phase == phase; }, kPatience);
   }
 
-  std::filesystem::path worker_log(std::int64_t id, int attempt, int worker) {
+  std::filesystem::path worker_log(std::int64_t id, int attempt, int worker = 0) {
     char name[16];
     std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(id));
     return home / "jobs" / name / ("attempt-" + std::to_string(attempt)) /
@@ -144,9 +151,9 @@ protected:
            m["processes_running"].get<int>() == 0;
   }
 
-  bool preempt(const std::string& node) {
-    return http_call(*client, "POST", std::string(kLocation) + "/nodes/" + node + ":preempt", nlohmann::json::object(),
-                     mock->admin_headers())
+  bool preempt(const std::string& node, const std::string& zone = kZone) {
+    return http_call(*client, "POST", "/mock/v1/projects/jobman-mock/locations/" + zone + "/nodes/" + node + ":preempt",
+                     nlohmann::json::object(), mock->admin_headers())
                .status == 200;
   }
 
@@ -155,11 +162,7 @@ protected:
 
   TempDir dir;
   std::filesystem::path home = dir / "home";
-  std::unique_ptr<MockCloudProcess> mock =
-      start_test_mock(dir, test_world(2, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n"
-                                         "      on_demand: {chips: 32}\n"
-                                         "  us-east1-d:\n    v4:\n      spot: {chips: 64}\n"
-                                         "      on_demand: {chips: 32}\n"));
+  std::unique_ptr<MockCloudProcess> mock;
   std::unique_ptr<httplib::Client> client;
   std::map<std::string, std::string> env;
   std::vector<std::unique_ptr<LineReadingProcess>> daemons;

@@ -1,5 +1,6 @@
 // The TPU API's JSON as typed structs: field names and enum strings from the discovery document.
 #include "jobman/cloud/tpu_client.hpp"
+#include "jobman/util/system.hpp"
 
 #include <fstream>
 #include <gtest/gtest.h>
@@ -64,6 +65,27 @@ TEST(CloudTpuTypes, ParsesAQueuedResourceWithItsStateFailureAndNodeSpec) {
   EXPECT_FALSE(waiting.spot);
   EXPECT_EQ(parse_queued_resource(json::parse(R"({"state":{"state":"SOMETHING_NEW"}})")).state,
             QueuedResourceState::state_unspecified);
+}
+
+TEST(CloudTpuTypes, ParsesTheMaintenanceANodeAnnounces) {
+  const auto node = parse_node(json::parse(R"({
+    "name": "projects/p/locations/z/nodes/n", "state": "READY", "health": "HEALTHY",
+    "upcomingMaintenance": {"type": "SCHEDULED", "canReschedule": true, "maintenanceStatus": "PENDING",
+                            "windowStartTime": "2026-01-02T03:04:05Z", "windowEndTime": "2026-01-02T04:04:05Z",
+                            "latestWindowStartTime": "2026-01-02T03:30:00Z"}
+  })"));
+  ASSERT_TRUE(node.upcoming_maintenance);
+  const auto& m = *node.upcoming_maintenance;
+  EXPECT_EQ(m.type, "SCHEDULED");
+  EXPECT_TRUE(m.can_reschedule);
+  EXPECT_EQ(m.status, "PENDING");
+  EXPECT_EQ(m.window_start_ms, util::parse_utc("2026-01-02T03:04:05Z"));
+  EXPECT_EQ(*m.window_end_ms - *m.window_start_ms, 3'600'000);
+  EXPECT_EQ(m.latest_window_start_ms, util::parse_utc("2026-01-02T03:30:00Z"));
+  EXPECT_FALSE(parse_node(json::parse(R"({"name": "n", "state": "READY"})")).upcoming_maintenance);
+  const auto odd = parse_node(json::parse(R"({"upcomingMaintenance": {"windowStartTime": "soon"}})"));
+  ASSERT_TRUE(odd.upcoming_maintenance);
+  EXPECT_FALSE(odd.upcoming_maintenance->window_start_ms) << "a time that does not parse is no time";
 }
 
 TEST(CloudTpuTypes, ParsesANodeWithEndpointsAndLabels) {

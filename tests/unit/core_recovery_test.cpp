@@ -69,6 +69,26 @@ TEST(CoreRecovery, NodeStatesMapToWhatTheJobDoes) {
   EXPECT_EQ(judge_node(std::nullopt), SliceVerdict::lost) << "a node that is gone is a preemption";
 }
 
+TEST(CoreRecovery, AnAnnouncedMaintenanceIsDueWithinTheLeadOrWhileUnderWay) {
+  constexpr std::int64_t now = 1'800'000'000'000;
+  constexpr std::int64_t lead = 600'000;
+  cloud::UpcomingMaintenance m;
+  m.status = "PENDING";
+  EXPECT_FALSE(maintenance_due(m, now, lead)) << "no window, nothing to act on";
+  m.window_start_ms = now + 2 * lead;
+  EXPECT_FALSE(maintenance_due(m, now, lead));
+  m.latest_window_start_ms = now + lead / 2;
+  EXPECT_TRUE(maintenance_due(m, now, lead)) << "the window may open as early as its latest start";
+  m.latest_window_start_ms.reset();
+  m.window_start_ms = now + lead;
+  EXPECT_TRUE(maintenance_due(m, now, lead));
+  m.window_start_ms = now - 1;
+  EXPECT_TRUE(maintenance_due(m, now, lead));
+  cloud::UpcomingMaintenance ongoing;
+  ongoing.status = "ONGOING";
+  EXPECT_TRUE(maintenance_due(ongoing, now, lead));
+}
+
 TEST(CoreRecovery, SliceViewsCarryTheVerdictTheStateAndTheError) {
   cloud::QueuedResource qr;
   qr.state = cloud::QueuedResourceState::failed;

@@ -104,6 +104,16 @@ struct NetworkEndpoint {
   std::string external_ip; // accessConfig.externalIp; empty when none.
 };
 
+// A maintenance event a node announces (Node.upcomingMaintenance, in the v2 API's newer revisions).
+struct UpcomingMaintenance {
+  std::string type;                                   // type: "SCHEDULED", "UNSCHEDULED" ("UNKNOWN_TYPE").
+  bool can_reschedule = false;                        // canReschedule.
+  std::optional<std::int64_t> window_start_ms;        // windowStartTime.
+  std::optional<std::int64_t> window_end_ms;          // windowEndTime.
+  std::optional<std::int64_t> latest_window_start_ms; // latestWindowStartTime.
+  std::string status;                                 // maintenanceStatus: "PENDING", "ONGOING".
+};
+
 // A TPU node as the API returns it.
 struct Node {
   std::string name;                                   // projects/P/locations/Z/nodes/ID.
@@ -112,10 +122,11 @@ struct Node {
   NodeState state = NodeState::state_unspecified;     // state.
   NodeHealth health = NodeHealth::health_unspecified; // health.
   std::string health_description;                     // healthDescription: why it is unhealthy; empty when healthy.
-  std::string accelerator_type;                       // acceleratorType, e.g. "v4-32".
-  std::vector<NetworkEndpoint> network_endpoints;     // networkEndpoints[], worker 0 first.
-  std::map<std::string, std::string> labels;          // labels.
-  nlohmann::json raw;                                 // The whole object as received.
+  std::optional<UpcomingMaintenance> upcoming_maintenance; // upcomingMaintenance, when it announces one.
+  std::string accelerator_type;                            // acceleratorType, e.g. "v4-32".
+  std::vector<NetworkEndpoint> network_endpoints;          // networkEndpoints[], worker 0 first.
+  std::map<std::string, std::string> labels;               // labels.
+  nlohmann::json raw;                                      // The whole object as received.
 };
 
 // A long-running operation.

@@ -155,6 +155,8 @@ struct RecoverySection {
   long long backoff_max_seconds = 600;     // Upper bound of the wait.
   double backoff_multiplier = 2.0;
   int max_bad_hardware = 3; // Slices found bad (NaN loss, a failed preflight) tolerated before FAILED.
+  // How long before a maintenance window its node announces the job leaves the slice (checkpointing on SIGTERM).
+  long long maintenance_lead_seconds = 600;
   // recovery.fallback: spot (or preemptible) capacity given up for on-demand after this many preemptions, or after
   // waiting this long for a slice; neither set: no fallback.
   std::optional<int> fallback_after_preemptions;

@@ -48,6 +48,10 @@ enum class NodeTrouble {
 // The trouble a node's health names.
 NodeTrouble judge_health(cloud::NodeHealth health);
 
+// Whether an announced maintenance (Node.upcomingMaintenance) is due at `now_ms`: under way (ONGOING), or its window
+// opens within `lead_ms` (at the earliest of windowStartTime and latestWindowStartTime).
+bool maintenance_due(const cloud::UpcomingMaintenance& maintenance, std::int64_t now_ms, std::int64_t lead_ms);
+
 // The view of a queued resource, or of a node (tpu-vm mode).
 SliceView view_slice(const cloud::QueuedResource& resource);
 SliceView view_slice(const cloud::Node& node);

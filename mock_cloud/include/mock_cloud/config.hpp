@@ -45,6 +45,8 @@ struct MockConfig {
   double deleting_seconds = 5;                           // DELETING before the resource is gone.
   double spot_mean_seconds_between_preemptions = 0;      // Per ACTIVE spot slice; 0 means never.
   double maintenance_mean_seconds_between_events = 0;    // Per ACTIVE on-demand slice; 0 means never.
+  // How long before such a maintenance its node announces it (Node.upcomingMaintenance); 0 means unannounced.
+  double maintenance_notice_seconds = 0;
   double faulty_fraction = 0; // hardware.faulty_fraction: the chance that a newly minted machine is faulty.
 
   // The provisioning distribution for `generation`, falling back to "default", then to 60 s fixed.

@@ -173,6 +173,10 @@ public:
   Reply set_faulty_fraction(double fraction, std::int64_t now_ms);
   // Admin: sets a READY node's health (a Node.health name other than HEALTH_UNSPECIFIED, else INVALID_ARGUMENT) and
   // healthDescription (cleared when empty); returns the Node.
+  // Admin: the node announces a maintenance (Node.upcomingMaintenance, SCHEDULED and PENDING) whose window opens
+  // `in_seconds` (simulated) from now, when its slice is stopped as by a maintenance event (TERMINATED).
+  Reply schedule_maintenance(const std::string& project, const std::string& zone, const std::string& id,
+                             double in_seconds, std::int64_t now_ms);
   Reply set_node_health(const std::string& project, const std::string& zone, const std::string& id,
                         const std::string& health, const std::string& description, std::int64_t now_ms);
   // Admin: replaces the fault settings; a rate of 0 clears them.
@@ -209,6 +213,9 @@ private:
   template <typename Fn> auto mutate_at(std::int64_t now, Fn&& fn);
   // Replays every timed event up to `now`, each at its own time; returns at once when nothing is due.
   void tick_locked(std::int64_t now);
+  // When an ACTIVE queued resource's node announces its coming maintenance (events.maintenance_notice before it);
+  // nullopt when it has none coming, no notice is configured, or it was announced already.
+  [[nodiscard]] std::optional<std::int64_t> announce_ms_locked(const QueuedResource& qr) const;
   // Tells the listener a node is READY.
   void announce_ready_locked(const Node& node);
   // The node becomes READY and HEALTHY: each worker host is placed on a machine and the listener is told.

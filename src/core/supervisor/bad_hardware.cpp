@@ -138,7 +138,10 @@ void JobDriver::bad_worker_slice(const Driven& task, const std::string& what) {
 }
 
 bool JobDriver::act_on_health(Driven& d) {
-  const auto trouble = judge_health(d.node_health->health);
+  auto trouble = judge_health(d.node_health->health);
+  if (trouble == NodeTrouble::none && d.node_health->maintenance_due) {
+    trouble = NodeTrouble::maintenance;
+  }
   if (trouble == NodeTrouble::none || d.job.kind != domain::JobKind::job) {
     return false;
   }
@@ -146,6 +149,14 @@ bool JobDriver::act_on_health(Driven& d) {
   std::string said = cloud::to_string(d.node_health->health);
   if (!d.node_health->description.empty()) {
     said += " (" + d.node_health->description + ")";
+  }
+  if (judge_health(d.node_health->health) == NodeTrouble::none) {
+    // Healthy, with a maintenance announced: say when.
+    const auto& m = *d.node_health->maintenance;
+    said = "announcing " + (m.type.empty() ? std::string("a") : "a " + m.type) + " maintenance " +
+           (m.status == "ONGOING" ? std::string("under way")
+                                  : "whose window opens " + (m.window_start_ms ? util::format_utc(*m.window_start_ms)
+                                                                               : std::string("soon")));
   }
   d.node_health.reset(); // Acted on once; the next listing tells again.
   if (trouble == NodeTrouble::bad_hardware) {

@@ -31,6 +31,8 @@ struct HardwareFinding {
 struct NodeHealthView {
   cloud::NodeHealth health = cloud::NodeHealth::health_unspecified;
   std::string description;
+  std::optional<cloud::UpcomingMaintenance> maintenance; // Node.upcomingMaintenance, when it announces one.
+  bool maintenance_due = false; // That maintenance is under way or opens within recovery.maintenance_lead.
 };
 
 // What the listings said of a rival (tpu.strategy: first-ready), and its delete.

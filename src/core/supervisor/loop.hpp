@@ -92,6 +92,9 @@ private:
   // ---- observe.cpp ----
   // One queuedResources.list per zone in use covers every job there.
   void observe();
+  // Whether a node's health, or its maintenance announced within the job's recovery.maintenance_lead, calls for its
+  // job to act (sets view.maintenance_due).
+  bool troubled(NodeHealthView& view, const config::JobConfig& config) const;
   // What a listing of `zone`'s queued resources says of the rivals there that `d` races (first-ready).
   void saw_rivals(Driven& d, const std::string& zone, const std::map<std::string, SliceView>& listed);
 

@@ -22,7 +22,7 @@ std::optional<std::map<std::string, SliceView>> list_zone(const CloudAccess& acc
         const auto id = resource_name_id(node.name);
         by_id[id] = view_slice(node);
         if (health != nullptr) {
-          (*health)[id] = NodeHealthView{node.health, node.health_description};
+          (*health)[id] = NodeHealthView{node.health, node.health_description, node.upcoming_maintenance, false};
         }
       }
     } else {
@@ -40,6 +40,14 @@ std::optional<std::map<std::string, SliceView>> list_zone(const CloudAccess& acc
 }
 
 } // namespace
+
+bool SupervisorLoop::troubled(NodeHealthView& view, const config::JobConfig& config) const {
+  if (view.maintenance) {
+    const auto lead = scaled(static_cast<double>(config.recovery.maintenance_lead_seconds)).count();
+    view.maintenance_due = maintenance_due(*view.maintenance, now_ms(), lead);
+  }
+  return view.maintenance_due || judge_health(view.health) != NodeTrouble::none;
+}
 
 void SupervisorLoop::saw_rivals(Driven& d, const std::string& zone, const std::map<std::string, SliceView>& listed) {
   if (d.busy) {
@@ -105,7 +113,7 @@ void SupervisorLoop::observe() {
       for (Driven* d : jobs) {
         const auto found = health.find(d->open_slice()->node);
         d->node_health = found == health.end() ? std::nullopt : std::optional(found->second);
-        if (d->node_health && judge_health(d->node_health->health) != NodeTrouble::none) {
+        if (d->node_health && d->config && troubled(*d->node_health, *d->config)) {
           d->dirty = true;
         }
       }
@@ -122,7 +130,7 @@ void SupervisorLoop::observe() {
     for (Driven* d : jobs) {
       if (const auto found = health.find(d->open_slice()->slice_name()); found != health.end()) {
         d->node_health = found->second;
-        if (judge_health(found->second.health) != NodeTrouble::none) {
+        if (d->config && troubled(*d->node_health, *d->config)) {
           d->dirty = true;
         }
       }
