@@ -5,7 +5,7 @@ _jobman() {
     case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac
   done
   if [[ -z "$cmd" ]]; then
-    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait worker task status availability analytics --help -h --version --verbose -v" -- "$cur"))
+    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait worker task status availability analytics report --help -h --version --verbose -v" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -183,6 +183,20 @@ _jobman() {
   analytics)
     if [[ "$cur" == -* ]]; then
       COMPREPLY=($(compgen -W "--help -h" -- "$cur"))
+      return
+    fi
+    ;;
+  report)
+    case "$prev" in
+      --since) return ;;
+      --user|-u) return ;;
+      --name|-n) return ;;
+      --kind|-k) return ;;
+      --html) return ;;
+      --prices) return ;;
+    esac
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h --since --user -u --name -n --kind -k --json --csv --html --prices" -- "$cur"))
       return
     fi
     ;;

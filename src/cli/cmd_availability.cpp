@@ -111,7 +111,7 @@ void define_availability(CLI::App* cmd, Context& ctx) {
 void add_availability_command(CLI::App& app, Context& ctx) {
   define_availability(app.add_subcommand("availability", "Show how fast each zone, accelerator and tier gave slices"),
                       ctx);
-  auto* analytics = app.add_subcommand("analytics", "jobman-lite's analytics: availability");
+  auto* analytics = app.add_subcommand("analytics", "jobman-lite's analytics: availability and cost");
   analytics->require_subcommand(1);
   define_availability(analytics->add_subcommand("availability", "The same as `jobman availability`"), ctx);
 }

@@ -117,11 +117,11 @@ int run_list(Context& ctx, const ListOptions& options) {
     return 0;
   }
   const std::int64_t now = util::now_ms();
-  Table table({"JOB ID", "USER", "NAME", "ACCELERATOR", "ZONE", "HOST0 IP", "STATUS", "ATTEMPT", "AGE"});
+  Table table({"JOB ID", "USER", "NAME", "ACCELERATOR", "ZONE", "HOST0 IP", "STATUS", "ATTEMPT", "PROGRESS", "AGE"});
   store.for_each_job(filter, [&](const domain::JobRecord& job) {
     table.add_row({util::format_job_id(job.id), printable(job.user), printable(job.name), job.accelerator, job.zone,
                    job.host0_ip.empty() ? "-" : printable(job.host0_ip), status_text(job), std::to_string(job.attempt),
-                   util::format_duration((now - job.created_ms) / 1000)},
+                   progress_text(job), util::format_duration((now - job.created_ms) / 1000)},
                   phase_color(job.phase), 6);
   });
   if (table.size() == 0 && !options.all) {

@@ -1,4 +1,5 @@
 // `jobman show ID`: one job in detail, its attempts and events, or its config snapshot.
+#include "accounting.hpp"
 #include "commands.hpp"
 #include "jobman/config/accelerator.hpp"
 #include "jobman/util/strings.hpp"
@@ -69,6 +70,16 @@ void print_timeline(std::ostream& out, const domain::JobRecord& job, const std::
   }
 }
 
+// The price table for costs; a user's table that cannot be read is reported, and the built-in one used.
+config::PriceTable show_prices(Context& ctx) {
+  try {
+    return config::load_prices();
+  } catch (const Error& e) {
+    *ctx.err << "warning: " << e.what() << "; costs use the built-in prices\n";
+    return config::builtin_prices();
+  }
+}
+
 } // namespace
 
 int run_show(Context& ctx, const ShowOptions& options) {
@@ -99,8 +110,13 @@ int run_show(Context& ctx, const ShowOptions& options) {
   const auto findings = store.bad_hardware_of(id);
   const auto rivals = store.rivals(id);
   const std::int64_t now = util::now_ms();
+  const auto progress = progress_view(job, attempts);
+  const auto account = account_of(store, job, attempts, now);
+  const auto prices = show_prices(ctx);
   if (options.json) {
     nlohmann::ordered_json j = job_json(job);
+    j["progress"] = progress_json(progress);
+    j["goodput"] = account_json(account, prices, true);
     j["cleanup_pending"] = job.cleanup_pending;
     j["driver"] = lease ? nlohmann::ordered_json{{"owner", lease->owner},
                                                  {"heartbeat_at", util::format_utc(lease->heartbeat_ms)},
@@ -180,6 +196,9 @@ int run_show(Context& ctx, const ShowOptions& options) {
   }
   field("Attempt", std::to_string(job.attempt) + "  (preemptions " + std::to_string(job.preemptions) + ", failures " +
                        std::to_string(job.failures) + ", bad hardware " + std::to_string(job.bad_hardware) + ")");
+  if (progress) {
+    field("Progress", progress_line(*progress));
+  }
   field("Host0 IP", job.host0_ip.empty() ? "-" : printable(job.host0_ip)); // The API's answer.
   field("Exit code", job.exit_code ? std::to_string(*job.exit_code) : "-");
   field("Created", when(job.created_ms, now));
@@ -241,6 +260,7 @@ int run_show(Context& ctx, const ShowOptions& options) {
           << ", from its " << printable(f.signal) << ": " << printable(f.detail) << '\n';
     }
   }
+  print_account(out, account, prices);
   if (options.events) {
     out << "\nEvents\n";
     print_timeline(out, job, events, now);

@@ -54,8 +54,21 @@ void append_job_json(std::string& out, const domain::JobRecord& job) {
       .field_or_null("finished_at", job.finished_ms ? util::format_utc(*job.finished_ms) : std::string())
       .field_or_null("config_path", job.config_path)
       .field_or_null("sweep", job.sweep_label)
-      .field("kind", domain::to_string(job.kind));
+      .field("kind", domain::to_string(job.kind))
+      .field("step", job.progress ? std::optional<std::int64_t>(job.progress->step) : std::nullopt)
+      .field("step_total", job.step_total)
+      .field_or_null("step_at", job.progress ? util::format_utc(job.progress->at_ms) : std::string());
   w.close();
+}
+
+std::string progress_text(const domain::JobRecord& job) {
+  if (!job.progress) {
+    return "-";
+  }
+  if (job.step_total && *job.step_total > 0) {
+    return std::to_string(job.progress->step) + "/" + std::to_string(*job.step_total);
+  }
+  return "step " + std::to_string(job.progress->step);
 }
 
 nlohmann::ordered_json orphan_json(const core::Orphan& orphan, std::int64_t now_ms) {

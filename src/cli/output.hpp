@@ -43,6 +43,8 @@ std::string_view phase_color(domain::Phase phase);
 
 // What `list` shows in its STATUS column: the phase, and a pending request when there is one.
 std::string status_text(const domain::JobRecord& job);
+// The PROGRESS column: "611/2000" when the output gives a total, "step 611" when not, "-" before any step.
+std::string progress_text(const domain::JobRecord& job);
 
 // A table with a header row, columns left-aligned and separated by two spaces.
 class Table {

@@ -102,6 +102,12 @@ std::string WorkerSelection::to_gcloud() const {
   return out;
 }
 
+const std::string& default_progress_pattern() {
+  static const std::string pattern =
+      "(^|[^a-z0-9])step[[:space:]]*[=:]?[[:space:]]*([0-9]+)([[:space:]]*(/|of)[[:space:]]*([0-9]+))?";
+  return pattern;
+}
+
 const std::vector<std::string>& default_bad_hardware_patterns() {
   static const std::vector<std::string> patterns{
       // "step=611 loss=nan", "step: 3 | train_loss: -inf": a step line whose loss is not finite.

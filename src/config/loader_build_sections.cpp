@@ -200,6 +200,18 @@ void build_job(Problems& p, const Section& s, JobSection& out) {
     out.loop = s.boolean("loop").value_or(true);
   }
   out.remote_user = s.str("remote_user").value_or("");
+  if (const Node* progress = s.get("progress"); progress != nullptr && !progress->unresolved) {
+    if (auto pattern = s.str("progress")) {
+      if (auto why = util::ProgressPattern::check(*pattern); why && !pattern->empty()) {
+        p.error(progress->origin, s.path("progress"),
+                "'" + *pattern + "' cannot read the step: " + *why +
+                    " (the first group of digits is the step, a "
+                    "later one the total; \"\" turns progress off)");
+      } else {
+        out.progress = *pattern;
+      }
+    }
+  }
 }
 
 namespace {

@@ -52,7 +52,8 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
   doc["job"] = json{{"name", s(c.job.name)},
                     {"env_type", to_string(c.job.env_type)},
                     {"loop", c.job.loop},
-                    {"remote_user", opt(c.job.remote_user)}};
+                    {"remote_user", opt(c.job.remote_user)},
+                    {"progress", c.job.progress}};
   const TpuSection& t = c.tpu;
   json tpu = json::object();
   tpu["allocation_mode"] = to_string(t.allocation_mode);

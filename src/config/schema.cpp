@@ -15,7 +15,7 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& schema() {
       {"",
        {"job", "tpu", "gcsfuse", "ssh", "docker", "conda", "venv", "setup", "command", "recovery", "vars", "sweep",
         "brevo_email", "notify"}},
-      {"job", {"name", "env_type", "loop", "remote_user", "queue"}},
+      {"job", {"name", "env_type", "loop", "remote_user", "queue", "progress"}},
       {"job.queue", {"enabled", "config", "prefix"}},
       {"tpu", {"allocation_mode", "accelerator",    "name",     "zone",         "version",
                "pricing",         "startup_script", "tags",     "metadata",     "labels",

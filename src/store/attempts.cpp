@@ -147,35 +147,12 @@ void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& o
 }
 
 std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
-  auto query = impl_->statements.get(
-      "SELECT job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code, released_ms, "
-      "create_pending, accelerator, hosts, worker_id, active_ms, physical_hosts, pricing FROM attempts WHERE job_id = "
-      "?1 "
-      "ORDER BY number");
+  auto query = impl_->statements.get("SELECT " + std::string(detail::attempt_columns) +
+                                     " FROM attempts WHERE job_id = ?1 ORDER BY number");
   query->bind(1, job_id);
   std::vector<AttemptRecord> attempts;
   while (query->step()) {
-    AttemptRecord attempt;
-    attempt.job_id = query->column_int64(0);
-    attempt.number = query->column_int(1);
-    attempt.queued_resource = query->column_text(2);
-    attempt.node = query->column_text(3);
-    attempt.zone = query->column_text(4);
-    attempt.started_ms = query->column_int64(5);
-    attempt.ended_ms = query->column_optional_int64(6);
-    attempt.outcome = query->column_text(7);
-    attempt.exit_code = query->column_optional_int(8);
-    attempt.released_ms = query->column_optional_int64(9);
-    attempt.create_pending = query->column_int(10) != 0;
-    attempt.accelerator = query->column_text(11);
-    attempt.hosts = query->column_int(12);
-    attempt.worker_id = query->column_optional_int64(13);
-    attempt.active_ms = query->column_optional_int64(14);
-    if (const auto hosts = query->column_text_view(15); !hosts.empty()) {
-      attempt.physical_hosts = util::split(hosts, ',');
-    }
-    attempt.pricing = query->column_text(16);
-    attempts.push_back(std::move(attempt));
+    attempts.push_back(detail::read_attempt(*query));
   }
   return attempts;
 }

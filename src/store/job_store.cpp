@@ -423,25 +423,12 @@ void JobStore::append_event(std::int64_t job_id, std::string_view kind, std::str
 }
 
 std::vector<EventRecord> JobStore::events(std::int64_t job_id) const {
-  auto query = impl_->statements.get("SELECT id, job_id, ts_ms, kind, from_phase, to_phase, message, data_json "
-                                     "FROM events WHERE job_id = ?1 ORDER BY id");
+  auto query = impl_->statements.get("SELECT " + std::string(detail::event_columns) +
+                                     " FROM events WHERE job_id = ?1 ORDER BY id");
   query->bind(1, job_id);
   std::vector<EventRecord> events;
   while (query->step()) {
-    EventRecord event;
-    event.id = query->column_int64(0);
-    event.job_id = query->column_int64(1);
-    event.ts_ms = query->column_int64(2);
-    event.kind = query->column_text(3);
-    if (!query->is_null(4)) {
-      event.from = phase_column(impl_->db, *query, 4);
-    }
-    if (!query->is_null(5)) {
-      event.to = phase_column(impl_->db, *query, 5);
-    }
-    event.message = query->column_text(6);
-    event.data_json = query->column_text(7);
-    events.push_back(std::move(event));
+    events.push_back(detail::read_event(impl_->db, *query));
   }
   return events;
 }

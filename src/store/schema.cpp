@@ -255,7 +255,20 @@ CREATE TABLE rivals (
 CREATE INDEX rivals_unreleased ON rivals(job_id, name, zone) WHERE released_ms IS NULL;
 )sql";
 
-constexpr std::array<Migration, 13> all{{
+// Version 14: training progress. jobs.step, step_total and step_ms are the latest step a job's workers printed (what
+// `list` shows); attempts.progress is each attempt's bounded series of steps and times (domain::ProgressSeries), what
+// `show` derives a rate from and `report` the work done again after a resume. events_phases serves `report`, which
+// reads the phase changes of many jobs at once; attempts_by_worker, a worker's account (the tasks it ran).
+constexpr std::string_view v14 = R"sql(
+CREATE INDEX events_phases ON events(job_id, id) WHERE kind = 'phase';
+CREATE INDEX attempts_by_worker ON attempts(worker_id, started_ms) WHERE worker_id IS NOT NULL;
+ALTER TABLE jobs ADD COLUMN step INTEGER;
+ALTER TABLE jobs ADD COLUMN step_total INTEGER;
+ALTER TABLE jobs ADD COLUMN step_ms INTEGER;
+ALTER TABLE attempts ADD COLUMN progress TEXT NOT NULL DEFAULT '';
+)sql";
+
+constexpr std::array<Migration, 14> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -269,6 +282,7 @@ constexpr std::array<Migration, 13> all{{
     {11, "remember bad hardware", v11},
     {12, "record each attempt's tier and index attempts by place", v12},
     {13, "record the queued resources raced for an attempt (first-ready)", v13},
+    {14, "record training progress and index phase changes", v14},
 }};
 
 } // namespace

@@ -40,8 +40,8 @@ constexpr std::string_view job_columns =
     "jobs.id, name, user, accelerator, zone, pricing, tpu_name, hosts, phase, desired, phase_reason, attempt, "
     "preemptions, failures, host0_ip, exit_code, created_ms, updated_ms, phase_since_ms, finished_ms, "
     "config_path, sweep_label, cleanup_pending, kind, worker_id, priority, queue_order, slice_state, max_failures, "
-    "bad_hardware";
-constexpr int config_yaml_column = 30;
+    "bad_hardware, step, step_total, step_ms";
+constexpr int config_yaml_column = 33;
 
 inline std::string select_jobs(bool with_config) {
   std::string sql = "SELECT ";
@@ -104,11 +104,67 @@ inline void read_job(const Database& db, const Statement& row, bool with_config,
   job.slice_state.assign(row.column_text_view(27));
   job.max_failures = row.column_int(28);
   job.bad_hardware = row.column_int(29);
+  if (const auto step = row.column_optional_int64(30)) {
+    job.progress = domain::ProgressPoint{*step, row.column_optional_int64(32).value_or(0)};
+  } else {
+    job.progress.reset();
+  }
+  job.step_total = row.column_optional_int64(31);
   if (with_config) {
     job.config_yaml.assign(row.column_text_view(config_yaml_column));
   } else {
     job.config_yaml.clear();
   }
+}
+
+// The columns of AttemptRecord in the order read_attempt expects.
+constexpr std::string_view attempt_columns =
+    "job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code, released_ms, "
+    "create_pending, accelerator, hosts, worker_id, active_ms, physical_hosts, pricing, progress";
+
+inline AttemptRecord read_attempt(const Statement& row) {
+  AttemptRecord attempt;
+  attempt.job_id = row.column_int64(0);
+  attempt.number = row.column_int(1);
+  attempt.queued_resource = row.column_text(2);
+  attempt.node = row.column_text(3);
+  attempt.zone = row.column_text(4);
+  attempt.started_ms = row.column_int64(5);
+  attempt.ended_ms = row.column_optional_int64(6);
+  attempt.outcome = row.column_text(7);
+  attempt.exit_code = row.column_optional_int(8);
+  attempt.released_ms = row.column_optional_int64(9);
+  attempt.create_pending = row.column_int(10) != 0;
+  attempt.accelerator = row.column_text(11);
+  attempt.hosts = row.column_int(12);
+  attempt.worker_id = row.column_optional_int64(13);
+  attempt.active_ms = row.column_optional_int64(14);
+  if (const auto hosts = row.column_text_view(15); !hosts.empty()) {
+    attempt.physical_hosts = util::split(hosts, ',');
+  }
+  attempt.pricing = row.column_text(16);
+  attempt.progress = domain::ProgressSeries::parse(row.column_text_view(17));
+  return attempt;
+}
+
+// The columns of EventRecord in the order read_event expects.
+constexpr std::string_view event_columns = "id, job_id, ts_ms, kind, from_phase, to_phase, message, data_json";
+
+inline EventRecord read_event(const Database& db, const Statement& row) {
+  EventRecord event;
+  event.id = row.column_int64(0);
+  event.job_id = row.column_int64(1);
+  event.ts_ms = row.column_int64(2);
+  event.kind = row.column_text(3);
+  if (!row.is_null(4)) {
+    event.from = phase_column(db, row, 4);
+  }
+  if (!row.is_null(5)) {
+    event.to = phase_column(db, row, 5);
+  }
+  event.message = row.column_text(6);
+  event.data_json = row.column_text(7);
+  return event;
 }
 
 [[noreturn]] inline void throw_no_such_job(std::int64_t id) {

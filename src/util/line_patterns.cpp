@@ -2,7 +2,9 @@
 
 #include "jobman/util/error.hpp"
 
+#include <charconv>
 #include <regex.h>
+#include <vector>
 
 namespace jobman::util {
 
@@ -87,6 +89,89 @@ std::optional<std::string> LinePatterns::first_match(std::string_view text) cons
 
 bool LinePatterns::empty() const {
   return compiled_.empty();
+}
+
+namespace {
+
+constexpr int kProgressFlags = REG_EXTENDED | REG_ICASE | REG_NEWLINE;
+
+// Digits only, and a value that fits: a step or a total.
+std::optional<std::int64_t> digits(std::string_view text) {
+  std::int64_t value = 0;
+  if (text.empty() || text.size() > 18) {
+    return std::nullopt;
+  }
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.front() == '-' || text.front() == '+') {
+    return std::nullopt;
+  }
+  return value;
+}
+
+} // namespace
+
+struct ProgressPattern::Compiled {
+  regex_t re{};
+  explicit Compiled(const std::string& pattern) {
+    if (const int code = ::regcomp(&re, pattern.c_str(), kProgressFlags); code != 0) {
+      std::string why = describe(code, &re);
+      ::regfree(&re);
+      throw Error("'" + pattern + "' is not a valid extended regular expression: " + why);
+    }
+    if (re.re_nsub == 0) {
+      ::regfree(&re);
+      throw Error("'" + pattern + "' has no group to capture the step, as in 'step=([0-9]+)'");
+    }
+  }
+  ~Compiled() { ::regfree(&re); }
+  Compiled(const Compiled&) = delete;
+  Compiled& operator=(const Compiled&) = delete;
+  Compiled(Compiled&&) = delete;
+  Compiled& operator=(Compiled&&) = delete;
+};
+
+ProgressPattern::ProgressPattern(const std::string& pattern) : compiled_(std::make_unique<Compiled>(pattern)) {}
+ProgressPattern::~ProgressPattern() = default;
+ProgressPattern::ProgressPattern(ProgressPattern&&) noexcept = default;
+ProgressPattern& ProgressPattern::operator=(ProgressPattern&&) noexcept = default;
+
+std::optional<std::string> ProgressPattern::check(const std::string& pattern) {
+  regex_t re{};
+  const int code = ::regcomp(&re, pattern.c_str(), kProgressFlags);
+  std::optional<std::string> why;
+  if (code != 0) {
+    why = describe(code, &re);
+  } else if (re.re_nsub == 0) {
+    why = "it has no group to capture the step, as in 'step=([0-9]+)'";
+  }
+  ::regfree(&re);
+  return why;
+}
+
+std::optional<ProgressPattern::Reading> ProgressPattern::read(std::string_view line) const {
+  const std::string text(line.substr(0, LinePatterns::kMaxLineBytes));
+  std::vector<regmatch_t> groups(compiled_->re.re_nsub + 1);
+  if (::regexec(&compiled_->re, text.c_str(), groups.size(), groups.data(), 0) != 0) {
+    return std::nullopt;
+  }
+  std::optional<Reading> reading;
+  for (std::size_t i = 1; i < groups.size(); ++i) {
+    if (groups[i].rm_so < 0) {
+      continue;
+    }
+    const auto value = digits(std::string_view(text).substr(
+        static_cast<std::size_t>(groups[i].rm_so), static_cast<std::size_t>(groups[i].rm_eo - groups[i].rm_so)));
+    if (!value) {
+      continue;
+    }
+    if (!reading) {
+      reading = Reading{*value, std::nullopt};
+    } else {
+      reading->total = *value;
+      break;
+    }
+  }
+  return reading;
 }
 
 } // namespace jobman::util

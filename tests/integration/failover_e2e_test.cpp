@@ -66,6 +66,16 @@ protected:
     return true;
   }
 
+  // The first-ready job with two candidates waits in the queue, both its requests sent and neither up.
+  bool both_requested(std::int64_t id) {
+    return eventually(
+        [&] {
+          const auto rivals = db().rivals(id);
+          return job(id).phase == Phase::queued && rivals.size() == 1 && !rivals[0].create_pending;
+        },
+        kPatience);
+  }
+
   bool any_event(std::int64_t id, const std::string& text) {
     for (const auto& e : db().events(id)) {
       if (e.message.find(text) != std::string::npos) {
@@ -217,13 +227,7 @@ TEST_F(FailoverTest, ASupervisorKilledMidRaceLeavesTheNextOneToFinishIt) {
   ASSERT_TRUE(set_spot("us-east1-d", 0));
   const auto first = start_daemon();
   const auto id = create(failover_config("[us-central2-b, us-east1-d]", 40, "  strategy: first-ready\n"));
-  ASSERT_TRUE(eventually(
-      [&] {
-        const auto rivals = db().rivals(id);
-        return job(id).phase == Phase::queued && rivals.size() == 1 && !rivals[0].create_pending;
-      },
-      kPatience))
-      << job(id).phase_reason;
+  ASSERT_TRUE(both_requested(id)) << job(id).phase_reason;
   daemons[first]->send(SIGKILL);
   EXPECT_EQ(daemons[first]->finish(), 128 + SIGKILL);
   // Capacity comes to the zone of the rival while nobody watches; the next supervisor sees it up and keeps it.
@@ -243,13 +247,7 @@ TEST_F(FailoverTest, CancellingARaceDeletesTheRivalsAndKeepsTheJobsOwnRequest) {
   ASSERT_TRUE(set_spot("us-east1-d", 0));
   start_daemon();
   const auto id = create(failover_config("[us-central2-b, us-east1-d]", 20, "  strategy: first-ready\n"));
-  ASSERT_TRUE(eventually(
-      [&] {
-        const auto rivals = db().rivals(id);
-        return job(id).phase == Phase::queued && rivals.size() == 1 && !rivals[0].create_pending;
-      },
-      kPatience))
-      << job(id).phase_reason;
+  ASSERT_TRUE(both_requested(id)) << job(id).phase_reason;
   EXPECT_EQ(queued_resources(), 2) << metrics().dump();
   ASSERT_EQ(jm({"cancel", std::to_string(id)}).exit_code, 0);
   ASSERT_TRUE(eventually([&] { return job(id).phase == Phase::cancelled; }, kPatience)) << job(id).phase_reason;

@@ -231,7 +231,8 @@ TEST_F(PoolTest, DeletingABusyWorkerRequeuesItsTaskOnAnotherAndPauseHoldsATaskBa
   const auto first = start_worker("pool-c1");
   ASSERT_TRUE(await_phase(first, Phase::running));
   const std::string v4 = "#JOBMAN --accelerator=v4-8\n";
-  const auto train = submit("train", v4, training(300, 10));
+  // Steps of 60 ms: the task still trains when its worker is deleted, however long the second worker takes to come up.
+  const auto train = submit("train", v4, training(300, 60));
   ASSERT_TRUE(
       eventually([&] { return file_text(worker_log(train, 1)).find("step=40 ") != std::string::npos; }, kPatience));
   // A task paused while queued is never taken; requeued, it runs.

@@ -52,7 +52,8 @@ TEST_F(RemoteGcloudTest, ExitCodesComeBackPerWorker) {
 }
 
 TEST_F(RemoteGcloudTest, AStepPastItsTimeoutIsStoppedOnTheWorkersToo) {
-  auto runs = run_on_workers(target, {0, 1}, "echo started; sleep 600", std::chrono::milliseconds(500));
+  // Time enough for both sessions to start and print on a loaded machine; far less than the sleep.
+  auto runs = run_on_workers(target, {0, 1}, "echo started; sleep 600", std::chrono::seconds(3));
   ASSERT_EQ(runs.size(), 2U);
   for (const auto& run : runs) {
     EXPECT_TRUE(run.timed_out);

@@ -66,7 +66,7 @@ void expect_complete_training_lines(const std::string& log, int worker) {
   ASSERT_FALSE(log.empty()) << "worker " << worker;
   EXPECT_EQ(log.back(), '\n') << "worker " << worker << " log ends mid-line";
   static const std::regex line(
-      R"(^(starting from step=0|step=\d+ loss=\S+ mxu_util=\S+ cycles=\d+|checkpoint step=\d+ path=\S+|checksum=[0-9a-f]{16}|terminated at step=\d+ by SIGTERM)$)");
+      R"(^(starting from step=0 of \d+|step=\d+ loss=\S+ mxu_util=\S+ cycles=\d+|checkpoint step=\d+ path=\S+|checksum=[0-9a-f]{16}|terminated at step=\d+ by SIGTERM)$)");
   std::size_t start = 0;
   while (start < log.size()) {
     const auto end = log.find('\n', start);

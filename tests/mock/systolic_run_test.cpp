@@ -98,7 +98,7 @@ TEST(SystolicRun, PrintsTheStartOneLinePerStepAndTheChecksum) {
   const Outcome run = train(small_options(4));
   EXPECT_EQ(run.exit, TrainExit::ok);
   ASSERT_EQ(run.lines.size(), 6U);
-  EXPECT_EQ(run.lines[0], "starting from step=0");
+  EXPECT_EQ(run.lines[0], "starting from step=0 of 4");
   const std::regex step_line(R"(step=(\d+) loss=([0-9.e+-]+) mxu_util=(0\.\d{4}|1\.0000) cycles=(\d+))");
   for (int i = 1; i <= 4; ++i) {
     std::smatch match;
@@ -144,7 +144,10 @@ TEST(SystolicRun, StoppingAfterAnyStepAndResumingGivesTheUninterruptedResult) {
       const Outcome resumed = train(options);
       ASSERT_EQ(resumed.exit, TrainExit::ok);
       // The stop saved the last completed step, so nothing is computed twice.
-      EXPECT_EQ(resumed.lines[0].rfind("resumed from step=" + std::to_string(stop_at) + " checkpoint=", 0), 0U)
+      EXPECT_EQ(resumed.lines[0].rfind("resumed from step=" + std::to_string(stop_at) + " of " + std::to_string(steps) +
+                                           " checkpoint=",
+                                       0),
+                0U)
           << resumed.lines[0];
       std::vector<std::string> steps_seen = stopped.step_lines();
       const auto rest = resumed.step_lines();

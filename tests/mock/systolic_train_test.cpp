@@ -109,7 +109,7 @@ TEST(SystolicTrain, DefaultRunOfAHundredStepsPrintsEveryStepAndAChecksum) {
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const auto lines = split_lines(result.out);
   ASSERT_EQ(lines.size(), 102U);
-  EXPECT_EQ(lines.front(), "starting from step=0");
+  EXPECT_EQ(lines.front(), "starting from step=0 of 100");
   EXPECT_EQ(lines[100].rfind("step=100 loss=", 0), 0U);
   EXPECT_EQ(checksum_of(lines).size(), 16U);
 }
@@ -151,7 +151,7 @@ TEST(SystolicTrain, KilledAndResumedAtRandomStepsEndsWithTheUninterruptedChecksu
     ASSERT_TRUE(first) << read_text(dir / "stderr.log");
     std::uint64_t resume_step = 0;
     if (interruptions == 0) {
-      EXPECT_EQ(*first, "starting from step=0");
+      EXPECT_EQ(*first, "starting from step=0 of " + std::to_string(steps));
     } else {
       // Every earlier run left a checkpoint: the first was stopped by SIGTERM, which saves the last step.
       ASSERT_EQ(first->rfind("resumed from step=", 0), 0U) << *first;
@@ -312,7 +312,7 @@ TEST(SystolicTrain, OnlyWorkerZeroWritesCheckpointsAndEveryWorkerResumes) {
   const auto worker1 = run_trainer(with_small_model({"--steps", "30", "--ckpt-dir", ckpt, "--ckpt-every", "5"}),
                                    {{"JOBMAN_WORKER_ID", "1"}});
   ASSERT_EQ(worker1.exit_code, 0) << worker1.err;
-  EXPECT_EQ(worker1.out.rfind("resumed from step=20 checkpoint=" + written.front().path.string() + "\n", 0), 0U)
+  EXPECT_EQ(worker1.out.rfind("resumed from step=20 of 30 checkpoint=" + written.front().path.string() + "\n", 0), 0U)
       << worker1.out;
   EXPECT_EQ(worker1.out.find("checkpoint step="), std::string::npos);
   const auto after = CheckpointDirectory(ckpt).list();

@@ -42,12 +42,18 @@ struct WorkerSelection {
   [[nodiscard]] std::string to_gcloud() const;
 };
 
+// What job.progress is when a config leaves it out: "step=611", "step: 611", "global_step 611", "Step 611/2000",
+// "step=611 of 2000" (the total when one is given).
+const std::string& default_progress_pattern();
+
 // `job:` — the job's identity and environment choice.
 struct JobSection {
   std::string name;
   EnvType env_type = EnvType::none;
   bool loop = true;        // The Python jobman's "keep going after preemption"; false means no preemption budget.
   std::string remote_user; // User on the worker hosts; empty means gcloud's default.
+  // How training progress reads in the workers' output (util::ProgressPattern); empty: not read.
+  std::string progress = default_progress_pattern();
 };
 
 // `tpu:` — the slice.

@@ -2,6 +2,8 @@
 // data that the store records, the supervisor drives and the commands show; it knows nothing of SQLite or the cloud.
 #pragma once
 
+#include "jobman/domain/progress.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -72,7 +74,11 @@ struct JobRecord {
   std::int64_t queue_order = 0; // A task: FIFO within a priority (smaller first; the head after a preemption).
   std::string slice_state;      // What the last listing said of its slice ("ACTIVE", "SUSPENDED", "gone"); "" unknown.
   int max_failures = 0;         // The failure budget (a task's retries), as its config set it.
-  std::string config_yaml;      // The resolved config snapshot; filled only when asked for.
+  // The latest training progress its workers printed (job.progress), of any attempt: the step, the total when the
+  // output gave one, and when the line reached home; nullopt before any.
+  std::optional<ProgressPoint> progress;
+  std::optional<std::int64_t> step_total;
+  std::string config_yaml; // The resolved config snapshot; filled only when asked for.
 };
 
 // What `create` records.
@@ -129,6 +135,8 @@ struct AttemptRecord {
   // The physical machine of each worker host, by worker index, as the cloud told it when the slice came up; empty
   // when it did not say.
   std::vector<std::string> physical_hosts;
+  // The steps its workers printed, as they reached home (job.progress).
+  ProgressSeries progress;
 
   // The resource that holds the slice: its queued resource, or its node when it has none (tpu-vm mode).
   [[nodiscard]] const std::string& slice_name() const { return queued_resource.empty() ? node : queued_resource; }

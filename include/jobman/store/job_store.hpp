@@ -75,6 +75,14 @@ struct PlaceRecord {
   std::optional<std::int64_t> ended_ms;
 };
 
+// The progress of one attempt, as a supervisor records it.
+struct ProgressUpdate {
+  std::int64_t job_id = 0;
+  int attempt = 0;
+  domain::ProgressSeries series;     // The attempt's whole series (it replaces what is stored).
+  std::optional<std::int64_t> total; // The total steps, when the output gave one.
+};
+
 // A notification to send: one event of one attempt of a job, through one channel, to one recipient.
 struct Notification {
   std::int64_t id = 0;
@@ -185,6 +193,18 @@ public:
                                                         const std::string& accelerator = {}) const;
   // A job's findings, oldest first.
   [[nodiscard]] std::vector<domain::BadHardwareRecord> bad_hardware_of(std::int64_t job_id) const;
+  // Records the progress of attempts in one transaction: each attempt's series, and on its job, when it is the job's
+  // current attempt, the latest step, the total when given, and when.
+  void record_progress(const std::vector<ProgressUpdate>& updates);
+  // Calls `fn` with every phase change of the jobs whose ids are in [first, last], by job, oldest first (one range
+  // scan of a partial index).
+  void for_each_phase_change(std::int64_t first, std::int64_t last,
+                             const std::function<void(const domain::EventRecord&)>& fn) const;
+  // Calls `fn` with every attempt of the jobs whose ids are in [first, last], by job and number.
+  void for_each_attempt(std::int64_t first, std::int64_t last,
+                        const std::function<void(const domain::AttemptRecord&)>& fn) const;
+  // The attempts of tasks that borrowed `worker_id`'s slice, oldest first.
+  [[nodiscard]] std::vector<domain::AttemptRecord> attempts_on_worker(std::int64_t worker_id) const;
   // Sets or clears JobRecord::cleanup_pending.
   void set_cleanup_pending(std::int64_t job_id, bool pending);
 

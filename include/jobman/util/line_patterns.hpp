@@ -3,6 +3,7 @@
 // megabyte from a progress bar cannot crash the supervisor; only a line's first kMaxLineBytes are looked at anyway.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,51 @@ public:
 private:
   struct Compiled;
   std::vector<std::unique_ptr<Compiled>> compiled_;
+};
+
+// Training progress in a line of output: an extended regular expression (matched case-insensitively, as LinePatterns)
+// whose first group that captures digits gives the step, and a later group that captures digits, if any, the total.
+// "step[[:space:]]*[=:][[:space:]]*([0-9]+)" reads "step=611 loss=2.3"; with "(/([0-9]+))?" after it, "step=611/2000"
+// too. Bounded as LinePatterns is: only a line's first LinePatterns::kMaxLineBytes are looked at.
+class ProgressPattern {
+public:
+  struct Reading {
+    std::int64_t step = 0;
+    std::optional<std::int64_t> total;
+  };
+
+  // Throws jobman::Error when `pattern` is not valid (see check()).
+  explicit ProgressPattern(const std::string& pattern);
+  ~ProgressPattern();
+  ProgressPattern(const ProgressPattern&) = delete;
+  ProgressPattern& operator=(const ProgressPattern&) = delete;
+  ProgressPattern(ProgressPattern&&) noexcept;
+  ProgressPattern& operator=(ProgressPattern&&) noexcept;
+
+  // Why `pattern` cannot read progress (not a valid extended regular expression, or no group to capture the step);
+  // nullopt when it can.
+  static std::optional<std::string> check(const std::string& pattern);
+
+  // What `line` says of the progress, if anything.
+  [[nodiscard]] std::optional<Reading> read(std::string_view line) const;
+
+  // Calls `fn` with each reading in `text` (lines end at '\n'), in order.
+  template <typename Fn> void each(std::string_view text, Fn&& fn) const {
+    while (!text.empty()) {
+      const auto end = text.find('\n');
+      if (auto reading = read(text.substr(0, end))) {
+        fn(*reading);
+      }
+      if (end == std::string_view::npos) {
+        break;
+      }
+      text.remove_prefix(end + 1);
+    }
+  }
+
+private:
+  struct Compiled;
+  std::unique_ptr<Compiled> compiled_;
 };
 
 } // namespace jobman::util

@@ -44,7 +44,8 @@ void define_options(CLI::App& app, TrainOptions& options) {
   app.description("Trains a two-layer tanh perceptron on a teacher-student regression task; every matrix product "
                   "of the forward and backward passes runs on a cycle-by-cycle simulation of a weight-stationary "
                   "systolic array (a TPU's matrix unit).");
-  app.footer("Prints 'starting from step=0' or 'resumed from step=K checkpoint=PATH', one 'step=N loss=L "
+  app.footer("Prints 'starting from step=0 of N' or 'resumed from step=K of N checkpoint=PATH' (N: --steps), one "
+             "'step=N loss=L "
              "mxu_util=U cycles=C' line per step, and 'checksum=<16 hex digits>' (FNV-1a 64 of the final weights).\n"
              "Worker 0 (--worker-id, else JOBMAN_WORKER_ID, else 0) writes checkpoints; every worker resumes from "
              "the newest valid one.\n"

@@ -104,7 +104,7 @@ private:
   TrainExit start() {
     state_ = task_.initial_state();
     if (!checkpoints_) {
-      io_.out << "starting from step=0" << std::endl;
+      io_.out << "starting from step=0 of " << options_.steps << std::endl;
       return TrainExit::ok;
     }
     std::optional<LoadedCheckpoint> loaded;
@@ -134,7 +134,7 @@ private:
       return TrainExit::failure;
     }
     if (!loaded) {
-      io_.out << "starting from step=0" << std::endl;
+      io_.out << "starting from step=0 of " << options_.steps << std::endl;
       return TrainExit::ok;
     }
     if (!(loaded->checkpoint.config == options_.model)) {
@@ -145,7 +145,8 @@ private:
     }
     state_ = std::move(loaded->checkpoint.state);
     last_saved_ = state_.step;
-    io_.out << "resumed from step=" << state_.step << " checkpoint=" << loaded->path.string() << std::endl;
+    io_.out << "resumed from step=" << state_.step << " of " << options_.steps
+            << " checkpoint=" << loaded->path.string() << std::endl;
     return TrainExit::ok;
   }
 

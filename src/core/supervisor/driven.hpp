@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -42,6 +43,17 @@ struct RivalSeen {
   bool seen_once = false;        // It has appeared in a listing at least once.
   std::string state;             // Its state at the last event, to record changes only.
   std::int64_t delete_sent_ms = 0;
+};
+
+// The training progress an attempt's output stream reads (job.progress), shared by the stream's thread, which adds
+// readings, and the loop, which writes them to the store every few seconds in one transaction for all jobs.
+struct ProgressTracker {
+  ProgressTracker(int attempt_number, domain::ProgressSeries seed) : attempt(attempt_number), series(std::move(seed)) {}
+  const int attempt;
+  std::mutex mutex;
+  domain::ProgressSeries series;     // Guarded by mutex.
+  std::optional<std::int64_t> total; // Guarded by mutex.
+  bool dirty = false;                // Guarded by mutex: read since the store last heard.
 };
 
 // One attach() running on its own thread.
@@ -81,6 +93,8 @@ struct Driven {
   std::vector<domain::RivalRecord> rivals;
   std::map<std::string, RivalSeen> rival_seen;
   std::shared_ptr<Stream> stream;
+  // The current attempt's progress, kept past its stream until the store has it.
+  std::shared_ptr<ProgressTracker> progress;
   int unreachable = 0;
   // A task: its own config, before its worker lent it the connection and the environment (config); its setup
   // modules are the ones it runs on the worker's slice.

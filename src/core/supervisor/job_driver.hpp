@@ -206,6 +206,13 @@ private:
   // ---- bad_hardware.cpp ----
   // The patterns of the config's recovery.bad_hardware, compiled; nullptr when it has none.
   static std::shared_ptr<const util::LinePatterns> hardware_patterns(const config::JobConfig& config);
+  // job.progress compiled; nullptr when it is off.
+  static std::shared_ptr<const util::ProgressPattern> progress_pattern(const config::JobConfig& config);
+  // The tracker of the current attempt's progress, made (from what the store has) when the attempt has none yet; what
+  // the previous attempt's tracker read since the last flush is written first.
+  std::shared_ptr<ProgressTracker> progress_tracker(Driven& d);
+  // Adds the readings in a chunk of output to `tracker` (on the stream's thread).
+  static void read_progress(const util::ProgressPattern& pattern, ProgressTracker& tracker, std::string_view lines);
   // The first sign of bad hardware in the end of the workers' local logs of an attempt, if any.
   static std::optional<HardwareFinding> scan_logs(const std::filesystem::path& dir, const std::vector<int>& workers,
                                                   int attempt, const util::LinePatterns& patterns);

@@ -22,6 +22,9 @@ namespace {
 
 // How long a stopping supervisor waits for the operations and streams still running (see Outstanding).
 constexpr milliseconds kSettleLimit{5'000};
+// How often the progress read from the workers' output is written: a trainer printing a hundred steps a second costs
+// the store one row per job every this often.
+constexpr milliseconds kProgressFlushEvery{3'000};
 
 } // namespace
 
@@ -55,6 +58,7 @@ void SupervisorLoop::run(const std::stop_token& stop) {
   auto next_read = std::chrono::steady_clock::now();
   auto next_observe = next_read;
   auto next_notify = next_read;
+  auto next_progress = next_read;
   next_sweep = next_read;
   spdlog::info("supervisor {} started on the {} cloud (project {})", options.owner, access->mock ? "mock" : "Google",
                access->project);
@@ -79,6 +83,10 @@ void SupervisorLoop::run(const std::stop_token& stop) {
     sweep_if_due(now);
     for (auto& [id, d] : driven) {
       step_safely(d);
+    }
+    if (now >= next_progress) {
+      flush_progress();
+      next_progress = now + kProgressFlushEvery;
     }
     if (notify_now || now >= next_notify) {
       notify_now = false;
@@ -203,7 +211,35 @@ void SupervisorLoop::step_safely(Driven& d) {
   }
 }
 
+void SupervisorLoop::flush_progress() {
+  std::vector<store::ProgressUpdate> batch;
+  std::vector<std::shared_ptr<ProgressTracker>> taken;
+  for (auto& [id, d] : driven) {
+    if (!d.progress) {
+      continue;
+    }
+    const std::lock_guard lock(d.progress->mutex);
+    if (d.progress->dirty) {
+      batch.push_back({id, d.progress->attempt, d.progress->series, d.progress->total});
+      d.progress->dirty = false;
+      taken.push_back(d.progress);
+    }
+  }
+  try {
+    store().record_progress(batch);
+  } catch (const std::exception& e) {
+    spdlog::warn("recording training progress: {}", e.what());
+    for (const auto& tracker : taken) {
+      const std::lock_guard lock(tracker->mutex);
+      tracker->dirty = true; // The next flush tries again.
+    }
+  }
+}
+
 void SupervisorLoop::prune() {
+  if (!to_drop.empty()) {
+    flush_progress();
+  }
   for (const auto id : to_drop) {
     if (auto it = driven.find(id); it != driven.end() && !it->second.busy) {
       drop(it->second);
@@ -214,6 +250,7 @@ void SupervisorLoop::prune() {
 
 void SupervisorLoop::shutdown() {
   spdlog::info("supervisor stopping: releasing {} job(s); workloads keep running", driven.size());
+  flush_progress();
   std::vector<std::int64_t> ids;
   for (auto& [id, d] : driven) {
     driver.stop_stream(d);

@@ -74,6 +74,8 @@ private:
   void prune();
   // Stops every stream and releases the leases of jobs with no operation in flight.
   void shutdown();
+  // Writes the progress read since the last time, every job's, in one transaction.
+  void flush_progress();
 
   // ---- leases.cpp ----
   // Reads the jobs to drive: adopts new ones, refreshes changed ones, marks vanished ones to drop.

@@ -215,49 +215,64 @@ void JobDriver::start_stream(Driven& d) {
   const auto dir = attempt_directory(id, d.job.attempt);
   util::ensure_directory(dir, 0700);
   const auto patterns = hardware_patterns(*d.config);
-  host_.watch_in_background(id, [this, stream, id, target, workers, wid, dir, patterns]() -> std::function<void()> {
-    // The first sign of bad hardware is news at once, not when the stream ends.
-    auto report = [this, stream, id](const HardwareFinding& finding) {
-      if (!stream->bad_hardware.exchange(true)) {
-        host_.post(id, [this, stream, id, finding] {
-          if (Driven* live = host_.find(id); live != nullptr && live->stream == stream) {
-            hardware_found(id, finding);
+  auto progress = progress_pattern(*d.config);
+  const auto tracker = progress ? progress_tracker(d) : nullptr;
+  if (!tracker) {
+    progress.reset();
+  }
+  host_.watch_in_background(
+      id, [this, stream, id, target, workers, wid, dir, patterns, progress, tracker]() -> std::function<void()> {
+        // The first sign of bad hardware is news at once, not when the stream ends.
+        auto report = [this, stream, id](const HardwareFinding& finding) {
+          if (!stream->bad_hardware.exchange(true)) {
+            host_.post(id, [this, stream, id, finding] {
+              if (Driven* live = host_.find(id); live != nullptr && live->stream == stream) {
+                hardware_found(id, finding);
+              }
+            });
           }
-        });
-      }
-    };
-    remote::LineSink sink;
-    if (patterns) {
-      // What an earlier stream (of a supervisor that stopped) wrote before this one.
-      if (auto found = scan_logs(dir, workers, stream->attempt, *patterns)) {
-        report(*found);
-      }
-      sink = [patterns, report, attempt = stream->attempt](int worker, std::string_view lines) {
-        if (auto line = patterns->first_match(lines)) {
-          report(HardwareFinding{attempt, worker, "output", std::string(util::trim(*line))});
+        };
+        if (patterns) {
+          // What an earlier stream (of a supervisor that stopped) wrote before this one.
+          if (auto found = scan_logs(dir, workers, stream->attempt, *patterns)) {
+            report(*found);
+          }
         }
-      };
-    }
-    std::vector<remote::StreamEnd> ends;
-    std::string error;
-    try {
-      ends = remote::attach(target, workers, wid, dir, stream->stop.get_token(), sink);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    if (stream->stop.stop_requested()) {
-      return {}; // Whoever stopped it no longer cares; `this` may be gone.
-    }
-    return [this, stream, ends = std::move(ends), error, id] {
-      Driven* live = host_.find(id);
-      if (live == nullptr || live->stream != stream) {
-        return;
-      }
-      stream->ended = true;
-      stream->ends = ends;
-      stream->error = error;
-    };
-  });
+        remote::LineSink sink;
+        if (patterns || progress) {
+          // Progress is read from the first worker that runs the command: the others repeat it.
+          sink = [patterns, report, progress, tracker, attempt = stream->attempt,
+                  reader = workers.empty() ? 0 : workers.front()](int worker, std::string_view lines) {
+            if (patterns) {
+              if (auto line = patterns->first_match(lines)) {
+                report(HardwareFinding{attempt, worker, "output", std::string(util::trim(*line))});
+              }
+            }
+            if (progress && worker == reader) {
+              read_progress(*progress, *tracker, lines);
+            }
+          };
+        }
+        std::vector<remote::StreamEnd> ends;
+        std::string error;
+        try {
+          ends = remote::attach(target, workers, wid, dir, stream->stop.get_token(), sink);
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+        if (stream->stop.stop_requested()) {
+          return {}; // Whoever stopped it no longer cares; `this` may be gone.
+        }
+        return [this, stream, ends = std::move(ends), error, id] {
+          Driven* live = host_.find(id);
+          if (live == nullptr || live->stream != stream) {
+            return;
+          }
+          stream->ended = true;
+          stream->ends = ends;
+          stream->error = error;
+        };
+      });
   ++counters_->streams;
 }
 

@@ -1,0 +1,43 @@
+// What a chip-hour costs: list prices per generation and tier, from the table jobman ships (configs/prices.yaml,
+// compiled in) with the user's own table, when there is one, over it. Every cost derived from it is an estimate: list
+// prices before discounts, for one region.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace jobman::config {
+
+struct PriceTable {
+  std::string currency; // "USD".
+  std::string source;   // Where the figures come from (a URL).
+  std::string as_of;    // When they were taken from it.
+  std::string region;   // Which region they are for.
+  // Generation ("v4", "v5litepod", as accelerator names begin) -> tier ("ondemand", "spot", "preemptible") -> price
+  // per chip-hour.
+  std::map<std::string, std::map<std::string, double>> per_chip_hour;
+  std::vector<std::string> files; // The tables it was read from, the built-in one first ("built-in").
+
+  // The price of a chip-hour of `accelerator` ("v4-32") in `tier`; spot and preemptible stand in for each other
+  // where a generation has one of them only. nullopt when the table has no price.
+  [[nodiscard]] std::optional<double> chip_hour(const std::string& accelerator, const std::string& tier) const;
+};
+
+// The table jobman ships.
+PriceTable builtin_prices();
+
+// Where a user's own table is read from when present: `$XDG_CONFIG_HOME/jobman/prices.yaml` (~/.config/...).
+std::filesystem::path user_prices_path();
+
+// `base` with the entries of the table in `path` over it (its generations and tiers replace the same ones; its
+// currency, source, as_of and region replace the base's when given). Throws ConfigError naming the file, line and key
+// of every problem.
+PriceTable overlay_prices(PriceTable base, const std::filesystem::path& path);
+
+// The built-in table with `path` over it when given, else with the user's table over it when that file exists.
+PriceTable load_prices(const std::optional<std::filesystem::path>& path = std::nullopt);
+
+} // namespace jobman::config

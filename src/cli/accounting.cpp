@@ -1,0 +1,271 @@
+#include "accounting.hpp"
+
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+#include "output.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace jobman::cli {
+
+namespace {
+
+// How far back `show`'s rate looks.
+constexpr std::int64_t kRateWindowMs = 10LL * 60 * 1000;
+
+} // namespace
+
+std::string decimal(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+
+std::string percent_text(std::optional<double> share) {
+  return share ? decimal(*share * 100.0, 1) + "%" : "-";
+}
+
+std::string span_text(std::int64_t ms) {
+  if (ms < 9'950) {
+    return decimal(static_cast<double>(std::max<std::int64_t>(0, ms)) / 1000.0, 1) + "s";
+  }
+  const std::int64_t seconds = (ms + 500) / 1000;
+  if (seconds >= 60 && seconds < 3600) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(seconds / 60),
+                  static_cast<long long>(seconds % 60));
+    return buf;
+  }
+  return util::format_duration(seconds);
+}
+
+core::JobAccount account_of(const store::JobStore& store, const domain::JobRecord& job,
+                            const std::vector<domain::AttemptRecord>& attempts, std::int64_t now_ms) {
+  std::vector<domain::EventRecord> phases;
+  store.for_each_phase_change(job.id, job.id, [&](const domain::EventRecord& e) { phases.push_back(e); });
+  std::vector<core::TaskSpan> tasks;
+  if (job.kind == domain::JobKind::worker) {
+    for (const auto& a : store.attempts_on_worker(job.id)) {
+      tasks.push_back({a.started_ms, a.ended_ms});
+    }
+  }
+  core::AccountInput input;
+  input.job = &job;
+  input.events = &phases;
+  input.attempts = &attempts;
+  input.tasks = &tasks;
+  input.now_ms = now_ms;
+  return core::account(input);
+}
+
+Cost cost_of(const core::JobAccount& account, const config::PriceTable& prices) {
+  Cost cost;
+  for (const auto& usage : account.usage) {
+    if (usage.borrowed) {
+      continue;
+    }
+    if (const auto price = prices.chip_hour(usage.accelerator, usage.tier)) {
+      cost.amount += usage.chip_hours * *price;
+    } else {
+      cost.complete = false;
+    }
+  }
+  return cost;
+}
+
+ChipHours chip_hours_of(const core::JobAccount& account) {
+  ChipHours hours;
+  for (const auto& usage : account.usage) {
+    (usage.borrowed ? hours.borrowed : hours.own) += usage.chip_hours;
+  }
+  return hours;
+}
+
+std::string cost_cell(const core::JobAccount& account, const Cost& cost, const config::PriceTable& prices) {
+  const auto hours = chip_hours_of(account);
+  if (hours.own > 0) {
+    return money(cost.amount, prices);
+  }
+  return hours.borrowed > 0 ? "(its worker's)" : "-";
+}
+
+std::optional<ProgressView> progress_view(const domain::JobRecord& job,
+                                          const std::vector<domain::AttemptRecord>& attempts) {
+  if (!job.progress) {
+    return std::nullopt;
+  }
+  ProgressView view;
+  view.step = job.progress->step;
+  view.total = job.step_total;
+  view.at_ms = job.progress->at_ms;
+  // The rate of the newest attempt that printed steps.
+  for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
+    if (!it->progress.empty()) {
+      view.steps_per_second = it->progress.rate(kRateWindowMs);
+      break;
+    }
+  }
+  if (!domain::is_terminal(job.phase) && view.total && view.steps_per_second && *view.steps_per_second > 0 &&
+      *view.total > view.step) {
+    view.eta_seconds =
+        static_cast<std::int64_t>(std::ceil(static_cast<double>(*view.total - view.step) / *view.steps_per_second));
+  }
+  return view;
+}
+
+std::string progress_line(const ProgressView& view) {
+  std::string line;
+  if (view.total && *view.total > 0) {
+    line = std::to_string(view.step) + "/" + std::to_string(*view.total) + " (" +
+           percent_text(static_cast<double>(view.step) / static_cast<double>(*view.total)) + ")";
+  } else {
+    line = "step " + std::to_string(view.step);
+  }
+  if (view.steps_per_second) {
+    line += ", " + decimal(*view.steps_per_second, *view.steps_per_second < 10 ? 2 : 1) + " steps/s";
+  }
+  if (view.eta_seconds) {
+    line += ", ETA " + util::format_duration(*view.eta_seconds);
+  }
+  line += "  (last step " + util::format_local(view.at_ms) + ")";
+  return line;
+}
+
+nlohmann::ordered_json progress_json(const std::optional<ProgressView>& view) {
+  if (!view) {
+    return nullptr;
+  }
+  nlohmann::ordered_json j;
+  j["step"] = view->step;
+  j["total"] = view->total ? nlohmann::ordered_json(*view->total) : nlohmann::ordered_json(nullptr);
+  j["at"] = util::format_utc(view->at_ms);
+  j["steps_per_second"] =
+      view->steps_per_second ? nlohmann::ordered_json(*view->steps_per_second) : nlohmann::ordered_json(nullptr);
+  j["eta_seconds"] = view->eta_seconds ? nlohmann::ordered_json(*view->eta_seconds) : nlohmann::ordered_json(nullptr);
+  return j;
+}
+
+nlohmann::ordered_json account_json(const core::JobAccount& account, const config::PriceTable& prices,
+                                    bool with_timeline) {
+  nlohmann::ordered_json j;
+  nlohmann::ordered_json seconds = nlohmann::ordered_json::object();
+  for (const auto bucket : core::all_buckets()) {
+    seconds[std::string(core::to_string(bucket))] = static_cast<double>(account.of(bucket)) / 1000.0;
+  }
+  j["wall_seconds"] = static_cast<double>(account.wall_ms()) / 1000.0;
+  j["seconds"] = std::move(seconds);
+  const auto goodput = account.goodput();
+  j["goodput"] = goodput ? nlohmann::ordered_json(*goodput) : nlohmann::ordered_json(nullptr);
+  j["lost_steps"] = account.lost_steps;
+  j["excluded_seconds"] = static_cast<double>(account.excluded_ms) / 1000.0;
+  nlohmann::ordered_json usage = nlohmann::ordered_json::array();
+  for (const auto& u : account.usage) {
+    const auto price = prices.chip_hour(u.accelerator, u.tier);
+    usage.push_back({{"zone", u.zone},
+                     {"accelerator", u.accelerator},
+                     {"tier", u.tier},
+                     {"chips", u.chips},
+                     {"chip_hours", u.chip_hours},
+                     {"price_per_chip_hour", price ? nlohmann::ordered_json(*price) : nlohmann::ordered_json(nullptr)},
+                     {"cost", price && !u.borrowed ? nlohmann::ordered_json(u.chip_hours * *price)
+                                                   : nlohmann::ordered_json(nullptr)},
+                     {"borrowed", u.borrowed},
+                     {"estimated", u.estimated}});
+  }
+  j["usage"] = std::move(usage);
+  const auto cost = cost_of(account, prices);
+  j["cost"] = cost.amount;
+  j["currency"] = prices.currency;
+  j["cost_complete"] = cost.complete;
+  j["notes"] = account.notes;
+  if (with_timeline) {
+    nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
+    for (const auto& s : account.timeline) {
+      timeline.push_back({{"from", util::format_utc(s.from_ms)},
+                          {"to", util::format_utc(s.to_ms)},
+                          {"seconds", static_cast<double>(s.to_ms - s.from_ms) / 1000.0},
+                          {"bucket", core::to_string(s.bucket)},
+                          {"phase", domain::to_string(s.phase)},
+                          {"attempt", s.attempt}});
+    }
+    j["timeline"] = std::move(timeline);
+    nlohmann::ordered_json marks = nlohmann::ordered_json::array();
+    for (const auto& m : account.marks) {
+      marks.push_back({{"at", util::format_utc(m.at_ms)}, {"attempt", m.attempt}, {"what", m.what}});
+    }
+    j["marks"] = std::move(marks);
+  }
+  return j;
+}
+
+std::string goodput_text(const core::JobAccount& account) {
+  const auto goodput = account.goodput();
+  if (!goodput) {
+    return "goodput -";
+  }
+  return "goodput " + percent_text(*goodput) + " (" + span_text(account.of(core::Bucket::productive)) +
+         " productive of " + span_text(account.wall_ms()) + ")";
+}
+
+std::string prices_note(const config::PriceTable& prices) {
+  std::string note = "list prices per chip-hour (" + util::join(prices.files, " + ");
+  if (!prices.region.empty()) {
+    note += ", " + prices.region;
+  }
+  if (!prices.as_of.empty()) {
+    note += ", as of " + prices.as_of;
+  }
+  note += "), before discounts: every cost is an estimate";
+  return note;
+}
+
+std::string money(double amount, const config::PriceTable& prices) {
+  const std::string digits = decimal(amount, 2);
+  return prices.currency == "USD" || prices.currency.empty() ? "$" + digits : digits + " " + prices.currency;
+}
+
+void print_account(std::ostream& out, const core::JobAccount& account, const config::PriceTable& prices) {
+  out << "\nWhere the time went: " << goodput_text(account) << '\n';
+  const auto wall = account.wall_ms();
+  for (const auto bucket : core::all_buckets()) {
+    const auto ms = account.of(bucket);
+    std::string label(core::to_string(bucket));
+    label.resize(14, ' ');
+    std::string time = span_text(ms);
+    time.resize(9, ' ');
+    out << "  " << label << time
+        << (wall > 0 ? percent_text(static_cast<double>(ms) / static_cast<double>(wall)) : std::string("-"));
+    if (bucket == core::Bucket::lost && account.lost_steps > 0) {
+      out << "  (" << account.lost_steps << " steps done again)";
+    }
+    out << '\n';
+  }
+  if (account.excluded_ms > 0) {
+    out << "  (not counted: " << span_text(account.excluded_ms) << " finished before a resume)\n";
+  }
+  if (!account.usage.empty()) {
+    out << "Chip-hours\n";
+    for (const auto& u : account.usage) {
+      const auto price = prices.chip_hour(u.accelerator, u.tier);
+      out << "  " << printable(u.accelerator) << " " << printable(u.tier) << " in " << printable(u.zone) << ": "
+          << u.chips << (u.chips == 1 ? " chip, " : " chips, ") << decimal(u.chip_hours, 2) << " chip-hours";
+      if (u.borrowed) {
+        out << " on its worker's slice (the worker's cost)";
+      } else if (price) {
+        out << " x " << money(*price, prices) << " = " << money(u.chip_hours * *price, prices);
+      } else {
+        out << ", no price in the table";
+      }
+      out << (u.estimated ? " (time partly inferred)" : "") << '\n';
+    }
+    const auto cost = cost_of(account, prices);
+    out << "  cost ~" << money(cost.amount, prices) << (cost.complete ? "" : " and slices without a price") << ": "
+        << prices_note(prices) << '\n';
+  }
+  for (const auto& note : account.notes) {
+    out << "  note: " << printable(note) << '\n';
+  }
+}
+
+} // namespace jobman::cli

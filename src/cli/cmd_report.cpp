@@ -1,0 +1,130 @@
+// `jobman report`: where the time and money of many jobs went, from the store alone. jobman-lite's `analytics cost`
+// is the same command.
+#include "commands.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+#include "report.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+namespace jobman::cli {
+
+namespace {
+
+struct ReportOptions {
+  std::vector<std::string> ids;
+  std::string since = "7d";
+  std::string user;
+  std::string name_glob;
+  std::string kind = "all";
+  bool json = false;
+  bool csv = false;
+  std::string html;
+  std::string prices;
+};
+
+// Writes `text` to `path` whole or not at all: a temporary file beside it, renamed over it.
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(temporary.c_str());
+      throw Error(path + ": cannot write the report: " + std::strerror(errno));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(temporary.c_str());
+    throw Error(path + ": cannot write the report: " + why);
+  }
+}
+
+int run_report(Context& ctx, const ReportOptions& options) {
+  if (options.json || options.csv) {
+    silence_logging();
+  }
+  ReportSelection selection;
+  const std::int64_t now = util::now_ms();
+  for (const auto& id : options.ids) {
+    selection.ids.push_back(parse_job_id_argument(id));
+  }
+  const auto since = util::parse_duration_seconds(options.since);
+  if (!since) {
+    throw UsageError("--since: '" + options.since + "' is not a duration (90s, 30m, 2h, 7d)");
+  }
+  selection.since_ms = selection.ids.empty() ? now - *since * 1000 : 0;
+  selection.user = options.user == "all" ? std::string() : options.user;
+  selection.name_glob = options.name_glob;
+  if (options.kind != "all") {
+    selection.kinds = {*domain::parse_job_kind(options.kind)};
+  }
+  const auto prices =
+      config::load_prices(options.prices.empty() ? std::nullopt : std::optional<std::filesystem::path>(options.prices));
+  const auto report = build_report(ctx.store(), selection, prices, now);
+  if (!options.html.empty()) {
+    std::ostringstream html;
+    write_report_html(html, report, prices);
+    write_file_atomically(options.html, html.str());
+    *ctx.err << "wrote " << options.html << " (" << report.rows.size() << (report.rows.size() == 1 ? " job" : " jobs")
+             << ")\n";
+    return 0;
+  }
+  if (options.json) {
+    write_report_json(*ctx.out, report, prices);
+  } else if (options.csv) {
+    write_report_csv(*ctx.out, report, prices);
+  } else {
+    write_report_text(*ctx.out, report, prices, ctx.color);
+  }
+  return 0;
+}
+
+// The options, help and action of `report`, on `cmd` (the command itself, or jobman-lite's `analytics cost`).
+void define_report(CLI::App* cmd, Context& ctx) {
+  auto options = std::make_shared<ReportOptions>();
+  cmd->add_option("IDS", options->ids, "Only these jobs (000042 or 42); default: those active within --since");
+  cmd->add_option("--since", options->since, "Jobs unfinished or finished within this long (default 7d)");
+  cmd->add_option("-u,--user", options->user, "Only this user's jobs ('all', the default: everyone's)")
+      ->type_name("USER");
+  cmd->add_option("-n,--name", options->name_glob, "Only jobs whose name matches this shell glob")->type_name("GLOB");
+  cmd->add_option("-k,--kind", options->kind, "Which records: job, worker, task or all (default)")
+      ->check(CLI::IsMember({"job", "worker", "task", "all"}));
+  auto* json = add_json_flag(*cmd, options->json);
+  auto* csv = cmd->add_flag("--csv", options->csv, "One CSV line per job, seconds by bucket");
+  auto* html = cmd->add_option("--html", options->html,
+                               "Write one self-contained HTML file: a timeline per job, goodput and cost tables")
+                   ->type_name("FILE");
+  json->excludes(csv, html);
+  csv->excludes(html);
+  cmd->add_option("--prices", options->prices,
+                  "A price table over the built-in one (default: ~/.config/jobman/prices.yaml when present)")
+      ->type_name("FILE");
+  cmd->footer("Examples:\n"
+              "  jobman report\n"
+              "  jobman report 42 --html report.html\n"
+              "  jobman report --since 30d --name 'sweep-*' --csv > sweep.csv\n"
+              "Each job's wall time splits into queued, provisioning, setup, productive, lost (work done again after\n"
+              "a resume), recovering, bad hardware and idle; goodput is productive over the whole. Chip-hours are\n"
+              "counted while slices are up; costs use list prices (configs/prices.yaml) and are estimates.\n"
+              "Reads the local store only.");
+  cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_report(ctx, *options); }; });
+}
+
+} // namespace
+
+void add_report_command(CLI::App& app, Context& ctx) {
+  define_report(app.add_subcommand("report", "Where the time and money of jobs went: goodput, chip-hours, cost"), ctx);
+  // `analytics` is made by add_availability_command, which runs first.
+  define_report(app.get_subcommand("analytics")->add_subcommand("cost", "The same as `jobman report`"), ctx);
+}
+
+} // namespace jobman::cli

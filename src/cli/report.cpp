@@ -1,0 +1,315 @@
+#include "report.hpp"
+
+#include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+#include "output.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace jobman::cli {
+
+namespace {
+
+std::size_t position(const std::vector<domain::JobRecord>& jobs, std::int64_t id) {
+  const auto it = std::lower_bound(jobs.begin(), jobs.end(), id,
+                                   [](const domain::JobRecord& j, std::int64_t v) { return j.id < v; });
+  return it != jobs.end() && it->id == id ? static_cast<std::size_t>(it - jobs.begin()) : jobs.size();
+}
+
+// The short headers of the text table, by bucket.
+const std::array<std::string, core::kBucketCount>& bucket_headers() {
+  static const std::array<std::string, core::kBucketCount> headers{"QUEUED", "PROVISION",  "SETUP",  "PRODUCTIVE",
+                                                                   "LOST",   "RECOVERING", "BAD HW", "IDLE"};
+  return headers;
+}
+
+} // namespace
+
+std::int64_t Report::wall_ms() const {
+  std::int64_t total = 0;
+  for (const auto value : ms) {
+    total += value;
+  }
+  return total;
+}
+
+std::optional<double> Report::goodput() const {
+  const auto wall = wall_ms();
+  if (wall <= 0) {
+    return std::nullopt;
+  }
+  return static_cast<double>(ms[static_cast<std::size_t>(core::Bucket::productive)]) / static_cast<double>(wall);
+}
+
+Report build_report(const store::JobStore& store, const ReportSelection& selection, const config::PriceTable& prices,
+                    std::int64_t now_ms) {
+  Report report;
+  report.now_ms = now_ms;
+  report.since_ms = selection.since_ms;
+  std::vector<domain::JobRecord> jobs;
+  if (!selection.ids.empty()) {
+    for (const auto id : selection.ids) {
+      jobs.push_back(store.get_job(id));
+    }
+    std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    jobs.erase(std::unique(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.id == b.id; }),
+               jobs.end());
+  } else {
+    store::JobFilter filter;
+    filter.now_ms = now_ms;
+    filter.recent_ms = std::max<std::int64_t>(0, now_ms - selection.since_ms);
+    filter.user = selection.user;
+    filter.name_glob = selection.name_glob;
+    filter.kinds = selection.kinds;
+    jobs = store.list_jobs(filter);
+  }
+  if (jobs.empty()) {
+    return report;
+  }
+  // Two range scans over the jobs' ids bring every phase change and attempt; those of jobs left out are skipped.
+  std::vector<std::vector<domain::EventRecord>> phases(jobs.size());
+  std::vector<std::vector<domain::AttemptRecord>> attempts(jobs.size());
+  store.for_each_phase_change(jobs.front().id, jobs.back().id, [&](const domain::EventRecord& event) {
+    if (const auto i = position(jobs, event.job_id); i < jobs.size()) {
+      phases[i].push_back(event);
+    }
+  });
+  store.for_each_attempt(jobs.front().id, jobs.back().id, [&](const domain::AttemptRecord& attempt) {
+    if (const auto i = position(jobs, attempt.job_id); i < jobs.size()) {
+      attempts[i].push_back(attempt);
+    }
+  });
+  report.rows.reserve(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    std::vector<core::TaskSpan> tasks;
+    if (jobs[i].kind == domain::JobKind::worker) {
+      for (const auto& a : store.attempts_on_worker(jobs[i].id)) {
+        tasks.push_back({a.started_ms, a.ended_ms});
+      }
+    }
+    core::AccountInput input;
+    input.job = &jobs[i];
+    input.events = &phases[i];
+    input.attempts = &attempts[i];
+    input.tasks = &tasks;
+    input.now_ms = now_ms;
+    ReportRow row;
+    row.account = core::account(input);
+    row.cost = cost_of(row.account, prices);
+    for (std::size_t b = 0; b < core::kBucketCount; ++b) {
+      report.ms[b] += row.account.ms[b];
+    }
+    report.cost += row.cost.amount;
+    report.cost_complete = report.cost_complete && row.cost.complete;
+    for (const auto& usage : row.account.usage) {
+      if (usage.borrowed) {
+        continue;
+      }
+      const auto price = prices.chip_hour(usage.accelerator, usage.tier);
+      for (ReportGroup* group : {&report.by_kind[{usage.accelerator, usage.tier}], &report.by_zone[usage.zone]}) {
+        group->chip_hours += usage.chip_hours;
+        group->cost += price ? usage.chip_hours * *price : 0.0;
+        group->priced = group->priced && price.has_value();
+        group->estimated = group->estimated || usage.estimated;
+      }
+    }
+    for (const auto& attempt : attempts[i]) {
+      if (!attempt.holds_slice()) {
+        continue;
+      }
+      auto& zone = report.by_zone[attempt.zone];
+      ++zone.attempts;
+      zone.preemptions += attempt.outcome == "preempted" ? 1 : 0;
+      zone.bad_hardware += attempt.outcome == "bad-hardware" || attempt.outcome == "rejected" ? 1 : 0;
+    }
+    row.job = std::move(jobs[i]);
+    row.attempts = std::move(attempts[i]);
+    report.rows.push_back(std::move(row));
+  }
+  return report;
+}
+
+void write_report_text(std::ostream& out, const Report& report, const config::PriceTable& prices, bool color) {
+  if (report.rows.empty()) {
+    out << "No jobs to report.\n";
+    return;
+  }
+  std::size_t unfinished = 0;
+  for (const auto& row : report.rows) {
+    unfinished += domain::is_terminal(row.job.phase) ? 0 : 1;
+  }
+  out << report.rows.size() << (report.rows.size() == 1 ? " job" : " jobs") << " (" << unfinished
+      << " unfinished): goodput " << percent_text(report.goodput()) << " ("
+      << span_text(report.ms[static_cast<std::size_t>(core::Bucket::productive)]) << " productive of "
+      << span_text(report.wall_ms()) << "), cost ~" << money(report.cost, prices) << "\n\n";
+  std::vector<std::string> header{"JOB ID", "NAME", "KIND", "STATUS", "WALL", "GOODPUT"};
+  header.insert(header.end(), bucket_headers().begin(), bucket_headers().end());
+  header.insert(header.end(), {"LOST STEPS", "CHIP-HOURS", "COST"});
+  Table jobs(header);
+  for (const auto& row : report.rows) {
+    const auto& a = row.account;
+    const double chip_hours = chip_hours_of(a).total();
+    std::vector<std::string> cells{util::format_job_id(row.job.id),
+                                   printable(row.job.name),
+                                   std::string(domain::to_string(row.job.kind)),
+                                   status_text(row.job),
+                                   span_text(a.wall_ms()),
+                                   percent_text(a.goodput())};
+    for (const auto bucket : core::all_buckets()) {
+      cells.push_back(a.of(bucket) > 0 ? span_text(a.of(bucket)) : "-");
+    }
+    cells.push_back(a.lost_steps > 0 ? std::to_string(a.lost_steps) : "-");
+    cells.push_back(chip_hours > 0 ? decimal(chip_hours, 2) : "-");
+    cells.push_back(cost_cell(a, row.cost, prices));
+    jobs.add_row(std::move(cells), phase_color(row.job.phase), 3);
+  }
+  jobs.print(out, color);
+  if (!report.by_kind.empty()) {
+    out << "\nChip-hours by accelerator and tier\n";
+    Table kinds({"ACCELERATOR", "TIER", "CHIP-HOURS", "PRICE/CHIP-HOUR", "COST"});
+    for (const auto& [key, group] : report.by_kind) {
+      const auto price = prices.chip_hour(key.first, key.second);
+      kinds.add_row({printable(key.first), printable(key.second),
+                     decimal(group.chip_hours, 2) + (group.estimated ? "*" : ""), price ? money(*price, prices) : "-",
+                     price ? money(group.cost, prices) : "no price"});
+    }
+    kinds.print(out, color);
+  }
+  if (!report.by_zone.empty()) {
+    out << "\nBy zone\n";
+    Table zones({"ZONE", "SLICES", "PREEMPTED", "BAD HW", "CHIP-HOURS", "COST"});
+    for (const auto& [zone, group] : report.by_zone) {
+      zones.add_row({printable(zone), std::to_string(group.attempts), std::to_string(group.preemptions),
+                     std::to_string(group.bad_hardware), decimal(group.chip_hours, 2) + (group.estimated ? "*" : ""),
+                     money(group.cost, prices) + (group.priced ? "" : " + unpriced")});
+    }
+    zones.print(out, color);
+  }
+  out << "\nCosts: " << prices_note(prices) << ".";
+  bool inferred = false;
+  for (const auto& [key, group] : report.by_kind) {
+    inferred = inferred || group.estimated;
+  }
+  if (inferred) {
+    out << " *: a slice's deletion was never confirmed; its time is counted to its attempt's end.";
+  }
+  out << '\n';
+}
+
+void write_report_csv(std::ostream& out, const Report& report, const config::PriceTable& prices) {
+  const auto quote = [](const std::string& text) {
+    if (text.find_first_of(",\"\n\r") == std::string::npos) {
+      return text;
+    }
+    std::string quoted = "\"";
+    for (const char c : text) {
+      quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    }
+    return quoted + "\"";
+  };
+  out << "id,name,user,kind,status,accelerator,zone,pricing,created_at,finished_at,wall_seconds,goodput";
+  for (const auto bucket : core::all_buckets()) {
+    std::string name(core::to_string(bucket));
+    std::replace(name.begin(), name.end(), '-', '_');
+    out << ',' << name << "_seconds";
+  }
+  out << ",lost_steps,chip_hours,borrowed_chip_hours,cost,currency,cost_complete,estimated\n";
+  for (const auto& row : report.rows) {
+    const auto& a = row.account;
+    const auto hours = chip_hours_of(a);
+    bool estimated = !a.notes.empty();
+    for (const auto& u : a.usage) {
+      estimated = estimated || u.estimated;
+    }
+    const auto goodput = a.goodput();
+    out << row.job.id << ',' << quote(row.job.name) << ',' << quote(row.job.user) << ','
+        << domain::to_string(row.job.kind) << ',' << domain::to_string(row.job.phase) << ','
+        << quote(row.job.accelerator) << ',' << quote(row.job.zone) << ',' << quote(row.job.pricing) << ','
+        << util::format_utc(row.job.created_ms) << ','
+        << (row.job.finished_ms ? util::format_utc(*row.job.finished_ms) : std::string()) << ','
+        << decimal(static_cast<double>(a.wall_ms()) / 1000.0, 3) << ',' << (goodput ? decimal(*goodput, 4) : "");
+    for (const auto bucket : core::all_buckets()) {
+      out << ',' << decimal(static_cast<double>(a.of(bucket)) / 1000.0, 3);
+    }
+    out << ',' << a.lost_steps << ',' << decimal(hours.own, 4) << ',' << decimal(hours.borrowed, 4) << ','
+        << decimal(row.cost.amount, 2) << ',' << prices.currency << ',' << (row.cost.complete ? "true" : "false") << ','
+        << (estimated ? "true" : "false") << '\n';
+  }
+}
+
+void write_report_json(std::ostream& out, const Report& report, const config::PriceTable& prices) {
+  nlohmann::ordered_json j;
+  j["generated_at"] = util::format_utc(report.now_ms);
+  j["since"] =
+      report.since_ms > 0 ? nlohmann::ordered_json(util::format_utc(report.since_ms)) : nlohmann::ordered_json(nullptr);
+  j["prices"] = {{"currency", prices.currency}, {"source", prices.source}, {"as_of", prices.as_of},
+                 {"region", prices.region},     {"tables", prices.files},  {"note", prices_note(prices)}};
+  nlohmann::ordered_json totals;
+  nlohmann::ordered_json seconds = nlohmann::ordered_json::object();
+  for (const auto bucket : core::all_buckets()) {
+    seconds[std::string(core::to_string(bucket))] =
+        static_cast<double>(report.ms[static_cast<std::size_t>(bucket)]) / 1000.0;
+  }
+  totals["jobs"] = report.rows.size();
+  totals["wall_seconds"] = static_cast<double>(report.wall_ms()) / 1000.0;
+  totals["seconds"] = std::move(seconds);
+  const auto goodput = report.goodput();
+  totals["goodput"] = goodput ? nlohmann::ordered_json(*goodput) : nlohmann::ordered_json(nullptr);
+  totals["cost"] = report.cost;
+  totals["cost_complete"] = report.cost_complete;
+  nlohmann::ordered_json kinds = nlohmann::ordered_json::array();
+  for (const auto& [key, group] : report.by_kind) {
+    const auto price = prices.chip_hour(key.first, key.second);
+    kinds.push_back({{"accelerator", key.first},
+                     {"tier", key.second},
+                     {"chip_hours", group.chip_hours},
+                     {"price_per_chip_hour", price ? nlohmann::ordered_json(*price) : nlohmann::ordered_json(nullptr)},
+                     {"cost", price ? nlohmann::ordered_json(group.cost) : nlohmann::ordered_json(nullptr)},
+                     {"estimated", group.estimated}});
+  }
+  totals["by_accelerator"] = std::move(kinds);
+  nlohmann::ordered_json zones = nlohmann::ordered_json::array();
+  for (const auto& [zone, group] : report.by_zone) {
+    zones.push_back({{"zone", zone},
+                     {"slices", group.attempts},
+                     {"preemptions", group.preemptions},
+                     {"bad_hardware", group.bad_hardware},
+                     {"chip_hours", group.chip_hours},
+                     {"cost", group.cost},
+                     {"cost_complete", group.priced},
+                     {"estimated", group.estimated}});
+  }
+  totals["by_zone"] = std::move(zones);
+  j["totals"] = std::move(totals);
+  // The jobs are written one at a time: a year of history is a hundred thousand of them.
+  std::string head = j.dump(2);
+  head.pop_back(); // The closing brace: the jobs follow.
+  while (!head.empty() && (head.back() == '\n' || head.back() == ' ')) {
+    head.pop_back();
+  }
+  out << head << ",\n  \"jobs\": [";
+  bool first = true;
+  for (const auto& row : report.rows) {
+    nlohmann::ordered_json job;
+    job["id"] = row.job.id;
+    job["name"] = row.job.name;
+    job["user"] = row.job.user;
+    job["kind"] = domain::to_string(row.job.kind);
+    job["status"] = domain::to_string(row.job.phase);
+    job["accelerator"] = row.job.accelerator;
+    job["zone"] = row.job.zone;
+    job["created_at"] = util::format_utc(row.job.created_ms);
+    job["finished_at"] = row.job.finished_ms ? nlohmann::ordered_json(util::format_utc(*row.job.finished_ms)) : nullptr;
+    job["attempts"] = row.job.attempt;
+    job["preemptions"] = row.job.preemptions;
+    job["bad_hardware"] = row.job.bad_hardware;
+    job["account"] = account_json(row.account, prices, false);
+    out << (first ? "\n    " : ",\n    ") << job.dump();
+    first = false;
+  }
+  out << (first ? "]\n}\n" : "\n  ]\n}\n");
+}
+
+} // namespace jobman::cli

@@ -1,0 +1,69 @@
+// `jobman report`: the accounts of many jobs read from the store in a few range scans, and their totals by
+// accelerator, tier and zone; written as text, CSV, JSON or one self-contained HTML file (report_html.cpp).
+#pragma once
+
+#include "accounting.hpp"
+
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace jobman::cli {
+
+// Which jobs a report covers: the listed ids, or those unfinished or finished since `since_ms` (of `user`, named
+// like `name_glob`, of `kinds`; empty: any).
+struct ReportSelection {
+  std::vector<std::int64_t> ids;
+  std::int64_t since_ms = 0;
+  std::string user;
+  std::string name_glob;
+  std::vector<domain::JobKind> kinds;
+};
+
+// One job's line of the report.
+struct ReportRow {
+  domain::JobRecord job;
+  std::vector<domain::AttemptRecord> attempts;
+  core::JobAccount account;
+  Cost cost;
+};
+
+// The chip-hours and cost of one group (an accelerator and tier, or a zone).
+struct ReportGroup {
+  double chip_hours = 0;
+  double cost = 0;
+  bool priced = true;     // Every slice in it had a price.
+  bool estimated = false; // Some time was inferred.
+  int attempts = 0;       // Slices asked for (zones only).
+  int preemptions = 0;    // (zones only)
+  int bad_hardware = 0;   // (zones only)
+};
+
+struct Report {
+  std::int64_t now_ms = 0;
+  std::int64_t since_ms = 0;
+  std::vector<ReportRow> rows;                       // By id.
+  std::array<std::int64_t, core::kBucketCount> ms{}; // Totals by bucket.
+  double cost = 0;
+  bool cost_complete = true;
+  // Slices held by jobs and workers (tasks' borrowed time is their workers'), by "accelerator tier" and by zone.
+  std::map<std::pair<std::string, std::string>, ReportGroup> by_kind;
+  std::map<std::string, ReportGroup> by_zone;
+
+  [[nodiscard]] std::int64_t wall_ms() const;
+  [[nodiscard]] std::optional<double> goodput() const;
+};
+
+// Reads the selection's jobs, their phase changes and attempts (and for workers the tasks they ran) and accounts each.
+// Throws NoSuchJobError for a listed id that is not in the store.
+Report build_report(const store::JobStore& store, const ReportSelection& selection, const config::PriceTable& prices,
+                    std::int64_t now_ms);
+
+void write_report_text(std::ostream& out, const Report& report, const config::PriceTable& prices, bool color);
+void write_report_csv(std::ostream& out, const Report& report, const config::PriceTable& prices);
+void write_report_json(std::ostream& out, const Report& report, const config::PriceTable& prices);
+// One self-contained HTML file: an SVG timeline per job, the goodput and cost tables, and the zones'.
+void write_report_html(std::ostream& out, const Report& report, const config::PriceTable& prices);
+
+} // namespace jobman::cli

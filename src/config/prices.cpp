@@ -1,0 +1,202 @@
+#include "jobman/config/prices.hpp"
+
+#include "jobman/config/accelerator.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+#include "yaml_tree.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace jobman::config {
+
+namespace detail {
+extern const char* const kBuiltinPrices;
+} // namespace detail
+
+namespace {
+
+using detail::Node;
+
+std::optional<double> number_of(const std::string& text) {
+  if (text.empty()) {
+    return std::nullopt;
+  }
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// The generation `written` names (by its API prefix or an alias, any case); empty when none.
+std::string canonical_generation(const std::string& written) {
+  const std::string lower = util::to_lower(written);
+  for (const auto& generation : tpu_generations()) {
+    if (generation.name == lower ||
+        std::find(generation.aliases.begin(), generation.aliases.end(), lower) != generation.aliases.end()) {
+      return generation.name;
+    }
+  }
+  return {};
+}
+
+const std::vector<std::string>& tiers() {
+  static const std::vector<std::string> names{"ondemand", "spot", "preemptible"};
+  return names;
+}
+
+// Reads `text` (named `file` in messages) over `table`; the problems go to `errors`.
+void read_table(const std::string& text, const std::string& file, PriceTable& table, std::vector<Diagnostic>& errors) {
+  const Node root = detail::parse_yaml(text, file, errors);
+  if (!errors.empty() || root.is_null()) {
+    return;
+  }
+  if (!root.is_mapping()) {
+    errors.push_back(detail::make_diagnostic(
+        root.origin, "", "expected a mapping with a generations: key, got " + detail::describe_kind(root)));
+    return;
+  }
+  for (const auto& entry : root.entries) {
+    std::string* text_field = entry.key == "currency" ? &table.currency
+                              : entry.key == "source" ? &table.source
+                              : entry.key == "as_of"  ? &table.as_of
+                              : entry.key == "region" ? &table.region
+                                                      : nullptr;
+    if (text_field != nullptr) {
+      if (!entry.value.is_scalar()) {
+        errors.push_back(detail::make_diagnostic(entry.value.origin, entry.key,
+                                                 "expected text, got " + detail::describe_kind(entry.value)));
+      } else {
+        *text_field = entry.value.text;
+      }
+      continue;
+    }
+    if (entry.key != "generations") {
+      errors.push_back(detail::make_diagnostic(entry.key_origin, entry.key, "unknown key",
+                                               "one of currency, source, as_of, region, generations"));
+      continue;
+    }
+    if (!entry.value.is_mapping()) {
+      errors.push_back(detail::make_diagnostic(entry.value.origin, "generations",
+                                               "expected a mapping of generations (v4: {ondemand: 3.22, spot: 0.92}), "
+                                               "got " +
+                                                   detail::describe_kind(entry.value)));
+      continue;
+    }
+    std::vector<std::string> known;
+    for (const auto& generation : tpu_generations()) {
+      known.push_back(generation.name);
+    }
+    for (const auto& generation : entry.value.entries) {
+      const std::string path = "generations." + generation.key;
+      const std::string name = canonical_generation(generation.key);
+      if (name.empty()) {
+        std::string hint = "one of " + util::join(known, ", ");
+        if (auto near = util::closest_match(generation.key, known)) {
+          hint = "did you mean '" + *near + "'?";
+        }
+        errors.push_back(detail::make_diagnostic(generation.key_origin, path, "unknown TPU generation", hint));
+        continue;
+      }
+      if (!generation.value.is_mapping()) {
+        errors.push_back(detail::make_diagnostic(generation.value.origin, path,
+                                                 "expected a mapping of tiers to prices, got " +
+                                                     detail::describe_kind(generation.value)));
+        continue;
+      }
+      for (const auto& tier : generation.value.entries) {
+        const std::string tier_path = path + "." + tier.key;
+        if (std::find(tiers().begin(), tiers().end(), tier.key) == tiers().end()) {
+          errors.push_back(detail::make_diagnostic(tier.key_origin, tier_path, "unknown tier",
+                                                   "one of " + util::join(tiers(), ", ")));
+          continue;
+        }
+        const auto price = tier.value.is_scalar() ? number_of(tier.value.text) : std::nullopt;
+        if (!price || *price < 0) {
+          errors.push_back(detail::make_diagnostic(tier.value.origin, tier_path,
+                                                   "expected a price per chip-hour (a number, 0 or more), got '" +
+                                                       detail::flow_text(tier.value) + "'"));
+          continue;
+        }
+        table.per_chip_hour[name][tier.key] = *price;
+      }
+    }
+  }
+}
+
+} // namespace
+
+std::optional<double> PriceTable::chip_hour(const std::string& accelerator, const std::string& tier) const {
+  const auto type = find_accelerator(accelerator);
+  if (!type || type->generation == nullptr) {
+    return std::nullopt;
+  }
+  const auto generation = per_chip_hour.find(type->generation->name);
+  if (generation == per_chip_hour.end()) {
+    return std::nullopt;
+  }
+  const auto& prices = generation->second;
+  if (const auto it = prices.find(tier); it != prices.end()) {
+    return it->second;
+  }
+  // Spot is what preemptible became: one stands in for the other.
+  const std::string other = tier == "spot" ? "preemptible" : tier == "preemptible" ? "spot" : "";
+  if (const auto it = prices.find(other); !other.empty() && it != prices.end()) {
+    return it->second;
+  }
+  return std::nullopt;
+}
+
+PriceTable builtin_prices() {
+  PriceTable table;
+  std::vector<Diagnostic> errors;
+  read_table(detail::kBuiltinPrices, "configs/prices.yaml", table, errors);
+  if (!errors.empty()) {
+    throw ConfigError(std::move(errors)); // The build's own table: the tests catch this first.
+  }
+  table.files.emplace_back("built-in");
+  return table;
+}
+
+std::filesystem::path user_prices_path() {
+  return util::jobman_config_dir() / "prices.yaml";
+}
+
+PriceTable overlay_prices(PriceTable base, const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw Error(path.string() + ": cannot read the price table: " + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::vector<Diagnostic> errors;
+  read_table(text.str(), path.string(), base, errors);
+  if (!errors.empty()) {
+    throw ConfigError(std::move(errors));
+  }
+  base.files.push_back(path.string());
+  return base;
+}
+
+PriceTable load_prices(const std::optional<std::filesystem::path>& path) {
+  auto table = builtin_prices();
+  if (path) {
+    return overlay_prices(std::move(table), *path);
+  }
+  const auto user = user_prices_path();
+  std::error_code ec;
+  if (std::filesystem::exists(user, ec)) {
+    return overlay_prices(std::move(table), user);
+  }
+  return table;
+}
+
+} // namespace jobman::config

@@ -1,0 +1,61 @@
+// The job driver and training progress: the steps the workers print (job.progress) are read on the stream's thread as
+// they reach home, and written to the store by the loop, a few seconds at a time, for every job in one transaction.
+#include "job_driver.hpp"
+#include "jobman/util/system.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace jobman::core::supervision {
+
+std::shared_ptr<const util::ProgressPattern> JobDriver::progress_pattern(const config::JobConfig& config) {
+  if (config.job.progress.empty()) {
+    return nullptr;
+  }
+  try {
+    return std::make_shared<const util::ProgressPattern>(config.job.progress);
+  } catch (const std::exception& e) {
+    // The loader refuses such a pattern; a snapshot from elsewhere may still hold one.
+    spdlog::warn("job.progress: {}; progress is not read", e.what());
+    return nullptr;
+  }
+}
+
+std::shared_ptr<ProgressTracker> JobDriver::progress_tracker(Driven& d) {
+  const auto* attempt = d.current();
+  if (attempt == nullptr) {
+    return nullptr;
+  }
+  if (!d.progress || d.progress->attempt != attempt->number) {
+    if (d.progress) {
+      std::vector<store::ProgressUpdate> last;
+      {
+        const std::lock_guard lock(d.progress->mutex);
+        if (d.progress->dirty) {
+          last.push_back({d.job.id, d.progress->attempt, d.progress->series, d.progress->total});
+        }
+      }
+      store().record_progress(last);
+    }
+    d.progress = std::make_shared<ProgressTracker>(attempt->number, attempt->progress);
+  }
+  return d.progress;
+}
+
+void JobDriver::read_progress(const util::ProgressPattern& pattern, ProgressTracker& tracker, std::string_view lines) {
+  std::vector<util::ProgressPattern::Reading> readings;
+  pattern.each(lines, [&](const util::ProgressPattern::Reading& reading) { readings.push_back(reading); });
+  if (readings.empty()) {
+    return;
+  }
+  const auto now = util::now_ms();
+  const std::lock_guard lock(tracker.mutex);
+  for (const auto& reading : readings) {
+    tracker.series.add(reading.step, now);
+    if (reading.total) {
+      tracker.total = reading.total;
+    }
+  }
+  tracker.dirty = true;
+}
+
+} // namespace jobman::core::supervision
