@@ -28,7 +28,14 @@ std::shared_ptr<const util::LinePatterns> JobDriver::hardware_patterns(const con
   if (patterns.empty()) {
     return nullptr;
   }
-  return std::make_shared<const util::LinePatterns>(patterns);
+  const std::string key = util::join(patterns, "\n");
+  if (auto shared = line_patterns_[key].lock()) {
+    return shared;
+  }
+  auto compiled = std::make_shared<const util::LinePatterns>(patterns);
+  line_patterns_[key] = compiled;
+  std::erase_if(line_patterns_, [](const auto& entry) { return entry.second.expired(); });
+  return compiled;
 }
 
 std::optional<HardwareFinding> JobDriver::scan_logs(const fs::path& dir, const std::vector<int>& workers, int attempt,

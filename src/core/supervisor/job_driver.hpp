@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -204,10 +205,11 @@ private:
   bool promote_after_refusal(Driven& d, const std::string& refused, const std::string& message);
 
   // ---- bad_hardware.cpp ----
-  // The patterns of the config's recovery.bad_hardware, compiled; nullptr when it has none.
-  static std::shared_ptr<const util::LinePatterns> hardware_patterns(const config::JobConfig& config);
-  // job.progress compiled; nullptr when it is off.
-  static std::shared_ptr<const util::ProgressPattern> progress_pattern(const config::JobConfig& config);
+  // The patterns of the config's recovery.bad_hardware, compiled; nullptr when it has none. Jobs with the same
+  // patterns share one compiled set (see compiled_).
+  std::shared_ptr<const util::LinePatterns> hardware_patterns(const config::JobConfig& config);
+  // job.progress compiled (shared as hardware_patterns' are); nullptr when it is off.
+  std::shared_ptr<const util::ProgressPattern> progress_pattern(const config::JobConfig& config);
   // The tracker of the current attempt's progress, made (from what the store has) when the attempt has none yet; what
   // the previous attempt's tracker read since the last flush is written first.
   std::shared_ptr<ProgressTracker> progress_tracker(Driven& d);
@@ -294,6 +296,11 @@ private:
   DriverHost& host_;
   std::shared_ptr<const CloudAccess> access_;
   std::shared_ptr<Counters> counters_;
+  // Compiled patterns by their text, shared by every stream that uses them: a set of glibc regexes takes tens of
+  // kilobytes, and more as its matcher caches states, so one per job would cost a thousand jobs tens of megabytes.
+  // (regexec on one compiled pattern from several threads is safe: glibc locks it.) Used on the loop's thread only.
+  std::map<std::string, std::weak_ptr<const util::LinePatterns>> line_patterns_;
+  std::map<std::string, std::weak_ptr<const util::ProgressPattern>> progress_patterns_;
 };
 
 // What a task borrows from its worker besides the slice, where its own config is silent: how to connect (the remote

@@ -11,8 +11,14 @@ std::shared_ptr<const util::ProgressPattern> JobDriver::progress_pattern(const c
   if (config.job.progress.empty()) {
     return nullptr;
   }
+  if (auto shared = progress_patterns_[config.job.progress].lock()) {
+    return shared;
+  }
   try {
-    return std::make_shared<const util::ProgressPattern>(config.job.progress);
+    auto compiled = std::make_shared<const util::ProgressPattern>(config.job.progress);
+    progress_patterns_[config.job.progress] = compiled;
+    std::erase_if(progress_patterns_, [](const auto& entry) { return entry.second.expired(); });
+    return compiled;
   } catch (const std::exception& e) {
     // The loader refuses such a pattern; a snapshot from elsewhere may still hold one.
     spdlog::warn("job.progress: {}; progress is not read", e.what());
