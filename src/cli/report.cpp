@@ -82,6 +82,7 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
     }
   });
   report.rows.reserve(jobs.size());
+  std::array<std::int64_t, core::kBucketCount> task_ms{};
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     std::vector<core::TaskSpan> tasks;
     if (jobs[i].kind == domain::JobKind::worker) {
@@ -98,8 +99,11 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
     ReportRow row;
     row.account = core::account(input);
     row.cost = cost_of(row.account, prices);
+    // The time of jobs and workers (what holds slices) makes the totals; a task's is inside its worker's, so tasks
+    // count only in a report of tasks alone.
+    auto& totals = jobs[i].kind == domain::JobKind::task ? task_ms : report.ms;
     for (std::size_t b = 0; b < core::kBucketCount; ++b) {
-      report.ms[b] += row.account.ms[b];
+      totals[b] += row.account.ms[b];
     }
     report.cost += row.cost.amount;
     report.cost_complete = report.cost_complete && row.cost.complete;
@@ -127,6 +131,9 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
     row.job = std::move(jobs[i]);
     row.attempts = std::move(attempts[i]);
     report.rows.push_back(std::move(row));
+  }
+  if (report.wall_ms() == 0) {
+    report.ms = task_ms;
   }
   return report;
 }

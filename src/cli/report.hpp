@@ -43,8 +43,10 @@ struct ReportGroup {
 struct Report {
   std::int64_t now_ms = 0;
   std::int64_t since_ms = 0;
-  std::vector<ReportRow> rows;                       // By id.
-  std::array<std::int64_t, core::kBucketCount> ms{}; // Totals by bucket.
+  std::vector<ReportRow> rows; // By id.
+  // Totals by bucket, of the jobs and workers (a task's time is inside its worker's); of the tasks when the report has
+  // nothing else.
+  std::array<std::int64_t, core::kBucketCount> ms{};
   double cost = 0;
   bool cost_complete = true;
   // Slices held by jobs and workers (tasks' borrowed time is their workers'), by "accelerator tier" and by zone.

@@ -51,6 +51,15 @@ const char* colour(core::Bucket bucket) {
   return "#d9e2ec";
 }
 
+// "v4-8 spot in us-central2-b"; a task that names no tier or zone takes any.
+std::string place_of(const domain::JobRecord& job) {
+  std::string place = job.accelerator;
+  if (!job.pricing.empty()) {
+    place += " " + job.pricing;
+  }
+  return place + (job.zone.empty() ? std::string(" in any zone") : " in " + job.zone);
+}
+
 const char* kStyle = R"css(
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #102a43; margin: 24px 32px;
        background: #fff; }
@@ -232,10 +241,10 @@ void write_report_html(std::ostream& out, const Report& report, const config::Pr
     const std::string status(domain::to_string(row.job.phase));
     out << "<div class=\"job\" id=\"job-" << util::format_job_id(row.job.id) << "\"><div><span class=\"t\">"
         << util::format_job_id(row.job.id) << " " << escape(row.job.name) << "</span> <span class=\"st-" << status
-        << "\">" << status << "</span> <span class=\"m\">" << escape(row.job.accelerator) << " "
-        << escape(row.job.pricing) << " in " << escape(row.job.zone) << ", " << escape(goodput_text(row.account))
-        << ", " << row.job.preemptions << " preemption" << (row.job.preemptions == 1 ? "" : "s") << ", "
-        << row.job.bad_hardware << " bad slice" << (row.job.bad_hardware == 1 ? "" : "s") << "</span></div>\n";
+        << "\">" << status << "</span> <span class=\"m\">" << escape(place_of(row.job)) << ", "
+        << escape(goodput_text(row.account)) << ", " << row.job.preemptions << " preemption"
+        << (row.job.preemptions == 1 ? "" : "s") << ", " << row.job.bad_hardware << " bad slice"
+        << (row.job.bad_hardware == 1 ? "" : "s") << "</span></div>\n";
     timeline(out, row);
     for (const auto& note : row.account.notes) {
       out << "<div class=\"note\">note: " << escape(note) << "</div>\n";
