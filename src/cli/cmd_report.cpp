@@ -6,12 +6,7 @@
 #include "jobman/util/system.hpp"
 #include "report.hpp"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 namespace jobman::cli {
 
@@ -28,25 +23,6 @@ struct ReportOptions {
   std::string html;
   std::string prices;
 };
-
-// Writes `text` to `path` whole or not at all: a temporary file beside it, renamed over it.
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(temporary.c_str());
-      throw Error(path + ": cannot write the report: " + std::strerror(errno));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(temporary.c_str());
-    throw Error(path + ": cannot write the report: " + why);
-  }
-}
 
 int run_report(Context& ctx, const ReportOptions& options) {
   if (options.json || options.csv) {
@@ -73,7 +49,7 @@ int run_report(Context& ctx, const ReportOptions& options) {
   if (!options.html.empty()) {
     std::ostringstream html;
     write_report_html(html, report, prices);
-    write_file_atomically(options.html, html.str());
+    util::write_file_atomic(options.html, html.str(), 0644); // Whole or not at all.
     *ctx.err << "wrote " << options.html << " (" << report.rows.size() << (report.rows.size() == 1 ? " job" : " jobs")
              << ")\n";
     return 0;

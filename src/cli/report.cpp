@@ -27,22 +27,6 @@ const std::array<std::string, core::kBucketCount>& bucket_headers() {
 
 } // namespace
 
-std::int64_t Report::wall_ms() const {
-  std::int64_t total = 0;
-  for (const auto value : ms) {
-    total += value;
-  }
-  return total;
-}
-
-std::optional<double> Report::goodput() const {
-  const auto wall = wall_ms();
-  if (wall <= 0) {
-    return std::nullopt;
-  }
-  return static_cast<double>(ms[static_cast<std::size_t>(core::Bucket::productive)]) / static_cast<double>(wall);
-}
-
 Report build_report(const store::JobStore& store, const ReportSelection& selection, const config::PriceTable& prices,
                     std::int64_t now_ms) {
   Report report;
@@ -82,7 +66,7 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
     }
   });
   report.rows.reserve(jobs.size());
-  std::array<std::int64_t, core::kBucketCount> task_ms{};
+  core::BucketTimes task_ms{};
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     std::vector<core::TaskSpan> tasks;
     if (jobs[i].kind == domain::JobKind::worker) {

@@ -46,15 +46,15 @@ struct Report {
   std::vector<ReportRow> rows; // By id.
   // Totals by bucket, of the jobs and workers (a task's time is inside its worker's); of the tasks when the report has
   // nothing else.
-  std::array<std::int64_t, core::kBucketCount> ms{};
+  core::BucketTimes ms{};
   double cost = 0;
   bool cost_complete = true;
   // Slices held by jobs and workers (tasks' borrowed time is their workers'), by "accelerator tier" and by zone.
   std::map<std::pair<std::string, std::string>, ReportGroup> by_kind;
   std::map<std::string, ReportGroup> by_zone;
 
-  [[nodiscard]] std::int64_t wall_ms() const;
-  [[nodiscard]] std::optional<double> goodput() const;
+  [[nodiscard]] std::int64_t wall_ms() const { return core::wall_ms(ms); }
+  [[nodiscard]] std::optional<double> goodput() const { return core::goodput(ms); }
 };
 
 // Reads the selection's jobs, their phase changes and attempts (and for workers the tasks they ran) and accounts each.

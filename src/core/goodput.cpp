@@ -34,7 +34,7 @@ const std::array<Bucket, kBucketCount>& all_buckets() {
   return buckets;
 }
 
-std::int64_t JobAccount::wall_ms() const {
+std::int64_t wall_ms(const BucketTimes& ms) {
   std::int64_t total = 0;
   for (const auto value : ms) {
     total += value;
@@ -42,12 +42,12 @@ std::int64_t JobAccount::wall_ms() const {
   return total;
 }
 
-std::optional<double> JobAccount::goodput() const {
-  const auto wall = wall_ms();
+std::optional<double> goodput(const BucketTimes& ms) {
+  const auto wall = wall_ms(ms);
   if (wall <= 0) {
     return std::nullopt;
   }
-  return static_cast<double>(of(Bucket::productive)) / static_cast<double>(wall);
+  return static_cast<double>(ms[static_cast<std::size_t>(Bucket::productive)]) / static_cast<double>(wall);
 }
 
 namespace {

@@ -22,6 +22,13 @@ std::string_view to_string(Bucket bucket);
 // Every bucket, in the order above.
 const std::array<Bucket, kBucketCount>& all_buckets();
 
+// Time by bucket, in all_buckets() order.
+using BucketTimes = std::array<std::int64_t, kBucketCount>;
+// The sum of the buckets.
+std::int64_t wall_ms(const BucketTimes& ms);
+// Productive time over the wall time; nullopt when the wall time is zero.
+std::optional<double> goodput(const BucketTimes& ms);
+
 // A stretch of the job's timeline spent in one bucket, during one attempt (0: before the first).
 struct TimelineSegment {
   std::int64_t from_ms = 0;
@@ -52,8 +59,8 @@ struct ChipUsage {
 // One job's account.
 struct JobAccount {
   std::int64_t job_id = 0;
-  std::array<std::int64_t, kBucketCount> ms{}; // By bucket, in all_buckets() order.
-  std::vector<TimelineSegment> timeline;       // In time order; consecutive segments differ in bucket or attempt.
+  BucketTimes ms{};                      // By bucket.
+  std::vector<TimelineSegment> timeline; // In time order; consecutive segments differ in bucket or attempt.
   std::vector<TimelineMark> marks;
   std::vector<ChipUsage> usage;   // By zone, accelerator and tier.
   std::int64_t lost_steps = 0;    // Steps done again after resumes (bad hardware's included).
@@ -61,10 +68,8 @@ struct JobAccount {
   std::vector<std::string> notes; // Why a figure is an estimate, or unknown.
 
   [[nodiscard]] std::int64_t of(Bucket bucket) const { return ms[static_cast<std::size_t>(bucket)]; }
-  // The sum of the buckets.
-  [[nodiscard]] std::int64_t wall_ms() const;
-  // Productive time over the wall time; nullopt when the wall time is zero.
-  [[nodiscard]] std::optional<double> goodput() const;
+  [[nodiscard]] std::int64_t wall_ms() const { return core::wall_ms(ms); }
+  [[nodiscard]] std::optional<double> goodput() const { return core::goodput(ms); }
 };
 
 // What a worker's account needs of the tasks that ran on it: when each task attempt held its slice.
