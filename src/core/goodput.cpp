@@ -169,7 +169,11 @@ private:
         }
         continue;
       }
-      out_.lost_steps += std::max<std::int64_t>(0, reached->step - resumed->step);
+      if (resumed->step > reached->step) {
+        // Saved past the last step that came home (its last lines were cut with the slice): nothing known is redone.
+        continue;
+      }
+      out_.lost_steps += reached->step - resumed->step;
       const auto from = attempt.progress.time_at(resumed->step);
       redone_from_[attempt.number] = from ? *from : kAllRedone;
     }

@@ -4,6 +4,7 @@
 #include "jobman/util/strings.hpp"
 #include "support/supervisor_home.hpp"
 
+#include <cstdlib>
 #include <gtest/gtest.h>
 
 namespace jobman::test {
@@ -15,7 +16,9 @@ class GoodputTest : public SupervisorHome {};
 
 TEST_F(GoodputTest, ProgressShowsWhileItRunsAndAPreemptionsRedoneStepsAreLost) {
   start_daemon();
-  const auto id = create(config(training(400, 60)));
+  // A workload that does not save on SIGTERM, as many training scripts do not: a preemption loses the steps since its
+  // last checkpoint (every 20 steps).
+  const auto id = create(config(training(400, 60) + " --no-save-on-stop"));
   // The store has the job's progress within seconds of the lines reaching home.
   ASSERT_TRUE(eventually(
       [&] {
@@ -25,8 +28,15 @@ TEST_F(GoodputTest, ProgressShowsWhileItRunsAndAPreemptionsRedoneStepsAreLost) {
       kPatience))
       << job(id).phase_reason;
   EXPECT_EQ(job(id).step_total, 400);
-  // Preempted past a checkpoint (every 20 steps): the next attempt resumes from it and the steps after it are done
-  // twice.
+  // Preempted a few steps past a checkpoint: the next attempt resumes from it and the steps after it are done twice.
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto text = file_text(worker_log(id, 1));
+        const auto line = text.rfind("\nstep=");
+        const auto step = line == std::string::npos ? 0 : std::atoll(text.c_str() + line + 6);
+        return step % 20 >= 4 && step % 20 <= 12;
+      },
+      kPatience));
   ASSERT_TRUE(preempt(node_of(id)));
   ASSERT_TRUE(eventually(
       [&] {
@@ -52,6 +62,8 @@ TEST_F(GoodputTest, ProgressShowsWhileItRunsAndAPreemptionsRedoneStepsAreLost) {
   const auto reached = attempts[0].progress.latest();
   ASSERT_TRUE(resumed && reached);
   EXPECT_GT(resumed->step, 0) << "it resumed from a checkpoint";
+  EXPECT_EQ(resumed->step % 20, 0) << "a periodic one";
+  EXPECT_GT(reached->step, resumed->step);
   EXPECT_EQ(job(id).progress->step, 400);
 
   const auto shown_json = jm({"show", std::to_string(id), "--json"});

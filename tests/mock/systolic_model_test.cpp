@@ -166,13 +166,14 @@ TEST(SystolicCommandLine, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(o.step_time_ms, 0U);
   EXPECT_EQ(o.worker_id, 0U);
   EXPECT_FALSE(o.selftest);
+  EXPECT_TRUE(o.save_on_stop);
 }
 
 TEST(SystolicCommandLine, EveryOptionIsRead) {
   const auto parsed = parse({"--steps",      "7",  "--dim",  "12",   "--array",        "5",  "--batch",     "3",
                              "--seed",       "99", "--lr",   "0.25", "--momentum",     "0",  "--ckpt-dir",  "/b/ckpt",
                              "--ckpt-every", "2",  "--keep", "4",    "--step-time-ms", "15", "--worker-id", "6",
-                             "--selftest"});
+                             "--selftest",   "--no-save-on-stop"});
   ASSERT_TRUE(parsed.options) << parsed.message;
   const auto& o = *parsed.options;
   EXPECT_EQ(o.steps, 7U);
@@ -188,6 +189,7 @@ TEST(SystolicCommandLine, EveryOptionIsRead) {
   EXPECT_EQ(o.step_time_ms, 15U);
   EXPECT_EQ(o.worker_id, 6U);
   EXPECT_TRUE(o.selftest);
+  EXPECT_FALSE(o.save_on_stop);
 }
 
 TEST(SystolicCommandLine, WorkerIdComesFromTheOptionThenTheEnvironment) {

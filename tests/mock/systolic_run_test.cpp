@@ -158,6 +158,26 @@ TEST(SystolicRun, StoppingAfterAnyStepAndResumingGivesTheUninterruptedResult) {
   }
 }
 
+// Without the save on a stop, the next run resumes from the last periodic checkpoint and redoes the steps after it,
+// as with a training script that ignores SIGTERM's warning; the result is still the uninterrupted one.
+TEST(SystolicRun, WithoutSaveOnStopTheStepsSinceTheLastCheckpointAreDoneAgain) {
+  const std::uint64_t steps = 13;
+  const Outcome uninterrupted = train(small_options(steps));
+  jobman::test::TempDir dir;
+  TrainOptions options = small_options(steps, dir / "ckpt");
+  options.save_on_stop = false;
+  const Outcome stopped = train(options, 8, SIGTERM);
+  ASSERT_EQ(stopped.exit, TrainExit::terminated);
+  EXPECT_EQ(std::count_if(stopped.lines.begin(), stopped.lines.end(),
+                          [](const std::string& line) { return line.starts_with("checkpoint step=8"); }),
+            0);
+  const Outcome resumed = train(options);
+  ASSERT_EQ(resumed.exit, TrainExit::ok);
+  EXPECT_EQ(resumed.lines[0].rfind("resumed from step=5 of 13 checkpoint=", 0), 0U) << resumed.lines[0];
+  EXPECT_EQ(resumed.step_lines().size(), 8U); // Steps 6 to 13: 6, 7 and 8 twice.
+  EXPECT_EQ(resumed.checksum(), uninterrupted.checksum());
+}
+
 TEST(SystolicRun, CheckpointsFollowCkptEveryAndTheLastStepAndOnlyKeepTheNewest) {
   jobman::test::TempDir dir;
   TrainOptions options = small_options(12, dir / "ckpt");

@@ -173,6 +173,31 @@ TEST(Goodput, AnUnfinishedJobRunsToNowAndItsSliceIsStillUp) {
   EXPECT_NEAR(a.usage[0].chip_hours, 4.0 * 940 / 3600.0, 1e-9);
 }
 
+// A workload that saves on SIGTERM resumes past the last step that came home when the slice cut its last lines: no
+// step is known to be done twice, so nothing is lost, and the time after the last reading stays productive.
+TEST(Goodput, AResumePastTheLastStepThatCameHomeLosesNothing) {
+  History h;
+  h.phase(0, Phase::queued);
+  auto& first = h.attempt(0, 10);
+  h.phase(10, Phase::setup);
+  h.phase(20, Phase::running);
+  History::steps(first, 0, 100, 20);
+  h.phase(130, Phase::recovering);
+  History::end(h.attempts[0], 130, "preempted", 135);
+  h.phase(140, Phase::queued);
+  auto& second = h.attempt(140, 150);
+  h.phase(150, Phase::setup);
+  h.phase(160, Phase::running);
+  History::steps(second, 102, 200, 160);
+  History::end(h.attempts[1], 260, "succeeded", 262);
+  h.phase(260, Phase::succeeded);
+  const auto a = h.account(300);
+  EXPECT_EQ(a.lost_steps, 0);
+  EXPECT_EQ(seconds(a, Bucket::lost), 0);
+  EXPECT_EQ(seconds(a, Bucket::productive), (130 - 20) + (260 - 160));
+  EXPECT_TRUE(a.notes.empty()) << a.notes.front();
+}
+
 TEST(Goodput, TheTimeAJobSatFinishedBeforeAResumeIsLeftOut) {
   History h;
   h.phase(1, Phase::queued);

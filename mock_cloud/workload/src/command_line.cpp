@@ -87,6 +87,9 @@ void define_options(CLI::App& app, TrainOptions& options) {
   app.add_option("--step-time-ms", options.step_time_ms, "Simulated wall time: each step lasts at least T ms")
       ->check(integer_range(0, 86'400'000, "an integer from 0 to 86400000 (a day)"))
       ->default_str(std::to_string(options.step_time_ms));
+  app.add_flag("!--no-save-on-stop", options.save_on_stop,
+               "On SIGTERM or SIGINT exit without writing a checkpoint, as many training scripts do: the steps since "
+               "the last periodic checkpoint are done again");
   app.add_flag("--selftest", options.selftest,
                "Instead of training, check the simulated hardware with a known-answer product on the array "
                "(milliseconds with the default array)");

@@ -167,10 +167,11 @@ private:
     }
   }
 
-  // Ends the run early after `signal`, saving the last completed step first so no work is lost.
+  // Ends the run early after `signal`, saving the last completed step first (unless --no-save-on-stop) so no work is
+  // lost.
   TrainExit stop(int signal) {
     io_.out << "terminated at step=" << state_.step << " by " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << std::endl;
-    if (state_.step > 0) {
+    if (state_.step > 0 && options_.save_on_stop) {
       save();
     }
     return signal == SIGINT ? TrainExit::interrupted : TrainExit::terminated;

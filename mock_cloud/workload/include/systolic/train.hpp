@@ -33,6 +33,7 @@ struct TrainOptions {
   std::uint64_t step_time_ms = 0; // Each step lasts at least this long (simulated wall time).
   std::uint64_t worker_id = 0;    // Only worker 0 writes checkpoints.
   bool selftest = false;          // --selftest: the known-answer check on the array instead of training.
+  bool save_on_stop = true;       // Writes a checkpoint of the last completed step on SIGTERM or SIGINT.
 };
 
 // The outcome of reading a command line.
