@@ -17,6 +17,10 @@ std::string held_slices_sql();
 // The SELECTs behind JobStore::task_board: the ids of the first ?1 queued tasks in queue order; and the id and
 // whether it waits in the queue of every task `status` lists (unfinished, or finished at ?1 or later), by id.
 std::string queue_head_sql();
+
+// The SELECT behind JobStore::job_changes: the job columns, then the change number, the removed id (NULL for a
+// changed job), the change number of the oldest removal kept and its n; binds ?1 (the cursor).
+std::string job_changes_sql();
 std::string task_places_sql();
 
 } // namespace jobman::store::queries

@@ -268,7 +268,37 @@ ALTER TABLE jobs ADD COLUMN step_ms INTEGER;
 ALTER TABLE attempts ADD COLUMN progress TEXT NOT NULL DEFAULT '';
 )sql";
 
-constexpr std::array<Migration, 14> all{{
+// Version 15: a change number for watchers (`jobman ui`). Every insert or update of a job row gives it the next
+// number (change_seq), and every removal leaves one in job_removals, so "what changed after N" is one range scan of
+// two indexes. Writers are serialized, so numbers become visible in order. Only the newest 10,000 removals are kept
+// (n numbers them); a watcher further behind reloads.
+constexpr std::string_view v15 = R"sql(
+ALTER TABLE jobs ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
+UPDATE jobs SET change_seq = id;
+CREATE INDEX jobs_by_change ON jobs(change_seq);
+CREATE TABLE job_removals (
+  n INTEGER PRIMARY KEY,
+  seq INTEGER NOT NULL UNIQUE,
+  job_id INTEGER NOT NULL
+);
+CREATE VIEW next_change(seq) AS
+  SELECT MAX(COALESCE((SELECT MAX(change_seq) FROM jobs), 0), COALESCE((SELECT MAX(seq) FROM job_removals), 0)) + 1;
+CREATE TRIGGER jobs_changed_on_insert AFTER INSERT ON jobs
+BEGIN
+  UPDATE jobs SET change_seq = (SELECT seq FROM next_change) WHERE id = NEW.id;
+END;
+CREATE TRIGGER jobs_changed_on_update AFTER UPDATE ON jobs WHEN NEW.change_seq = OLD.change_seq
+BEGIN
+  UPDATE jobs SET change_seq = (SELECT seq FROM next_change) WHERE id = NEW.id;
+END;
+CREATE TRIGGER jobs_changed_on_delete AFTER DELETE ON jobs
+BEGIN
+  INSERT INTO job_removals(seq, job_id) VALUES ((SELECT seq FROM next_change), OLD.id);
+  DELETE FROM job_removals WHERE n <= (SELECT MAX(n) FROM job_removals) - 10000;
+END;
+)sql";
+
+constexpr std::array<Migration, 15> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -283,6 +313,7 @@ constexpr std::array<Migration, 14> all{{
     {12, "record each attempt's tier and index attempts by place", v12},
     {13, "record the queued resources raced for an attempt (first-ready)", v13},
     {14, "record training progress and index phase changes", v14},
+    {15, "number every change of a job for watchers", v15},
 }};
 
 } // namespace

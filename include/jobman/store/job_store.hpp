@@ -83,6 +83,14 @@ struct ProgressUpdate {
   std::optional<std::int64_t> total; // The total steps, when the output gave one.
 };
 
+// What changed in the jobs after a change number a watcher saw (JobStore::job_changes).
+struct JobChanges {
+  std::int64_t cursor = 0;             // The newest change in these; pass it back for the next ones.
+  std::vector<domain::JobRecord> jobs; // Created or changed, each once and as it is now, in change order.
+  std::vector<std::int64_t> removed;   // Removed from the store.
+  bool complete = true;                // false: removals older than the kept ones may be missing (reload).
+};
+
 // A notification to send: one event of one attempt of a job, through one channel, to one recipient.
 struct Notification {
   std::int64_t id = 0;
@@ -127,6 +135,13 @@ public:
   void for_each_job(const JobFilter& filter, const std::function<void(const domain::JobRecord&)>& fn) const;
   // Collects for_each_job.
   [[nodiscard]] std::vector<domain::JobRecord> list_jobs(const JobFilter& filter) const;
+  // for_each_job in one read snapshot; returns that snapshot's change cursor, for job_changes to go on from.
+  std::int64_t for_each_job_with_cursor(const JobFilter& filter,
+                                        const std::function<void(const domain::JobRecord&)>& fn) const;
+  // The number of the newest change to any job (0 before any).
+  [[nodiscard]] std::int64_t change_cursor() const;
+  // What changed after change `cursor`: one query over two indexes, however many jobs the store holds.
+  [[nodiscard]] JobChanges job_changes(std::int64_t cursor) const;
 
   // Records what the user wants, with an event; returns the updated job.
   domain::JobRecord set_desired_state(std::int64_t id, domain::DesiredState desired, const std::string& reason);
