@@ -1,6 +1,7 @@
-// bench/list_scale N [RUNS]: builds a store of N jobs with a realistic mix of phases, then times whole
-// `jobman list` and `jobman list --all --json` processes. Last line: list_ms=<median> list_all_json_ms=<median>.
-// LIST_SCALE_KEEP=1 keeps the store for profiling.
+// bench/list_scale N [RUNS]: builds a store of N jobs with a realistic mix of phases and a year of history, then
+// times whole `jobman list`, `jobman list --all --json` and `jobman report --since 365d --json` processes, and the
+// dashboard (`jobman ui`) with 1,000 live jobs. Last lines: ui_first_page_ms=... and list_ms=...
+// report_365d_json_ms=.... LIST_SCALE_KEEP=1 keeps the store for profiling.
 #include "jobman/core/daemon.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/process.hpp"
@@ -9,9 +10,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <httplib.h>
 #include <optional>
 #include <random>
 #include <sqlite3.h>
@@ -121,6 +124,29 @@ void build_store(const std::string& home, int n) {
     sqlite3_reset(update);
   }
   sqlite3_finalize(update);
+  // Each job's history as the supervisor writes it, for `report`: its phase changes and one attempt with its steps.
+  exec_sql(db, "INSERT INTO events(job_id, ts_ms, kind, from_phase, to_phase, message) "
+               "SELECT id, created_ms + 1000, 'phase', 'PENDING', 'QUEUED', '' FROM jobs WHERE attempt > 0");
+  exec_sql(db, "INSERT INTO events(job_id, ts_ms, kind, from_phase, to_phase, message) "
+               "SELECT id, created_ms + 600000, 'phase', 'QUEUED', 'PROVISIONING', '' FROM jobs WHERE attempt > 0 "
+               "AND phase NOT IN ('QUEUED')");
+  exec_sql(db, "INSERT INTO events(job_id, ts_ms, kind, from_phase, to_phase, message) "
+               "SELECT id, created_ms + 720000, 'phase', 'PROVISIONING', 'SETUP', '' FROM jobs WHERE attempt > 0 "
+               "AND phase NOT IN ('QUEUED', 'PROVISIONING')");
+  exec_sql(db, "INSERT INTO events(job_id, ts_ms, kind, from_phase, to_phase, message) "
+               "SELECT id, created_ms + 810000, 'phase', 'SETUP', 'RUNNING', '' FROM jobs WHERE attempt > 0 "
+               "AND phase NOT IN ('QUEUED', 'PROVISIONING', 'SETUP')");
+  exec_sql(db, "INSERT INTO events(job_id, ts_ms, kind, from_phase, to_phase, message) "
+               "SELECT id, MAX(finished_ms, created_ms + 810000), 'phase', 'RUNNING', phase, '' FROM jobs "
+               "WHERE finished_ms IS NOT NULL");
+  exec_sql(db, "INSERT INTO attempts(job_id, number, queued_resource, node, zone, accelerator, hosts, pricing, "
+               "started_ms, active_ms, ended_ms, released_ms, outcome, progress) "
+               "SELECT id, 1, 'sweep-' || id, 'sweep-' || id, zone, accelerator, hosts, pricing, created_ms + 1000, "
+               "created_ms + 720000, finished_ms, finished_ms + 30000, "
+               "CASE WHEN finished_ms IS NULL THEN '' ELSE lower(phase) END, "
+               "'0@' || (created_ms + 820000) || ',500@' || (created_ms + 1420000) || ';10000' FROM jobs "
+               "WHERE attempt > 0");
+  exec_sql(db, "UPDATE jobs SET attempt = 1 WHERE attempt > 1");
   exec_sql(db, "COMMIT");
   exec_sql(db, "PRAGMA wal_checkpoint(TRUNCATE)");
   sqlite3_close(db);
@@ -155,6 +181,82 @@ double time_run(const std::string& home, const std::vector<std::string>& args, s
 }
 
 using jobman::bench::median;
+
+// The dashboard over the same store with `live` jobs running: `jobman ui` started once, then its first page and its
+// updates timed from request to last byte. Prints the medians; returns the first page's.
+double time_dashboard(const std::string& home, int live, int runs) {
+  sqlite3* db = nullptr;
+  sqlite3_open((home + "/jobman.db").c_str(), &db);
+  const std::string newest = "(SELECT id FROM jobs ORDER BY id DESC LIMIT " + std::to_string(live) + ")";
+  exec_sql(db, ("UPDATE jobs SET phase = 'RUNNING', finished_ms = NULL, step = 600, step_total = 10000, "
+                "step_ms = created_ms + 900000 WHERE id IN " +
+                newest)
+                   .c_str());
+  auto child = jobman::util::ProcessBuilder({JOBMAN_BINARY})
+                   .args({"ui", "--port", "0"})
+                   .env("JOBMAN_HOME", home)
+                   .env("JOBMAN_AUTOSTART", "0")
+                   .output(jobman::util::Stream::pipe())
+                   .error(jobman::util::Stream::null())
+                   .spawn();
+  std::string banner;
+  char c = 0;
+  while (banner.find('\n') == std::string::npos && ::read(child.out_fd, &c, 1) == 1) {
+    banner += c;
+  }
+  const auto at = banner.find("http://127.0.0.1:");
+  if (at == std::string::npos) {
+    std::fprintf(stderr, "jobman ui printed no address: %s\n", banner.c_str());
+    std::exit(1);
+  }
+  const int port = std::atoi(banner.c_str() + at + 17);
+  const std::string token = banner.substr(banner.find("token=") + 6, 32);
+  httplib::Client http("127.0.0.1", port);
+  const auto timed = [&](const std::string& path, std::string* body) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto res = http.Get(path.c_str(), {{"X-Jobman-Token", token}});
+    const auto end = std::chrono::steady_clock::now();
+    if (!res || res->status != 200) {
+      std::fprintf(stderr, "GET %s failed\n", path.c_str());
+      std::exit(1);
+    }
+    *body = res->body;
+    return std::chrono::duration<double, std::milli>(end - start).count();
+  };
+  std::string page;
+  std::vector<double> page_ms;
+  timed("/?token=" + token, &page); // The first read of the store's pages from disk, as after a reboot.
+  for (int i = 0; i < runs; ++i) {
+    page_ms.push_back(timed("/?token=" + token, &page));
+  }
+  const auto cursor_at = page.find("data-cursor=\"");
+  const std::string cursor = std::to_string(std::atoll(page.c_str() + cursor_at + 13));
+  std::string changes;
+  std::vector<double> idle_ms;
+  for (int i = 0; i < runs; ++i) {
+    idle_ms.push_back(timed("/api/changes?after=" + cursor, &changes));
+  }
+  // Every live job prints a step, as a progress flush writes them.
+  exec_sql(db, ("UPDATE jobs SET step = step + 10, step_ms = step_ms + 5000 WHERE id IN " + newest).c_str());
+  sqlite3_close(db);
+  std::vector<double> busy_ms;
+  std::string busy;
+  for (int i = 0; i < std::max(3, runs / 3); ++i) {
+    busy_ms.push_back(timed("/api/changes?after=" + cursor, &busy));
+  }
+  ::kill(child.pid, SIGTERM);
+  jobman::util::close_fd(child.out_fd);
+  jobman::util::wait_exit(child.pid);
+  std::fprintf(stderr,
+               "ui first page with %d live jobs: %zu bytes, min %.1f ms, max %.1f ms over %zu runs\n"
+               "ui changes, none: %zu bytes, median %.2f ms; after %d changed: %zu bytes, median %.1f ms\n",
+               live, page.size(), *std::min_element(page_ms.begin(), page_ms.end()),
+               *std::max_element(page_ms.begin(), page_ms.end()), page_ms.size(), changes.size(), median(idle_ms), live,
+               busy.size(), median(busy_ms));
+  std::printf("ui_first_page_ms=%.1f ui_changes_none_ms=%.2f ui_changes_%d_ms=%.1f\n", median(page_ms), median(idle_ms),
+              live, median(busy_ms));
+  return median(page_ms);
+}
 
 } // namespace
 
@@ -204,8 +306,18 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "list without a supervisor: min %.2f ms, max %.2f ms over %zu runs\n",
                *std::min_element(undriven_ms.begin(), undriven_ms.end()),
                *std::max_element(undriven_ms.begin(), undriven_ms.end()), undriven_ms.size());
-  std::printf("list_ms=%.2f list_undriven_ms=%.2f list_all_json_ms=%.1f\n", median(list_ms), median(undriven_ms),
-              median(json_ms));
+  // `report` over the year: every job's phase changes and attempts read in range scans and accounted.
+  std::size_t report_bytes = 0;
+  std::vector<double> report_ms;
+  for (int i = 0; i < std::max(3, runs / 3); ++i) {
+    report_ms.push_back(time_run(home, {"report", "--since", "365d", "--json"}, &report_bytes));
+  }
+  std::fprintf(stderr, "report --since 365d --json: %zu bytes, min %.1f ms, max %.1f ms over %zu runs\n", report_bytes,
+               *std::min_element(report_ms.begin(), report_ms.end()),
+               *std::max_element(report_ms.begin(), report_ms.end()), report_ms.size());
+  time_dashboard(home, std::min(n, 1000), runs);
+  std::printf("list_ms=%.2f list_undriven_ms=%.2f list_all_json_ms=%.1f report_365d_json_ms=%.1f\n", median(list_ms),
+              median(undriven_ms), median(json_ms), median(report_ms));
   if (std::getenv("LIST_SCALE_KEEP") != nullptr) {
     std::fprintf(stderr, "kept the store: JOBMAN_HOME=%s\n", home.c_str());
   } else {

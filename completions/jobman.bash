@@ -5,7 +5,7 @@ _jobman() {
     case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac
   done
   if [[ -z "$cmd" ]]; then
-    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait worker task status availability analytics report --help -h --version --verbose -v" -- "$cur"))
+    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait worker task status availability analytics report ui --help -h --version --verbose -v" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -197,6 +197,16 @@ _jobman() {
     esac
     if [[ "$cur" == -* ]]; then
       COMPREPLY=($(compgen -W "--help -h --since --user -u --name -n --kind -k --json --csv --html --prices" -- "$cur"))
+      return
+    fi
+    ;;
+  ui)
+    case "$prev" in
+      --port|-p) return ;;
+      --prices) return ;;
+    esac
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h --port -p --prices" -- "$cur"))
       return
     fi
     ;;

@@ -124,3 +124,7 @@ complete -c jobman -n '__fish_seen_subcommand_from report' -l json -d 'Print mac
 complete -c jobman -n '__fish_seen_subcommand_from report' -l csv -d 'One CSV line per job, seconds by bucket'
 complete -c jobman -n '__fish_seen_subcommand_from report' -l html -x -d 'Write one self-contained HTML file: a timeline per job, goodput and cost tables'
 complete -c jobman -n '__fish_seen_subcommand_from report' -l prices -x -d 'A price table over the built-in one (default: ~/.config/jobman/prices.yaml when present)'
+complete -c jobman -n '__fish_use_subcommand' -a ui -d 'A live dashboard of the store in your browser (read-only, on loopback)'
+complete -c jobman -n '__fish_seen_subcommand_from ui' -l help -s h -d 'Print this help message and exit'
+complete -c jobman -n '__fish_seen_subcommand_from ui' -l port -s p -x -d 'Listen on this port of 127.0.0.1 (default: any free one)'
+complete -c jobman -n '__fish_seen_subcommand_from ui' -l prices -x -d 'A price table over the built-in one (default: ~/.config/jobman/prices.yaml when present)'

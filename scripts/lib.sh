@@ -13,7 +13,7 @@ JOBMAN_PACKAGES=(
   clang-format clang-tidy
   zsh fish curl python3
   python3-googleapi python3-google-auth python3-google-auth-httplib2 python3-httplib2 nodejs
-  python3-aiosmtpd
+  python3-aiosmtpd chromium
 )
 
 # Progress for people, with the time of day, so that a CI log shows where its minutes went.

@@ -34,6 +34,7 @@ void add_task_command(CLI::App& app, Context& ctx);       // `task submit|delete
 void add_status_command(CLI::App& app, Context& ctx);     // `status`
 void add_availability_command(CLI::App& app, Context& ctx); // `availability`, `analytics availability`
 void add_report_command(CLI::App& app, Context& ctx);       // `report`, `analytics cost`
+void add_ui_command(CLI::App& app, Context& ctx);           // `ui`
 
 // `show`: one record in detail.
 struct ShowOptions {

@@ -68,4 +68,20 @@ void write_report_json(std::ostream& out, const Report& report, const config::Pr
 // One self-contained HTML file: an SVG timeline per job, the goodput and cost tables, and the zones'.
 void write_report_html(std::ostream& out, const Report& report, const config::PriceTable& prices);
 
+// The parts of the HTML report the dashboard shows as well (report_html.cpp).
+// Stored text made safe in HTML: control characters made visible as on a terminal, then <, >, &, quotes escaped.
+std::string html_escape(std::string_view raw);
+// The report's style sheet (CSS).
+std::string_view report_style();
+// A bucket's colour in the timelines ("#27ab83").
+const char* bucket_colour(core::Bucket bucket);
+// The colour of each bucket and the marks' symbols.
+void write_timeline_legend(std::ostream& out);
+// A job's timeline as inline SVG: its buckets in colour, preemptions and bad hardware marked, hover titles.
+void write_job_timeline(std::ostream& out, const ReportRow& row);
+// The totals: goodput, time, chip-hours and cost cards, then chip-hours by accelerator and tier and by zone.
+void write_report_summary(std::ostream& out, const Report& report, const config::PriceTable& prices);
+// "v4-8 spot in us-central2-b"; a task that names no tier or zone takes any.
+std::string place_of(const domain::JobRecord& job);
+
 } // namespace jobman::cli

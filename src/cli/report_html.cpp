@@ -20,7 +20,9 @@ constexpr double kTimelineWidth = 900;
 constexpr double kBarTop = 6;
 constexpr double kBarHeight = 22;
 
-std::string escape(std::string_view raw) {
+} // namespace
+
+std::string html_escape(std::string_view raw) {
   const std::string text = printable(raw);
   std::string out;
   out.reserve(text.size());
@@ -37,7 +39,7 @@ std::string escape(std::string_view raw) {
   return out;
 }
 
-const char* colour(core::Bucket bucket) {
+const char* bucket_colour(core::Bucket bucket) {
   switch (bucket) {
   case core::Bucket::queued: return "#9fb3c8";
   case core::Bucket::provisioning: return "#f0b429";
@@ -51,14 +53,7 @@ const char* colour(core::Bucket bucket) {
   return "#d9e2ec";
 }
 
-// "v4-8 spot in us-central2-b"; a task that names no tier or zone takes any.
-std::string place_of(const domain::JobRecord& job) {
-  std::string place = job.accelerator;
-  if (!job.pricing.empty()) {
-    place += " " + job.pricing;
-  }
-  return place + (job.zone.empty() ? std::string(" in any zone") : " in " + job.zone);
-}
+namespace {
 
 const char* kStyle = R"css(
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #102a43; margin: 24px 32px;
@@ -92,8 +87,8 @@ void cards(std::ostream& out, const Report& report, const config::PriceTable& pr
     chip_hours += group.chip_hours;
   }
   const auto card = [&](const std::string& value, const std::string& key) {
-    out << "<div class=\"card\"><div class=\"v\">" << escape(value) << "</div><div class=\"k\">" << escape(key)
-        << "</div></div>";
+    out << "<div class=\"card\"><div class=\"v\">" << html_escape(value) << "</div><div class=\"k\">"
+        << html_escape(key) << "</div></div>";
   };
   out << "<div class=\"cards\">";
   card(percent_text(report.goodput()), "goodput");
@@ -105,16 +100,29 @@ void cards(std::ostream& out, const Report& report, const config::PriceTable& pr
   out << "</div>\n";
 }
 
-void legend(std::ostream& out) {
+} // namespace
+
+std::string place_of(const domain::JobRecord& job) {
+  std::string place = job.accelerator;
+  if (!job.pricing.empty()) {
+    place += " " + job.pricing;
+  }
+  return place + (job.zone.empty() ? std::string(" in any zone") : " in " + job.zone);
+}
+
+std::string_view report_style() {
+  return kStyle;
+}
+
+void write_timeline_legend(std::ostream& out) {
   out << "<div class=\"legend\">";
   for (const auto bucket : core::all_buckets()) {
-    out << "<span><i style=\"background:" << colour(bucket) << "\"></i>" << core::to_string(bucket) << "</span>";
+    out << "<span><i style=\"background:" << bucket_colour(bucket) << "\"></i>" << core::to_string(bucket) << "</span>";
   }
   out << "<span>&#9660; preemption</span><span>&#10006; bad hardware</span><span>&#9679; other ending</span></div>\n";
 }
 
-// One job's timeline: its segments from the first to the last, scaled to the width; hover titles give the details.
-void timeline(std::ostream& out, const ReportRow& row) {
+void write_job_timeline(std::ostream& out, const ReportRow& row) {
   const auto& account = row.account;
   if (account.timeline.empty()) {
     out << "<div class=\"note\">no time recorded yet</div>\n";
@@ -129,17 +137,17 @@ void timeline(std::ostream& out, const ReportRow& row) {
   for (const auto& s : account.timeline) {
     const double width = std::max(static_cast<double>(s.to_ms - s.from_ms) * scale, 0.5);
     out << "<rect x=\"" << x(s.from_ms) << "\" y=\"" << kBarTop << "\" width=\"" << decimal(width, 2) << "\" height=\""
-        << kBarHeight << "\" fill=\"" << colour(s.bucket) << "\"><title>" << core::to_string(s.bucket) << ": "
+        << kBarHeight << "\" fill=\"" << bucket_colour(s.bucket) << "\"><title>" << core::to_string(s.bucket) << ": "
         << span_text(s.to_ms - s.from_ms) << " (" << domain::to_string(s.phase) << ", attempt " << s.attempt << ", "
-        << escape(util::format_local(s.from_ms)) << ")</title></rect>";
+        << html_escape(util::format_local(s.from_ms)) << ")</title></rect>";
   }
   for (const auto& m : account.marks) {
     if (m.at_ms < start || m.at_ms > end) {
       continue;
     }
     const std::string at = x(m.at_ms);
-    const std::string title = "<title>attempt " + std::to_string(m.attempt) + " " + escape(m.what) + " at " +
-                              escape(util::format_local(m.at_ms)) + "</title>";
+    const std::string title = "<title>attempt " + std::to_string(m.attempt) + " " + html_escape(m.what) + " at " +
+                              html_escape(util::format_local(m.at_ms)) + "</title>";
     if (m.what == "preempted") {
       out << "<path d=\"M" << at << " " << kBarTop << " l-5 -6 h10 z\" fill=\"#102a43\">" << title << "</path>";
     } else if (m.what == "bad-hardware" || m.what == "rejected") {
@@ -150,16 +158,18 @@ void timeline(std::ostream& out, const ReportRow& row) {
           << "</circle>";
     }
   }
-  out << "<text x=\"0\" y=\"46\">" << escape(util::format_local(start)) << "</text><text x=\"" << kTimelineWidth
-      << "\" y=\"46\" text-anchor=\"end\">" << escape(util::format_local(end)) << " (" << span_text(end - start)
+  out << "<text x=\"0\" y=\"46\">" << html_escape(util::format_local(start)) << "</text><text x=\"" << kTimelineWidth
+      << "\" y=\"46\" text-anchor=\"end\">" << html_escape(util::format_local(end)) << " (" << span_text(end - start)
       << ")</text></svg>\n";
 }
+
+namespace {
 
 void jobs_table(std::ostream& out, const Report& report, const config::PriceTable& prices) {
   out << "<table><tr><th class=\"l\">job</th><th class=\"l\">name</th><th class=\"l\">status</th><th>wall</th>"
          "<th>goodput</th>";
   for (const auto bucket : core::all_buckets()) {
-    out << "<th><i style=\"display:inline-block;width:8px;height:8px;background:" << colour(bucket) << "\"></i> "
+    out << "<th><i style=\"display:inline-block;width:8px;height:8px;background:" << bucket_colour(bucket) << "\"></i> "
         << core::to_string(bucket) << "</th>";
   }
   out << "<th>lost steps</th><th>chip-hours</th><th>cost</th></tr>\n";
@@ -171,14 +181,14 @@ void jobs_table(std::ostream& out, const Report& report, const config::PriceTabl
     const auto& a = row.account;
     const double chip_hours = chip_hours_of(a).total();
     const std::string status(domain::to_string(row.job.phase));
-    out << "<tr><td class=\"l\">" << util::format_job_id(row.job.id) << "</td><td class=\"l\">" << escape(row.job.name)
-        << "</td><td class=\"l st-" << status << "\">" << status << "</td><td>" << span_text(a.wall_ms()) << "</td><td>"
-        << percent_text(a.goodput()) << "</td>";
+    out << "<tr><td class=\"l\">" << util::format_job_id(row.job.id) << "</td><td class=\"l\">"
+        << html_escape(row.job.name) << "</td><td class=\"l st-" << status << "\">" << status << "</td><td>"
+        << span_text(a.wall_ms()) << "</td><td>" << percent_text(a.goodput()) << "</td>";
     for (const auto bucket : core::all_buckets()) {
       out << "<td>" << (a.of(bucket) > 0 ? span_text(a.of(bucket)) : "-") << "</td>";
     }
     out << "<td>" << (a.lost_steps > 0 ? std::to_string(a.lost_steps) : "-") << "</td><td>"
-        << (chip_hours > 0 ? decimal(chip_hours, 2) : "-") << "</td><td>" << escape(cost_cell(a, row.cost, prices))
+        << (chip_hours > 0 ? decimal(chip_hours, 2) : "-") << "</td><td>" << html_escape(cost_cell(a, row.cost, prices))
         << "</td></tr>\n";
   }
   out << "</table>\n";
@@ -194,10 +204,10 @@ void groups(std::ostream& out, const Report& report, const config::PriceTable& p
            "<th class=\"l\">tier</th><th>chip-hours</th><th>price per chip-hour</th><th>cost</th></tr>\n";
     for (const auto& [key, group] : report.by_kind) {
       const auto price = prices.chip_hour(key.first, key.second);
-      out << "<tr><td class=\"l\">" << escape(key.first) << "</td><td class=\"l\">" << escape(key.second) << "</td><td>"
-          << decimal(group.chip_hours, 2) << (group.estimated ? "*" : "") << "</td><td>"
-          << (price ? escape(money(*price, prices)) : std::string("-")) << "</td><td>"
-          << (price ? escape(money(group.cost, prices)) : std::string("no price")) << "</td></tr>\n";
+      out << "<tr><td class=\"l\">" << html_escape(key.first) << "</td><td class=\"l\">" << html_escape(key.second)
+          << "</td><td>" << decimal(group.chip_hours, 2) << (group.estimated ? "*" : "") << "</td><td>"
+          << (price ? html_escape(money(*price, prices)) : std::string("-")) << "</td><td>"
+          << (price ? html_escape(money(group.cost, prices)) : std::string("no price")) << "</td></tr>\n";
     }
     out << "</table>\n";
   }
@@ -205,9 +215,9 @@ void groups(std::ostream& out, const Report& report, const config::PriceTable& p
     out << "<h2>Zones</h2>\n<table><tr><th class=\"l\">zone</th><th>slices</th><th>preempted</th>"
            "<th>bad hardware</th><th>chip-hours</th><th>cost</th></tr>\n";
     for (const auto& [zone, group] : report.by_zone) {
-      out << "<tr><td class=\"l\">" << escape(zone) << "</td><td>" << group.attempts << "</td><td>" << group.preemptions
-          << "</td><td>" << group.bad_hardware << "</td><td>" << decimal(group.chip_hours, 2)
-          << (group.estimated ? "*" : "") << "</td><td>" << escape(money(group.cost, prices))
+      out << "<tr><td class=\"l\">" << html_escape(zone) << "</td><td>" << group.attempts << "</td><td>"
+          << group.preemptions << "</td><td>" << group.bad_hardware << "</td><td>" << decimal(group.chip_hours, 2)
+          << (group.estimated ? "*" : "") << "</td><td>" << html_escape(money(group.cost, prices))
           << (group.priced ? "" : " + unpriced") << "</td></tr>\n";
     }
     out << "</table>\n";
@@ -216,21 +226,27 @@ void groups(std::ostream& out, const Report& report, const config::PriceTable& p
 
 } // namespace
 
+void write_report_summary(std::ostream& out, const Report& report, const config::PriceTable& prices) {
+  cards(out, report, prices);
+  groups(out, report, prices);
+}
+
 void write_report_html(std::ostream& out, const Report& report, const config::PriceTable& prices) {
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
          "<title>jobman report</title><style>"
       << kStyle << "</style></head><body>\n";
   out << "<h1>Where the time and money went</h1>\n<div class=\"sub\">jobman report, "
-      << escape(util::format_local(report.now_ms))
-      << (report.since_ms > 0 ? ", jobs active since " + escape(util::format_local(report.since_ms)) : std::string())
+      << html_escape(util::format_local(report.now_ms))
+      << (report.since_ms > 0 ? ", jobs active since " + html_escape(util::format_local(report.since_ms))
+                              : std::string())
       << "</div>\n";
   if (report.rows.empty()) {
     out << "<p>No jobs to report.</p></body></html>\n";
     return;
   }
   cards(out, report, prices);
-  legend(out);
+  write_timeline_legend(out);
   out << "<h2>Timelines</h2>\n";
   const std::size_t first = report.rows.size() > kMaxTimelines ? report.rows.size() - kMaxTimelines : 0;
   if (first > 0) {
@@ -240,14 +256,14 @@ void write_report_html(std::ostream& out, const Report& report, const config::Pr
     const auto& row = report.rows[i];
     const std::string status(domain::to_string(row.job.phase));
     out << "<div class=\"job\" id=\"job-" << util::format_job_id(row.job.id) << "\"><div><span class=\"t\">"
-        << util::format_job_id(row.job.id) << " " << escape(row.job.name) << "</span> <span class=\"st-" << status
-        << "\">" << status << "</span> <span class=\"m\">" << escape(place_of(row.job)) << ", "
-        << escape(goodput_text(row.account)) << ", " << row.job.preemptions << " preemption"
+        << util::format_job_id(row.job.id) << " " << html_escape(row.job.name) << "</span> <span class=\"st-" << status
+        << "\">" << status << "</span> <span class=\"m\">" << html_escape(place_of(row.job)) << ", "
+        << html_escape(goodput_text(row.account)) << ", " << row.job.preemptions << " preemption"
         << (row.job.preemptions == 1 ? "" : "s") << ", " << row.job.bad_hardware << " bad slice"
         << (row.job.bad_hardware == 1 ? "" : "s") << "</span></div>\n";
-    timeline(out, row);
+    write_job_timeline(out, row);
     for (const auto& note : row.account.notes) {
-      out << "<div class=\"note\">note: " << escape(note) << "</div>\n";
+      out << "<div class=\"note\">note: " << html_escape(note) << "</div>\n";
     }
     out << "</div>\n";
   }
@@ -258,7 +274,7 @@ void write_report_html(std::ostream& out, const Report& report, const config::Pr
   for (const auto& [zone, group] : report.by_zone) {
     inferred = inferred || group.estimated;
   }
-  out << "<p class=\"note\">Costs: " << escape(prices_note(prices))
+  out << "<p class=\"note\">Costs: " << html_escape(prices_note(prices))
       << ". Chip-hours count the time each slice was up (READY), which is what Cloud TPU bills; a task's time on its "
          "worker's slice is the worker's."
       << (inferred ? " *: a slice's deletion was never confirmed; its time is counted to its attempt's end." : "")

@@ -1,6 +1,5 @@
 #include "jobman/core/daemon.hpp"
 
-#include "jobman/remote/gcloud.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
@@ -87,7 +86,7 @@ bool ensure_daemon(std::ostream& notice) {
     return false;
   }
   const auto log_path = util::jobman_home() / "daemon.log";
-  const std::string exe = (remote::executable_dir() / "jobman").string();
+  const std::string exe = (util::executable_dir() / "jobman").string();
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) {
     throw Error("cannot start the supervisor: " + std::string(std::strerror(errno)));

@@ -1,7 +1,6 @@
 #include "jobman/core/mock_cloud.hpp"
 
 #include "jobman/cloud/http.hpp"
-#include "jobman/remote/gcloud.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
@@ -49,7 +48,7 @@ fs::path mock_cloud_program() {
   if (auto given = util::getenv_nonempty("JOBMAN_MOCK_CLOUD_PROGRAM")) {
     return *given;
   }
-  const auto dir = remote::executable_dir();
+  const auto dir = util::executable_dir();
   for (const auto& candidate : {dir / "mock_cloud" / "jobman-mock-cloud", dir / "jobman-mock-cloud"}) {
     if (::access(candidate.c_str(), X_OK) == 0) {
       return candidate;

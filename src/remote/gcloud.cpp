@@ -49,12 +49,6 @@ std::vector<WorkerRun> collect(const std::vector<int>& workers, std::vector<deta
 
 } // namespace
 
-std::filesystem::path executable_dir() {
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::filesystem::current_path() : exe.parent_path();
-}
-
 std::string gcloud_program(const config::Settings& settings, const std::filesystem::path& exe_dir) {
   const bool user_set = std::any_of(settings.sources.begin(), settings.sources.end(), [](const auto& source) {
     return source.key == "gcloud" && source.origin != "default";

@@ -93,6 +93,12 @@ void ensure_directory(const std::filesystem::path& dir, unsigned mode) {
   }
 }
 
+std::filesystem::path executable_dir() {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::current_path() : exe.parent_path();
+}
+
 std::string read_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
@@ -108,6 +114,26 @@ std::string read_file(const std::filesystem::path& path) {
     throw Error("cannot read " + path.string() + ": " + std::strerror(errno));
   }
   return buffer.str();
+}
+
+std::optional<FileTail> read_file_tail(const std::filesystem::path& path, std::uint64_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return std::nullopt;
+  }
+  in.seekg(0, std::ios::end);
+  const auto end = in.tellg();
+  if (end < 0) {
+    return std::nullopt;
+  }
+  FileTail tail;
+  tail.size = static_cast<std::uint64_t>(end);
+  const std::uint64_t from = tail.size > max_bytes ? tail.size - max_bytes : 0;
+  in.seekg(static_cast<std::streamoff>(from));
+  tail.text.resize(static_cast<std::size_t>(tail.size - from));
+  in.read(tail.text.data(), static_cast<std::streamsize>(tail.text.size()));
+  tail.text.resize(static_cast<std::size_t>(in.gcount()));
+  return tail;
 }
 
 void write_file_atomic(const std::filesystem::path& path, const std::string& content, unsigned mode) {

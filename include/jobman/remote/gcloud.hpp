@@ -3,6 +3,7 @@
 
 #include "jobman/config/job_config.hpp"
 #include "jobman/config/settings.hpp"
+#include "jobman/util/system.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -18,14 +19,12 @@ namespace jobman::remote {
 // (quotes, $, backticks, newlines, any bytes).
 std::string shell_quote(std::string_view text);
 
-// The directory of the running executable (from /proc/self/exe).
-std::filesystem::path executable_dir();
-
 // The gcloud program for ssh and scp: the settings' `gcloud` when the user set it; otherwise "gcloud" for Google's
 // cloud, and for the mock cloud its stand-in, found from `exe_dir` (the jobman binary's directory) as
 // mock_cloud/tools/gcloud in a build tree or ../lib/jobman/mock-tools/gcloud when installed. Throws jobman::Error
 // naming both places when the mock's stand-in is in neither.
-std::string gcloud_program(const config::Settings& settings, const std::filesystem::path& exe_dir = executable_dir());
+std::string gcloud_program(const config::Settings& settings,
+                           const std::filesystem::path& exe_dir = util::executable_dir());
 
 // Where commands go: the gcloud program and the TPU node.
 struct SliceTarget {

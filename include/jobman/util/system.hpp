@@ -24,6 +24,9 @@ std::filesystem::path expand_user(const std::string& path);
 // $JOBMAN_HOME, else ${XDG_DATA_HOME:-~/.local/share}/jobman.
 std::filesystem::path jobman_home();
 
+// The directory of the running executable (from /proc/self/exe; the working directory when that cannot be read).
+std::filesystem::path executable_dir();
+
 // ${XDG_CONFIG_HOME:-~/.config}/jobman.
 std::filesystem::path jobman_config_dir();
 
@@ -33,6 +36,13 @@ void ensure_directory(const std::filesystem::path& dir, unsigned mode);
 
 // Reads a whole file; throws jobman::Error naming the path on failure.
 std::string read_file(const std::filesystem::path& path);
+
+// The last `max_bytes` of a file (all of a smaller one), and the file's size; nullopt when it cannot be opened.
+struct FileTail {
+  std::string text;
+  std::uint64_t size = 0;
+};
+std::optional<FileTail> read_file_tail(const std::filesystem::path& path, std::uint64_t max_bytes);
 
 // Writes a file atomically (temporary, fsync, rename) with the given mode.
 void write_file_atomic(const std::filesystem::path& path, const std::string& content, unsigned mode);

@@ -6,7 +6,6 @@
 #include "jobman/util/system.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <spdlog/spdlog.h>
 
 namespace jobman::core::supervision {
@@ -19,7 +18,7 @@ namespace {
 
 // How much of the end of a worker's log is read again for signs of bad hardware (after a restart, or once the
 // workload has ended): enough for the lines of a run's last minutes.
-constexpr std::streamoff kScanTailBytes = 1 << 20;
+constexpr std::uint64_t kScanTailBytes = 1 << 20;
 
 } // namespace
 
@@ -41,17 +40,11 @@ std::shared_ptr<const util::LinePatterns> JobDriver::hardware_patterns(const con
 std::optional<HardwareFinding> JobDriver::scan_logs(const fs::path& dir, const std::vector<int>& workers, int attempt,
                                                     const util::LinePatterns& patterns) {
   for (const int worker : workers) {
-    std::ifstream in(remote::worker_log_path(dir, worker), std::ios::binary);
-    if (!in) {
+    const auto tail = util::read_file_tail(remote::worker_log_path(dir, worker), kScanTailBytes);
+    if (!tail) {
       continue;
     }
-    in.seekg(0, std::ios::end);
-    const std::streamoff size = in.tellg();
-    const std::streamoff from = std::max<std::streamoff>(0, size - kScanTailBytes);
-    in.seekg(from);
-    std::string text(static_cast<std::size_t>(size - from), '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    if (auto line = patterns.first_match(text)) {
+    if (auto line = patterns.first_match(tail->text)) {
       return HardwareFinding{attempt, worker, "output", std::string(util::trim(*line))};
     }
   }
