@@ -1,5 +1,6 @@
 #include "accounting.hpp"
 
+#include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
@@ -146,39 +147,60 @@ nlohmann::ordered_json progress_json(const std::optional<ProgressView>& view) {
   return j;
 }
 
-nlohmann::ordered_json account_json(const core::JobAccount& account, const config::PriceTable& prices,
-                                    bool with_timeline) {
-  nlohmann::ordered_json j;
-  nlohmann::ordered_json seconds = nlohmann::ordered_json::object();
+std::string account_json_text(const core::JobAccount& account, const config::PriceTable& prices) {
+  std::string out;
+  util::JsonObjectWriter j(out);
+  j.number("wall_seconds", static_cast<double>(account.wall_ms()) / 1000.0);
+  std::string seconds;
+  util::JsonObjectWriter by_bucket(seconds);
   for (const auto bucket : core::all_buckets()) {
-    seconds[std::string(core::to_string(bucket))] = static_cast<double>(account.of(bucket)) / 1000.0;
+    by_bucket.number(core::to_string(bucket), static_cast<double>(account.of(bucket)) / 1000.0);
   }
-  j["wall_seconds"] = static_cast<double>(account.wall_ms()) / 1000.0;
-  j["seconds"] = std::move(seconds);
-  const auto goodput = account.goodput();
-  j["goodput"] = goodput ? nlohmann::ordered_json(*goodput) : nlohmann::ordered_json(nullptr);
-  j["lost_steps"] = account.lost_steps;
-  j["excluded_seconds"] = static_cast<double>(account.excluded_ms) / 1000.0;
-  nlohmann::ordered_json usage = nlohmann::ordered_json::array();
+  by_bucket.close();
+  j.raw("seconds", seconds);
+  j.number("goodput", account.goodput());
+  j.field("lost_steps", account.lost_steps);
+  j.number("excluded_seconds", static_cast<double>(account.excluded_ms) / 1000.0);
+  std::string usage = "[";
   for (const auto& u : account.usage) {
     const auto price = prices.chip_hour(u.accelerator, u.tier);
-    usage.push_back({{"zone", u.zone},
-                     {"accelerator", u.accelerator},
-                     {"tier", u.tier},
-                     {"chips", u.chips},
-                     {"chip_hours", u.chip_hours},
-                     {"price_per_chip_hour", price ? nlohmann::ordered_json(*price) : nlohmann::ordered_json(nullptr)},
-                     {"cost", price && !u.borrowed ? nlohmann::ordered_json(u.chip_hours * *price)
-                                                   : nlohmann::ordered_json(nullptr)},
-                     {"borrowed", u.borrowed},
-                     {"estimated", u.estimated}});
+    if (usage.size() > 1) {
+      usage += ',';
+    }
+    util::JsonObjectWriter one(usage);
+    one.field("zone", u.zone)
+        .field("accelerator", u.accelerator)
+        .field("tier", u.tier)
+        .field("chips", static_cast<std::int64_t>(u.chips))
+        .number("chip_hours", u.chip_hours)
+        .number("price_per_chip_hour", price)
+        .number("cost", price && !u.borrowed ? std::optional<double>(u.chip_hours * *price) : std::nullopt)
+        .flag("borrowed", u.borrowed)
+        .flag("estimated", u.estimated);
+    one.close();
   }
-  j["usage"] = std::move(usage);
+  usage += ']';
+  j.raw("usage", usage);
   const auto cost = cost_of(account, prices);
-  j["cost"] = cost.amount;
-  j["currency"] = prices.currency;
-  j["cost_complete"] = cost.complete;
-  j["notes"] = account.notes;
+  j.number("cost", cost.amount);
+  j.field("currency", prices.currency);
+  j.flag("cost_complete", cost.complete);
+  std::string notes = "[";
+  for (const auto& note : account.notes) {
+    if (notes.size() > 1) {
+      notes += ',';
+    }
+    util::append_json_string(notes, note);
+  }
+  notes += ']';
+  j.raw("notes", notes);
+  j.close();
+  return out;
+}
+
+nlohmann::ordered_json account_json(const core::JobAccount& account, const config::PriceTable& prices,
+                                    bool with_timeline) {
+  auto j = nlohmann::ordered_json::parse(account_json_text(account, prices));
   if (with_timeline) {
     nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
     for (const auto& s : account.timeline) {

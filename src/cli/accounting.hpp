@@ -61,8 +61,10 @@ std::optional<ProgressView> progress_view(const domain::JobRecord& job,
 std::string progress_line(const ProgressView& view);
 nlohmann::ordered_json progress_json(const std::optional<ProgressView>& view);
 
-// The account as JSON: seconds by bucket, goodput, lost steps, chip-hours and cost by slice kind, notes; with the
-// timeline and its marks when asked.
+// The account as JSON text, written directly (a report writes a hundred thousand): seconds by bucket, goodput, lost
+// steps, chip-hours and cost by slice kind, notes.
+std::string account_json_text(const core::JobAccount& account, const config::PriceTable& prices);
+// The same as a document, with the timeline and its marks when asked.
 nlohmann::ordered_json account_json(const core::JobAccount& account, const config::PriceTable& prices,
                                     bool with_timeline);
 

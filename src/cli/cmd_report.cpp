@@ -45,22 +45,44 @@ int run_report(Context& ctx, const ReportOptions& options) {
   }
   const auto prices =
       config::load_prices(options.prices.empty() ? std::nullopt : std::optional<std::filesystem::path>(options.prices));
+  if (options.json || options.csv) {
+    // Written as the rows come: a year of jobs never sits in memory.
+    // Begun with the first row, so that an error before it (an id not in the store) leaves nothing half-written.
+    bool first = true;
+    bool begun = false;
+    const auto begin = [&] {
+      if (!begun && options.json) {
+        write_report_json_head(*ctx.out, now, selection.since_ms, prices);
+      } else if (!begun) {
+        write_report_csv_header(*ctx.out);
+      }
+      begun = true;
+    };
+    const auto report = build_report(ctx.store(), selection, prices, now, [&](const ReportRow& row) {
+      begin();
+      if (options.json) {
+        write_report_json_row(*ctx.out, row, prices, first);
+      } else {
+        write_report_csv_row(*ctx.out, row, prices);
+      }
+      first = false;
+    });
+    begin();
+    if (options.json) {
+      write_report_json_tail(*ctx.out, report, prices, !first);
+    }
+    return 0;
+  }
+  selection.detailed_rows = options.html.empty() ? 0 : kHtmlTimelines;
   const auto report = build_report(ctx.store(), selection, prices, now);
   if (!options.html.empty()) {
     std::ostringstream html;
     write_report_html(html, report, prices);
     util::write_file_atomic(options.html, html.str(), 0644); // Whole or not at all.
-    *ctx.err << "wrote " << options.html << " (" << report.rows.size() << (report.rows.size() == 1 ? " job" : " jobs")
-             << ")\n";
+    *ctx.err << "wrote " << options.html << " (" << report.jobs << (report.jobs == 1 ? " job" : " jobs") << ")\n";
     return 0;
   }
-  if (options.json) {
-    write_report_json(*ctx.out, report, prices);
-  } else if (options.csv) {
-    write_report_csv(*ctx.out, report, prices);
-  } else {
-    write_report_text(*ctx.out, report, prices, ctx.color);
-  }
+  write_report_text(*ctx.out, report, prices, ctx.color);
   return 0;
 }
 

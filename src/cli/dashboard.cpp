@@ -374,6 +374,7 @@ DashboardAnswer Dashboard::job_panel(const DashboardRequest& request) {
   const std::int64_t now = util::now_ms();
   ReportSelection selection;
   selection.ids = {*id};
+  selection.detailed_rows = 1;
   const auto built = build_report(store_, selection, prices_, now);
   const auto& row = built.rows.front();
   const auto& job = row.job;
@@ -442,16 +443,16 @@ DashboardAnswer Dashboard::report(const DashboardRequest& request) {
   const std::int64_t now = util::now_ms();
   ReportSelection selection;
   selection.since_ms = now - *since * 1000;
-  const auto built = build_report(store_, selection, prices_, now);
+  const auto built = build_report(store_, selection, prices_, now, [](const ReportRow&) {}); // The totals alone.
   std::ostringstream out;
-  if (built.rows.empty()) {
+  if (built.jobs == 0) {
     out << "<p class=\"note\">No jobs in this time.</p>";
   } else {
     write_report_summary(out, built, prices_);
     out << "<p class=\"note\">" << html_escape(prices_note(prices_)) << ". <code>jobman report --since "
         << html_escape(since_text) << " --html report.html</code> writes every job's timeline.</p>";
   }
-  return json_answer({{"jobs", built.rows.size()}, {"html", out.str()}});
+  return json_answer({{"jobs", built.jobs}, {"html", out.str()}});
 }
 
 namespace {

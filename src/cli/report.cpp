@@ -1,21 +1,56 @@
 #include "report.hpp"
 
 #include "jobman/util/error.hpp"
+#include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
 
 #include <algorithm>
 #include <cstdio>
+#include <span>
 
 namespace jobman::cli {
 
 namespace {
 
-std::size_t position(const std::vector<domain::JobRecord>& jobs, std::int64_t id) {
+std::size_t position(std::span<const domain::JobRecord> jobs, std::int64_t id) {
   const auto it = std::lower_bound(jobs.begin(), jobs.end(), id,
                                    [](const domain::JobRecord& j, std::int64_t v) { return j.id < v; });
   return it != jobs.end() && it->id == id ? static_cast<std::size_t>(it - jobs.begin()) : jobs.size();
+}
+
+// Adds a job's account to the report's totals: its time (a task's only to `task_ms`: it is inside its worker's),
+// cost, chip-hours by kind and zone, and the slices its attempts held by zone.
+void add_to_totals(Report& report, core::BucketTimes& task_ms, const domain::JobRecord& job, const ReportRow& row,
+                   const std::vector<domain::AttemptRecord>& attempts, const config::PriceTable& prices) {
+  auto& totals = job.kind == domain::JobKind::task ? task_ms : report.ms;
+  for (std::size_t b = 0; b < core::kBucketCount; ++b) {
+    totals[b] += row.account.ms[b];
+  }
+  report.cost += row.cost.amount;
+  report.cost_complete = report.cost_complete && row.cost.complete;
+  for (const auto& usage : row.account.usage) {
+    if (usage.borrowed) {
+      continue;
+    }
+    const auto price = prices.chip_hour(usage.accelerator, usage.tier);
+    for (ReportGroup* group : {&report.by_kind[{usage.accelerator, usage.tier}], &report.by_zone[usage.zone]}) {
+      group->chip_hours += usage.chip_hours;
+      group->cost += price ? usage.chip_hours * *price : 0.0;
+      group->priced = group->priced && price.has_value();
+      group->estimated = group->estimated || usage.estimated;
+    }
+  }
+  for (const auto& attempt : attempts) {
+    if (!attempt.holds_slice()) {
+      continue;
+    }
+    auto& zone = report.by_zone[attempt.zone];
+    ++zone.attempts;
+    zone.preemptions += attempt.outcome == "preempted" ? 1 : 0;
+    zone.bad_hardware += attempt.outcome == "bad-hardware" || attempt.outcome == "rejected" ? 1 : 0;
+  }
 }
 
 // The short headers of the text table, by bucket.
@@ -27,11 +62,95 @@ const std::array<std::string, core::kBucketCount>& bucket_headers() {
 
 } // namespace
 
+namespace {
+
+// Accounts jobs a chunk of consecutive ids at a time: two range scans per chunk bring every phase change and attempt
+// (those of jobs left out are skipped), and a chunk's events are gone before the next is read.
+class ChunkAccountant {
+public:
+  ChunkAccountant(const store::JobStore& store, const config::PriceTable& prices, Report& report)
+      : store_(store), prices_(prices), report_(report) {}
+
+  // Accounts `jobs` (ascending ids, moved from); those from index `detailed_from` keep their attempts and timeline.
+  // Each row goes to `each_row`, or into the report's rows without one.
+  void account(std::span<domain::JobRecord> jobs, std::size_t detailed_from, const ReportRowSink& each_row) {
+    if (jobs.empty()) {
+      return;
+    }
+    phases_.assign(jobs.size(), {});
+    attempts_.assign(jobs.size(), {});
+    const std::span<const domain::JobRecord> ids(jobs.data(), jobs.size());
+    store_.for_each_phase_change(jobs.front().id, jobs.back().id, [&](const domain::EventRecord& event) {
+      if (const auto i = position(ids, event.job_id); i < ids.size()) {
+        phases_[i].push_back(event);
+      }
+    });
+    store_.for_each_attempt(jobs.front().id, jobs.back().id, [&](const domain::AttemptRecord& attempt) {
+      if (const auto i = position(ids, attempt.job_id); i < ids.size()) {
+        attempts_[i].push_back(attempt);
+      }
+    });
+    for (std::size_t k = 0; k < jobs.size(); ++k) {
+      auto& job = jobs[k];
+      std::vector<core::TaskSpan> tasks;
+      if (job.kind == domain::JobKind::worker) {
+        for (const auto& a : store_.attempts_on_worker(job.id)) {
+          tasks.push_back({a.started_ms, a.ended_ms});
+        }
+      }
+      core::AccountInput input;
+      input.job = &job;
+      input.events = &phases_[k];
+      input.attempts = &attempts_[k];
+      input.tasks = &tasks;
+      input.now_ms = report_.now_ms;
+      ReportRow row;
+      row.account = core::account(input);
+      row.cost = cost_of(row.account, prices_);
+      add_to_totals(report_, task_ms_, job, row, attempts_[k], prices_);
+      ++report_.jobs;
+      report_.unfinished += domain::is_terminal(job.phase) ? 0 : 1;
+      if (k >= detailed_from) {
+        row.attempts = std::move(attempts_[k]);
+      } else {
+        row.account.timeline = {};
+        row.account.marks = {};
+      }
+      row.job = std::move(job);
+      if (each_row) {
+        each_row(row);
+      } else {
+        report_.rows.push_back(std::move(row));
+      }
+    }
+  }
+
+  // The totals are the tasks' when the report has nothing else.
+  void finish() {
+    if (report_.wall_ms() == 0) {
+      report_.ms = task_ms_;
+    }
+  }
+
+private:
+  const store::JobStore& store_;
+  const config::PriceTable& prices_;
+  Report& report_;
+  core::BucketTimes task_ms_{};
+  std::vector<std::vector<domain::EventRecord>> phases_;
+  std::vector<std::vector<domain::AttemptRecord>> attempts_;
+};
+
+constexpr std::size_t kChunk = 2048;
+
+} // namespace
+
 Report build_report(const store::JobStore& store, const ReportSelection& selection, const config::PriceTable& prices,
-                    std::int64_t now_ms) {
+                    std::int64_t now_ms, const ReportRowSink& each_row) {
   Report report;
   report.now_ms = now_ms;
   report.since_ms = selection.since_ms;
+  ChunkAccountant accountant(store, prices, report);
   std::vector<domain::JobRecord> jobs;
   if (!selection.ids.empty()) {
     for (const auto id : selection.ids) {
@@ -47,78 +166,32 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
     filter.user = selection.user;
     filter.name_glob = selection.name_glob;
     filter.kinds = selection.kinds;
+    if (selection.detailed_rows == 0) {
+      // Nothing needs to know how many there are: read and account them a chunk at a time.
+      jobs.reserve(kChunk);
+      store.for_each_job(filter, [&](const domain::JobRecord& job) {
+        jobs.push_back(job);
+        if (jobs.size() == kChunk) {
+          accountant.account(jobs, kChunk, each_row);
+          jobs.clear();
+        }
+      });
+      accountant.account(jobs, jobs.size(), each_row);
+      accountant.finish();
+      return report;
+    }
     jobs = store.list_jobs(filter);
   }
-  if (jobs.empty()) {
-    return report;
+  if (!each_row) {
+    report.rows.reserve(jobs.size());
   }
-  // Two range scans over the jobs' ids bring every phase change and attempt; those of jobs left out are skipped.
-  std::vector<std::vector<domain::EventRecord>> phases(jobs.size());
-  std::vector<std::vector<domain::AttemptRecord>> attempts(jobs.size());
-  store.for_each_phase_change(jobs.front().id, jobs.back().id, [&](const domain::EventRecord& event) {
-    if (const auto i = position(jobs, event.job_id); i < jobs.size()) {
-      phases[i].push_back(event);
-    }
-  });
-  store.for_each_attempt(jobs.front().id, jobs.back().id, [&](const domain::AttemptRecord& attempt) {
-    if (const auto i = position(jobs, attempt.job_id); i < jobs.size()) {
-      attempts[i].push_back(attempt);
-    }
-  });
-  report.rows.reserve(jobs.size());
-  core::BucketTimes task_ms{};
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    std::vector<core::TaskSpan> tasks;
-    if (jobs[i].kind == domain::JobKind::worker) {
-      for (const auto& a : store.attempts_on_worker(jobs[i].id)) {
-        tasks.push_back({a.started_ms, a.ended_ms});
-      }
-    }
-    core::AccountInput input;
-    input.job = &jobs[i];
-    input.events = &phases[i];
-    input.attempts = &attempts[i];
-    input.tasks = &tasks;
-    input.now_ms = now_ms;
-    ReportRow row;
-    row.account = core::account(input);
-    row.cost = cost_of(row.account, prices);
-    // The time of jobs and workers (what holds slices) makes the totals; a task's is inside its worker's, so tasks
-    // count only in a report of tasks alone.
-    auto& totals = jobs[i].kind == domain::JobKind::task ? task_ms : report.ms;
-    for (std::size_t b = 0; b < core::kBucketCount; ++b) {
-      totals[b] += row.account.ms[b];
-    }
-    report.cost += row.cost.amount;
-    report.cost_complete = report.cost_complete && row.cost.complete;
-    for (const auto& usage : row.account.usage) {
-      if (usage.borrowed) {
-        continue;
-      }
-      const auto price = prices.chip_hour(usage.accelerator, usage.tier);
-      for (ReportGroup* group : {&report.by_kind[{usage.accelerator, usage.tier}], &report.by_zone[usage.zone]}) {
-        group->chip_hours += usage.chip_hours;
-        group->cost += price ? usage.chip_hours * *price : 0.0;
-        group->priced = group->priced && price.has_value();
-        group->estimated = group->estimated || usage.estimated;
-      }
-    }
-    for (const auto& attempt : attempts[i]) {
-      if (!attempt.holds_slice()) {
-        continue;
-      }
-      auto& zone = report.by_zone[attempt.zone];
-      ++zone.attempts;
-      zone.preemptions += attempt.outcome == "preempted" ? 1 : 0;
-      zone.bad_hardware += attempt.outcome == "bad-hardware" || attempt.outcome == "rejected" ? 1 : 0;
-    }
-    row.job = std::move(jobs[i]);
-    row.attempts = std::move(attempts[i]);
-    report.rows.push_back(std::move(row));
+  const std::size_t detailed_from = jobs.size() - std::min(jobs.size(), selection.detailed_rows);
+  for (std::size_t first = 0; first < jobs.size(); first += kChunk) {
+    const std::size_t size = std::min(kChunk, jobs.size() - first);
+    accountant.account(std::span<domain::JobRecord>(jobs.data() + first, size),
+                       detailed_from > first ? detailed_from - first : 0, each_row);
   }
-  if (report.wall_ms() == 0) {
-    report.ms = task_ms;
-  }
+  accountant.finish();
   return report;
 }
 
@@ -127,12 +200,8 @@ void write_report_text(std::ostream& out, const Report& report, const config::Pr
     out << "No jobs to report.\n";
     return;
   }
-  std::size_t unfinished = 0;
-  for (const auto& row : report.rows) {
-    unfinished += domain::is_terminal(row.job.phase) ? 0 : 1;
-  }
-  out << report.rows.size() << (report.rows.size() == 1 ? " job" : " jobs") << " (" << unfinished
-      << " unfinished): goodput " << percent_text(report.goodput()) << " ("
+  out << report.jobs << (report.jobs == 1 ? " job" : " jobs") << " (" << report.unfinished << " unfinished): goodput "
+      << percent_text(report.goodput()) << " ("
       << span_text(report.ms[static_cast<std::size_t>(core::Bucket::productive)]) << " productive of "
       << span_text(report.wall_ms()) << "), cost ~" << money(report.cost, prices) << "\n\n";
   std::vector<std::string> header{"JOB ID", "NAME", "KIND", "STATUS", "WALL", "GOODPUT"};
@@ -189,17 +258,22 @@ void write_report_text(std::ostream& out, const Report& report, const config::Pr
   out << '\n';
 }
 
-void write_report_csv(std::ostream& out, const Report& report, const config::PriceTable& prices) {
-  const auto quote = [](const std::string& text) {
-    if (text.find_first_of(",\"\n\r") == std::string::npos) {
-      return text;
-    }
-    std::string quoted = "\"";
-    for (const char c : text) {
-      quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-    }
-    return quoted + "\"";
-  };
+namespace {
+
+std::string csv_quote(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) {
+    return text;
+  }
+  std::string quoted = "\"";
+  for (const char c : text) {
+    quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  }
+  return quoted + "\"";
+}
+
+} // namespace
+
+void write_report_csv_header(std::ostream& out) {
   out << "id,name,user,kind,status,accelerator,zone,pricing,created_at,finished_at,wall_seconds,goodput";
   for (const auto bucket : core::all_buckets()) {
     std::string name(core::to_string(bucket));
@@ -207,43 +281,74 @@ void write_report_csv(std::ostream& out, const Report& report, const config::Pri
     out << ',' << name << "_seconds";
   }
   out << ",lost_steps,chip_hours,borrowed_chip_hours,cost,currency,cost_complete,estimated\n";
-  for (const auto& row : report.rows) {
-    const auto& a = row.account;
-    const auto hours = chip_hours_of(a);
-    bool estimated = !a.notes.empty();
-    for (const auto& u : a.usage) {
-      estimated = estimated || u.estimated;
-    }
-    const auto goodput = a.goodput();
-    out << row.job.id << ',' << quote(row.job.name) << ',' << quote(row.job.user) << ','
-        << domain::to_string(row.job.kind) << ',' << domain::to_string(row.job.phase) << ','
-        << quote(row.job.accelerator) << ',' << quote(row.job.zone) << ',' << quote(row.job.pricing) << ','
-        << util::format_utc(row.job.created_ms) << ','
-        << (row.job.finished_ms ? util::format_utc(*row.job.finished_ms) : std::string()) << ','
-        << decimal(static_cast<double>(a.wall_ms()) / 1000.0, 3) << ',' << (goodput ? decimal(*goodput, 4) : "");
-    for (const auto bucket : core::all_buckets()) {
-      out << ',' << decimal(static_cast<double>(a.of(bucket)) / 1000.0, 3);
-    }
-    out << ',' << a.lost_steps << ',' << decimal(hours.own, 4) << ',' << decimal(hours.borrowed, 4) << ','
-        << decimal(row.cost.amount, 2) << ',' << prices.currency << ',' << (row.cost.complete ? "true" : "false") << ','
-        << (estimated ? "true" : "false") << '\n';
-  }
 }
 
-void write_report_json(std::ostream& out, const Report& report, const config::PriceTable& prices) {
+void write_report_csv_row(std::ostream& out, const ReportRow& row, const config::PriceTable& prices) {
+  const auto quote = csv_quote;
+  const auto& a = row.account;
+  const auto hours = chip_hours_of(a);
+  bool estimated = !a.notes.empty();
+  for (const auto& u : a.usage) {
+    estimated = estimated || u.estimated;
+  }
+  const auto goodput = a.goodput();
+  out << row.job.id << ',' << quote(row.job.name) << ',' << quote(row.job.user) << ','
+      << domain::to_string(row.job.kind) << ',' << domain::to_string(row.job.phase) << ',' << quote(row.job.accelerator)
+      << ',' << quote(row.job.zone) << ',' << quote(row.job.pricing) << ',' << util::format_utc(row.job.created_ms)
+      << ',' << (row.job.finished_ms ? util::format_utc(*row.job.finished_ms) : std::string()) << ','
+      << decimal(static_cast<double>(a.wall_ms()) / 1000.0, 3) << ',' << (goodput ? decimal(*goodput, 4) : "");
+  for (const auto bucket : core::all_buckets()) {
+    out << ',' << decimal(static_cast<double>(a.of(bucket)) / 1000.0, 3);
+  }
+  out << ',' << a.lost_steps << ',' << decimal(hours.own, 4) << ',' << decimal(hours.borrowed, 4) << ','
+      << decimal(row.cost.amount, 2) << ',' << prices.currency << ',' << (row.cost.complete ? "true" : "false") << ','
+      << (estimated ? "true" : "false") << '\n';
+}
+
+void write_report_json_head(std::ostream& out, std::int64_t now_ms, std::int64_t since_ms,
+                            const config::PriceTable& prices) {
   nlohmann::ordered_json j;
-  j["generated_at"] = util::format_utc(report.now_ms);
-  j["since"] =
-      report.since_ms > 0 ? nlohmann::ordered_json(util::format_utc(report.since_ms)) : nlohmann::ordered_json(nullptr);
+  j["generated_at"] = util::format_utc(now_ms);
+  j["since"] = since_ms > 0 ? nlohmann::ordered_json(util::format_utc(since_ms)) : nlohmann::ordered_json(nullptr);
   j["prices"] = {{"currency", prices.currency}, {"source", prices.source}, {"as_of", prices.as_of},
                  {"region", prices.region},     {"tables", prices.files},  {"note", prices_note(prices)}};
+  // The jobs follow, one at a time: a year of history is a hundred thousand of them.
+  std::string head = j.dump(2);
+  head.pop_back(); // The closing brace.
+  while (!head.empty() && (head.back() == '\n' || head.back() == ' ')) {
+    head.pop_back();
+  }
+  out << head << ",\n  \"jobs\": [";
+}
+
+void write_report_json_row(std::ostream& out, const ReportRow& row, const config::PriceTable& prices, bool first) {
+  std::string text = first ? "\n    " : ",\n    ";
+  util::JsonObjectWriter job(text);
+  job.field("id", row.job.id)
+      .field("name", row.job.name)
+      .field("user", row.job.user)
+      .field("kind", domain::to_string(row.job.kind))
+      .field("status", domain::to_string(row.job.phase))
+      .field("accelerator", row.job.accelerator)
+      .field("zone", row.job.zone)
+      .field("created_at", util::format_utc(row.job.created_ms))
+      .field_or_null("finished_at", row.job.finished_ms ? util::format_utc(*row.job.finished_ms) : std::string())
+      .field("attempts", static_cast<std::int64_t>(row.job.attempt))
+      .field("preemptions", static_cast<std::int64_t>(row.job.preemptions))
+      .field("bad_hardware", static_cast<std::int64_t>(row.job.bad_hardware))
+      .raw("account", account_json_text(row.account, prices));
+  job.close();
+  out << text;
+}
+
+void write_report_json_tail(std::ostream& out, const Report& report, const config::PriceTable& prices, bool any_rows) {
   nlohmann::ordered_json totals;
   nlohmann::ordered_json seconds = nlohmann::ordered_json::object();
   for (const auto bucket : core::all_buckets()) {
     seconds[std::string(core::to_string(bucket))] =
         static_cast<double>(report.ms[static_cast<std::size_t>(bucket)]) / 1000.0;
   }
-  totals["jobs"] = report.rows.size();
+  totals["jobs"] = report.jobs;
   totals["wall_seconds"] = static_cast<double>(report.wall_ms()) / 1000.0;
   totals["seconds"] = std::move(seconds);
   const auto goodput = report.goodput();
@@ -273,34 +378,16 @@ void write_report_json(std::ostream& out, const Report& report, const config::Pr
                      {"estimated", group.estimated}});
   }
   totals["by_zone"] = std::move(zones);
-  j["totals"] = std::move(totals);
-  // The jobs are written one at a time: a year of history is a hundred thousand of them.
-  std::string head = j.dump(2);
-  head.pop_back(); // The closing brace: the jobs follow.
-  while (!head.empty() && (head.back() == '\n' || head.back() == ' ')) {
-    head.pop_back();
+  // Indented as the rest of the document, one level in.
+  std::string text = totals.dump(2);
+  std::string indented;
+  for (const char c : text) {
+    indented += c;
+    if (c == '\n') {
+      indented += "  ";
+    }
   }
-  out << head << ",\n  \"jobs\": [";
-  bool first = true;
-  for (const auto& row : report.rows) {
-    nlohmann::ordered_json job;
-    job["id"] = row.job.id;
-    job["name"] = row.job.name;
-    job["user"] = row.job.user;
-    job["kind"] = domain::to_string(row.job.kind);
-    job["status"] = domain::to_string(row.job.phase);
-    job["accelerator"] = row.job.accelerator;
-    job["zone"] = row.job.zone;
-    job["created_at"] = util::format_utc(row.job.created_ms);
-    job["finished_at"] = row.job.finished_ms ? nlohmann::ordered_json(util::format_utc(*row.job.finished_ms)) : nullptr;
-    job["attempts"] = row.job.attempt;
-    job["preemptions"] = row.job.preemptions;
-    job["bad_hardware"] = row.job.bad_hardware;
-    job["account"] = account_json(row.account, prices, false);
-    out << (first ? "\n    " : ",\n    ") << job.dump();
-    first = false;
-  }
-  out << (first ? "]\n}\n" : "\n  ]\n}\n");
+  out << (any_rows ? "\n  ],\n" : "],\n") << "  \"totals\": " << indented << "\n}\n";
 }
 
 } // namespace jobman::cli

@@ -4,6 +4,7 @@
 
 #include "accounting.hpp"
 
+#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
@@ -19,12 +20,18 @@ struct ReportSelection {
   std::string user;
   std::string name_glob;
   std::vector<domain::JobKind> kinds;
+  // How many of the newest rows keep their attempts and their account's timeline (what the HTML draws); the others
+  // keep their totals only, so that a report of a year holds little per job.
+  std::size_t detailed_rows = 0;
 };
+
+// The timelines the HTML report draws at most: the newest jobs'.
+constexpr std::size_t kHtmlTimelines = 200;
 
 // One job's line of the report.
 struct ReportRow {
   domain::JobRecord job;
-  std::vector<domain::AttemptRecord> attempts;
+  std::vector<domain::AttemptRecord> attempts; // For detailed rows only (ReportSelection::detailed_rows).
   core::JobAccount account;
   Cost cost;
 };
@@ -43,7 +50,9 @@ struct ReportGroup {
 struct Report {
   std::int64_t now_ms = 0;
   std::int64_t since_ms = 0;
-  std::vector<ReportRow> rows; // By id.
+  std::vector<ReportRow> rows; // By id; empty when build_report passed them to a sink instead.
+  std::size_t jobs = 0;        // Accounted.
+  std::size_t unfinished = 0;  // Of them, not in a terminal phase.
   // Totals by bucket, of the jobs and workers (a task's time is inside its worker's); of the tasks when the report has
   // nothing else.
   core::BucketTimes ms{};
@@ -57,14 +66,23 @@ struct Report {
   [[nodiscard]] std::optional<double> goodput() const { return core::goodput(ms); }
 };
 
-// Reads the selection's jobs, their phase changes and attempts (and for workers the tasks they ran) and accounts each.
-// Throws NoSuchJobError for a listed id that is not in the store.
+// Where build_report can send each row as it is accounted, instead of keeping it.
+using ReportRowSink = std::function<void(const ReportRow&)>;
+
+// Reads the selection's jobs, their phase changes and attempts (and for workers the tasks they ran) and accounts each,
+// a chunk of jobs at a time; each row goes to `each_row` when given (the report then keeps the totals only), into
+// Report::rows otherwise. Throws NoSuchJobError for a listed id that is not in the store.
 Report build_report(const store::JobStore& store, const ReportSelection& selection, const config::PriceTable& prices,
-                    std::int64_t now_ms);
+                    std::int64_t now_ms, const ReportRowSink& each_row = {});
 
 void write_report_text(std::ostream& out, const Report& report, const config::PriceTable& prices, bool color);
-void write_report_csv(std::ostream& out, const Report& report, const config::PriceTable& prices);
-void write_report_json(std::ostream& out, const Report& report, const config::PriceTable& prices);
+// CSV and JSON are written as the rows come: the header (or the JSON's opening), each row, then (JSON) the totals.
+void write_report_csv_header(std::ostream& out);
+void write_report_csv_row(std::ostream& out, const ReportRow& row, const config::PriceTable& prices);
+void write_report_json_head(std::ostream& out, std::int64_t now_ms, std::int64_t since_ms,
+                            const config::PriceTable& prices);
+void write_report_json_row(std::ostream& out, const ReportRow& row, const config::PriceTable& prices, bool first);
+void write_report_json_tail(std::ostream& out, const Report& report, const config::PriceTable& prices, bool any_rows);
 // One self-contained HTML file: an SVG timeline per job, the goodput and cost tables, and the zones'.
 void write_report_html(std::ostream& out, const Report& report, const config::PriceTable& prices);
 

@@ -13,8 +13,7 @@ namespace jobman::cli {
 
 namespace {
 
-// Timelines drawn at most (the newest jobs); the tables list every job up to kMaxRows.
-constexpr std::size_t kMaxTimelines = 200;
+// The tables list every job up to kMaxRows; timelines are drawn for the newest kHtmlTimelines.
 constexpr std::size_t kMaxRows = 5000;
 constexpr double kTimelineWidth = 900;
 constexpr double kBarTop = 6;
@@ -96,7 +95,7 @@ void cards(std::ostream& out, const Report& report, const config::PriceTable& pr
        "productive / wall time");
   card(decimal(chip_hours, chip_hours < 10 ? 2 : 1), "chip-hours");
   card("~" + money(report.cost, prices), "cost (estimate)");
-  card(std::to_string(report.rows.size()), report.rows.size() == 1 ? "job" : "jobs");
+  card(std::to_string(report.jobs), report.jobs == 1 ? "job" : "jobs");
   out << "</div>\n";
 }
 
@@ -248,9 +247,9 @@ void write_report_html(std::ostream& out, const Report& report, const config::Pr
   cards(out, report, prices);
   write_timeline_legend(out);
   out << "<h2>Timelines</h2>\n";
-  const std::size_t first = report.rows.size() > kMaxTimelines ? report.rows.size() - kMaxTimelines : 0;
+  const std::size_t first = report.rows.size() > kHtmlTimelines ? report.rows.size() - kHtmlTimelines : 0;
   if (first > 0) {
-    out << "<div class=\"note\">The newest " << kMaxTimelines << " of " << report.rows.size() << " jobs.</div>\n";
+    out << "<div class=\"note\">The newest " << kHtmlTimelines << " of " << report.rows.size() << " jobs.</div>\n";
   }
   for (std::size_t i = first; i < report.rows.size(); ++i) {
     const auto& row = report.rows[i];

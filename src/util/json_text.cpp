@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 namespace jobman::util {
 
@@ -84,6 +85,20 @@ void append_json_string(std::string& out, std::string_view text) {
   out += '"';
   std::size_t i = 0;
   while (i < text.size()) {
+    // A run of printable ASCII that needs no escape goes in at once.
+    std::size_t plain = i;
+    while (plain < text.size()) {
+      const auto p = static_cast<unsigned char>(text[plain]);
+      if (p < 0x20 || p >= 0x7f || p == '"' || p == '\\') {
+        break;
+      }
+      ++plain;
+    }
+    if (plain > i) {
+      out.append(text.data() + i, plain - i);
+      i = plain;
+      continue;
+    }
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
       const std::size_t length = utf8_sequence_length(text, i);
@@ -161,6 +176,48 @@ JsonObjectWriter& JsonObjectWriter::field_or_null(std::string_view name, std::st
     return *this;
   }
   return field(name, value);
+}
+
+JsonObjectWriter& JsonObjectWriter::number(std::string_view name, double value) {
+  key(name);
+  append_json_number(out_, value);
+  return *this;
+}
+
+JsonObjectWriter& JsonObjectWriter::number(std::string_view name, std::optional<double> value) {
+  return value ? number(name, *value) : null(name);
+}
+
+JsonObjectWriter& JsonObjectWriter::flag(std::string_view name, bool value) {
+  key(name);
+  out_ += value ? "true" : "false";
+  return *this;
+}
+
+JsonObjectWriter& JsonObjectWriter::null(std::string_view name) {
+  key(name);
+  out_ += "null";
+  return *this;
+}
+
+JsonObjectWriter& JsonObjectWriter::raw(std::string_view name, std::string_view json) {
+  key(name);
+  out_ += json;
+  return *this;
+}
+
+void append_json_number(std::string& out, double value) {
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  const std::string_view text(buf, static_cast<std::size_t>(end - buf));
+  out += text;
+  if (text.find_first_of(".eE") == std::string_view::npos) {
+    out += ".0";
+  }
 }
 
 void JsonObjectWriter::close() {

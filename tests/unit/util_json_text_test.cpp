@@ -1,6 +1,7 @@
 #include "jobman/util/json_text.hpp"
 
 #include <gtest/gtest.h>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace jobman::util {
@@ -43,6 +44,24 @@ TEST(JsonText, ObjectWriterWritesMembersInOrderWithNulls) {
   w.field("id", std::int64_t{42}).field("name", "x").field_or_null("ip", "").field("exit", std::nullopt);
   w.close();
   EXPECT_EQ(out, R"({"id":42,"name":"x","ip":null,"exit":null})");
+}
+
+TEST(JsonText, NumbersAreTheShortestTextThatReadsBackAndStayFloats) {
+  std::string out;
+  JsonObjectWriter w(out);
+  w.number("a", 1.5)
+      .number("b", 48.0)
+      .number("c", 0.1 + 0.2)
+      .number("d", std::optional<double>())
+      .number("e", std::numeric_limits<double>::infinity())
+      .flag("f", true)
+      .null("g")
+      .raw("h", "[1,2]");
+  w.close();
+  EXPECT_EQ(out, R"({"a":1.5,"b":48.0,"c":0.30000000000000004,"d":null,"e":null,"f":true,"g":null,"h":[1,2]})");
+  const auto parsed = nlohmann::json::parse(out);
+  EXPECT_EQ(parsed["c"].get<double>(), 0.1 + 0.2);
+  EXPECT_TRUE(parsed["b"].is_number_float());
 }
 
 } // namespace

@@ -212,7 +212,7 @@ public:
   // current attempt, the latest step, the total when given, and when.
   void record_progress(const std::vector<ProgressUpdate>& updates);
   // Calls `fn` with every phase change of the jobs whose ids are in [first, last], by job, oldest first (one range
-  // scan of a partial index).
+  // scan of a partial index), without its message.
   void for_each_phase_change(std::int64_t first, std::int64_t last,
                              const std::function<void(const domain::EventRecord&)>& fn) const;
   // Calls `fn` with every attempt of the jobs whose ids are in [first, last], by job and number.

@@ -22,6 +22,10 @@ nlohmann::json parse_json_bounded(std::string_view text, std::size_t max_depth =
 // Appends `text` as a JSON string literal (quoted, escaped); invalid UTF-8 becomes U+FFFD.
 void append_json_string(std::string& out, std::string_view text);
 
+// Appends `value` as a JSON number in the shortest text that reads back as it, with ".0" on a whole number so that
+// it reads as a float; "null" when it is not finite.
+void append_json_number(std::string& out, double value);
+
 // Builds one JSON object by appending members in order: {"a":1,"b":"x"}.
 class JsonObjectWriter {
 public:
@@ -35,6 +39,16 @@ public:
   JsonObjectWriter& field(std::string_view key, std::optional<std::int64_t> value);
   // A string member that is null when empty.
   JsonObjectWriter& field_or_null(std::string_view key, std::string_view value);
+  // A number member, in the shortest text that reads back as `value` ("1.5", "48.0"); null when not finite.
+  JsonObjectWriter& number(std::string_view key, double value);
+  // A number member that is null when the optional is empty.
+  JsonObjectWriter& number(std::string_view key, std::optional<double> value);
+  // A true or false member (named apart from field: a string literal would convert to bool before string_view).
+  JsonObjectWriter& flag(std::string_view key, bool value);
+  // A null member.
+  JsonObjectWriter& null(std::string_view key);
+  // A member whose value is JSON text written elsewhere (an array, an object).
+  JsonObjectWriter& raw(std::string_view key, std::string_view json);
   // Closes the object.
   void close();
 
