@@ -58,16 +58,22 @@ int run_report(Context& ctx, const ReportOptions& options) {
       }
       begun = true;
     };
+    std::string chunk; // Rows go out 64 KiB at a time.
     const auto report = build_report(ctx.store(), selection, prices, now, [&](const ReportRow& row) {
       begin();
       if (options.json) {
-        write_report_json_row(*ctx.out, row, prices, first);
+        append_report_json_row(chunk, row, prices, first);
       } else {
-        write_report_csv_row(*ctx.out, row, prices);
+        append_report_csv_row(chunk, row, prices);
       }
       first = false;
+      if (chunk.size() >= 64 * 1024) {
+        *ctx.out << chunk;
+        chunk.clear();
+      }
     });
     begin();
+    *ctx.out << chunk;
     if (options.json) {
       write_report_json_tail(*ctx.out, report, prices, !first);
     }

@@ -158,11 +158,20 @@ const char* phase_group(domain::Phase phase) {
   }
 }
 
-std::string time_cell(const std::optional<std::int64_t>& ms) {
-  return ms ? html_escape(util::format_local(*ms)) : std::string("-");
+// "22:34:02" on the day of `now_ms`, "11-26 22:34" before it: a panel's tables fit beside the job table.
+std::string short_time(std::int64_t ms, std::int64_t now_ms) {
+  const std::string at = util::format_local(ms); // "2026-11-27 22:34:02"
+  if (at.size() < 19) {
+    return at;
+  }
+  return at.compare(0, 10, util::format_local(now_ms), 0, 10) == 0 ? at.substr(11) : at.substr(5, 11);
 }
 
-void attempts_table(std::ostream& out, const std::vector<domain::AttemptRecord>& attempts) {
+std::string time_cell(const std::optional<std::int64_t>& ms, std::int64_t now_ms) {
+  return ms ? html_escape(short_time(*ms, now_ms)) : std::string("-");
+}
+
+void attempts_table(std::ostream& out, const std::vector<domain::AttemptRecord>& attempts, std::int64_t now_ms) {
   if (attempts.empty()) {
     out << "<p class=\"note\">No slice asked for yet.</p>\n";
     return;
@@ -175,8 +184,8 @@ void attempts_table(std::ostream& out, const std::vector<domain::AttemptRecord>&
     const auto last = a.progress.latest();
     out << "<tr><td>" << a.number << "</td><td class=\"l\">" << html_escape(a.zone) << "</td><td class=\"l mono\">"
         << html_escape(a.slice_name()) << "</td><td class=\"l\">" << html_escape(a.pricing) << "</td><td class=\"l\">"
-        << html_escape(util::format_local(a.started_ms)) << "</td><td class=\"l\">" << time_cell(a.active_ms)
-        << "</td><td class=\"l\">" << time_cell(a.ended_ms) << "</td><td class=\"l\">"
+        << html_escape(short_time(a.started_ms, now_ms)) << "</td><td class=\"l\">" << time_cell(a.active_ms, now_ms)
+        << "</td><td class=\"l\">" << time_cell(a.ended_ms, now_ms) << "</td><td class=\"l\">"
         << (a.outcome.empty() ? std::string(a.ended_ms ? "-" : "current") : html_escape(a.outcome)) << "</td><td>"
         << (first && last ? std::to_string(first->step) + "&ndash;" + std::to_string(last->step) : std::string("-"))
         << "</td></tr>\n";
@@ -201,7 +210,7 @@ void buckets_table(std::ostream& out, const core::JobAccount& account) {
   out << "</table>\n";
 }
 
-void events_table(std::ostream& out, const std::vector<domain::EventRecord>& events) {
+void events_table(std::ostream& out, const std::vector<domain::EventRecord>& events, std::int64_t now_ms) {
   const std::size_t first = events.size() > kPanelEvents ? events.size() - kPanelEvents : 0;
   out << "<table class=\"events\">";
   for (std::size_t i = first; i < events.size(); ++i) {
@@ -210,7 +219,7 @@ void events_table(std::ostream& out, const std::vector<domain::EventRecord>& eve
     if (e.kind == "phase" && e.to) {
       what = std::string(domain::to_string(*e.to)) + (e.message.empty() ? "" : ": " + e.message);
     }
-    out << "<tr><td class=\"l nowrap\">" << html_escape(util::format_local(e.ts_ms)) << "</td><td class=\"l\">"
+    out << "<tr><td class=\"l nowrap\">" << html_escape(short_time(e.ts_ms, now_ms)) << "</td><td class=\"l\">"
         << html_escape(e.kind) << "</td><td class=\"l wrap\">" << html_escape(what) << "</td></tr>";
   }
   out << "</table>\n";
@@ -403,9 +412,9 @@ DashboardAnswer Dashboard::job_panel(const DashboardRequest& request) {
     out << "<div class=\"note\">note: " << html_escape(note) << "</div>\n";
   }
   out << "<h3>Attempts</h3>\n";
-  attempts_table(out, row.attempts);
+  attempts_table(out, row.attempts, now);
   out << "<h3>Events</h3>\n";
-  events_table(out, store_.events(job.id));
+  events_table(out, store_.events(job.id), now);
 
   // The log: one worker's output (or its setup's) of the current attempt, its end only.
   const int hosts = std::max(job.hosts, 1);

@@ -283,8 +283,7 @@ void write_report_csv_header(std::ostream& out) {
   out << ",lost_steps,chip_hours,borrowed_chip_hours,cost,currency,cost_complete,estimated\n";
 }
 
-void write_report_csv_row(std::ostream& out, const ReportRow& row, const config::PriceTable& prices) {
-  const auto quote = csv_quote;
+void append_report_csv_row(std::string& out, const ReportRow& row, const config::PriceTable& prices) {
   const auto& a = row.account;
   const auto hours = chip_hours_of(a);
   bool estimated = !a.notes.empty();
@@ -292,17 +291,32 @@ void write_report_csv_row(std::ostream& out, const ReportRow& row, const config:
     estimated = estimated || u.estimated;
   }
   const auto goodput = a.goodput();
-  out << row.job.id << ',' << quote(row.job.name) << ',' << quote(row.job.user) << ','
-      << domain::to_string(row.job.kind) << ',' << domain::to_string(row.job.phase) << ',' << quote(row.job.accelerator)
-      << ',' << quote(row.job.zone) << ',' << quote(row.job.pricing) << ',' << util::format_utc(row.job.created_ms)
-      << ',' << (row.job.finished_ms ? util::format_utc(*row.job.finished_ms) : std::string()) << ','
-      << decimal(static_cast<double>(a.wall_ms()) / 1000.0, 3) << ',' << (goodput ? decimal(*goodput, 4) : "");
+  const auto field = [&out](std::string_view text) {
+    out += text;
+    out += ',';
+  };
+  field(std::to_string(row.job.id));
+  field(csv_quote(row.job.name));
+  field(csv_quote(row.job.user));
+  field(domain::to_string(row.job.kind));
+  field(domain::to_string(row.job.phase));
+  field(csv_quote(row.job.accelerator));
+  field(csv_quote(row.job.zone));
+  field(csv_quote(row.job.pricing));
+  field(util::format_utc(row.job.created_ms));
+  field(row.job.finished_ms ? util::format_utc(*row.job.finished_ms) : std::string());
+  field(decimal(static_cast<double>(a.wall_ms()) / 1000.0, 3));
+  field(goodput ? decimal(*goodput, 4) : std::string());
   for (const auto bucket : core::all_buckets()) {
-    out << ',' << decimal(static_cast<double>(a.of(bucket)) / 1000.0, 3);
+    field(decimal(static_cast<double>(a.of(bucket)) / 1000.0, 3));
   }
-  out << ',' << a.lost_steps << ',' << decimal(hours.own, 4) << ',' << decimal(hours.borrowed, 4) << ','
-      << decimal(row.cost.amount, 2) << ',' << prices.currency << ',' << (row.cost.complete ? "true" : "false") << ','
-      << (estimated ? "true" : "false") << '\n';
+  field(std::to_string(a.lost_steps));
+  field(decimal(hours.own, 4));
+  field(decimal(hours.borrowed, 4));
+  field(decimal(row.cost.amount, 2));
+  field(prices.currency);
+  field(row.cost.complete ? "true" : "false");
+  out += estimated ? "true\n" : "false\n";
 }
 
 void write_report_json_head(std::ostream& out, std::int64_t now_ms, std::int64_t since_ms,
@@ -321,9 +335,9 @@ void write_report_json_head(std::ostream& out, std::int64_t now_ms, std::int64_t
   out << head << ",\n  \"jobs\": [";
 }
 
-void write_report_json_row(std::ostream& out, const ReportRow& row, const config::PriceTable& prices, bool first) {
-  std::string text = first ? "\n    " : ",\n    ";
-  util::JsonObjectWriter job(text);
+void append_report_json_row(std::string& out, const ReportRow& row, const config::PriceTable& prices, bool first) {
+  out += first ? "\n    " : ",\n    ";
+  util::JsonObjectWriter job(out);
   job.field("id", row.job.id)
       .field("name", row.job.name)
       .field("user", row.job.user)
@@ -338,7 +352,6 @@ void write_report_json_row(std::ostream& out, const ReportRow& row, const config
       .field("bad_hardware", static_cast<std::int64_t>(row.job.bad_hardware))
       .raw("account", account_json_text(row.account, prices));
   job.close();
-  out << text;
 }
 
 void write_report_json_tail(std::ostream& out, const Report& report, const config::PriceTable& prices, bool any_rows) {

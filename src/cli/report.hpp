@@ -78,10 +78,10 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
 void write_report_text(std::ostream& out, const Report& report, const config::PriceTable& prices, bool color);
 // CSV and JSON are written as the rows come: the header (or the JSON's opening), each row, then (JSON) the totals.
 void write_report_csv_header(std::ostream& out);
-void write_report_csv_row(std::ostream& out, const ReportRow& row, const config::PriceTable& prices);
+void append_report_csv_row(std::string& out, const ReportRow& row, const config::PriceTable& prices);
 void write_report_json_head(std::ostream& out, std::int64_t now_ms, std::int64_t since_ms,
                             const config::PriceTable& prices);
-void write_report_json_row(std::ostream& out, const ReportRow& row, const config::PriceTable& prices, bool first);
+void append_report_json_row(std::string& out, const ReportRow& row, const config::PriceTable& prices, bool first);
 void write_report_json_tail(std::ostream& out, const Report& report, const config::PriceTable& prices, bool any_rows);
 // One self-contained HTML file: an SVG timeline per job, the goodput and cost tables, and the zones'.
 void write_report_html(std::ostream& out, const Report& report, const config::PriceTable& prices);
