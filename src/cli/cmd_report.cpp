@@ -67,7 +67,7 @@ int run_report(Context& ctx, const ReportOptions& options) {
         append_report_csv_row(chunk, row, prices);
       }
       first = false;
-      if (chunk.size() >= 64 * 1024) {
+      if (chunk.size() >= std::size_t{64} * 1024) {
         *ctx.out << chunk;
         chunk.clear();
       }

@@ -40,6 +40,7 @@ std::filesystem::path ui_program() {
     args.insert(args.end(), {"--prices", options.prices});
   }
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& arg : args) {
     argv.push_back(arg.data());
   }

@@ -33,7 +33,7 @@ namespace {
 using nlohmann::json;
 
 // How much of a log's end the panel shows.
-constexpr std::uint64_t kLogTailBytes = 64 * 1024;
+constexpr std::uint64_t kLogTailBytes = std::uint64_t{64} * 1024;
 // The events a panel lists, newest last.
 constexpr std::size_t kPanelEvents = 15;
 
@@ -160,7 +160,7 @@ const char* phase_group(domain::Phase phase) {
 
 // "22:34:02" on the day of `now_ms`, "11-26 22:34" before it: a panel's tables fit beside the job table.
 std::string short_time(std::int64_t ms, std::int64_t now_ms) {
-  const std::string at = util::format_local(ms); // "2026-11-27 22:34:02"
+  std::string at = util::format_local(ms); // "2026-11-27 22:34:02"
   if (at.size() < 19) {
     return at;
   }

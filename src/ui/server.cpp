@@ -38,7 +38,7 @@ int serve(cli::Dashboard& dashboard, int port, std::ostream& out) {
 
   httplib::Server server;
   server.new_task_queue = [] { return new httplib::ThreadPool(kThreads); };
-  server.set_payload_max_length(64 * 1024);
+  server.set_payload_max_length(std::size_t{64} * 1024);
   const auto handle = [&dashboard](const httplib::Request& req, httplib::Response& res) {
     const auto answer = dashboard.answer(request_of(req));
     res.status = answer.status;

@@ -244,8 +244,10 @@ TEST_F(BadHardwareTest, AnUnhealthyNodeIsBadHardwareAndOneUnderMaintenanceIsLeft
 TEST_F(BadHardwareTest, ANodeThatAnnouncesAMaintenanceIsLeftBeforeItsWindowOpens) {
   start_daemon();
   // A lead of 3 hours: 10.8 s on the mock (time scale 1000), time to stop the workload under a sanitizer.
+  // Steps of 30 ms: the workload is still running when the supervisor's next listing of the zone's nodes sees the
+  // announcement, however loaded the machine.
   const auto id =
-      create(config(training(300, 10), "ondemand", "v4-8", "recovery:\n  max_failures: 0\n  maintenance_lead: 3h\n"));
+      create(config(training(300, 30), "ondemand", "v4-8", "recovery:\n  max_failures: 0\n  maintenance_lead: 3h\n"));
   ASSERT_TRUE(await_log(id, 1, "step=40 "));
   // The window opens in 2 hours (simulated), within the lead.
   const auto node = node_of(id);

@@ -37,7 +37,7 @@ void SupervisorLoop::read_jobs() {
           worker_is_live(*row.worker_id)) {
         continue; // Another supervisor drives its worker, and so the task.
       }
-      adopt(std::move(row));
+      adopt(row);
       continue;
     }
     Driven& d = it->second;
@@ -66,13 +66,30 @@ std::optional<std::int64_t> SupervisorLoop::claim(Driven& worker, const store::W
     return std::nullopt;
   }
   if (auto row = job_store->find_job(*id)) {
-    adopt(std::move(*row));
+    adopt(*row);
   }
   worker.dirty = true;
   return id;
 }
 
-void SupervisorLoop::adopt(domain::JobRecord row) {
+namespace {
+
+// What JobStore::jobs_to_drive selects, for one job read again: unfinished (a task once a worker claimed it), a slice
+// still to release, or a delete or clean not yet done.
+bool needs_a_supervisor(const domain::JobRecord& job) {
+  using domain::DesiredState;
+  if (job.desired == DesiredState::remove && job.phase == Phase::deleted && !job.cleanup_pending) {
+    return false;
+  }
+  const bool queued_task =
+      job.kind == domain::JobKind::task && job.phase == Phase::pending && job.desired == DesiredState::run;
+  return (!domain::is_terminal(job.phase) && !queued_task) || job.cleanup_pending ||
+         job.desired == DesiredState::remove || job.desired == DesiredState::clean;
+}
+
+} // namespace
+
+void SupervisorLoop::adopt(const domain::JobRecord& row) {
   const auto id = row.id;
   try {
     // A read first: another supervisor's live lease costs no write transaction each second.
@@ -87,15 +104,32 @@ void SupervisorLoop::adopt(domain::JobRecord row) {
     spdlog::warn("{}: taking its lease: {}", job_label(id), e.what());
     return;
   }
+  // The listing may be older than the lease: another supervisor may have finished the job and let it go in between.
+  // Read it again, now that no one else may change it, and give the lease back when nothing is left to do.
+  std::optional<domain::JobRecord> fresh;
+  try {
+    fresh = job_store->find_job(id, true);
+  } catch (const std::exception& e) {
+    spdlog::warn("{}: reading it: {}", job_label(id), e.what());
+  }
+  if (!fresh || !needs_a_supervisor(*fresh)) {
+    try {
+      job_store->release_lease(id, options.owner);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: letting its lease go: {}", job_label(id), e.what());
+    }
+    return;
+  }
   {
     const std::lock_guard lock(leases_mutex);
     held.insert(id);
   }
   Driven& d = driven[id];
-  d.job = std::move(row);
+  d.job = *fresh;
+  d.job.config_yaml.clear();
   d.attempts = job_store->attempts(id);
   try {
-    auto config = recorded_config(job_store->get_job(id, true));
+    auto config = recorded_config(*fresh);
     if (const auto missing = expand_recorded_environment(id, config); !missing.empty()) {
       throw Error("the environment variable " + missing.front() +
                   ", which it reads with ${oc.env:...}, was not set at create and is not set for the supervisor");

@@ -81,7 +81,7 @@ private:
   // Reads the jobs to drive: adopts new ones, refreshes changed ones, marks vanished ones to drop.
   void read_jobs();
   // Takes the job's lease (unless another supervisor holds a live one) and starts driving it.
-  void adopt(domain::JobRecord row);
+  void adopt(const domain::JobRecord& row);
   // Whether the worker is unfinished (so that whoever drives it drives its task too).
   bool worker_is_live(std::int64_t worker_id);
   // Renews every held lease a quarter of its life apart, on its own connection; tells the loop of leases lost.
