@@ -170,10 +170,19 @@ TEST(SystolicCommandLine, DefaultsAreTheDocumentedOnes) {
 }
 
 TEST(SystolicCommandLine, EveryOptionIsRead) {
-  const auto parsed = parse({"--steps",      "7",  "--dim",  "12",   "--array",        "5",  "--batch",     "3",
-                             "--seed",       "99", "--lr",   "0.25", "--momentum",     "0",  "--ckpt-dir",  "/b/ckpt",
-                             "--ckpt-every", "2",  "--keep", "4",    "--step-time-ms", "15", "--worker-id", "6",
-                             "--selftest",   "--no-save-on-stop"});
+  const auto parsed = parse({"--steps",        "7",
+                             "--dim",          "12",
+                             "--array",        "5",
+                             "--batch",        "3",
+                             "--seed",         "99",
+                             "--lr",           "0.25",
+                             "--momentum",     "0",
+                             "--ckpt-dir",     "/b/ckpt",
+                             "--ckpt-every",   "2",
+                             "--keep",         "4",
+                             "--step-time-ms", "15",
+                             "--worker-id",    "6",
+                             "--selftest",     "--no-save-on-stop"});
   ASSERT_TRUE(parsed.options) << parsed.message;
   const auto& o = *parsed.options;
   EXPECT_EQ(o.steps, 7U);
