@@ -73,9 +73,8 @@ TEST(StoreChanges, AListingAndItsCursorComeFromOneSnapshot) {
   store.create_jobs({make_job("a"), make_job("b")});
   std::vector<std::int64_t> listed;
   JobFilter filter;
-  const auto cursor = store.for_each_job_with_cursor(filter, [&](const domain::JobRecord& job) {
-    listed.push_back(job.id);
-  });
+  const auto cursor =
+      store.for_each_job_with_cursor(filter, [&](const domain::JobRecord& job) { listed.push_back(job.id); });
   EXPECT_EQ(listed.size(), 2U);
   EXPECT_EQ(cursor, store.change_cursor());
   EXPECT_TRUE(store.job_changes(cursor).jobs.empty());
