@@ -11,8 +11,6 @@
 
 namespace jobman::cli {
 
-const DashboardServer& dashboard_server(); // dashboard.cpp
-
 namespace {
 
 struct UiOptions {

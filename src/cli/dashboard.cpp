@@ -97,13 +97,10 @@ std::string param(const DashboardRequest& request, const std::string& name) {
   return it == request.params.end() ? std::string() : it->second;
 }
 
-std::optional<std::int64_t> integer_param(const DashboardRequest& request, const std::string& name) {
-  const std::string text = param(request, name);
-  if (text.empty() || text.size() > 18 ||
-      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return std::nullopt;
-  }
-  return std::stoll(text);
+// A parameter that must be a whole number of at least 0 (a change number, a worker); nullopt otherwise.
+std::optional<std::int64_t> count_param(const DashboardRequest& request, const std::string& name) {
+  const auto value = util::parse_int(param(request, name));
+  return value && *value >= 0 ? std::optional<std::int64_t>(*value) : std::nullopt;
 }
 
 std::string badge(const domain::JobRecord& job) {
@@ -358,7 +355,7 @@ DashboardAnswer Dashboard::page() {
 }
 
 DashboardAnswer Dashboard::changes(const DashboardRequest& request) {
-  const auto after = integer_param(request, "after");
+  const auto after = count_param(request, "after");
   if (!after) {
     return error_answer(400, "after: a change number is required");
   }
@@ -376,7 +373,7 @@ DashboardAnswer Dashboard::changes(const DashboardRequest& request) {
 }
 
 DashboardAnswer Dashboard::job_panel(const DashboardRequest& request) {
-  const auto id = integer_param(request, "id");
+  const auto id = util::parse_job_id(param(request, "id"));
   if (!id) {
     return error_answer(400, "id: a job id is required");
   }
@@ -418,7 +415,7 @@ DashboardAnswer Dashboard::job_panel(const DashboardRequest& request) {
 
   // The log: one worker's output (or its setup's) of the current attempt, its end only.
   const int hosts = std::max(job.hosts, 1);
-  const int worker = static_cast<int>(std::min<std::int64_t>(integer_param(request, "worker").value_or(0), hosts - 1));
+  const int worker = static_cast<int>(std::min<std::int64_t>(count_param(request, "worker").value_or(0), hosts - 1));
   const bool setup = param(request, "log") == "setup";
   json log = {{"worker", worker}, {"workers", hosts}, {"kind", setup ? "setup" : "output"}, {"text", ""}, {"note", ""}};
   if (job.attempt > 0) {
@@ -477,7 +474,6 @@ void set_dashboard_server(DashboardServer server) {
   registered_server() = std::move(server);
 }
 
-// The server jobman-ui registered, or none (cmd_ui.cpp).
 const DashboardServer& dashboard_server() {
   return registered_server();
 }

@@ -92,20 +92,8 @@ public:
     });
     for (std::size_t k = 0; k < jobs.size(); ++k) {
       auto& job = jobs[k];
-      std::vector<core::TaskSpan> tasks;
-      if (job.kind == domain::JobKind::worker) {
-        for (const auto& a : store_.attempts_on_worker(job.id)) {
-          tasks.push_back({a.started_ms, a.ended_ms});
-        }
-      }
-      core::AccountInput input;
-      input.job = &job;
-      input.events = &phases_[k];
-      input.attempts = &attempts_[k];
-      input.tasks = &tasks;
-      input.now_ms = report_.now_ms;
       ReportRow row;
-      row.account = core::account(input);
+      row.account = account_of(store_, job, phases_[k], attempts_[k], report_.now_ms);
       row.cost = cost_of(row.account, prices_);
       add_to_totals(report_, task_ms_, job, row, attempts_[k], prices_);
       ++report_.jobs;

@@ -69,5 +69,7 @@ std::string new_dashboard_token();
 // it listens; returns the exit code. jobman-ui registers its server here; without one, `jobman ui` runs jobman-ui.
 using DashboardServer = std::function<int(Dashboard& dashboard, int port, std::ostream& out)>;
 void set_dashboard_server(DashboardServer server);
+// The server registered, or an empty function.
+const DashboardServer& dashboard_server();
 
 } // namespace jobman::cli
