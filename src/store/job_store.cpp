@@ -196,6 +196,8 @@ JobStore JobStore::open(const std::filesystem::path& path) {
     return JobStore(std::move(reader));
   }
   migrate(impl->db);
+  // The schema is parsed on a connection's first statement; here, rather than inside its first write transaction.
+  (void)impl->db.query_int("SELECT count(*) FROM sqlite_schema");
   return JobStore(std::move(impl));
 }
 
@@ -223,12 +225,15 @@ JobStore::create_jobs(const std::vector<NewJob>& jobs,
   }
   ids.reserve(jobs.size());
   const std::int64_t now = util::now_ms();
-  Transaction transaction(impl_->db);
   auto insert = impl_->statements.get(
       "INSERT INTO jobs (name, user, accelerator, zone, pricing, tpu_name, hosts, phase, desired, phase_reason, "
       "created_ms, updated_ms, phase_since_ms, config_path, sweep_label, kind, priority, max_failures) "
       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'PENDING', 'run', ?11, ?8, ?8, ?8, ?9, ?10, ?12, ?13, ?14)");
   auto insert_config = impl_->statements.get("INSERT INTO job_configs (job_id, config_yaml) VALUES (?1, ?2)");
+  // Compiled before the write lock is taken: in a fresh process that is most of the work, and every other writer
+  // would wait for it.
+  impl_->statements.get(std::string(Impl::insert_event_sql));
+  Transaction transaction(impl_->db);
   for (const NewJob& job : jobs) {
     insert->bind(1, job.name);
     insert->bind(2, job.user);

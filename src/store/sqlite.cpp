@@ -61,8 +61,58 @@ Database::Database(const std::string& path, OpenMode mode, int busy_timeout_ms) 
     db_ = nullptr;
     throw Error(path_ + ": cannot open database: " + message);
   }
-  sqlite3_busy_timeout(db_, busy_timeout_ms);
+  if (mode == OpenMode::read_write_create) {
+    log_path_ = path + "-wal";
+  }
+  busy_ = std::make_unique<BusyWait>(std::chrono::milliseconds(busy_timeout_ms), kBusyLimit);
+  sqlite3_busy_handler(db_, &Database::on_busy, this);
   sqlite3_extended_result_codes(db_, 1);
+}
+
+int Database::on_busy(void* self, int count) {
+  auto& db = *static_cast<Database*>(self);
+  const auto log = db.log_path_.empty() ? BusyWait::LogStamp{} : log_stamp(db.log_path_);
+  const auto pause = db.busy_->next(count, BusyWait::Clock::now(), log);
+  if (!pause) {
+    return 0;
+  }
+  std::this_thread::sleep_for(*pause);
+  return 1;
+}
+
+BusyWait::BusyWait(std::chrono::milliseconds patience, std::chrono::milliseconds limit)
+    : patience_(patience), limit_(limit), jitter_(static_cast<std::uint32_t>(::getpid()) * 2654435761U ^
+                                                  static_cast<std::uint32_t>(Clock::now().time_since_epoch().count())) {
+}
+
+std::optional<std::chrono::milliseconds> BusyWait::next(int count, Clock::time_point now, const LogStamp& log) {
+  if (count == 0) {
+    started_ = now;
+    last_move_ = now;
+    log_ = log;
+  } else if (log != log_) {
+    log_ = log;
+    last_move_ = now;
+  }
+  if (now - last_move_ >= patience_ || now - started_ >= limit_) {
+    return std::nullopt;
+  }
+  // Quick retries first (a writer holds the lock for a millisecond or so), then 10-40 ms apart at random, so that the
+  // waiters neither sleep in step nor leave the lock idle for long after it is let go.
+  if (count < 5) {
+    return std::chrono::milliseconds(1 << count);
+  }
+  jitter_ = jitter_ * 1664525U + 1013904223U;
+  return std::chrono::milliseconds(10 + (jitter_ >> 16) % 31);
+}
+
+BusyWait::LogStamp log_stamp(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return {};
+  }
+  return {static_cast<std::int64_t>(st.st_size),
+          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
 }
 
 Database::~Database() {

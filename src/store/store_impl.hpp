@@ -31,7 +31,8 @@ namespace detail {
 using sqlite::Database;
 using sqlite::Statement;
 
-// Long enough for 32 processes creating jobs at once; a writer holds the lock for well under a millisecond.
+// How long a connection waits for a lock while nobody commits (sqlite::BusyWait): a writer holds the lock for about a
+// millisecond, so ten seconds without a single commit means a writer hung.
 constexpr int busy_timeout_ms = 10'000;
 
 // The columns of JobRecord in the order read_job expects; config_yaml (from job_configs) is appended only when
@@ -192,10 +193,12 @@ struct JobStore::Impl {
   }
 
   // Appends an event; false when the job does not exist.
+  static constexpr std::string_view insert_event_sql =
+      "INSERT INTO events (job_id, ts_ms, kind, from_phase, to_phase, message, data_json) "
+      "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1)";
   bool insert_event(std::int64_t job_id, std::int64_t ts_ms, std::string_view kind, std::optional<Phase> from,
                     std::optional<Phase> to, std::string_view message, std::string_view data_json) {
-    auto insert = statements.get("INSERT INTO events (job_id, ts_ms, kind, from_phase, to_phase, message, data_json) "
-                                 "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1)");
+    auto insert = statements.get(std::string(insert_event_sql));
     insert->bind(1, job_id);
     insert->bind(2, ts_ms);
     insert->bind(3, kind);

@@ -13,6 +13,7 @@
 #include <barrier>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <set>
 #include <sys/stat.h>
@@ -616,6 +617,96 @@ TEST(SqliteWrapper, StatementsBindAndReadEveryType) {
   EXPECT_EQ(query.column_optional_int64(3), 7);
   EXPECT_EQ(query.column_text(4), "literal");
   EXPECT_FALSE(query.step());
+}
+
+TEST(SqliteBusyWait, WaitsWhileTheLogMovesAndGivesUpAfterThePatienceWithoutAMove) {
+  using namespace std::chrono_literals;
+  sqlite::BusyWait wait(1000ms, 5000ms);
+  const auto t0 = sqlite::BusyWait::Clock::time_point{} + 1h;
+  const sqlite::BusyWait::LogStamp still{4096, 1};
+  ASSERT_TRUE(wait.next(0, t0, still));
+  // Quick retries first, then pauses of 10 to 40 ms.
+  EXPECT_EQ(*wait.next(1, t0, still), 2ms);
+  const auto pause = wait.next(7, t0 + 100ms, still);
+  ASSERT_TRUE(pause);
+  EXPECT_GE(*pause, 10ms);
+  EXPECT_LE(*pause, 40ms);
+  // A commit by someone at 900 ms: the patience counts from there.
+  EXPECT_TRUE(wait.next(8, t0 + 900ms, sqlite::BusyWait::LogStamp{8192, 2}));
+  EXPECT_TRUE(wait.next(9, t0 + 1800ms, sqlite::BusyWait::LogStamp{8192, 2}));
+  EXPECT_FALSE(wait.next(10, t0 + 1900ms, sqlite::BusyWait::LogStamp{8192, 2}));
+}
+
+TEST(SqliteBusyWait, GivesUpAtTheLimitHoweverMuchTheLogMoves) {
+  using namespace std::chrono_literals;
+  sqlite::BusyWait wait(1000ms, 5000ms);
+  const auto t0 = sqlite::BusyWait::Clock::time_point{} + 1h;
+  std::int64_t commits = 0;
+  ASSERT_TRUE(wait.next(0, t0, sqlite::BusyWait::LogStamp{0, commits}));
+  int count = 1;
+  for (auto t = t0 + 500ms; t < t0 + 5000ms; t += 500ms) {
+    EXPECT_TRUE(wait.next(count++, t, sqlite::BusyWait::LogStamp{0, ++commits}));
+  }
+  EXPECT_FALSE(wait.next(count, t0 + 5000ms, sqlite::BusyWait::LogStamp{0, ++commits}));
+  // A new wait starts afresh.
+  EXPECT_TRUE(wait.next(0, t0 + 6000ms, sqlite::BusyWait::LogStamp{0, commits}));
+}
+
+// Two connections to one file: `holder` keeps the write lock for `hold`, touching the write-ahead log every `touch`
+// (0: never) as a stream of other writers' commits would; the other connection, patience 300 ms, tries to write.
+// Returns how long the attempt took and whether it succeeded.
+std::pair<std::chrono::milliseconds, bool> write_behind_holder(std::chrono::milliseconds hold,
+                                                               std::chrono::milliseconds touch) {
+  test::TempDir tmp;
+  const auto path = (tmp / "busy.db").string();
+  Database holder(path, OpenMode::read_write_create, 300);
+  holder.enable_wal(1000);
+  holder.execute("CREATE TABLE t (x INTEGER)");
+  Database waiter(path, OpenMode::read_write_create, 300);
+  waiter.enable_wal(1000);
+  std::atomic<bool> held = false;
+  std::jthread holding([&] {
+    sqlite::Transaction transaction(holder);
+    holder.execute("INSERT INTO t VALUES (1)");
+    held = true;
+    const auto until = std::chrono::steady_clock::now() + hold;
+    while (std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(touch.count() > 0 ? touch : hold);
+      if (touch.count() > 0) {
+        ::utimensat(AT_FDCWD, (path + "-wal").c_str(), nullptr, 0);
+      }
+    }
+    transaction.commit();
+  });
+  while (!held) {
+    std::this_thread::yield();
+  }
+  const auto started = std::chrono::steady_clock::now();
+  bool wrote = true;
+  try {
+    sqlite::Transaction transaction(waiter);
+    waiter.execute("INSERT INTO t VALUES (2)");
+    transaction.commit();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("database is locked"), std::string::npos) << e.what();
+    wrote = false;
+  }
+  return {std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started), wrote};
+}
+
+TEST(SqliteBusyWait, AWriterWaitsPastItsPatienceWhileTheStoreMoves) {
+  using namespace std::chrono_literals;
+  const auto [waited, wrote] = write_behind_holder(1500ms, 50ms);
+  EXPECT_TRUE(wrote) << "gave up after " << waited.count() << " ms although the log moved every 50 ms";
+  EXPECT_GE(waited, 1000ms);
+}
+
+TEST(SqliteBusyWait, AWriterGivesUpAfterItsPatienceWhenNothingMoves) {
+  using namespace std::chrono_literals;
+  const auto [waited, wrote] = write_behind_holder(1500ms, 0ms);
+  EXPECT_FALSE(wrote) << "wrote after " << waited.count() << " ms behind a holder that never let go";
+  EXPECT_GE(waited, 300ms);
+  EXPECT_LT(waited, 1500ms);
 }
 
 } // namespace

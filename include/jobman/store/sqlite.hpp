@@ -1,6 +1,7 @@
 // Small RAII wrappers over the SQLite C API: connection, prepared statements, a statement cache, transactions.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -26,10 +27,43 @@ inline constexpr std::string_view kDiskFull =
 // no journal), which is sound because nothing can write there.
 enum class OpenMode { read_write_create, in_memory, read_only };
 
+// How long a connection waits for a lock another connection holds. SQLite's own busy timeout gives up after a fixed
+// time however busy the store is: 64 processes queued for the write lock on a loaded machine then fail one after
+// another while every one of them is being served. This waits for as long as the store moves (the write-ahead log
+// changes: someone commits) and gives up after `patience` with no commit by anyone, which is what a writer that hung
+// looks like, or after `limit` in all.
+class BusyWait {
+public:
+  // What changes whenever a connection commits: the write-ahead log's size and modification time.
+  struct LogStamp {
+    std::int64_t size = -1;
+    std::int64_t mtime_ns = 0;
+    friend bool operator==(const LogStamp&, const LogStamp&) = default;
+  };
+  using Clock = std::chrono::steady_clock;
+
+  BusyWait(std::chrono::milliseconds patience, std::chrono::milliseconds limit);
+  // For the `count`-th time in a row (0 first) the lock was busy, at `now`, with the log at `log`: how long to sleep
+  // before trying again, or nothing to give up.
+  std::optional<std::chrono::milliseconds> next(int count, Clock::time_point now, const LogStamp& log);
+
+private:
+  std::chrono::milliseconds patience_;
+  std::chrono::milliseconds limit_;
+  Clock::time_point started_;
+  Clock::time_point last_move_;
+  LogStamp log_;
+  std::uint32_t jitter_;
+};
+
+// The stamp of the file at `path` (size -1 when it does not exist).
+BusyWait::LogStamp log_stamp(const std::string& path);
+
 // One SQLite connection; closed in the destructor. Errors become jobman::Error naming the database.
 class Database {
 public:
-  // Opens `path` (or an in-memory database) and sets the busy timeout before anything else.
+  // Opens `path` (or an in-memory database) and sets its BusyWait (patience `busy_timeout_ms`, at most
+  // kBusyLimit in all) before anything else.
   Database(const std::string& path, OpenMode mode, int busy_timeout_ms);
   ~Database();
   Database(const Database&) = delete;
@@ -59,11 +93,18 @@ public:
   // Why a write to a read-only connection fails, said instead of SQLite's "attempt to write a readonly database".
   void set_read_only_reason(std::string reason) { read_only_reason_ = std::move(reason); }
 
+  // The longest a connection waits for a lock, however much the store moves meanwhile.
+  static constexpr std::chrono::milliseconds kBusyLimit{120'000};
+
 private:
   // SQLite's message for `rc`, with what a user can do about a read-only store or a full disk.
   [[nodiscard]] std::string explain(int rc, const std::string& message) const;
+  // SQLite's busy handler: sleeps as BusyWait says, or returns 0 to give up.
+  static int on_busy(void* self, int count);
 
   std::string path_;
+  std::string log_path_; // The write-ahead log, whose changes tell a waiting connection the store moves.
+  std::unique_ptr<BusyWait> busy_;
   std::string read_only_reason_ = "the store is read-only: JOBMAN_HOME must be writable to change anything";
   sqlite3* db_ = nullptr;
 };
