@@ -9,11 +9,11 @@ JOBMAN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBMAN_PACKAGES=(
   g++ cmake ninja-build pkg-config
   libcurl4-openssl-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev libspdlog-dev
-  libyaml-cpp-dev libcpp-httplib-dev libssl-dev libgtest-dev libgmock-dev
+  libyaml-cpp-dev libcpp-httplib-dev libssl-dev libgtest-dev libgmock-dev libpq-dev
   clang-format clang-tidy
   zsh fish curl python3
   python3-googleapi python3-google-auth python3-google-auth-httplib2 python3-httplib2 nodejs
-  python3-aiosmtpd chromium
+  python3-aiosmtpd chromium postgresql
 )
 
 # Progress for people, with the time of day, so that a CI log shows where its minutes went.

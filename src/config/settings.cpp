@@ -42,6 +42,7 @@ const std::vector<Key>& keys() {
       {"mock_time_scale", "JOBMAN_MOCK_TIME_SCALE"},
       {"autostart", "JOBMAN_AUTOSTART"},
       {"brevo_endpoint", "JOBMAN_BREVO_ENDPOINT"},
+      {"store", "JOBMAN_STORE"},
   };
   return table;
 }
@@ -92,6 +93,13 @@ std::map<std::string, Given> read_file_settings(const std::string& path, std::ve
 }
 
 } // namespace
+
+std::string store_location(const Settings& settings) {
+  if (!settings.store.empty()) {
+    return settings.store;
+  }
+  return (util::jobman_home() / "jobman.db").string();
+}
 
 std::string settings_path() {
   return (util::jobman_config_dir() / "settings.yaml").string();
@@ -162,6 +170,18 @@ Settings load_settings() {
       } else {
         settings.brevo_endpoint = text;
       }
+    } else if (key == "store") {
+      if (text.empty()) {
+        report(g, key, "must name a SQLite file or a postgresql:// URL");
+      } else if (text.find("://") != std::string::npos && !util::is_postgres_url(text)) {
+        report(g, key, "'" + util::without_password(text) + "' is neither a file nor a postgresql:// URL",
+               "write postgresql://USER@HOST/DATABASE, or a path to a SQLite file");
+      } else if (!util::is_postgres_url(text) && !text.starts_with("/") && !text.starts_with("~/")) {
+        report(g, key, "'" + text + "' is a relative path",
+               "the supervisor runs elsewhere: write an absolute path, ~/..., or a postgresql:// URL");
+      } else {
+        settings.store = util::is_postgres_url(text) ? text : util::expand_user(text).string();
+      }
     } else if (key == "autostart") {
       if (text == "true" || text == "yes" || text == "on" || text == "1") {
         settings.autostart = true;
@@ -200,6 +220,7 @@ Settings load_settings() {
       {"mock_time_scale", format_scale(settings.mock_time_scale)},
       {"autostart", settings.autostart ? "true" : "false"},
       {"brevo_endpoint", settings.brevo_endpoint},
+      {"store", util::without_password(store_location(settings))},
   };
   for (const auto& key : keys()) {
     const auto origin = origins.find(key.name);

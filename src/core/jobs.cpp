@@ -1,6 +1,7 @@
 #include "jobman/core/jobs.hpp"
 
 #include "jobman/config/loader.hpp"
+#include "jobman/config/settings.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -16,12 +17,12 @@ namespace jobman::core {
 using domain::DesiredState;
 using domain::Phase;
 
-std::filesystem::path store_path() {
-  return util::jobman_home() / "jobman.db";
+std::string store_location() {
+  return config::store_location(config::load_settings());
 }
 
 store::JobStore open_store() {
-  return store::JobStore::open(store_path());
+  return store::JobStore::open_location(store_location());
 }
 
 std::filesystem::path job_directory(std::int64_t id) {

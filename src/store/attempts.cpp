@@ -11,7 +11,7 @@ namespace jobman::store {
 using detail::read_job;
 using detail::select_jobs;
 using detail::throw_no_such_job;
-using sqlite::Transaction;
+using sql::Transaction;
 
 AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
                                       const std::string& zone, bool create_pending) {

@@ -10,14 +10,14 @@
 namespace jobman::store {
 
 using domain::BadHardwareRecord;
-using sqlite::Transaction;
+using sql::Transaction;
 
 namespace {
 
 constexpr std::string_view finding_columns =
     "id, ts_ms, job_id, attempt, zone, accelerator, node, worker, physical_host, signal, detail";
 
-BadHardwareRecord read_finding(const sqlite::Statement& row) {
+BadHardwareRecord read_finding(const sql::Statement& row) {
   BadHardwareRecord f;
   f.id = row.column_int64(0);
   f.ts_ms = row.column_int64(1);

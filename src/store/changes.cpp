@@ -24,7 +24,7 @@ std::string queries::job_changes_sql() {
 
 std::int64_t JobStore::for_each_job_with_cursor(const JobFilter& filter,
                                                 const std::function<void(const JobRecord&)>& fn) const {
-  sqlite::ReadTransaction snapshot(impl_->db);
+  sql::ReadTransaction snapshot(impl_->db);
   const std::int64_t cursor = change_cursor();
   for_each_job(filter, fn);
   return cursor;

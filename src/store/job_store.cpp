@@ -1,6 +1,7 @@
 #include "jobman/store/job_store.hpp"
 
 #include "job_queries.hpp"
+#include "jobman/store/postgres.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -20,14 +21,17 @@ using detail::phase_column;
 using detail::read_job;
 using detail::select_jobs;
 using detail::throw_no_such_job;
+using sql::Transaction;
 using sqlite::Database;
-using sqlite::Transaction;
 
-int read_user_version(Database& db) {
+int read_user_version(sql::Connection& db) {
+  if (db.dialect() == sql::Dialect::postgresql) {
+    return static_cast<int>(db.query_int("SELECT version FROM jobman_schema"));
+  }
   return static_cast<int>(db.query_int("PRAGMA user_version"));
 }
 
-void refuse_unknown_version(const Database& db, int version) {
+void refuse_unknown_version(const sql::Connection& db, int version) {
   const int latest = schema::latest_version();
   if (version > latest) {
     throw Error(db.path() + " was written by a newer jobman (schema " + std::to_string(version) +
@@ -167,21 +171,21 @@ JobStore JobStore::open(const std::filesystem::path& path) {
       throw Error(dir.string() + " is on a read-only file system and holds no job store: set JOBMAN_HOME to a "
                                  "writable directory");
     }
-    auto impl = std::make_unique<Impl>(path.string(), sqlite::OpenMode::read_only);
-    configure(impl->db, false);
-    if (read_user_version(impl->db) != schema::latest_version()) {
+    auto db = std::make_unique<Database>(path.string(), sqlite::OpenMode::read_only, busy_timeout_ms);
+    configure(*db, false);
+    if (read_user_version(*db) != schema::latest_version()) {
       throw Error(path.string() + ": the store needs upgrading to schema version " +
                   std::to_string(schema::latest_version()) + ", which cannot be done on a read-only file system");
     }
-    return JobStore(std::move(impl));
+    return JobStore(std::make_unique<Impl>(std::move(db)));
   }
   if (path.has_parent_path()) {
     util::ensure_directory(path.parent_path(), 0700);
   }
   sqlite::create_private_file(path);
-  auto impl = std::make_unique<Impl>(path.string(), sqlite::OpenMode::read_write_create);
+  auto db = std::make_unique<Database>(path.string(), sqlite::OpenMode::read_write_create, busy_timeout_ms);
   try {
-    configure(impl->db, true);
+    configure(*db, true);
   } catch (const Error&) {
     // On a full disk SQLite cannot even create its shared-memory file. Reading still works from the database file
     // (the last connection to close checkpointed the log into it); every write fails saying the disk is full.
@@ -190,22 +194,74 @@ JobStore JobStore::open(const std::filesystem::path& path) {
         static_cast<std::uint64_t>(fs_info.f_bavail) * fs_info.f_frsize >= kNearlyFull) {
       throw;
     }
-    auto reader = std::make_unique<Impl>(path.string(), sqlite::OpenMode::read_only);
-    reader->db.set_read_only_reason(std::string(sqlite::kDiskFull));
-    configure(reader->db, false);
-    return JobStore(std::move(reader));
+    auto reader = std::make_unique<Database>(path.string(), sqlite::OpenMode::read_only, busy_timeout_ms);
+    reader->set_read_only_reason(std::string(sqlite::kDiskFull));
+    configure(*reader, false);
+    return JobStore(std::make_unique<Impl>(std::move(reader)));
   }
-  migrate(impl->db);
+  migrate(*db);
   // The schema is parsed on a connection's first statement; here, rather than inside its first write transaction.
-  (void)impl->db.query_int("SELECT count(*) FROM sqlite_schema");
-  return JobStore(std::move(impl));
+  (void)db->query_int("SELECT count(*) FROM sqlite_schema");
+  return JobStore(std::make_unique<Impl>(std::move(db)));
+}
+
+namespace {
+
+// A new PostgreSQL store gets the latest schema at once (schema::postgres_baseline); later versions will add their
+// steps in both dialects. Run under the store's write lock, so that processes opening a new store together create it
+// once between them.
+void migrate_postgres(postgres::Connection& db) {
+  sql::Transaction transaction(db);
+  const bool created = db.query_int("SELECT count(*) FROM information_schema.tables WHERE table_schema = "
+                                    "current_schema() AND table_name = 'jobman_schema'") > 0;
+  const int version = created ? read_user_version(db) : 0;
+  refuse_unknown_version(db, version);
+  if (version == 0) {
+    try {
+      db.execute(std::string(schema::postgres_baseline()));
+    } catch (const Error& e) {
+      throw Error("cannot create the store's tables in " + db.path() + ": " + e.what());
+    }
+    db.execute("CREATE TABLE jobman_schema (version BIGINT NOT NULL); INSERT INTO jobman_schema VALUES (" +
+               std::to_string(schema::latest_version()) + ")");
+  } else if (version < schema::latest_version()) {
+    throw Error(db.path() + " has schema " + std::to_string(version) + ", and this jobman has no step from it to " +
+                std::to_string(schema::latest_version()) + " on PostgreSQL");
+  }
+  transaction.commit();
+}
+
+} // namespace
+
+JobStore JobStore::open_postgres(const std::string& url) {
+  auto db = std::make_unique<postgres::Connection>(url);
+  migrate_postgres(*db);
+  return JobStore(std::make_unique<Impl>(std::move(db)));
+}
+
+JobStore JobStore::open_location(const std::string& location) {
+  if (util::is_postgres_url(location)) {
+    return open_postgres(location);
+  }
+  return open(location);
+}
+
+bool JobStore::on_postgres() const {
+  return impl_->db.dialect() == sql::Dialect::postgresql;
+}
+
+std::int64_t JobStore::clock_ms() const {
+  if (auto* server = dynamic_cast<postgres::Connection*>(&impl_->db)) {
+    return server->server_now_ms();
+  }
+  return util::now_ms();
 }
 
 JobStore JobStore::open_in_memory() {
-  auto impl = std::make_unique<Impl>(":memory:", sqlite::OpenMode::in_memory);
-  configure(impl->db, false);
-  migrate(impl->db);
-  return JobStore(std::move(impl));
+  auto db = std::make_unique<Database>(":memory:", sqlite::OpenMode::in_memory, busy_timeout_ms);
+  configure(*db, false);
+  migrate(*db);
+  return JobStore(std::make_unique<Impl>(std::move(db)));
 }
 
 int JobStore::current_schema_version() {
@@ -375,8 +431,8 @@ bool JobStore::transition(std::int64_t id, std::optional<Phase> expected, const 
         "host0_ip = COALESCE(?7, host0_ip), exit_code = COALESCE(?8, exit_code), "
         "preemptions = preemptions + ?9, failures = failures + ?10, bad_hardware = bad_hardware + ?14, "
         "cleanup_pending = COALESCE(?11, cleanup_pending), "
-        "worker_id = CASE WHEN ?12 THEN NULL ELSE worker_id END, "
-        "queue_order = CASE WHEN ?13 THEN (SELECT COALESCE(MIN(q.queue_order), 0) - 1 FROM jobs AS q "
+        "worker_id = CASE WHEN ?12 <> 0 THEN NULL ELSE worker_id END, "
+        "queue_order = CASE WHEN ?13 <> 0 THEN (SELECT COALESCE(MIN(q.queue_order), 0) - 1 FROM jobs AS q "
         "WHERE q.kind = 'task' AND q.phase = 'PENDING' AND q.desired = 'run') ELSE queue_order END "
         "WHERE id = ?1");
     update->bind(1, id);
@@ -466,6 +522,9 @@ bool JobStore::remove_job_if_present(std::int64_t id) {
 }
 
 bool JobStore::integrity_ok() const {
+  if (impl_->db.dialect() == sql::Dialect::postgresql) {
+    return true; // The server checks its own pages; there is no PRAGMA integrity_check to ask.
+  }
   return impl_->db.query_text("PRAGMA integrity_check") == "ok";
 }
 

@@ -7,7 +7,7 @@
 namespace jobman::store {
 
 using detail::throw_no_such_job;
-using sqlite::Transaction;
+using sql::Transaction;
 
 bool JobStore::try_acquire_lease(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms,
                                  std::int64_t now_ms) {

@@ -3,7 +3,7 @@
 
 namespace jobman::store {
 
-using sqlite::Transaction;
+using sql::Transaction;
 
 void JobStore::enqueue_notifications(std::int64_t job_id, int attempt, const std::string& event,
                                      const std::vector<std::pair<std::string, std::string>>& recipients,

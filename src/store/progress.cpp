@@ -3,7 +3,7 @@
 
 namespace jobman::store {
 
-using sqlite::Transaction;
+using sql::Transaction;
 
 void JobStore::record_progress(const std::vector<ProgressUpdate>& updates) {
   if (updates.empty()) {

@@ -10,7 +10,7 @@
 
 namespace jobman::store {
 
-using sqlite::Transaction;
+using sql::Transaction;
 
 namespace {
 
@@ -110,7 +110,7 @@ std::string task_places_sql() {
 } // namespace queries
 
 TaskBoard JobStore::task_board(std::size_t head, std::int64_t now_ms) const {
-  const sqlite::ReadTransaction snapshot(impl_->db); // The places, the head and the rows shown agree.
+  const sql::ReadTransaction snapshot(impl_->db); // The places, the head and the rows shown agree.
   std::set<std::int64_t> first;
   {
     auto query = impl_->statements.get(queries::queue_head_sql());

@@ -10,7 +10,7 @@ namespace jobman::store {
 
 using detail::throw_no_such_job;
 using domain::RivalRecord;
-using sqlite::Transaction;
+using sql::Transaction;
 
 AttemptRecord JobStore::begin_race(std::int64_t job_id, const Placement& where, const std::vector<Placement>& rivals) {
   const std::int64_t now = util::now_ms();

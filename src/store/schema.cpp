@@ -298,7 +298,19 @@ BEGIN
 END;
 )sql";
 
-constexpr std::array<Migration, 15> all{{
+// Version 16: a removal is numbered before its row goes. Numbered after (version 15), the removal of the job holding
+// the highest change number took a number at or below that job's own, behind a watcher's cursor: the watcher never
+// heard of it, and the store's cursor went backwards.
+constexpr std::string_view v16 = R"sql(
+DROP TRIGGER jobs_changed_on_delete;
+CREATE TRIGGER jobs_changed_on_delete BEFORE DELETE ON jobs
+BEGIN
+  INSERT INTO job_removals(seq, job_id) VALUES ((SELECT seq FROM next_change), OLD.id);
+  DELETE FROM job_removals WHERE n <= (SELECT MAX(n) FROM job_removals) - 10000;
+END;
+)sql";
+
+constexpr std::array<Migration, 16> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -314,6 +326,7 @@ constexpr std::array<Migration, 15> all{{
     {13, "record the queued resources raced for an attempt (first-ready)", v13},
     {14, "record training progress and index phase changes", v14},
     {15, "number every change of a job for watchers", v15},
+    {16, "number a job's removal above its last change", v16},
 }};
 
 } // namespace

@@ -19,6 +19,9 @@ std::span<const Migration> migrations();
 // The version a fully migrated database has.
 int latest_version();
 
+// The DDL of a new PostgreSQL store at latest_version(), equivalent to every SQLite migration applied.
+std::string_view postgres_baseline();
+
 // The DDL of version 1 exactly as the first release ran it (tests build old databases with it).
 std::string_view v1_sql();
 

@@ -184,23 +184,7 @@ void Database::execute(const std::string& sql) {
   }
 }
 
-std::int64_t Database::query_int(const std::string& sql) {
-  Statement statement(*this, sql);
-  if (!statement.step()) {
-    fail("no result from \"" + sql + "\"", SQLITE_ERROR);
-  }
-  return statement.column_int64(0);
-}
-
-std::string Database::query_text(const std::string& sql) {
-  Statement statement(*this, sql);
-  if (!statement.step()) {
-    fail("no result from \"" + sql + "\"", SQLITE_ERROR);
-  }
-  return statement.column_text(0);
-}
-
-std::int64_t Database::last_insert_rowid() const {
+std::int64_t Database::last_insert_rowid() {
   return sqlite3_last_insert_rowid(db_);
 }
 
@@ -241,22 +225,6 @@ void Statement::bind_null(int index) {
   }
 }
 
-void Statement::bind(int index, const std::optional<std::int64_t>& value) {
-  if (value) {
-    bind(index, *value);
-  } else {
-    bind_null(index);
-  }
-}
-
-void Statement::bind(int index, const std::optional<int>& value) {
-  if (value) {
-    bind(index, static_cast<std::int64_t>(*value));
-  } else {
-    bind_null(index);
-  }
-}
-
 int Statement::parameter_index(const char* name) const {
   return sqlite3_bind_parameter_index(stmt_, name);
 }
@@ -274,11 +242,6 @@ bool Statement::step() {
   db_->fail("cannot run \"" + std::string(sqlite3_sql(stmt_)).substr(0, 60) + "\"", rc);
 }
 
-void Statement::run() {
-  while (step()) {
-  }
-}
-
 void Statement::reset() {
   sqlite3_reset(stmt_);
   sqlite3_clear_bindings(stmt_);
@@ -292,14 +255,6 @@ std::int64_t Statement::column_int64(int column) const {
   return sqlite3_column_int64(stmt_, column);
 }
 
-int Statement::column_int(int column) const {
-  return sqlite3_column_int(stmt_, column);
-}
-
-std::string Statement::column_text(int column) const {
-  return std::string(column_text_view(column));
-}
-
 std::string_view Statement::column_text_view(int column) const {
   const auto* text = sqlite3_column_text(stmt_, column);
   if (text == nullptr) {
@@ -308,75 +263,30 @@ std::string_view Statement::column_text_view(int column) const {
   return {reinterpret_cast<const char*>(text), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column))};
 }
 
-std::optional<std::int64_t> Statement::column_optional_int64(int column) const {
-  if (is_null(column)) {
-    return std::nullopt;
-  }
-  return column_int64(column);
+std::unique_ptr<sql::Statement> Database::prepare(std::string_view sql, bool persistent) {
+  return std::make_unique<Statement>(*this, sql, persistent);
 }
 
-std::optional<int> Statement::column_optional_int(int column) const {
-  if (is_null(column)) {
-    return std::nullopt;
-  }
-  return column_int(column);
+void Database::begin_write() {
+  execute("BEGIN IMMEDIATE");
 }
 
-StatementCache::Handle::Handle(Statement* statement, bool* in_use, std::unique_ptr<Statement> owned)
-    : statement_(statement), in_use_(in_use), owned_(std::move(owned)) {}
-
-StatementCache::Handle::~Handle() {
-  statement_->reset();
-  if (in_use_ != nullptr) {
-    *in_use_ = false;
-  }
+void Database::commit() {
+  execute("COMMIT");
 }
 
-StatementCache::Handle StatementCache::get(const std::string& sql) {
-  auto [it, inserted] = entries_.try_emplace(sql);
-  Entry& entry = it->second;
-  if (inserted) {
-    try {
-      entry.statement = std::make_unique<Statement>(*db_, sql, true);
-    } catch (...) {
-      entries_.erase(it);
-      throw;
-    }
-  }
-  if (entry.in_use) {
-    // Someone up the stack is still stepping the cached one (a callback calling back into the store).
-    auto fresh = std::make_unique<Statement>(*db_, sql);
-    Statement* raw = fresh.get();
-    return Handle(raw, nullptr, std::move(fresh));
-  }
-  entry.in_use = true;
-  return Handle(entry.statement.get(), &entry.in_use, nullptr);
+void Database::rollback() noexcept {
+  // Nothing useful can be done about a failed rollback; SQLite rolls back on close anyway.
+  sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
 }
 
-Transaction::Transaction(Database& db) : db_(&db) {
-  db.execute("BEGIN IMMEDIATE");
-  open_ = true;
+void Database::begin_read() {
+  execute("BEGIN");
 }
 
-Transaction::~Transaction() {
-  if (open_) {
-    // Nothing useful can be done about a failed rollback here; SQLite rolls back on close anyway.
-    sqlite3_exec(db_->handle(), "ROLLBACK", nullptr, nullptr, nullptr);
-  }
-}
-
-void Transaction::commit() {
-  db_->execute("COMMIT");
-  open_ = false;
-}
-
-ReadTransaction::ReadTransaction(Database& db) : db_(&db) {
-  db.execute("BEGIN");
-}
-
-ReadTransaction::~ReadTransaction() {
+void Database::end_read() noexcept {
   // A read-only transaction has nothing to lose; ending it fails only if it already ended.
-  sqlite3_exec(db_->handle(), "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
 }
 
 } // namespace jobman::store::sqlite

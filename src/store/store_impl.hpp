@@ -28,8 +28,8 @@ using domain::Placement;
 
 namespace detail {
 
-using sqlite::Database;
-using sqlite::Statement;
+using Database = sql::Connection;
+using Statement = sql::Statement;
 
 // How long a connection waits for a lock while nobody commits (sqlite::BusyWait): a writer holds the lock for about a
 // millisecond, so ten seconds without a single commit means a writer hung.
@@ -176,10 +176,12 @@ inline EventRecord read_event(const Database& db, const Statement& row) {
 
 // The connection and its prepared statements.
 struct JobStore::Impl {
-  Impl(const std::string& path, sqlite::OpenMode mode) : db(path, mode, detail::busy_timeout_ms), statements(db) {}
+  explicit Impl(std::unique_ptr<sql::Connection> opened)
+      : connection(std::move(opened)), db(*connection), statements(db) {}
 
-  sqlite::Database db;
-  sqlite::StatementCache statements; // After db: finalized before the connection closes.
+  std::unique_ptr<sql::Connection> connection;
+  sql::Connection& db;
+  sql::StatementCache statements; // After the connection: finalized before it closes.
 
   std::optional<JobRecord> find(std::int64_t id, bool with_config) {
     auto query = statements.get(detail::select_jobs(with_config) + " WHERE jobs.id = ?1");

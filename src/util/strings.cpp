@@ -338,4 +338,33 @@ std::string escape_controls(std::string_view text, LineBreaks breaks) {
   return out;
 }
 
+bool is_postgres_url(std::string_view location) {
+  return location.starts_with("postgresql://") || location.starts_with("postgres://");
+}
+
+std::string without_password(std::string_view url) {
+  std::string out(url);
+  const auto scheme = out.find("://");
+  if (scheme == std::string::npos) {
+    return out;
+  }
+  const auto authority = scheme + 3;
+  const auto end = out.find_first_of("/?", authority);
+  const auto at = out.rfind('@', end == std::string::npos ? out.size() : end);
+  if (at != std::string::npos && at > authority) {
+    const auto colon = out.find(':', authority);
+    if (colon != std::string::npos && colon < at) {
+      out.erase(colon, at - colon);
+    }
+  }
+  // A password given as a query parameter.
+  for (auto p = out.find("password="); p != std::string::npos; p = out.find("password=", p + 1)) {
+    if (p > 0 && (out[p - 1] == '?' || out[p - 1] == '&')) {
+      const auto stop = out.find('&', p);
+      out.replace(p, (stop == std::string::npos ? out.size() : stop) - p, "password=...");
+    }
+  }
+  return out;
+}
+
 } // namespace jobman::util

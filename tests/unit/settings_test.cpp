@@ -1,6 +1,7 @@
 // Per-user settings: the settings file, JOBMAN_* variables, origins and bad values.
 #include "jobman/config/settings.hpp"
 #include "jobman/util/error.hpp"
+#include "jobman/util/system.hpp"
 #include "support/temp_dir.hpp"
 
 #include <array>
@@ -12,9 +13,10 @@
 namespace jobman::config {
 namespace {
 
-constexpr std::array<const char*, 9> variables{"XDG_CONFIG_HOME",     "JOBMAN_CLOUD",           "JOBMAN_PROJECT",
-                                               "JOBMAN_ZONE",         "JOBMAN_GCLOUD",          "JOBMAN_POLL_INTERVAL",
-                                               "JOBMAN_API_ENDPOINT", "JOBMAN_MOCK_TIME_SCALE", "JOBMAN_AUTOSTART"};
+constexpr std::array<const char*, 12> variables{
+    "XDG_CONFIG_HOME",  "JOBMAN_CLOUD",          "JOBMAN_PROJECT",      "JOBMAN_ZONE",
+    "JOBMAN_GCLOUD",    "JOBMAN_POLL_INTERVAL",  "JOBMAN_API_ENDPOINT", "JOBMAN_MOCK_TIME_SCALE",
+    "JOBMAN_AUTOSTART", "JOBMAN_BREVO_ENDPOINT", "JOBMAN_STORE",        "JOBMAN_HOME"};
 
 // Points XDG_CONFIG_HOME at a fresh directory and clears JOBMAN_*; restores everything afterwards.
 class SettingsLoad : public ::testing::Test {
@@ -74,14 +76,14 @@ TEST_F(SettingsLoad, MissingFileGivesDefaults) {
   EXPECT_EQ(s.api_endpoint, "");
   EXPECT_EQ(s.mock_time_scale, 60);
   EXPECT_TRUE(s.autostart);
-  ASSERT_EQ(s.sources.size(), 9u);
+  ASSERT_EQ(s.sources.size(), 10u);
   std::vector<std::string> keys;
   for (const auto& source : s.sources) {
     keys.push_back(source.key);
     EXPECT_TRUE(source.origin.starts_with("default")) << source.key << ": " << source.origin;
   }
   EXPECT_EQ(keys, (std::vector<std::string>{"cloud", "project", "zone", "gcloud", "poll_interval", "api_endpoint",
-                                            "mock_time_scale", "autostart", "brevo_endpoint"}));
+                                            "mock_time_scale", "autostart", "brevo_endpoint", "store"}));
   EXPECT_EQ(s.sources[0].value, "mock");
   EXPECT_EQ(s.sources[4].value, "30s");
 }
@@ -118,6 +120,27 @@ TEST_F(SettingsLoad, MockTimeScaleIsANumberFromOneUp) {
       EXPECT_NE(std::string(e.what()).find("JOBMAN_MOCK_TIME_SCALE"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST_F(SettingsLoad, TheStoreIsAFileInJobmansHomeUnlessSetToAFileOrAPostgresqlUrl) {
+  ::setenv("JOBMAN_HOME", (dir_.path() / "home").c_str(), 1);
+  EXPECT_EQ(store_location(load_settings()), (dir_.path() / "home" / "jobman.db").string());
+
+  const auto path = write_settings("store: postgresql://lab:s3cret@db.lab.org/jobman?sslmode=verify-full\n");
+  const auto s = load_settings();
+  EXPECT_EQ(store_location(s), "postgresql://lab:s3cret@db.lab.org/jobman?sslmode=verify-full");
+  EXPECT_EQ(origin_of(s, "store"), path + ":1");
+  for (const auto& source : s.sources) {
+    EXPECT_EQ(source.value.find("s3cret"), std::string::npos) << "`jobman settings` shows " << source.value;
+  }
+
+  ::setenv("JOBMAN_STORE", "~/lab/jobs.db", 1);
+  EXPECT_EQ(store_location(load_settings()), (util::home_dir() / "lab" / "jobs.db").string());
+  ::setenv("JOBMAN_STORE", "jobs.db", 1);
+  EXPECT_NE(error_of().find("relative path"), std::string::npos) << error_of();
+  ::setenv("JOBMAN_STORE", "mysql://db.lab.org/jobman", 1);
+  EXPECT_NE(error_of().find("JOBMAN_STORE"), std::string::npos) << error_of();
+  EXPECT_NE(error_of().find("neither a file nor a postgresql:// URL"), std::string::npos) << error_of();
 }
 
 TEST_F(SettingsLoad, AutostartIsABoolean) {

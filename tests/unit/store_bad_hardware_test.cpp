@@ -2,6 +2,7 @@
 // rejects a new slice on a known-bad machine.
 #include "jobman/store/job_store.hpp"
 #include "support/sample_job.hpp"
+#include "support/store_backends.hpp"
 
 #include <gtest/gtest.h>
 
@@ -24,8 +25,10 @@ domain::BadHardwareRecord finding(std::int64_t job, const std::string& machine, 
   return f;
 }
 
-TEST(StoreBadHardware, AnAttemptRecordsWhenItsSliceCameUpAndOnWhichMachines) {
-  auto store = JobStore::open_in_memory();
+class StoreBadHardwareTest : public test::StoreBackendTest {};
+
+TEST_P(StoreBadHardwareTest, AnAttemptRecordsWhenItsSliceCameUpAndOnWhichMachines) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).front();
   store.begin_attempt(id, "qr", "node", "us-central2-b");
   EXPECT_FALSE(store.attempts(id).front().active_ms);
@@ -39,8 +42,8 @@ TEST(StoreBadHardware, AnAttemptRecordsWhenItsSliceCameUpAndOnWhichMachines) {
   EXPECT_TRUE(again.physical_hosts.empty());
 }
 
-TEST(StoreBadHardware, FindingsAreKeptBeyondTheirJobAndFoundByMachine) {
-  auto store = JobStore::open_in_memory();
+TEST_P(StoreBadHardwareTest, FindingsAreKeptBeyondTheirJobAndFoundByMachine) {
+  auto store = open_store();
   const auto ids = store.create_jobs({make_job("a"), make_job("b")});
   store.record_bad_hardware(finding(ids[0], "b1/s1/h1"));
   store.record_bad_hardware(finding(ids[1], "b2/s2/h2", "preflight"));
@@ -62,8 +65,8 @@ TEST(StoreBadHardware, FindingsAreKeptBeyondTheirJobAndFoundByMachine) {
   EXPECT_TRUE(store.bad_hardware_on({"b1/s1/h1"}, on[0].ts_ms + 1).empty()) << "older findings are forgotten";
 }
 
-TEST(StoreBadHardware, ABadSliceIsCountedApartFromFailuresAndPreemptions) {
-  auto store = JobStore::open_in_memory();
+TEST_P(StoreBadHardwareTest, ABadSliceIsCountedApartFromFailuresAndPreemptions) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).front();
   domain::PhaseChange change;
   change.to = domain::Phase::recovering;
@@ -76,6 +79,8 @@ TEST(StoreBadHardware, ABadSliceIsCountedApartFromFailuresAndPreemptions) {
   EXPECT_EQ(job.preemptions, 0);
   EXPECT_NE(store.events(id).back().data_json.find("\"add_bad_hardware\":1"), std::string::npos);
 }
+
+JOBMAN_STORE_BACKENDS(StoreBadHardwareTest);
 
 } // namespace
 } // namespace jobman::store

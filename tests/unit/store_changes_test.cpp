@@ -5,6 +5,7 @@
 #include "jobman/store/job_store.hpp"
 #include "jobman/store/sqlite.hpp"
 #include "support/sample_job.hpp"
+#include "support/store_backends.hpp"
 #include "support/temp_dir.hpp"
 
 #include <algorithm>
@@ -24,8 +25,10 @@ std::vector<std::int64_t> ids_of(const JobChanges& changes) {
   return ids;
 }
 
-TEST(StoreChanges, EveryWriteOfAJobIsSeenOnceByTheNextAsk) {
-  auto store = JobStore::open_in_memory();
+class StoreChangesTest : public test::StoreBackendTest {};
+
+TEST_P(StoreChangesTest, EveryWriteOfAJobIsSeenOnceByTheNextAsk) {
+  auto store = open_store();
   EXPECT_EQ(store.change_cursor(), 0);
   const auto ids = store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
   auto changes = store.job_changes(0);
@@ -68,8 +71,8 @@ TEST(StoreChanges, EveryWriteOfAJobIsSeenOnceByTheNextAsk) {
   EXPECT_EQ(ids_of(store.job_changes(changes.cursor)), std::vector<std::int64_t>{d});
 }
 
-TEST(StoreChanges, AListingAndItsCursorComeFromOneSnapshot) {
-  auto store = JobStore::open_in_memory();
+TEST_P(StoreChangesTest, AListingAndItsCursorComeFromOneSnapshot) {
+  auto store = open_store();
   store.create_jobs({make_job("a"), make_job("b")});
   std::vector<std::int64_t> listed;
   JobFilter filter;
@@ -80,8 +83,20 @@ TEST(StoreChanges, AListingAndItsCursorComeFromOneSnapshot) {
   EXPECT_TRUE(store.job_changes(cursor).jobs.empty());
 }
 
-TEST(StoreChanges, AWatcherBehindTheRemovalsKeptIsToldToReload) {
-  auto store = JobStore::open_in_memory();
+TEST_P(StoreChangesTest, RemovingTheJobChangedLastIsSeenByAWatcherWhoSawThatChange) {
+  auto store = open_store();
+  const auto ids = store.create_jobs({make_job("a"), make_job("b")});
+  store.set_desired_state(ids[1], domain::DesiredState::stop, "test");
+  const auto seen = store.change_cursor(); // The watcher has seen b's last change, the newest of all.
+  store.remove_job(ids[1]);
+  const auto later = store.job_changes(seen);
+  EXPECT_TRUE(later.complete);
+  EXPECT_EQ(later.removed, std::vector<std::int64_t>{ids[1]});
+  EXPECT_GT(later.cursor, seen) << "the cursor never goes backwards";
+}
+
+TEST_P(StoreChangesTest, AWatcherBehindTheRemovalsKeptIsToldToReload) {
+  auto store = open_store();
   std::vector<domain::NewJob> jobs(10'010, make_job("gone"));
   const auto ids = store.create_jobs(jobs);
   const auto before = store.change_cursor();
@@ -129,6 +144,8 @@ TEST(StoreChanges, AskingReadsIndexesNotTheTable) {
     raw.execute("ANALYZE");
   }
 }
+
+JOBMAN_STORE_BACKENDS(StoreChangesTest);
 
 } // namespace
 } // namespace jobman::store

@@ -2,6 +2,7 @@
 #include "jobman/util/error.hpp"
 #include "jobman/util/system.hpp"
 #include "support/sample_job.hpp"
+#include "support/store_backends.hpp"
 
 #include <algorithm>
 #include <gtest/gtest.h>
@@ -20,6 +21,11 @@ using domain::Placement;
 constexpr std::int64_t hour_ms = 3600LL * 1000;
 
 using test::make_job;
+
+class JobStoreTest : public test::StoreBackendTest {};
+class JobStoreFilterTest : public test::StoreBackendTest {};
+class JobStoreLeaseTest : public test::StoreBackendTest {};
+class JobStoreSupervisorTest : public test::StoreBackendTest {};
 
 std::vector<std::int64_t> ids_of(const std::vector<JobRecord>& jobs) {
   std::vector<std::int64_t> ids;
@@ -46,15 +52,15 @@ PhaseChange to_phase(Phase phase, const std::string& reason = "test") {
   return change;
 }
 
-TEST(JobStore, InMemoryStoreIsMigratedToTheCurrentSchema) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, InMemoryStoreIsMigratedToTheCurrentSchema) {
+  auto store = open_store();
   EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
   EXPECT_GE(JobStore::current_schema_version(), 2);
   EXPECT_TRUE(store.integrity_ok());
 }
 
-TEST(JobStore, CreateJobsReturnsAscendingIdsAndStartsPending) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, CreateJobsReturnsAscendingIdsAndStartsPending) {
+  auto store = open_store();
   const auto before = util::now_ms();
   const auto ids = store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
   EXPECT_EQ(ids, (std::vector<std::int64_t>{1, 2, 3}));
@@ -77,8 +83,8 @@ TEST(JobStore, CreateJobsReturnsAscendingIdsAndStartsPending) {
   EXPECT_EQ(events[0].ts_ms, job.created_ms);
 }
 
-TEST(JobStore, EveryFieldRoundTrips) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, EveryFieldRoundTrips) {
+  auto store = open_store();
   NewJob fresh = make_job("train-lr0.1", "bob");
   fresh.accelerator = "v5litepod-16";
   fresh.zone = "europe-west4-b";
@@ -129,8 +135,8 @@ TEST(JobStore, EveryFieldRoundTrips) {
   EXPECT_EQ(found->config_yaml, fresh.config_yaml);
 }
 
-TEST(JobStore, MissingJobsAreReportedByFormattedId) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, MissingJobsAreReportedByFormattedId) {
+  auto store = open_store();
   EXPECT_EQ(store.find_job(42), std::nullopt);
   try {
     (void)store.get_job(42);
@@ -148,8 +154,8 @@ TEST(JobStore, MissingJobsAreReportedByFormattedId) {
   EXPECT_THROW(store.remove_job(42), NoSuchJobError);
 }
 
-TEST(JobStore, SetDesiredStateUpdatesTheJobAndRecordsAnEvent) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, SetDesiredStateUpdatesTheJobAndRecordsAnEvent) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).at(0);
   const auto updated = store.set_desired_state(id, DesiredState::stop, "cancelled by alice");
   EXPECT_EQ(updated.desired, DesiredState::stop);
@@ -170,8 +176,8 @@ TEST(JobStore, SetDesiredStateUpdatesTheJobAndRecordsAnEvent) {
   EXPECT_EQ(store.get_job(id).desired, DesiredState::remove);
 }
 
-TEST(JobStore, TransitionIsCompareAndSet) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, TransitionIsCompareAndSet) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).at(0);
   EXPECT_FALSE(store.transition(id, Phase::running, to_phase(Phase::succeeded))) << "the job is PENDING, not RUNNING";
   EXPECT_EQ(store.get_job(id).phase, Phase::pending);
@@ -196,8 +202,8 @@ TEST(JobStore, TransitionIsCompareAndSet) {
   EXPECT_EQ(store.get_job(id).phase, Phase::provisioning);
 }
 
-TEST(JobStore, TransitionAccumulatesCountersAndKeepsUnsetFields) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, TransitionAccumulatesCountersAndKeepsUnsetFields) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).at(0);
   PhaseChange up = to_phase(Phase::running);
   up.host0_ip = "10.1.2.3";
@@ -216,8 +222,8 @@ TEST(JobStore, TransitionAccumulatesCountersAndKeepsUnsetFields) {
   EXPECT_EQ(data.at("add_preemptions"), 1);
 }
 
-TEST(JobStore, FinishedTimeIsSetOnTerminalPhasesAndClearedOnLeavingThem) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, FinishedTimeIsSetOnTerminalPhasesAndClearedOnLeavingThem) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).at(0);
   ASSERT_TRUE(store.transition(id, std::nullopt, to_phase(Phase::running)));
   EXPECT_EQ(store.get_job(id).finished_ms, std::nullopt);
@@ -240,8 +246,8 @@ TEST(JobStore, FinishedTimeIsSetOnTerminalPhasesAndClearedOnLeavingThem) {
   EXPECT_TRUE(store.get_job(id).finished_ms.has_value());
 }
 
-TEST(JobStore, AnAttemptsResourceIsPendingFromItsRecordUntilTheApiAcceptedIt) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, AnAttemptsResourceIsPendingFromItsRecordUntilTheApiAcceptedIt) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).at(0);
   const auto asked = store.begin_attempt(id, "jobman-000001-a1", "jobman-000001-a1", "us-central2-b", true);
   EXPECT_TRUE(asked.create_pending);
@@ -262,8 +268,8 @@ TEST(JobStore, AnAttemptsResourceIsPendingFromItsRecordUntilTheApiAcceptedIt) {
   EXPECT_THROW(store.confirm_created(42, 1), NoSuchJobError);
 }
 
-TEST(JobStore, AnAttemptRecordsWhereItRuns) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, AnAttemptRecordsWhereItRuns) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).at(0);
   const auto asked = store.get_job(id);
 
@@ -288,8 +294,8 @@ TEST(JobStore, AnAttemptRecordsWhereItRuns) {
   EXPECT_EQ(store.get_job(id).accelerator, asked.accelerator) << "the job row keeps what was asked for";
 }
 
-TEST(JobStore, AttemptsAreNumberedAndClosed) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, AttemptsAreNumberedAndClosed) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).at(0);
   EXPECT_TRUE(store.attempts(id).empty());
 
@@ -331,8 +337,8 @@ TEST(JobStore, AttemptsAreNumberedAndClosed) {
   EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "attempt"), 3) << "two starts and one end";
 }
 
-TEST(JobStore, EventsComeBackOldestFirst) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, EventsComeBackOldestFirst) {
+  auto store = open_store();
   const auto ids = store.create_jobs({make_job("a"), make_job("b")});
   store.append_event(ids[0], "observation", "queued resource ACTIVE", R"({"state":"ACTIVE"})");
   store.append_event(ids[1], "action", "other job");
@@ -353,8 +359,8 @@ TEST(JobStore, EventsComeBackOldestFirst) {
   EXPECT_TRUE(store.events(999).empty());
 }
 
-TEST(JobStore, RemovedJobsTakeTheirRowsAndTheirIdWithThem) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, RemovedJobsTakeTheirRowsAndTheirIdWithThem) {
+  auto store = open_store();
   const auto ids = store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
   store.begin_attempt(ids[2], "qr", "node", "zone");
   ASSERT_TRUE(store.try_acquire_lease(ids[2], "driver", 1000, 0));
@@ -370,8 +376,8 @@ TEST(JobStore, RemovedJobsTakeTheirRowsAndTheirIdWithThem) {
   EXPECT_TRUE(store.integrity_ok());
 }
 
-TEST(JobStoreFilter, DefaultViewShowsUnfinishedAndRecentlyFinishedJobs) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreFilterTest, DefaultViewShowsUnfinishedAndRecentlyFinishedJobs) {
+  auto store = open_store();
   const auto ids = store.create_jobs({make_job("running"), make_job("done"), make_job("queued"), make_job("failed")});
   ASSERT_TRUE(store.transition(ids[0], std::nullopt, to_phase(Phase::running)));
   ASSERT_TRUE(store.transition(ids[1], std::nullopt, to_phase(Phase::succeeded)));
@@ -396,8 +402,8 @@ TEST(JobStoreFilter, DefaultViewShowsUnfinishedAndRecentlyFinishedJobs) {
   EXPECT_EQ(ids_of(store.list_jobs(history)), ids);
 }
 
-TEST(JobStoreFilter, PhasesNamesAndUsersNarrowTheList) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreFilterTest, PhasesNamesAndUsersNarrowTheList) {
+  auto store = open_store();
   const auto ids = store.create_jobs({make_job("train-a", "alice"), make_job("train-b", "bob"),
                                       make_job("eval-a", "alice"), make_job("train-c", "alice")});
   ASSERT_TRUE(store.transition(ids[1], std::nullopt, to_phase(Phase::running)));
@@ -431,8 +437,8 @@ TEST(JobStoreFilter, PhasesNamesAndUsersNarrowTheList) {
   EXPECT_EQ(ids_of(store.list_jobs(combined)), (std::vector<std::int64_t>{ids[0]}));
 }
 
-TEST(JobStoreFilter, ConfigSnapshotIsReadOnlyWhenAskedFor) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreFilterTest, ConfigSnapshotIsReadOnlyWhenAskedFor) {
+  auto store = open_store();
   store.create_jobs({make_job("a"), make_job("b")});
   JobFilter filter;
   for (const auto& job : store.list_jobs(filter)) {
@@ -445,8 +451,8 @@ TEST(JobStoreFilter, ConfigSnapshotIsReadOnlyWhenAskedFor) {
   }
 }
 
-TEST(JobStoreFilter, CallbacksMayReadTheStoreWhileListing) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreFilterTest, CallbacksMayReadTheStoreWhileListing) {
+  auto store = open_store();
   store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
   JobFilter filter;
   std::vector<std::int64_t> seen;
@@ -459,8 +465,8 @@ TEST(JobStoreFilter, CallbacksMayReadTheStoreWhileListing) {
   EXPECT_EQ(seen, (std::vector<std::int64_t>{1, 2, 3}));
 }
 
-TEST(JobStoreLease, AcquireRenewReleaseAndExpiry) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreLeaseTest, AcquireRenewReleaseAndExpiry) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).at(0);
   const std::int64_t t0 = 1'000'000;
   EXPECT_EQ(store.lease(id), std::nullopt);
@@ -499,8 +505,8 @@ TEST(JobStoreLease, AcquireRenewReleaseAndExpiry) {
   EXPECT_TRUE(store.try_acquire_lease(id, "host-a/100/1", 30'000, t0 + 52'000)) << "a released lease is free";
 }
 
-TEST(JobStoreLease, LeasesAreIndependentPerJob) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreLeaseTest, LeasesAreIndependentPerJob) {
+  auto store = open_store();
   const auto ids = store.create_jobs({make_job("a"), make_job("b")});
   EXPECT_TRUE(store.try_acquire_lease(ids[0], "one", 1000, 0));
   EXPECT_TRUE(store.try_acquire_lease(ids[1], "two", 1000, 0));
@@ -508,8 +514,8 @@ TEST(JobStoreLease, LeasesAreIndependentPerJob) {
   EXPECT_EQ(store.lease(ids[1])->owner, "two");
 }
 
-TEST(JobStoreSupervisor, JobsToDriveAreUnfinishedOnesPendingCleanupsAndTeardownRequests) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreSupervisorTest, JobsToDriveAreUnfinishedOnesPendingCleanupsAndTeardownRequests) {
+  auto store = open_store();
   const auto ids = store.create_jobs(std::vector<NewJob>(6, make_job("j")));
   // 1 stays PENDING; 2 succeeded and released; 3 failed with its slice still to release; 4 cancelled (slice kept);
   // 5 cancelled and then asked to be deleted; 6 deleted and done.
@@ -532,8 +538,8 @@ TEST(JobStoreSupervisor, JobsToDriveAreUnfinishedOnesPendingCleanupsAndTeardownR
 }
 
 // The jobs nobody drives are those of jobs_to_drive without a live lease: what `list` asks when no daemon runs.
-TEST(JobStoreSupervisor, UndrivenJobsAreJobsToDriveWithoutALiveLease) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreSupervisorTest, UndrivenJobsAreJobsToDriveWithoutALiveLease) {
+  auto store = open_store();
   const auto ids = store.create_jobs(std::vector<NewJob>(4, make_job("j")));
   store.transition(ids[3], std::nullopt, to_phase(Phase::succeeded));
   EXPECT_EQ(store.count_undriven_jobs(0), 3);
@@ -548,8 +554,8 @@ TEST(JobStoreSupervisor, UndrivenJobsAreJobsToDriveWithoutALiveLease) {
 }
 
 // What a zone offers, kept per cloud, project and zone; a newer answer replaces the older.
-TEST(JobStore, ZoneCatalogsAreKeptPerCloudProjectAndZone) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, ZoneCatalogsAreKeptPerCloudProjectAndZone) {
+  auto store = open_store();
   EXPECT_FALSE(store.zone_catalog("mock", "p", "us-central2-b"));
   store.put_zone_catalog({"mock", "p", "us-central2-b", {"v4-8", "v4-16"}, {"tpu-ubuntu2204-base"}, 100});
   store.put_zone_catalog({"google", "p", "us-central2-b", {"v4-8"}, {}, 200});
@@ -565,8 +571,8 @@ TEST(JobStore, ZoneCatalogsAreKeptPerCloudProjectAndZone) {
 }
 
 // tpu-vm mode: an attempt holds a node without a queued resource; releasing it goes by the node's name.
-TEST(JobStoreSupervisor, ANodeWithoutAQueuedResourceIsReleasedByItsName) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreSupervisorTest, ANodeWithoutAQueuedResourceIsReleasedByItsName) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("j")}).front();
   store.begin_attempt(id, domain::Placement{"", "node-a1", "us-central2-b", {}, 0, std::nullopt, {}}, true);
   store.end_attempt(id, 1, "preempted", std::nullopt);
@@ -589,8 +595,8 @@ TEST(JobStoreSupervisor, ANodeWithoutAQueuedResourceIsReleasedByItsName) {
   EXPECT_TRUE(said);
 }
 
-TEST(JobStoreSupervisor, ReleasingASliceMarksEveryAttemptThatUsedItOnce) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreSupervisorTest, ReleasingASliceMarksEveryAttemptThatUsedItOnce) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("j")}).front();
   store.begin_attempt(id, "qr-a1", "qr-a1", "us-central2-b");
   store.end_attempt(id, 1, "cancelled", std::nullopt);
@@ -610,8 +616,8 @@ TEST(JobStoreSupervisor, ReleasingASliceMarksEveryAttemptThatUsedItOnce) {
   EXPECT_FALSE(store.attempts(id).back().released_ms.has_value());
 }
 
-TEST(JobStoreSupervisor, HeldSlicesAreTheNamesOfEveryAttemptNotYetReleased) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreSupervisorTest, HeldSlicesAreTheNamesOfEveryAttemptNotYetReleased) {
+  auto store = open_store();
   const auto ids = store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
   // Job a: attempt 1 released, attempt 2 only requested so far (its name is recorded before the request leaves).
   store.begin_attempt(ids[0], "a-a1", "a-a1", "us-central2-b");
@@ -645,8 +651,8 @@ TEST(JobStoreSupervisor, HeldSlicesAreTheNamesOfEveryAttemptNotYetReleased) {
   EXPECT_EQ(store.held_slices().size(), 1U) << "a removed job holds nothing";
 }
 
-TEST(JobStoreLease, RenewingManyLeasesKeepsOnlyTheOwnersOnes) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreLeaseTest, RenewingManyLeasesKeepsOnlyTheOwnersOnes) {
+  auto store = open_store();
   const auto ids = store.create_jobs(std::vector<NewJob>(3, make_job("j")));
   ASSERT_TRUE(store.try_acquire_lease(ids[0], "me", 1000, 0));
   ASSERT_TRUE(store.try_acquire_lease(ids[1], "other", 1000, 0));
@@ -661,8 +667,8 @@ TEST(JobStoreLease, RenewingManyLeasesKeepsOnlyTheOwnersOnes) {
 
 // Found by the chaos harness (seeds 1001 and 1002): `clean --all-finished` and a supervisor carrying out the same
 // clean both removed the job; the second removal failed with "no job", and clean exited 3.
-TEST(JobStore, ASecondRemovalOfTheSameJobChangesNothingAndIsNotAnError) {
-  auto store = JobStore::open_in_memory();
+TEST_P(JobStoreTest, ASecondRemovalOfTheSameJobChangesNothingAndIsNotAnError) {
+  auto store = open_store();
   const auto ids = store.create_jobs({make_job("a"), make_job("b")});
   EXPECT_TRUE(store.remove_job_if_present(ids[0]));
   EXPECT_FALSE(store.remove_job_if_present(ids[0]));
@@ -670,6 +676,11 @@ TEST(JobStore, ASecondRemovalOfTheSameJobChangesNothingAndIsNotAnError) {
   EXPECT_TRUE(store.find_job(ids[1]).has_value()) << "the other job is untouched";
   EXPECT_THROW(store.remove_job(ids[0]), NoSuchJobError) << "remove_job itself still says so";
 }
+
+JOBMAN_STORE_BACKENDS(JobStoreTest);
+JOBMAN_STORE_BACKENDS(JobStoreFilterTest);
+JOBMAN_STORE_BACKENDS(JobStoreLeaseTest);
+JOBMAN_STORE_BACKENDS(JobStoreSupervisorTest);
 
 } // namespace
 } // namespace jobman::store

@@ -2,6 +2,7 @@
 // attempt's late batch never overwriting the job's current step, and the range reads `report` makes.
 #include "jobman/store/job_store.hpp"
 #include "support/sample_job.hpp"
+#include "support/store_backends.hpp"
 
 #include <gtest/gtest.h>
 
@@ -18,8 +19,10 @@ domain::ProgressSeries series_of(std::int64_t first, std::int64_t last, std::int
   return series;
 }
 
-TEST(StoreProgress, ABatchRecordsEachAttemptsSeriesAndTheJobsLatestStep) {
-  auto store = JobStore::open_in_memory();
+class StoreProgressTest : public test::StoreBackendTest {};
+
+TEST_P(StoreProgressTest, ABatchRecordsEachAttemptsSeriesAndTheJobsLatestStep) {
+  auto store = open_store();
   const auto ids = store.create_jobs({make_job("a"), make_job("b")});
   store.begin_attempt(ids[0], "qr-a", "qr-a", "us-central2-b");
   store.begin_attempt(ids[1], "qr-b", "qr-b", "us-central2-b");
@@ -42,8 +45,8 @@ TEST(StoreProgress, ABatchRecordsEachAttemptsSeriesAndTheJobsLatestStep) {
   EXPECT_EQ(store.get_job(ids[0]).progress->step, 130);
 }
 
-TEST(StoreProgress, AnEarlierAttemptsLateBatchLeavesTheJobsStepAlone) {
-  auto store = JobStore::open_in_memory();
+TEST_P(StoreProgressTest, AnEarlierAttemptsLateBatchLeavesTheJobsStepAlone) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).front();
   store.begin_attempt(id, "qr-1", "qr-1", "us-central2-b");
   store.end_attempt(id, 1, "preempted", std::nullopt);
@@ -56,8 +59,8 @@ TEST(StoreProgress, AnEarlierAttemptsLateBatchLeavesTheJobsStepAlone) {
   EXPECT_EQ(attempts[1].progress.first()->step, 300);
 }
 
-TEST(StoreProgress, TheRangeReadsBringEveryPhaseChangeAndAttemptOfTheJobsInRange) {
-  auto store = JobStore::open_in_memory();
+TEST_P(StoreProgressTest, TheRangeReadsBringEveryPhaseChangeAndAttemptOfTheJobsInRange) {
+  auto store = open_store();
   const auto ids = store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
   for (const auto id : ids) {
     store.begin_attempt(id, "qr-" + std::to_string(id), "n", "us-central2-b");
@@ -78,8 +81,8 @@ TEST(StoreProgress, TheRangeReadsBringEveryPhaseChangeAndAttemptOfTheJobsInRange
   EXPECT_EQ(seen, (std::vector<std::int64_t>{ids[0], ids[1]}));
 }
 
-TEST(StoreProgress, AWorkersAccountReadsTheAttemptsOfTheTasksThatBorrowedItsSlice) {
-  auto store = JobStore::open_in_memory();
+TEST_P(StoreProgressTest, AWorkersAccountReadsTheAttemptsOfTheTasksThatBorrowedItsSlice) {
+  auto store = open_store();
   auto worker = make_job("w");
   worker.kind = domain::JobKind::worker;
   auto task = make_job("t");
@@ -93,6 +96,8 @@ TEST(StoreProgress, AWorkersAccountReadsTheAttemptsOfTheTasksThatBorrowedItsSlic
   EXPECT_EQ(on_worker[0].job_id, ids[1]);
   EXPECT_TRUE(store.attempts_on_worker(ids[2]).empty());
 }
+
+JOBMAN_STORE_BACKENDS(StoreProgressTest);
 
 } // namespace
 } // namespace jobman::store

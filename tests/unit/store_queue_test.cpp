@@ -1,6 +1,7 @@
 // The task queue in the store: what a worker claims, in which order, and that no task is ever claimed twice.
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/system.hpp"
+#include "support/store_backends.hpp"
 #include "support/temp_dir.hpp"
 
 #include <atomic>
@@ -62,8 +63,10 @@ void finish(JobStore& store, std::int64_t task) {
   ASSERT_TRUE(store.transition(task, std::nullopt, done));
 }
 
-TEST(TaskQueue, AWorkerTakesTheHighestPriorityFirstThenTheOldestAndOneTaskAtATime) {
-  auto store = JobStore::open_in_memory();
+class TaskQueueTest : public test::StoreBackendTest {};
+
+TEST_P(TaskQueueTest, AWorkerTakesTheHighestPriorityFirstThenTheOldestAndOneTaskAtATime) {
+  auto store = open_store();
   const auto w = store.create_jobs({worker("w")}).front();
   const auto ids = store.create_jobs({task("a"), task("b"), task("urgent", "v4-8", "", "", 5), task("c")});
   const auto now = util::now_ms();
@@ -92,8 +95,8 @@ TEST(TaskQueue, AWorkerTakesTheHighestPriorityFirstThenTheOldestAndOneTaskAtATim
   EXPECT_EQ(store.queued_tasks(), 1);
 }
 
-TEST(TaskQueue, ATaskRunsOnlyOnAWorkerOfItsAcceleratorAndOfItsZoneAndPricingWhenItNamesThem) {
-  auto store = JobStore::open_in_memory();
+TEST_P(TaskQueueTest, ATaskRunsOnlyOnAWorkerOfItsAcceleratorAndOfItsZoneAndPricingWhenItNamesThem) {
+  auto store = open_store();
   const auto workers = store.create_jobs({worker("v4"), worker("v5", "v5litepod-4"), worker("v4b")});
   const auto ids = store.create_jobs(
       {task("needs-v5", "v5litepod-4"), task("east", "v4-8", "us-east1-d"), task("on-demand", "v4-8", "", "ondemand")});
@@ -104,8 +107,8 @@ TEST(TaskQueue, ATaskRunsOnlyOnAWorkerOfItsAcceleratorAndOfItsZoneAndPricingWhen
   EXPECT_EQ(store.claim_task(offer(workers[2], "v4-8", "us-central2-b", "ondemand"), "sup", kTtl, now), ids[2]);
 }
 
-TEST(TaskQueue, AnInterruptedTaskGoesToTheHeadOfTheQueueAndAPausedOneIsNotTaken) {
-  auto store = JobStore::open_in_memory();
+TEST_P(TaskQueueTest, AnInterruptedTaskGoesToTheHeadOfTheQueueAndAPausedOneIsNotTaken) {
+  auto store = open_store();
   const auto w = store.create_jobs({worker("w")}).front();
   const auto ids = store.create_jobs({task("first"), task("second"), task("third")});
   const auto now = util::now_ms();
@@ -135,8 +138,8 @@ TEST(TaskQueue, AnInterruptedTaskGoesToTheHeadOfTheQueueAndAPausedOneIsNotTaken)
   EXPECT_EQ(store.attempts(ids[1]).size(), 2U) << "the second run is the task's attempt 2";
 }
 
-TEST(TaskQueue, QueuedTasksAreNotAmongTheRecordsASupervisorDrivesUntilClaimed) {
-  auto store = JobStore::open_in_memory();
+TEST_P(TaskQueueTest, QueuedTasksAreNotAmongTheRecordsASupervisorDrivesUntilClaimed) {
+  auto store = open_store();
   const auto w = store.create_jobs({worker("w")}).front();
   const auto ids = store.create_jobs({task("a"), task("b")});
   auto driven = store.jobs_to_drive();
@@ -201,8 +204,8 @@ TEST(TaskQueue, ManyWorkersClaimingAtOnceFromSeveralConnectionsNeverShareATask) 
   EXPECT_EQ(std::set<std::int64_t>(claimed.begin(), claimed.end()).size(), 200U) << "a task claimed twice";
 }
 
-TEST(TaskQueue, TheBoardShowsEveryTaskButTheQueuesTailWithTheIndexesTheCommandsResolve) {
-  auto store = JobStore::open_in_memory();
+TEST_P(TaskQueueTest, TheBoardShowsEveryTaskButTheQueuesTailWithTheIndexesTheCommandsResolve) {
+  auto store = open_store();
   const auto w = store.create_jobs({worker("w")}).front();
   std::vector<NewJob> batch;
   for (int i = 0; i < 12; ++i) {
@@ -234,6 +237,8 @@ TEST(TaskQueue, TheBoardShowsEveryTaskButTheQueuesTailWithTheIndexesTheCommandsR
   EXPECT_EQ(everything.queued_shown, 11);
   EXPECT_EQ(everything.shown.size(), 12U);
 }
+
+JOBMAN_STORE_BACKENDS(TaskQueueTest);
 
 } // namespace
 } // namespace jobman::store

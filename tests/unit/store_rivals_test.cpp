@@ -3,6 +3,7 @@
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/error.hpp"
 #include "support/sample_job.hpp"
+#include "support/store_backends.hpp"
 
 #include <algorithm>
 #include <gtest/gtest.h>
@@ -16,8 +17,10 @@ domain::Placement place(const std::string& name, const std::string& zone, const 
   return {name, name, zone, accelerator, 1, std::nullopt, "spot"};
 }
 
-TEST(StoreRivals, ARaceIsOneAttemptWithItsRivalsHeldBesideIt) {
-  auto store = JobStore::open_in_memory();
+class StoreRivalsTest : public test::StoreBackendTest {};
+
+TEST_P(StoreRivalsTest, ARaceIsOneAttemptWithItsRivalsHeldBesideIt) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).front();
   const auto attempt = store.begin_race(id, place("r-a1", "us-central2-b"),
                                         {place("r-a1c2", "us-east1-d"), place("r-a1c3", "europe-west4-a", "v5p-8")});
@@ -59,8 +62,8 @@ TEST(StoreRivals, ARaceIsOneAttemptWithItsRivalsHeldBesideIt) {
   EXPECT_NE(store.events(id).back().message.find("r-a1c3 released: deleted"), std::string::npos);
 }
 
-TEST(StoreRivals, TheRivalThatComesUpFirstBecomesTheAttemptsSlice) {
-  auto store = JobStore::open_in_memory();
+TEST_P(StoreRivalsTest, TheRivalThatComesUpFirstBecomesTheAttemptsSlice) {
+  auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).front();
   store.begin_race(id, place("r-a1", "us-central2-b"), {place("r-a1c2", "us-east1-d", "v5litepod-8")});
   store.confirm_created(id, 1);
@@ -88,6 +91,8 @@ TEST(StoreRivals, TheRivalThatComesUpFirstBecomesTheAttemptsSlice) {
   EXPECT_TRUE(store.rivals(id).empty()) << "a removed job's rivals go with it";
   EXPECT_TRUE(store.held_slices().empty());
 }
+
+JOBMAN_STORE_BACKENDS(StoreRivalsTest);
 
 } // namespace
 } // namespace jobman::store

@@ -27,11 +27,17 @@ struct Settings {
   double mock_time_scale = 60; // The bundled mock's --time-scale (and the supervisor's tick divisor there).
   bool autostart = true;       // create/resume/wait/cancel/... start the supervisor (and mock) when none runs.
   std::string brevo_endpoint = "https://api.brevo.com/v3/smtp/email"; // Where notification mail is sent.
+  // Where jobs are stored: a SQLite file (the default, jobman.db in jobman's home) or a PostgreSQL server a lab
+  // shares ("postgresql://user@host/db"; the password from ~/.pgpass or PGPASSFILE, not from here).
+  std::string store;
   std::vector<SettingSource> sources; // Every key, in a fixed order, for `jobman settings`.
 };
 
 // Reads settings.yaml (if present) then JOBMAN_* variables. Throws ConfigError on bad input.
 Settings load_settings();
+
+// The store location of `settings`: its `store` setting, or jobman.db in jobman's home.
+std::string store_location(const Settings& settings);
 
 // The settings file's path: ${XDG_CONFIG_HOME:-~/.config}/jobman/settings.yaml.
 std::string settings_path();

@@ -13,8 +13,9 @@
 
 namespace jobman::core {
 
-// $JOBMAN_HOME/jobman.db.
-std::filesystem::path store_path();
+// The store the settings name (`store`, JOBMAN_STORE): a SQLite file, by default $JOBMAN_HOME/jobman.db, or a
+// postgresql:// URL.
+std::string store_location();
 
 // Opens (creating if needed) the user's job store.
 store::JobStore open_store();

@@ -42,10 +42,11 @@ struct SupervisorStats {
   std::size_t streams = 0;       // Workload output streams open now.
 };
 
-// One reconcile loop over the store at `store_path` (src/core/supervisor/: the loop, the job driver, their threads).
+// One reconcile loop over the store at `store_location` (a SQLite file or a postgresql:// URL; src/core/supervisor/:
+// the loop, the job driver, their threads).
 class Supervisor {
 public:
-  Supervisor(CloudAccess access, std::filesystem::path store_path, SupervisorOptions options = {});
+  Supervisor(CloudAccess access, std::string store_location, SupervisorOptions options = {});
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;

@@ -102,11 +102,16 @@ struct Notification {
   int tries = 0;       // Sends tried so far, this claim's included.
 };
 
-// The SQLite-backed store. One per process; not shared between threads.
+// The store: SQLite (a file, the default) or PostgreSQL (a server a lab shares), one interface and one schema. One
+// per process; not shared between threads.
 class JobStore {
 public:
   // Opens (creating and migrating) the database at `path`; the file gets mode 0600, its directory 0700.
   static JobStore open(const std::filesystem::path& path);
+  // Connects to the PostgreSQL store at `url` (a libpq URI), creating its tables in an empty database (or schema).
+  static JobStore open_postgres(const std::string& url);
+  // open_postgres for a "postgresql://" location, open for anything else (a path).
+  static JobStore open_location(const std::string& location);
   // An in-memory store, for tests.
   static JobStore open_in_memory();
 
@@ -116,8 +121,13 @@ public:
 
   // The schema version this code writes (PRAGMA user_version after migration).
   static int current_schema_version();
-  // The database's PRAGMA user_version.
+  // The database's schema version (SQLite's PRAGMA user_version, the jobman_schema table on PostgreSQL).
   [[nodiscard]] int schema_version() const;
+  // Which database holds the store.
+  [[nodiscard]] bool on_postgres() const;
+  // The store's clock, in milliseconds since the epoch: the server's for PostgreSQL (supervisors on machines whose
+  // clocks differ agree on leases), this machine's for SQLite.
+  [[nodiscard]] std::int64_t clock_ms() const;
 
   // Records new jobs in one transaction; returns their ids (ascending, never reused). `before_commit`, when given,
   // gets the ids while the jobs are still invisible to others; when it throws, nothing is recorded.

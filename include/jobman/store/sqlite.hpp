@@ -1,6 +1,8 @@
 // Small RAII wrappers over the SQLite C API: connection, prepared statements, a statement cache, transactions.
 #pragma once
 
+#include "jobman/store/sql.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -60,33 +62,39 @@ private:
 BusyWait::LogStamp log_stamp(const std::string& path);
 
 // One SQLite connection; closed in the destructor. Errors become jobman::Error naming the database.
-class Database {
+class Database final : public sql::Connection {
 public:
   // Opens `path` (or an in-memory database) and sets its BusyWait (patience `busy_timeout_ms`, at most
   // kBusyLimit in all) before anything else.
   Database(const std::string& path, OpenMode mode, int busy_timeout_ms);
-  ~Database();
+  ~Database() override;
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
+  [[nodiscard]] sql::Dialect dialect() const override { return sql::Dialect::sqlite; }
   // The path given to the constructor (":memory:" for in-memory databases), for messages.
-  [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] const std::string& path() const override { return path_; }
   // The raw handle, for the wrappers in this file.
   [[nodiscard]] sqlite3* handle() const { return db_; }
+  [[nodiscard]] std::unique_ptr<sql::Statement> prepare(std::string_view sql, bool persistent) override;
 
   // Switches to WAL, retrying with a short backoff while another connection's lock makes SQLite refuse.
   void enable_wal(int timeout_ms);
   // Runs SQL text without results (DDL, PRAGMA settings, BEGIN/COMMIT); may hold several statements.
-  void execute(const std::string& sql);
-  // Runs a query returning one integer (e.g. "PRAGMA user_version").
-  [[nodiscard]] std::int64_t query_int(const std::string& sql);
-  // Runs a query returning one text value (e.g. "PRAGMA journal_mode=WAL").
-  [[nodiscard]] std::string query_text(const std::string& sql);
+  void execute(const std::string& sql) override;
 
   // The rowid of the last successful INSERT on this connection.
-  [[nodiscard]] std::int64_t last_insert_rowid() const;
+  [[nodiscard]] std::int64_t last_insert_rowid() override;
   // Rows changed by the last INSERT, UPDATE or DELETE.
-  [[nodiscard]] int changes() const;
+  [[nodiscard]] int changes() const override;
+
+  // BEGIN IMMEDIATE: SQLite's one writer at a time, waited for with BusyWait.
+  void begin_write() override;
+  void commit() override;
+  void rollback() noexcept override;
+  // BEGIN (deferred): in WAL mode the first read fixes the snapshot.
+  void begin_read() override;
+  void end_read() noexcept override;
 
   // Throws jobman::Error "<path>: <what>: <SQLite's message>" for the SQLite result `rc`.
   [[noreturn]] void fail(std::string_view what, int rc) const;
@@ -109,123 +117,34 @@ private:
   sqlite3* db_ = nullptr;
 };
 
-// A prepared statement; finalized in the destructor. Parameter and column indexes as in SQLite (1- and 0-based).
-class Statement {
+// A prepared SQLite statement; finalized in the destructor.
+class Statement final : public sql::Statement {
 public:
   // Prepares `sql` (one statement) on `db`; `persistent` hints SQLite that it will be reused many times.
   Statement(Database& db, std::string_view sql, bool persistent = false);
-  ~Statement();
+  ~Statement() override;
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
 
-  // Binds an integer.
-  void bind(int index, std::int64_t value);
-  // Binds an int.
-  void bind(int index, int value) { bind(index, static_cast<std::int64_t>(value)); }
-  // Binds text (copied).
-  void bind(int index, std::string_view value);
-  // Binds text (copied); keeps string literals from decaying to integers.
-  void bind(int index, const char* value) { bind(index, std::string_view(value)); }
-  // Binds text (copied).
-  void bind(int index, const std::string& value) { bind(index, std::string_view(value)); }
-  // Binds NULL.
-  void bind_null(int index);
-  // Binds the value, or NULL when empty.
-  void bind(int index, const std::optional<std::int64_t>& value);
-  // Binds the value, or NULL when empty.
-  void bind(int index, const std::optional<int>& value);
-  // The index of a named parameter such as ":user"; 0 when the statement does not use it.
-  [[nodiscard]] int parameter_index(const char* name) const;
-
-  // Advances to the next row: true when there is one, false when done. Throws on errors.
-  bool step();
-  // Steps a statement that returns no rows to completion.
-  void run();
-  // Makes the statement ready to run again and clears its bindings.
-  void reset();
-
-  // True when the column is NULL.
-  [[nodiscard]] bool is_null(int column) const;
-  // The column as a 64-bit integer.
-  [[nodiscard]] std::int64_t column_int64(int column) const;
-  // The column as an int.
-  [[nodiscard]] int column_int(int column) const;
-  // The column as text ("" for NULL).
-  [[nodiscard]] std::string column_text(int column) const;
-  // The column as text without copying; valid until the next step or reset.
-  [[nodiscard]] std::string_view column_text_view(int column) const;
-  // The column as an integer, or nullopt for NULL.
-  [[nodiscard]] std::optional<std::int64_t> column_optional_int64(int column) const;
-  // The column as an int, or nullopt for NULL.
-  [[nodiscard]] std::optional<int> column_optional_int(int column) const;
+  using sql::Statement::bind;
+  void bind(int index, std::int64_t value) override;
+  void bind(int index, std::string_view value) override;
+  void bind_null(int index) override;
+  [[nodiscard]] int parameter_index(const char* name) const override;
+  bool step() override;
+  void reset() override;
+  [[nodiscard]] bool is_null(int column) const override;
+  [[nodiscard]] std::int64_t column_int64(int column) const override;
+  [[nodiscard]] std::string_view column_text_view(int column) const override;
 
 private:
   Database* db_;
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-// Prepared statements kept for reuse, keyed by their SQL text.
-class StatementCache {
-public:
-  // A statement borrowed from the cache; reset and returned when the handle goes away.
-  class Handle {
-  public:
-    Handle(Statement* statement, bool* in_use, std::unique_ptr<Statement> owned);
-    ~Handle();
-    Handle(const Handle&) = delete;
-    Handle& operator=(const Handle&) = delete;
-    // The statement.
-    Statement* operator->() const { return statement_; }
-    // The statement.
-    Statement& operator*() const { return *statement_; }
-
-  private:
-    Statement* statement_;
-    bool* in_use_;
-    std::unique_ptr<Statement> owned_;
-  };
-
-  // A cache preparing its statements on `db`.
-  explicit StatementCache(Database& db) : db_(&db) {}
-  // The cached statement for `sql`, prepared on first use; a fresh one if the cached one is in use (re-entrancy).
-  Handle get(const std::string& sql);
-
-private:
-  struct Entry {
-    std::unique_ptr<Statement> statement;
-    bool in_use = false;
-  };
-  Database* db_;
-  std::unordered_map<std::string, Entry> entries_;
-};
-
-// A write transaction: BEGIN IMMEDIATE in the constructor, ROLLBACK in the destructor unless committed.
-class Transaction {
-public:
-  // Begins the transaction, waiting up to the busy timeout for other writers.
-  explicit Transaction(Database& db);
-  ~Transaction();
-  Transaction(const Transaction&) = delete;
-  Transaction& operator=(const Transaction&) = delete;
-  // Commits; the destructor then does nothing.
-  void commit();
-
-private:
-  Database* db_;
-  bool open_ = false;
-};
-
-// A read snapshot: BEGIN (deferred) in the constructor, ended in the destructor. The first read fixes the state every
-// read in it sees; in WAL mode it neither waits for writers nor blocks them.
-class ReadTransaction {
-public:
-  explicit ReadTransaction(Database& db);
-  ~ReadTransaction();
-  ReadTransaction(const ReadTransaction&) = delete;
-  ReadTransaction& operator=(const ReadTransaction&) = delete;
-
-private:
-  Database* db_;
-};
+// The backend-neutral helpers, under the names this backend's users know.
+using sql::ReadTransaction;
+using sql::StatementCache;
+using sql::Transaction;
 
 } // namespace jobman::store::sqlite

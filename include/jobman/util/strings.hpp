@@ -53,4 +53,10 @@ enum class LineBreaks { keep, escape };
 // are '\n' and '\t' with LineBreaks::keep.
 std::string escape_controls(std::string_view text, LineBreaks breaks);
 
+// True for a store location that names a PostgreSQL server ("postgresql://..." or "postgres://...").
+bool is_postgres_url(std::string_view location);
+
+// A connection URL without its password (from the user part or a password= parameter), for messages and listings.
+std::string without_password(std::string_view url);
+
 } // namespace jobman::util

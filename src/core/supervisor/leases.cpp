@@ -2,6 +2,7 @@
 // (see loop.hpp).
 #include "jobman/config/loader.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/store/postgres.hpp"
 #include "jobman/util/error.hpp"
 #include "loop.hpp"
 
@@ -167,7 +168,7 @@ void SupervisorLoop::adopt(const domain::JobRecord& row) {
 }
 
 void SupervisorLoop::heartbeat_loop(const std::stop_token& stop) {
-  auto hb_store = store::JobStore::open(store_path);
+  auto hb_store = store::JobStore::open_location(store_location);
   const auto period = std::max(milliseconds(50), options.lease_ttl / 4);
   std::mutex m;
   std::condition_variable_any cv;
@@ -197,6 +198,28 @@ void SupervisorLoop::heartbeat_loop(const std::stop_token& stop) {
       }
     } catch (const std::exception& e) {
       spdlog::warn("renewing leases: {}", e.what());
+    }
+  }
+}
+
+void SupervisorLoop::listen_loop(const std::stop_token& stop) {
+  constexpr milliseconds kWaitAtMost(250); // How soon a stopping supervisor's listener notices.
+  std::optional<store::postgres::Listener> listener;
+  while (!stop.stop_requested()) {
+    if (!listener) {
+      try {
+        listener.emplace(store_location);
+      } catch (const std::exception& e) {
+        spdlog::warn("listening for the store's wake-ups: {}", e.what());
+        std::mutex m;
+        std::condition_variable_any cv;
+        std::unique_lock lock(m);
+        cv.wait_for(lock, stop, std::chrono::seconds(5), [] { return false; });
+        continue;
+      }
+    }
+    if (listener->wait(kWaitAtMost)) {
+      inbox->post({0, [this] { read_now = true; }});
     }
   }
 }

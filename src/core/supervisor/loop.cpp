@@ -28,8 +28,8 @@ constexpr milliseconds kProgressFlushEvery{3'000};
 
 } // namespace
 
-SupervisorLoop::SupervisorLoop(CloudAccess cloud_access, fs::path path, SupervisorOptions opts)
-    : access(std::make_shared<const CloudAccess>(std::move(cloud_access))), store_path(std::move(path)),
+SupervisorLoop::SupervisorLoop(CloudAccess cloud_access, std::string location, SupervisorOptions opts)
+    : access(std::make_shared<const CloudAccess>(std::move(cloud_access))), store_location(std::move(location)),
       options(std::move(opts)), pool(std::max(1, options.action_threads), outstanding),
       driver(*this, access, counters) {
   if (options.owner.empty()) {
@@ -53,8 +53,13 @@ void SupervisorLoop::compute_tick() {
 }
 
 void SupervisorLoop::run(const std::stop_token& stop) {
-  job_store.emplace(store::JobStore::open(store_path));
+  job_store.emplace(store::JobStore::open_location(store_location));
+  store_clock_offset_ms = job_store->clock_ms() - util::now_ms();
   std::jthread heartbeat([this](const std::stop_token& hb_stop) { heartbeat_loop(hb_stop); });
+  std::jthread listener;
+  if (job_store->on_postgres()) {
+    listener = std::jthread([this](const std::stop_token& listen_stop) { listen_loop(listen_stop); });
+  }
   auto next_read = std::chrono::steady_clock::now();
   auto next_observe = next_read;
   auto next_notify = next_read;
@@ -64,7 +69,9 @@ void SupervisorLoop::run(const std::stop_token& stop) {
                access->project);
   while (!stop.stop_requested()) {
     const auto now = std::chrono::steady_clock::now();
-    if (now >= next_read) {
+    if (now >= next_read || read_now) {
+      read_now = false;
+      store_clock_offset_ms = job_store->clock_ms() - util::now_ms();
       read_jobs();
       compute_tick();
       next_read = now + std::min(tick, milliseconds(1000));
@@ -316,7 +323,7 @@ void SupervisorLoop::forget_lease(std::int64_t id) {
 }
 
 std::int64_t SupervisorLoop::now_ms() const {
-  return util::now_ms();
+  return util::now_ms() + store_clock_offset_ms.load();
 }
 
 } // namespace jobman::core::supervision

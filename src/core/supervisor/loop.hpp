@@ -17,6 +17,7 @@
 #include "jobman/store/job_store.hpp"
 #include "threads.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -33,8 +34,9 @@ namespace jobman::core::supervision {
 // One reconcile loop over a store (see Supervisor).
 class SupervisorLoop final : public DriverHost {
 public:
-  // A loop over the store at `store_path`, reaching the cloud through `access`.
-  SupervisorLoop(CloudAccess access, std::filesystem::path store_path, SupervisorOptions options);
+  // A loop over the store at `store_location` (a SQLite file or a postgresql:// URL), reaching the cloud through
+  // `access`.
+  SupervisorLoop(CloudAccess access, std::string store_location, SupervisorOptions options);
   ~SupervisorLoop() override = default;
   SupervisorLoop(const SupervisorLoop&) = delete;
   SupervisorLoop& operator=(const SupervisorLoop&) = delete;
@@ -86,6 +88,9 @@ private:
   bool worker_is_live(std::int64_t worker_id);
   // Renews every held lease a quarter of its life apart, on its own connection; tells the loop of leases lost.
   void heartbeat_loop(const std::stop_token& stop);
+  // On a PostgreSQL store, waits for its wake-ups (a job arrived, a user changed what one should do) on a connection
+  // of its own and has the loop read the store at once.
+  void listen_loop(const std::stop_token& stop);
   // Another supervisor took the job: stop driving it (once its operation, if any, returns).
   void lease_lost(std::int64_t id);
   // Stops watching a job and gives its lease up.
@@ -115,7 +120,7 @@ private:
   void orphan_deleted(const Orphan& orphan, const std::string& error, bool already_gone);
 
   std::shared_ptr<const CloudAccess> access;
-  std::filesystem::path store_path;
+  std::string store_location;
   SupervisorOptions options;
   std::optional<store::JobStore> job_store;
   std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
@@ -134,6 +139,10 @@ private:
   // Notifications: the client Brevo and webhooks are reached with, and whether some were just recorded.
   std::shared_ptr<cloud::HttpClient> notify_http = std::make_shared<cloud::HttpClient>();
   bool notify_now = false;
+  bool read_now = false; // The store said that something arrived: read it before the next tick.
+  // The store's clock less this machine's (PostgreSQL's server clock; 0 on SQLite), kept by the loop for every
+  // thread: leases are compared across machines in the store's time.
+  std::atomic<std::int64_t> store_clock_offset_ms{0};
 
   // Leases: the ids held, shared with the heartbeat thread.
   mutable std::mutex leases_mutex;
