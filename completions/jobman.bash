@@ -5,7 +5,7 @@ _jobman() {
     case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac
   done
   if [[ -z "$cmd" ]]; then
-    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait worker task status availability analytics report ui --help -h --version --verbose -v" -- "$cur"))
+    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait worker task status availability analytics report ui store --help -h --version --verbose -v" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -207,6 +207,12 @@ _jobman() {
     esac
     if [[ "$cur" == -* ]]; then
       COMPREPLY=($(compgen -W "--help -h --port -p --prices" -- "$cur"))
+      return
+    fi
+    ;;
+  store)
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h" -- "$cur"))
       return
     fi
     ;;

@@ -106,6 +106,7 @@ void build_app(CLI::App& app, Context& ctx) {
   add_availability_command(app, ctx);
   add_report_command(app, ctx);
   add_ui_command(app, ctx);
+  add_store_command(app, ctx);
 }
 
 struct CommandLine::State {

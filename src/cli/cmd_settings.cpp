@@ -37,7 +37,7 @@ void add_settings_command(CLI::App& app, Context& ctx) {
   add_json_flag(*cmd, *json);
   cmd->footer("Settings live in ${XDG_CONFIG_HOME:-~/.config}/jobman/settings.yaml; each key can be overridden by\n"
               "a variable: JOBMAN_CLOUD (mock|google), JOBMAN_PROJECT, JOBMAN_ZONE, JOBMAN_GCLOUD,\n"
-              "JOBMAN_POLL_INTERVAL, JOBMAN_API_ENDPOINT.\n"
+              "JOBMAN_POLL_INTERVAL, JOBMAN_API_ENDPOINT, JOBMAN_STORE (a SQLite file or postgresql://USER@HOST/DB).\n"
               "Examples:\n"
               "  jobman settings\n"
               "  JOBMAN_CLOUD=mock jobman settings --json");

@@ -35,6 +35,7 @@ void add_status_command(CLI::App& app, Context& ctx);     // `status`
 void add_availability_command(CLI::App& app, Context& ctx); // `availability`, `analytics availability`
 void add_report_command(CLI::App& app, Context& ctx);       // `report`, `analytics cost`
 void add_ui_command(CLI::App& app, Context& ctx);           // `ui`
+void add_store_command(CLI::App& app, Context& ctx);        // `store migrate`
 
 // `show`: one record in detail.
 struct ShowOptions {

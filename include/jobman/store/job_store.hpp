@@ -104,6 +104,20 @@ struct Notification {
 
 // The store: SQLite (a file, the default) or PostgreSQL (a server a lab shares), one interface and one schema. One
 // per process; not shared between threads.
+// What JobStore::copy_into did.
+struct StoreCopy {
+  enum class Into {
+    empty,  // The target was empty: everything was copied.
+    behind, // The target was an earlier copy of the source: what changed since was brought over.
+    ahead,  // The target was a copy of the source used since: only rows it lacked were added (none, usually).
+  };
+  Into into = Into::empty;
+  std::int64_t jobs = 0;                                     // Jobs in the source.
+  std::int64_t events = 0;                                   // Events in the source.
+  std::vector<std::pair<std::string, std::int64_t>> written; // Rows inserted or updated, by table.
+  std::int64_t removed = 0; // Jobs the source removed since the earlier copy, removed from the target too.
+};
+
 class JobStore {
 public:
   // Opens (creating and migrating) the database at `path`; the file gets mode 0600, its directory 0700.
@@ -297,6 +311,13 @@ public:
 
   // `PRAGMA integrity_check` says "ok".
   [[nodiscard]] bool integrity_ok() const;
+
+  // Copies this store, history included, into `target` (a store on PostgreSQL), in one transaction of the target's:
+  // all of it or nothing. Ids, change numbers and times are kept, and the target's ids go on after the source's
+  // highest ever given. Copying again is safe: into a store made by an earlier copy of this one, it brings what
+  // changed since (or nothing); into a store with a history of its own it refuses, changing nothing. Throws
+  // jobman::Error saying why it refused, and when a supervisor drives jobs of this store (it must be stopped first).
+  StoreCopy copy_into(JobStore& target) const;
 
 private:
   struct Impl;
