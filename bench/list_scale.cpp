@@ -1,7 +1,9 @@
 // bench/list_scale N [RUNS]: builds a store of N jobs with a realistic mix of phases and a year of history, then
 // times whole `jobman list`, `jobman list --all --json` and `jobman report --since 365d --json` processes, and the
 // dashboard (`jobman ui`) with 1,000 live jobs. Last lines: ui_first_page_ms=... and list_ms=...
-// report_365d_json_ms=.... LIST_SCALE_KEEP=1 keeps the store for profiling.
+// report_365d_json_ms=.... LIST_SCALE_KEEP=1 keeps the store for profiling. With LIST_SCALE_POSTGRES_URL (an empty
+// PostgreSQL database or schema), the store is then copied there (`jobman store migrate`) and `list` timed against
+// it too: the last line is then postgres_list_ms=... postgres_list_all_json_ms=....
 #include "jobman/core/daemon.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/process.hpp"
@@ -154,15 +156,15 @@ void build_store(const std::string& home, int n) {
 
 // Runs jobman with `args` and the given home (autostart off, so that `list` never starts a supervisor or the mock
 // of its own); drains its stdout through a pipe; returns wall milliseconds.
-double time_run(const std::string& home, const std::vector<std::string>& args, std::size_t* bytes) {
+double time_run(const std::string& home, const std::vector<std::string>& args, std::size_t* bytes,
+                const std::string& store = "") {
   const auto start = std::chrono::steady_clock::now();
-  auto child = jobman::util::ProcessBuilder({JOBMAN_BINARY})
-                   .args(args)
-                   .env("JOBMAN_HOME", home)
-                   .env("JOBMAN_AUTOSTART", "0")
-                   .output(jobman::util::Stream::pipe())
-                   .error(jobman::util::Stream::null())
-                   .spawn();
+  jobman::util::ProcessBuilder builder({JOBMAN_BINARY});
+  builder.args(args).env("JOBMAN_HOME", home).env("JOBMAN_AUTOSTART", "0");
+  if (!store.empty()) {
+    builder.env("JOBMAN_STORE", store);
+  }
+  auto child = builder.output(jobman::util::Stream::pipe()).error(jobman::util::Stream::null()).spawn();
   char buf[1 << 16];
   std::size_t total = 0;
   ssize_t r = 0;
@@ -260,6 +262,36 @@ double time_dashboard(const std::string& home, int live, int runs) {
 
 } // namespace
 
+// The same store on a PostgreSQL server: copied in as `jobman store migrate` does, then `list` and
+// `list --all --json` timed as whole processes with JOBMAN_STORE naming the server.
+void time_postgres(const std::string& home, const std::string& url, int runs) {
+  const auto copy_start = std::chrono::steady_clock::now();
+  {
+    const auto source = jobman::store::JobStore::open(home + "/jobman.db");
+    auto target = jobman::store::JobStore::open_postgres(url);
+    (void)source.copy_into(target);
+  }
+  std::fprintf(stderr, "copied into PostgreSQL in %.1f s\n",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count());
+  ::setenv("JOBMAN_HOME", home.c_str(), 1);
+  const jobman::core::DaemonPresence daemon;
+  std::size_t bytes = 0;
+  time_run(home, {"list"}, &bytes, url);
+  std::vector<double> list_ms;
+  list_ms.reserve(static_cast<std::size_t>(runs));
+  for (int i = 0; i < runs; ++i) {
+    list_ms.push_back(time_run(home, {"list"}, &bytes, url));
+  }
+  std::fprintf(stderr, "list on PostgreSQL: %zu bytes per run, min %.2f ms, max %.2f ms over %zu runs\n", bytes,
+               *std::min_element(list_ms.begin(), list_ms.end()), *std::max_element(list_ms.begin(), list_ms.end()),
+               list_ms.size());
+  std::vector<double> json_ms;
+  for (int i = 0; i < std::max(3, runs / 3); ++i) {
+    json_ms.push_back(time_run(home, {"list", "--all", "--json"}, &bytes, url));
+  }
+  std::printf("postgres_list_ms=%.2f postgres_list_all_json_ms=%.1f\n", median(list_ms), median(json_ms));
+}
+
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 100000;
   const int runs = argc > 2 ? std::atoi(argv[2]) : 21;
@@ -318,6 +350,9 @@ int main(int argc, char** argv) {
   time_dashboard(home, std::min(n, 1000), runs);
   std::printf("list_ms=%.2f list_undriven_ms=%.2f list_all_json_ms=%.1f report_365d_json_ms=%.1f\n", median(list_ms),
               median(undriven_ms), median(json_ms), median(report_ms));
+  if (const char* url = std::getenv("LIST_SCALE_POSTGRES_URL"); url != nullptr && *url != '\0') {
+    time_postgres(home, url, runs);
+  }
   if (std::getenv("LIST_SCALE_KEEP") != nullptr) {
     std::fprintf(stderr, "kept the store: JOBMAN_HOME=%s\n", home.c_str());
   } else {

@@ -128,7 +128,7 @@ int run_create(Context& ctx, const CreateOptions& options) {
     return print_dry_run(ctx, configs, options.json);
   }
   auto& store = ctx.store();
-  const auto ids = core::create_jobs(store, configs, util::current_user());
+  const auto ids = core::create_jobs(store, configs, store.identity());
   start_driving(ctx, options);
   std::optional<WaitResult> waited;
   if (options.wait) {

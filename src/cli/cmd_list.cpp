@@ -84,7 +84,7 @@ int run_list(Context& ctx, const ListOptions& options) {
   filter.include_history = options.all;
   filter.phases = parse_statuses(options.statuses);
   filter.name_glob = options.name_glob;
-  filter.user = options.user;
+  filter.user = user_filter(ctx.store(), options.user);
   if (options.kind != "all") {
     filter.kinds = {*domain::parse_job_kind(options.kind)};
   }
@@ -146,7 +146,7 @@ void add_list_command(CLI::App& app, Context& ctx) {
       ->allow_extra_args(false)
       ->type_name("PHASE");
   cmd->add_option("-n,--name", options->name_glob, "Only jobs whose name matches this shell glob")->type_name("GLOB");
-  cmd->add_option("-u,--user", options->user, "Only jobs of this user")->type_name("USER");
+  cmd->add_option("-u,--user", options->user, kUserOptionHelp)->type_name("USER|all");
   cmd->add_flag("-q,--quiet", options->quiet, "Print job ids only, one per line");
   cmd->add_option("-k,--kind", options->kind,
                   "Which records: job (default: those `create` made), worker, task or all (`jobman status` shows "

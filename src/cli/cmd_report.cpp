@@ -38,7 +38,7 @@ int run_report(Context& ctx, const ReportOptions& options) {
     throw UsageError("--since: '" + options.since + "' is not a duration (90s, 30m, 2h, 7d)");
   }
   selection.since_ms = selection.ids.empty() ? now - *since * 1000 : 0;
-  selection.user = options.user == "all" ? std::string() : options.user;
+  selection.user = user_filter(ctx.store(), options.user);
   selection.name_glob = options.name_glob;
   if (options.kind != "all") {
     selection.kinds = {*domain::parse_job_kind(options.kind)};
@@ -97,8 +97,7 @@ void define_report(CLI::App* cmd, Context& ctx) {
   auto options = std::make_shared<ReportOptions>();
   cmd->add_option("IDS", options->ids, "Only these jobs (000042 or 42); default: those active within --since");
   cmd->add_option("--since", options->since, "Jobs unfinished or finished within this long (default 7d)");
-  cmd->add_option("-u,--user", options->user, "Only this user's jobs ('all', the default: everyone's)")
-      ->type_name("USER");
+  cmd->add_option("-u,--user", options->user, kUserOptionHelp)->type_name("USER|all");
   cmd->add_option("-n,--name", options->name_glob, "Only jobs whose name matches this shell glob")->type_name("GLOB");
   cmd->add_option("-k,--kind", options->kind, "Which records: job, worker, task or all (default)")
       ->check(CLI::IsMember({"job", "worker", "task", "all"}));

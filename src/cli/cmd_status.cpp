@@ -14,6 +14,7 @@ namespace jobman::cli {
 namespace {
 
 struct StatusOptions {
+  std::string user;
   std::string accelerator;
   std::string zone;
   bool live_only = false;
@@ -76,13 +77,14 @@ int run_status(Context& ctx, const StatusOptions& options) {
     silence_logging();
   }
   auto& store = ctx.store();
+  const std::string user = user_filter(store, options.user);
   keep_jobs_driven(ctx);
   const auto workers = core::pool_records(store, domain::JobKind::worker);
   // Each task with its `#`. The table shows the queue's head only, unless asked for every task, filtered, or --json.
   std::vector<std::pair<std::size_t, domain::JobRecord>> tasks;
   std::int64_t queued_hidden = 0;
   if (!options.workers_only) {
-    if (!options.all_tasks && !options.json && options.accelerator.empty() && options.zone.empty()) {
+    if (!options.all_tasks && !options.json && options.accelerator.empty() && options.zone.empty() && user.empty()) {
       auto board = store.task_board(kQueueHead, util::now_ms());
       tasks = std::move(board.shown);
       queued_hidden = board.queued - board.queued_shown;
@@ -106,7 +108,7 @@ int run_status(Context& ctx, const StatusOptions& options) {
   }
   const auto wanted = [&](const domain::JobRecord& r) {
     return (options.accelerator.empty() || r.accelerator == options.accelerator) &&
-           (options.zone.empty() || r.zone == options.zone);
+           (options.zone.empty() || r.zone == options.zone) && (user.empty() || r.user == user);
   };
   nlohmann::ordered_json json = nlohmann::ordered_json::object();
   if (!options.task_only) {
@@ -199,6 +201,7 @@ int run_status(Context& ctx, const StatusOptions& options) {
 void add_status_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<StatusOptions>();
   auto* cmd = app.add_subcommand("status", "Show the workers and the task queue (jobman-lite's status)");
+  cmd->add_option("-u,--user", options->user, kUserOptionHelp)->type_name("USER|all");
   cmd->add_option("-a,--accelerator", options->accelerator, "Only workers and tasks on this accelerator");
   cmd->add_option("-z,--zone", options->zone, "Only workers and tasks in this zone");
   cmd->add_flag("--live-only,--lo", options->live_only, "Only workers whose queued resource is ACTIVE");

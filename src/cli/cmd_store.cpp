@@ -92,10 +92,45 @@ int run_migrate(Context& ctx, const MigrateOptions& options) {
   return 0;
 }
 
+// `store admins [add|remove NAME]`: who may act on every user's jobs.
+int run_admins(Context& ctx, const std::string& action, const std::string& name, bool json) {
+  if (json) {
+    silence_logging();
+  }
+  auto& store = ctx.store();
+  if (action == "add" || action == "remove") {
+    if (name.empty()) {
+      throw UsageError("store admins " + action + ": name the user (a database role on a PostgreSQL store)");
+    }
+    const bool changed = store.set_admin(name, action == "add");
+    if (!json) {
+      *ctx.out << name
+               << (action == "add" ? (changed ? " is now an admin" : " was an admin already")
+                                   : (changed ? " is no longer an admin" : " was not an admin"))
+               << '\n';
+    }
+  } else if (!name.empty()) {
+    throw UsageError("store admins: add or remove NAME, or nothing to list them");
+  }
+  const auto admins = store.admins();
+  if (json) {
+    *ctx.out << nlohmann::ordered_json{{"admins", admins}, {"you", store.identity()}}.dump(2) << '\n';
+  } else if (action.empty()) {
+    for (const auto& admin : admins) {
+      *ctx.out << admin << '\n';
+    }
+    if (admins.empty()) {
+      *ctx.err << "No admins: each user acts on their own jobs only"
+               << (store.on_postgres() ? "" : " (this SQLite store is yours alone: you act on every job)") << ".\n";
+    }
+  }
+  return 0;
+}
+
 } // namespace
 
 void add_store_command(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("store", "The store itself: copy a SQLite store into a PostgreSQL one");
+  auto* cmd = app.add_subcommand("store", "The store itself: its admins, and copying a SQLite store into PostgreSQL");
   cmd->require_subcommand(1);
   auto migrate = std::make_shared<MigrateOptions>();
   auto* sub = cmd->add_subcommand("migrate", "Copy a SQLite store, history included, into a PostgreSQL store");
@@ -108,6 +143,27 @@ void add_store_command(CLI::App& app, Context& ctx) {
               "  jobman store migrate --to postgresql://alice@db.lab.org/jobman\n"
               "  JOBMAN_STORE=postgresql://alice@db.lab.org/jobman jobman store migrate --json");
   sub->callback([&ctx, migrate] { ctx.action = [&ctx, migrate] { return run_migrate(ctx, *migrate); }; });
+
+  struct AdminsOptions {
+    std::string action;
+    std::string name;
+    bool json = false;
+  };
+  auto admins = std::make_shared<AdminsOptions>();
+  auto* adm = cmd->add_subcommand("admins", "List the store's admins, or add or remove one");
+  adm->add_option("ACTION", admins->action, "add or remove (nothing: list them)")
+      ->check(CLI::IsMember({"add", "remove"}));
+  adm->add_option("NAME", admins->name, "The user (on PostgreSQL, the database role they log in as)");
+  add_json_flag(*adm, admins->json);
+  adm->footer("Admins may cancel, delete, clean and resume every user's jobs and tasks; others only their own.\n"
+              "On PostgreSQL the store's owner (the role owning its schema) or an admin changes the list.\n"
+              "Examples:\n"
+              "  jobman store admins\n"
+              "  jobman store admins add alice\n"
+              "  jobman store admins remove bob");
+  adm->callback([&ctx, admins] {
+    ctx.action = [&ctx, admins] { return run_admins(ctx, admins->action, admins->name, admins->json); };
+  });
 }
 
 } // namespace jobman::cli

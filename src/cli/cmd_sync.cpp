@@ -158,10 +158,11 @@ int run_sync(Context& ctx, const SyncOptions& options) {
     }
   }
   const auto settings = config::load_settings();
-  if (!options.all_owners) {
-    filter.owner = core::owner_label_value(util::current_user());
-  }
   auto& store = ctx.store();
+  const std::string owner = options.all_owners ? "" : core::owner_label_value(store.identity());
+  if (!owner.empty()) {
+    filter.owners = {owner};
+  }
   std::vector<std::string> zones = options.zones;
   if (zones.empty()) {
     zones = core::zones_in_use(store, settings.zone);
@@ -200,7 +201,7 @@ int run_sync(Context& ctx, const SyncOptions& options) {
     }
   }
   if (options.json) {
-    *ctx.out << sync_json(zones, filter.owner, options.remove, orphans, deletions, filter.now_ms).dump(2) << '\n';
+    *ctx.out << sync_json(zones, owner, options.remove, orphans, deletions, filter.now_ms).dump(2) << '\n';
   } else if (orphans.empty()) {
     *ctx.err << "No orphaned resources in " << util::join(zones, ", ") << ".\n";
   } else if (!options.remove) {

@@ -116,7 +116,7 @@ int run_submit(Context& ctx, const SubmitOptions& options) {
     spdlog::warn("{}", format_warning(w));
   }
   auto& store = ctx.store();
-  const auto ids = core::submit_tasks(store, tasks, util::current_user());
+  const auto ids = core::submit_tasks(store, tasks, store.identity());
   start_supervisor(ctx);
   if (options.json) {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();

@@ -101,7 +101,7 @@ int run_start(Context& ctx, StartOptions options) {
   if (offers.source == core::OfferSource::built_in) {
     spdlog::warn("{}", offers.note);
   }
-  const auto id = core::start_workers(store, {config}, util::current_user()).front();
+  const auto id = core::start_workers(store, {config}, store.identity()).front();
   start_supervisor(ctx);
   const auto job = store.get_job(id);
   if (options.json) {
@@ -329,7 +329,7 @@ int run_worker_sync(Context& ctx, PoolSelectOptions options) {
     }
   }
   core::OrphanFilter filter;
-  filter.owner = core::owner_label_value(util::current_user());
+  filter.owners = {core::owner_label_value(store.identity())};
   filter.now_ms = util::now_ms();
   const auto orphans = core::find_orphans(listings, store.held_slices(), filter);
   keep_jobs_driven(ctx);

@@ -262,4 +262,14 @@ void Table::print(std::ostream& out, bool use_color) const {
   }
 }
 
+std::string user_filter(const store::JobStore& store, const std::string& value) {
+  if (value == "all") {
+    return "";
+  }
+  if (value.empty()) {
+    return store.on_postgres() ? store.identity() : "";
+  }
+  return value;
+}
+
 } // namespace jobman::cli

@@ -41,6 +41,14 @@ std::string format_warning(const config::ConfigWarning& warning);
 // The ANSI colour for a phase in tables; "" for none.
 std::string_view phase_color(domain::Phase phase);
 
+// The user whose records `--user VALUE` selects, "" meaning everyone's: "all" is everyone's, a name that user's, and
+// no value (empty) your own on a store a lab shares (PostgreSQL) or everyone's on your own (SQLite).
+std::string user_filter(const store::JobStore& store, const std::string& value);
+
+// The help of --user for list, status and report.
+inline constexpr const char* kUserOptionHelp =
+    "Whose records: NAME, or 'all' (default: yours on a lab's PostgreSQL store, all on your own SQLite one)";
+
 // What `list` shows in its STATUS column: the phase, and a pending request when there is one.
 std::string status_text(const domain::JobRecord& job);
 // The PROGRESS column: "611/2000" when the output gives a total, "step 611" when not, "-" before any step.

@@ -242,7 +242,8 @@ RequestOutcome resume(store::JobStore& store, const domain::JobRecord& job) {
     return outcome(job, false, false, "already " + std::string(domain::to_string(job.phase)));
   }
   const bool task = job.kind == domain::JobKind::task;
-  store.set_desired_state(job.id, DesiredState::run, task ? "requeue requested" : "resume requested");
+  store.set_desired_state(job.id, DesiredState::run,
+                          std::string(task ? "requeue" : "resume") + " requested by " + store.identity());
   if (domain::is_terminal(job.phase)) {
     auto change = change_to(Phase::pending, task ? "requeued by the user" : "resumed by the user");
     if (job.phase == Phase::failed || (task && job.phase == Phase::succeeded)) {
@@ -264,7 +265,7 @@ RequestOutcome tear_down(store::JobStore& store, const domain::JobRecord& job, R
   const bool already_asked = teardown_rank(job.desired) >= teardown_rank(desired);
   const std::string verb(to_string(request));
   if (!already_asked) {
-    store.set_desired_state(job.id, desired, verb + " requested");
+    store.set_desired_state(job.id, desired, verb + " requested by " + store.identity());
   }
   if (has_cloud_footprint(store, job)) {
     // Stopping the workload and releasing the slice is the supervisor's work, under the job's lease.
@@ -310,6 +311,11 @@ RequestOutcome tear_down(store::JobStore& store, const domain::JobRecord& job, R
 
 RequestOutcome apply_request(store::JobStore& store, std::int64_t id, Request request) {
   const domain::JobRecord job = store.get_job(id);
+  if (!store.may_act_on(job.user)) {
+    throw Error(std::string(job.kind == domain::JobKind::task ? "task " : "job ") + util::format_job_id(job.id) +
+                " is " + job.user + "'s: " + store.identity() + " may not " + std::string(to_string(request)) +
+                " it (" + job.user + " or an admin may; see `jobman store admins`)");
+  }
   if (request == Request::resume) {
     return resume(store, job);
   }

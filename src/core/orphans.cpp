@@ -23,7 +23,7 @@ std::optional<Orphan> candidate(ResourceKind kind, const std::string& name, cons
                                 const std::string& state, const std::string& create_time,
                                 const std::map<std::string, std::string>& labels, const OrphanFilter& filter) {
   const auto owner = labels.find(kOwnerLabel);
-  if (owner == labels.end() || (!filter.owner.empty() && owner->second != filter.owner)) {
+  if (owner == labels.end() || (!filter.owners.empty() && !filter.owners.contains(owner->second))) {
     return std::nullopt;
   }
   Orphan orphan;

@@ -31,10 +31,17 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
   int number = 0;
   Placement place = where;
   {
-    auto query = statements.get("SELECT attempt, accelerator, hosts, pricing FROM jobs WHERE id = ?1");
+    auto query = statements.get("SELECT attempt, accelerator, hosts, pricing, phase, desired FROM jobs WHERE id = ?1");
     query->bind(1, job_id);
     if (!query->step()) {
       throw_no_such_job(job_id);
+    }
+    // Checked in the transaction that records the attempt: a supervisor that read the job before a user's cancel,
+    // delete or clean never starts an attempt (and requests a slice) for it after.
+    const auto phase = detail::phase_column(db, *query, 4);
+    if (is_terminal(phase) || query->column_text_view(5) != "run") {
+      throw JobChangedError("job " + util::format_job_id(job_id) + " is " + std::string(to_string(phase)) +
+                            " with desired state " + query->column_text(5) + " now: no attempt started");
     }
     number = query->column_int(0) + 1;
     if (place.accelerator.empty()) {

@@ -18,7 +18,7 @@ struct Table {
   bool immutable;
   const char* identity; // The column whose sequence goes on after the source's highest id, or nullptr.
 };
-constexpr std::array<Table, 9> kTables{{
+constexpr std::array<Table, 10> kTables{{
     {"jobs", "id", false, "id"},
     {"job_configs", "job_id", false, nullptr},
     {"attempts", "job_id, number", false, nullptr},
@@ -28,6 +28,7 @@ constexpr std::array<Table, 9> kTables{{
     {"rivals", "job_id, name", false, nullptr},
     {"job_removals", "n", true, nullptr},
     {"zone_catalogs", "endpoint, project, zone", false, nullptr},
+    {"store_settings", "key", false, nullptr},
 }};
 
 // Rows per INSERT: PostgreSQL takes at most 65535 parameters a statement.

@@ -207,15 +207,29 @@ JobStore JobStore::open(const std::filesystem::path& path) {
 
 namespace {
 
-// A new PostgreSQL store gets the latest schema at once (schema::postgres_baseline); later versions will add their
-// steps in both dialects. Run under the store's write lock, so that processes opening a new store together create it
-// once between them.
+// The schema version of a PostgreSQL store; 0 for an empty schema.
+int postgres_version(sql::Connection& db) {
+  const bool created = db.query_int("SELECT count(*) FROM (SELECT to_regclass('jobman_schema') AS t) AS s "
+                                    "WHERE t IS NOT NULL") > 0;
+  return created ? read_user_version(db) : 0;
+}
+
+// A new PostgreSQL store gets the schema of schema::postgres_baseline_version at once, then the later steps in
+// PostgreSQL's dialect. A store that is up to date is read, not locked; otherwise the steps run under the store's
+// write lock, so that processes opening a new store together create it once between them.
 void migrate_postgres(postgres::Connection& db) {
-  sql::Transaction transaction(db);
-  const bool created = db.query_int("SELECT count(*) FROM information_schema.tables WHERE table_schema = "
-                                    "current_schema() AND table_name = 'jobman_schema'") > 0;
-  const int version = created ? read_user_version(db) : 0;
+  int version = postgres_version(db);
   refuse_unknown_version(db, version);
+  if (version == schema::latest_version()) {
+    return;
+  }
+  sql::Transaction transaction(db);
+  version = postgres_version(db);
+  refuse_unknown_version(db, version);
+  if (version == schema::latest_version()) {
+    transaction.commit();
+    return;
+  }
   if (version == 0) {
     try {
       db.execute(std::string(schema::postgres_baseline()));
@@ -223,10 +237,20 @@ void migrate_postgres(postgres::Connection& db) {
       throw Error("cannot create the store's tables in " + db.path() + ": " + e.what());
     }
     db.execute("CREATE TABLE jobman_schema (version BIGINT NOT NULL); INSERT INTO jobman_schema VALUES (" +
-               std::to_string(schema::latest_version()) + ")");
-  } else if (version < schema::latest_version()) {
-    throw Error(db.path() + " has schema " + std::to_string(version) + ", and this jobman has no step from it to " +
-                std::to_string(schema::latest_version()) + " on PostgreSQL");
+               std::to_string(schema::postgres_baseline_version) + ")");
+    version = schema::postgres_baseline_version;
+  }
+  for (const auto& step : schema::migrations()) {
+    if (step.version <= version) {
+      continue;
+    }
+    try {
+      db.execute(std::string(step.postgres_sql));
+    } catch (const Error& e) {
+      throw Error("cannot migrate " + db.path() + " to schema " + std::to_string(step.version) + " (" +
+                  std::string(step.what) + "): " + e.what());
+    }
+    db.execute("UPDATE jobman_schema SET version = " + std::to_string(step.version));
   }
   transaction.commit();
 }

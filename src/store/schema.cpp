@@ -310,7 +310,16 @@ BEGIN
 END;
 )sql";
 
-constexpr std::array<Migration, 16> all{{
+// Version 17: the store's own settings, such as who may act on everyone's jobs (`jobman store admins`). One row
+// per key; a list is a JSON array. The same DDL on both backends.
+constexpr std::string_view v17 = R"sql(
+CREATE TABLE store_settings (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+)sql";
+
+constexpr std::array<Migration, 17> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -327,6 +336,7 @@ constexpr std::array<Migration, 16> all{{
     {14, "record training progress and index phase changes", v14},
     {15, "number every change of a job for watchers", v15},
     {16, "number a job's removal above its last change", v16},
+    {17, "keep the store's own settings (admins)", v17, v17},
 }};
 
 } // namespace

@@ -11,7 +11,12 @@ struct Migration {
   int version;           // The user_version after this step.
   std::string_view what; // What the step does, for messages.
   std::string_view sql;  // The DDL it runs.
+  // The same step in PostgreSQL's dialect; empty up to postgres_baseline_version, which the baseline covers.
+  std::string_view postgres_sql = {};
 };
+
+// The version postgres_baseline() creates; a PostgreSQL store goes on from it with the steps' postgres_sql.
+inline constexpr int postgres_baseline_version = 16;
 
 // Every migration in order; migrations()[i].version == i + 1.
 std::span<const Migration> migrations();
@@ -19,7 +24,7 @@ std::span<const Migration> migrations();
 // The version a fully migrated database has.
 int latest_version();
 
-// The DDL of a new PostgreSQL store at latest_version(), equivalent to every SQLite migration applied.
+// The DDL of a new PostgreSQL store at postgres_baseline_version, equivalent to every SQLite migration up to it.
 std::string_view postgres_baseline();
 
 // The DDL of version 1 exactly as the first release ran it (tests build old databases with it).

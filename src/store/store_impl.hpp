@@ -182,6 +182,7 @@ struct JobStore::Impl {
   std::unique_ptr<sql::Connection> connection;
   sql::Connection& db;
   sql::StatementCache statements; // After the connection: finalized before it closes.
+  std::string identity;           // JobStore::identity(), read on first use.
 
   std::optional<JobRecord> find(std::int64_t id, bool with_config) {
     auto query = statements.get(detail::select_jobs(with_config) + " WHERE jobs.id = ?1");

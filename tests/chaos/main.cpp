@@ -4,6 +4,9 @@
 //   jobman-chaos trials --long             at least 200 supervisor kills and 500 preemptions
 //   jobman-chaos trials --seed 17          one trial, as a failing run printed it
 //   jobman-chaos store                     64 processes on one store for a minute, two supervisors driving
+//   jobman-chaos store --postgres --kill-every 10 --restart-server-at 30 --drain 120
+//                                          the same on PostgreSQL, two machines' supervisors killed and the server
+//                                          restarted under them; then every job ends and the cloud is left empty
 //
 // Exit 0 when every invariant held; 1 when one did not (each failing seed is printed with the command that repeats
 // it); 2 on a usage error.
@@ -102,6 +105,16 @@ int main(int argc, char** argv) {
   store_command->add_option("--supervisors", stress.supervisors, "Supervisors driving the jobs");
   store_command->add_option("--seed", stress.seed, "Seed of the clients' choices");
   store_command->add_option("--json", stress.json_file, "Write the counts and findings to FILE");
+  store_command->add_flag("--postgres", stress.postgres,
+                          "The store on a private PostgreSQL server, each supervisor in a home of its own");
+  store_command->add_option("--kill-every", stress.kill_every,
+                            "Mean seconds between SIGKILLs of a random supervisor, replaced at once (0: none)");
+  store_command
+      ->add_option("--restart-server-at", stress.restart_server_at,
+                   "Seconds into the run at which the PostgreSQL server restarts (0: never)")
+      ->needs("--postgres");
+  store_command->add_option("--drain", stress.drain_seconds,
+                            "Then wait up to this many seconds for every job to end, and check the cloud is empty");
 
   CLI11_PARSE(app, argc, argv);
 

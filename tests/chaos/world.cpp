@@ -1,11 +1,14 @@
 #include "world.hpp"
 
+#include "jobman/util/system.hpp"
+
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <dirent.h>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -97,20 +100,47 @@ ChaosCloud::~ChaosCloud() {
   stop_supervisors();
   store_.reset();
   kill_processes_of(home_);
+  for (const auto& machine : std::set<std::string>(supervisor_machine_.begin(), supervisor_machine_.end())) {
+    if (!machine.empty()) {
+      kill_processes_of(dir_ / machine);
+    }
+  }
 }
 
 test::RunResult ChaosCloud::jobman(const std::vector<std::string>& args) const {
   return test::run_jobman(args, test::RunOptions{env_, "", ""});
 }
 
-std::size_t ChaosCloud::start_supervisor(const std::string& tick, const std::string& lease_ttl) {
+void ChaosCloud::use_store(const std::string& url) {
+  store_.reset();
+  store_location_ = url;
+  env_["JOBMAN_STORE"] = url;
+}
+
+std::size_t ChaosCloud::start_supervisor(const std::string& tick, const std::string& lease_ttl,
+                                         const std::string& machine) {
   std::lock_guard lock(supervisors_mutex_);
   const auto slot = supervisors_.size();
+  auto env = env_;
+  if (!machine.empty()) {
+    env["JOBMAN_HOME"] = (dir_ / machine).string();
+  }
   supervisors_.push_back(std::make_unique<test::LineReadingProcess>(
-      std::vector<std::string>{test::jobman_binary(), "daemon", "--tick", tick, "--lease-ttl", lease_ttl}, env_,
+      std::vector<std::string>{test::jobman_binary(), "daemon", "--tick", tick, "--lease-ttl", lease_ttl}, env,
       dir_ / ("supervisor-" + std::to_string(slot) + ".log")));
   supervisor_live_.push_back(true);
+  supervisor_machine_.push_back(machine);
   return slot;
+}
+
+std::map<pid_t, std::int64_t> ChaosCloud::killed_at_ms() const {
+  std::lock_guard lock(supervisors_mutex_);
+  return killed_at_ms_;
+}
+
+std::string ChaosCloud::machine_of(std::size_t slot) const {
+  std::lock_guard lock(supervisors_mutex_);
+  return slot < supervisor_machine_.size() ? supervisor_machine_[slot] : "";
 }
 
 bool ChaosCloud::kill_supervisor(std::size_t slot) {
@@ -118,8 +148,10 @@ bool ChaosCloud::kill_supervisor(std::size_t slot) {
   if (slot >= supervisors_.size() || !supervisor_live_[slot]) {
     return false;
   }
+  const pid_t pid = supervisors_[slot]->pid();
   supervisors_[slot]->send(SIGKILL);
   supervisors_[slot]->finish();
+  killed_at_ms_[pid] = util::now_ms();
   supervisor_live_[slot] = false;
   return true;
 }
@@ -207,7 +239,8 @@ bool ChaosCloud::mock_is_empty() {
 
 store::JobStore& ChaosCloud::store() {
   if (!store_) {
-    store_.emplace(store::JobStore::open(home_ / "jobman.db"));
+    store_.emplace(store_location_.empty() ? store::JobStore::open(home_ / "jobman.db")
+                                           : store::JobStore::open_location(store_location_));
   }
   return *store_;
 }

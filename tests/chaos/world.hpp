@@ -70,10 +70,19 @@ public:
   // Runs jobman with this home's environment.
   test::RunResult jobman(const std::vector<std::string>& args) const;
 
-  // Starts `jobman daemon`; returns its slot. Thread-safe.
-  std::size_t start_supervisor(const std::string& tick = "50ms", const std::string& lease_ttl = "2s");
+  // Puts the store on the PostgreSQL server `url` names (JOBMAN_STORE, for every command and supervisor started
+  // from now on) instead of the home's SQLite file.
+  void use_store(const std::string& url);
+  // Starts `jobman daemon`; returns its slot. Thread-safe. With `machine`, it runs in a home of its own named so
+  // (as on another machine sharing a PostgreSQL store); a new supervisor of the same machine takes that home over.
+  std::size_t start_supervisor(const std::string& tick = "50ms", const std::string& lease_ttl = "2s",
+                               const std::string& machine = "");
   // SIGKILLs the supervisor in `slot` and reaps it; false when it was not running.
   bool kill_supervisor(std::size_t slot);
+  // When each supervisor killed so far died (ms since the epoch), by process id.
+  std::map<pid_t, std::int64_t> killed_at_ms() const;
+  // The machine a slot's supervisor runs as ("" for the chaos home).
+  std::string machine_of(std::size_t slot) const;
   // The slots of the supervisors still running.
   std::vector<std::size_t> live_supervisors();
   // SIGTERMs every supervisor and waits for each; returns how many did not exit 0.
@@ -103,6 +112,9 @@ private:
   mutable std::mutex supervisors_mutex_;
   std::vector<std::unique_ptr<test::LineReadingProcess>> supervisors_;
   std::vector<bool> supervisor_live_;
+  std::vector<std::string> supervisor_machine_;
+  std::map<pid_t, std::int64_t> killed_at_ms_;
+  std::string store_location_;
   std::optional<store::JobStore> store_;
 };
 

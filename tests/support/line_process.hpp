@@ -33,6 +33,8 @@ public:
   // Reads the rest of stdout and reaps the child; returns its exit status (128 + signal when killed), or -1 when it
   // did not end within the patience (it is then killed).
   int finish();
+  // The child's process id (-1 once reaped).
+  [[nodiscard]] pid_t pid() const { return pid_; }
   // Every stdout line read so far.
   [[nodiscard]] const std::vector<std::string>& lines() const { return lines_; }
   // After finish(): the child was ended by a signal rather than exiting with a status of its own.

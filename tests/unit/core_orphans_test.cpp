@@ -56,7 +56,7 @@ std::vector<std::string> names(const std::vector<Orphan>& orphans) {
 
 OrphanFilter alices() {
   OrphanFilter filter;
-  filter.owner = "alice";
+  filter.owners = {"alice"};
   filter.now_ms = kNow;
   return filter;
 }
@@ -105,7 +105,7 @@ TEST(CoreOrphans, OnlyThisOwnersResourcesUnlessEveryOwnerIsAskedFor) {
       {node("their-node", labels("000007", "bob"))}};
   EXPECT_EQ(names(find_orphans({zone}, {}, alices())), std::vector<std::string>{"queued-resource mine"});
   OrphanFilter everyone = alices();
-  everyone.owner.clear();
+  everyone.owners.clear();
   EXPECT_EQ(names(find_orphans({zone}, {}, everyone)),
             (std::vector<std::string>{"queued-resource mine", "queued-resource theirs", "node their-node"}));
 }

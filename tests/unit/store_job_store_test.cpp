@@ -154,6 +154,24 @@ TEST_P(JobStoreTest, MissingJobsAreReportedByFormattedId) {
   EXPECT_THROW(store.remove_job(42), NoSuchJobError);
 }
 
+TEST_P(JobStoreTest, NoAttemptStartsForAJobAUserCancelledOrThatEndedSinceItWasRead) {
+  auto store = open_store();
+  const auto ids = store.create_jobs({make_job("deleted"), make_job("cancelled"), make_job("running")});
+  // A supervisor read these jobs as PENDING and wanted to run; then the users' requests got in first.
+  (void)store.set_desired_state(ids[0], DesiredState::remove, "delete requested by alice");
+  PhaseChange deleted;
+  deleted.to = Phase::deleted;
+  deleted.reason = "deleted before a slice was requested";
+  ASSERT_TRUE(store.transition(ids[0], Phase::pending, deleted));
+  (void)store.set_desired_state(ids[1], DesiredState::stop, "cancel requested by alice");
+  for (const auto id : {ids[0], ids[1]}) {
+    EXPECT_THROW(store.begin_attempt(id, "qr-1", "node-1", "us-central2-b", true), JobChangedError) << id;
+    EXPECT_TRUE(store.attempts(id).empty()) << id;
+    EXPECT_EQ(store.get_job(id).attempt, 0) << id;
+  }
+  EXPECT_EQ(store.begin_attempt(ids[2], "qr-1", "node-1", "us-central2-b", true).number, 1);
+}
+
 TEST_P(JobStoreTest, SetDesiredStateUpdatesTheJobAndRecordsAnEvent) {
   auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).at(0);

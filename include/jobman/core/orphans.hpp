@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,7 +56,7 @@ struct Orphan {
 
 // Which orphans to report.
 struct OrphanFilter {
-  std::string owner;                         // Only resources whose jobman-owner label is this; empty: any owner.
+  std::set<std::string> owners; // Only resources whose jobman-owner label is one of these; empty: any owner.
   std::optional<std::int64_t> older_than_ms; // Only resources created longer ago than this (an unknown age never is).
   std::int64_t now_ms = 0;                   // The time ages are measured at.
 };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "jobman/domain/job.hpp"
+#include "jobman/util/error.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -104,6 +105,13 @@ struct Notification {
 
 // The store: SQLite (a file, the default) or PostgreSQL (a server a lab shares), one interface and one schema. One
 // per process; not shared between threads.
+// A write refused because the job changed under the writer: a user cancelled, deleted or cleaned it, or it ended,
+// since the writer last read it. The writer reads it again and decides anew.
+class JobChangedError : public Error {
+public:
+  using Error::Error;
+};
+
 // What JobStore::copy_into did.
 struct StoreCopy {
   enum class Into {
@@ -311,6 +319,22 @@ public:
 
   // `PRAGMA integrity_check` says "ok".
   [[nodiscard]] bool integrity_ok() const;
+
+  // Every user with a record in the store.
+  [[nodiscard]] std::vector<std::string> users() const;
+  // Who this process acts as in the store: on PostgreSQL the database role it logged in as (the server
+  // authenticated it), on SQLite the login name (the file is the user's own).
+  [[nodiscard]] const std::string& identity() const;
+  // The store's admins (its `admins` setting): they may cancel, delete and clean every user's jobs and tasks.
+  [[nodiscard]] std::vector<std::string> admins() const;
+  // Adds `name` to the admins (true) or removes it (false); returns whether the list changed. Throws
+  // jobman::Error unless identity() may manage them (may_manage_admins).
+  bool set_admin(const std::string& name, bool admin);
+  // On PostgreSQL, the schema's owner or an admin; on SQLite, anyone (the store is one user's).
+  [[nodiscard]] bool may_manage_admins() const;
+  // Whether identity() may cancel, delete or clean a record of `owner`: its own, any as an admin, and any on a
+  // SQLite store (one user's).
+  [[nodiscard]] bool may_act_on(const std::string& owner) const;
 
   // Copies this store, history included, into `target` (a store on PostgreSQL), in one transaction of the target's:
   // all of it or nothing. Ids, change numbers and times are kept, and the target's ids go on after the source's

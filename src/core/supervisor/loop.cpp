@@ -22,6 +22,8 @@ namespace {
 
 // How long a stopping supervisor waits for the operations and streams still running (see Outstanding).
 constexpr milliseconds kSettleLimit{5'000};
+// How long a tick that failed (the store unreachable, say) waits before the next starts over.
+constexpr milliseconds kTickRetry{500};
 // How often the progress read from the workers' output is written: a trainer printing a hundred steps a second costs
 // the store one row per job every this often.
 constexpr milliseconds kProgressFlushEvery{3'000};
@@ -52,6 +54,70 @@ void SupervisorLoop::compute_tick() {
   tick = std::max(milliseconds(20), scaled(seconds));
 }
 
+bool SupervisorLoop::tick_once(const std::stop_token& stop, TickTimes& times) {
+  auto& [next_read, next_observe, next_notify, next_progress] = times;
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= next_read || read_now) {
+    read_now = false;
+    store_clock_offset_ms = job_store->clock_ms() - util::now_ms();
+    read_jobs();
+    compute_tick();
+    next_read = now + std::min(tick, milliseconds(1000));
+  }
+  if (now >= next_observe) {
+    observe();
+    next_observe = now + tick;
+    // Serving and parked workers look at the queue every tick (a read of one index when nothing waits for them).
+    for (auto& [id, d] : driven) {
+      if (d.job.kind == domain::JobKind::worker &&
+          (d.job.phase == domain::Phase::running || d.job.phase == domain::Phase::pending)) {
+        d.dirty = true;
+      }
+    }
+  }
+  sweep_if_due(now);
+  for (auto& [id, d] : driven) {
+    step_safely(d);
+  }
+  if (now >= next_progress) {
+    flush_progress();
+    next_progress = now + kProgressFlushEvery;
+  }
+  if (notify_now || now >= next_notify) {
+    notify_now = false;
+    next_notify = now + std::max(tick, milliseconds(1000));
+    send_due_notifications();
+  }
+  prune();
+  if (options.idle_exit) {
+    if (!driven.empty()) {
+      idle_since.reset();
+    } else if (!idle_since) {
+      idle_since = now;
+    } else if (now - *idle_since >= *options.idle_exit) {
+      spdlog::info("supervisor idle for {}; exiting", util::format_duration(options.idle_exit->count() / 1000));
+      return false;
+    }
+  }
+  auto deadline = std::min(next_read, next_observe);
+  // A job waiting out a backoff wakes the loop when it is due.
+  for (const auto& [id, d] : driven) {
+    if (!d.busy && d.retry_at_ms > 0) {
+      const auto due =
+          std::chrono::steady_clock::now() + milliseconds(std::max<std::int64_t>(0, d.retry_at_ms - now_ms()));
+      deadline = std::min(deadline, due);
+    }
+  }
+  for (auto& completion : inbox->wait(deadline, stop)) {
+    try {
+      apply(completion);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: {}", job_label(completion.job_id), e.what());
+    }
+  }
+  return true;
+}
+
 void SupervisorLoop::run(const std::stop_token& stop) {
   job_store.emplace(store::JobStore::open_location(store_location));
   store_clock_offset_ms = job_store->clock_ms() - util::now_ms();
@@ -60,68 +126,24 @@ void SupervisorLoop::run(const std::stop_token& stop) {
   if (job_store->on_postgres()) {
     listener = std::jthread([this](const std::stop_token& listen_stop) { listen_loop(listen_stop); });
   }
-  auto next_read = std::chrono::steady_clock::now();
-  auto next_observe = next_read;
-  auto next_notify = next_read;
-  auto next_progress = next_read;
-  next_sweep = next_read;
+  TickTimes times;
+  times.read = times.observe = times.notify = times.progress = std::chrono::steady_clock::now();
+  next_sweep = times.read;
   spdlog::info("supervisor {} started on the {} cloud (project {})", options.owner, access->mock ? "mock" : "Google",
                access->project);
   while (!stop.stop_requested()) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= next_read || read_now) {
-      read_now = false;
-      store_clock_offset_ms = job_store->clock_ms() - util::now_ms();
-      read_jobs();
-      compute_tick();
-      next_read = now + std::min(tick, milliseconds(1000));
-    }
-    if (now >= next_observe) {
-      observe();
-      next_observe = now + tick;
-      // Serving and parked workers look at the queue every tick (a read of one index when nothing waits for them).
-      for (auto& [id, d] : driven) {
-        if (d.job.kind == domain::JobKind::worker &&
-            (d.job.phase == domain::Phase::running || d.job.phase == domain::Phase::pending)) {
-          d.dirty = true;
-        }
-      }
-    }
-    sweep_if_due(now);
-    for (auto& [id, d] : driven) {
-      step_safely(d);
-    }
-    if (now >= next_progress) {
-      flush_progress();
-      next_progress = now + kProgressFlushEvery;
-    }
-    if (notify_now || now >= next_notify) {
-      notify_now = false;
-      next_notify = now + std::max(tick, milliseconds(1000));
-      send_due_notifications();
-    }
-    prune();
-    if (options.idle_exit) {
-      if (!driven.empty()) {
-        idle_since.reset();
-      } else if (!idle_since) {
-        idle_since = now;
-      } else if (now - *idle_since >= *options.idle_exit) {
-        spdlog::info("supervisor idle for {}; exiting", util::format_duration(options.idle_exit->count() / 1000));
+    try {
+      if (!tick_once(stop, times)) {
         break;
       }
-    }
-    auto deadline = std::min(next_read, next_observe);
-    // A job waiting out a backoff wakes the loop when it is due.
-    for (const auto& [id, d] : driven) {
-      if (!d.busy && d.retry_at_ms > 0) {
-        const auto due =
-            std::chrono::steady_clock::now() + milliseconds(std::max<std::int64_t>(0, d.retry_at_ms - now_ms()));
-        deadline = std::min(deadline, due);
-      }
-    }
-    for (auto& completion : inbox->wait(deadline, stop)) {
-      apply(completion);
+    } catch (const std::exception& e) {
+      // The store (a server restarting, a network cut) or anything else this tick needed failed: nothing the tick
+      // did is lost (each write is a transaction of its own), and the next tick starts over.
+      spdlog::warn("this tick stopped short: {}; trying again", e.what());
+      std::mutex m;
+      std::condition_variable_any cv;
+      std::unique_lock lock(m);
+      cv.wait_for(lock, stop, kTickRetry, [] { return false; });
     }
   }
   shutdown();
@@ -211,6 +233,15 @@ void SupervisorLoop::step_safely(Driven& d) {
     driver.step(d);
   } catch (const NoSuchJobError&) {
     to_drop.push_back(d.job.id);
+  } catch (const store::JobChangedError& e) {
+    // A user's request got in first: decide again on what the store says now.
+    spdlog::info("{}: {}", job_label(d.job.id), e.what());
+    try {
+      driver.reload(d);
+      d.dirty = true;
+    } catch (const NoSuchJobError&) {
+      to_drop.push_back(d.job.id);
+    }
   } catch (const std::exception& e) {
     driver.error_event(d, e.what());
     driver.backoff(d);

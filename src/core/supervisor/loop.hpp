@@ -88,6 +88,13 @@ private:
   bool worker_is_live(std::int64_t worker_id);
   // Renews every held lease a quarter of its life apart, on its own connection; tells the loop of leases lost.
   void heartbeat_loop(const std::stop_token& stop);
+  // When the loop next reads the store, observes the cloud, sends notifications and flushes progress.
+  struct TickTimes {
+    std::chrono::steady_clock::time_point read, observe, notify, progress;
+  };
+  // One pass of the loop: read, observe, step every driven job, then wait for the next thing to do and apply what
+  // arrived. False when the supervisor has been idle long enough to exit.
+  bool tick_once(const std::stop_token& stop, TickTimes& times);
   // On a PostgreSQL store, waits for its wake-ups (a job arrived, a user changed what one should do) on a connection
   // of its own and has the loop read the store at once.
   void listen_loop(const std::stop_token& stop);

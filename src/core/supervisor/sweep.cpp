@@ -2,6 +2,7 @@
 // queued resources and nodes with this user's jobman labels that no attempt holds, created longer ago than the grace,
 // are deleted. The listings and the deletions run on the action pool, never on the loop's thread; the store is read
 // on the loop's thread once the listings are in. A failure is a warning: the next sweep tries again.
+#include "jobman/core/plan.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -53,7 +54,13 @@ void SupervisorLoop::sweep_listed(const std::vector<ZoneListing>& listings, cons
   std::size_t young = 0;
   try {
     OrphanFilter filter;
-    filter.owner = orphan_owner;
+    filter.owners = {orphan_owner};
+    if (job_store->on_postgres()) {
+      // A lab's store: the supervisor takes care of every user's slices, whoever it runs as.
+      for (const auto& user : job_store->users()) {
+        filter.owners.insert(owner_label_value(user));
+      }
+    }
     filter.now_ms = now_ms();
     const auto all = find_orphans(listings, job_store->held_slices(), filter);
     for (const auto& orphan : all) {
