@@ -161,11 +161,12 @@ _jobman() {
     ;;
   status)
     case "$prev" in
+      --user|-u) return ;;
       --accelerator|-a) return ;;
       --zone|-z) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --accelerator -a --zone -z --live-only --lo --workers-only --wo --task-only --to --all-tasks --json" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --user -u --accelerator -a --zone -z --live-only --lo --workers-only --wo --task-only --to --all-tasks --json" -- "$cur"))
       return
     fi
     ;;

@@ -110,6 +110,7 @@ int run_show(Context& ctx, const ShowOptions& options) {
   const auto findings = store.bad_hardware_of(id);
   const auto rivals = store.rivals(id);
   const std::int64_t now = util::now_ms();
+  const std::int64_t lease_now = store.clock_ms(); // Leases are in the store's time (a lab server's clock).
   const auto progress = progress_view(job, attempts);
   const auto account = account_of(store, job, attempts, now);
   const auto prices = show_prices(ctx);
@@ -121,7 +122,7 @@ int run_show(Context& ctx, const ShowOptions& options) {
     j["driver"] = lease ? nlohmann::ordered_json{{"owner", lease->owner},
                                                  {"heartbeat_at", util::format_utc(lease->heartbeat_ms)},
                                                  {"expires_at", util::format_utc(lease->expires_ms)},
-                                                 {"live", lease->expires_ms > now}}
+                                                 {"live", lease->expires_ms > lease_now}}
                         : nlohmann::ordered_json(nullptr);
     j["attempts"] = nlohmann::ordered_json::array();
     for (const auto& a : attempts) {
@@ -168,8 +169,9 @@ int run_show(Context& ctx, const ShowOptions& options) {
   const bool queued = job.kind == domain::JobKind::task && job.phase == domain::Phase::pending;
   if (queued) {
     field("Driven by", "nobody until a matching worker takes it from the queue");
-  } else if (lease && lease->expires_ms > now) {
-    field("Driven by", "supervisor " + printable(lease->owner) + " (renewed " + when(lease->heartbeat_ms, now) + ")");
+  } else if (lease && lease->expires_ms > lease_now) {
+    field("Driven by",
+          "supervisor " + printable(lease->owner) + " (renewed " + when(lease->heartbeat_ms, lease_now) + ")");
   } else if (!domain::is_terminal(job.phase) || job.cleanup_pending) {
     field("Driven by", "no supervisor yet (one starts with create, resume or wait, or run 'jobman daemon')");
   }

@@ -49,7 +49,7 @@ void keep_jobs_driven(Context& ctx) {
   if (core::daemon_running()) {
     return;
   }
-  const int undriven = ctx.store().count_undriven_jobs(util::now_ms());
+  const int undriven = ctx.store().count_undriven_jobs(ctx.store().clock_ms());
   if (undriven == 0) {
     return;
   }

@@ -54,6 +54,9 @@ bash "$d/run.sh" >> "$d/output.log" 2>&1 < /dev/null
 rc=$?
 echo "$rc" > "$d/exit_code.tmp" && mv "$d/exit_code.tmp" "$d/exit_code")sh";
 
+// The last line of every run.sh: a launch that did not read it got a cut-off script and starts nothing.
+constexpr const char* kEndOfScript = "# jobman: end of run.sh";
+
 // run.sh: the contract's variables, the home directory, then the command. A signal to the group ends the script
 // once its current command has ended (a training program gets to save its checkpoint first).
 std::string run_script(const LaunchSpec& spec, int worker) {
@@ -66,6 +69,10 @@ std::string run_script(const LaunchSpec& spec, int worker) {
   if (!spec.command.ends_with('\n')) {
     script += '\n';
   }
+  // The launch starts the workload only once this line arrived: a launcher cut off while sending the script (its
+  // supervisor killed) leaves no workload behind, rather than a truncated one that ends at once with status 0.
+  script += kEndOfScript;
+  script += '\n';
   return script;
 }
 
@@ -73,13 +80,19 @@ std::string launch_script(const LaunchSpec& spec, int worker) {
   std::string s = "d=" + remote_dir_expr(spec.id) + "\n";
   s += kStateFunctions;
   s += "mkdir -p \"$(dirname \"$d\")\" || exit 1\n";
-  s += "if mkdir \"$d\" 2>/dev/null; then\n";
-  // run.sh arrives on stdin, so that the command and its variables appear in no process's arguments.
-  s += "  (umask 077 && cat > \"$d/run.sh\") || exit 1\n";
+  // run.sh arrives on stdin, so that the command and its variables appear in no process's arguments. It is read
+  // whole into a directory of its own, and that directory becomes the workload's in one rename only if the script
+  // arrived to its last line: of two launches, or a launch whose sender died, at most one workload starts, and
+  // never one from part of a script.
+  s += "t=$(mktemp -d \"$d.launch.XXXXXX\") || exit 1\n";
+  s += "(umask 077 && cat > \"$t/run.sh\") || { rm -rf \"$t\"; exit 1; }\n";
+  s += "if [ \"$(tail -n 1 \"$t/run.sh\")\" != " + shell_quote(kEndOfScript) +
+       " ]; then rm -rf \"$t\"; echo \"jobman: the script did not arrive whole\" >&2; exit 1; fi\n";
   if (spec.docker) {
-    s += "  printf '%s\\n' " + shell_quote(container_name(spec.id, worker)) + " > \"$d/container\"\n";
+    s += "printf '%s\\n' " + shell_quote(container_name(spec.id, worker)) + " > \"$t/container\"\n";
   }
-  s += "  : > \"$d/output.log\"\n";
+  s += ": > \"$t/output.log\"\n";
+  s += "if [ ! -e \"$d\" ] && mv -T \"$t\" \"$d\" 2>/dev/null; then\n";
   // Only the setsid command goes to the background: a backgrounded list would leave a subshell holding this
   // session's output open until the workload ends.
   s += "  cd \"$HOME\" || exit 1\n";
@@ -87,7 +100,7 @@ std::string launch_script(const LaunchSpec& spec, int worker) {
   // Wait (at most 10 s) for the wrapper to record its pid, so that the state reported is "running".
   s += "  i=0; while [ ! -f \"$d/pid\" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n";
   s += "  echo jobman-launched\n";
-  s += "else\n  cat > /dev/null\nfi\n";
+  s += "else\n  rm -rf \"$t\"\nfi\n";
   s += "jobman_state\n";
   return s;
 }

@@ -19,7 +19,7 @@ AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const std::string& qu
 }
 
 AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const Placement& where, bool create_pending) {
-  const std::int64_t now = util::now_ms();
+  const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
   auto attempt = impl_->insert_attempt(job_id, where, create_pending, now);
   transaction.commit();
@@ -125,7 +125,7 @@ void JobStore::confirm_created(std::int64_t job_id, int number) {
 }
 
 void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& outcome, std::optional<int> exit_code) {
-  const std::int64_t now = util::now_ms();
+  const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
   {
     auto update = impl_->statements.get(
@@ -165,7 +165,7 @@ std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
 }
 
 void JobStore::mark_released(std::int64_t job_id, const std::string& slice, const std::string& how) {
-  const std::int64_t now = util::now_ms();
+  const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
   // A queued resource by its name, or a node created without one (tpu-vm mode) by the node's.
   const char* key = "queued_resource";

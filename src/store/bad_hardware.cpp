@@ -40,13 +40,13 @@ void JobStore::record_slice_active(std::int64_t job_id, int number, const std::v
                                       "WHERE job_id = ?1 AND number = ?2");
   update->bind(1, job_id);
   update->bind(2, number);
-  update->bind(3, util::now_ms());
+  update->bind(3, clock_ms());
   update->bind(4, util::join(physical_hosts, ","));
   update->run();
 }
 
 void JobStore::record_bad_hardware(const BadHardwareRecord& finding) {
-  const std::int64_t now = util::now_ms();
+  const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
   auto insert = impl_->statements.get(
       "INSERT INTO bad_hardware (ts_ms, job_id, attempt, zone, accelerator, node, worker, physical_host, signal, "

@@ -304,7 +304,7 @@ JobStore::create_jobs(const std::vector<NewJob>& jobs,
     return ids;
   }
   ids.reserve(jobs.size());
-  const std::int64_t now = util::now_ms();
+  const std::int64_t now = clock_ms();
   auto insert = impl_->statements.get(
       "INSERT INTO jobs (name, user, accelerator, zone, pricing, tpu_name, hosts, phase, desired, phase_reason, "
       "created_ms, updated_ms, phase_since_ms, config_path, sweep_label, kind, priority, max_failures) "
@@ -372,7 +372,7 @@ JobRecord JobStore::get_job(std::int64_t id, bool with_config) const {
 void JobStore::for_each_job(const JobFilter& filter, const std::function<void(const JobRecord&)>& fn) const {
   auto query = impl_->statements.get(queries::list_jobs_sql(filter));
   if (!filter.include_history) {
-    const std::int64_t now = filter.now_ms != 0 ? filter.now_ms : util::now_ms();
+    const std::int64_t now = filter.now_ms != 0 ? filter.now_ms : clock_ms();
     query->bind(query->parameter_index(":since"), now - filter.recent_ms);
   }
   for (std::size_t i = 0; i < filter.phases.size(); ++i) {
@@ -399,7 +399,7 @@ std::vector<JobRecord> JobStore::list_jobs(const JobFilter& filter) const {
 }
 
 JobRecord JobStore::set_desired_state(std::int64_t id, DesiredState desired, const std::string& reason) {
-  const std::int64_t now = util::now_ms();
+  const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
   {
     auto update = impl_->statements.get("UPDATE jobs SET desired = ?2, updated_ms = ?3 WHERE id = ?1");
@@ -423,7 +423,7 @@ JobRecord JobStore::set_desired_state(std::int64_t id, DesiredState desired, con
 }
 
 bool JobStore::transition(std::int64_t id, std::optional<Phase> expected, const PhaseChange& change) {
-  const std::int64_t now = util::now_ms();
+  const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
   Phase from = Phase::pending;
   std::optional<std::int64_t> finished_ms;
@@ -486,7 +486,7 @@ bool JobStore::transition(std::int64_t id, std::optional<Phase> expected, const 
 
 void JobStore::record_observation(std::int64_t job_id, std::string_view state, std::string_view message,
                                   std::string_view data_json) {
-  const std::int64_t now = util::now_ms();
+  const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
   if (!impl_->insert_event(job_id, now, "observation", std::nullopt, std::nullopt, message, data_json)) {
     throw_no_such_job(job_id);
@@ -501,7 +501,7 @@ void JobStore::record_observation(std::int64_t job_id, std::string_view state, s
 void JobStore::append_event(std::int64_t job_id, std::string_view kind, std::string_view message,
                             std::string_view data_json) {
   Transaction transaction(impl_->db);
-  if (!impl_->insert_event(job_id, util::now_ms(), kind, std::nullopt, std::nullopt, message, data_json)) {
+  if (!impl_->insert_event(job_id, clock_ms(), kind, std::nullopt, std::nullopt, message, data_json)) {
     throw_no_such_job(job_id);
   }
   transaction.commit();

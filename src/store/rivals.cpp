@@ -13,7 +13,7 @@ using domain::RivalRecord;
 using sql::Transaction;
 
 AttemptRecord JobStore::begin_race(std::int64_t job_id, const Placement& where, const std::vector<Placement>& rivals) {
-  const std::int64_t now = util::now_ms();
+  const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
   auto attempt = impl_->insert_attempt(job_id, where, true, now);
   std::vector<std::string> names;
@@ -89,7 +89,7 @@ void JobStore::end_rival(std::int64_t job_id, const std::string& name, const std
 
 void JobStore::promote_rival(std::int64_t job_id, int number, const std::string& name, const std::string& outcome,
                              const std::string& why) {
-  const std::int64_t now = util::now_ms();
+  const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
   // Where the attempt asked until now, and where the rival did.
   Placement old;

@@ -165,6 +165,32 @@ TEST_F(RemoteWorkloadTest, LaunchIsIdempotentAndUnknownAttemptsAreAbsent) {
   EXPECT_TRUE(eventually([&] { return slice.processes_running() == 0; }));
 }
 
+TEST_F(RemoteWorkloadTest, AScriptCutOffOnTheWayStartsNothingAndTheNextLaunchRunsItWhole) {
+  // The first launch's script loses all but its first 40 bytes on the way, as when the supervisor sending it is
+  // killed mid-write. Before, the truncated run.sh ran, ended at once with status 0, and a job SUCCEEDED with
+  // empty logs (RELIABILITY bug 35).
+  const auto marker = dir / "cut-once";
+  const std::string real = target.gcloud;
+  target.gcloud =
+      dir.write("gcloud-cutting", "#!/bin/bash\nif [ ! -e " + marker.string() + " ]; then touch " + marker.string() +
+                                      "; head -c 40 | " + real + " \"$@\"; exit $?; fi\nexec " + real + " \"$@\"\n")
+          .string();
+  fs::permissions(target.gcloud, fs::perms::owner_all);
+  const auto command = spec("echo trained whole");
+  const auto cut = jobman::remote::launch(target, {1}, command, kStep);
+  ASSERT_EQ(cut.size(), 1U);
+  EXPECT_FALSE(cut[0].launched);
+  EXPECT_NE(cut[0].diagnostic.find("did not arrive whole"), std::string::npos) << cut[0].diagnostic;
+  for (const auto& status : jobman::remote::query(target, {1}, {"7", 1}, kStep)) {
+    EXPECT_EQ(status.state, WorkloadState::absent) << "a workload was left from part of a script";
+  }
+  const auto whole = jobman::remote::launch(target, {1}, command, kStep);
+  ASSERT_EQ(whole.size(), 1U);
+  EXPECT_TRUE(whole[0].launched) << whole[0].diagnostic;
+  jobman::remote::attach(target, {1}, {"7", 1}, attempt_dir);
+  EXPECT_EQ(local_log(1), "trained whole\n");
+}
+
 TEST_F(RemoteWorkloadTest, StopKillsWhatIgnoresSigterm) {
   jobman::remote::launch(target, {0, 1}, spec("trap '' TERM; echo armed; sleep 600 & wait; sleep 600"), kStep);
   auto stopped = jobman::remote::stop(target, {0, 1}, {"7", 1}, std::chrono::milliseconds(300), kStep);
