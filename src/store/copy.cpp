@@ -266,6 +266,12 @@ StoreCopy JobStore::copy_into(JobStore& target) const {
     }
   }
   transaction.commit();
+  // The planner's statistics, so that the first queries on the copy use its indexes (autovacuum would come later).
+  try {
+    into.execute("ANALYZE");
+  } catch (const Error&) {
+    // Only the tables' owner may; the copy stands without.
+  }
   return copy;
 }
 

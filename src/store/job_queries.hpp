@@ -9,7 +9,9 @@
 namespace jobman::store::queries {
 
 // The SELECT for `filter`, ordered by id; binds :since, :p0, :p1, ... and :user. Name globs are matched afterwards.
-std::string list_jobs_sql(const JobFilter& filter);
+// On PostgreSQL (`postgres`), the id list is an array the primary key is probed with: its planner would otherwise
+// join the list against a scan of the whole table.
+std::string list_jobs_sql(const JobFilter& filter, bool postgres = false);
 
 // The SELECT behind JobStore::held_slices: job_id, number, queued_resource, node, zone of the unreleased attempts.
 std::string held_slices_sql();

@@ -110,7 +110,7 @@ std::string phase_event_data(const PhaseChange& change) {
 
 namespace queries {
 
-std::string list_jobs_sql(const JobFilter& filter) {
+std::string list_jobs_sql(const JobFilter& filter, bool postgres) {
   std::vector<std::string> conditions;
   const bool pool_only = !filter.kinds.empty() && std::find(filter.kinds.begin(), filter.kinds.end(),
                                                             domain::JobKind::job) == filter.kinds.end();
@@ -124,9 +124,9 @@ std::string list_jobs_sql(const JobFilter& filter) {
   } else if (!filter.include_history) {
     // Two index scans (the partial index of unfinished jobs, the finished_ms index) instead of the whole table;
     // the id list comes out sorted, so ORDER BY id needs no sort either.
-    conditions.push_back("jobs.id IN (SELECT id FROM jobs WHERE phase NOT IN " +
-                         std::string(schema::terminal_phase_list) +
-                         " UNION SELECT id FROM jobs WHERE finished_ms >= :since)");
+    const std::string ids = "SELECT id FROM jobs WHERE phase NOT IN " + std::string(schema::terminal_phase_list) +
+                            " UNION SELECT id FROM jobs WHERE finished_ms >= :since";
+    conditions.push_back(postgres ? "jobs.id = ANY (ARRAY(" + ids + "))" : "jobs.id IN (" + ids + ")");
   }
   if (!filter.phases.empty()) {
     std::string in = "phase IN (";
@@ -370,7 +370,7 @@ JobRecord JobStore::get_job(std::int64_t id, bool with_config) const {
 }
 
 void JobStore::for_each_job(const JobFilter& filter, const std::function<void(const JobRecord&)>& fn) const {
-  auto query = impl_->statements.get(queries::list_jobs_sql(filter));
+  auto query = impl_->statements.get(queries::list_jobs_sql(filter, on_postgres()));
   if (!filter.include_history) {
     const std::int64_t now = filter.now_ms != 0 ? filter.now_ms : clock_ms();
     query->bind(query->parameter_index(":since"), now - filter.recent_ms);
