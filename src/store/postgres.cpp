@@ -286,17 +286,22 @@ Translated translate_for_postgres(std::string_view sql) {
   return out;
 }
 
-Connection::Connection(const std::string& url) : name_(util::without_password(url)) {
-  conn_ = PQconnectdb(url.c_str());
-  if (conn_ == nullptr) {
-    throw Error("cannot connect to " + name_ + ": out of memory");
+namespace {
+
+// A new session on `url` (`name` is the URL without its password); throws jobman::Error saying why there is none.
+PGconn* connect(const std::string& url, const std::string& name) {
+  PGconn* conn = PQconnectdb(url.c_str());
+  if (conn == nullptr || PQstatus(conn) != CONNECTION_OK) {
+    const std::string message = conn != nullptr ? message_of(nullptr, conn) : "out of memory";
+    PQfinish(conn);
+    throw Error("cannot connect to " + name + ": " + message);
   }
-  if (PQstatus(conn_) != CONNECTION_OK) {
-    const std::string message = message_of(nullptr, conn_);
-    PQfinish(conn_);
-    conn_ = nullptr;
-    throw Error("cannot connect to " + name_ + ": " + message);
-  }
+  return conn;
+}
+
+} // namespace
+
+Connection::Connection(const std::string& url) : name_(util::without_password(url)), conn_(connect(url, name_)) {
   set_up_session();
 }
 
@@ -472,14 +477,7 @@ std::int64_t Connection::server_now_ms() {
   return util::now_ms() + clock_offset_ms_;
 }
 
-Listener::Listener(const std::string& url) : name_(util::without_password(url)) {
-  conn_ = PQconnectdb(url.c_str());
-  if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
-    const std::string message = conn_ != nullptr ? message_of(nullptr, conn_) : "out of memory";
-    PQfinish(conn_);
-    conn_ = nullptr;
-    throw Error("cannot connect to " + name_ + ": " + message);
-  }
+Listener::Listener(const std::string& url) : name_(util::without_password(url)), conn_(connect(url, name_)) {
   PQsetNoticeProcessor(
       conn_, [](void*, const char*) {}, nullptr);
   if (!listen()) {

@@ -8,7 +8,6 @@
 
 #include <cstdlib>
 #include <gtest/gtest.h>
-#include <libpq-fe.h>
 #include <unistd.h>
 
 namespace jobman::test {
@@ -22,16 +21,6 @@ std::string superuser_url() {
     return url;
   }
   return shared_postgres().admin_url();
-}
-
-// Runs `sql` on `url`; fails the test with the server's message when it does not succeed.
-void run_sql(const std::string& url, const std::string& sql) {
-  PGconn* conn = PQconnectdb(url.c_str());
-  PGresult* result = PQexec(conn, sql.c_str());
-  const auto status = PQresultStatus(result);
-  EXPECT_TRUE(status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) << sql << ": " << PQerrorMessage(conn);
-  PQclear(result);
-  PQfinish(conn);
 }
 
 // `url` with its database replaced by `database`.

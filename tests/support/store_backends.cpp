@@ -8,22 +8,17 @@
 #include <unistd.h>
 
 namespace jobman::test {
-namespace {
-
-// Runs `sql` on the server `url` names.
-void run_on(const std::string& url, const std::string& sql) {
+void run_sql(const std::string& url, const std::string& sql) {
   PGconn* conn = PQconnectdb(url.c_str());
   PGresult* result = PQexec(conn, sql.c_str());
-  const bool ok = PQresultStatus(result) == PGRES_COMMAND_OK;
+  const auto status = PQresultStatus(result);
   const std::string message = PQerrorMessage(conn);
   PQclear(result);
   PQfinish(conn);
-  if (!ok) {
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
     throw std::runtime_error("cannot run \"" + sql + "\" on the test server: " + message);
   }
 }
-
-} // namespace
 
 bool postgres_testable() {
   const char* url = std::getenv("JOBMAN_TEST_POSTGRES_URL");
@@ -35,7 +30,7 @@ std::string fresh_postgres_url() {
     // A schema of its own in the run's server: names unique across the test processes sharing it.
     static int made = 0;
     const std::string name = "jobman_t" + std::to_string(::getpid()) + "_" + std::to_string(++made);
-    run_on(url, "CREATE SCHEMA " + name);
+    run_sql(url, "CREATE SCHEMA " + name);
     const std::string server(url);
     return server + (server.find('?') == std::string::npos ? "?" : "&") + "options=-csearch_path%3D" + name;
   }

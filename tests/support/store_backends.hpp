@@ -16,6 +16,10 @@ enum class StoreBackend { sqlite, postgres };
 // (./scripts/test starts one for the whole run), else on a server this process starts (shared_postgres()).
 std::string fresh_postgres_url();
 
+// Runs `sql` (one or more statements) on the server and database `url` names; throws std::runtime_error with the
+// server's message when it fails.
+void run_sql(const std::string& url, const std::string& sql);
+
 // Whether PostgreSQL tests can run here: a server is named, or one can be started.
 bool postgres_testable();
 
