@@ -207,10 +207,14 @@ JobStore JobStore::open(const std::filesystem::path& path) {
 
 namespace {
 
-// The schema version of a PostgreSQL store; 0 for an empty schema.
+// The schema version of a PostgreSQL store; 0 for an empty schema. The catalog is read as a table, with the
+// statement's snapshot: a name lookup (to_regclass) may answer from the session's cache, which keeps "no such table"
+// until the session next takes a lock on a table, so a process that waited on the write lock while another created
+// the store would go on to create it again.
 int postgres_version(sql::Connection& db) {
-  const bool created = db.query_int("SELECT count(*) FROM (SELECT to_regclass('jobman_schema') AS t) AS s "
-                                    "WHERE t IS NOT NULL") > 0;
+  const bool created = db.query_int("SELECT count(*) FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                                    "ON n.oid = c.relnamespace WHERE c.relname = 'jobman_schema' "
+                                    "AND n.nspname = current_schema()") > 0;
   return created ? read_user_version(db) : 0;
 }
 

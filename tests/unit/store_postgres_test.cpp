@@ -7,10 +7,13 @@
 #include "support/postgres_server.hpp"
 #include "support/store_backends.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <gtest/gtest.h>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace jobman::store {
 namespace {
@@ -160,6 +163,43 @@ TEST_F(PostgresConnectionTest, SupervisorsAreWokenByNewJobsAndUsersRequestsNotBy
 
   (void)store.set_desired_state(id, domain::DesiredState::stop, "cancelled by alice");
   EXPECT_TRUE(listener.wait(std::chrono::seconds(30)));
+}
+
+TEST_F(PostgresConnectionTest, ProcessesOpeningANewStoreTogetherCreateItOnce) {
+  // The opening burst of a lab: many commands find the schema empty at once. One creates the tables under the write
+  // lock; the others, having waited for it, must see them and not create them again.
+  for (int round = 0; round < 3; ++round) {
+    const auto url = test::fresh_postgres_url();
+    constexpr int kOpeners = 12;
+    std::vector<std::string> errors(kOpeners);
+    std::vector<std::int64_t> ids(kOpeners, 0);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> openers;
+    openers.reserve(kOpeners);
+    for (int i = 0; i < kOpeners; ++i) {
+      openers.emplace_back([&, i] {
+        ready.fetch_add(1);
+        while (ready.load() < kOpeners) {
+          std::this_thread::yield();
+        }
+        try {
+          auto store = JobStore::open_location(url);
+          ids[i] = create(store, "opener-" + std::to_string(i));
+        } catch (const Error& e) {
+          errors[i] = e.what();
+        }
+      });
+    }
+    for (auto& opener : openers) {
+      opener.join();
+    }
+    for (int i = 0; i < kOpeners; ++i) {
+      EXPECT_EQ(errors[i], "") << "round " << round << ", opener " << i;
+    }
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end()) << "two jobs got one id";
+    EXPECT_EQ(JobStore::open_location(url).list_jobs({}).size(), static_cast<std::size_t>(kOpeners));
+  }
 }
 
 TEST_F(PostgresConnectionTest, TheListenerListensAgainAfterARestart) {
