@@ -129,5 +129,5 @@ complete -c jobman -n '__fish_use_subcommand' -a ui -d 'A live dashboard of the 
 complete -c jobman -n '__fish_seen_subcommand_from ui' -l help -s h -d 'Print this help message and exit'
 complete -c jobman -n '__fish_seen_subcommand_from ui' -l port -s p -x -d 'Listen on this port of 127.0.0.1 (default: any free one)'
 complete -c jobman -n '__fish_seen_subcommand_from ui' -l prices -x -d 'A price table over the built-in one (default: ~/.config/jobman/prices.yaml when present)'
-complete -c jobman -n '__fish_use_subcommand' -a store -d 'The store itself: its admins, and copying a SQLite store into PostgreSQL'
+complete -c jobman -n '__fish_use_subcommand' -a store -d 'The store itself: its admins, the lab'\''s fair share, and copying a SQLite store into PostgreSQL'
 complete -c jobman -n '__fish_seen_subcommand_from store' -l help -s h -d 'Print this help message and exit'

@@ -1,5 +1,6 @@
 // `jobman status`: jobman-lite's two tables, workers and tasks, read from the store alone (no cloud call).
 #include "commands.hpp"
+#include "jobman/core/fair_share.hpp"
 #include "jobman/core/pool.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
@@ -148,7 +149,23 @@ int run_status(Context& ctx, const StatusOptions& options) {
     }
   }
   if (!options.workers_only) {
-    Table table({"#", "ID", "NAME", "STATUS", "RETRY", "ACCELERATOR", "ZONE", "WORKER"});
+    // Why queued tasks wait, where the fair share holds them back (read only when a share or cap is set).
+    std::map<std::int64_t, std::string> share_waits;
+    if (const core::FairShare share(core::read_share_limits(store)); share.limits_anything()) {
+      const core::ChipsInFlight chips(store.slices_in_flight());
+      for (const auto& [index, t] : tasks) {
+        if (t.phase == Phase::pending && t.desired == domain::DesiredState::run && !t.worker_id) {
+          if (auto why = core::share_wait_of_task(share, chips, t, workers); !why.empty()) {
+            share_waits.emplace(t.id, std::move(why));
+          }
+        }
+      }
+    }
+    std::vector<std::string> header = {"#", "ID", "NAME", "STATUS", "RETRY", "ACCELERATOR", "ZONE", "WORKER"};
+    if (!share_waits.empty()) {
+      header.emplace_back("WAITING FOR");
+    }
+    Table table(header);
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     for (const auto& [index, t] : tasks) {
       if (!wanted(t)) {
@@ -168,12 +185,24 @@ int run_status(Context& ctx, const StatusOptions& options) {
         j["max_retries"] = t.max_failures;
         j["priority"] = t.priority;
         j["worker_id"] = t.worker_id ? nlohmann::ordered_json(*t.worker_id) : nlohmann::ordered_json(nullptr);
+        const auto why = share_waits.find(t.id);
+        j["waiting_for"] = why != share_waits.end() ? nlohmann::ordered_json(why->second) : nlohmann::ordered_json();
         rows.push_back(std::move(j));
         continue;
       }
-      table.add_row({std::to_string(index), util::format_job_id(t.id), printable(t.name), task_status(t), retry,
-                     t.accelerator, t.zone.empty() ? "any" : t.zone, worker},
-                    phase_color(t.phase), 3);
+      std::vector<std::string> cells = {std::to_string(index),
+                                        util::format_job_id(t.id),
+                                        printable(t.name),
+                                        task_status(t),
+                                        retry,
+                                        t.accelerator,
+                                        t.zone.empty() ? "any" : t.zone,
+                                        worker};
+      if (!share_waits.empty()) {
+        const auto why = share_waits.find(t.id);
+        cells.push_back(why != share_waits.end() ? printable(why->second) : "");
+      }
+      table.add_row(std::move(cells), phase_color(t.phase), 3);
     }
     if (options.json) {
       json["tasks"] = std::move(rows);

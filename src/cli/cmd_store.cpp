@@ -1,11 +1,16 @@
 // `jobman store`: the store itself. `store migrate` copies a SQLite store into a PostgreSQL one a lab shares.
 #include "commands.hpp"
 #include "jobman/config/settings.hpp"
+#include "jobman/core/fair_share.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
+
+#include <charconv>
+#include <optional>
+#include <set>
 
 namespace jobman::cli {
 
@@ -127,10 +132,143 @@ int run_admins(Context& ctx, const std::string& action, const std::string& name,
   return 0;
 }
 
+// The chips argument of `store share` and `store cap`: a count, or "none" to remove the limit.
+std::optional<int> parse_limit(const std::string& text, const std::string& command) {
+  if (text == "none") {
+    return std::nullopt;
+  }
+  int chips = 0;
+  const auto* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, chips);
+  if (ec != std::errc() || at != end || chips < 0) {
+    throw UsageError(command + ": CHIPS: '" + text + "' is not a number of chips (0 or more) or none");
+  }
+  return chips;
+}
+
+core::Tier tier_argument(const std::string& text, const std::string& command) {
+  std::string why;
+  const auto tier = core::parse_tier(text, &why);
+  if (!tier) {
+    throw UsageError(command + ": TIER: " + why);
+  }
+  return *tier;
+}
+
+// `store share TIER CHIPS [--user NAME]` and `store cap TIER CHIPS`.
+int run_set_limit(Context& ctx, const std::string& command, const std::string& tier_text, const std::string& chips_text,
+                  const std::string& user) {
+  const auto tier = tier_argument(tier_text, "store " + command);
+  const auto chips = parse_limit(chips_text, "store " + command);
+  auto& store = ctx.store();
+  const std::string who = command == "cap" ? std::string() : (user.empty() ? std::string("*") : user);
+  const bool changed = core::set_share_limit(store, who, tier, chips);
+  std::string subject;
+  if (who.empty()) {
+    subject = "The lab's cap on " + tier.label() + " chips";
+  } else if (who == "*") {
+    subject = "Every user's share of " + tier.label() + " chips";
+  } else {
+    subject = who + "'s share of " + tier.label() + " chips";
+  }
+  *ctx.out << subject << (changed ? " is now " : " was already ")
+           << (chips ? std::to_string(*chips) : std::string("unlimited")) << '\n';
+  return 0;
+}
+
+// `store limits`: every share and cap, with the chips held against each.
+int run_limits(Context& ctx, bool json) {
+  if (json) {
+    silence_logging();
+  }
+  auto& store = ctx.store();
+  const auto limits = core::read_share_limits(store);
+  const core::ChipsInFlight chips(store.slices_in_flight());
+  std::set<core::Tier> tiers;
+  for (const auto& [tier, cap] : limits.lab_cap) {
+    tiers.insert(tier);
+  }
+  for (const auto& [tier, share] : limits.every_user) {
+    tiers.insert(tier);
+  }
+  for (const auto& [key, share] : limits.per_user) {
+    tiers.insert(key.second);
+  }
+  for (const auto& [tier, held] : chips.lab) {
+    tiers.insert(tier);
+  }
+  for (const auto& [key, held] : chips.by_user) {
+    tiers.insert(key.second);
+  }
+  const auto limit_json = [](std::optional<int> limit) {
+    return limit ? nlohmann::ordered_json(*limit) : nlohmann::ordered_json(nullptr);
+  };
+  const auto limit_text = [](std::optional<int> limit) { return limit ? std::to_string(*limit) : std::string("-"); };
+  Table table({"TIER", "WHO", "LIMIT", "HELD"});
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const auto& tier : tiers) {
+    std::optional<int> cap;
+    if (const auto found = limits.lab_cap.find(tier); found != limits.lab_cap.end()) {
+      cap = found->second;
+    }
+    std::optional<int> every;
+    if (const auto found = limits.every_user.find(tier); found != limits.every_user.end()) {
+      every = found->second;
+    }
+    std::set<std::string> users;
+    for (const auto& [key, share] : limits.per_user) {
+      if (key.second == tier) {
+        users.insert(key.first);
+      }
+    }
+    for (const auto& [key, held] : chips.by_user) {
+      if (key.second == tier && held > 0) {
+        users.insert(key.first);
+      }
+    }
+    if (json) {
+      nlohmann::ordered_json per_user = nlohmann::ordered_json::array();
+      for (const auto& user : users) {
+        per_user.push_back({{"user", user},
+                            {"share", limit_json(limits.share_of(user, tier))},
+                            {"own_share", limits.per_user.contains({user, tier})},
+                            {"held", chips.of(user, tier)}});
+      }
+      rows.push_back({{"tier", tier.key()},
+                      {"lab_cap", limit_json(cap)},
+                      {"lab_held", chips.of_lab(tier)},
+                      {"every_user_share", limit_json(every)},
+                      {"users", std::move(per_user)}});
+      continue;
+    }
+    table.add_row({tier.label(), "the lab", limit_text(cap), std::to_string(chips.of_lab(tier))});
+    if (every) {
+      table.add_row({tier.label(), "every user", limit_text(every), ""});
+    }
+    for (const auto& user : users) {
+      const bool own = limits.per_user.contains({user, tier});
+      table.add_row({tier.label(), printable(user),
+                     limit_text(limits.share_of(user, tier)) + (own || !every ? "" : " (every user's)"),
+                     std::to_string(chips.of(user, tier))});
+    }
+  }
+  if (json) {
+    *ctx.out << nlohmann::ordered_json{{"tiers", std::move(rows)}}.dump(2) << '\n';
+    return 0;
+  }
+  if (table.size() == 0) {
+    *ctx.err << "No limits set and no chips held: every user's tasks take workers in turn, fewest chips first.\n";
+    return 0;
+  }
+  table.print(*ctx.out, ctx.color);
+  return 0;
+}
+
 } // namespace
 
 void add_store_command(CLI::App& app, Context& ctx) {
-  auto* cmd = app.add_subcommand("store", "The store itself: its admins, and copying a SQLite store into PostgreSQL");
+  auto* cmd = app.add_subcommand(
+      "store", "The store itself: its admins, the lab's fair share, and copying a SQLite store into PostgreSQL");
   cmd->require_subcommand(1);
   auto migrate = std::make_shared<MigrateOptions>();
   auto* sub = cmd->add_subcommand("migrate", "Copy a SQLite store, history included, into a PostgreSQL store");
@@ -164,6 +302,47 @@ void add_store_command(CLI::App& app, Context& ctx) {
   adm->callback([&ctx, admins] {
     ctx.action = [&ctx, admins] { return run_admins(ctx, admins->action, admins->name, admins->json); };
   });
+
+  auto limits_json = std::make_shared<bool>(false);
+  auto* lim = cmd->add_subcommand("limits", "Show the fair share: each tier's cap and shares, and the chips held");
+  add_json_flag(*lim, *limits_json);
+  lim->footer("HELD counts the chips of slices held or asked for now: a user's jobs' own and the workers' their\n"
+              "tasks run on; the lab's, every job's and worker's slice.\n"
+              "Examples:\n"
+              "  jobman store limits\n"
+              "  jobman store limits --json");
+  lim->callback([&ctx, limits_json] { ctx.action = [&ctx, limits_json] { return run_limits(ctx, *limits_json); }; });
+
+  struct LimitOptions {
+    std::string tier;
+    std::string chips;
+    std::string user;
+  };
+  auto share = std::make_shared<LimitOptions>();
+  auto* shr = cmd->add_subcommand("share", "Set a user's share of a tier's chips (every user's without --user)");
+  shr->add_option("TIER", share->tier, "GENERATION:PRICING, for example v4:spot or v5e:ondemand")->required();
+  shr->add_option("CHIPS", share->chips, "Chips in flight the user may hold, or none to remove the share")->required();
+  shr->add_option("--user", share->user, "The user (on PostgreSQL, their database role); default: every user");
+  shr->footer("A user's tasks beyond their share wait in the queue and their jobs wait before asking for a slice;\n"
+              "`jobman status` and `jobman show` say why. The store's owner or an admin sets shares.\n"
+              "Examples:\n"
+              "  jobman store share v4:spot 64\n"
+              "  jobman store share v4:spot 128 --user alice\n"
+              "  jobman store share v4:spot none --user alice");
+  shr->callback([&ctx, share] {
+    ctx.action = [&ctx, share] { return run_set_limit(ctx, "share", share->tier, share->chips, share->user); };
+  });
+  auto cap = std::make_shared<LimitOptions>();
+  auto* cp = cmd->add_subcommand("cap", "Set the lab's cap on a tier's chips, all users together");
+  cp->add_option("TIER", cap->tier, "GENERATION:PRICING, for example v4:spot or v5e:ondemand")->required();
+  cp->add_option("CHIPS", cap->chips, "Chips the lab's jobs and workers may hold, or none to remove the cap")
+      ->required();
+  cp->footer("Jobs and workers beyond the cap wait before asking for a slice. The store's owner or an admin sets it.\n"
+             "Examples:\n"
+             "  jobman store cap v4:spot 512\n"
+             "  jobman store cap v5e:ondemand none");
+  cp->callback(
+      [&ctx, cap] { ctx.action = [&ctx, cap] { return run_set_limit(ctx, "cap", cap->tier, cap->chips, ""); }; });
 }
 
 } // namespace jobman::cli

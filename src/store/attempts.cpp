@@ -31,7 +31,8 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
   int number = 0;
   Placement place = where;
   {
-    auto query = statements.get("SELECT attempt, accelerator, hosts, pricing, phase, desired FROM jobs WHERE id = ?1");
+    auto query = statements.get(
+        "SELECT attempt, accelerator, hosts, pricing, phase, desired, user, kind FROM jobs WHERE id = ?1");
     query->bind(1, job_id);
     if (!query->step()) {
       throw_no_such_job(job_id);
@@ -52,6 +53,16 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
     }
     if (place.pricing.empty()) {
       place.pricing = query->column_text(3);
+    }
+    if (create_pending && !place.worker_id && share_policy && share_policy->limits_anything()) {
+      // A new slice of its own: counted against the fair share under the store's write lock, where no other
+      // supervisor hands chips out meanwhile.
+      const auto user = query->column_text(6);
+      const auto kind = domain::parse_job_kind(query->column_text_view(7)).value_or(domain::JobKind::job);
+      const auto why = share_policy->refusal(slices_in_flight(), user, kind, place.accelerator, place.pricing);
+      if (!why.empty()) {
+        throw ShareExceededError(why);
+      }
     }
   }
   const auto& [queued_resource, node, zone, accelerator, hosts, worker_id, pricing] = place;

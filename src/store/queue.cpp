@@ -14,16 +14,57 @@ using sql::Transaction;
 
 namespace {
 
+// The tasks a worker can run: of its accelerator, and of its zone and pricing where they name one.
+constexpr std::string_view kRunnableBy =
+    " AND accelerator = ?1 AND (zone = '' OR zone = ?2) AND (pricing = '' OR pricing = ?3)";
+
 // The queue's first task a worker can run: highest priority, then queue order.
 const std::string& pick_query() {
-  static const std::string pick =
-      "SELECT id, phase_since_ms FROM jobs INDEXED BY tasks_queued WHERE " + std::string(schema::queued_condition) +
-      " AND accelerator = ?1 AND (zone = '' OR zone = ?2) AND (pricing = '' OR pricing = ?3)"
-      " ORDER BY priority DESC, queue_order, id LIMIT 1";
+  static const std::string pick = "SELECT id, phase_since_ms FROM jobs INDEXED BY tasks_queued WHERE " +
+                                  std::string(schema::queued_condition) + std::string(kRunnableBy) +
+                                  " ORDER BY priority DESC, queue_order, id LIMIT 1";
   return pick;
 }
 
+// The same, of one user's tasks (?4).
+const std::string& pick_of_user_query() {
+  static const std::string pick = "SELECT id, phase_since_ms FROM jobs INDEXED BY tasks_queued WHERE " +
+                                  std::string(schema::queued_condition) + std::string(kRunnableBy) +
+                                  " AND user = ?4 ORDER BY priority DESC, queue_order, id LIMIT 1";
+  return pick;
+}
+
+// The users with tasks the worker can run, in the order their first such task was queued.
+const std::string& waiting_users_query() {
+  static const std::string users =
+      "SELECT user, min(queue_order) AS head_order FROM jobs INDEXED BY tasks_queued WHERE " +
+      std::string(schema::queued_condition) + std::string(kRunnableBy) + " GROUP BY user ORDER BY head_order, user";
+  return users;
+}
+
 } // namespace
+
+std::vector<std::string> JobStore::claiming_users(const WorkerOffer& worker) const {
+  // Without a fair share, or with one user waiting and nothing limited, the queue's first task, whoever's ("").
+  const auto& policy = impl_->share_policy;
+  if (!policy) {
+    return {std::string()};
+  }
+  std::vector<std::string> users;
+  {
+    auto query = impl_->statements.get(waiting_users_query());
+    query->bind(1, worker.accelerator);
+    query->bind(2, worker.zone);
+    query->bind(3, worker.pricing);
+    while (query->step()) {
+      users.push_back(query->column_text(0));
+    }
+  }
+  if (users.size() <= 1 && !policy->limits_anything()) {
+    return {std::string()};
+  }
+  return policy->claim_order(impl_->slices_in_flight(), users, worker.accelerator, worker.pricing);
+}
 
 std::optional<std::int64_t> JobStore::first_task_for(const WorkerOffer& worker) const {
   auto peek = impl_->statements.get(pick_query());
@@ -38,9 +79,16 @@ std::optional<std::int64_t> JobStore::first_task_for(const WorkerOffer& worker) 
 
 std::optional<std::int64_t> JobStore::claim_task(const WorkerOffer& worker, const std::string& owner,
                                                  std::int64_t ttl_ms, std::int64_t now_ms) {
-  // A read first: an empty queue, the common case of an idle worker, costs no write transaction.
+  // A read first: an empty queue, the common case of an idle worker, costs no write transaction; nor does a queue
+  // whose users all hold their share.
   if (!first_task_for(worker)) {
     return std::nullopt;
+  }
+  if (impl_->share_policy) {
+    const sql::ReadTransaction snapshot(impl_->db);
+    if (claiming_users(worker).empty()) {
+      return std::nullopt;
+    }
   }
   const std::string& pick = pick_query();
   Transaction transaction(impl_->db);
@@ -50,17 +98,28 @@ std::optional<std::int64_t> JobStore::claim_task(const WorkerOffer& worker, cons
   }
   std::int64_t id = 0;
   std::int64_t queued_since = 0;
-  {
-    auto query = impl_->statements.get(pick);
+  auto users = claiming_users(worker);
+  if (users.empty()) {
+    transaction.commit();
+    return std::nullopt; // Every waiting user holds their share.
+  }
+  for (const auto& user : users) {
+    auto query = impl_->statements.get(user.empty() ? pick : pick_of_user_query());
     query->bind(1, worker.accelerator);
     query->bind(2, worker.zone);
     query->bind(3, worker.pricing);
-    if (!query->step()) {
-      transaction.commit();
-      return std::nullopt; // Another supervisor's worker took it between the read and the transaction.
+    if (!user.empty()) {
+      query->bind(4, user);
     }
-    id = query->column_int64(0);
-    queued_since = query->column_int64(1);
+    if (query->step()) {
+      id = query->column_int64(0);
+      queued_since = query->column_int64(1);
+      break;
+    }
+  }
+  if (id == 0) {
+    transaction.commit();
+    return std::nullopt; // Another supervisor's worker took it between the read and the transaction.
   }
   const std::string reason = "claimed by worker " + util::format_job_id(worker.worker_id);
   {

@@ -181,8 +181,9 @@ struct JobStore::Impl {
 
   std::unique_ptr<sql::Connection> connection;
   sql::Connection& db;
-  sql::StatementCache statements; // After the connection: finalized before it closes.
-  std::string identity;           // JobStore::identity(), read on first use.
+  sql::StatementCache statements;                  // After the connection: finalized before it closes.
+  std::string identity;                            // JobStore::identity(), read on first use.
+  std::shared_ptr<const SharePolicy> share_policy; // JobStore::set_share_policy.
 
   std::optional<JobRecord> find(std::int64_t id, bool with_config) {
     auto query = statements.get(detail::select_jobs(with_config) + " WHERE jobs.id = ?1");
@@ -219,6 +220,9 @@ struct JobStore::Impl {
 
   // Inserts the job's next attempt at `where` (jobs.attempt + 1) with its event, inside the caller's transaction.
   AttemptRecord insert_attempt(std::int64_t job_id, const Placement& where, bool create_pending, std::int64_t now);
+
+  // JobStore::slices_in_flight, inside the caller's transaction.
+  std::vector<SliceUse> slices_in_flight();
 
   bool job_exists(std::int64_t id) {
     auto query = statements.get("SELECT 1 FROM jobs WHERE id = ?1");

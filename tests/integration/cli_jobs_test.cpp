@@ -136,6 +136,39 @@ TEST_F(CliJobs, ExitCodesFollowTheTable) {
   EXPECT_EQ(jm({"cancel", "--help"}).exit_code, 0);
 }
 
+TEST_F(CliJobs, FairShareLimitsAreSetShownAndRemovedAndBadOnesNamed) {
+  const auto bad_tier = jm({"store", "share", "v9:spot", "4"});
+  EXPECT_EQ(bad_tier.exit_code, 2);
+  EXPECT_NE(bad_tier.err.find("store share: TIER: 'v9' is not a TPU generation"), std::string::npos) << bad_tier.err;
+  const auto bad_chips = jm({"store", "cap", "v4:spot", "lots"});
+  EXPECT_EQ(bad_chips.exit_code, 2);
+  EXPECT_NE(bad_chips.err.find("store cap: CHIPS: 'lots' is not a number of chips"), std::string::npos)
+      << bad_chips.err;
+  const auto none = jm({"store", "limits"});
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_NE(none.err.find("No limits set"), std::string::npos) << none.err;
+
+  EXPECT_EQ(jm({"store", "share", "v5e:spot", "16"}).out, "Every user's share of v5litepod spot chips is now 16\n");
+  EXPECT_EQ(jm({"store", "share", "v5e:spot", "32", "--user", "bob"}).out,
+            "bob's share of v5litepod spot chips is now 32\n");
+  EXPECT_EQ(jm({"store", "cap", "v5e:spot", "64"}).out, "The lab's cap on v5litepod spot chips is now 64\n");
+  EXPECT_EQ(jm({"store", "cap", "v5e:spot", "64"}).out, "The lab's cap on v5litepod spot chips was already 64\n");
+  const auto shown = jm({"store", "limits"});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  for (const std::string row : {"v5litepod spot  the lab     64     0", "v5litepod spot  every user  16",
+                                "v5litepod spot  bob         32     0"}) {
+    EXPECT_NE(shown.out.find(row), std::string::npos) << row << "\n" << shown.out;
+  }
+  const auto limits = json_of({"store", "limits", "--json"});
+  ASSERT_EQ(limits["tiers"].size(), 1U) << limits.dump();
+  EXPECT_EQ(limits["tiers"][0]["tier"], "v5litepod:spot");
+  EXPECT_EQ(limits["tiers"][0]["every_user_share"], 16);
+  EXPECT_EQ(limits["tiers"][0]["users"][0]["user"], "bob");
+  EXPECT_EQ(limits["tiers"][0]["users"][0]["share"], 32);
+  EXPECT_EQ(jm({"store", "cap", "v5e:spot", "none"}).out, "The lab's cap on v5litepod spot chips is now unlimited\n");
+  EXPECT_TRUE(json_of({"store", "limits", "--json"})["tiers"][0]["lab_cap"].is_null());
+}
+
 TEST_F(CliJobs, EveryCommandHelpHasExamples) {
   for (const std::string cmd :
        {"create", "validate", "list", "show", "resume", "cancel", "delete", "clean", "settings", "completion"}) {

@@ -128,6 +128,17 @@ TEST_F(CliLabStore, EachUserSeesTheirOwnActsOnTheirOwnAndAdminsActOnAll) {
   ASSERT_EQ(named.exit_code, 0) << named.err;
   EXPECT_EQ(as(alice_, {"store", "admins"}).out, bob_ + "\n");
 
+  // The fair share too: everyone may look, the owner (or an admin) sets it.
+  const auto grabbed = as(alice_, {"store", "share", "v4:spot", "512", "--user", alice_});
+  EXPECT_EQ(grabbed.exit_code, 1) << grabbed.out;
+  EXPECT_NE(grabbed.err.find(alice_ + " may not change the settings"), std::string::npos) << grabbed.err;
+  ASSERT_EQ(as(owner_, {"store", "share", "v4:spot", "64"}).exit_code, 0);
+  ASSERT_EQ(as(bob_, {"store", "cap", "v4:spot", "512"}).exit_code, 0) << "bob is an admin now";
+  const auto limits = as(alice_, {"store", "limits"});
+  EXPECT_EQ(limits.exit_code, 0) << limits.err;
+  EXPECT_NE(limits.out.find("v4 spot  the lab     512"), std::string::npos) << limits.out;
+  EXPECT_NE(limits.out.find("v4 spot  every user  64"), std::string::npos) << limits.out;
+
   // An admin may; the timeline says who did it.
   const auto cancelled = as(bob_, {"cancel", id, "--no-wait"});
   EXPECT_EQ(cancelled.exit_code, 0) << cancelled.err;

@@ -46,6 +46,18 @@ protected:
     return out.is_array() && !out.empty() ? out[0].value("id", std::int64_t{0}) : 0;
   }
 
+  // submit() as `user` (the login name a SQLite store records).
+  std::int64_t submit_as(const std::string& user, const std::string& name, const std::string& headers,
+                         const std::string& body) {
+    const auto script = dir.write(name + ".sh", "#!/bin/bash\n" + headers + body + "\n");
+    auto as_user = env;
+    as_user["USER"] = user;
+    const auto r = run_jobman({"task", "submit", script.string(), "--json"}, RunOptions{as_user, "", ""});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const auto out = json::parse(r.out, nullptr, false);
+    return out.is_array() && !out.empty() ? out[0].value("id", std::int64_t{0}) : 0;
+  }
+
   static std::string training(int steps, int step_ms) {
     return "systolic-train --steps " + std::to_string(steps) + " --step-time-ms " + std::to_string(step_ms) +
            " --ckpt-dir ~/bucket/ckpt-$JOBMAN_TASK_ID --ckpt-every 20";
@@ -376,6 +388,96 @@ TEST_F(PoolTest, FortyMixedTasksOnThreeWorkersThroughPreemptionsEndAsTheirScript
   for (const auto w : {spot, ondemand, v5}) {
     EXPECT_EQ(job(w).phase, Phase::deleted);
   }
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(PoolTest, AUsersTasksBeyondTheirShareWaitInTheQueueWhileAnotherUsersRun) {
+  // One v4-8 (4 chips) a user, on a pool of two.
+  ASSERT_EQ(jm({"store", "share", "v4:spot", "4"}).exit_code, 0);
+  start_daemon();
+  const auto w1 = start_worker("share-a");
+  const auto w2 = start_worker("share-b");
+  ASSERT_GT(w1, 0);
+  ASSERT_GT(w2, 0);
+  const std::string v4 = "#JOBMAN --accelerator=v4-8\n";
+  // alice queues two, bob one after them: bob's does not wait behind hers.
+  std::vector<std::int64_t> alices;
+  for (int i = 0; i < 2; ++i) {
+    alices.push_back(submit_as("alice", "alice-" + std::to_string(i), v4, training(200, 10)));
+  }
+  const auto bobs = submit_as("bob", "bob-0", v4, training(200, 10));
+
+  // While her first runs, her next ones wait in the queue, and `status` says why.
+  const std::string why = "alice holds 4 of their 4 v4 spot chips";
+  std::string seen;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto status = jm({"status", "--json"});
+        const auto rows = json::parse(status.out, nullptr, false);
+        if (!rows.is_object()) {
+          return false;
+        }
+        for (const auto& row : rows["tasks"]) {
+          if (row.value("user", "") == "alice" && row["waiting_for"].is_string()) {
+            seen = jm({"status"}).out;
+            return row["waiting_for"] == why;
+          }
+        }
+        return false;
+      },
+      kPatience));
+  EXPECT_NE(seen.find("WAITING FOR"), std::string::npos) << seen;
+  for (const auto id : alices) {
+    ASSERT_TRUE(await_phase(id, Phase::succeeded)) << id << ": " << job(id).phase_reason;
+  }
+  ASSERT_TRUE(await_phase(bobs, Phase::succeeded)) << job(bobs).phase_reason;
+
+  // alice never held two workers at once; bob's task started before her second.
+  std::vector<std::pair<std::int64_t, std::int64_t>> hers;
+  for (const auto id : alices) {
+    for (const auto& a : db().attempts(id)) {
+      ASSERT_TRUE(a.ended_ms.has_value());
+      hers.emplace_back(a.started_ms, *a.ended_ms);
+    }
+  }
+  for (std::size_t i = 0; i < hers.size(); ++i) {
+    for (std::size_t j = i + 1; j < hers.size(); ++j) {
+      EXPECT_FALSE(hers[i].first < hers[j].second && hers[j].first < hers[i].second)
+          << "two of alice's tasks ran at once, over her share";
+    }
+  }
+  EXPECT_LT(db().attempts(bobs).front().started_ms, db().attempts(alices[1]).front().started_ms);
+  expect_no_overlap({alices[0], alices[1], bobs});
+  for (const auto id : {alices[0], alices[1], bobs}) {
+    EXPECT_EQ(checksums(id, static_cast<int>(db().attempts(id).size()), 1).front(), uninterrupted_checksum(200));
+  }
+  EXPECT_EQ(jm({"worker", "delete", "--all"}).exit_code, 0);
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+TEST_F(PoolTest, AJobBeyondTheLabsCapWaitsBeforeAskingForASlice) {
+  ASSERT_EQ(jm({"store", "cap", "v4:spot", "4"}).exit_code, 0);
+  const auto limits = jm({"store", "limits", "--json"});
+  ASSERT_EQ(limits.exit_code, 0) << limits.err;
+  EXPECT_EQ(json::parse(limits.out)["tiers"][0]["lab_cap"], 4) << limits.out;
+  start_daemon();
+  const auto first = create(config(SupervisorHome::training(300, 10)));
+  const auto second = create(config(SupervisorHome::training(100, 5)));
+  // The second waits in the store, asking the cloud for nothing, and says why.
+  const std::string why = "waiting for its share of chips: the lab holds 4 of its 4 v4 spot chips";
+  ASSERT_TRUE(eventually([&] { return job(second).phase_reason == why; }, kPatience)) << job(second).phase_reason;
+  EXPECT_EQ(job(second).phase, Phase::pending);
+  EXPECT_TRUE(db().attempts(second).empty());
+  const auto shown = jm({"show", std::to_string(second)});
+  EXPECT_NE(shown.out.find("the lab holds 4 of its 4 v4 spot chips"), std::string::npos) << shown.out;
+
+  wait_for(first);
+  wait_for(second);
+  // Its slice was asked for once the first one's was gone.
+  const auto released = db().attempts(first).back().released_ms;
+  ASSERT_TRUE(released.has_value());
+  EXPECT_GE(db().attempts(second).front().started_ms, *released);
+  EXPECT_EQ(checksums(second, 1, 1).front(), uninterrupted_checksum(100));
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 

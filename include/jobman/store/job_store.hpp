@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -112,6 +113,46 @@ public:
   using Error::Error;
 };
 
+// Slices counted for fair share: how many of `user`'s records of `kind` hold or ask for a slice of `accelerator` in
+// `pricing` (their current attempt's), as JobStore::slices_in_flight reads them. A task's is its worker's slice.
+struct SliceUse {
+  std::string user;
+  domain::JobKind kind = domain::JobKind::job;
+  std::string accelerator;
+  std::string pricing;
+  int count = 0;
+};
+
+// A lab's fair share of chips, which the store applies inside the transactions that hand chips out (claim_task, and
+// begin_attempt for a new slice), so that supervisors deciding at once never overshoot it. core::FairShare is the one.
+class SharePolicy {
+public:
+  SharePolicy() = default;
+  SharePolicy(const SharePolicy&) = delete;
+  SharePolicy& operator=(const SharePolicy&) = delete;
+  virtual ~SharePolicy() = default;
+  // Whether any share or cap is set; without one, and with one user waiting, the store reads nothing more.
+  [[nodiscard]] virtual bool limits_anything() const = 0;
+  // Why `user`'s record of `kind` may not take a slice of `accelerator` in `pricing` now, "" when it may: a job or a
+  // worker asks the cloud for a slice of its own, a task borrows a worker's.
+  [[nodiscard]] virtual std::string refusal(const std::vector<SliceUse>& in_flight, const std::string& user,
+                                            domain::JobKind kind, const std::string& accelerator,
+                                            const std::string& pricing) const = 0;
+  // Of `users`, each with tasks waiting for a worker's slice of `accelerator` in `pricing` (in the order their first
+  // task was queued), those who may claim it, in the order they claim: the fewest chips in flight first.
+  [[nodiscard]] virtual std::vector<std::string> claim_order(const std::vector<SliceUse>& in_flight,
+                                                             const std::vector<std::string>& users,
+                                                             const std::string& accelerator,
+                                                             const std::string& pricing) const = 0;
+};
+
+// An attempt refused by the fair share (SharePolicy::refusal, which the message gives): the job waits for chips to
+// come free, asking the cloud for nothing.
+class ShareExceededError : public Error {
+public:
+  using Error::Error;
+};
+
 // What JobStore::copy_into did.
 struct StoreCopy {
   enum class Into {
@@ -192,7 +233,8 @@ public:
 
   // Starts the job's next attempt (jobs.attempt + 1) with an event, clearing the last attempt's host0_ip and
   // exit_code; returns it. With `create_pending`, its queued resource is about to be requested (confirm_created()
-  // records that the API accepted it).
+  // records that the API accepted it), and a fair share set (set_share_policy) may refuse it: ShareExceededError,
+  // changing nothing. Throws JobChangedError when the job ended or its desired state is no longer run.
   domain::AttemptRecord begin_attempt(std::int64_t job_id, const domain::Placement& where, bool create_pending = false);
   // begin_attempt on the job's accelerator and hosts.
   domain::AttemptRecord begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
@@ -265,8 +307,9 @@ public:
 
   // Claims the first queued task `worker` can run (highest priority first, then queue order) in one transaction: the
   // task moves to SETUP naming the worker, its next attempt begins on the worker's slice, and `owner` takes its lease.
-  // nullopt, changing nothing, when no task matches or the worker holds one already. Two supervisors claiming at once
-  // never get the same task, and a worker never holds two (the tasks_on_worker index).
+  // With a fair share set (set_share_policy), users take turns as SharePolicy::claim_order says, and priority orders
+  // each user's own tasks. nullopt, changing nothing, when no task matches or the worker holds one already. Two
+  // supervisors claiming at once never get the same task, and a worker never holds two (the tasks_on_worker index).
   std::optional<std::int64_t> claim_task(const WorkerOffer& worker, const std::string& owner, std::int64_t ttl_ms,
                                          std::int64_t now_ms);
   // The task `worker` would claim now (the queue's first that it can run), changing nothing.
@@ -336,6 +379,19 @@ public:
   // SQLite store (one user's).
   [[nodiscard]] bool may_act_on(const std::string& owner) const;
 
+  // The store's settings (its store_settings table) whose keys begin with `prefix`, by key; "admins" is not one.
+  [[nodiscard]] std::map<std::string, std::string> settings(const std::string& prefix) const;
+  // Sets `key` to `value`, or removes it (nullopt); returns whether it changed. Throws jobman::Error unless
+  // identity() may manage the store (may_manage_admins), and for "admins" (set_admin changes that).
+  bool put_setting(const std::string& key, const std::optional<std::string>& value);
+  // Every slice held or asked for now, counted by user, kind, accelerator and pricing: the slices of jobs and workers
+  // not yet released (whatever their phase: a finished job's slice counts until it is gone), first-ready rivals
+  // included, and the workers' slices that tasks run on (by the task's user). Index scans of the unreleased slices
+  // and of the unfinished jobs.
+  [[nodiscard]] std::vector<SliceUse> slices_in_flight() const;
+  // The fair share that claim_task and begin_attempt apply from now on; none (nullptr) by default.
+  void set_share_policy(std::shared_ptr<const SharePolicy> policy);
+
   // Copies this store, history included, into `target` (a store on PostgreSQL), in one transaction of the target's:
   // all of it or nothing. Ids, change numbers and times are kept, and the target's ids go on after the source's
   // highest ever given. Copying again is safe: into a store made by an earlier copy of this one, it brings what
@@ -346,6 +402,10 @@ public:
 private:
   struct Impl;
   explicit JobStore(std::unique_ptr<Impl> impl);
+  // The users whose tasks `worker` may claim, in the order they claim (SharePolicy::claim_order); {""} for the queue's
+  // first whoever's, when no share is set or one user waits with nothing limited. Inside the caller's transaction.
+  [[nodiscard]] std::vector<std::string> claiming_users(const WorkerOffer& worker) const;
+
   std::unique_ptr<Impl> impl_;
 };
 

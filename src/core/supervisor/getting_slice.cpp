@@ -46,6 +46,9 @@ void JobDriver::acquire_slice(Driven& d) {
 void JobDriver::create_slice(Driven& d) {
   std::string why;
   const auto list = choose_candidates(d, why);
+  if (!share_allows(d, list.front())) {
+    return;
+  }
   if (list.size() > 1 && races(d)) {
     start_race(d, list, why);
     return;
@@ -58,6 +61,7 @@ void JobDriver::create_slice(Driven& d) {
                                           candidate.accelerator.name, candidate.accelerator.hosts, std::nullopt,
                                           config::to_string(candidate.pricing)},
                         true);
+  chips_in_flight_.reset();
   reload(d);
   if (!why.empty()) {
     event(d, "action", "requesting " + candidate.label() + ": " + why,
@@ -66,6 +70,38 @@ void JobDriver::create_slice(Driven& d) {
            {"pricing", config::to_string(candidate.pricing)}});
   }
   request_slice(d, *d.current());
+}
+
+void JobDriver::set_fair_share(std::shared_ptr<const FairShare> share) {
+  fair_share_ = std::move(share);
+  chips_in_flight_.reset();
+}
+
+bool JobDriver::share_allows(Driven& d, const config::Candidate& candidate) {
+  if (!fair_share_ || !fair_share_->limits_anything()) {
+    return true;
+  }
+  if (!chips_in_flight_) {
+    chips_in_flight_.emplace(store().slices_in_flight());
+  }
+  const auto why = fair_share_->refusal(*chips_in_flight_, d.job.user, d.job.kind, candidate.accelerator.name,
+                                        config::to_string(candidate.pricing));
+  if (why.empty()) {
+    return true;
+  }
+  wait_for_share(d, why);
+  return false;
+}
+
+void JobDriver::wait_for_share(Driven& d, const std::string& why) {
+  // A look every few seconds costs no store access until the loop reads the share again (once a second at most).
+  constexpr double kShareLookSeconds = 5;
+  const std::string reason = "waiting for its share of chips: " + why;
+  if (d.job.phase_reason != reason) {
+    move(d, d.job.phase, change(d.job.phase, reason));
+  }
+  d.retry_at_ms = host_.now_ms() + host_.scaled(kShareLookSeconds).count();
+  d.dirty = true;
 }
 
 void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {

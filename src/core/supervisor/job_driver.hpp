@@ -9,6 +9,7 @@
 #include "driven.hpp"
 #include "driver_host.hpp"
 #include "jobman/core/cloud.hpp"
+#include "jobman/core/fair_share.hpp"
 #include "jobman/core/recovery.hpp"
 #include "jobman/remote/gcloud.hpp"
 #include "jobman/remote/workload.hpp"
@@ -99,6 +100,13 @@ public:
   // Stops the job's output stream, if one is open.
   void stop_stream(Driven& d);
 
+  // The fair share as the loop last read it from the store (null: none set); the chips in flight are read again on
+  // the next check.
+  void set_fair_share(std::shared_ptr<const FairShare> share);
+  // The job waits, asking the cloud for nothing, because the fair share refuses it a slice (`why`, from
+  // FairShare::refusal): its phase's reason says so, and it looks again a little later.
+  void wait_for_share(Driven& d, const std::string& why);
+
 private:
   // ---- job_driver.cpp ----
   // Records an event of `kind` for the job and logs it.
@@ -111,6 +119,9 @@ private:
   std::function<void()> failed_operation(std::int64_t id, std::string message);
 
   // ---- getting_slice.cpp ----
+  // Whether the fair share lets the job ask for a slice of `candidate` now (an in-memory check against the chips in
+  // flight; the store checks again as it records the attempt). When not, the job waits (wait_for_share).
+  bool share_allows(Driven& d, const config::Candidate& candidate);
   // PENDING or RECOVERING: ask again for a slice whose request was cut short, reuse a kept one, or request a new one.
   void acquire_slice(Driven& d);
   // Records the next attempt and its queued resource's name, then requests it.
@@ -296,6 +307,8 @@ private:
   DriverHost& host_;
   std::shared_ptr<const CloudAccess> access_;
   std::shared_ptr<Counters> counters_;
+  std::shared_ptr<const FairShare> fair_share_;
+  std::optional<ChipsInFlight> chips_in_flight_; // Read on the first check after set_fair_share or a new attempt.
   // Compiled patterns by their text, shared by every stream that uses them: a set of glibc regexes takes tens of
   // kilobytes, and more as its matcher caches states, so one per job would cost a thousand jobs tens of megabytes.
   // (regexec on one compiled pattern from several threads is safe: glibc locks it.) Used on the loop's thread only.

@@ -60,6 +60,7 @@ bool SupervisorLoop::tick_once(const std::stop_token& stop, TickTimes& times) {
   if (now >= next_read || read_now) {
     read_now = false;
     store_clock_offset_ms = job_store->clock_ms() - util::now_ms();
+    read_share();
     read_jobs();
     compute_tick();
     next_read = now + std::min(tick, milliseconds(1000));
@@ -221,6 +222,17 @@ void SupervisorLoop::apply(Completion& completion) {
   }
 }
 
+void SupervisorLoop::read_share() {
+  auto limits = read_share_limits(*job_store);
+  if (fair_share && fair_share->limits() == limits) {
+    driver.set_fair_share(fair_share); // The same limits; the chips in flight are counted again.
+    return;
+  }
+  fair_share = std::make_shared<const FairShare>(std::move(limits));
+  job_store->set_share_policy(fair_share);
+  driver.set_fair_share(fair_share);
+}
+
 void SupervisorLoop::step_safely(Driven& d) {
   if (d.busy || d.lost || !d.dirty || !d.config) {
     return;
@@ -233,6 +245,9 @@ void SupervisorLoop::step_safely(Driven& d) {
     driver.step(d);
   } catch (const NoSuchJobError&) {
     to_drop.push_back(d.job.id);
+  } catch (const store::ShareExceededError& e) {
+    // Another supervisor handed the chips out since this one last counted them.
+    driver.wait_for_share(d, e.what());
   } catch (const store::JobChangedError& e) {
     // A user's request got in first: decide again on what the store says now.
     spdlog::info("{}: {}", job_label(d.job.id), e.what());

@@ -72,6 +72,8 @@ private:
   void apply(Completion& completion);
   // Steps a job that has news and is neither busy nor waiting out a backoff; a failure becomes an error event.
   void step_safely(Driven& d);
+  // Reads the fair share's limits from the store and hands them to the store and the driver (FairShare).
+  void read_share();
   // Drops the jobs marked for it whose operation has returned.
   void prune();
   // Stops every stream and releases the leases of jobs with no operation in flight.
@@ -130,6 +132,7 @@ private:
   std::string store_location;
   SupervisorOptions options;
   std::optional<store::JobStore> job_store;
+  std::shared_ptr<const FairShare> fair_share; // As read_share last read it; the store and the driver apply it.
   std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
   std::shared_ptr<Outstanding> outstanding = std::make_shared<Outstanding>();
   ActionPool pool;

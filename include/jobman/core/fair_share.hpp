@@ -1,0 +1,90 @@
+// Fair share of a lab's chips: a share per user and a cap for the lab, each per tier (a TPU generation and a pricing,
+// "v4 spot"), kept in the store's settings. The store applies it inside the transactions that hand chips out (see
+// store::SharePolicy); `status` and `jobman store limits` explain it. See docs/LAB.md, "Fair share".
+#pragma once
+
+#include "jobman/store/job_store.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace jobman::core {
+
+// A tier of chips: a generation as accelerator names begin ("v4", "v5litepod") and a pricing ("spot", "ondemand",
+// "preemptible").
+struct Tier {
+  std::string generation;
+  std::string pricing;
+  bool operator==(const Tier&) const = default;
+  bool operator<(const Tier& other) const {
+    return generation != other.generation ? generation < other.generation : pricing < other.pricing;
+  }
+  // "v4 spot", as messages say it.
+  [[nodiscard]] std::string label() const { return generation + " " + pricing; }
+  // "v4:spot", as commands and settings write it.
+  [[nodiscard]] std::string key() const { return generation + ":" + pricing; }
+};
+
+// "v4:spot", "v5e:ondemand" (aliases of a generation accepted): the tier, or nullopt with `why` saying what is wrong.
+std::optional<Tier> parse_tier(const std::string& text, std::string* why);
+// The tier and chips of a slice of `accelerator` in `pricing`; nullopt for an accelerator jobman does not know.
+std::optional<std::pair<Tier, int>> tier_of(const std::string& accelerator, const std::string& pricing);
+
+// The limits set in a store.
+struct ShareLimits {
+  std::map<Tier, int> every_user;                       // A user's share when they have none of their own.
+  std::map<std::pair<std::string, Tier>, int> per_user; // (user, tier) -> chips.
+  std::map<Tier, int> lab_cap;                          // Chips the whole lab may hold.
+  [[nodiscard]] bool empty() const { return every_user.empty() && per_user.empty() && lab_cap.empty(); }
+  bool operator==(const ShareLimits&) const = default;
+  // `user`'s share of `tier`: their own, else every user's; nullopt when unlimited.
+  [[nodiscard]] std::optional<int> share_of(const std::string& user, const Tier& tier) const;
+};
+
+// The limits in `store`'s settings (keys "share:<tier>:<user>", "*" for every user, and "cap:<tier>").
+ShareLimits read_share_limits(const store::JobStore& store);
+// Sets a share (`user` a name, or "*" for every user) or, with `user` empty, the lab's cap; nullopt removes it.
+// Returns whether it changed. Throws jobman::Error unless the caller may manage the store.
+bool set_share_limit(store::JobStore& store, const std::string& user, const Tier& tier, std::optional<int> chips);
+
+// Chips in flight by user and by tier, from store::JobStore::slices_in_flight.
+struct ChipsInFlight {
+  std::map<std::pair<std::string, Tier>, int> by_user; // A user's jobs' own slices and the workers' their tasks hold.
+  std::map<Tier, int> lab;                             // Jobs' and workers' slices: what the lab holds of the cloud.
+  explicit ChipsInFlight(const std::vector<store::SliceUse>& in_flight);
+  [[nodiscard]] int of(const std::string& user, const Tier& tier) const;
+  [[nodiscard]] int of_lab(const Tier& tier) const;
+};
+
+// The policy the store applies. A user's jobs and tasks count against their share; a job's or a worker's new slice
+// against the lab's cap too (a task borrows chips the lab holds already). Users claim a worker in the order of the
+// chips they hold in its tier, fewest first; their own tasks in order of priority, then queue order.
+class FairShare : public store::SharePolicy {
+public:
+  explicit FairShare(ShareLimits limits) : limits_(std::move(limits)) {}
+  [[nodiscard]] bool limits_anything() const override { return !limits_.empty(); }
+  [[nodiscard]] std::string refusal(const std::vector<store::SliceUse>& in_flight, const std::string& user,
+                                    domain::JobKind kind, const std::string& accelerator,
+                                    const std::string& pricing) const override;
+  [[nodiscard]] std::vector<std::string> claim_order(const std::vector<store::SliceUse>& in_flight,
+                                                     const std::vector<std::string>& users,
+                                                     const std::string& accelerator,
+                                                     const std::string& pricing) const override;
+  // refusal() against chips counted already.
+  [[nodiscard]] std::string refusal(const ChipsInFlight& chips, const std::string& user, domain::JobKind kind,
+                                    const std::string& accelerator, const std::string& pricing) const;
+  [[nodiscard]] const ShareLimits& limits() const { return limits_; }
+
+private:
+  ShareLimits limits_;
+};
+
+// Why the fair share keeps queued `task` off every unfinished worker of `workers` that could run it (the first such
+// worker's refusal); "" when one of them would take it, or none could.
+std::string share_wait_of_task(const FairShare& share, const ChipsInFlight& chips, const domain::JobRecord& task,
+                               const std::vector<domain::JobRecord>& workers);
+
+} // namespace jobman::core
