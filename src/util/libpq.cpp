@@ -20,9 +20,9 @@ template <typename Function> Function pq_function(const char* name) {
 
 extern "C" {
 
-PGconn* PQconnectdb(const char* conninfo) {
-  static const auto call = pq_function<decltype(&PQconnectdb)>("PQconnectdb");
-  return call(conninfo);
+PGconn* PQconnectdbParams(const char* const* keywords, const char* const* values, int expand_dbname) {
+  static const auto call = pq_function<decltype(&PQconnectdbParams)>("PQconnectdbParams");
+  return call(keywords, values, expand_dbname);
 }
 
 void PQfinish(PGconn* conn) {
