@@ -15,7 +15,8 @@ namespace {
 using nlohmann::json;
 
 json discovery() {
-  std::ifstream in(std::string(JOBMAN_SHARED_DIR) + "/api/tpu-v2-discovery.json");
+  // The project's copy (the client-library tests serve it too), so that a clone on its own runs this test.
+  std::ifstream in(std::string(JOBMAN_SOURCE_DIR) + "/tests/clients/tpu-v2-discovery.json");
   EXPECT_TRUE(in) << "cannot read the discovery document";
   return json::parse(in);
 }

@@ -43,6 +43,9 @@ void SupervisorLoop::read_jobs() {
     }
     Driven& d = it->second;
     if (!d.busy && (row.updated_ms != d.job.updated_ms || row.desired != d.job.desired || row.phase != d.job.phase)) {
+      if (row.desired != d.job.desired) {
+        d.retry_at_ms = 0; // A user's request is acted on at once, not after a backoff or a wait for chips.
+      }
       d.job = std::move(row);
       d.attempts = job_store->attempts(d.job.id);
       load_rivals(*job_store, d);
