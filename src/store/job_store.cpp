@@ -222,8 +222,14 @@ int postgres_version(sql::Connection& db) {
 // PostgreSQL's dialect. A store that is up to date is read, not locked; otherwise the steps run under the store's
 // write lock, so that processes opening a new store together create it once between them.
 void migrate_postgres(postgres::Connection& db) {
-  int version = postgres_version(db);
-  refuse_unknown_version(db, version);
+  // The common case in one round trip: the version table is there and up to date. Anything else (no table yet, no
+  // right to read it, a connection lost) is decided under the lock, where the catalog is read as it is.
+  int version = 0;
+  try {
+    version = read_user_version(db);
+  } catch (const Error&) {
+    version = 0;
+  }
   if (version == schema::latest_version()) {
     return;
   }
