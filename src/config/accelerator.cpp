@@ -4,6 +4,7 @@
 #include "jobman/util/strings.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace jobman::config {
 
@@ -163,7 +164,21 @@ std::optional<AcceleratorType> find_accelerator(std::string_view name, std::stri
 } // namespace detail
 
 std::optional<AcceleratorType> find_accelerator(std::string_view name, std::string* why) {
-  return detail::find_accelerator(name, why, nullptr);
+  if (why != nullptr) {
+    return detail::find_accelerator(name, why, nullptr);
+  }
+  // Reports and fair share resolve the same few names for every job and attempt of a store: once each, per thread.
+  thread_local std::unordered_map<std::string, std::optional<AcceleratorType>> resolved;
+  const auto found = resolved.find(std::string(name));
+  if (found != resolved.end()) {
+    return found->second;
+  }
+  constexpr std::size_t kMaxRemembered = 256; // Names come from records; a store of odd ones cannot grow this.
+  auto type = detail::find_accelerator(name, nullptr, nullptr);
+  if (resolved.size() < kMaxRemembered) {
+    resolved.emplace(std::string(name), type);
+  }
+  return type;
 }
 
 } // namespace jobman::config

@@ -66,6 +66,12 @@ std::string_view to_string(Phase phase) {
 }
 
 std::optional<Phase> parse_phase(std::string_view text) {
+  // The store's spelling first, exactly (a report reads a few phases for every one of 100k jobs), then any case.
+  for (const auto& entry : phase_names) {
+    if (entry.name == text) {
+      return entry.phase;
+    }
+  }
   for (const auto& entry : phase_names) {
     if (iequals(entry.name, text)) {
       return entry.phase;
