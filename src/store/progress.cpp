@@ -34,10 +34,11 @@ void JobStore::record_progress(const std::vector<ProgressUpdate>& updates) {
 
 void JobStore::for_each_phase_change(std::int64_t first, std::int64_t last,
                                      const std::function<void(const EventRecord&)>& fn) const {
-  // Without the messages (a report reads hundreds of thousands): the columns of read_event, those two empty.
-  auto query = impl_->statements.get("SELECT id, job_id, ts_ms, kind, from_phase, to_phase, '', '' FROM events "
-                                     "INDEXED BY events_phases WHERE kind = 'phase' AND job_id BETWEEN ?1 AND ?2 "
-                                     "ORDER BY job_id, id");
+  // Without the messages (a report reads hundreds of thousands): the columns of read_event, those two empty, and
+  // every one of the rest in the index (its kind a constant), so that no table row is read.
+  auto query = impl_->statements.get(
+      "SELECT id, job_id, ts_ms, 'phase', from_phase, to_phase, '', '' FROM events INDEXED BY events_phase_changes "
+      "WHERE kind = 'phase' AND job_id BETWEEN ?1 AND ?2 ORDER BY job_id, id");
   query->bind(1, first);
   query->bind(2, last);
   while (query->step()) {
