@@ -96,7 +96,7 @@ bool JobDriver::share_allows(Driven& d, const config::Candidate& candidate) {
 void JobDriver::wait_for_share(Driven& d, const std::string& why) {
   // A look every few seconds costs no store access until the loop reads the share again (once a second at most).
   constexpr double kShareLookSeconds = 5;
-  const std::string reason = "waiting for its share of chips: " + why;
+  const std::string reason = std::string(kShareWaitReason) + why;
   if (d.job.phase_reason != reason) {
     move(d, d.job.phase, change(d.job.phase, reason));
   }

@@ -71,6 +71,9 @@ struct SliceRef {
   [[nodiscard]] std::optional<cloud::Operation> remove(const CloudAccess& access) const;
 };
 
+// How a job's phase reason begins while the fair share keeps it from asking for a slice (JobDriver::wait_for_share).
+inline constexpr std::string_view kShareWaitReason = "waiting for its share of chips: ";
+
 // Drives the jobs of one loop. Every method runs on the loop's thread; work on the cloud and the workers goes through
 // DriverHost::dispatch, and its result comes back to a method here.
 class JobDriver {

@@ -138,7 +138,9 @@ bool JobDriver::parked(Driven& w) {
   if (!task) {
     return true;
   }
-  event(w, "action", "task " + util::format_job_id(*task) + " is queued for it: requesting a slice again");
+  if (!w.job.phase_reason.starts_with(kShareWaitReason)) { // Said once, not at every look while the share waits.
+    event(w, "action", "task " + util::format_job_id(*task) + " is queued for it: requesting a slice again");
+  }
   return false;
 }
 
