@@ -4,6 +4,7 @@
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
+#include "output.hpp"
 #include "report.hpp"
 
 #include <sstream>
