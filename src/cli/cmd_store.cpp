@@ -8,7 +8,6 @@
 #include "jobman/util/system.hpp"
 #include "output.hpp"
 
-#include <charconv>
 #include <optional>
 #include <set>
 
@@ -137,10 +136,8 @@ std::optional<int> parse_limit(const std::string& text, const std::string& comma
   if (text == "none") {
     return std::nullopt;
   }
-  int chips = 0;
-  const auto* end = text.data() + text.size();
-  const auto [at, ec] = std::from_chars(text.data(), end, chips);
-  if (ec != std::errc() || at != end || chips < 0) {
+  const auto chips = core::parse_chips(text);
+  if (!chips) {
     throw UsageError(command + ": CHIPS: '" + text + "' is not a number of chips (0 or more) or none");
   }
   return chips;

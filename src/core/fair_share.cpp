@@ -4,9 +4,10 @@
 #include "jobman/config/accelerator.hpp"
 #include "jobman/config/job_config.hpp"
 #include "jobman/util/error.hpp"
+#include "jobman/util/strings.hpp"
 
 #include <algorithm>
-#include <charconv>
+#include <limits>
 
 namespace jobman::core {
 
@@ -16,17 +17,15 @@ constexpr std::string_view kSharePrefix = "share:";
 constexpr std::string_view kCapPrefix = "cap:";
 constexpr std::string_view kEveryUser = "*";
 
-std::optional<int> parse_chips(const std::string& text) {
-  int chips = 0;
-  const auto* end = text.data() + text.size();
-  const auto [at, ec] = std::from_chars(text.data(), end, chips);
-  if (ec != std::errc() || at != end || chips < 0) {
+} // namespace
+
+std::optional<int> parse_chips(std::string_view text) {
+  const auto value = util::parse_int(text);
+  if (!value || *value < 0 || *value > std::numeric_limits<int>::max()) {
     return std::nullopt;
   }
-  return chips;
+  return static_cast<int>(*value);
 }
-
-} // namespace
 
 std::optional<Tier> parse_tier(const std::string& text, std::string* why) {
   const auto colon = text.find(':');

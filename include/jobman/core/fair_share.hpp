@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -30,6 +31,8 @@ struct Tier {
 
 // "v4:spot", "v5e:ondemand" (aliases of a generation accepted): the tier, or nullopt with `why` saying what is wrong.
 std::optional<Tier> parse_tier(const std::string& text, std::string* why);
+// A number of chips as commands and settings write it: a whole number, 0 or more; nullopt otherwise.
+std::optional<int> parse_chips(std::string_view text);
 // The tier and chips of a slice of `accelerator` in `pricing`; nullopt for an accelerator jobman does not know.
 std::optional<std::pair<Tier, int>> tier_of(const std::string& accelerator, const std::string& pricing);
 
