@@ -1,4 +1,4 @@
-#include "accounting.hpp"
+#include "jobman/cli/accounting.hpp"
 
 #include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
@@ -48,6 +48,14 @@ std::string span_text(std::int64_t ms) {
   return util::format_duration(seconds);
 }
 
+std::vector<core::TaskSpan> worker_tasks(const store::JobStore& store, std::int64_t worker_id) {
+  std::vector<core::TaskSpan> tasks;
+  for (const auto& a : store.attempts_on_worker(worker_id)) {
+    tasks.push_back({a.started_ms, a.ended_ms});
+  }
+  return tasks;
+}
+
 core::JobAccount account_of(const store::JobStore& store, const domain::JobRecord& job,
                             const std::vector<domain::AttemptRecord>& attempts, std::int64_t now_ms) {
   std::vector<domain::EventRecord> phases;
@@ -58,12 +66,7 @@ core::JobAccount account_of(const store::JobStore& store, const domain::JobRecor
 core::JobAccount account_of(const store::JobStore& store, const domain::JobRecord& job,
                             const std::vector<domain::EventRecord>& phases,
                             const std::vector<domain::AttemptRecord>& attempts, std::int64_t now_ms) {
-  std::vector<core::TaskSpan> tasks;
-  if (job.kind == domain::JobKind::worker) {
-    for (const auto& a : store.attempts_on_worker(job.id)) {
-      tasks.push_back({a.started_ms, a.ended_ms});
-    }
-  }
+  const auto tasks = job.kind == domain::JobKind::worker ? worker_tasks(store, job.id) : std::vector<core::TaskSpan>{};
   core::AccountInput input;
   input.job = &job;
   input.events = &phases;
@@ -160,27 +163,26 @@ nlohmann::ordered_json progress_json(const std::optional<ProgressView>& view) {
   return j;
 }
 
-std::string account_json_text(const core::JobAccount& account, const config::PriceTable& prices) {
-  std::string out;
+void append_account_json(std::string& out, const core::JobAccount& account, const config::PriceTable& prices) {
   util::JsonObjectWriter j(out);
   j.number("wall_seconds", static_cast<double>(account.wall_ms()) / 1000.0);
-  std::string seconds;
-  util::JsonObjectWriter by_bucket(seconds);
+  util::JsonObjectWriter by_bucket(j.member("seconds"));
   for (const auto bucket : core::all_buckets()) {
     by_bucket.number(core::to_string(bucket), static_cast<double>(account.of(bucket)) / 1000.0);
   }
   by_bucket.close();
-  j.raw("seconds", seconds);
   j.number("goodput", account.goodput());
   j.field("lost_steps", account.lost_steps);
   j.number("excluded_seconds", static_cast<double>(account.excluded_ms) / 1000.0);
-  std::string usage = "[";
+  j.member("usage") += '[';
+  bool first = true;
   for (const auto& u : account.usage) {
     const auto price = prices.chip_hour(u.accelerator, u.tier);
-    if (usage.size() > 1) {
-      usage += ',';
+    if (!first) {
+      out += ',';
     }
-    util::JsonObjectWriter one(usage);
+    first = false;
+    util::JsonObjectWriter one(out);
     one.field("zone", u.zone)
         .field("accelerator", u.accelerator)
         .field("tier", u.tier)
@@ -192,28 +194,29 @@ std::string account_json_text(const core::JobAccount& account, const config::Pri
         .flag("estimated", u.estimated);
     one.close();
   }
-  usage += ']';
-  j.raw("usage", usage);
+  out += ']';
   const auto cost = cost_of(account, prices);
   j.number("cost", cost.amount);
   j.field("currency", prices.currency);
   j.flag("cost_complete", cost.complete);
-  std::string notes = "[";
+  j.member("notes") += '[';
+  first = true;
   for (const auto& note : account.notes) {
-    if (notes.size() > 1) {
-      notes += ',';
+    if (!first) {
+      out += ',';
     }
-    util::append_json_string(notes, note);
+    first = false;
+    util::append_json_string(out, note);
   }
-  notes += ']';
-  j.raw("notes", notes);
+  out += ']';
   j.close();
-  return out;
 }
 
 nlohmann::ordered_json account_json(const core::JobAccount& account, const config::PriceTable& prices,
                                     bool with_timeline) {
-  auto j = nlohmann::ordered_json::parse(account_json_text(account, prices));
+  std::string text;
+  append_account_json(text, account, prices);
+  auto j = nlohmann::ordered_json::parse(text);
   if (with_timeline) {
     nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
     for (const auto& s : account.timeline) {

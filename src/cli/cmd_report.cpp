@@ -1,11 +1,11 @@
 // `jobman report`: where the time and money of many jobs went, from the store alone. jobman-lite's `analytics cost`
 // is the same command.
 #include "commands.hpp"
+#include "jobman/cli/report.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
-#include "report.hpp"
 
 #include <sstream>
 

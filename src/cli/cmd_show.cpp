@@ -1,6 +1,6 @@
 // `jobman show ID`: one job in detail, its attempts and events, or its config snapshot.
-#include "accounting.hpp"
 #include "commands.hpp"
+#include "jobman/cli/accounting.hpp"
 #include "jobman/config/accelerator.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"

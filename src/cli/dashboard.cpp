@@ -4,14 +4,14 @@
 // here; the script only places what it is given.
 #include "jobman/cli/dashboard.hpp"
 
-#include "accounting.hpp"
+#include "jobman/cli/accounting.hpp"
+#include "jobman/cli/report.hpp"
 #include "jobman/core/job_logs.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
-#include "report.hpp"
 
 #include <algorithm>
 #include <array>

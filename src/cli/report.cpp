@@ -1,4 +1,4 @@
-#include "report.hpp"
+#include "jobman/cli/report.hpp"
 
 #include "jobman/util/error.hpp"
 #include "jobman/util/json_text.hpp"
@@ -7,8 +7,14 @@
 #include "output.hpp"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <exception>
+#include <mutex>
 #include <span>
+#include <thread>
+#include <utility>
 
 namespace jobman::cli {
 
@@ -64,49 +70,77 @@ const std::array<std::string, core::kBucketCount>& bucket_headers() {
 
 namespace {
 
-// Accounts jobs a chunk of consecutive ids at a time: two range scans per chunk bring every phase change and attempt
-// (those of jobs left out are skipped), and a chunk's events are gone before the next is read.
+// A chunk of jobs of consecutive ids, with what their accounts need from the store.
+struct Chunk {
+  std::vector<domain::JobRecord> jobs;                  // Ascending ids.
+  std::vector<std::vector<domain::EventRecord>> phases; // By job: its phase changes.
+  std::vector<std::vector<domain::AttemptRecord>> attempts;
+  std::vector<std::vector<core::TaskSpan>> tasks; // By job: for a worker, the task attempts it ran.
+  std::size_t detailed_from = 0;                  // Jobs from this index keep their attempts and timeline.
+};
+
+// Reads a chunk's phase changes and attempts in two range scans (those of jobs left out are skipped), and its
+// workers' tasks.
+Chunk read_chunk(const store::JobStore& store, std::vector<domain::JobRecord> jobs, std::size_t detailed_from) {
+  Chunk chunk;
+  chunk.jobs = std::move(jobs);
+  chunk.detailed_from = detailed_from;
+  const std::size_t n = chunk.jobs.size();
+  chunk.phases.resize(n);
+  chunk.attempts.resize(n);
+  chunk.tasks.resize(n);
+  if (n == 0) {
+    return chunk;
+  }
+  const std::span<const domain::JobRecord> ids(chunk.jobs);
+  store.for_each_phase_change(ids.front().id, ids.back().id, [&](const domain::EventRecord& event) {
+    if (const auto i = position(ids, event.job_id); i < n) {
+      chunk.phases[i].push_back(event);
+    }
+  });
+  store.for_each_attempt(ids.front().id, ids.back().id, [&](const domain::AttemptRecord& attempt) {
+    if (const auto i = position(ids, attempt.job_id); i < n) {
+      chunk.attempts[i].push_back(attempt);
+    }
+  });
+  for (std::size_t k = 0; k < n; ++k) {
+    if (ids[k].kind == domain::JobKind::worker) {
+      chunk.tasks[k] = worker_tasks(store, ids[k].id);
+    }
+  }
+  return chunk;
+}
+
+// Accounts the chunks in order, adding each job to the report's totals and passing its row on.
 class ChunkAccountant {
 public:
-  ChunkAccountant(const store::JobStore& store, const config::PriceTable& prices, Report& report)
-      : store_(store), prices_(prices), report_(report) {}
+  ChunkAccountant(const config::PriceTable& prices, Report& report, const ReportRowSink& each_row)
+      : prices_(prices), report_(report), each_row_(each_row) {}
 
-  // Accounts `jobs` (ascending ids, moved from); those from index `detailed_from` keep their attempts and timeline.
-  // Each row goes to `each_row`, or into the report's rows without one.
-  void account(std::span<domain::JobRecord> jobs, std::size_t detailed_from, const ReportRowSink& each_row) {
-    if (jobs.empty()) {
-      return;
-    }
-    phases_.assign(jobs.size(), {});
-    attempts_.assign(jobs.size(), {});
-    const std::span<const domain::JobRecord> ids(jobs.data(), jobs.size());
-    store_.for_each_phase_change(jobs.front().id, jobs.back().id, [&](const domain::EventRecord& event) {
-      if (const auto i = position(ids, event.job_id); i < ids.size()) {
-        phases_[i].push_back(event);
-      }
-    });
-    store_.for_each_attempt(jobs.front().id, jobs.back().id, [&](const domain::AttemptRecord& attempt) {
-      if (const auto i = position(ids, attempt.job_id); i < ids.size()) {
-        attempts_[i].push_back(attempt);
-      }
-    });
-    for (std::size_t k = 0; k < jobs.size(); ++k) {
-      auto& job = jobs[k];
+  void account(Chunk& chunk) {
+    for (std::size_t k = 0; k < chunk.jobs.size(); ++k) {
+      auto& job = chunk.jobs[k];
+      core::AccountInput input;
+      input.job = &job;
+      input.events = &chunk.phases[k];
+      input.attempts = &chunk.attempts[k];
+      input.tasks = &chunk.tasks[k];
+      input.now_ms = report_.now_ms;
       ReportRow row;
-      row.account = account_of(store_, job, phases_[k], attempts_[k], report_.now_ms);
+      row.account = core::account(input);
       row.cost = cost_of(row.account, prices_);
-      add_to_totals(report_, task_ms_, job, row, attempts_[k], prices_);
+      add_to_totals(report_, task_ms_, job, row, chunk.attempts[k], prices_);
       ++report_.jobs;
       report_.unfinished += domain::is_terminal(job.phase) ? 0 : 1;
-      if (k >= detailed_from) {
-        row.attempts = std::move(attempts_[k]);
+      if (k >= chunk.detailed_from) {
+        row.attempts = std::move(chunk.attempts[k]);
       } else {
         row.account.timeline = {};
         row.account.marks = {};
       }
       row.job = std::move(job);
-      if (each_row) {
-        each_row(row);
+      if (each_row_) {
+        each_row_(row);
       } else {
         report_.rows.push_back(std::move(row));
       }
@@ -121,12 +155,115 @@ public:
   }
 
 private:
-  const store::JobStore& store_;
   const config::PriceTable& prices_;
   Report& report_;
+  const ReportRowSink& each_row_;
   core::BucketTimes task_ms_{};
-  std::vector<std::vector<domain::EventRecord>> phases_;
-  std::vector<std::vector<domain::AttemptRecord>> attempts_;
+};
+
+// Accounts chunks on a thread of its own while the caller reads the next ones from the store: reading and accounting
+// (with the rows' writing) take about as long as each other, so on two cores a long report takes about half as long.
+// A report of one chunk, or a machine of one core, accounts in the caller's thread. The store is only ever used by
+// the caller's thread.
+class ChunkPipeline {
+public:
+  explicit ChunkPipeline(ChunkAccountant& accountant)
+      : accountant_(accountant), threaded_(std::thread::hardware_concurrency() > 1) {}
+  ChunkPipeline(const ChunkPipeline&) = delete;
+  ChunkPipeline& operator=(const ChunkPipeline&) = delete;
+
+  // Stops the thread when the caller gives up (an error reading the store): what is queued is dropped.
+  ~ChunkPipeline() {
+    if (thread_.joinable()) {
+      {
+        const std::lock_guard lock(mutex_);
+        stop_ = true;
+      }
+      ready_.notify_one();
+      thread_.join();
+    }
+  }
+
+  // Queues a chunk, waiting while two are queued; rethrows what the accounting threw.
+  void push(Chunk chunk) {
+    if (!threaded_) {
+      accountant_.account(chunk);
+      return;
+    }
+    if (!thread_.joinable() && queue_.empty()) {
+      queue_.push_back(std::move(chunk)); // Perhaps the only one: no thread for it yet.
+      return;
+    }
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] { run(); });
+    }
+    std::unique_lock lock(mutex_);
+    room_.wait(lock, [this] { return queue_.size() < 2 || error_; });
+    if (error_) {
+      std::rethrow_exception(error_);
+    }
+    queue_.push_back(std::move(chunk));
+    lock.unlock();
+    ready_.notify_one();
+  }
+
+  // Accounts what is queued and returns when every chunk is; rethrows what the accounting threw.
+  void finish() {
+    if (!thread_.joinable()) {
+      for (auto& chunk : queue_) {
+        accountant_.account(chunk);
+      }
+      queue_.clear();
+      return;
+    }
+    {
+      const std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    ready_.notify_one();
+    thread_.join();
+    if (error_) {
+      std::rethrow_exception(error_);
+    }
+  }
+
+private:
+  void run() {
+    for (;;) {
+      Chunk chunk;
+      {
+        std::unique_lock lock(mutex_);
+        ready_.wait(lock, [this] { return !queue_.empty() || done_ || stop_; });
+        if (stop_ || queue_.empty()) {
+          return;
+        }
+        chunk = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      room_.notify_one();
+      try {
+        accountant_.account(chunk);
+      } catch (...) {
+        {
+          const std::lock_guard lock(mutex_);
+          error_ = std::current_exception();
+        }
+        room_.notify_one();
+        return;
+      }
+    }
+  }
+
+  ChunkAccountant& accountant_;
+  const bool threaded_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable ready_; // A chunk is queued, or the end.
+  std::condition_variable room_;  // A chunk was taken, or the accounting failed.
+  std::deque<Chunk> queue_;
+  bool done_ = false;
+  bool stop_ = false;
+  std::exception_ptr error_;
 };
 
 constexpr std::size_t kChunk = 2048;
@@ -138,7 +275,8 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
   Report report;
   report.now_ms = now_ms;
   report.since_ms = selection.since_ms;
-  ChunkAccountant accountant(store, prices, report);
+  ChunkAccountant accountant(prices, report, each_row);
+  ChunkPipeline pipeline(accountant);
   std::vector<domain::JobRecord> jobs;
   if (!selection.ids.empty()) {
     for (const auto id : selection.ids) {
@@ -155,16 +293,19 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
     filter.name_glob = selection.name_glob;
     filter.kinds = selection.kinds;
     if (selection.detailed_rows == 0) {
-      // Nothing needs to know how many there are: read and account them a chunk at a time.
+      // Nothing needs to know how many there are: read and account them a chunk at a time. The statement listing
+      // the jobs stays open while each chunk's events are read.
       jobs.reserve(kChunk);
       store.for_each_job(filter, [&](const domain::JobRecord& job) {
         jobs.push_back(job);
         if (jobs.size() == kChunk) {
-          accountant.account(jobs, kChunk, each_row);
-          jobs.clear();
+          pipeline.push(read_chunk(store, std::exchange(jobs, {}), kChunk));
+          jobs.reserve(kChunk);
         }
       });
-      accountant.account(jobs, jobs.size(), each_row);
+      const std::size_t size = jobs.size();
+      pipeline.push(read_chunk(store, std::move(jobs), size));
+      pipeline.finish();
       accountant.finish();
       return report;
     }
@@ -176,9 +317,14 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
   const std::size_t detailed_from = jobs.size() - std::min(jobs.size(), selection.detailed_rows);
   for (std::size_t first = 0; first < jobs.size(); first += kChunk) {
     const std::size_t size = std::min(kChunk, jobs.size() - first);
-    accountant.account(std::span<domain::JobRecord>(jobs.data() + first, size),
-                       detailed_from > first ? detailed_from - first : 0, each_row);
+    const auto begin = jobs.begin() + static_cast<std::ptrdiff_t>(first);
+    pipeline.push(
+        read_chunk(store,
+                   std::vector<domain::JobRecord>(std::make_move_iterator(begin),
+                                                  std::make_move_iterator(begin + static_cast<std::ptrdiff_t>(size))),
+                   detailed_from > first ? detailed_from - first : 0));
   }
+  pipeline.finish();
   accountant.finish();
   return report;
 }
@@ -337,8 +483,8 @@ void append_report_json_row(std::string& out, const ReportRow& row, const config
       .field_or_null("finished_at", row.job.finished_ms ? util::format_utc(*row.job.finished_ms) : std::string())
       .field("attempts", static_cast<std::int64_t>(row.job.attempt))
       .field("preemptions", static_cast<std::int64_t>(row.job.preemptions))
-      .field("bad_hardware", static_cast<std::int64_t>(row.job.bad_hardware))
-      .raw("account", account_json_text(row.account, prices));
+      .field("bad_hardware", static_cast<std::int64_t>(row.job.bad_hardware));
+  append_account_json(job.member("account"), row.account, prices);
   job.close();
 }
 

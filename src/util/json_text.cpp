@@ -137,23 +137,24 @@ JsonObjectWriter::JsonObjectWriter(std::string& out) : out_(out) {
   out_ += '{';
 }
 
-void JsonObjectWriter::key(std::string_view name) {
+std::string& JsonObjectWriter::member(std::string_view name) {
   if (!first_) {
     out_ += ',';
   }
   first_ = false;
   append_json_string(out_, name);
   out_ += ':';
+  return out_;
 }
 
 JsonObjectWriter& JsonObjectWriter::field(std::string_view name, std::string_view value) {
-  key(name);
+  member(name);
   append_json_string(out_, value);
   return *this;
 }
 
 JsonObjectWriter& JsonObjectWriter::field(std::string_view name, std::int64_t value) {
-  key(name);
+  member(name);
   char buf[24];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
   out_.append(buf, end);
@@ -162,7 +163,7 @@ JsonObjectWriter& JsonObjectWriter::field(std::string_view name, std::int64_t va
 
 JsonObjectWriter& JsonObjectWriter::field(std::string_view name, std::optional<std::int64_t> value) {
   if (!value) {
-    key(name);
+    member(name);
     out_ += "null";
     return *this;
   }
@@ -171,7 +172,7 @@ JsonObjectWriter& JsonObjectWriter::field(std::string_view name, std::optional<s
 
 JsonObjectWriter& JsonObjectWriter::field_or_null(std::string_view name, std::string_view value) {
   if (value.empty()) {
-    key(name);
+    member(name);
     out_ += "null";
     return *this;
   }
@@ -179,7 +180,7 @@ JsonObjectWriter& JsonObjectWriter::field_or_null(std::string_view name, std::st
 }
 
 JsonObjectWriter& JsonObjectWriter::number(std::string_view name, double value) {
-  key(name);
+  member(name);
   append_json_number(out_, value);
   return *this;
 }
@@ -189,19 +190,19 @@ JsonObjectWriter& JsonObjectWriter::number(std::string_view name, std::optional<
 }
 
 JsonObjectWriter& JsonObjectWriter::flag(std::string_view name, bool value) {
-  key(name);
+  member(name);
   out_ += value ? "true" : "false";
   return *this;
 }
 
 JsonObjectWriter& JsonObjectWriter::null(std::string_view name) {
-  key(name);
+  member(name);
   out_ += "null";
   return *this;
 }
 
 JsonObjectWriter& JsonObjectWriter::raw(std::string_view name, std::string_view json) {
-  key(name);
+  member(name);
   out_ += json;
   return *this;
 }

@@ -49,11 +49,13 @@ public:
   JsonObjectWriter& null(std::string_view key);
   // A member whose value is JSON text written elsewhere (an array, an object).
   JsonObjectWriter& raw(std::string_view key, std::string_view json);
+  // A member's key alone: its value is for the caller to append to the text next (a nested object or array, written
+  // in place rather than built apart and copied in).
+  std::string& member(std::string_view key);
   // Closes the object.
   void close();
 
 private:
-  void key(std::string_view name);
   std::string& out_;
   bool first_ = true;
 };

@@ -2,7 +2,7 @@
 // accelerator, tier and zone; written as text, CSV, JSON or one self-contained HTML file (report_html.cpp).
 #pragma once
 
-#include "accounting.hpp"
+#include "jobman/cli/accounting.hpp"
 
 #include <functional>
 #include <map>
@@ -66,12 +66,14 @@ struct Report {
   [[nodiscard]] std::optional<double> goodput() const { return core::goodput(ms); }
 };
 
-// Where build_report can send each row as it is accounted, instead of keeping it.
+// Where build_report can send each row as it is accounted, instead of keeping it. It is called in order, one row at a
+// time, from a thread build_report starts (which never touches the store) while the caller's thread reads on.
 using ReportRowSink = std::function<void(const ReportRow&)>;
 
 // Reads the selection's jobs, their phase changes and attempts (and for workers the tasks they ran) and accounts each,
-// a chunk of jobs at a time; each row goes to `each_row` when given (the report then keeps the totals only), into
-// Report::rows otherwise. Throws NoSuchJobError for a listed id that is not in the store.
+// a chunk of jobs at a time (a thread accounts one chunk while the next is read); each row goes to `each_row` when
+// given (the report then keeps the totals only), into Report::rows otherwise. Throws NoSuchJobError for a listed id
+// that is not in the store.
 Report build_report(const store::JobStore& store, const ReportSelection& selection, const config::PriceTable& prices,
                     std::int64_t now_ms, const ReportRowSink& each_row = {});
 

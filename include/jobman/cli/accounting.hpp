@@ -23,6 +23,9 @@ std::string percent_text(std::optional<double> share);
 // "4m12s"), then "2h05m", "3d04h".
 std::string span_text(std::int64_t ms);
 
+// The spans of the task attempts a worker lent its slice to.
+std::vector<core::TaskSpan> worker_tasks(const store::JobStore& store, std::int64_t worker_id);
+
 // The job's account from the store: its phase changes and attempts, and for a worker the task attempts it lent its
 // slice to.
 core::JobAccount account_of(const store::JobStore& store, const domain::JobRecord& job,
@@ -65,9 +68,9 @@ std::optional<ProgressView> progress_view(const domain::JobRecord& job,
 std::string progress_line(const ProgressView& view);
 nlohmann::ordered_json progress_json(const std::optional<ProgressView>& view);
 
-// The account as JSON text, written directly (a report writes a hundred thousand): seconds by bucket, goodput, lost
-// steps, chip-hours and cost by slice kind, notes.
-std::string account_json_text(const core::JobAccount& account, const config::PriceTable& prices);
+// Appends the account as JSON text, written directly (a report writes a hundred thousand): seconds by bucket,
+// goodput, lost steps, chip-hours and cost by slice kind, notes.
+void append_account_json(std::string& out, const core::JobAccount& account, const config::PriceTable& prices);
 // The same as a document, with the timeline and its marks when asked.
 nlohmann::ordered_json account_json(const core::JobAccount& account, const config::PriceTable& prices,
                                     bool with_timeline);
