@@ -3,7 +3,8 @@
 // dashboard (`jobman ui`) with 1,000 live jobs. Last lines: ui_first_page_ms=... and list_ms=...
 // report_365d_json_ms=.... LIST_SCALE_KEEP=1 keeps the store for profiling. With LIST_SCALE_POSTGRES_URL (an empty
 // PostgreSQL database or schema), the store is then copied there (`jobman store migrate`) and `list` timed against
-// it too: the last line is then postgres_list_ms=... postgres_list_all_json_ms=....
+// it too: the last line is then postgres_list_ms=... postgres_list_all_json_ms=..., and with LIST_SCALE_POOLED_URL
+// (the same database through a connection pooler) pooled_list_ms=... after it. bench/postgres_list sets both up.
 #include "jobman/core/daemon.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/process.hpp"
@@ -291,6 +292,19 @@ void time_postgres(const std::string& home, const std::string& url, int runs) {
     json_ms.push_back(time_run(home, {"list", "--all", "--json", "--user", "all"}, &bytes, url));
   }
   std::printf("postgres_list_ms=%.2f postgres_list_all_json_ms=%.1f\n", median(list_ms), median(json_ms));
+  // The same database through a connection pooler (LIST_SCALE_POOLED_URL): a command finds a backend already
+  // started and authenticated.
+  if (const char* pooled = std::getenv("LIST_SCALE_POOLED_URL"); pooled != nullptr && *pooled != '\0') {
+    time_run(home, {"list", "--user", "all"}, &bytes, pooled);
+    std::vector<double> pooled_ms;
+    for (int i = 0; i < runs; ++i) {
+      pooled_ms.push_back(time_run(home, {"list", "--user", "all"}, &bytes, pooled));
+    }
+    std::fprintf(stderr, "list through the pooler: %zu bytes per run, min %.2f ms, max %.2f ms over %zu runs\n", bytes,
+                 *std::min_element(pooled_ms.begin(), pooled_ms.end()),
+                 *std::max_element(pooled_ms.begin(), pooled_ms.end()), pooled_ms.size());
+    std::printf("pooled_list_ms=%.2f\n", median(pooled_ms));
+  }
 }
 
 int main(int argc, char** argv) {

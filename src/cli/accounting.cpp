@@ -69,9 +69,9 @@ core::JobAccount account_of(const store::JobStore& store, const domain::JobRecor
   const auto tasks = job.kind == domain::JobKind::worker ? worker_tasks(store, job.id) : std::vector<core::TaskSpan>{};
   core::AccountInput input;
   input.job = &job;
-  input.events = &phases;
-  input.attempts = &attempts;
-  input.tasks = &tasks;
+  input.events = phases;
+  input.attempts = attempts;
+  input.tasks = tasks;
   input.now_ms = now_ms;
   return core::account(input);
 }

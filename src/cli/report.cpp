@@ -29,7 +29,7 @@ std::size_t position(std::span<const domain::JobRecord> jobs, std::int64_t id) {
 // Adds a job's account to the report's totals: its time (a task's only to `task_ms`: it is inside its worker's),
 // cost, chip-hours by kind and zone, and the slices its attempts held by zone.
 void add_to_totals(Report& report, core::BucketTimes& task_ms, const domain::JobRecord& job, const ReportRow& row,
-                   const std::vector<domain::AttemptRecord>& attempts, const config::PriceTable& prices) {
+                   std::span<const domain::AttemptRecord> attempts, const config::PriceTable& prices) {
   auto& totals = job.kind == domain::JobKind::task ? task_ms : report.ms;
   for (std::size_t b = 0; b < core::kBucketCount; ++b) {
     totals[b] += row.account.ms[b];
@@ -70,13 +70,27 @@ const std::array<std::string, core::kBucketCount>& bucket_headers() {
 
 namespace {
 
-// A chunk of jobs of consecutive ids, with what their accounts need from the store.
+// Where one job's records sit in a chunk's flat list of them.
+struct Range {
+  std::size_t begin = 0;
+  std::size_t size = 0;
+};
+
+// A chunk of jobs of consecutive ids, with what their accounts need from the store. A job's phase changes and
+// attempts arrive together (the scans are in job order) and are kept in one list per chunk: a few allocations per
+// chunk rather than a few per job, which the accounting thread would free against the reading thread's.
 struct Chunk {
-  std::vector<domain::JobRecord> jobs;                  // Ascending ids.
-  std::vector<std::vector<domain::EventRecord>> phases; // By job: its phase changes.
-  std::vector<std::vector<domain::AttemptRecord>> attempts;
+  std::vector<domain::JobRecord> jobs; // Ascending ids.
+  std::vector<domain::EventRecord> phases;
+  std::vector<Range> phases_of; // By job: its phase changes in `phases`.
+  std::vector<domain::AttemptRecord> attempts;
+  std::vector<Range> attempts_of;                 // By job: its attempts in `attempts`.
   std::vector<std::vector<core::TaskSpan>> tasks; // By job: for a worker, the task attempts it ran.
   std::size_t detailed_from = 0;                  // Jobs from this index keep their attempts and timeline.
+
+  template <typename T> static std::span<const T> of(const std::vector<T>& all, const Range& range) {
+    return std::span<const T>(all).subspan(range.begin, range.size);
+  }
 };
 
 // Reads a chunk's phase changes and attempts in two range scans (those of jobs left out are skipped), and its
@@ -86,22 +100,30 @@ Chunk read_chunk(const store::JobStore& store, std::vector<domain::JobRecord> jo
   chunk.jobs = std::move(jobs);
   chunk.detailed_from = detailed_from;
   const std::size_t n = chunk.jobs.size();
-  chunk.phases.resize(n);
-  chunk.attempts.resize(n);
+  chunk.phases_of.resize(n);
+  chunk.attempts_of.resize(n);
   chunk.tasks.resize(n);
   if (n == 0) {
     return chunk;
   }
   const std::span<const domain::JobRecord> ids(chunk.jobs);
+  // Appends a record of job `id` (they come in job order) and widens that job's range.
+  const auto add = [&ids, n](auto& all, std::vector<Range>& ranges, std::int64_t id, const auto& record) {
+    if (const auto i = position(ids, id); i < n) {
+      if (ranges[i].size == 0) {
+        ranges[i].begin = all.size();
+      }
+      all.push_back(record);
+      ++ranges[i].size;
+    }
+  };
+  chunk.phases.reserve(n * 6);
   store.for_each_phase_change(ids.front().id, ids.back().id, [&](const domain::EventRecord& event) {
-    if (const auto i = position(ids, event.job_id); i < n) {
-      chunk.phases[i].push_back(event);
-    }
+    add(chunk.phases, chunk.phases_of, event.job_id, event);
   });
+  chunk.attempts.reserve(n * 2);
   store.for_each_attempt(ids.front().id, ids.back().id, [&](const domain::AttemptRecord& attempt) {
-    if (const auto i = position(ids, attempt.job_id); i < n) {
-      chunk.attempts[i].push_back(attempt);
-    }
+    add(chunk.attempts, chunk.attempts_of, attempt.job_id, attempt);
   });
   for (std::size_t k = 0; k < n; ++k) {
     if (ids[k].kind == domain::JobKind::worker) {
@@ -122,18 +144,19 @@ public:
       auto& job = chunk.jobs[k];
       core::AccountInput input;
       input.job = &job;
-      input.events = &chunk.phases[k];
-      input.attempts = &chunk.attempts[k];
-      input.tasks = &chunk.tasks[k];
+      const auto attempts = Chunk::of(chunk.attempts, chunk.attempts_of[k]);
+      input.events = Chunk::of(chunk.phases, chunk.phases_of[k]);
+      input.attempts = attempts;
+      input.tasks = chunk.tasks[k];
       input.now_ms = report_.now_ms;
       ReportRow row;
       row.account = core::account(input);
       row.cost = cost_of(row.account, prices_);
-      add_to_totals(report_, task_ms_, job, row, chunk.attempts[k], prices_);
+      add_to_totals(report_, task_ms_, job, row, attempts, prices_);
       ++report_.jobs;
       report_.unfinished += domain::is_terminal(job.phase) ? 0 : 1;
       if (k >= chunk.detailed_from) {
-        row.attempts = std::move(chunk.attempts[k]);
+        row.attempts.assign(attempts.begin(), attempts.end());
       } else {
         row.account.timeline = {};
         row.account.marks = {};

@@ -67,7 +67,7 @@ bool ended_by_hardware(const AttemptRecord& attempt) {
 
 class Accountant {
 public:
-  explicit Accountant(const AccountInput& input) : in_(input), job_(*input.job), attempts_(*input.attempts) {
+  explicit Accountant(const AccountInput& input) : in_(input), job_(*input.job), attempts_(input.attempts) {
     out_.job_id = job_.id;
   }
 
@@ -100,7 +100,7 @@ private:
         intervals_.push_back({since, to, phase});
       }
     };
-    for (const auto& event : *in_.events) {
+    for (const auto& event : in_.events) {
       if (event.kind != "phase" || !event.to) {
         continue;
       }
@@ -235,13 +235,11 @@ private:
   // A worker's slice is productive while a task holds it, idle otherwise.
   void worker_running(const Interval& interval, int number) {
     std::vector<std::pair<std::int64_t, std::int64_t>> busy;
-    if (in_.tasks != nullptr) {
-      for (const auto& span : *in_.tasks) {
-        const auto from = std::max(span.from_ms, interval.from);
-        const auto to = std::min(span.to_ms.value_or(interval.to), interval.to);
-        if (to > from) {
-          busy.emplace_back(from, to);
-        }
+    for (const auto& span : in_.tasks) {
+      const auto from = std::max(span.from_ms, interval.from);
+      const auto to = std::min(span.to_ms.value_or(interval.to), interval.to);
+      if (to > from) {
+        busy.emplace_back(from, to);
       }
     }
     std::sort(busy.begin(), busy.end());
@@ -320,7 +318,7 @@ private:
 
   const AccountInput& in_;
   const domain::JobRecord& job_;
-  const std::vector<AttemptRecord>& attempts_;
+  std::span<const AttemptRecord> attempts_;
   std::vector<Interval> intervals_;
   std::map<int, std::int64_t> redone_from_; // By attempt number.
   JobAccount out_;

@@ -259,20 +259,26 @@ void JobStore::set_cleanup_pending(std::int64_t job_id, bool pending) {
 
 namespace {
 
-// The jobs a supervisor has work on, as a WHERE condition on `jobs`. Three index scans: unfinished jobs, finished ones
-// with a slice to release, and delete/clean requests.
+// The jobs a supervisor has work on, as a WHERE condition on `jobs`: unfinished jobs, finished ones with a slice to
+// release, and delete/clean requests, each from its partial index. SQLite takes the union of two index scans;
+// PostgreSQL ORs the same indexes in one bitmap scan (the union's join back to `jobs` took it four times as long: 4.8
+// against 1.1 ms over 1,035 live jobs of 100,000).
 // Queued tasks are not among them: no supervisor drives a task until a worker claims it.
-std::string jobs_to_drive_condition() {
+std::string jobs_to_drive_condition(sql::Dialect dialect) {
+  const std::string to_release = "cleanup_pending = 1 OR desired IN ('delete','clean')";
+  const std::string not_gone = " AND NOT (desired = 'delete' AND phase = 'DELETED' AND cleanup_pending = 0)";
+  if (dialect == sql::Dialect::postgresql) {
+    return "((" + std::string(schema::driven_condition) + ") OR " + to_release + ")" + not_gone;
+  }
   return "jobs.id IN (SELECT id FROM jobs WHERE " + std::string(schema::driven_condition) +
-         " UNION SELECT id FROM jobs WHERE cleanup_pending = 1 OR desired IN ('delete','clean'))"
-         " AND NOT (desired = 'delete' AND phase = 'DELETED' AND cleanup_pending = 0)";
+         " UNION SELECT id FROM jobs WHERE " + to_release + ")" + not_gone;
 }
 
 } // namespace
 
 std::vector<JobRecord> JobStore::jobs_to_drive(bool with_config) const {
-  auto query =
-      impl_->statements.get(select_jobs(with_config) + " WHERE " + jobs_to_drive_condition() + " ORDER BY jobs.id");
+  auto query = impl_->statements.get(select_jobs(with_config) + " WHERE " +
+                                     jobs_to_drive_condition(impl_->db.dialect()) + " ORDER BY jobs.id");
   std::vector<JobRecord> jobs;
   while (query->step()) {
     JobRecord job;
@@ -284,7 +290,7 @@ std::vector<JobRecord> JobStore::jobs_to_drive(bool with_config) const {
 
 int JobStore::count_undriven_jobs(std::int64_t now_ms) const {
   auto query = impl_->statements.get(
-      "SELECT COUNT(*) FROM jobs WHERE " + jobs_to_drive_condition() +
+      "SELECT COUNT(*) FROM jobs WHERE " + jobs_to_drive_condition(impl_->db.dialect()) +
       " AND NOT EXISTS (SELECT 1 FROM leases WHERE leases.job_id = jobs.id AND leases.expires_ms > ?1)");
   query->bind(1, now_ms);
   return query->step() ? static_cast<int>(query->column_int64(0)) : 0;

@@ -78,9 +78,9 @@ struct History {
   JobAccount account(std::int64_t now_seconds) const {
     AccountInput input;
     input.job = &job;
-    input.events = &events;
-    input.attempts = &attempts;
-    input.tasks = &tasks;
+    input.events = events;
+    input.attempts = attempts;
+    input.tasks = tasks;
     input.now_ms = at(now_seconds);
     return core::account(input);
   }

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,9 +83,9 @@ struct TaskSpan {
 // their progress, and for a worker the spans of the task attempts it lent its slice to.
 struct AccountInput {
   const domain::JobRecord* job = nullptr;
-  const std::vector<domain::EventRecord>* events = nullptr;
-  const std::vector<domain::AttemptRecord>* attempts = nullptr;
-  const std::vector<TaskSpan>* tasks = nullptr;
+  std::span<const domain::EventRecord> events;
+  std::span<const domain::AttemptRecord> attempts;
+  std::span<const TaskSpan> tasks;
   std::int64_t now_ms = 0; // The end of an unfinished job's timeline.
 };
 
