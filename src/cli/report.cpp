@@ -184,9 +184,9 @@ private:
   core::BucketTimes task_ms_{};
 };
 
-// Accounts chunks on a thread of its own while the caller reads the next ones from the store: reading and accounting
-// (with the rows' writing) take about as long as each other, so on two cores a long report takes about half as long.
-// A report of one chunk, or a machine of one core, accounts in the caller's thread. The store is only ever used by
+// Accounts chunks on a thread of its own while the caller reads the next ones from the store: a long report then
+// takes about as long as its reading (60% of the work over a year's 100,000 jobs; bench/README.md). A report of one
+// chunk, or a machine of one core, accounts in the caller's thread. The store is only ever used by
 // the caller's thread.
 class ChunkPipeline {
 public:
