@@ -60,12 +60,6 @@ core::JobAccount account_of(const store::JobStore& store, const domain::JobRecor
                             const std::vector<domain::AttemptRecord>& attempts, std::int64_t now_ms) {
   std::vector<domain::EventRecord> phases;
   store.for_each_phase_change(job.id, job.id, [&](const domain::EventRecord& e) { phases.push_back(e); });
-  return account_of(store, job, phases, attempts, now_ms);
-}
-
-core::JobAccount account_of(const store::JobStore& store, const domain::JobRecord& job,
-                            const std::vector<domain::EventRecord>& phases,
-                            const std::vector<domain::AttemptRecord>& attempts, std::int64_t now_ms) {
   const auto tasks = job.kind == domain::JobKind::worker ? worker_tasks(store, job.id) : std::vector<core::TaskSpan>{};
   core::AccountInput input;
   input.job = &job;

@@ -30,10 +30,6 @@ std::vector<core::TaskSpan> worker_tasks(const store::JobStore& store, std::int6
 // slice to.
 core::JobAccount account_of(const store::JobStore& store, const domain::JobRecord& job,
                             const std::vector<domain::AttemptRecord>& attempts, std::int64_t now_ms);
-// The same from phase changes already read (a report reads many jobs' at once).
-core::JobAccount account_of(const store::JobStore& store, const domain::JobRecord& job,
-                            const std::vector<domain::EventRecord>& phases,
-                            const std::vector<domain::AttemptRecord>& attempts, std::int64_t now_ms);
 
 // The cost of the slices an account holds at list prices (a task's time on its worker's slice is the worker's to pay).
 struct Cost {
