@@ -288,6 +288,21 @@ std::vector<JobRecord> JobStore::jobs_to_drive(bool with_config) const {
   return jobs;
 }
 
+std::vector<JobRecord> JobStore::jobs_to_drive_by(const std::string& owner, std::int64_t now_ms) const {
+  auto query = impl_->statements.get(select_jobs(false) + " WHERE " + jobs_to_drive_condition(impl_->db.dialect()) +
+                                     " AND NOT EXISTS (SELECT 1 FROM leases WHERE leases.job_id = jobs.id AND "
+                                     "leases.owner != ?1 AND leases.expires_ms > ?2) ORDER BY jobs.id");
+  query->bind(1, owner);
+  query->bind(2, now_ms);
+  std::vector<JobRecord> jobs;
+  while (query->step()) {
+    JobRecord job;
+    read_job(impl_->db, *query, false, job);
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
 int JobStore::count_undriven_jobs(std::int64_t now_ms) const {
   auto query = impl_->statements.get(
       "SELECT COUNT(*) FROM jobs WHERE " + jobs_to_drive_condition(impl_->db.dialect()) +

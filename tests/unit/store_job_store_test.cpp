@@ -571,6 +571,23 @@ TEST_P(JobStoreSupervisorTest, UndrivenJobsAreJobsToDriveWithoutALiveLease) {
   EXPECT_EQ(store.count_undriven_jobs(500), 1) << "a clean request needs a driver";
 }
 
+// What a supervisor reads each second: the jobs to drive less those another supervisor's live lease covers, its own
+// and expired ones included.
+TEST_P(JobStoreSupervisorTest, JobsToDriveByAnOwnerLeaveOutOtherOwnersLiveLeases) {
+  auto store = open_store();
+  const auto ids = store.create_jobs(std::vector<NewJob>(4, make_job("j")));
+  store.transition(ids[3], std::nullopt, to_phase(Phase::succeeded));
+  ASSERT_TRUE(store.try_acquire_lease(ids[0], "a", 1000, 0));
+  ASSERT_TRUE(store.try_acquire_lease(ids[1], "b", 1000, 0));
+  EXPECT_EQ(ids_of(store.jobs_to_drive_by("a", 500)), (std::vector<std::int64_t>{ids[0], ids[2]}));
+  EXPECT_EQ(ids_of(store.jobs_to_drive_by("b", 500)), (std::vector<std::int64_t>{ids[1], ids[2]}));
+  EXPECT_EQ(ids_of(store.jobs_to_drive_by("c", 500)), (std::vector<std::int64_t>{ids[2]}));
+  EXPECT_EQ(ids_of(store.jobs_to_drive_by("c", 1000)), (std::vector<std::int64_t>{ids[0], ids[1], ids[2]}))
+      << "expired leases are anyone's to take";
+  store.set_desired_state(ids[3], DesiredState::clean, "test");
+  EXPECT_EQ(ids_of(store.jobs_to_drive_by("c", 1000)), (std::vector<std::int64_t>{ids[0], ids[1], ids[2], ids[3]}));
+}
+
 // What a zone offers, kept per cloud, project and zone; a newer answer replaces the older.
 TEST_P(JobStoreTest, ZoneCatalogsAreKeptPerCloudProjectAndZone) {
   auto store = open_store();

@@ -300,6 +300,9 @@ public:
   // The jobs a supervisor has work on, by id: unfinished ones, finished ones with cleanup pending, and delete or
   // clean requests not yet carried out.
   [[nodiscard]] std::vector<domain::JobRecord> jobs_to_drive(bool with_config = false) const;
+  // Those of them `owner` may drive at `now_ms`: no other owner's lease on them is live. One query, however many
+  // jobs other supervisors drive (a supervisor reads this every second).
+  [[nodiscard]] std::vector<domain::JobRecord> jobs_to_drive_by(const std::string& owner, std::int64_t now_ms) const;
 
   // How many jobs of jobs_to_drive() no live lease covers at `now_ms` (none taken, or expired): jobs nobody drives.
   // Three index scans and a lease lookup per such job; cheap enough for `list` to ask every time.

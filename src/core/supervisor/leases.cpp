@@ -19,7 +19,8 @@ using std::chrono::milliseconds;
 void SupervisorLoop::read_jobs() {
   std::vector<domain::JobRecord> rows;
   try {
-    rows = job_store->jobs_to_drive(false);
+    // Those other supervisors drive are left out by the query: no lease is read per job.
+    rows = job_store->jobs_to_drive_by(options.owner, now_ms());
   } catch (const std::exception& e) {
     spdlog::warn("reading the store: {}", e.what());
     return;
