@@ -1,6 +1,8 @@
 // `jobman logs ID`: the output a job's workers sent home (or their setup logs), once or followed as it grows.
 #include "commands.hpp"
+#include "jobman/core/daemon.hpp"
 #include "jobman/core/job_logs.hpp"
+#include "jobman/core/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -10,8 +12,11 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <string_view>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -96,6 +101,40 @@ std::vector<int> chosen_workers(const LogsOptions& options, const domain::JobRec
   return {static_cast<int>(*worker)};
 }
 
+// The pid of this home's running supervisor, as its daemon.lock holds it ("" without one).
+std::string local_daemon_pid() {
+  std::ifstream in(core::daemon_lock_path());
+  std::string pid;
+  in >> pid;
+  return pid;
+}
+
+// Where the logs of `attempt` are when this machine has none: a job's output streams to the machine whose supervisor
+// drives the attempt, which on a lab's shared store may be another one. The supervisor that last took the job up
+// says so in an event ("driven by supervisor HOST:PID:START"); nullopt when no event names one, or when it names
+// this home's own supervisor (whose logs of the attempt are yet to come).
+std::optional<std::string> logs_elsewhere(const store::JobStore& store, std::int64_t id, int attempt) {
+  if (!store.on_postgres() || std::filesystem::exists(core::attempt_directory(id, attempt))) {
+    return std::nullopt;
+  }
+  constexpr std::string_view kDriven = "driven by supervisor ";
+  std::optional<std::string> owner;
+  for (const auto& e : store.events(id)) {
+    if (e.kind == "action" && e.message.starts_with(kDriven)) {
+      owner = e.message.substr(kDriven.size());
+    }
+  }
+  const auto fields = owner ? util::split(*owner, ':') : std::vector<std::string>{};
+  if (fields.size() < 2 || (fields[0] == util::hostname() && fields[1] == local_daemon_pid())) {
+    return std::nullopt;
+  }
+  const auto& host = fields[0];
+  const std::string job = util::format_job_id(id);
+  return "job " + job + "'s attempt " + std::to_string(attempt) + " has no logs on this machine: they stream to " +
+         "the machine of the supervisor that drives it (" + *owner + "), into its JOBMAN_HOME's jobs/" + job +
+         "; run `jobman logs " + job + "` on " + host;
+}
+
 } // namespace
 
 int run_logs(Context& ctx, const LogsOptions& options) {
@@ -123,12 +162,20 @@ int run_logs(Context& ctx, const LogsOptions& options) {
   // screen or overwrite lines, so they are shown, not obeyed. A file or a pipe gets the bytes as written.
   const bool terminal = ctx.out == &std::cout && util::is_terminal(1);
   selection.controls = terminal && !options.raw ? core::LogControls::escape : core::LogControls::pass;
+  const auto elsewhere = job.attempt >= 1 ? logs_elsewhere(store, id, selection.attempt) : std::nullopt;
   if (!options.follow) {
+    if (elsewhere) {
+      throw Error(*elsewhere);
+    }
     const bool over = selection.attempt < job.attempt || domain::is_terminal(job.phase);
     core::print_logs(selection, over ? core::LogState::final : core::LogState::growing, *ctx.out);
     return 0;
   }
   const InterruptSignal interrupt;
+  if (elsewhere) {
+    *ctx.err << "jobman: " << *elsewhere << "; following here in case this machine's supervisor takes it over"
+             << std::endl;
+  }
   if (job.attempt < 1) {
     *ctx.err << "jobman: job " << name << " has not started yet (" << phase << "); waiting for its first attempt"
              << std::endl;

@@ -19,8 +19,6 @@ namespace jobman::core {
 namespace fs = std::filesystem;
 
 std::string lease_owner_id() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
   // Field 22 of /proc/self/stat: the start time in clock ticks since boot.
   std::string start = "0";
   std::ifstream stat("/proc/self/stat");
@@ -31,7 +29,7 @@ std::string lease_owner_id() {
       start = fields[19];
     }
   }
-  return std::string(host) + ":" + std::to_string(::getpid()) + ":" + start;
+  return util::hostname() + ":" + std::to_string(::getpid()) + ":" + start;
 }
 
 fs::path daemon_lock_path() {

@@ -34,6 +34,14 @@ std::string current_user() {
   return "uid" + std::to_string(getuid());
 }
 
+std::string hostname() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) {
+    return "";
+  }
+  return host;
+}
+
 std::filesystem::path home_dir() {
   if (auto home = getenv_nonempty("HOME")) {
     return *home;

@@ -1,6 +1,7 @@
 // A lab on one PostgreSQL store, through the real binary: the roles docs/LAB.md tells a lab to create, passwords in
 // a pgpass file only, each user's own view by default, ownership enforced for cancel and its kin, admins, and who
 // did what in the events.
+#include "jobman/store/job_store.hpp"
 #include "support/postgres_server.hpp"
 #include "support/run.hpp"
 #include "support/store_backends.hpp"
@@ -8,6 +9,7 @@
 
 #include <cstdlib>
 #include <gtest/gtest.h>
+#include <string>
 #include <unistd.h>
 
 namespace jobman::test {
@@ -150,6 +152,27 @@ TEST_F(CliLabStore, EachUserSeesTheirOwnActsOnTheirOwnAndAdminsActOnAll) {
                            as(alice_, {"settings"}).out}) {
     EXPECT_EQ(text.find("-pw"), std::string::npos) << text;
   }
+}
+
+// A job's output streams to the machine whose supervisor drives the attempt: on another machine `logs` says where they
+// are, instead of printing nothing.
+TEST_F(CliLabStore, LogsOfAnAttemptDrivenOnAnotherMachineSayWhereTheyAre) {
+  ASSERT_EQ(as(owner_, {"list"}).exit_code, 0);
+  const auto created = as(alice_, {"create", kTrain});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  const auto id = std::stoll(created.out.substr(0, created.out.find('\n')));
+  {
+    // What a supervisor on gpu-host-7 records as it takes the job up and starts its first attempt.
+    auto store = store::JobStore::open_location(with_database(superuser_url(), database_));
+    store.append_event(id, "action", "driven by supervisor gpu-host-7:4242:99", "");
+    store.begin_attempt(id, "qr-1", "node-1", "us-central2-b");
+  }
+  const auto logs = as(alice_, {"logs", std::to_string(id)});
+  EXPECT_EQ(logs.exit_code, 1) << logs.out << logs.err;
+  EXPECT_EQ(logs.out, "");
+  EXPECT_NE(logs.err.find("has no logs on this machine"), std::string::npos) << logs.err;
+  EXPECT_NE(logs.err.find("gpu-host-7:4242:99"), std::string::npos) << logs.err;
+  EXPECT_NE(logs.err.find("on gpu-host-7"), std::string::npos) << logs.err;
 }
 
 } // namespace

@@ -15,6 +15,9 @@ std::optional<std::string> getenv_nonempty(const char* name);
 // The login name of the current user (USER, then the password database, then the uid).
 std::string current_user();
 
+// This machine's host name (gethostname); "" when it cannot be read.
+std::string hostname();
+
 // The user's home directory (HOME, then the password database).
 std::filesystem::path home_dir();
 
