@@ -1,10 +1,12 @@
-// What the benchmarks read of a running process from /proc: its CPU time and its memory.
+// What the benchmarks read of a running process: its CPU time and its memory from /proc, a daemon's counters from
+// its log.
 #pragma once
 
 #include "jobman/util/strings.hpp"
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <sys/types.h>
@@ -41,6 +43,24 @@ inline long status_kib(pid_t pid, const std::string& field) {
     }
   }
   return 0;
+}
+
+// The counters `jobman daemon` writes to its log as it stops ("supervisor stats: ticks=.. list_calls=.. ..."), the
+// last such line of `log_file`; a counter missing is 0.
+inline std::map<std::string, double> daemon_stats(const std::filesystem::path& log_file) {
+  const auto log = proc_text(log_file);
+  const auto at = log.rfind("supervisor stats:");
+  std::map<std::string, double> stats;
+  if (at != std::string::npos) {
+    std::istringstream words(log.substr(at, log.find('\n', at) - at));
+    std::string word;
+    while (words >> word) {
+      if (const auto eq = word.find('='); eq != std::string::npos) {
+        stats[word.substr(0, eq)] = std::stod(word.substr(eq + 1));
+      }
+    }
+  }
+  return stats;
 }
 
 } // namespace jobman::bench

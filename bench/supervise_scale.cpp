@@ -21,9 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -176,18 +174,7 @@ int main(int argc, char** argv) {
   // The daemon prints its counters when it stops.
   daemon.send(SIGTERM);
   daemon.finish();
-  const auto log = proc_text(dir / "daemon.log");
-  const auto at = log.rfind("supervisor stats:");
-  std::map<std::string, double> stats;
-  if (at != std::string::npos) {
-    std::istringstream words(log.substr(at, log.find('\n', at) - at));
-    std::string word;
-    while (words >> word) {
-      if (const auto eq = word.find('='); eq != std::string::npos) {
-        stats[word.substr(0, eq)] = std::stod(word.substr(eq + 1));
-      }
-    }
-  }
+  auto stats = jobman::bench::daemon_stats(dir / "daemon.log");
   const double ticks = std::max(1.0, stats["ticks"]);
   const double requests = stats["list_calls"] + stats["get_calls"] + stats["mutations"];
   std::printf("daemon: %.0f ticks, %.0f list calls, %.0f per-job GETs, %.0f creates/deletes, %.0f transitions\n",

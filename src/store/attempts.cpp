@@ -303,6 +303,18 @@ std::vector<JobRecord> JobStore::jobs_to_drive_by(const std::string& owner, std:
   return jobs;
 }
 
+std::set<std::string> JobStore::zones_driven_by_others(const std::string& owner, std::int64_t now_ms) const {
+  auto query = impl_->statements.get("SELECT DISTINCT jobs.zone FROM leases JOIN jobs ON jobs.id = leases.job_id "
+                                     "WHERE leases.owner != ?1 AND leases.expires_ms > ?2");
+  query->bind(1, owner);
+  query->bind(2, now_ms);
+  std::set<std::string> zones;
+  while (query->step()) {
+    zones.insert(query->column_text(0));
+  }
+  return zones;
+}
+
 int JobStore::count_undriven_jobs(std::int64_t now_ms) const {
   auto query = impl_->statements.get(
       "SELECT COUNT(*) FROM jobs WHERE " + jobs_to_drive_condition(impl_->db.dialect()) +

@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 #include <thread>
 
 namespace jobman::test {
@@ -278,6 +280,34 @@ TEST_F(SupervisorTest, TwoDaemonsNeverDriveTheSameJob) {
   }
   EXPECT_EQ(metrics()["requests"]["queuedResources.create"].value("200", 0), 6);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+// One supervisor lists each zone: once one of them drives a job in a zone, the zone's next jobs are left to it (the
+// other takes them up only if they wait a minute).
+TEST_F(SupervisorTest, TwoDaemonsLeaveAZonesJobsToTheOneThatDrivesThere) {
+  start_daemon("30s");
+  start_daemon("30s");
+  std::vector<std::int64_t> ids;
+  ids.reserve(4);
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(create(config(training(100000, 10))));
+  }
+  std::set<std::string> drivers;
+  for (const auto id : ids) {
+    ASSERT_TRUE(await_phase(id, Phase::running)) << job(id).phase_reason;
+    for (const auto& e : db().events(id)) {
+      if (e.message.starts_with("driven by supervisor ")) {
+        drivers.insert(e.message);
+      }
+    }
+  }
+  EXPECT_EQ(drivers.size(), 1U) << "every job of the zone is driven by one supervisor";
+  std::vector<std::string> cancel{"cancel", "--no-wait"};
+  cancel.reserve(cancel.size() + ids.size());
+  for (const auto id : ids) {
+    cancel.push_back(std::to_string(id));
+  }
+  EXPECT_EQ(jm(cancel).exit_code, 0);
 }
 
 TEST_F(SupervisorTest, CancelResumeDeleteAndCleanDoWhatTheySay) {

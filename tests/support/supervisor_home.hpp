@@ -53,10 +53,10 @@ protected:
   // Runs jobman with this home's environment.
   RunResult jm(const std::vector<std::string>& args) { return run_jobman(args, RunOptions{env, "", ""}); }
 
-  // Starts `jobman daemon` (fast ticks, short leases); returns its index in `daemons`.
-  std::size_t start_daemon() {
+  // Starts `jobman daemon` (fast ticks, short leases unless told otherwise); returns its index in `daemons`.
+  std::size_t start_daemon(const std::string& lease_ttl = "2s") {
     daemons.push_back(std::make_unique<LineReadingProcess>(
-        std::vector<std::string>{jobman_binary(), "daemon", "--tick", "50ms", "--lease-ttl", "2s"}, env,
+        std::vector<std::string>{jobman_binary(), "daemon", "--tick", "50ms", "--lease-ttl", lease_ttl}, env,
         dir / ("daemon-" + std::to_string(daemons.size()) + ".log")));
     return daemons.size() - 1;
   }

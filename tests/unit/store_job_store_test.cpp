@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 namespace jobman::store {
 namespace {
@@ -586,6 +588,26 @@ TEST_P(JobStoreSupervisorTest, JobsToDriveByAnOwnerLeaveOutOtherOwnersLiveLeases
       << "expired leases are anyone's to take";
   store.set_desired_state(ids[3], DesiredState::clean, "test");
   EXPECT_EQ(ids_of(store.jobs_to_drive_by("c", 1000)), (std::vector<std::int64_t>{ids[0], ids[1], ids[2], ids[3]}));
+}
+
+// Where other supervisors list the cloud: the zones of the records under their live leases.
+TEST_P(JobStoreSupervisorTest, ZonesDrivenByOthersAreThoseOfTheirLiveLeases) {
+  auto store = open_store();
+  auto in_zone = [](const std::string& zone) {
+    auto job = make_job("j");
+    job.zone = zone;
+    return job;
+  };
+  const auto ids = store.create_jobs({in_zone("zone-a"), in_zone("zone-b"), in_zone("zone-c"), in_zone("zone-a")});
+  ASSERT_TRUE(store.try_acquire_lease(ids[0], "a", 1000, 0));
+  ASSERT_TRUE(store.try_acquire_lease(ids[1], "b", 2000, 0));
+  ASSERT_TRUE(store.try_acquire_lease(ids[2], "b", 1000, 0));
+  EXPECT_EQ(store.zones_driven_by_others("a", 500), (std::set<std::string>{"zone-b", "zone-c"}));
+  EXPECT_EQ(store.zones_driven_by_others("b", 500), (std::set<std::string>{"zone-a"}));
+  EXPECT_EQ(store.zones_driven_by_others("c", 500), (std::set<std::string>{"zone-a", "zone-b", "zone-c"}));
+  EXPECT_EQ(store.zones_driven_by_others("a", 1000), (std::set<std::string>{"zone-b"}))
+      << "expired leases hold nothing";
+  EXPECT_EQ(store.zones_driven_by_others("c", 2000), (std::set<std::string>{}));
 }
 
 // What a zone offers, kept per cloud, project and zone; a newer answer replaces the older.

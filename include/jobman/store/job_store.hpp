@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -303,6 +304,9 @@ public:
   // Those of them `owner` may drive at `now_ms`: no other owner's lease on them is live. One query, however many
   // jobs other supervisors drive (a supervisor reads this every second).
   [[nodiscard]] std::vector<domain::JobRecord> jobs_to_drive_by(const std::string& owner, std::int64_t now_ms) const;
+  // The zones of the jobs, workers and tasks other owners hold a live lease on at `now_ms`: where another supervisor
+  // already lists the cloud, so that a supervisor may leave that zone's new records to it.
+  [[nodiscard]] std::set<std::string> zones_driven_by_others(const std::string& owner, std::int64_t now_ms) const;
 
   // How many jobs of jobs_to_drive() no live lease covers at `now_ms` (none taken, or expired): jobs nobody drives.
   // Three index scans and a lease lookup per such job; cheap enough for `list` to ask every time.

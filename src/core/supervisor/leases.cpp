@@ -26,6 +26,7 @@ void SupervisorLoop::read_jobs() {
     return;
   }
   std::set<std::int64_t> present;
+  ZoneShares zones;
   // Workers and jobs first: a task claimed by a worker is driven by the supervisor that drives the worker.
   std::stable_partition(rows.begin(), rows.end(), [](const auto& r) { return r.kind != domain::JobKind::task; });
   for (auto& row : rows) {
@@ -39,7 +40,17 @@ void SupervisorLoop::read_jobs() {
           worker_is_live(*row.worker_id)) {
         continue; // Another supervisor drives its worker, and so the task.
       }
-      adopt(row);
+      if (take_up_now(row, zones)) {
+        adopt(row);
+        if (row.zone.empty()) {
+          continue;
+        }
+        if (driven.contains(row.id)) {
+          zones.mine.value().insert(row.zone); // take_up_now read them.
+        } else {
+          zones.contested.insert(row.zone); // Taken by another supervisor between the listing and the lease.
+        }
+      }
       continue;
     }
     Driven& d = it->second;
@@ -58,6 +69,37 @@ void SupervisorLoop::read_jobs() {
       to_drop.push_back(id);
     }
   }
+  std::erase_if(left_since_ms,
+                [&](const auto& entry) { return !present.contains(entry.first) || driven.contains(entry.first); });
+}
+
+bool SupervisorLoop::take_up_now(const domain::JobRecord& row, ZoneShares& zones) {
+  if (!zones.mine) {
+    zones.mine.emplace();
+    for (const auto& [id, d] : driven) {
+      zones.mine->insert(d.job.zone);
+    }
+  }
+  if (row.zone.empty() || zones.mine->contains(row.zone)) {
+    return true;
+  }
+  if (!zones.others) {
+    try {
+      zones.others = job_store->zones_driven_by_others(options.owner, now_ms());
+    } catch (const std::exception& e) {
+      spdlog::warn("reading which zones other supervisors drive: {}", e.what());
+      zones.others.emplace();
+    }
+  }
+  if (!zones.others->contains(row.zone) && !zones.contested.contains(row.zone)) {
+    left_since_ms.erase(row.id);
+    return true; // Nobody drives the zone: whoever takes this row's lease first lists it from now on.
+  }
+  // Left to the supervisor that drives the zone, unless that one leaves it undriven for four leases' length and at
+  // least a minute: it may be a daemon for a few jobs only (`jobman daemon ID...`), or be wedged. Taking up a
+  // thousand new records takes a loaded supervisor several seconds, which is no reason to share its zone.
+  const auto since = left_since_ms.try_emplace(row.id, now_ms()).first->second;
+  return now_ms() - since >= std::max<std::int64_t>(4 * options.lease_ttl.count(), 60'000);
 }
 
 bool SupervisorLoop::worker_is_live(std::int64_t worker_id) {
@@ -97,11 +139,8 @@ bool needs_a_supervisor(const domain::JobRecord& job) {
 void SupervisorLoop::adopt(const domain::JobRecord& row) {
   const auto id = row.id;
   try {
-    // A read first: another supervisor's live lease costs no write transaction each second.
-    if (const auto lease = job_store->lease(id);
-        lease && lease->owner != options.owner && lease->expires_ms > now_ms()) {
-      return;
-    }
+    // read_jobs left out the jobs under another supervisor's live lease, so this write is for a job nobody held
+    // when it was listed (or one this supervisor's worker just claimed).
     if (!job_store->try_acquire_lease(id, options.owner, options.lease_ttl.count(), now_ms())) {
       return; // Another supervisor drives it.
     }

@@ -84,10 +84,23 @@ private:
   // ---- leases.cpp ----
   // Reads the jobs to drive: adopts new ones, refreshes changed ones, marks vanished ones to drop.
   void read_jobs();
+  // Which zones are whose, as one read_jobs sees them (zone affinity: one supervisor lists each zone).
+  struct ZoneShares {
+    std::optional<std::set<std::string>> mine;   // Zones of the records this supervisor drives, on first need.
+    std::optional<std::set<std::string>> others; // Zones other supervisors drive records in, on first need.
+    std::set<std::string> contested;             // Zones nobody drove in which another supervisor won a race.
+  };
+  // Whether to take up `row`, which nobody drives, now: yes in a zone this supervisor already lists; in a zone
+  // another live supervisor drives records in, only once the row has waited four leases and a minute at least (so
+  // that the other takes it up); in a zone nobody drives, yes, unless another supervisor won the race for one of
+  // its rows.
+  bool take_up_now(const domain::JobRecord& row, ZoneShares& zones);
   // Takes the job's lease (unless another supervisor holds a live one) and starts driving it.
   void adopt(const domain::JobRecord& row);
   // Whether the worker is unfinished (so that whoever drives it drives its task too).
   bool worker_is_live(std::int64_t worker_id);
+  // Since when each record nobody drives has been left to the supervisor that drives its zone (take_up_now).
+  std::map<std::int64_t, std::int64_t> left_since_ms;
   // Renews every held lease a quarter of its life apart, on its own connection; tells the loop of leases lost.
   void heartbeat_loop(const std::stop_token& stop);
   // When the loop next reads the store, observes the cloud, sends notifications and flushes progress.
