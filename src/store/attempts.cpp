@@ -274,18 +274,23 @@ std::string jobs_to_drive_condition(sql::Dialect dialect) {
          " UNION SELECT id FROM jobs WHERE " + to_release + ")" + not_gone;
 }
 
+// Every row `query` (a select_jobs(with_config) query, bound) returns.
+std::vector<JobRecord> read_job_rows(const sql::Connection& db, sql::Statement& query, bool with_config) {
+  std::vector<JobRecord> jobs;
+  while (query.step()) {
+    JobRecord job;
+    read_job(db, query, with_config, job);
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
 } // namespace
 
 std::vector<JobRecord> JobStore::jobs_to_drive(bool with_config) const {
   auto query = impl_->statements.get(select_jobs(with_config) + " WHERE " +
                                      jobs_to_drive_condition(impl_->db.dialect()) + " ORDER BY jobs.id");
-  std::vector<JobRecord> jobs;
-  while (query->step()) {
-    JobRecord job;
-    read_job(impl_->db, *query, with_config, job);
-    jobs.push_back(std::move(job));
-  }
-  return jobs;
+  return read_job_rows(impl_->db, *query, with_config);
 }
 
 std::vector<JobRecord> JobStore::jobs_to_drive_by(const std::string& owner, std::int64_t now_ms) const {
@@ -294,13 +299,7 @@ std::vector<JobRecord> JobStore::jobs_to_drive_by(const std::string& owner, std:
                                      "leases.owner != ?1 AND leases.expires_ms > ?2) ORDER BY jobs.id");
   query->bind(1, owner);
   query->bind(2, now_ms);
-  std::vector<JobRecord> jobs;
-  while (query->step()) {
-    JobRecord job;
-    read_job(impl_->db, *query, false, job);
-    jobs.push_back(std::move(job));
-  }
-  return jobs;
+  return read_job_rows(impl_->db, *query, false);
 }
 
 std::set<std::string> JobStore::zones_driven_by_others(const std::string& owner, std::int64_t now_ms) const {
