@@ -10,6 +10,7 @@
 // are the daemons' own counters over their whole lives, printed when they stop, summed over both. Last line:
 // live=.. zones=.. tick_ms=.. driven_a=.. driven_b=.. cpu_a=.. cpu_b=.. rss_a_mib=.. rss_b_mib=.. lists_per_tick=..
 // requests_per_tick=.. transitions_per_tick=.. setup_s=..
+#include "jobman/core/daemon.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/system.hpp"
 #include "process_stats.hpp"
@@ -103,7 +104,10 @@ int main(int argc, char** argv) {
   }
   std::array<pid_t, 2> pids{};
   for (std::size_t m = 0; m < daemons.size(); ++m) {
-    const auto lock = dir / machines[m] / "daemon.lock";
+    // The lab store's supervisor lock in that machine's home (daemon-KEY.lock: a store other than the home's own).
+    ::setenv("JOBMAN_HOME", (dir / machines[m]).c_str(), 1);
+    ::setenv("JOBMAN_STORE", url.c_str(), 1);
+    const auto lock = jobman::core::daemon_lock_path();
     if (!jobman::test::eventually([&] { return !proc_text(lock).empty(); }, std::chrono::seconds(60))) {
       std::fprintf(stderr, "lab_scale: %s's daemon did not start; see %s.log\n", machines[m].c_str(),
                    (dir / machines[m]).c_str());

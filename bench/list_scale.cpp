@@ -275,7 +275,10 @@ void time_postgres(const std::string& home, const std::string& url, int runs) {
   std::fprintf(stderr, "copied into PostgreSQL in %.1f s\n",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count());
   ::setenv("JOBMAN_HOME", home.c_str(), 1);
+  // The server's store has a supervisor lock of its own (daemon-KEY.lock): the one `jobman daemon` of it would hold.
+  ::setenv("JOBMAN_STORE", url.c_str(), 1);
   const jobman::core::DaemonPresence daemon;
+  ::unsetenv("JOBMAN_STORE");
   std::size_t bytes = 0;
   // The lab's whole view (`--user all`): every user's live and recent jobs, as `list` shows yours on SQLite.
   time_run(home, {"list", "--user", "all"}, &bytes, url);

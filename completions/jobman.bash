@@ -105,7 +105,7 @@ _jobman() {
       --older-than) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --zone --all-owners --older-than --delete --json" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --zone --all-zones --all-owners --older-than --delete --json" -- "$cur"))
       return
     fi
     ;;

@@ -9,7 +9,7 @@ complete -c jobman -n '__fish_seen_subcommand_from create' -l set -x -d 'Overrid
 complete -c jobman -n '__fish_seen_subcommand_from create' -l sweep -x -d 'One job per value (cartesian product across --sweep): key.path=v1,v2'
 complete -c jobman -n '__fish_seen_subcommand_from create' -l dry-run -d 'Print the resolved config, the cloud request and the setup steps; record nothing'
 complete -c jobman -n '__fish_seen_subcommand_from create' -l json -d 'Print machine-readable JSON on stdout (see docs/JSON.md); no logging'
-complete -c jobman -n '__fish_seen_subcommand_from create' -l wait -d 'Block until the jobs end; exit codes as for '\''jobman wait'\'' (0, 4 failed, 5 cancelled)'
+complete -c jobman -n '__fish_seen_subcommand_from create' -l wait -d 'Print the ids, then block until the jobs end and say how on stderr; exit codes as for '\''jobman wait'\'' (0, 4 failed, 5 cancelled, 130 interrupted: the jobs keep running)'
 complete -c jobman -n '__fish_seen_subcommand_from create' -l no-start -d 'Only record the jobs; start no supervisor (a running one still picks them up)'
 complete -c jobman -n '__fish_seen_subcommand_from create' -F
 complete -c jobman -n '__fish_use_subcommand' -a validate -d 'Check a config file without recording anything'
@@ -68,7 +68,8 @@ complete -c jobman -n '__fish_seen_subcommand_from clean' -l no-wait -d 'Return 
 complete -c jobman -n '__fish_seen_subcommand_from clean' -x -a '(jobman list --all -q 2>/dev/null)'
 complete -c jobman -n '__fish_use_subcommand' -a sync -d 'List the queued resources and nodes with jobman'\''s labels that no job holds; --delete removes them'
 complete -c jobman -n '__fish_seen_subcommand_from sync' -l help -s h -d 'Print this help message and exit'
-complete -c jobman -n '__fish_seen_subcommand_from sync' -l zone -x -d 'Look in this zone (repeatable; default: every zone of a job in the store, and the settings'\'' zone)'
+complete -c jobman -n '__fish_seen_subcommand_from sync' -l zone -x -d 'Look in this zone (repeatable; default: every zone of a job in the store, and the settings'\'' zone; every zone of the project when that is none)'
+complete -c jobman -n '__fish_seen_subcommand_from sync' -l all-zones -d 'Look in every zone of the project (the TPU API'\''s locations), as it does when the store names none'
 complete -c jobman -n '__fish_seen_subcommand_from sync' -l all-owners -d 'Include other users'\'' resources (default: only those whose jobman-owner label is yours)'
 complete -c jobman -n '__fish_seen_subcommand_from sync' -l older-than -x -d 'Only resources created longer ago than this (30m, 2h, 1d)'
 complete -c jobman -n '__fish_seen_subcommand_from sync' -l delete -d 'Delete them (a queued resource with force, which takes its node) and wait until they are gone'

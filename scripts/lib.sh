@@ -16,6 +16,14 @@ JOBMAN_PACKAGES=(
   python3-aiosmtpd chromium postgresql
 )
 
+# What building jobman and running it on the bundled mock need (scripts/demo): the compiler, the build tools and the
+# libraries, and curl for the demo's admin calls; not the test tools, browsers and servers above.
+JOBMAN_BUILD_PACKAGES=(
+  g++ cmake ninja-build pkg-config
+  libcurl4-openssl-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev libspdlog-dev
+  libyaml-cpp-dev libcpp-httplib-dev libssl-dev libpq-dev curl
+)
+
 # Progress for people, with the time of day, so that a CI log shows where its minutes went.
 say() { printf '\033[1m==> [%s] %s\033[0m\n' "$(date +%T)" "$*" >&2; }
 

@@ -4,6 +4,7 @@
 #include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
+#include "mock_cloud/host_filesystem.hpp"
 
 #include <algorithm>
 #include <array>
@@ -11,6 +12,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <httplib.h>
 #include <iostream>
@@ -370,13 +372,28 @@ std::filesystem::path host_login_program() {
   return self.parent_path() / "jobman-mock-host-login";
 }
 
-// True when the host gives its sessions /home/USER in a mount namespace of their own.
+// True when the host gives its sessions a filesystem of their own (a mount namespace with its root as /).
 bool namespaced(const json& host) {
   return host.value("home_mode", std::string()) == "namespace";
 }
 
+// The host's own filesystem for `user`, as the mock describes the host (namespace mode).
+HostFilesystem host_filesystem(const json& host, const std::string& user) {
+  HostFilesystem filesystem;
+  filesystem.root = host.at("root").get<std::string>();
+  filesystem.home_source = host.at("sandbox_home").get<std::string>();
+  filesystem.user = user;
+  for (const auto& dir : host.value("keep", json::array())) {
+    filesystem.keep.emplace_back(dir.get<std::string>());
+  }
+  for (const auto& dir : host.value("keep_read_only", json::array())) {
+    filesystem.keep_read_only.emplace_back(dir.get<std::string>());
+  }
+  return filesystem;
+}
+
 // Starts `bash -c command` (or an interactive shell) on a worker host; returns its pid. A host in namespace mode is
-// entered through jobman-mock-host-login, which starts the shell in /home/USER of the host's own mount namespace;
+// entered through jobman-mock-host-login, which starts the shell in /home/USER on the host's own filesystem;
 // everything the shell starts stays there.
 pid_t start_on_host(const json& host, const std::string& user, const std::optional<std::string>& command,
                     bool own_stdin) {
@@ -384,9 +401,19 @@ pid_t start_on_host(const json& host, const std::string& user, const std::option
       command ? std::vector<std::string>{"bash", "-c", *command} : std::vector<std::string>{"bash", "-il"};
   std::vector<std::string> argv;
   if (namespaced(host)) {
-    argv = {host_login_program().string(), "--home-source", host["sandbox_home"].get<std::string>(), "--user", user};
-    for (const auto& dir : host.value("keep", json::array())) {
-      argv.insert(argv.end(), {"--keep", dir.get<std::string>()});
+    const auto filesystem = host_filesystem(host, user);
+    argv = {host_login_program().string(),
+            "--root",
+            filesystem.root.string(),
+            "--home-source",
+            filesystem.home_source.string(),
+            "--user",
+            user};
+    for (const auto& dir : filesystem.keep) {
+      argv.insert(argv.end(), {"--keep", dir.string()});
+    }
+    for (const auto& dir : filesystem.keep_read_only) {
+      argv.insert(argv.end(), {"--keep-read-only", dir.string()});
     }
     argv.emplace_back("--");
     argv.emplace_back("/bin/bash");
@@ -489,6 +516,120 @@ int run_ssh(const CommandLine& line) {
   return result;
 }
 
+// One file or tree scp copies: where it is and where it goes, as this process reaches them (empty when the operand
+// names nothing there), and the operands as given, for the messages.
+struct CopyStep {
+  std::filesystem::path from; // The source.
+  std::filesystem::path to;   // The destination (a directory: the source goes into it).
+  std::string source;         // The source operand.
+  std::string destination;    // The destination operand.
+  std::string refused = {};   // Why the copy may not be made, when it may not.
+};
+
+// Copies each step as scp does: into `to` when it is a directory, a directory only with `recurse`. Returns 0, or 1
+// when one failed, each failure said on stderr.
+int copy_steps(const std::vector<CopyStep>& steps, bool recurse) {
+  const auto options =
+      recurse ? std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing
+              : std::filesystem::copy_options::overwrite_existing;
+  int result = 0;
+  for (const auto& step : steps) {
+    std::error_code ec;
+    auto to = step.to;
+    if (!step.refused.empty()) {
+      std::cerr << "scp: " << step.destination << ": " << step.refused << "\n";
+      result = 1;
+      continue;
+    }
+    if (step.from.empty() || to.empty()) {
+      std::cerr << "scp: " << (step.from.empty() ? step.source : step.destination) << ": No such file or directory\n";
+      result = 1;
+      continue;
+    }
+    if (std::filesystem::is_directory(step.from, ec) && !recurse) {
+      std::cerr << "scp: " << step.source << ": not a regular file\n";
+      result = 1;
+      continue;
+    }
+    if (std::filesystem::is_directory(to, ec)) {
+      to /= step.from.filename();
+    }
+    std::filesystem::copy(step.from, to, options, ec);
+    if (ec) {
+      std::cerr << "scp: " << step.source << ": " << ec.message() << "\n";
+      result = 1;
+    }
+  }
+  return result;
+}
+
+// True when `path` is `dir` or lies under it, once symbolic links are resolved.
+bool resolves_within(const std::filesystem::path& path, const std::filesystem::path& dir) {
+  std::error_code ec;
+  const auto rel =
+      std::filesystem::weakly_canonical(path, ec).lexically_relative(std::filesystem::weakly_canonical(dir, ec));
+  return !rel.empty() && *rel.begin() != "..";
+}
+
+// A path of this machine, reached through a descriptor of its directory opened now, so that it stays reachable from a
+// host's filesystem entered later: "/proc/self/fd/N/NAME", or "/proc/self/fd/N" for a directory that exists and
+// `whole_directory` (scp's destination). Empty when its directory cannot be opened.
+std::filesystem::path held_local_path(const std::string& given, bool whole_directory) {
+  auto path = std::filesystem::absolute(given.empty() ? "." : given).lexically_normal();
+  if (path.filename().empty() && path.has_relative_path()) {
+    path = path.parent_path();
+  }
+  std::error_code ec;
+  const bool whole = path == path.root_path() || (whole_directory && std::filesystem::is_directory(path, ec));
+  const int fd = ::open((whole ? path : path.parent_path()).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return {};
+  }
+  const std::filesystem::path held = "/proc/self/fd/" + std::to_string(fd);
+  return whole ? held : held / path.filename();
+}
+
+// scp on a host with a filesystem of its own: a child holds this machine's side open, enters the host's filesystem
+// (so every path there is the host's, as the host's own commands see it) and copies. Returns its status.
+int copy_on_host(const json& host, const std::string& user, const std::vector<std::string>& sources,
+                 const std::string& destination, bool upload, bool recurse) {
+  std::cout.flush();
+  const pid_t child = ::fork();
+  if (child < 0) {
+    throw GcloudError(std::string("cannot start a copy: ") + std::strerror(errno), 1);
+  }
+  if (child == 0) {
+    int status = 255;
+    try {
+      std::vector<CopyStep> steps;
+      for (const auto& source : sources) {
+        CopyStep step{{}, {}, source, destination};
+        if (upload) {
+          step.from = held_local_path(source, false);
+          const auto remote = parse_remote_path(destination)->path;
+          step.to = remote.empty() ? "." : remote;
+        } else {
+          const auto remote = parse_remote_path(source)->path;
+          step.from = remote.empty() ? "." : remote;
+          step.to = held_local_path(destination, true);
+        }
+        steps.push_back(step);
+      }
+      enter_host_filesystem(host_filesystem(host, user));
+      status = copy_steps(steps, recurse);
+    } catch (const HostEntryError& e) {
+      std::cerr << "scp: cannot reach the host's files: " << e.what() << "\n";
+    } catch (const std::exception& e) {
+      std::cerr << "scp: " << e.what() << "\n";
+      status = 1;
+    }
+    std::cout.flush();
+    ::_exit(status);
+  }
+  const auto status = util::wait_child(child);
+  return status.signaled ? 255 : status.code;
+}
+
 int run_scp(const CommandLine& line) {
   if (line.words.size() < 2) {
     throw GcloudError("scp needs at least one source and a destination", 2);
@@ -520,10 +661,12 @@ int run_scp(const CommandLine& line) {
   if (!workers) {
     throw GcloudError(error, 1);
   }
-  const auto options =
-      line.has("recurse") ? std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing
-                          : std::filesystem::copy_options::overwrite_existing;
   int result = 0;
+  const auto fold = [&result](int status) {
+    if (status == 255 || (status != 0 && result == 0)) {
+      result = status;
+    }
+  };
   for (int worker : *workers) {
     auto host = worker_host(target, remote.node, worker, user);
     if (!host) {
@@ -532,55 +675,33 @@ int run_scp(const CommandLine& line) {
       result = 255;
       continue;
     }
-    const std::filesystem::path home = host->at("home").get<std::string>();
-    const std::filesystem::path sandbox_home = host->value("sandbox_home", home.string());
-    // A path on the host, as this machine names it: relative to the host's home. In namespace mode /home/USER/...
-    // is the sandbox's home, and the rest of /home does not exist there (empty: no such file).
-    auto on_host = [&](const std::string& path) -> std::filesystem::path {
-      std::filesystem::path p = path.empty() ? "." : path;
-      if (!p.is_absolute()) {
-        return sandbox_home / p;
-      }
-      if (!namespaced(*host)) {
-        return p;
-      }
-      const auto within = [&](const std::filesystem::path& dir) {
-        const auto rel = p.lexically_normal().lexically_relative(dir);
-        return rel.empty() || *rel.begin() == ".." ? std::optional<std::filesystem::path>() : rel;
-      };
-      if (const auto rel = within(home)) {
-        return *rel == "." ? sandbox_home : sandbox_home / *rel;
-      }
-      const auto keep = host->value("keep", json::array());
-      const bool kept = std::any_of(keep.begin(), keep.end(),
-                                    [&](const json& dir) { return within(dir.get<std::string>()).has_value(); });
-      return within("/home") && !kept ? std::filesystem::path() : p;
-    };
-    for (const auto& source : sources) {
-      std::filesystem::path from =
-          remote_destination ? std::filesystem::path(source) : on_host(parse_remote_path(source)->path);
-      std::filesystem::path to =
-          remote_destination ? on_host(remote_destination->path) : std::filesystem::path(destination);
-      std::error_code ec;
-      if (from.empty() || to.empty()) {
-        std::cerr << "scp: " << (from.empty() ? source : destination) << ": No such file or directory\n";
-        result = result == 0 ? 1 : result;
-        continue;
-      }
-      if (std::filesystem::is_directory(from, ec) && !line.has("recurse")) {
-        std::cerr << "scp: " << source << ": not a regular file\n";
-        result = result == 0 ? 1 : result;
-        continue;
-      }
-      if (std::filesystem::is_directory(to, ec)) {
-        to /= from.filename();
-      }
-      std::filesystem::copy(from, to, options, ec);
-      if (ec) {
-        std::cerr << "scp: " << source << ": " << ec.message() << "\n";
-        result = result == 0 ? 1 : result;
-      }
+    if (namespaced(*host)) {
+      fold(copy_on_host(*host, user, sources, destination, remote_destination.has_value(), line.has("recurse")));
+      continue;
     }
+    // Sandbox mode: a host's path is this machine's, relative to the host's home. What scp writes there stays in the
+    // host's sandbox (or the mock's buckets, where a mounted bucket leads): a host without a filesystem of its own
+    // does not get to write this machine's.
+    const std::filesystem::path home = host->at("home").get<std::string>();
+    const std::filesystem::path sandbox = host->value("dir", home.string());
+    const auto buckets = host->value("env", json::object()).value("MOCK_GCS_ROOT", std::string());
+    const auto on_host = [&](const std::string& path) {
+      const std::filesystem::path p = path.empty() ? "." : path;
+      return p.is_absolute() ? p : home / p;
+    };
+    std::vector<CopyStep> steps;
+    for (const auto& source : sources) {
+      CopyStep step{{}, {}, source, destination};
+      step.from = remote_destination ? std::filesystem::path(source) : on_host(parse_remote_path(source)->path);
+      step.to = remote_destination ? on_host(remote_destination->path) : std::filesystem::path(destination);
+      if (remote_destination && !resolves_within(step.to, sandbox) &&
+          (buckets.empty() || !resolves_within(step.to, buckets))) {
+        step.refused = "outside the worker host's sandbox " + sandbox.string() +
+                       ": this mock gives hosts no filesystem of their own (no namespaces), so scp writes only there";
+      }
+      steps.push_back(step);
+    }
+    fold(copy_steps(steps, line.has("recurse")));
   }
   return result;
 }

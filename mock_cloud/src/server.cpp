@@ -8,6 +8,7 @@
 #include "mock_cloud/enum_encoding.hpp"
 #include "mock_cloud/partial_response.hpp"
 #include "mock_cloud/query_parameters.hpp"
+#include "mock_cloud/workload_reaper.hpp"
 #include "server_internal.hpp"
 
 #include <CLI/CLI.hpp>
@@ -356,9 +357,14 @@ void MockServer::register_routes() {
                              {"physical_host", host->physical_host},
                              {"env", host->env}};
               if (host->home_mode == HomeMode::namespace_) {
+                answer["root"] = host->root.string();
                 answer["keep"] = json::array();
                 for (const auto& dir : host->keep) {
                   answer["keep"].push_back(dir.string());
+                }
+                answer["keep_read_only"] = json::array();
+                for (const auto& dir : host->keep_read_only) {
+                  answer["keep_read_only"].push_back(dir.string());
                 }
               } else {
                 answer["home_mode_reason"] = host->home_mode_reason;
@@ -432,7 +438,9 @@ void MockServer::register_routes() {
 
   // A POST, PUT or PATCH of unknown length: Google's front end answers 411 at once, where cpp-httplib would wait for
   // the connection to close and then refuse it with 400.
-  http_.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // Every request, of any kind, counts as use (--idle-exit).
+    last_use_ms_ = util::now_ms();
     const bool body_method = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
     if (!body_method || req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
       return httplib::Server::HandlerResponse::Unhandled;
@@ -504,12 +512,13 @@ void MockServer::start_data_plane(int port) {
   hosts.root = base / "workers";
   hosts.buckets = base / "buckets";
   hosts.tools = options_.tools_dir;
+  hosts.visible = options_.visible_to_hosts;
   const std::string host = options_.host.find(':') != std::string::npos ? "[" + options_.host + "]" : options_.host;
   hosts.api_endpoint = "http://" + host + ":" + std::to_string(port) + "/";
   // A preempted VM gets 30 seconds' notice before it is powered off; never less than 50 ms of wall time.
   hosts.grace =
       std::chrono::milliseconds(std::max<std::int64_t>(50, static_cast<std::int64_t>(30'000 / options_.time_scale)));
-  // Each host's own /home/USER needs mount namespaces; decided once, here, for the mock's whole life.
+  // Each host's own filesystem needs mount namespaces; decided once, here, for the mock's whole life.
   if (options_.sandbox_homes) {
     hosts.home_mode_reason = "--sandbox-homes was given";
   } else if (auto why = probe_home_namespaces(options_.tools_dir)) {
@@ -518,21 +527,38 @@ void MockServer::start_data_plane(int port) {
     hosts.home_mode = HomeMode::namespace_;
   }
   if (hosts.home_mode == HomeMode::sandbox) {
-    std::cerr << "jobman-mock-cloud: worker hosts have no /home/USER of their own (" << hosts.home_mode_reason
-              << "); HOME is each host's sandbox directory, so absolute /home/USER paths in a config reach this "
-                 "machine's /home\n";
+    std::cerr << "jobman-mock-cloud: worker hosts have no filesystem of their own (" << hosts.home_mode_reason
+              << "); HOME is each host's sandbox directory, and absolute paths in a config (/home/USER, /mnt, /tmp, "
+                 "...) are this machine's: the mock's gcsfuse, scp and venvs refuse those outside the sandbox\n";
   }
   workers_ = std::make_unique<WorkerHosts>(hosts);
   world_->set_listener(workers_.get());
   workers_->prune();
 }
 
+bool MockServer::idle_and_empty(std::int64_t now_ms) {
+  if (options_.idle_exit.count() <= 0 ||
+      now_ms - last_use_ms_ < std::chrono::duration_cast<std::chrono::milliseconds>(options_.idle_exit).count()) {
+    return false;
+  }
+  return world_->live_slices(now_ms) == 0;
+}
+
 void MockServer::ticker_loop() {
   std::unique_lock lock(ticker_mutex_);
+  last_use_ms_ = util::now_ms();
   while (!stopping_) {
     lock.unlock();
-    world_->tick(util::now_ms());
+    const auto now = util::now_ms();
+    world_->tick(now);
+    const bool idle = idle_and_empty(now);
     lock.lock();
+    if (idle) {
+      std::cerr << "jobman-mock-cloud: no request for " << options_.idle_exit.count()
+                << " s and no slice alive; exiting (--idle-exit)\n";
+      stopping_ = true;
+      break;
+    }
     ticker_cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stopping_; });
   }
   // httplib's stop() does nothing until its listen loop has begun, and that loop starts on run()'s thread after this
@@ -640,9 +666,18 @@ void define_options(CLI::App& app, ServerOptions& options) {
   app.add_option("--tools-dir", options.tools_dir,
                  "The mock's tools (gcloud, gcsfuse, systolic-train), first on every worker host's PATH")
       ->default_str(options.tools_dir.string());
-  app.add_flag("--sandbox-homes", options.sandbox_homes,
-               "Give worker hosts their sandbox directory as HOME instead of /home/USER in a mount namespace of their "
-               "own (what the mock does by itself where namespaces are not available)");
+  app.add_flag(
+      "--sandbox-homes", options.sandbox_homes,
+      "Give worker hosts their sandbox directory as HOME instead of a filesystem of their own (/home/USER, "
+      "/mnt, /tmp, ... in a mount namespace): what the mock does by itself where namespaces are not available");
+  app.add_option("--visible-to-hosts", options.visible_to_hosts,
+                 "A directory of this machine every worker host with a filesystem of its own sees, read-only, at its "
+                 "own path (repeatable): how a test hands files to a workload");
+  app.add_option_function<std::int64_t>(
+         "--idle-exit", [&options](std::int64_t seconds) { options.idle_exit = std::chrono::seconds(seconds); },
+         "Exit once no request came for SECONDS and no queued resource or node is alive (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->default_str("0");
   app.add_option("--write-service-account-key", options.service_account_key,
                  "Write a service-account key file (mode 0600) whose token_uri is this server; the server trusts it "
                  "(its public half is kept under --state-dir)");
@@ -654,6 +689,9 @@ void define_options(CLI::App& app, ServerOptions& options) {
 } // namespace
 
 int run_mock_cloud(int argc, char** argv) {
+  if ((argc == 3 || argc == 4) && std::string_view(argv[1]) == kReapWorkloadsOption) {
+    return reap_workloads(argv[2], argc == 4 ? argv[3] : "");
+  }
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -677,6 +715,9 @@ int run_mock_cloud(int argc, char** argv) {
   try {
     MockServer server(options);
     int port = server.bind();
+    // Held until this process ends, however it ends: then the reaper ends what the worker hosts still run.
+    const int reaper = start_workload_reaper(server.marker_prefix(), server.scratch_directory());
+    static_cast<void>(reaper);
     std::string host = options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host;
     std::cout << "listening on http://" << host << ":" << port << "\nadmin token in "
               << server.admin_token_path().string() << std::endl;

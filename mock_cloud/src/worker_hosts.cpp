@@ -2,6 +2,7 @@
 
 #include "jobman/util/process.hpp"
 #include "jobman/util/system.hpp"
+#include "mock_cloud/host_filesystem.hpp"
 
 #include <algorithm>
 #include <array>
@@ -18,16 +19,6 @@ namespace jobman::mock {
 namespace {
 
 constexpr const char* kMarkerVariable = "MOCK_TPU_HOST";
-
-// A user name that can be one directory under /home: letters, digits, '.', '_' and '-', not starting with '-' or
-// '.' (jobman-mock-host-login accepts the same).
-bool valid_user_name(const std::string& user) {
-  return !user.empty() && user.size() <= 64 && user.front() != '-' && user.front() != '.' &&
-         std::all_of(user.begin(), user.end(), [](char c) {
-           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-                  c == '-';
-         });
-}
 
 // True when `path` is `dir` or lies under it (both absolute and normal).
 bool is_within(const std::filesystem::path& path, const std::filesystem::path& dir) {
@@ -143,13 +134,25 @@ std::string root_tag(const std::filesystem::path& root) {
 WorkerHosts::WorkerHosts(WorkerHostsOptions options) : options_(std::move(options)) {
   util::ensure_directory(options_.root, 0700);
   util::ensure_directory(options_.buckets, 0700);
+  // A host sees the mock's directories at these paths, and a path through a symbolic link of this machine (/lib ->
+  // usr/lib) could not be bound there. The marker keeps the root's tag as given, so markers stay as they were.
+  tag_ = root_tag(options_.root);
+  options_.root = std::filesystem::canonical(options_.root);
+  options_.buckets = std::filesystem::canonical(options_.buckets);
+  std::error_code ec;
+  if (auto tools = std::filesystem::weakly_canonical(options_.tools, ec); !ec && !options_.tools.empty()) {
+    options_.tools = tools;
+  }
+  for (auto& dir : options_.visible) {
+    dir = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec);
+  }
 }
 
 WorkerHosts::~WorkerHosts() {
   wait_idle();
   // Every process any slice of this mock started: SIGTERM, the grace period, then SIGKILL. Sandboxes stay, so a
   // mock restarted on the same state directory finds its slices' disks as a rebooted VM would.
-  const auto prefix = root_tag(options_.root) + "/";
+  const auto prefix = marker_prefix();
   if (signal_all(prefix, SIGTERM) > 0 && !await_none(prefix, options_.grace)) {
     signal_all(prefix, SIGKILL);
     await_none(prefix, std::chrono::seconds(5));
@@ -171,6 +174,7 @@ void WorkerHosts::slice_ready(const SliceHosts& slice) {
   for (int w = 0; w < slice.hosts(); ++w) {
     const auto dir = known.dir / ("worker-" + std::to_string(w));
     util::ensure_directory(dir / "home", 0700);
+    util::ensure_directory(dir / "root", 0755);
     util::ensure_directory(dir / "tmp", 0700);
     util::ensure_directory(dir / ".mock", 0700);
     // A host placed on a machine that is faulty already sees the fault from the start.
@@ -187,7 +191,7 @@ void WorkerHosts::slice_lost(const std::string& node_name) {
     if (it == slices_.end()) {
       return;
     }
-    const auto prefix = root_tag(options_.root) + "/" + it->second.hosts.numeric_id + "/";
+    const auto prefix = marker_prefix() + it->second.hosts.numeric_id + "/";
     // One thread per slice: a mass preemption ends every slice within one grace period, not one after another.
     // The thread shares only the counter (kept alive by its own reference) and copies of what it needs.
     {
@@ -220,7 +224,7 @@ void WorkerHosts::prune() {
     // The slice died with an earlier mock that was killed before it could end it: end what still runs there.
     const auto name = dir.filename().string();
     const auto numeric_id = name.substr(name.rfind('-') + 1);
-    signal_all(root_tag(options_.root) + "/" + numeric_id + "/", SIGKILL);
+    signal_all(marker_prefix() + numeric_id + "/", SIGKILL);
     std::filesystem::remove_all(dir, ec);
   }
 }
@@ -232,7 +236,12 @@ void WorkerHosts::slice_faulty(const std::string& node_name, int worker) {
     return;
   }
   it->second.hosts.machines[static_cast<std::size_t>(worker)].faulty = true;
-  util::write_file_atomic(it->second.dir / ("worker-" + std::to_string(worker)) / ".mock" / "faulty", "", 0600);
+  // The host may write its sandbox: a .mock it replaced with a link to elsewhere gets no file from the mock.
+  const auto mock_dir = it->second.dir / ("worker-" + std::to_string(worker)) / ".mock";
+  std::error_code ec;
+  if (std::filesystem::is_directory(std::filesystem::symlink_status(mock_dir, ec))) {
+    util::write_file_atomic(mock_dir / "faulty", "", 0600);
+  }
 }
 
 std::optional<WorkerHost> WorkerHosts::host(const std::string& node_name, int worker, const std::string& user) {
@@ -245,22 +254,26 @@ std::optional<WorkerHost> WorkerHosts::host(const std::string& node_name, int wo
   host.worker = worker;
   host.physical_host = it->second.hosts.machines[static_cast<std::size_t>(worker)].physical_host;
   host.dir = it->second.dir / ("worker-" + std::to_string(worker));
-  host.sandbox_home = std::filesystem::absolute(host.dir) / "home";
+  host.sandbox_home = host.dir / "home";
   host.home = host.sandbox_home;
-  host.marker = root_tag(options_.root) + "/" + it->second.hosts.numeric_id + "/" + std::to_string(worker);
+  host.marker = marker_prefix() + it->second.hosts.numeric_id + "/" + std::to_string(worker);
   const std::string name = user.empty() ? "tpu" : user;
-  host.keep = {std::filesystem::absolute(host.dir), std::filesystem::absolute(options_.buckets),
-               std::filesystem::absolute(options_.tools)};
+  host.root = host.dir / "root";
+  host.keep = {host.dir, options_.buckets};
+  host.keep_read_only = {options_.tools};
+  host.keep_read_only.insert(host.keep_read_only.end(), options_.visible.begin(), options_.visible.end());
   host.home_mode = options_.home_mode;
   host.home_mode_reason = options_.home_mode_reason;
   if (host.home_mode == HomeMode::namespace_) {
     const auto home = std::filesystem::path("/home") / name;
-    const auto hidden = std::find_if(host.keep.begin(), host.keep.end(),
-                                     [&](const std::filesystem::path& dir) { return is_within(dir, home); });
-    if (!valid_user_name(name)) {
+    std::vector<std::filesystem::path> kept = host.keep;
+    kept.insert(kept.end(), host.keep_read_only.begin(), host.keep_read_only.end());
+    const auto hidden =
+        std::find_if(kept.begin(), kept.end(), [&](const std::filesystem::path& dir) { return is_within(dir, home); });
+    if (!valid_host_user(name)) {
       host.home_mode = HomeMode::sandbox;
       host.home_mode_reason = "'" + name + "' cannot be a directory under /home";
-    } else if (hidden != host.keep.end()) {
+    } else if (hidden != kept.end()) {
       // /home/USER over the mock's own directory would hide it from the host: the sandbox path it is.
       host.home_mode = HomeMode::sandbox;
       host.home_mode_reason = "the mock's directory " + hidden->string() + " is under " + home.string();
@@ -292,7 +305,11 @@ std::optional<WorkerHost> WorkerHosts::host(const std::string& node_name, int wo
 }
 
 int WorkerHosts::processes_running() const {
-  return static_cast<int>(find_marked_processes(root_tag(options_.root) + "/").size());
+  return static_cast<int>(find_marked_processes(marker_prefix()).size());
+}
+
+std::string WorkerHosts::marker_prefix() const {
+  return tag_ + "/";
 }
 
 void WorkerHosts::wait_idle() {
@@ -300,16 +317,16 @@ void WorkerHosts::wait_idle() {
   ending_->idle.wait(lock, [this] { return ending_->count == 0; });
 }
 
-void WorkerHosts::end_slice(const std::string& marker_prefix, const std::filesystem::path& dir,
+void WorkerHosts::end_slice(const std::string& prefix, const std::filesystem::path& dir,
                             std::chrono::milliseconds grace) {
-  if (signal_all(marker_prefix, SIGTERM) > 0 && !await_none(marker_prefix, grace)) {
-    signal_all(marker_prefix, SIGKILL);
-    await_none(marker_prefix, std::chrono::seconds(5));
+  if (signal_all(prefix, SIGTERM) > 0 && !await_none(prefix, grace)) {
+    signal_all(prefix, SIGKILL);
+    await_none(prefix, std::chrono::seconds(5));
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   // A command that started in the last moment before the slice was marked lost is caught here.
-  signal_all(marker_prefix, SIGKILL);
+  signal_all(prefix, SIGKILL);
 }
 
 } // namespace jobman::mock

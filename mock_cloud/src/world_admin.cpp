@@ -151,6 +151,18 @@ void World::count_request(const std::string& method, int status) {
   ++request_counts_[method][std::to_string(status)];
 }
 
+int World::live_slices(std::int64_t now_ms) {
+  const auto lock = settle_at(now_ms);
+  static const std::set<std::string> kRestingQueuedResources = {"SUSPENDED", "FAILED"};
+  static const std::set<std::string> kRestingNodes = {"STOPPED", "PREEMPTED", "TERMINATED"};
+  const auto queued = std::count_if(queued_resources_.begin(), queued_resources_.end(), [](const auto& qr) {
+    return kRestingQueuedResources.count(qr.second->state) == 0;
+  });
+  const auto nodes = std::count_if(nodes_.begin(), nodes_.end(),
+                                   [](const auto& node) { return kRestingNodes.count(node.second->state) == 0; });
+  return static_cast<int>(queued + nodes);
+}
+
 json World::metrics(std::int64_t now_ms) {
   const auto lock = settle_at(now_ms);
   json out;

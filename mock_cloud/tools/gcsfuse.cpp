@@ -1,7 +1,11 @@
 // The mock cloud's Cloud Storage FUSE, for worker hosts: `gcsfuse [flags] BUCKET DIR` mounts the mock bucket
 // $MOCK_GCS_ROOT/BUCKET at DIR (an empty directory, as gcsfuse requires), `fusermount -u DIR` unmounts it and
 // `mountpoint [-q] DIR` tells whether DIR is mounted. One program under three names. A mount is a symbolic link
-// in place of the empty directory: the bucket's files are the same files on every worker and survive the slice.
+// in place of the empty directory, on the host's own filesystem: the mount point is the host's and goes with it, and
+// the bucket's files are the same files on every worker and survive the slice. On a host without a filesystem of its
+// own (the mock runs without namespaces) DIR must lie in the host's sandbox: anywhere else is this machine's.
+#include "mock_cloud/host_filesystem.hpp"
+
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -22,6 +26,35 @@ fs::path bucket_root() {
     std::exit(1);
   }
   return root;
+}
+
+// Exits with 1, saying why, unless `dir` is the host's own to change: every path is on a host with a filesystem of its
+// own; without one only what lies in the host's sandbox ($MOCK_TPU_WORKER_DIR) is, the rest being this machine's.
+void require_host_path(const std::string& tool, const fs::path& dir) {
+  const char* own = std::getenv(jobman::mock::kOwnFilesystemVariable);
+  if (own != nullptr && std::string(own) == "1") {
+    return;
+  }
+  const char* sandbox = std::getenv("MOCK_TPU_WORKER_DIR");
+  if (sandbox == nullptr || *sandbox == '\0') {
+    std::cerr << tool << ": MOCK_TPU_WORKER_DIR is not set: this " << tool
+              << " only runs on the mock cloud's worker hosts\n";
+    std::exit(1);
+  }
+  // The mount point itself may be a mount (a link into the buckets): only the directory it is in is resolved.
+  std::error_code ec;
+  const auto absolute = fs::absolute(dir, ec).lexically_normal();
+  const auto path = absolute.filename().empty()
+                        ? fs::weakly_canonical(absolute, ec)
+                        : fs::weakly_canonical(absolute.parent_path(), ec) / absolute.filename();
+  const auto rel = path.lexically_relative(fs::weakly_canonical(sandbox, ec));
+  if (!rel.empty() && *rel.begin() != "..") {
+    return;
+  }
+  std::cerr << tool << ": mountpoint " << dir.string() << " is outside this worker host's sandbox " << sandbox
+            << ": the mock cloud gives its hosts no filesystem of their own here (no namespaces), so its " << tool
+            << " mounts only inside the sandbox (under ~, for one), never on this machine\n";
+  std::exit(1);
 }
 
 // True when `dir` is a mount of a mock bucket.
@@ -85,6 +118,7 @@ int mount(const std::vector<std::string>& args) {
     std::cerr << "gcsfuse: invalid bucket name '" << bucket << "'\n";
     return 1;
   }
+  require_host_path("gcsfuse", dir);
   std::error_code ec;
   if (is_mounted(dir)) {
     std::cerr << "gcsfuse: Error while mounting gcsfuse: mountpoint " << dir.string() << " is not empty\n";
@@ -126,6 +160,7 @@ int unmount(const std::vector<std::string>& args) {
     return 1;
   }
   const fs::path dir = operands[0];
+  require_host_path("fusermount", dir);
   if (!is_mounted(dir)) {
     std::cerr << "fusermount: entry for " << dir.string() << " not found in /etc/mtab\n";
     return 1;

@@ -6,7 +6,9 @@
 #include "jobman/util/system.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
+#include <optional>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -59,6 +61,94 @@ int report(std::ostream& err, const std::string& message, ExitCode code) {
   return static_cast<int>(code);
 }
 
+// The option named `name` ("--status", "-f") of `command` or of a command above it (options fall through to the
+// commands above), or nullptr.
+const CLI::Option* find_option(const CLI::App& command, const std::string& name) {
+  for (const CLI::App* at = &command; at != nullptr; at = at->get_parent()) {
+    if (const auto* option = at->get_option_no_throw(name)) {
+      return option;
+    }
+  }
+  return nullptr;
+}
+
+// The subcommand of `command` that `word` names, or nullptr.
+const CLI::App* find_subcommand(const CLI::App& command, const std::string& word) {
+  for (const auto* sub : command.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->check_name(word)) {
+      return sub;
+    }
+  }
+  return nullptr;
+}
+
+// `command`'s name from the top: "jobman worker".
+std::string command_path(const CLI::App& command) {
+  std::string path = command.get_name();
+  for (const CLI::App* at = command.get_parent(); at != nullptr; at = at->get_parent()) {
+    path.insert(0, at->get_name() + " ");
+  }
+  return path;
+}
+
+// Why a command line that CLI11 refused failed, when the cause is a word that names no command or option where it
+// stands (a typo, most often): "unknown command 'creat' (did you mean 'create'?)", with the help to run. Nothing
+// when every command and option word is known (a missing argument, a bad value: CLI11's own message says it).
+std::optional<std::string> unknown_word(const CLI::App& app, const std::vector<std::string>& args) {
+  const CLI::App* at = &app;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    if (word == "--") {
+      break; // The rest is a command for a worker, not jobman's.
+    }
+    if (word.size() > 1 && word[0] == '-') {
+      const bool long_name = word.starts_with("--");
+      const auto equals = word.find('=');
+      // "-fv" is two short flags: the first names the option.
+      const std::string name = long_name ? word.substr(0, equals) : word.substr(0, 2);
+      if (const auto* option = find_option(*at, name)) {
+        const bool takes_value = option->get_items_expected_max() > 0;
+        const bool value_attached = long_name ? equals != std::string::npos : word.size() > 2;
+        if (takes_value && !value_attached && i + 1 < args.size()) {
+          ++i; // Its value, which may be any word.
+        }
+        continue;
+      }
+      std::vector<std::string> names;
+      for (const CLI::App* level = at; level != nullptr; level = level->get_parent()) {
+        for (const auto* option : level->get_options()) {
+          for (const auto& lname : option->get_lnames()) {
+            names.push_back("--" + lname);
+          }
+        }
+      }
+      const auto close = util::closest_match(long_name ? name : word, names);
+      return "unknown option '" + name + "'" + (close ? " (did you mean '" + *close + "'?)" : std::string()) +
+             "\nRun '" + command_path(*at) + " --help' for its options.";
+    }
+    if (const auto* sub = find_subcommand(*at, word)) {
+      at = sub;
+      continue;
+    }
+    const auto subs = at->get_subcommands([](const CLI::App*) { return true; });
+    const bool takes_words = !at->get_options([](const CLI::Option* o) { return o->get_positional(); }).empty();
+    if (subs.empty() || takes_words) {
+      continue; // An argument of the command.
+    }
+    std::vector<std::string> names;
+    for (const auto* sub : subs) {
+      names.push_back(sub->get_name());
+      for (const auto& alias : sub->get_aliases()) {
+        names.push_back(alias);
+      }
+    }
+    const auto close = util::closest_match(word, names);
+    return "unknown command '" + word + "'" + (close ? " (did you mean '" + *close + "'?)" : std::string()) +
+           "\nRun '" + command_path(*at) + " --help' for the commands.";
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 void silence_logging() {
@@ -107,6 +197,14 @@ void build_app(CLI::App& app, Context& ctx) {
   add_report_command(app, ctx);
   add_ui_command(app, ctx);
   add_store_command(app, ctx);
+  app.get_subcommand("store")->footer(
+      "Examples:\n"
+      "  jobman store migrate --to postgresql://alice@db.lab.org/jobman\n"
+      "  jobman store admins add alice\n"
+      "  jobman store limits\n"
+      "  jobman store share v4:spot 64 --user alice\n"
+      "  jobman store cap v4:spot 512\n"
+      "docs/LAB.md sets up a lab's shared store. Run 'jobman store COMMAND --help' for a command.");
 }
 
 struct CommandLine::State {
@@ -145,6 +243,10 @@ CommandLine::CommandLine(int argc, const char* const* argv) : state_(std::make_u
     s.outcome = Outcome::print;
     s.text = std::string(e.what()) + "\n";
   } catch (const CLI::ParseError& e) {
+    if (const auto unknown = unknown_word(s.app, std::vector<std::string>(argv + std::min(argc, 1), argv + argc))) {
+      s.fail(*unknown, ExitCode::usage);
+      return;
+    }
     // Name the subcommand that was being parsed, so the hint points at its help.
     for (const auto* sub : s.app.get_subcommands()) {
       s.command += " " + sub->get_name();

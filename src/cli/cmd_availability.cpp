@@ -113,6 +113,10 @@ void add_availability_command(CLI::App& app, Context& ctx) {
                       ctx);
   auto* analytics = app.add_subcommand("analytics", "jobman-lite's analytics: availability and cost");
   analytics->require_subcommand(1);
+  analytics->footer("Examples:\n"
+                    "  jobman analytics availability -a v4-32\n"
+                    "  jobman analytics cost --since 7d\n"
+                    "The same as `jobman availability` and `jobman report`.");
   define_availability(analytics->add_subcommand("availability", "The same as `jobman availability`"), ctx);
 }
 

@@ -10,7 +10,8 @@ void add_clean_command(CLI::App& app, Context& ctx) {
   cmd->footer("Examples:\n"
               "  jobman clean 000042\n"
               "  jobman clean --all-finished\n"
-              "Safe to repeat. Exit code 3 when an id is not in the store (the other ids are still handled).");
+              "Safe to repeat. Exit code 3 when an id is not in the store (the other ids are still handled).\n"
+              "What `jobman availability` learnt of the jobs' attempts stays in the store.");
   cmd->callback([&ctx, options] {
     ctx.action = [&ctx, options] { return run_request_command(ctx, *options, core::Request::clean); };
   });

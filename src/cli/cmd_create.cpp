@@ -2,15 +2,19 @@
 #include "commands.hpp"
 #include "jobman/config/loader.hpp"
 #include "jobman/config/settings.hpp"
+#include "jobman/core/checkpoint_paths.hpp"
 #include "jobman/core/cloud.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/plan.hpp"
+#include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
 #include "waiting.hpp"
 
+#include <csignal>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 namespace jobman::cli {
 
@@ -23,6 +27,58 @@ struct CreateOptions {
   bool wait = false;
   bool no_start = false;
 };
+
+// What SIGINT writes on stderr while an ExitOnInterrupt lives: set before the handler is installed, only read by it.
+std::string interrupt_message; // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+
+// While it lives, SIGINT writes a message on stderr and ends the process with exit code 130, at once: `create
+// --wait` only reads the store while it waits, so nothing is left to undo, and the jobs go on under the supervisor.
+class ExitOnInterrupt {
+public:
+  explicit ExitOnInterrupt(std::string message) {
+    interrupt_message = std::move(message);
+    struct sigaction action {};
+    action.sa_handler = &on_interrupt;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGINT, &action, &previous_);
+  }
+  ExitOnInterrupt(const ExitOnInterrupt&) = delete;
+  ExitOnInterrupt& operator=(const ExitOnInterrupt&) = delete;
+  ~ExitOnInterrupt() { ::sigaction(SIGINT, &previous_, nullptr); }
+
+private:
+  // Async-signal-safe: write(2) and _exit(2) only.
+  static void on_interrupt(int /*signal*/) {
+    const char* data = interrupt_message.data();
+    std::size_t left = interrupt_message.size();
+    while (left > 0) {
+      const ssize_t wrote = ::write(STDERR_FILENO, data, left);
+      if (wrote <= 0) {
+        break;
+      }
+      data += wrote;
+      left -= static_cast<std::size_t>(wrote);
+    }
+    ::_exit(static_cast<int>(ExitCode::interrupted));
+  }
+
+  struct sigaction previous_ {};
+};
+
+// What `create --wait` says when it is interrupted: the jobs keep running, and how to follow them.
+std::string interrupted_wait_message(const std::vector<std::int64_t>& ids) {
+  std::vector<std::string> names;
+  names.reserve(ids.size());
+  for (const auto id : ids) {
+    names.push_back(util::format_job_id(id));
+  }
+  const bool one = names.size() == 1;
+  // A progress line may be on the terminal: start on a line of its own.
+  return std::string(util::is_terminal(2) ? "\n" : "") + "jobman: interrupted; " + (one ? "job " : "jobs ") +
+         util::join(names, ", ") + (one ? " keeps" : " keep") + " running under the supervisor. Follow " +
+         (one ? "it" : "them") + " with `jobman wait " + util::join(names, " ") + "` or `jobman logs " + names.front() +
+         " -f`; `jobman cancel " + util::join(names, " ") + "` stops " + (one ? "it" : "them") + ".\n";
+}
 
 // Hands the new jobs to a supervisor (see start_supervisor).
 void start_driving(Context& ctx, const CreateOptions& options) {
@@ -128,12 +184,32 @@ int run_create(Context& ctx, const CreateOptions& options) {
     return print_dry_run(ctx, configs, options.json);
   }
   auto& store = ctx.store();
+  // A checkpoint directory another job wrote to: the new job would resume that job's run.
+  for (const auto& warning : core::shared_checkpoint_warnings(store, configs)) {
+    spdlog::warn("{}", warning);
+  }
   const auto ids = core::create_jobs(store, configs, store.identity());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    spdlog::debug("recorded job {} '{}' ({} in {}, {})", util::format_job_id(ids[i]), configs[i].job.name,
+                  configs[i].tpu.accelerator.name, configs[i].tpu.zone, config::to_string(configs[i].tpu.pricing));
+  }
+  std::optional<ExitOnInterrupt> interrupt;
+  if (options.wait) {
+    interrupt.emplace(interrupted_wait_message(ids));
+  }
+  // The ids go out as soon as they are recorded, whatever follows: a script has them while the jobs run.
+  if (!options.json) {
+    for (const auto id : ids) {
+      *ctx.out << util::format_job_id(id) << '\n';
+    }
+    ctx.out->flush();
+  }
   start_driving(ctx, options);
   std::optional<WaitResult> waited;
   if (options.wait) {
     waited = wait_for_jobs(ctx, ids, WaitGoal::finished, std::nullopt);
   }
+  interrupt.reset();
   const int exit_code = waited ? wait_exit_code(*waited) : 0;
   if (options.json) {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
@@ -149,15 +225,12 @@ int run_create(Context& ctx, const CreateOptions& options) {
     *ctx.out << all.dump(2) << '\n';
     return exit_code;
   }
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    *ctx.out << util::format_job_id(ids[i]);
-    if (waited) {
-      const auto& job = waited->jobs.at(ids[i]);
-      *ctx.out << ": " << (job ? status_text(*job) : std::string("removed"));
+  if (waited) {
+    // How each job ended, for people: stdout keeps the ids alone.
+    for (const auto id : ids) {
+      const auto& job = waited->jobs.at(id);
+      *ctx.err << util::format_job_id(id) << ": " << (job ? status_text(*job) : std::string("removed")) << '\n';
     }
-    *ctx.out << '\n';
-    spdlog::debug("recorded job {} '{}' ({} in {}, {})", util::format_job_id(ids[i]), configs[i].job.name,
-                  configs[i].tpu.accelerator.name, configs[i].tpu.zone, config::to_string(configs[i].tpu.pricing));
   }
   return exit_code;
 }
@@ -173,7 +246,8 @@ void add_create_command(CLI::App& app, Context& ctx) {
                 "Print the resolved config, the cloud request and the setup steps; record nothing");
   add_json_flag(*cmd, options->json);
   auto* wait = cmd->add_flag("--wait", options->wait,
-                             "Block until the jobs end; exit codes as for 'jobman wait' (0, 4 failed, 5 cancelled)");
+                             "Print the ids, then block until the jobs end and say how on stderr; exit codes as for "
+                             "'jobman wait' (0, 4 failed, 5 cancelled, 130 interrupted: the jobs keep running)");
   auto* no_start = cmd->add_flag("--no-start", options->no_start,
                                  "Only record the jobs; start no supervisor (a running one still picks them up)");
   wait->excludes(no_start);

@@ -5,9 +5,13 @@
 #include "jobman/core/daemon.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/supervisor.hpp"
+#include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
 
+#include <algorithm>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -76,9 +80,15 @@ int run_daemon(const DaemonOptions& options) {
   core::Supervisor loop(std::move(access), core::store_location(), supervisor);
   std::stop_source stop;
   // Waits for the signals a fifth of a second at a time, so that it also ends when the loop ends by itself.
-  std::jthread waiter([&stop, signals](const std::stop_token& done) {
+  // A daemon started in the background writes its log itself: it is rotated at 10 MiB, three old files kept.
+  const bool own_log = options.ready_fd >= 0;
+  std::jthread waiter([&stop, signals, own_log](const std::stop_token& done) {
     const timespec period{0, 200'000'000};
+    int rounds = 0;
     while (!done.stop_requested()) {
+      if (own_log && rounds++ % 50 == 0) {
+        core::rotate_log(core::daemon_log_path(), std::uintmax_t{10} << 20, 3);
+      }
       const int received = sigtimedwait(&signals, nullptr, &period);
       if (received == SIGTERM || received == SIGINT) {
         spdlog::info("received {}; stopping", received == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -98,6 +108,26 @@ int run_daemon(const DaemonOptions& options) {
     std::cerr.flush();
     std::fflush(nullptr);
     std::_Exit(0);
+  }
+  return 0;
+}
+
+// `jobman daemon stop`: the supervisors of this home's store end; their workloads keep running.
+int run_daemon_stop(Context& ctx, const std::string& timeout_text) {
+  const auto timeout = duration_argument(timeout_text, "--timeout");
+  const auto store = util::without_password(core::store_location());
+  const auto stop = core::stop_daemons(timeout);
+  if (stop.asked.empty()) {
+    *ctx.out << "no supervisor of " << store << " runs in " << util::jobman_home().string() << '\n';
+    return 0;
+  }
+  for (const int pid : stop.asked) {
+    const bool running = std::find(stop.running.begin(), stop.running.end(), pid) != stop.running.end();
+    *ctx.out << "supervisor " << pid << (running ? ": still running after " + timeout_text : ": stopped") << '\n';
+  }
+  if (!stop.running.empty()) {
+    throw Error(std::to_string(stop.running.size()) + " supervisor(s) of " + store + " did not stop within " +
+                timeout_text + "; `kill -9` ends one at once (its jobs are taken over by the next supervisor)");
   }
   return 0;
 }
@@ -125,7 +155,21 @@ void add_daemon_command(CLI::App& app, Context& ctx) {
               "re-attaches to them. Several daemons may run: each job is driven by the one holding its lease.\n"
               "Each sweep deletes this user's queued resources and nodes that carry jobman's labels but that no\n"
               "job in the store holds (see 'jobman sync'), and logs each deletion.");
-  cmd->callback([&ctx, options] {
+  auto stop_timeout = std::make_shared<std::string>("30s");
+  auto* stop = cmd->add_subcommand("stop", "Stop this home's supervisors of the store; workloads keep running");
+  stop->add_option("--timeout", *stop_timeout, "How long to wait for them to end (default 30s)");
+  stop->footer("Examples:\n"
+               "  jobman daemon stop                  # before `jobman store migrate`, say\n"
+               "  JOBMAN_STORE=postgresql://alice@db.lab.org/jobman jobman daemon stop\n"
+               "Each supervisor gets SIGTERM: it lets its leases go and leaves the workloads running. The next\n"
+               "command that finds jobs nobody drives (list, show, logs, wait) starts a new one, which re-attaches.\n"
+               "Exit 1 when one is still running after --timeout.");
+  stop->callback(
+      [&ctx, stop_timeout] { ctx.action = [&ctx, stop_timeout] { return run_daemon_stop(ctx, *stop_timeout); }; });
+  cmd->callback([&ctx, options, stop] {
+    if (stop->parsed()) {
+      return;
+    }
     ctx.daemon = true;
     ctx.action = [options] { return run_daemon(*options); };
   });

@@ -131,8 +131,58 @@ std::optional<std::string> logs_elsewhere(const store::JobStore& store, std::int
   const auto& host = fields[0];
   const std::string job = util::format_job_id(id);
   return "job " + job + "'s attempt " + std::to_string(attempt) + " has no logs on this machine: they stream to " +
-         "the machine of the supervisor that drives it (" + *owner + "), into its JOBMAN_HOME's jobs/" + job +
+         "the machine of the supervisor that drives it (" + *owner + "), into its JOBMAN_HOME's " +
+         core::jobs_root(core::store_location()).lexically_relative(util::jobman_home()).string() + "/" + job +
          "; run `jobman logs " + job + "` on " + host;
+}
+
+// Whether any worker of the selected attempt has a log of the selected kind on this machine: once the command (or the
+// setup) has begun, every worker has one, perhaps still empty.
+bool attempt_has_logs(const core::LogSelection& selection, int hosts) {
+  const auto dir = core::attempt_directory(selection.job_id, selection.attempt);
+  std::error_code error;
+  for (int w = 0; w < std::max(hosts, 1); ++w) {
+    if (std::filesystem::exists(core::log_path(dir, selection.kind, w), error)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Where a job that has not begun its command (or setup) is, in words: why it has no logs yet.
+std::string_view why_no_logs_yet(domain::Phase phase, core::LogKind kind) {
+  using domain::Phase;
+  switch (phase) {
+  case Phase::pending: return "it has not asked for a slice yet";
+  case Phase::queued: return "its slice is queued, waiting for capacity";
+  case Phase::provisioning: return "its slice is being provisioned";
+  case Phase::setup:
+    return kind == core::LogKind::setup ? "its setup is about to begin" : "its workers are being set up";
+  case Phase::running: return "its command is being launched";
+  case Phase::recovering: return "it is getting a new slice after losing the last one";
+  default: return "it has ended";
+  }
+}
+
+// The error for a job whose selected attempt left no logs on this machine, naming its phase and why.
+Error no_logs_error(const domain::JobRecord& job, const core::LogSelection& selection) {
+  // "job 000042", or "worker 000003" for `jobman worker logs`.
+  const std::string record = std::string(domain::to_string(job.kind)) + " " + util::format_job_id(job.id);
+  const std::string phase(domain::to_string(job.phase));
+  const bool setup = selection.kind == core::LogKind::setup;
+  const std::string what = setup ? "setup logs" : "logs";
+  const std::string why = "(`jobman show " + util::format_job_id(job.id) + " --events` says why)";
+  if (selection.attempt < job.attempt) {
+    return Error(record + "'s attempt " + std::to_string(selection.attempt) + " has no " + what +
+                 ": it ended before its " + (setup ? "setup" : "command") + " began " + why);
+  }
+  if (domain::is_terminal(job.phase)) {
+    return Error(record + " has no " + what + ": it ended " + phase + " before its " + (setup ? "setup" : "command") +
+                 " began " + why);
+  }
+  return Error(record + " has no " + what + " yet: it is " + phase + ", " +
+               std::string(why_no_logs_yet(job.phase, selection.kind)) + "; `jobman logs " +
+               util::format_job_id(job.id) + " -f` waits for them");
 }
 
 } // namespace
@@ -158,6 +208,8 @@ int run_logs(Context& ctx, const LogsOptions& options) {
   selection.attempt = options.attempt.value_or(job.attempt);
   selection.kind = options.setup ? core::LogKind::setup : core::LogKind::worker;
   selection.workers = chosen_workers(options, job);
+  // `--worker all` promises every line its worker, however many workers there are.
+  selection.prefix = options.worker == "all" ? core::WorkerPrefix::always : core::WorkerPrefix::when_several;
   // Worker output is the workload's to choose: on a terminal its escape sequences could retitle the window, clear the
   // screen or overwrite lines, so they are shown, not obeyed. A file or a pipe gets the bytes as written.
   const bool terminal = ctx.out == &std::cout && util::is_terminal(1);
@@ -166,6 +218,9 @@ int run_logs(Context& ctx, const LogsOptions& options) {
   if (!options.follow) {
     if (elsewhere) {
       throw Error(*elsewhere);
+    }
+    if (!attempt_has_logs(selection, job.hosts)) {
+      throw no_logs_error(job, selection);
     }
     const bool over = selection.attempt < job.attempt || domain::is_terminal(job.phase);
     core::print_logs(selection, over ? core::LogState::final : core::LogState::growing, *ctx.out);
@@ -179,6 +234,14 @@ int run_logs(Context& ctx, const LogsOptions& options) {
   if (job.attempt < 1) {
     *ctx.err << "jobman: job " << name << " has not started yet (" << phase << "); waiting for its first attempt"
              << std::endl;
+  } else if (!elsewhere && !attempt_has_logs(selection, job.hosts)) {
+    if (domain::is_terminal(job.phase) && selection.attempt == job.attempt) {
+      throw no_logs_error(job, selection); // Nothing will come.
+    }
+    if (!domain::is_terminal(job.phase)) {
+      *ctx.err << "jobman: job " << name << " has no " << (options.setup ? "setup logs" : "logs") << " yet (" << phase
+               << "); waiting for them" << std::endl;
+    }
   }
   const auto end = core::follow_logs(store, selection, *ctx.out, *ctx.err, interrupt.fd());
   return static_cast<int>(end == core::FollowEnd::interrupted ? ExitCode::interrupted : ExitCode::ok);
@@ -205,8 +268,8 @@ void add_logs_command(CLI::App& app, Context& ctx) {
               "  jobman logs 42 --setup --worker 3\n"
               "Reads $JOBMAN_HOME/jobs/<id>/attempt-<n>/: whole lines only, bytes as the workers wrote them; on a\n"
               "terminal, control characters (escape sequences, carriage returns) are shown as \\xNN unless --raw.\n"
-              "Exit code 1 when the job has not started (-f waits for it), 3 when there is no such job,\n"
-              "130 when interrupted.");
+              "Exit code 1 when the job has no logs yet, its command not begun (-f waits for them), 3 when\n"
+              "there is no such job, 130 when interrupted.");
   cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_logs(ctx, *options); }; });
 }
 

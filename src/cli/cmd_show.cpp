@@ -2,6 +2,7 @@
 #include "commands.hpp"
 #include "jobman/cli/accounting.hpp"
 #include "jobman/config/accelerator.hpp"
+#include "jobman/core/daemon.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
@@ -111,6 +112,8 @@ int run_show(Context& ctx, const ShowOptions& options) {
   const auto rivals = store.rivals(id);
   const std::int64_t now = util::now_ms();
   const std::int64_t lease_now = store.clock_ms(); // Leases are in the store's time (a lab server's clock).
+  // A supervisor of this machine whose process is gone is dead now, whatever its lease says.
+  const bool driver_dead = lease && core::lease_owner_dead_here(lease->owner);
   const auto progress = progress_view(job, attempts);
   const auto account = account_of(store, job, attempts, now);
   const auto prices = show_prices(ctx);
@@ -122,7 +125,8 @@ int run_show(Context& ctx, const ShowOptions& options) {
     j["driver"] = lease ? nlohmann::ordered_json{{"owner", lease->owner},
                                                  {"heartbeat_at", util::format_utc(lease->heartbeat_ms)},
                                                  {"expires_at", util::format_utc(lease->expires_ms)},
-                                                 {"live", lease->expires_ms > lease_now}}
+                                                 {"live", lease->expires_ms > lease_now && !driver_dead},
+                                                 {"dead", driver_dead}}
                         : nlohmann::ordered_json(nullptr);
     j["attempts"] = nlohmann::ordered_json::array();
     for (const auto& a : attempts) {
@@ -169,6 +173,10 @@ int run_show(Context& ctx, const ShowOptions& options) {
   const bool queued = job.kind == domain::JobKind::task && job.phase == domain::Phase::pending;
   if (queued) {
     field("Driven by", "nobody until a matching worker takes it from the queue");
+  } else if (lease && driver_dead && (!domain::is_terminal(job.phase) || job.cleanup_pending)) {
+    field("Driven by", "nobody: supervisor " + printable(lease->owner) +
+                           " is dead (its process is gone; last renewed " + when(lease->heartbeat_ms, lease_now) +
+                           "); list, show, logs or wait start another, or run 'jobman daemon'");
   } else if (lease && lease->expires_ms > lease_now) {
     field("Driven by",
           "supervisor " + printable(lease->owner) + " (renewed " + when(lease->heartbeat_ms, lease_now) + ")");

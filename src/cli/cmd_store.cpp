@@ -2,24 +2,74 @@
 #include "commands.hpp"
 #include "jobman/config/settings.hpp"
 #include "jobman/core/fair_share.hpp"
+#include "jobman/core/jobs.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
 
+#include <chrono>
 #include <optional>
 #include <set>
+#include <thread>
 
 namespace jobman::cli {
 
 namespace {
 
 struct MigrateOptions {
-  std::string from; // A SQLite file; default: the one in jobman's home.
-  std::string to;   // A postgresql:// URL; default: the `store` setting.
+  std::string from;        // A SQLite file; default: the one in jobman's home.
+  std::string to;          // A postgresql:// URL; default: the `store` setting.
+  std::string as;          // Whose the copied jobs are on the target; default: the target's identity.
+  std::string wait = "5m"; // How long to wait for finished jobs' slices to be released.
   bool json = false;
 };
+
+// Waits until no supervisor holds a lease on `source`'s records: finished jobs whose slices are still being released
+// are waited for, up to `limit`, with a line on stderr every few seconds. Unfinished jobs under a live lease are an
+// error that says how to stop their supervisor.
+void wait_for_supervisors(Context& ctx, const store::JobStore& source, const std::string& from,
+                          std::chrono::milliseconds limit, const std::string& limit_text) {
+  const auto start = std::chrono::steady_clock::now();
+  auto next_line = start;
+  for (;;) {
+    const auto leases = source.live_leases(util::now_ms());
+    std::set<std::string> owners;
+    std::vector<std::string> unfinished;
+    for (const auto& lease : leases) {
+      owners.insert(lease.owner);
+      if (!domain::is_terminal(lease.phase)) {
+        unfinished.push_back(util::format_job_id(lease.job_id));
+      }
+    }
+    const std::string drivers = util::join(std::vector<std::string>(owners.begin(), owners.end()), ", ");
+    if (!unfinished.empty()) {
+      throw Error(std::to_string(unfinished.size()) + " unfinished job(s) of " + from + " (" +
+                  util::join(unfinished, ", ") + ") are driven by supervisor " + drivers +
+                  ": nothing may change under the copy. Stop the supervisors with `jobman daemon stop` (run with "
+                  "this store, on their machine; the workloads keep running), run `jobman store migrate` again at "
+                  "once, then set `store:` to the new store: its supervisor re-attaches to the workloads");
+    }
+    if (leases.empty()) {
+      return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start >= limit) {
+      throw Error("supervisor " + drivers + " is still releasing the slices of " + std::to_string(leases.size()) +
+                  " finished job(s) of " + from + " after " + limit_text +
+                  ": nothing was copied; wait for it (`jobman list` shows them '(releasing slice)') or give --wait");
+    }
+    if (now >= next_line) {
+      *ctx.err << "jobman: waiting for supervisor " << drivers << " to release the slices of " << leases.size()
+               << " finished job(s) ("
+               << util::format_duration(std::chrono::duration_cast<std::chrono::seconds>(now - start).count())
+               << " of at most " << limit_text << ")\n";
+      next_line = now + std::chrono::seconds(5);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
 
 const char* describe(store::StoreCopy::Into into) {
   switch (into) {
@@ -59,9 +109,19 @@ int run_migrate(Context& ctx, const MigrateOptions& options) {
   if (!std::filesystem::exists(from, ec)) {
     throw Error("no store at " + from + " to copy");
   }
+  const auto wait_seconds = util::parse_duration_seconds(options.wait);
+  if (!wait_seconds || *wait_seconds < 0) {
+    throw UsageError("--wait: '" + options.wait + "' is not a duration (90s, 5m, 0)");
+  }
+  if (!options.as.empty() && (options.as.find_first_of(" \t\n/:") != std::string::npos)) {
+    throw UsageError("--as: '" + options.as + "' is not a user name");
+  }
   const auto source = store::JobStore::open(from);
+  wait_for_supervisors(ctx, source, from, std::chrono::seconds(*wait_seconds), options.wait);
   auto target = store::JobStore::open_postgres(to);
-  const auto copy = source.copy_into(target);
+  const auto copy = source.copy_into(target, options.as);
+  // The logs and local files of the copied jobs, where this home keeps the new store's.
+  const auto linked = core::link_job_directories(core::jobs_root(from), core::jobs_root(to));
   const auto name = util::without_password(to);
   if (options.json) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::object();
@@ -74,7 +134,9 @@ int run_migrate(Context& ctx, const MigrateOptions& options) {
                                        {"jobs", copy.jobs},
                                        {"events", copy.events},
                                        {"written", rows},
-                                       {"removed", copy.removed}}
+                                       {"removed", copy.removed},
+                                       {"user", copy.user},
+                                       {"job_directories", linked}}
                     .dump(2)
              << '\n';
     return 0;
@@ -89,6 +151,12 @@ int run_migrate(Context& ctx, const MigrateOptions& options) {
     *ctx.out << ", " << copy.removed << " jobs removed since the earlier copy removed there too";
   }
   *ctx.out << ".\n";
+  if (linked > 0) {
+    *ctx.out << "The logs of " << linked << " job(s) are linked into " << core::jobs_root(to).string() << ".\n";
+  }
+  if (copy.user != source.identity()) {
+    *ctx.out << "The jobs of " << source.identity() << " are recorded there as " << copy.user << "'s.\n";
+  }
   if (settings.store != to) {
     *ctx.out << "To use it, set `store: " << name << "` in " << config::settings_path()
              << " (the password in ~/.pgpass).\n";
@@ -271,9 +339,16 @@ void add_store_command(CLI::App& app, Context& ctx) {
   auto* sub = cmd->add_subcommand("migrate", "Copy a SQLite store, history included, into a PostgreSQL store");
   sub->add_option("--from", migrate->from, "The SQLite store to copy (default: jobman.db in jobman's home)");
   sub->add_option("--to", migrate->to, "The PostgreSQL store (default: the `store` setting); no password in it");
+  sub->add_option("--as", migrate->as,
+                  "Record your jobs there as this user (default: the role you connect as, so they stay yours)");
+  sub->add_option("--wait", migrate->wait,
+                  "How long to wait for a supervisor to release finished jobs' slices (default 5m)");
   add_json_flag(*sub, migrate->json);
   sub->footer("The copy is one transaction: all of it or nothing. Copying again brings what changed since; a\n"
-              "store with a history of its own is refused. Stop the supervisor of the SQLite store first.\n"
+              "store with a history of its own is refused. It waits (--wait) while a supervisor releases the\n"
+              "slices of finished jobs; unfinished jobs under a live supervisor are refused: `jobman daemon stop`\n"
+              "stops their supervisors first (the workloads keep running). Your jobs are recorded as the role you\n"
+              "connect as (--as to choose), so that they stay yours on the lab's store.\n"
               "Examples:\n"
               "  jobman store migrate --to postgresql://alice@db.lab.org/jobman\n"
               "  JOBMAN_STORE=postgresql://alice@db.lab.org/jobman jobman store migrate --json");

@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "jobman/config/settings.hpp"
 #include "jobman/core/cloud.hpp"
+#include "jobman/core/jobs.hpp"
 #include "jobman/core/orphans.hpp"
 #include "jobman/core/plan.hpp"
 #include "jobman/util/error.hpp"
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <spdlog/spdlog.h>
+#include <thread>
 
 namespace jobman::cli {
 
@@ -21,8 +23,12 @@ namespace {
 // How long --delete waits for each deletion's operation.
 constexpr std::chrono::minutes kDeleteTimeout{10};
 
+// How many zones are listed at once when sync looks in every zone of the project.
+constexpr std::size_t kParallelListings = 8;
+
 struct SyncOptions {
   std::vector<std::string> zones;
+  bool all_zones = false;
   bool all_owners = false;
   std::string older_than;
   bool remove = false;
@@ -162,24 +168,51 @@ int run_sync(Context& ctx, const SyncOptions& options) {
   const std::string owner = options.all_owners ? "" : core::owner_label_value(store.identity());
   if (!owner.empty()) {
     filter.owners = {owner};
+    // Another store's resources (a lab's, or another file's) are that store's to hold: --all-owners shows them too.
+    filter.store = core::store_label_value(core::store_location());
+  }
+  if (options.all_zones && !options.zones.empty()) {
+    throw UsageError("--all-zones and --zone: give one or the other");
   }
   std::vector<std::string> zones = options.zones;
-  if (zones.empty()) {
+  if (zones.empty() && !options.all_zones) {
     zones = core::zones_in_use(store, settings.zone);
-  } else {
-    std::sort(zones.begin(), zones.end());
-    zones.erase(std::unique(zones.begin(), zones.end()), zones.end());
-  }
-  if (zones.empty()) {
-    throw UsageError("no zone to look in: the store names none and the settings have no zone; give --zone");
   }
   const auto access = core::connect_cloud(settings, *ctx.err);
+  if (zones.empty()) {
+    // No store to go by (it was lost, or never named a zone): every zone where the project can have TPUs.
+    zones = access.client->list_locations(access.project);
+    if (zones.empty()) {
+      throw Error("the TPU API lists no zone for project " + access.project + ": no zone to look in");
+    }
+    if (!options.json && !options.all_zones) {
+      *ctx.err << "jobman: the store names no zone; looking in all " << zones.size() << " zones of project "
+               << access.project << " (--zone narrows the search)\n";
+    }
+  }
+  std::sort(zones.begin(), zones.end());
+  zones.erase(std::unique(zones.begin(), zones.end()), zones.end());
   // The cloud first, the store after: a resource created meanwhile had its name recorded before its request left.
-  std::vector<core::ZoneListing> listings;
-  listings.reserve(zones.size());
-  for (const auto& zone : zones) {
-    spdlog::debug("listing queued resources and nodes in {}", zone);
-    listings.push_back(core::list_zone(access, zone));
+  // The zones are listed a few at once; the first error ends the command, as a listing that failed one zone would.
+  std::vector<core::ZoneListing> listings(zones.size());
+  std::vector<std::string> errors(zones.size());
+  for (std::size_t begin = 0; begin < zones.size(); begin += kParallelListings) {
+    std::vector<std::jthread> listers;
+    for (std::size_t i = begin; i < std::min(zones.size(), begin + kParallelListings); ++i) {
+      listers.emplace_back([&, i] {
+        try {
+          spdlog::debug("listing queued resources and nodes in {}", zones[i]);
+          listings[i] = core::list_zone(access, zones[i]);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      });
+    }
+  }
+  for (const auto& error : errors) {
+    if (!error.empty()) {
+      throw Error(error);
+    }
   }
   filter.now_ms = util::now_ms();
   const auto orphans = core::find_orphans(listings, store.held_slices(), filter);
@@ -221,9 +254,12 @@ void add_sync_command(CLI::App& app, Context& ctx) {
   auto* cmd = app.add_subcommand(
       "sync", "List the queued resources and nodes with jobman's labels that no job holds; --delete removes them");
   cmd->add_option("--zone", options->zones,
-                  "Look in this zone (repeatable; default: every zone of a job in the store, and the settings' zone)")
+                  "Look in this zone (repeatable; default: every zone of a job in the store, and the settings' "
+                  "zone; every zone of the project when that is none)")
       ->allow_extra_args(false)
       ->type_name("ZONE");
+  cmd->add_flag("--all-zones", options->all_zones,
+                "Look in every zone of the project (the TPU API's locations), as it does when the store names none");
   cmd->add_flag("--all-owners", options->all_owners,
                 "Include other users' resources (default: only those whose jobman-owner label is yours)");
   cmd->add_option("--older-than", options->older_than, "Only resources created longer ago than this (30m, 2h, 1d)")
@@ -235,6 +271,7 @@ void add_sync_command(CLI::App& app, Context& ctx) {
               "  jobman sync                         # what is left behind, with its age and state\n"
               "  jobman sync --older-than 2h --delete\n"
               "  jobman sync --zone us-central2-b --all-owners --json\n"
+              "  jobman sync --all-zones             # the day the store is lost: every zone, listed in parallel\n"
               "Lists the cloud first and reads the store after, so a slice being requested is never taken for one\n"
               "left behind. Without --delete nothing is deleted. Exit codes: 0 ok, 1 a cloud error (listing or a\n"
               "deletion failed), 2 usage.");

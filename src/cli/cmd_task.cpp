@@ -183,6 +183,16 @@ void add_submit(CLI::App& task, Context& ctx) {
 void add_task_command(CLI::App& app, Context& ctx) {
   auto* task = app.add_subcommand("task", "Tasks: scripts or configs queued for workers (jobman-lite)");
   task->require_subcommand(1);
+  // Set before the subcommands are added: those without examples of their own show these.
+  task->footer("Examples:\n"
+               "  jobman task submit train.sh\n"
+               "  jobman task submit eval.yaml --sweep vars.ckpt=100,200,300\n"
+               "  jobman task show 3 --events\n"
+               "  jobman task pause -p 'llama3*'\n"
+               "  jobman task requeue 3\n"
+               "  jobman task delete --all\n"
+               "A task is named by its name, its index in `jobman status` or its id; `jobman status` shows the\n"
+               "queue, and workers (`jobman worker start`) run it. Run 'jobman task COMMAND --help' for a command.");
   add_submit(*task, ctx);
   add_pool_request(
       *task, ctx, domain::JobKind::task, "pause",

@@ -22,7 +22,7 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
     silence_logging();
   }
   const auto configs = load_configs(options.config);
-  const auto offers = check_offers(ctx, configs, MockStart::never);
+  const auto offers = check_offers(ctx, configs, MockStart::when_autostart);
   const auto& first = configs.front();
   const auto& acc = first.tpu.accelerator;
   if (options.json) {
@@ -77,6 +77,7 @@ core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>
       auto access = core::connect_cloud(settings, *ctx.err, core::CloudPatience::quick);
       cloud.client = access.client;
       cloud.project = access.project;
+      cloud.tiers = core::mock_cloud_tiers(settings);
     } catch (const std::exception& e) {
       cloud.unreachable = e.what();
     }

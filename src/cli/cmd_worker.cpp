@@ -380,6 +380,19 @@ void add_worker_sync(CLI::App& worker, Context& ctx) {
 void add_worker_command(CLI::App& app, Context& ctx) {
   auto* worker = app.add_subcommand("worker", "Workers: slices kept alive that run the queue's tasks (jobman-lite)");
   worker->require_subcommand(1);
+  // Set before the subcommands are added: those without examples of their own show these.
+  worker->footer("Examples:\n"
+                 "  jobman worker start -a v4-8 -z us-central2-b -s setup.sh\n"
+                 "  jobman worker show my-worker --events\n"
+                 "  jobman worker logs my-worker -f\n"
+                 "  jobman worker ssh my-worker -w 1 -- df -h\n"
+                 "  jobman worker stop my-worker      # its task back to the queue, the slice kept\n"
+                 "  jobman worker resume --all\n"
+                 "  jobman worker reboot my-worker\n"
+                 "  jobman worker delete -a v4-8 -z us-central2-b\n"
+                 "  jobman worker sync\n"
+                 "A worker is named by its name, its index in `jobman status` or its id. Tasks for the workers are\n"
+                 "queued with `jobman task submit`. Run 'jobman worker COMMAND --help' for a command.");
   add_start(*worker, ctx);
   add_pool_request(*worker, ctx, domain::JobKind::worker, "stop",
                    "Stop workers: their tasks go back to the queue, their slices are kept", core::Request::cancel,

@@ -78,6 +78,13 @@ td.l, th.l { text-align: left; }
 .st-SUCCEEDED { color: #147d64; } .st-FAILED { color: #ab091e; } .st-RUNNING { color: #0967d2; }
 .st-CANCELLED, .st-DELETED { color: #829ab1; }
 svg text { font: 11px system-ui, sans-serif; fill: #486581; }
+.table-wrap { overflow-x: auto; }
+table.per-job { font-size: 13px; }
+table.per-job th, table.per-job td { padding: 4px 6px; }
+table.per-job th { vertical-align: bottom; }
+table.per-job th.wrap { white-space: normal; max-width: 6.5em; }
+table.per-job td.job-name { max-width: 14em; overflow: hidden; text-overflow: ellipsis; }
+table.per-job .split { border-left: 1px solid #d9e2ec; }
 )css";
 
 void cards(std::ostream& out, const Report& report, const config::PriceTable& prices) {
@@ -164,14 +171,30 @@ void write_job_timeline(std::ostream& out, const ReportRow& row) {
 
 namespace {
 
-void jobs_table(std::ostream& out, const Report& report, const config::PriceTable& prices) {
-  out << "<table><tr><th class=\"l\">job</th><th class=\"l\">name</th><th class=\"l\">status</th><th>wall</th>"
-         "<th>goodput</th>";
-  for (const auto bucket : core::all_buckets()) {
-    out << "<th><i style=\"display:inline-block;width:8px;height:8px;background:" << bucket_colour(bucket) << "\"></i> "
-        << core::to_string(bucket) << "</th>";
+// A bucket's name as a column header, with soft hyphens where a long one may break ("provision-" "ing"), so that its
+// column is as narrow as its figures.
+std::string bucket_header(core::Bucket bucket) {
+  switch (bucket) {
+  case core::Bucket::provisioning: return "provision&shy;ing";
+  case core::Bucket::productive: return "produc&shy;tive";
+  case core::Bucket::recovering: return "recover&shy;ing";
+  default: return std::string(core::to_string(bucket));
   }
-  out << "<th>lost steps</th><th>chip-hours</th><th>cost</th></tr>\n";
+}
+
+// One row per job: what it is and what it cost first, then where its time went, bucket by bucket. It fits a window
+// 1400 px wide (a long name is cut short, whole in its tooltip); a narrower one scrolls the table, not the page.
+void jobs_table(std::ostream& out, const Report& report, const config::PriceTable& prices) {
+  out << "<div class=\"table-wrap\"><table class=\"per-job\"><tr><th class=\"l\">job</th><th class=\"l\">name</th>"
+         "<th class=\"l\">status</th><th>wall</th><th>goodput</th><th>chip-hours</th><th>cost</th>";
+  bool first = true;
+  for (const auto bucket : core::all_buckets()) {
+    // The bucket's colour is a bar over its header, which leaves the header's words free to wrap.
+    out << "<th class=\"wrap" << (first ? " split" : "") << "\" style=\"border-top:4px solid " << bucket_colour(bucket)
+        << "\">" << bucket_header(bucket) << "</th>";
+    first = false;
+  }
+  out << "<th class=\"wrap\">lost steps</th></tr>\n";
   std::size_t shown = 0;
   for (const auto& row : report.rows) {
     if (++shown > kMaxRows) {
@@ -180,17 +203,21 @@ void jobs_table(std::ostream& out, const Report& report, const config::PriceTabl
     const auto& a = row.account;
     const double chip_hours = chip_hours_of(a).total();
     const std::string status(domain::to_string(row.job.phase));
-    out << "<tr><td class=\"l\">" << util::format_job_id(row.job.id) << "</td><td class=\"l\">"
-        << html_escape(row.job.name) << "</td><td class=\"l st-" << status << "\">" << status << "</td><td>"
-        << span_text(a.wall_ms()) << "</td><td>" << percent_text(a.goodput()) << "</td>";
-    for (const auto bucket : core::all_buckets()) {
-      out << "<td>" << (a.of(bucket) > 0 ? span_text(a.of(bucket)) : "-") << "</td>";
-    }
-    out << "<td>" << (a.lost_steps > 0 ? std::to_string(a.lost_steps) : "-") << "</td><td>"
+    const std::string name = html_escape(row.job.name);
+    out << "<tr><td class=\"l\">" << util::format_job_id(row.job.id) << "</td><td class=\"l job-name\" title=\"" << name
+        << "\">" << name << "</td><td class=\"l st-" << status << "\">" << status << "</td><td>"
+        << span_text(a.wall_ms()) << "</td><td>" << percent_text(a.goodput()) << "</td><td>"
         << (chip_hours > 0 ? decimal(chip_hours, 2) : "-") << "</td><td>" << html_escape(cost_cell(a, row.cost, prices))
-        << "</td></tr>\n";
+        << "</td>";
+    bool first_bucket = true;
+    for (const auto bucket : core::all_buckets()) {
+      out << (first_bucket ? "<td class=\"split\">" : "<td>") << (a.of(bucket) > 0 ? span_text(a.of(bucket)) : "-")
+          << "</td>";
+      first_bucket = false;
+    }
+    out << "<td>" << (a.lost_steps > 0 ? std::to_string(a.lost_steps) : "-") << "</td></tr>\n";
   }
-  out << "</table>\n";
+  out << "</table></div>\n";
   if (report.rows.size() > kMaxRows) {
     out << "<div class=\"note\">The first " << kMaxRows << " of " << report.rows.size()
         << " jobs; the totals count them all (jobman report --csv lists every one).</div>\n";

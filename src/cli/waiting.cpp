@@ -45,13 +45,27 @@ void start_supervisor(Context& ctx) {
   core::ensure_daemon(*ctx.err);
 }
 
-void keep_jobs_driven(Context& ctx) {
+namespace {
+
+// keep_jobs_driven's work; `told` keeps a caller that asks again and again (wait) from saying the same thing twice.
+void drive_undriven_jobs(Context& ctx, bool& told) {
   if (core::daemon_running()) {
     return;
   }
-  const int undriven = ctx.store().count_undriven_jobs(ctx.store().clock_ms());
+  auto& store = ctx.store();
+  const std::int64_t now = store.clock_ms();
+  std::vector<std::string> dead;
+  try {
+    dead = core::end_leases_of_dead_supervisors(store, now);
+  } catch (const std::exception& e) {
+    *ctx.err << "jobman: warning: cannot end the leases of dead supervisors: " << e.what() << "\n";
+  }
+  const int undriven = store.count_undriven_jobs(now);
   if (undriven == 0) {
     return;
+  }
+  for (const auto& owner : dead) {
+    *ctx.err << "jobman: supervisor " << owner << " is dead (its process is gone); its leases are ended\n";
   }
   const std::string them = undriven == 1 ? "it" : "them";
   const std::string jobs =
@@ -59,14 +73,27 @@ void keep_jobs_driven(Context& ctx) {
       " no supervisor driving " + them;
   try {
     if (!config::load_settings().autostart) {
-      *ctx.err << "jobman: " << jobs << ", and autostart is off: run `jobman daemon` to drive " << them << "\n";
+      if (!told) {
+        *ctx.err << "jobman: " << jobs << ", and autostart is off: run `jobman daemon` to drive " << them << "\n";
+        told = true;
+      }
       return;
     }
     *ctx.err << "jobman: " << jobs << "; starting one\n";
     start_supervisor(ctx);
   } catch (const std::exception& e) {
-    *ctx.err << "jobman: warning: " << e.what() << "\n";
+    if (!told) {
+      *ctx.err << "jobman: warning: " << e.what() << "\n";
+      told = true;
+    }
   }
+}
+
+} // namespace
+
+void keep_jobs_driven(Context& ctx) {
+  bool told = false;
+  drive_undriven_jobs(ctx, told);
 }
 
 WaitResult wait_for_jobs(Context& ctx, const std::vector<std::int64_t>& ids, WaitGoal goal,
@@ -76,6 +103,8 @@ WaitResult wait_for_jobs(Context& ctx, const std::vector<std::int64_t>& ids, Wai
   auto& store = ctx.store();
   WaitResult result;
   bool daemon_checked = false;
+  bool told_undriven = false;
+  std::chrono::steady_clock::time_point next_driver_check;
   std::size_t last_width = 0;
   for (;;) {
     std::vector<std::string> waiting;
@@ -89,9 +118,16 @@ WaitResult wait_for_jobs(Context& ctx, const std::vector<std::int64_t>& ids, Wai
     if (waiting.empty()) {
       break;
     }
+    const auto now = std::chrono::steady_clock::now();
     if (!daemon_checked) {
       start_supervisor(ctx);
       daemon_checked = true;
+      next_driver_check = now + std::chrono::seconds(1);
+    } else if (now >= next_driver_check) {
+      // The supervisor may die while we wait (kill -9, a crash): a look each second finds its jobs undriven and starts
+      // another, which re-attaches to the running workloads. A probe of the lock while one runs: microseconds.
+      drive_undriven_jobs(ctx, told_undriven);
+      next_driver_check = now + std::chrono::seconds(1);
     }
     const auto elapsed = std::chrono::steady_clock::now() - start;
     if (timeout && elapsed >= *timeout) {

@@ -342,6 +342,10 @@ std::function<std::string(const json&)> string_member(const char* key) {
 
 } // namespace
 
+std::vector<std::string> TpuClient::list_locations(const std::string& project) {
+  return impl_->list<std::string>("locations.list", "projects/" + project, "locations", 0, string_member("locationId"));
+}
+
 std::vector<std::string> TpuClient::list_accelerator_types(const Location& where) {
   return impl_->list<std::string>("acceleratorTypes.list", where.name(), "acceleratorTypes", 0, string_member("type"));
 }

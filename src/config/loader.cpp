@@ -63,7 +63,9 @@ void unread_errors_to_warnings(const Node& root, JobConfig& config, Problems& p)
     const auto& path = error.where.key_path;
     const std::string top = path.substr(0, path.find_first_of(".["));
     std::string left_out;
-    if (error.message.starts_with("resolving references would make") || path.empty()) {
+    // An unknown section that stands for a missing required one (`tpuu:`) is that section's error: it stays one.
+    const bool misspelled_required = path == top && error.message == "unknown section";
+    if (error.message.starts_with("resolving references would make") || path.empty() || misspelled_required) {
       left_out.clear();
     } else if (top == "brevo_email" || std::find(sections.begin(), sections.end(), top) == sections.end() ||
                ((top == "docker" || top == "conda" || top == "venv") && top != env_type)) {

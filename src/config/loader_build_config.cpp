@@ -6,6 +6,7 @@
 #include "schema.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <filesystem>
 #include <regex>
@@ -38,6 +39,9 @@ struct SectionRef {
   const Node* node = nullptr;
   Origin anchor;
 };
+
+// The sections every job config must have.
+constexpr std::array<std::string_view, 3> kRequiredSections = {"job", "tpu", "command"};
 
 SectionRef section_ref(const Node& root, const std::string& name, const std::string& file) {
   if (const Entry* entry = root.find(name)) {
@@ -202,9 +206,18 @@ NotifySection build_notify(Problems& p, const Section& s, const BuildContext& ct
 JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
   JobConfig config;
   const auto sections = detail::known_keys("");
+  // An unknown section is a warning, as the Python jobman ignores it, unless it is the near miss of a required
+  // section that is missing (`tpuu:` for `tpu:`): then it is the error, at its own line, instead of the missing one.
+  std::vector<std::string> misspelled_required;
   for (const auto& entry : root.entries) {
     if (std::find(sections.begin(), sections.end(), entry.key) == sections.end()) {
       const auto close = util::closest_match(entry.key, sections);
+      if (close && root.find(*close) == nullptr &&
+          std::find(kRequiredSections.begin(), kRequiredSections.end(), *close) != kRequiredSections.end()) {
+        p.error(entry.key_origin, entry.key, "unknown section", "did you mean '" + *close + "'?");
+        misspelled_required.push_back(*close);
+        continue;
+      }
       p.warn(entry.key_origin, entry.key,
              "unknown section, ignored as the Python jobman ignores it" +
                  (close ? " (did you mean '" + *close + "'?)" : std::string()));
@@ -213,7 +226,9 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
   const auto open = [&](const std::string& name, Presence presence) {
     const SectionRef ref = section_ref(root, name, ctx.file);
     if (ref.node == nullptr && presence == Presence::required) {
-      p.error(ref.anchor, name, "required section is missing");
+      if (std::find(misspelled_required.begin(), misspelled_required.end(), name) == misspelled_required.end()) {
+        p.error(ref.anchor, name, "required section is missing");
+      }
       // Report the section once, not each of its required keys.
       Node broken = detail::make_scalar("", ref.anchor);
       broken.unresolved = true;

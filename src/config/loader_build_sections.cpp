@@ -398,7 +398,7 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   } else if (accelerator) {
     out.version = accelerator->generation->runtime_versions.front();
   }
-  for (const char* key : {"accelerator", "zone", "version"}) {
+  for (const char* key : {"accelerator", "zone", "version", "pricing"}) {
     const Origin& at = s.origin(key);
     out.origins[key] = SourceLocation{at.file, at.line, at.column, s.path(key)};
   }

@@ -7,6 +7,7 @@
 #include "fanout_scan.hpp"
 #include "interpolation.hpp"
 #include "jobman/util/base64url.hpp"
+#include "jobman/util/digest.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "loader_parts.hpp"
@@ -381,30 +382,11 @@ void sort_warnings(std::vector<ConfigWarning>& warnings) {
 
 // ---- The config document ----
 
-std::uint64_t fnv1a(std::string_view text) {
-  std::uint64_t hash = 14695981039346656037ULL;
-  for (const char c : text) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 1099511628211ULL;
-  }
-  return hash;
-}
-
-std::string hex16(std::uint64_t value) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i) {
-    out[static_cast<std::size_t>(i)] = digits[value & 0xf];
-    value >>= 4;
-  }
-  return out;
-}
-
 // A here-document delimiter that occurs nowhere in `body`.
 std::string delimiter_for(const std::string& body) {
-  std::string delimiter = "JOBMAN_SCRIPT_" + hex16(fnv1a(body));
+  std::string delimiter = "JOBMAN_SCRIPT_" + util::hex_digits(util::fnv1a(body), 16);
   while (body.find(delimiter) != std::string::npos) {
-    delimiter += "_" + hex16(fnv1a(delimiter) ^ fnv1a(body));
+    delimiter += "_" + util::hex_digits(util::fnv1a(delimiter) ^ util::fnv1a(body), 16);
   }
   return delimiter;
 }

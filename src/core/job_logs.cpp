@@ -140,7 +140,7 @@ std::vector<LogReader> readers_for(const LogSelection& selection) {
     return readers;
   }
   const auto dir = attempt_directory(selection.job_id, selection.attempt);
-  const bool prefixed = selection.workers.size() > 1;
+  const bool prefixed = selection.prefix == WorkerPrefix::always || selection.workers.size() > 1;
   readers.reserve(selection.workers.size());
   for (const int worker : selection.workers) {
     readers.emplace_back(log_path(dir, selection.kind, worker),

@@ -2,6 +2,7 @@
 
 #include "jobman/config/loader.hpp"
 #include "jobman/config/settings.hpp"
+#include "jobman/util/digest.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -25,8 +26,65 @@ store::JobStore open_store() {
   return store::JobStore::open_location(store_location());
 }
 
+std::string store_key(const std::string& location) {
+  if (!util::is_postgres_url(location)) {
+    std::error_code ec;
+    const auto given = std::filesystem::weakly_canonical(std::filesystem::absolute(location), ec);
+    if (given == std::filesystem::weakly_canonical(util::jobman_home() / "jobman.db", ec)) {
+      return "";
+    }
+    return util::hex_digits(util::fnv1a(given.string()), 12);
+  }
+  // The server and database (and parameters such as a search path) name the store; who connects does not.
+  std::string where = location;
+  if (const auto scheme = where.find("://"); scheme != std::string::npos) {
+    const auto at = where.find('@', scheme + 3);
+    if (at != std::string::npos && at < where.find('/', scheme + 3)) {
+      where.erase(scheme + 3, at + 1 - (scheme + 3));
+    }
+    where.erase(0, scheme + 3);
+  }
+  return util::hex_digits(util::fnv1a(where), 12);
+}
+
+std::size_t link_job_directories(const std::filesystem::path& from, const std::filesystem::path& to) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(from, ec) || fs::equivalent(from, to, ec)) {
+    return 0;
+  }
+  std::size_t jobs = 0;
+  for (const auto& job : fs::directory_iterator(from)) {
+    if (!job.is_directory()) {
+      continue;
+    }
+    ++jobs;
+    for (auto it = fs::recursive_directory_iterator(job.path()); it != fs::recursive_directory_iterator(); ++it) {
+      const auto target = to / fs::relative(it->path(), from);
+      if (it->is_directory()) {
+        util::ensure_directory(target, 0700);
+      } else if (it->is_regular_file() && !fs::exists(target, ec)) {
+        util::ensure_directory(target.parent_path(), 0700);
+        fs::create_hard_link(it->path(), target, ec);
+        if (ec) {
+          fs::copy_file(it->path(), target, ec); // Another file system: a copy.
+        }
+        if (ec) {
+          throw Error("cannot link " + it->path().string() + " to " + target.string() + ": " + ec.message());
+        }
+      }
+    }
+  }
+  return jobs;
+}
+
+std::filesystem::path jobs_root(const std::string& location) {
+  const auto key = store_key(location);
+  return key.empty() ? util::jobman_home() / "jobs" : util::jobman_home() / "stores" / key / "jobs";
+}
+
 std::filesystem::path job_directory(std::int64_t id) {
-  return util::jobman_home() / "jobs" / util::format_job_id(id);
+  return jobs_root(store_location()) / util::format_job_id(id);
 }
 
 void remove_job_directory(std::int64_t id) {

@@ -6,16 +6,19 @@
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <sys/file.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace jobman::core {
 
@@ -59,13 +62,14 @@ fs::path mock_cloud_program() {
               " exists; set a project to use Google Cloud");
 }
 
-// The server answers its metrics path, with the admin token this home's mock made, within a second.
-bool answers(const std::string& url) {
+// The mock's admin metrics at `url` (GET /mock/v1/metrics with the admin token in `token_file`), within a few
+// seconds; nullopt when there is no token or the server does not answer 200.
+std::optional<cloud::HttpResponse> admin_metrics(const std::string& url, const fs::path& token_file) {
   std::string token;
   try {
-    token = std::string(util::trim(util::read_file(mock_cloud_admin_token_path())));
+    token = std::string(util::trim(util::read_file(token_file)));
   } catch (const Error&) {
-    return false;
+    return std::nullopt;
   }
   cloud::HttpOptions options;
   options.connect_timeout = std::chrono::milliseconds(1000);
@@ -74,7 +78,29 @@ bool answers(const std::string& url) {
   cloud::HttpRequest request;
   request.url = url + "/mock/v1/metrics";
   request.headers.emplace_back("Authorization", "Bearer " + token);
-  return http.send(request).status == 200;
+  auto answer = http.send(request);
+  if (answer.status != 200) {
+    return std::nullopt;
+  }
+  return answer;
+}
+
+// The server answers its metrics path, with the admin token this home's mock made, within a second.
+bool answers(const std::string& url) {
+  return admin_metrics(url, mock_cloud_admin_token_path()).has_value();
+}
+
+// True when process `pid` is a mock serving this home (its --state-dir is this home's): the pid the server file names
+// may have gone to another process since that mock exited (--idle-exit).
+bool serves_this_home(pid_t pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string arg;
+  while (std::getline(file, arg, '\0')) {
+    args.push_back(arg);
+  }
+  const auto state = std::find(args.begin(), args.end(), "--state-dir");
+  return state != args.end() && state + 1 != args.end() && fs::path(*(state + 1)) == mock_cloud_directory() / "state";
 }
 
 std::optional<MockCloudServer> read_server_file() {
@@ -87,11 +113,16 @@ std::optional<MockCloudServer> read_server_file() {
     return std::nullopt;
   }
   MockCloudServer server{json["url"].get<std::string>(), json["pid"].get<long>()};
-  if (server.pid <= 0 || ::kill(static_cast<pid_t>(server.pid), 0) != 0) {
+  if (server.pid <= 0 || ::kill(static_cast<pid_t>(server.pid), 0) != 0 ||
+      !serves_this_home(static_cast<pid_t>(server.pid))) {
     return std::nullopt;
   }
   return server;
 }
+
+// How long the bundled mock waits, with no request and no slice alive, before it exits: the supervisor's own idle
+// exit (core/daemon.cpp), so neither outlives the other's use by much.
+constexpr const char* kIdleExitSeconds = "600";
 
 // Starts the server detached from this process (its own session, reparented to init) and returns its pid and the
 // address it printed.
@@ -108,13 +139,13 @@ MockCloudServer start_server(const config::Settings& settings) {
   pid_t server_pid = -1;
   try {
     // The program is a path, never looked up on PATH (a bare name is in the working directory).
-    server_pid =
-        util::ProcessBuilder({program.string(), "--state-dir", (dir / "state").string(), "--time-scale", scale.str()})
-            .program(program.has_parent_path() ? program.string() : (fs::path(".") / program).string())
-            .input(util::Stream::null())
-            .output(util::Stream::file(out_path, util::FileMode::truncate))
-            .error(util::Stream::file(log_path, util::FileMode::append))
-            .spawn_detached();
+    server_pid = util::ProcessBuilder({program.string(), "--state-dir", (dir / "state").string(), "--time-scale",
+                                       scale.str(), "--idle-exit", kIdleExitSeconds})
+                     .program(program.has_parent_path() ? program.string() : (fs::path(".") / program).string())
+                     .input(util::Stream::null())
+                     .output(util::Stream::file(out_path, util::FileMode::truncate))
+                     .error(util::Stream::file(log_path, util::FileMode::append))
+                     .spawn_detached();
   } catch (const Error& e) {
     throw Error(std::string("cannot start the mock cloud: ") + e.what());
   }
@@ -183,6 +214,53 @@ MockCloudServer ensure_mock_cloud(const config::Settings& settings, std::ostream
          << settings.mock_time_scale << ", state in " << mock_cloud_directory().string() << "); set 'project' in "
          << config::settings_path() << " to use Google Cloud\n";
   return server;
+}
+
+std::map<std::string, std::map<std::string, std::set<std::string>>> mock_cloud_tiers(const config::Settings& settings) {
+  std::map<std::string, std::map<std::string, std::set<std::string>>> tiers;
+  if (settings.cloud != config::CloudKind::mock) {
+    return tiers;
+  }
+  std::string url;
+  fs::path token_file;
+  if (settings.api_endpoint.empty()) {
+    const auto server = running_mock_cloud();
+    if (!server) {
+      return tiers;
+    }
+    url = server->url;
+    token_file = mock_cloud_admin_token_path();
+  } else if (auto given = util::getenv_nonempty("JOBMAN_MOCK_ADMIN_TOKEN_FILE")) {
+    url = settings.api_endpoint;
+    for (const std::string_view suffix : {"/v2/", "/v2", "/"}) {
+      if (url.ends_with(suffix)) {
+        url.resize(url.size() - suffix.size());
+        break;
+      }
+    }
+    token_file = *given;
+  } else {
+    return tiers;
+  }
+  try {
+    const auto answer = admin_metrics(url, token_file);
+    if (!answer) {
+      return tiers;
+    }
+    const auto metrics = nlohmann::json::parse(answer->body, nullptr, false);
+    if (!metrics.is_object() || !metrics.contains("capacity") || !metrics["capacity"].is_array()) {
+      return tiers;
+    }
+    for (const auto& pool : metrics["capacity"]) {
+      // A pool is a tier the zone has, even while its capacity is 0 (a request then waits in the queue).
+      if (pool.is_object()) {
+        tiers[pool.value("zone", "")][pool.value("generation", "")].insert(pool.value("tier", ""));
+      }
+    }
+  } catch (const std::exception&) {
+    tiers.clear(); // Not asked: the check goes on without tiers.
+  }
+  return tiers;
 }
 
 } // namespace jobman::core

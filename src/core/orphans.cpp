@@ -26,6 +26,10 @@ std::optional<Orphan> candidate(ResourceKind kind, const std::string& name, cons
   if (owner == labels.end() || (!filter.owners.empty() && !filter.owners.contains(owner->second))) {
     return std::nullopt;
   }
+  if (const auto store = labels.find(kStoreLabel);
+      !filter.store.empty() && store != labels.end() && store->second != filter.store) {
+    return std::nullopt; // Another store's: its own supervisor holds it or sweeps it.
+  }
   Orphan orphan;
   orphan.kind = kind;
   orphan.name = name;

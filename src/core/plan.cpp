@@ -1,5 +1,7 @@
 #include "jobman/core/plan.hpp"
 
+#include "jobman/core/jobs.hpp"
+#include "jobman/util/digest.hpp"
 #include "jobman/util/strings.hpp"
 
 #include <algorithm>
@@ -64,6 +66,15 @@ std::string owner_label_value(const std::string& user) {
   return sanitize_label_value(user);
 }
 
+std::string store_label_value(const std::string& location) {
+  if (util::is_postgres_url(location)) {
+    return store_key(location); // Named by its server and database.
+  }
+  std::error_code ec;
+  const auto file = std::filesystem::weakly_canonical(std::filesystem::absolute(location), ec);
+  return util::hex_digits(util::fnv1a(util::hostname() + ":" + file.string()), 12);
+}
+
 std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int attempt, int candidate) {
   std::string suffix = "-" + util::format_job_id(job_id) + "-a" + std::to_string(attempt);
   if (candidate > 1) {
@@ -85,6 +96,7 @@ std::map<std::string, std::string> job_labels(const config::JobConfig& config, s
   labels[kJobIdLabel] = util::format_job_id(job_id);
   labels[kOwnerLabel] = owner_label_value(user);
   labels[kAttemptLabel] = std::to_string(attempt);
+  labels[kStoreLabel] = store_label_value(store_location());
   return labels;
 }
 

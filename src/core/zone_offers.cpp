@@ -70,7 +70,8 @@ std::string some_of(const std::vector<std::string>& names) {
          std::to_string(names.size() - shown) + " more";
 }
 
-void check_config(const config::JobConfig& config, const ZoneAnswer& answer, std::vector<Diagnostic>& problems) {
+void check_config(const config::JobConfig& config, const ZoneAnswer& answer, const OfferCloud& cloud,
+                  std::vector<Diagnostic>& problems) {
   const auto& tpu = config.tpu;
   const auto at = [&](const std::string& key) {
     const auto it = tpu.origins.find(key);
@@ -96,6 +97,22 @@ void check_config(const config::JobConfig& config, const ZoneAnswer& answer, std
                         same_generation.empty() ? (offered.empty() ? tpu.zone + " offers no accelerator types"
                                                                    : tpu.zone + " offers " + some_of(offered))
                                                 : tpu.zone + " offers " + some_of(same_generation)});
+  }
+  // The tier: where the cloud says which it has (a mock's world), spot or preemptible draws on spot capacity.
+  if (const auto zone = cloud.tiers.find(tpu.zone); zone != cloud.tiers.end() && tpu.accelerator.generation) {
+    const auto& generation = tpu.accelerator.generation->name;
+    const std::string tier = tpu.pricing == config::Pricing::ondemand ? "on_demand" : "spot";
+    const auto offered_tiers = zone->second.find(generation);
+    if (offered_tiers != zone->second.end() && !offered_tiers->second.contains(tier)) {
+      std::vector<std::string> names;
+      for (const auto& t : offered_tiers->second) {
+        names.push_back(t == "on_demand" ? "on-demand" : t);
+      }
+      problems.push_back({at("pricing"),
+                          generation + " " + (tier == "on_demand" ? "on-demand" : std::string("spot")) +
+                              " is not offered in " + tpu.zone,
+                          tpu.zone + " has " + generation + " " + util::join(names, " and ") + " only"});
+    }
   }
   const auto& versions = answer.catalog->runtime_versions;
   if (!versions.empty() && !contains(versions, tpu.version)) {
@@ -151,7 +168,7 @@ OfferCheck check_zone_offers(store::JobStore& store, const OfferCloud& cloud,
   for (const auto& config : configs) {
     const auto list = config::candidates(config, config.tpu.pricing);
     if (list.size() <= 1) {
-      check_config(config, answers.at(config.tpu.zone), check.problems);
+      check_config(config, answers.at(config.tpu.zone), cloud, check.problems);
       continue;
     }
     // Several candidates: one the cloud does not offer is refused when asked and the next is tried, so the config
@@ -160,7 +177,7 @@ OfferCheck check_zone_offers(store::JobStore& store, const OfferCloud& cloud,
     bool any_offered = false;
     for (const auto& candidate : list) {
       std::vector<Diagnostic> mine;
-      check_config(config::candidate_config(config, candidate), answers.at(candidate.zone), mine);
+      check_config(config::candidate_config(config, candidate), answers.at(candidate.zone), cloud, mine);
       any_offered = any_offered || mine.empty();
       refused.insert(refused.end(), mine.begin(), mine.end());
     }

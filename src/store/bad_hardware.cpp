@@ -1,5 +1,6 @@
 // The store's memory of bad hardware: when each slice came up and on which machines, and every finding of bad
-// hardware, kept beyond its job's life so that a later slice on the same machine is known to be bad.
+// hardware, kept beyond its job's life so that a later slice on the same machine is known to be bad; and where slices
+// were asked for and how they went (attempts_since), removed jobs' attempts included.
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "store_impl.hpp"
@@ -104,9 +105,13 @@ std::vector<BadHardwareRecord> JobStore::bad_hardware_on(const std::vector<std::
 
 std::vector<PlaceRecord> JobStore::attempts_since(std::int64_t since_ms, const std::string& zone,
                                                   const std::string& accelerator) const {
+  // The live attempts, and those of removed jobs (attempt_history keeps only attempts of slices of their own).
   auto query = impl_->statements.get(
       "SELECT zone, accelerator, pricing, outcome, started_ms, active_ms, ended_ms FROM attempts "
       "WHERE started_ms >= ?1 AND worker_id IS NULL AND (?2 = '' OR zone = ?2) AND (?3 = '' OR accelerator = ?3) "
+      "UNION ALL "
+      "SELECT zone, accelerator, pricing, outcome, started_ms, active_ms, ended_ms FROM attempt_history "
+      "WHERE started_ms >= ?1 AND (?2 = '' OR zone = ?2) AND (?3 = '' OR accelerator = ?3) "
       "ORDER BY started_ms");
   query->bind(1, since_ms);
   query->bind(2, zone);

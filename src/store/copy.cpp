@@ -3,6 +3,7 @@
 #include "jobman/util/system.hpp"
 #include "store_impl.hpp"
 
+#include <algorithm>
 #include <array>
 #include <set>
 
@@ -18,13 +19,14 @@ struct Table {
   bool immutable;
   const char* identity; // The column whose sequence goes on after the source's highest id, or nullptr.
 };
-constexpr std::array<Table, 10> kTables{{
+constexpr std::array<Table, 11> kTables{{
     {"jobs", "id", false, "id"},
     {"job_configs", "job_id", false, nullptr},
     {"attempts", "job_id, number", false, nullptr},
     {"events", "id", true, "id"},
     {"notifications", "id", false, "id"},
     {"bad_hardware", "id", true, "id"},
+    {"attempt_history", "job_id, number", true, nullptr},
     {"rivals", "job_id, name", false, nullptr},
     {"job_removals", "n", true, nullptr},
     {"zone_catalogs", "endpoint, project, zone", false, nullptr},
@@ -95,8 +97,14 @@ std::string insert_sql(const Table& table, const std::vector<std::string>& colum
 }
 
 // Copies `table` from `source` (inside its read snapshot) into `target` (inside its transaction); rows written.
-std::int64_t copy_table(sql::Connection& source, sql::Connection& target, const Table& table, StoreCopy::Into into) {
+// `rename` (from, to): in the jobs table, a `user` of `from` is written as `to`.
+std::int64_t copy_table(sql::Connection& source, sql::Connection& target, const Table& table, StoreCopy::Into into,
+                        const std::pair<std::string, std::string>& rename) {
   const auto columns = columns_of(target, table.name);
+  const bool renaming =
+      std::string_view(table.name) == "jobs" && !rename.second.empty() && rename.first != rename.second;
+  const auto user_column =
+      static_cast<std::size_t>(std::find(columns.begin(), columns.end(), "user") - columns.begin());
   std::string select = "SELECT ";
   for (std::size_t c = 0; c < columns.size(); ++c) {
     select += (c > 0 ? ", " : "") + column_name(columns[c]);
@@ -133,6 +141,10 @@ std::int64_t copy_table(sql::Connection& source, sql::Connection& target, const 
   while (rows->step()) {
     for (std::size_t c = 0; c < columns.size(); ++c) {
       const int column = static_cast<int>(c);
+      if (renaming && c == user_column && !rows->is_null(column) && rows->column_text_view(column) == rename.first) {
+        batch.emplace_back(rename.second);
+        continue;
+      }
       batch.push_back(rows->is_null(column) ? std::nullopt : std::optional<std::string>(rows->column_text(column)));
     }
     if (batch.size() == kRowsPerInsert * columns.size()) {
@@ -174,7 +186,7 @@ bool same_history(sql::Connection& source, sql::Connection& target, std::int64_t
 
 } // namespace
 
-StoreCopy JobStore::copy_into(JobStore& target) const {
+StoreCopy JobStore::copy_into(JobStore& target, const std::string& as_user) const {
   sql::Connection& source = impl_->db;
   sql::Connection& into = target.impl_->db;
   if (source.dialect() != sql::Dialect::sqlite) {
@@ -240,8 +252,12 @@ StoreCopy JobStore::copy_into(JobStore& target) const {
     }
     copy.removed = static_cast<std::int64_t>(removed.size());
   }
+  // A personal store's jobs are its login's; on the target they are the identity the copy is made as (the role, or
+  // `as_user`), so that they stay the user's own there.
+  const std::pair<std::string, std::string> rename{identity(), as_user.empty() ? target.identity() : as_user};
+  copy.user = rename.second;
   for (const auto& table : kTables) {
-    copy.written.emplace_back(table.name, copy_table(source, into, table, copy.into));
+    copy.written.emplace_back(table.name, copy_table(source, into, table, copy.into, rename));
   }
   into.execute("ALTER TABLE jobs ENABLE TRIGGER USER");
   // Ids are never given twice: the target's go on after the highest the source ever gave (SQLite's

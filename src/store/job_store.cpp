@@ -535,7 +535,21 @@ void JobStore::remove_job(std::int64_t id) {
 }
 
 bool JobStore::remove_job_if_present(std::int64_t id) {
+  const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
+  {
+    // What `jobman availability` and the learned ranking read of the job's attempts outlives it (attempt_history,
+    // schema 19): each attempt that asked for a slice of its own (a task's borrows its worker's). An attempt still
+    // open ends with the job, so that it never counts as a request waiting now. A row kept already (a job a copy
+    // brought back after it was removed here) stands.
+    auto keep = impl_->statements.get(
+        "INSERT OR IGNORE INTO attempt_history (job_id, number, zone, accelerator, pricing, started_ms, active_ms, "
+        "ended_ms, outcome) SELECT job_id, number, zone, accelerator, pricing, started_ms, active_ms, "
+        "COALESCE(ended_ms, ?2), outcome FROM attempts WHERE job_id = ?1 AND worker_id IS NULL");
+    keep->bind(1, id);
+    keep->bind(2, now);
+    keep->run();
+  }
   {
     // The job row goes first: the events trigger refuses deletes while the job exists. Its foreign keys
     // cascade to its config, attempts, events and lease; the explicit deletes below keep that true without them.

@@ -98,4 +98,44 @@ std::optional<Lease> JobStore::lease(std::int64_t job_id) const {
   return lease;
 }
 
+std::vector<std::string> JobStore::live_lease_owners(std::int64_t now_ms) const {
+  auto query = impl_->statements.get("SELECT DISTINCT owner FROM leases WHERE expires_ms > ?1");
+  query->bind(1, now_ms);
+  std::vector<std::string> owners;
+  while (query->step()) {
+    owners.push_back(query->column_text(0));
+  }
+  return owners;
+}
+
+std::vector<LiveLease> JobStore::live_leases(std::int64_t now_ms) const {
+  auto query = impl_->statements.get("SELECT leases.job_id, leases.owner, jobs.phase, jobs.cleanup_pending FROM leases "
+                                     "JOIN jobs ON jobs.id = leases.job_id WHERE leases.expires_ms > ?1 "
+                                     "ORDER BY leases.job_id");
+  query->bind(1, now_ms);
+  std::vector<LiveLease> leases;
+  while (query->step()) {
+    LiveLease lease;
+    lease.job_id = query->column_int64(0);
+    lease.owner = query->column_text(1);
+    lease.phase = domain::parse_phase(query->column_text_view(2)).value_or(domain::Phase::pending);
+    lease.cleanup_pending = query->column_int64(3) != 0;
+    leases.push_back(std::move(lease));
+  }
+  return leases;
+}
+
+int JobStore::expire_leases_of(const std::string& owner, std::int64_t now_ms) {
+  Transaction transaction(impl_->db);
+  {
+    auto update = impl_->statements.get("UPDATE leases SET expires_ms = ?2 WHERE owner = ?1 AND expires_ms > ?2");
+    update->bind(1, owner);
+    update->bind(2, now_ms);
+    update->run();
+  }
+  const int ended = impl_->db.changes();
+  transaction.commit();
+  return ended;
+}
+
 } // namespace jobman::store

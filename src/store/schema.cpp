@@ -326,7 +326,46 @@ CREATE INDEX events_phase_changes ON events(job_id, id, ts_ms, from_phase, to_ph
 DROP INDEX events_phases;
 )sql";
 
-constexpr std::array<Migration, 18> all{{
+// Version 19: what `clean` keeps of a removed job's attempts. Removing a job deletes its attempts (and events, config,
+// lease), which were all `jobman availability` and the learned ranking of candidates knew of where capacity came
+// from. attempt_history keeps, for each attempt of a removed job that asked for a slice of its own, the facts those
+// read: where (zone, accelerator, tier), when it was asked for, when the slice came up, when and how it ended. No
+// foreign key: the rows outlive their job, as bad_hardware's do; job_id and number (never reused) are the key.
+// Nothing of the job's config, logs or events is kept. Jobs removed before this version left nothing to recover.
+constexpr std::string_view v19 = R"sql(
+CREATE TABLE attempt_history (
+  job_id INTEGER NOT NULL,
+  number INTEGER NOT NULL,
+  zone TEXT NOT NULL,
+  accelerator TEXT NOT NULL,
+  pricing TEXT NOT NULL,
+  started_ms INTEGER NOT NULL,
+  active_ms INTEGER,
+  ended_ms INTEGER,
+  outcome TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (job_id, number)
+) WITHOUT ROWID;
+CREATE INDEX attempt_history_by_place ON attempt_history(zone, accelerator, pricing, started_ms);
+)sql";
+
+// Version 19 on PostgreSQL: the same table, translated as schema_postgres.cpp says (BIGINT, no WITHOUT ROWID).
+constexpr std::string_view v19_postgres = R"sql(
+CREATE TABLE attempt_history (
+  job_id BIGINT NOT NULL,
+  number BIGINT NOT NULL,
+  zone TEXT NOT NULL,
+  accelerator TEXT NOT NULL,
+  pricing TEXT NOT NULL,
+  started_ms BIGINT NOT NULL,
+  active_ms BIGINT,
+  ended_ms BIGINT,
+  outcome TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (job_id, number)
+);
+CREATE INDEX attempt_history_by_place ON attempt_history(zone, accelerator, pricing, started_ms);
+)sql";
+
+constexpr std::array<Migration, 19> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -345,6 +384,7 @@ constexpr std::array<Migration, 18> all{{
     {16, "number a job's removal above its last change", v16},
     {17, "keep the store's own settings (admins)", v17, v17},
     {18, "read phase changes from their index alone", v18, v18},
+    {19, "keep the attempts of removed jobs for availability", v19, v19_postgres},
 }};
 
 } // namespace

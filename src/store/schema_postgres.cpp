@@ -3,7 +3,8 @@
 // constraints, indexes, view and trigger behaviour. It is derived from the SQLite schema of a fully migrated store
 // (sqlite_master), not from the migrations one by one: what later migrations replaced (migration 7's
 // attempts_unreleased) is not there, and the data fixes of migrations 5, 12 and 15 have nothing to fix in a new store.
-// A change to the SQLite schema is a new migration there and an edit here (this DDL is never run on an existing store).
+// This DDL stays at version 16 and is never run on an existing store: a later change to the SQLite schema is a new
+// migration in schema.cpp with its postgres_sql, the same step translated as below (version 19's attempt_history).
 //
 // How SQLite's schema is translated, and why:
 // - Every INTEGER column is BIGINT (times in ms overflow 32 bits; SQLite's integers are 64-bit), 0/1 flags included,

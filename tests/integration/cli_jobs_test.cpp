@@ -1,7 +1,10 @@
 // The job commands end to end: the real binary, a fresh JOBMAN_HOME per test.
+#include "support/line_process.hpp"
+#include "support/mock_cloud.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -176,6 +179,103 @@ TEST_F(CliJobs, EveryCommandHelpHasExamples) {
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE(r.out.find("Examples:"), std::string::npos) << cmd << " --help has no examples";
   }
+}
+
+TEST_F(CliJobs, AMisspelledCommandOrOptionIsNamedWithTheNearestOneAndExitCode2) {
+  const std::map<std::vector<std::string>, std::string> typos = {
+      {{"creat", kData + "train.yaml"},
+       "jobman: error: unknown command 'creat' (did you mean 'create'?)\nRun 'jobman --help' for the commands.\n"},
+      {{"lst"}, "jobman: error: unknown command 'lst' (did you mean 'list'?)\nRun 'jobman --help' for the commands.\n"},
+      {{"list", "--stauts", "RUNNING"},
+       "jobman: error: unknown option '--stauts' (did you mean '--status'?)\n"
+       "Run 'jobman list --help' for its options.\n"},
+      {{"-v", "list", "--all", "--stauts=RUNNING"},
+       "jobman: error: unknown option '--stauts' (did you mean '--status'?)\n"
+       "Run 'jobman list --help' for its options.\n"},
+      {{"worker", "strat", "-a", "v4-8"},
+       "jobman: error: unknown command 'strat' (did you mean 'start'?)\n"
+       "Run 'jobman worker --help' for the commands.\n"},
+      {{"task", "submit", "train.sh", "--nmae", "x"},
+       "jobman: error: unknown option '--nmae' (did you mean '--name'?)\n"
+       "Run 'jobman task submit --help' for its options.\n"},
+      {{"frobnicate"}, "jobman: error: unknown command 'frobnicate'\nRun 'jobman --help' for the commands.\n"},
+  };
+  for (const auto& [args, message] : typos) {
+    const auto r = jm(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0];
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err, message);
+  }
+  // Known words with a bad value or a missing argument keep the parser's own message.
+  const auto no_config = jm({"create"});
+  EXPECT_EQ(no_config.exit_code, 2);
+  EXPECT_EQ(no_config.err.find("unknown"), std::string::npos) << no_config.err;
+  EXPECT_NE(no_config.err.find("CONFIG"), std::string::npos) << no_config.err;
+  // What follows `--` is the worker's command, not jobman's.
+  const auto ssh = jm({"ssh", "7", "--", "ls", "--colour"});
+  EXPECT_EQ(ssh.exit_code, 3) << ssh.err;
+}
+
+TEST_F(CliJobs, EachGroupsHelpShowsExamplesOfItsOwnCommands) {
+  const std::map<std::string, std::vector<std::string>> groups = {
+      {"worker", {"jobman worker start -a v4-8", "jobman worker stop", "jobman worker logs"}},
+      {"task", {"jobman task submit train.sh", "jobman task requeue", "jobman task show"}},
+      {"store", {"jobman store migrate --to", "jobman store limits", "jobman store share"}},
+      {"analytics", {"jobman analytics availability", "jobman analytics cost"}},
+  };
+  for (const auto& [group, examples] : groups) {
+    const auto r = jm({group, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << group << ": " << r.err;
+    EXPECT_NE(r.out.find("Examples:"), std::string::npos) << r.out;
+    for (const auto& example : examples) {
+      EXPECT_NE(r.out.find(example), std::string::npos) << group << " --help lacks '" << example << "':\n" << r.out;
+    }
+    EXPECT_EQ(r.out.find("jobman create configs/examples"), std::string::npos)
+        << group << " --help shows the top-level examples:\n"
+        << r.out;
+  }
+  // A group's command without examples of its own shows the group's, never the top level's.
+  for (const std::string group : {"worker", "task"}) {
+    const auto r = jm({group, "show", "--help"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("jobman " + group + " show"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("jobman create configs/examples"), std::string::npos) << r.out;
+  }
+}
+
+// `create --wait` prints each id as soon as it is recorded; Ctrl-C while it waits leaves the jobs to the supervisor
+// (here there is none: autostart is off, so they stay PENDING until the test interrupts the wait).
+TEST_F(CliJobs, CreateWaitPrintsTheIdsAtOnceAndCtrlCLeavesTheJobsRunning) {
+  auto env = opts().env;
+  env["JOBMAN_AUTOSTART"] = "0";
+  LineReadingProcess create({jobman_binary(), "create", kData + "train.yaml", "--sweep", "vars.lr=0.1,0.2", "--wait"},
+                            env, dir / "create.err", std::chrono::seconds(30));
+  EXPECT_EQ(create.next_line().value_or("<no id printed>"), "000001");
+  EXPECT_EQ(create.next_line().value_or("<no id printed>"), "000002");
+  create.send(SIGINT);
+  EXPECT_EQ(create.finish(), 130);
+  EXPECT_FALSE(create.killed_by_signal()) << "jobman answers SIGINT itself";
+  EXPECT_EQ(create.lines(), (std::vector<std::string>{"000001", "000002"})) << "stdout is the ids alone";
+  const auto err = file_text(dir / "create.err");
+  EXPECT_NE(err.find("jobman: interrupted; jobs 000001, 000002 keep running under the supervisor. Follow them with "
+                     "`jobman wait 000001 000002` or `jobman logs 000001 -f`"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(jm({"list", "-q", "--status", "PENDING"}).out, "000001\n000002\n") << "nothing was cancelled";
+}
+
+// `create --wait` on a job that ends: the id on stdout, how it ended on stderr, the exit code as for `wait`.
+TEST_F(CliJobs, CreateWaitSaysHowTheJobEndedOnStderrAndKeepsStdoutForTheId) {
+  auto env = opts().env;
+  env["JOBMAN_AUTOSTART"] = "0";
+  LineReadingProcess create({jobman_binary(), "create", kData + "train.yaml", "--wait"}, env, dir / "create.err",
+                            std::chrono::seconds(30));
+  ASSERT_EQ(create.next_line().value_or("<no id printed>"), "000001");
+  ASSERT_EQ(jm({"cancel", "1", "--no-wait"}).exit_code, 0);
+  EXPECT_EQ(create.finish(), 5) << file_text(dir / "create.err");
+  EXPECT_EQ(create.lines(), std::vector<std::string>{"000001"});
+  EXPECT_NE(file_text(dir / "create.err").find("000001: CANCELLED"), std::string::npos)
+      << file_text(dir / "create.err");
 }
 
 TEST_F(CliJobs, CancelResumeDeleteCleanChangeTheDesiredState) {

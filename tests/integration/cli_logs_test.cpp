@@ -117,6 +117,24 @@ TEST_F(CliLogs, WorkerAllPrefixesEachLineWithItsWorkerAndSkipsMissingLogs) {
   EXPECT_EQ(missing.out, "") << "a worker that wrote nothing yet has no lines";
 }
 
+TEST_F(CliLogs, WorkerAllPrefixesTheLinesOfAOneHostJobToo) {
+  ASSERT_EQ(create({"--set", "tpu.accelerator=v4-8"}), "000001");
+  begin_attempt(1);
+  move_to(Phase::running);
+  append(1, "worker-0.log", "only host\n");
+  const auto all = jm({"logs", "1", "--worker", "all"});
+  EXPECT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(all.out, "[w0] only host\n");
+  EXPECT_EQ(jm({"logs", "1"}).out, "only host\n") << "without --worker all, no prefix";
+  EXPECT_EQ(jm({"logs", "1", "--setup", "--worker", "all"}).exit_code, 1) << "no setup log: none yet";
+  auto logs = start_logs({"1", "-f", "--worker", "all"});
+  EXPECT_EQ(next(*logs), "[w0] only host");
+  append(1, "worker-0.log", "more\n");
+  EXPECT_EQ(next(*logs), "[w0] more");
+  move_to(Phase::succeeded);
+  EXPECT_EQ(logs->finish(), 0);
+}
+
 TEST_F(CliLogs, AttemptAndSetupChooseTheFiles) {
   create();
   begin_attempt(1);
@@ -173,7 +191,67 @@ TEST_F(CliLogs, ErrorsNameTheProblemWithTheirExitCodes) {
   EXPECT_EQ(idle.exit_code, 2);
   EXPECT_NE(idle.err.find("worker 3 of job 000002 does not run the command (command.workers: 0, 1)"), std::string::npos)
       << idle.err;
-  EXPECT_EQ(jm({"logs", "2", "--worker", "3", "--setup"}).exit_code, 0) << "every worker runs the setup";
+  const auto setup = jm({"logs", "2", "--worker", "3", "--setup"});
+  EXPECT_EQ(setup.exit_code, 1) << "every worker runs the setup: not a usage error, but none has begun";
+  EXPECT_NE(setup.err.find("job 000002 has no setup logs yet"), std::string::npos) << setup.err;
+}
+
+TEST_F(CliLogs, AJobWhoseCommandHasNotBegunHasNoLogsYetAndSaysWhyWithExitCode1) {
+  create();
+  begin_attempt(1);
+  move_to(Phase::queued);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"logs", "1"}, {"logs", "1", "--worker", "all"}, {"logs", "1", "--attempt", "1"}}) {
+    const auto r = jm(args);
+    EXPECT_EQ(r.exit_code, 1) << args.back();
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find("job 000001 has no logs yet: it is QUEUED, its slice is queued, waiting for capacity; "
+                         "`jobman logs 000001 -f` waits for them"),
+              std::string::npos)
+        << r.err;
+  }
+
+  // The setup began: its logs are there, the command's are not yet.
+  move_to(Phase::setup);
+  append(1, "setup-0.log", "== setup ==\n");
+  EXPECT_EQ(jm({"logs", "1", "--setup"}).out, "== setup ==\n");
+  const auto setting_up = jm({"logs", "1"});
+  EXPECT_EQ(setting_up.exit_code, 1);
+  EXPECT_NE(setting_up.err.find("job 000001 has no logs yet: it is SETUP, its workers are being set up"),
+            std::string::npos)
+      << setting_up.err;
+
+  // Following such a job waits for its logs.
+  auto logs = start_logs({"1", "-f"});
+  ASSERT_TRUE(eventually([&] { return stderr_text().find("waiting for them") != std::string::npos; })) << stderr_text();
+  EXPECT_EQ(stderr_text(), "jobman: job 000001 has no logs yet (SETUP); waiting for them\n");
+  move_to(Phase::running);
+  append(1, "worker-0.log", "launched\n");
+  EXPECT_EQ(next(*logs), "launched");
+  logs->send(SIGINT);
+  EXPECT_EQ(logs->finish(), 130);
+
+  // An attempt over before its command began, and a job that ended so, have no logs and never will.
+  begin_attempt(2);
+  move_to(Phase::failed);
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"logs", "1"}, {"logs", "1", "-f"}}) {
+    const auto r = jm(args);
+    EXPECT_EQ(r.exit_code, 1) << args.back();
+    EXPECT_NE(r.err.find("job 000001 has no logs: it ended FAILED before its command began"), std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(jm({"logs", "1", "--attempt", "1"}).out, "launched\n");
+}
+
+TEST_F(CliLogs, ACommandThatBeganButWroteNothingHasAnEmptyLogAndExitCode0) {
+  create();
+  begin_attempt(1);
+  move_to(Phase::running);
+  append(1, "worker-0.log", "");
+  const auto r = jm({"logs", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "");
 }
 
 TEST_F(CliLogs, FollowPrintsLinesAsTheyArriveWholeAndInOrderAndEndsWithTheJob) {

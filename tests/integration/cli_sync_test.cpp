@@ -276,6 +276,33 @@ TEST_F(SyncTest, ListsExactlyThisUsersOrphansInTheZonesInUseWithTheirAgeStateAnd
   EXPECT_EQ(state("nodes", "solo-000098-a1"), "READY");
 }
 
+// The day jobman's own record is lost: no store and no zone in the settings. sync asks the TPU API for the project's
+// zones (locations.list) and looks in every one, so that what jobman left anywhere is found; --zone narrows it.
+TEST_F(SyncTest, WithNoStoreItLooksInEveryZoneOfTheProject) {
+  make_queued_resource("lost-000007-a1", labels("000007"));
+  make_queued_resource("far-000097-a1", labels("000097"), kFarZone);
+  make_queued_resource("theirs-000001-a1", labels("000001", "someone-else"), kFarZone);
+  await_active({{kZone, "lost-000007-a1"}, {kFarZone, "far-000097-a1"}, {kFarZone, "theirs-000001-a1"}});
+  env["JOBMAN_ZONE"] = "";
+  ASSERT_FALSE(fs::exists(home / "jobman.db"));
+
+  const auto everywhere = sync_json({});
+  EXPECT_EQ(everywhere["zones"], json::array({kFarZone, kZone})) << everywhere.dump(2);
+  EXPECT_EQ(listed(everywhere),
+            (std::set<std::string>{"queued-resource lost-000007-a1", "queued-resource far-000097-a1"}))
+      << everywhere.dump(2);
+  const auto table = jm({"sync"});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.err.find("the store names no zone; looking in all 2 zones of project jobman-mock"), std::string::npos)
+      << table.err;
+  EXPECT_EQ(listed(sync_json({"--zone", kZone})), (std::set<std::string>{"queued-resource lost-000007-a1"}));
+  // With a store that names a zone, --all-zones still looks everywhere.
+  env["JOBMAN_ZONE"] = kZone;
+  EXPECT_EQ(sync_json({})["zones"], json::array({kZone}));
+  EXPECT_EQ(sync_json({"--all-zones"})["zones"], json::array({kFarZone, kZone}));
+  EXPECT_EQ(jm({"sync", "--all-zones", "--zone", kZone}).exit_code, 2);
+}
+
 TEST_F(SyncTest, AllOwnersZoneAndOlderThanWidenOrNarrowTheList) {
   make_world();
   EXPECT_EQ(listed(sync_json({"--all-owners"})),

@@ -284,7 +284,8 @@ protected:
     const auto world = dir.write("world.yaml", test_world(2, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n"));
     return std::make_unique<MockCloudProcess>(
         std::vector<std::string>{"--port", "0", "--time-scale", "1000", "--config", world.string(), "--state-dir",
-                                 (dir / "state").string(), "--write-service-account-key", (dir / "key.json").string()});
+                                 (dir / "state").string(), "--write-service-account-key", (dir / "key.json").string(),
+                                 "--visible-to-hosts", dir.path().string()}); // The workloads wait on dir/gate.
   }();
   std::unique_ptr<httplib::Client> client;
   std::map<std::string, std::string> env;

@@ -356,7 +356,20 @@ TEST_F(MockDataPlaneTest, AMockRestartedAfterBeingKilledEndsWhatItsLostSlicesLef
   const fs::path sandbox = fs::path(worker("k-node", 0)["dir"].get<std::string>()).parent_path();
   ASSERT_EQ(ssh("k-node", "0", "setsid nohup sleep 600 >/dev/null 2>&1 < /dev/null &").exit_code, 0);
   ASSERT_TRUE(eventually([&] { return processes_marked(marker).size() == 1; }));
-  // The mock dies without ending anything; meanwhile the slice is deleted from its state.
+  // The mock dies without ending anything, its reaper (its one child) first, as when the machine lost both;
+  // meanwhile the slice is deleted from its state.
+  for (const auto& id : jobman::test::process_ids()) {
+    std::ifstream stat("/proc/" + id + "/stat");
+    std::string line;
+    const auto close_paren = std::getline(stat, line) ? line.rfind(')') : std::string::npos;
+    // After the name: the state, then the parent's pid.
+    std::istringstream fields(close_paren == std::string::npos ? std::string() : line.substr(close_paren + 1));
+    std::string state;
+    long parent = 0;
+    if (fields >> state >> parent && parent == server->pid()) {
+      ::kill(static_cast<pid_t>(std::stol(id)), SIGKILL);
+    }
+  }
   ::kill(server->pid(), SIGKILL);
   EXPECT_EQ(server->stop(), 128 + SIGKILL);
   {

@@ -113,6 +113,8 @@ std::unique_ptr<MockCloudProcess> start_test_mock(const TempDir& dir, const std:
   std::vector<std::string> args = {
       "--port",        "0",           "--time-scale",          "1000", "--seed", std::to_string(seed), "--config",
       config.string(), "--state-dir", (dir / "state").string()};
+  // The hosts read what the test hands them here (a gate file, say); they cannot write it.
+  args.insert(args.end(), {"--visible-to-hosts", dir.path().string()});
   args.insert(args.end(), extra.begin(), extra.end());
   return std::make_unique<MockCloudProcess>(args);
 }

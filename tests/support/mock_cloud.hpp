@@ -73,7 +73,9 @@ HttpAnswer http_call(httplib::Client& client, const std::string& method, const s
 std::string test_world(int seconds, const std::string& zones);
 
 // Starts a jobman-mock-cloud for a test at --time-scale 1000: `world` written to dir/world.yaml, its state in
-// dir/state, which trusts the static bearer token "test-token", with `extra` options. Check port() before use.
+// dir/state, which trusts the static bearer token "test-token", with `extra` options. Its worker hosts see `dir`
+// read-only (--visible-to-hosts), so that a test can hand its workloads files (a gate to wait on, say). Check port()
+// before use.
 std::unique_ptr<MockCloudProcess> start_test_mock(const TempDir& dir, const std::string& world, int seed = 1,
                                                   const std::vector<std::string>& extra = {});
 

@@ -146,6 +146,42 @@ TEST(ConfigBadFiles, AllProblemsAreReportedInDocumentOrder) {
   }
 }
 
+// A misspelled required section is the error, at its own line with the section it misses, in place of "required
+// section is missing" with no line; an unknown section that is close to no missing one stays a warning.
+TEST(ConfigBadFiles, AMisspelledRequiredSectionIsNamedAtItsLineInsteadOfTheMissingOne) {
+  const std::string text = "jbo:\n"
+                           "  name: x\n"
+                           "tpuu:\n"
+                           "  accelerator: v4-8\n"
+                           "  zone: us-central2-b\n"
+                           "comand:\n"
+                           "  cmd: echo hi\n"
+                           "wandb:\n"
+                           "  project: x\n";
+  try {
+    parse_job_configs(text, "typo.yaml");
+    FAIL() << "loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.code(), ExitCode::usage);
+    std::vector<std::string> all;
+    for (const auto& d : e.diagnostics()) {
+      all.push_back(d.format());
+    }
+    EXPECT_EQ(all, (std::vector<std::string>{"typo.yaml:1:1: jbo: unknown section (did you mean 'job'?)",
+                                             "typo.yaml:3:1: tpuu: unknown section (did you mean 'tpu'?)",
+                                             "typo.yaml:6:1: comand: unknown section (did you mean 'command'?)"}))
+        << e.what();
+  }
+  // Nothing close to the missing section: it is reported missing, and the unknown one stays a warning.
+  try {
+    parse_job_configs("job:\n  name: x\ncommand:\n  cmd: echo hi\nwandb:\n  project: x\n", "missing.yaml");
+    FAIL() << "loaded";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1U) << e.what();
+    EXPECT_EQ(e.diagnostics()[0].format(), "missing.yaml: tpu: required section is missing");
+  }
+}
+
 TEST(ConfigBadFiles, MissingFileIsAnIoErrorNotAConfigError) {
   try {
     load_job_configs("/nonexistent/jobman/config.yaml");

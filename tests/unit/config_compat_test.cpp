@@ -251,7 +251,8 @@ TEST(ConfigExamples, SpotV4SystolicRunsTheBundledWorkload) {
   EXPECT_EQ(c.gcsfuse->bucket_name, "jobman-demo");
   EXPECT_EQ(c.gcsfuse->mount_path, "~/bucket");
   EXPECT_NE(c.command.cmd.find(
-                "systolic-train --steps 2000 --step-time-ms 20 --ckpt-dir ~/bucket/ckpt/systolic-v4 --ckpt-every 100"),
+                "systolic-train --steps 2000 --step-time-ms 20 --ckpt-dir ~/bucket/ckpt/systolic-v4-$JOBMAN_JOB_ID "
+                "--ckpt-every 100"),
             std::string::npos);
   EXPECT_NE(c.command.cmd.find("${JOBMAN_ATTEMPT}"), std::string::npos) << "shell variables are left alone";
   EXPECT_EQ(c.recovery.max_preemptions, std::nullopt);
@@ -280,7 +281,8 @@ TEST(ConfigExamples, SweepV6eMakesOneJobPerLearningRate) {
     EXPECT_EQ(c.tpu.accelerator.name, "v6e-8");
     EXPECT_EQ(c.tpu.zone, "us-east1-d");
     EXPECT_NE(c.command.cmd.find("--lr " + c.vars.at("lr") + " "), std::string::npos);
-    EXPECT_NE(c.command.cmd.find("/mnt/bucket/ckpt/" + c.job.name + " "), std::string::npos);
+    EXPECT_NE(c.command.cmd.find("/mnt/bucket/ckpt/" + c.job.name + "-$JOBMAN_JOB_ID "), std::string::npos)
+        << "each job's checkpoints are its own";
     EXPECT_EQ(c.sweep_point.at("vars.lr"), c.vars.at("lr"));
   }
 }

@@ -110,6 +110,27 @@ TEST(CoreOrphans, OnlyThisOwnersResourcesUnlessEveryOwnerIsAskedFor) {
             (std::vector<std::string>{"queued-resource mine", "queued-resource theirs", "node their-node"}));
 }
 
+// Two stores of one user (a home's SQLite file and a lab's PostgreSQL store) share the project: each store's
+// resources are its own to hold, so a sweep of one never takes the other's slices for orphans. A resource made before
+// resources named their store is anyone's, as before.
+TEST(CoreOrphans, AnotherStoresResourcesAreNotThisStoresOrphans) {
+  auto of_store = [](const std::string& job, const std::string& store) {
+    auto l = labels(job);
+    l["jobman-store"] = store;
+    return l;
+  };
+  const ZoneListing zone{kZone,
+                         {queued_resource("ours", of_store("000001", "aaaaaaaaaaaa")),
+                          queued_resource("theirs", of_store("000001", "bbbbbbbbbbbb")),
+                          queued_resource("older", labels("000002"))},
+                         {node("their-node", of_store("000003", "bbbbbbbbbbbb"))}};
+  OrphanFilter ours = alices();
+  ours.store = "aaaaaaaaaaaa";
+  EXPECT_EQ(names(find_orphans({zone}, {}, ours)),
+            (std::vector<std::string>{"queued-resource ours", "queued-resource older"}));
+  EXPECT_EQ(names(find_orphans({zone}, {}, alices())).size(), 4U) << "no store given: every store's";
+}
+
 TEST(CoreOrphans, OlderThanKeepsOnlyResourcesOfAKnownAndGreaterAge) {
   ZoneListing zone{kZone,
                    {queued_resource("old", labels("000001"), kNow - 3 * kHour),

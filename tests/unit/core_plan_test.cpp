@@ -1,4 +1,5 @@
 #include "jobman/config/loader.hpp"
+#include "jobman/core/jobs.hpp"
 #include "jobman/core/plan.hpp"
 
 #include <gtest/gtest.h>
@@ -43,6 +44,7 @@ TEST(PlanRequestBody, SpotQueuedResourceUsesTheApiFieldNames) {
   EXPECT_EQ(spec["node"]["labels"]["jobman-job-id"], "000042");
   EXPECT_EQ(spec["node"]["labels"]["jobman-owner"], "alice");
   EXPECT_EQ(spec["node"]["labels"]["jobman-attempt"], "2");
+  EXPECT_EQ(spec["node"]["labels"]["jobman-store"], store_label_value(store_location()));
   EXPECT_EQ(spec["node"]["tags"], nlohmann::json({"a", "b"}));
   EXPECT_EQ(spec["node"]["metadata"]["owner"], "me");
   EXPECT_EQ(spec["node"]["metadata"]["startup-script"], "echo boot");

@@ -8,6 +8,7 @@
 #include "support/store_backends.hpp"
 #include "support/temp_dir.hpp"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 namespace jobman::store {
@@ -130,6 +131,79 @@ TEST_F(StoreCopyTest, AStoreAStillRunningSupervisorDrivesIsNotCopied) {
     EXPECT_NE(std::string(e.what()).find("host-1:4242"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(contents(target).empty());
+}
+
+// A personal store's jobs are its login's; on a lab's store they are recorded as the role the copy connects as (or
+// the name given), so that they stay the user's own there. Other users' jobs keep their names.
+TEST_F(StoreCopyTest, TheLoginsJobsAreRecordedAsTheIdentityOnTheTarget) {
+  const auto login = source_.identity();
+  const auto ids = source_.create_jobs({make_job("mine", login), make_job("bobs", "bob")});
+  auto target = JobStore::open_postgres(url_);
+  ASSERT_NE(target.identity(), login) << "the test's server role is not the login";
+  const auto copy = source_.copy_into(target);
+  EXPECT_EQ(copy.user, target.identity());
+  EXPECT_EQ(target.get_job(ids[0]).user, target.identity());
+  EXPECT_EQ(target.get_job(ids[1]).user, "bob");
+  EXPECT_EQ(source_.get_job(ids[0]).user, login) << "the source is left as it was";
+
+  auto named = JobStore::open_postgres(test::fresh_postgres_url());
+  const auto as_carol = source_.copy_into(named, "carol");
+  EXPECT_EQ(as_carol.user, "carol");
+  EXPECT_EQ(named.get_job(ids[0]).user, "carol");
+  EXPECT_EQ(named.get_job(ids[1]).user, "bob");
+  // Copying again writes nothing new: the names it wrote are what it would write.
+  EXPECT_EQ(written(source_.copy_into(named, "carol")), 0);
+}
+
+// What `jobman availability` reads of removed jobs' attempts (attempt_history) goes with the store: in the first copy,
+// and in a later one after more jobs were removed.
+TEST_F(StoreCopyTest, RemovedJobsAttemptsAreCopiedForAvailability) {
+  const auto ids = source_.create_jobs({make_job("a"), make_job("b"), make_job("c")});
+  for (const auto id : ids) {
+    const auto attempt = source_.begin_attempt(id, "qr-" + std::to_string(id), "qr-" + std::to_string(id),
+                                               id == ids[2] ? "us-east1-d" : "us-central2-b");
+    source_.record_slice_active(id, attempt.number, {});
+    source_.end_attempt(id, attempt.number, id == ids[1] ? "preempted" : "succeeded", std::nullopt);
+  }
+  const auto places = [](const JobStore& store) {
+    std::vector<std::string> out;
+    for (const auto& r : store.attempts_since(0)) {
+      out.push_back(r.zone + " " + r.outcome + " " + std::to_string(r.started_ms) + " " +
+                    std::to_string(r.active_ms.value_or(-1)) + " " + std::to_string(r.ended_ms.value_or(-1)));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const auto all = places(source_);
+  ASSERT_EQ(all.size(), 3U);
+  source_.remove_job(ids[0]);
+
+  auto target = JobStore::open_postgres(url_);
+  (void)source_.copy_into(target);
+  EXPECT_EQ(places(target), all);
+
+  source_.remove_job(ids[1]);
+  const auto later = source_.copy_into(target);
+  EXPECT_EQ(later.into, StoreCopy::Into::behind);
+  EXPECT_EQ(later.removed, 1);
+  EXPECT_EQ(places(target), all) << "the job removed since is removed there too, its attempts kept";
+  EXPECT_EQ(written(source_.copy_into(target)), 0);
+}
+
+// A job removed on the target and brought back by a later copy (the source still has it) can be removed again: its
+// attempts are kept once.
+TEST_F(StoreCopyTest, AJobACopyBroughtBackIsRemovedAgainAndCountedOnce) {
+  const auto id = source_.create_jobs({make_job("a")}).at(0);
+  const auto attempt = source_.begin_attempt(id, "qr-a", "qr-a", "us-central2-b");
+  source_.end_attempt(id, attempt.number, "timed-out", std::nullopt);
+  auto target = JobStore::open_postgres(url_);
+  (void)source_.copy_into(target);
+  target.remove_job(id);
+  (void)source_.copy_into(target);
+  ASSERT_TRUE(target.find_job(id).has_value()) << "the source still has it";
+  target.remove_job(id);
+  EXPECT_FALSE(target.find_job(id).has_value());
+  EXPECT_EQ(target.attempts_since(0).size(), 1U);
 }
 
 } // namespace

@@ -308,6 +308,54 @@ TEST(StoreSchema, VersionOneDatabaseIsMigratedWithItsRowsIntact) {
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM job_configs"), 3);
 }
 
+TEST(StoreSchema, VersionEighteenDatabaseKeepsRemovedJobsAttemptsOnceMigrated) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  {
+    // A database of schema 18, the last before attempt_history, with a finished job and its attempt.
+    Database v18(path.string(), OpenMode::read_write_create, 1000);
+    v18.execute("PRAGMA journal_mode = WAL");
+    v18.execute("BEGIN IMMEDIATE");
+    for (const auto& step : schema::migrations()) {
+      if (step.version <= 18) {
+        v18.execute(std::string(step.sql));
+      }
+    }
+    v18.execute("PRAGMA user_version = 18");
+    v18.execute("COMMIT");
+    v18.execute(R"sql(
+      INSERT INTO jobs (name, user, accelerator, zone, pricing, tpu_name, hosts, phase, desired, created_ms, updated_ms,
+                        phase_since_ms, finished_ms)
+      VALUES ('done', 'carol', 'v4-16', 'us-central2-b', 'spot', 'jobman-000001', 2, 'SUCCEEDED', 'run', 1000, 9000,
+              9000, 9000);
+      INSERT INTO attempts (job_id, number, queued_resource, node, zone, started_ms, active_ms, ended_ms, outcome,
+                            accelerator, hosts, pricing, released_ms)
+      VALUES (1, 1, 'qr-1', 'qr-1', 'us-central2-b', 1000, 4000, 9000, 'preempted', 'v4-16', 2, 'spot', 9500);
+    )sql");
+    ASSERT_EQ(v18.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'attempt_history'"), 0);
+  }
+
+  auto store = JobStore::open(path);
+  EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
+  EXPECT_TRUE(store.integrity_ok());
+  const auto before = store.attempts_since(0, "us-central2-b", "v4-16");
+  ASSERT_EQ(before.size(), 1U);
+  store.remove_job(1);
+  const auto after = store.attempts_since(0, "us-central2-b", "v4-16");
+  ASSERT_EQ(after.size(), 1U) << "version 19 keeps a removed job's attempts for availability";
+  EXPECT_EQ(after[0].pricing, "spot");
+  EXPECT_EQ(after[0].outcome, "preempted");
+  EXPECT_EQ(after[0].started_ms, 1000);
+  EXPECT_EQ(after[0].active_ms, std::optional<std::int64_t>(4000));
+  EXPECT_EQ(after[0].ended_ms, std::optional<std::int64_t>(9000));
+  EXPECT_FALSE(store.find_job(1).has_value());
+  Database raw(path.string(), OpenMode::read_write_create, 1000);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM attempts"), 0);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM job_configs"), 0);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM events"), 0);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM attempt_history"), 1);
+}
+
 TEST(StoreSchema, NewerDatabaseIsRefused) {
   test::TempDir tmp;
   const auto path = tmp / "jobman.db";

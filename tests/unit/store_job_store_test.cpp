@@ -610,6 +610,37 @@ TEST_P(JobStoreSupervisorTest, ZonesDrivenByOthersAreThoseOfTheirLiveLeases) {
   EXPECT_EQ(store.zones_driven_by_others("c", 2000), (std::set<std::string>{}));
 }
 
+// A supervisor known to be dead has its live leases ended at once: its jobs count as undriven, and another owner
+// takes them without waiting for the leases to run out. Other owners' leases are left as they were.
+TEST_P(JobStoreSupervisorTest, TheLeasesOfADeadOwnerEndAtOnce) {
+  auto store = open_store();
+  const auto ids = store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
+  ASSERT_TRUE(store.try_acquire_lease(ids[0], "dead", 10'000, 0));
+  ASSERT_TRUE(store.try_acquire_lease(ids[1], "dead", 10'000, 0));
+  ASSERT_TRUE(store.try_acquire_lease(ids[2], "alive", 10'000, 0));
+  auto owners = store.live_lease_owners(500);
+  std::sort(owners.begin(), owners.end());
+  EXPECT_EQ(owners, (std::vector<std::string>{"alive", "dead"}));
+  EXPECT_EQ(store.count_undriven_jobs(500), 0);
+  EXPECT_FALSE(store.try_acquire_lease(ids[0], "new", 10'000, 500));
+
+  EXPECT_EQ(store.expire_leases_of("dead", 500), 2);
+  EXPECT_EQ(store.expire_leases_of("dead", 600), 0) << "ended once";
+  EXPECT_EQ(store.live_lease_owners(600), (std::vector<std::string>{"alive"}));
+  EXPECT_EQ(store.count_undriven_jobs(600), 2);
+  EXPECT_TRUE(store.try_acquire_lease(ids[0], "new", 10'000, 600));
+  EXPECT_EQ(store.lease(ids[2])->expires_ms, 10'000) << "another owner's lease is untouched";
+
+  const auto live = store.live_leases(700);
+  ASSERT_EQ(live.size(), 2U);
+  EXPECT_EQ(live[0].job_id, ids[0]);
+  EXPECT_EQ(live[0].owner, "new");
+  EXPECT_EQ(live[0].phase, domain::Phase::pending);
+  EXPECT_FALSE(live[0].cleanup_pending);
+  EXPECT_EQ(live[1].job_id, ids[2]);
+  EXPECT_EQ(live[1].owner, "alive");
+}
+
 // What a zone offers, kept per cloud, project and zone; a newer answer replaces the older.
 TEST_P(JobStoreTest, ZoneCatalogsAreKeptPerCloudProjectAndZone) {
   auto store = open_store();

@@ -220,6 +220,9 @@ public:
   std::vector<std::string> guest_attribute(const Location& where, const std::string& id,
                                            const std::string& namespace_key);
 
+  // locations.list, every page: the zones of `project` where the TPU API serves ("us-central2-b", ...), as their
+  // `locationId` field.
+  std::vector<std::string> list_locations(const std::string& project);
   // acceleratorTypes.list, every page: the accelerator types the zone offers ("v4-8", ...), as their `type` field.
   std::vector<std::string> list_accelerator_types(const Location& where);
   // runtimeVersions.list, every page: the runtime versions the zone offers, as their `version` field.

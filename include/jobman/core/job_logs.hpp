@@ -54,12 +54,19 @@ private:
   std::uint64_t offset_ = 0; // The byte after the last line passed on.
 };
 
+// When the lines of a selection start with their worker's "[w<N>] ".
+enum class WorkerPrefix {
+  when_several, // Only when several workers are selected.
+  always,       // Always, one worker too (`--worker all` of a one-host job).
+};
+
 // Which logs to print: one kind, for some workers, starting at one attempt.
 struct LogSelection {
   std::int64_t job_id = 0;
   int attempt = 1; // 1, 2, ...; 0 (following only) waits for the job's first attempt.
   LogKind kind = LogKind::worker;
-  std::vector<int> workers; // In the order printed; each line is prefixed "[w<N>] " when there are several.
+  std::vector<int> workers; // In the order printed; each line is prefixed "[w<N>] " as `prefix` says.
+  WorkerPrefix prefix = WorkerPrefix::when_several;
   LogControls controls = LogControls::pass; // What happens to terminal control characters in the lines.
 };
 

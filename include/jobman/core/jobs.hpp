@@ -5,6 +5,7 @@
 #include "jobman/remote/workload.hpp"
 #include "jobman/store/job_store.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -20,7 +21,20 @@ std::string store_location();
 // Opens (creating if needed) the user's job store.
 store::JobStore open_store();
 
-// $JOBMAN_HOME/jobs/<id>: where a job's logs and local state live.
+// Which store `location` is, for the files a home keeps of it: "" for the home's own SQLite file
+// ($JOBMAN_HOME/jobman.db), else twelve hex digits of a digest of the location (a password in a URL left out).
+std::string store_key(const std::string& location);
+
+// Where a home keeps the job directories of the store at `location`: $JOBMAN_HOME/jobs for the home's own SQLite
+// store, $JOBMAN_HOME/stores/<store_key>/jobs for any other, so that two stores' job 000001 never share one.
+std::filesystem::path jobs_root(const std::string& location);
+
+// Links every file under the job directories in `from` (a jobs_root) into `to`, the same names and layout, copying
+// where a hard link cannot be made (another file system); files already in `to` are kept. Returns how many job
+// directories it went through. For `store migrate`: the copied store's jobs keep their logs.
+std::size_t link_job_directories(const std::filesystem::path& from, const std::filesystem::path& to);
+
+// jobs_root(store_location())/<id>: where a job's logs and local state live.
 std::filesystem::path job_directory(std::int64_t id);
 
 // Removes the job's directory. Another process removing it at the same time (a supervisor and `clean` both carrying

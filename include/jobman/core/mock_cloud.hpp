@@ -5,8 +5,10 @@
 #include "jobman/config/settings.hpp"
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 
 namespace jobman::core {
@@ -27,9 +29,16 @@ std::filesystem::path mock_cloud_admin_token_path();
 std::optional<MockCloudServer> running_mock_cloud();
 
 // The bundled mock serving this $JOBMAN_HOME, started in the background when none is running (with
-// --time-scale settings.mock_time_scale and its state under mock_cloud_directory()). Concurrent callers start
-// one server between them. When it starts one, says so once on `notice`. Throws jobman::Error when the server
+// --time-scale settings.mock_time_scale, its state under mock_cloud_directory(), and --idle-exit 600: it exits once
+// unused for ten minutes with no slice alive, and the next call starts it again). Concurrent callers start one
+// server between them. When it starts one, says so once on `notice`. Throws jobman::Error when the server
 // cannot be found or does not come up.
 MockCloudServer ensure_mock_cloud(const config::Settings& settings, std::ostream& notice);
+
+// The tiers ("spot", "on_demand") a mock cloud's world offers of each TPU generation, by zone then generation, from
+// its admin metrics: the bundled mock's (its admin token in its state directory) or the one `settings.api_endpoint`
+// names when JOBMAN_MOCK_ADMIN_TOKEN_FILE gives its token. Empty when the cloud is Google's or the mock cannot be
+// asked: Google's API does not say which tiers a zone has.
+std::map<std::string, std::map<std::string, std::set<std::string>>> mock_cloud_tiers(const config::Settings& settings);
 
 } // namespace jobman::core

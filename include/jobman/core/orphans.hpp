@@ -57,6 +57,8 @@ struct Orphan {
 // Which orphans to report.
 struct OrphanFilter {
   std::set<std::string> owners; // Only resources whose jobman-owner label is one of these; empty: any owner.
+  std::string store; // Only resources whose jobman-store label is this, or that have none (made before resources
+                     // named their store); empty: any store.
   std::optional<std::int64_t> older_than_ms; // Only resources created longer ago than this (an unknown age never is).
   std::int64_t now_ms = 0;                   // The time ages are measured at.
 };

@@ -22,6 +22,14 @@ inline constexpr const char* kJobIdLabel = "jobman-job-id";
 inline constexpr const char* kOwnerLabel = "jobman-owner";
 // The label naming the attempt it was made for ("1", "2", ...).
 inline constexpr const char* kAttemptLabel = "jobman-attempt";
+// The label naming the store whose job it was made for (store_label_value), so that a supervisor or `sync` of one
+// store never takes another store's slices for orphans.
+inline constexpr const char* kStoreLabel = "jobman-store";
+
+// The value of the `jobman-store` label for the store at `location`: twelve hex digits of a digest of which store it
+// is, the same from every machine and user of it (a PostgreSQL store's server and database; a SQLite store's
+// machine and file).
+std::string store_label_value(const std::string& location);
 
 // The value of the `jobman-owner` label for `user`: a GCP label value (lower-case letters, digits, '_' and '-', at
 // most 63 characters).

@@ -9,7 +9,9 @@
 #include "jobman/util/error.hpp"
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +46,10 @@ struct OfferCloud {
   std::string project; // The project asked.
   std::shared_ptr<cloud::TpuClient> client; // Null when the cloud cannot be asked without starting something.
   std::string unreachable;                  // Why `client` is null.
+  // The tiers ("spot", "on_demand") each zone offers of each generation, where the cloud says (a mock's world, see
+  // mock_cloud_tiers); empty for Google. A zone named here that lacks the config's tier for its generation is a
+  // problem at tpu.pricing.
+  std::map<std::string, std::map<std::string, std::set<std::string>>> tiers;
 };
 
 // Checks every config, each distinct zone asked once: answers of the last day come from the store; older ones are

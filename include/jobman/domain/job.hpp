@@ -203,7 +203,7 @@ struct EventRecord {
 // Who drives a job, until when.
 struct Lease {
   std::int64_t job_id = 0;
-  std::string owner; // host + pid + process start time.
+  std::string owner; // host + pid + process start time + machine (core::lease_owner_id).
   std::int64_t acquired_ms = 0;
   std::int64_t heartbeat_ms = 0;
   std::int64_t expires_ms = 0;

@@ -154,6 +154,14 @@ public:
   using Error::Error;
 };
 
+// A live lease with the state of the record it covers (JobStore::live_leases).
+struct LiveLease {
+  std::int64_t job_id = 0;
+  std::string owner;
+  domain::Phase phase = domain::Phase::pending;
+  bool cleanup_pending = false; // A finished record whose slice is still being released.
+};
+
 // What JobStore::copy_into did.
 struct StoreCopy {
   enum class Into {
@@ -166,6 +174,7 @@ struct StoreCopy {
   std::int64_t events = 0;                                   // Events in the source.
   std::vector<std::pair<std::string, std::int64_t>> written; // Rows inserted or updated, by table.
   std::int64_t removed = 0; // Jobs the source removed since the earlier copy, removed from the target too.
+  std::string user;         // Whose the source's own jobs are on the target.
 };
 
 class JobStore {
@@ -278,7 +287,7 @@ public:
   [[nodiscard]] std::vector<domain::BadHardwareRecord> bad_hardware_on(const std::vector<std::string>& hosts,
                                                                        std::int64_t since_ms) const;
   // The attempts that asked for a slice of their own (not tasks', which borrow one) started since `since_ms`, every
-  // job's, in `zone` and of `accelerator` when given (empty: all).
+  // job's (removed jobs' too, as remove_job kept them), in `zone` and of `accelerator` when given (empty: all).
   [[nodiscard]] std::vector<PlaceRecord> attempts_since(std::int64_t since_ms, const std::string& zone = {},
                                                         const std::string& accelerator = {}) const;
   // A job's findings, oldest first.
@@ -353,9 +362,17 @@ public:
   void release_lease(std::int64_t job_id, const std::string& owner);
   // The current lease, expired or not.
   [[nodiscard]] std::optional<domain::Lease> lease(std::int64_t job_id) const;
+  // The owners of the leases still live at `now_ms`, each once: the supervisors that drive something now.
+  [[nodiscard]] std::vector<std::string> live_lease_owners(std::int64_t now_ms) const;
+  // The leases still live at `now_ms`, by record id, with each record's phase.
+  [[nodiscard]] std::vector<LiveLease> live_leases(std::int64_t now_ms) const;
+  // Ends every live lease of `owner` at `now_ms` (a supervisor known to be dead), so that another takes its jobs over
+  // at once instead of when the leases run out. Returns how many it ended.
+  int expire_leases_of(const std::string& owner, std::int64_t now_ms);
 
-  // Removes the job with its attempts, events and lease (`clean`). Its id is never handed out again. Throws
-  // NoSuchJobError when there is no such job.
+  // Removes the job with its attempts, events and lease (`clean`), keeping of its attempts what attempts_since reads
+  // (where, when, how each went), in the same transaction. Its id is never handed out again. Throws NoSuchJobError
+  // when there is no such job.
   void remove_job(std::int64_t id);
   // remove_job for two removers racing (the clean command and a supervisor carrying out the same clean): false,
   // changing nothing, when the job is already gone.
@@ -404,7 +421,8 @@ public:
   // highest ever given. Copying again is safe: into a store made by an earlier copy of this one, it brings what
   // changed since (or nothing); into a store with a history of its own it refuses, changing nothing. Throws
   // jobman::Error saying why it refused, and when a supervisor drives jobs of this store (it must be stopped first).
-  StoreCopy copy_into(JobStore& target) const;
+  // The jobs of this store's identity (the login) are recorded as `as_user`, by default the target's identity.
+  StoreCopy copy_into(JobStore& target, const std::string& as_user = "") const;
 
 private:
   struct Impl;

@@ -6,6 +6,7 @@
 #include "mock_cloud/world.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 namespace jobman::mock {
 
@@ -30,7 +32,10 @@ struct ServerOptions {
   std::filesystem::path service_account_key; // When set, a service-account key file the mock trusts is written here.
   std::filesystem::path tools_dir;           // The mock's tools (gcloud, gcsfuse, systolic-train), on workers' PATH.
   std::filesystem::path admin_token_file;    // Holds the admin token; empty: STATE_DIR/admin-token, else scratch.
-  bool sandbox_homes = false;                // Hosts keep their sandbox path as HOME, even where /home/USER could be.
+  bool sandbox_homes = false;                // Hosts get no filesystem of their own, even where they could.
+  std::chrono::seconds idle_exit{0};         // Stops once no request came for this long and no slice is live; 0: never.
+  // Directories of this machine that hosts with filesystems of their own see read-only, at their own paths.
+  std::vector<std::filesystem::path> visible_to_hosts;
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".
@@ -77,6 +82,10 @@ public:
   httplib::Server& http() { return http_; }
   // The file holding the token the /mock/v1 routes require (mode 0600).
   [[nodiscard]] const std::filesystem::path& admin_token_path() const { return admin_token_path_; }
+  // The start of every worker host's marker (see WorkerHosts::marker_prefix); empty before bind().
+  [[nodiscard]] std::string marker_prefix() const { return workers_ ? workers_->marker_prefix() : std::string(); }
+  // The scratch directory that holds the sandboxes and buckets without a state directory; empty with one.
+  [[nodiscard]] const std::filesystem::path& scratch_directory() const { return scratch_dir_; }
 
 private:
   // Answers one request.
@@ -89,8 +98,10 @@ private:
   void register_node_and_operation_routes();
   // A /v2 route: bearer check, injected faults, then `handler`, then `fields`; counted under `method` in the metrics.
   httplib::Server::Handler api_route(const std::string& method, Handler handler);
-  // Advances the world every 20 ms until stopped, then stops the HTTP server (see stop()).
+  // Advances the world every 20 ms until stopped (or idle, with idle_exit), then stops the HTTP server (see stop()).
   void ticker_loop();
+  // True when idle_exit is set, no request came for that long and the world has no live slice.
+  bool idle_and_empty(std::int64_t now_ms);
   // Creates the worker hosts (under the state directory, or a scratch one) and connects them to the world.
   void start_data_plane(int port);
   // The scratch directory used without a state directory, created on first use.
@@ -110,6 +121,7 @@ private:
   std::condition_variable ticker_cv_;      // Wakes the ticker to stop.
   bool stopping_ = false;                  // Set once by stop().
   bool served_ = false;                    // Set once the HTTP server's listen loop has returned.
+  std::atomic_int64_t last_use_ms_{0};     // When the last request came in (or the ticker started).
 };
 
 // The jobman-mock-cloud command: parses argv, prints "listening on http://HOST:PORT", serves until SIGTERM.

@@ -16,10 +16,10 @@
 
 namespace jobman::mock {
 
-// How a worker host's home appears to the commands started there.
+// How a worker host's files appear to the commands started there.
 enum class HomeMode {
-  sandbox,   // HOME is the sandbox's home/ directory itself, a path of this machine.
-  namespace_ // HOME is /home/USER in a mount namespace of the session's own, a bind mount of the sandbox's home/.
+  sandbox,   // HOME is the sandbox's home/ directory itself, and every other path is this machine's.
+  namespace_ // The host's own filesystem (host_filesystem.hpp): / is the sandbox's root/, HOME /home/USER its home/.
 };
 
 // "namespace" or "sandbox", as the worker-host answer names the mode.
@@ -28,18 +28,22 @@ const char* to_string(HomeMode mode);
 // Where a worker host lives and what a command started there sees.
 struct WorkerHost {
   int worker = 0;                          // Its index in the slice.
-  std::filesystem::path dir;               // The sandbox: home/, tmp/ and .mock/ inside.
+  std::filesystem::path dir;               // The sandbox: home/, root/, tmp/ and .mock/ inside.
   std::filesystem::path home;              // HOME, as the host's commands see it (/home/USER in namespace mode).
   std::filesystem::path sandbox_home;      // The directory of this machine that holds the home: dir/home.
-  HomeMode home_mode = HomeMode::sandbox;  // How the home appears.
+  std::filesystem::path root;              // The directory of this machine that is / in namespace mode: dir/root.
+  HomeMode home_mode = HomeMode::sandbox;  // How the host's files appear.
   std::string home_mode_reason;            // Why the mode is sandbox; empty in namespace mode.
-  std::vector<std::filesystem::path> keep; // The mock's directories the host needs; bound back where under /home.
+  std::vector<std::filesystem::path> keep; // The mock's directories the host writes to (sandbox, buckets).
   std::map<std::string, std::string> env;  // The whole environment of a command started there.
   std::string marker;                      // MOCK_TPU_HOST's value: every process there carries it.
   std::string physical_host;               // The id of the machine it runs on (MOCK_TPU_PHYSICAL_HOST).
+  // The directories the host only reads (the mock's tools, and those of WorkerHostsOptions::visible). In namespace
+  // mode these and `keep` are bound back at their own paths.
+  std::vector<std::filesystem::path> keep_read_only;
 };
 
-// Whether this machine can give each host its own /home/USER: runs `tools`/jobman-mock-host-login --probe once.
+// Whether this machine can give each host a filesystem of its own: runs `tools`/jobman-mock-host-login --probe once.
 // nullopt when it can, else why not (the probe's own words).
 std::optional<std::string> probe_home_namespaces(const std::filesystem::path& tools);
 
@@ -54,8 +58,10 @@ struct WorkerHostsOptions {
   std::filesystem::path tools;             // The mock's tools (gcloud, gcsfuse, systolic-train): first on PATH.
   std::string api_endpoint;                // http://HOST:PORT/, so `gcloud` on a worker reaches the mock too.
   std::chrono::milliseconds grace{30'000}; // SIGTERM to SIGKILL when a slice goes away.
-  HomeMode home_mode = HomeMode::sandbox;  // Per-host /home/USER (when the probe allowed it) or the sandbox path.
+  HomeMode home_mode = HomeMode::sandbox;  // Per-host filesystems (when the probe allowed them) or the sandbox path.
   std::string home_mode_reason;            // Why the mode is sandbox (the probe's answer, or an option).
+  // Directories of this machine that hosts with filesystems of their own see read-only, at their own paths.
+  std::vector<std::filesystem::path> visible;
 };
 
 // Worker hosts of every READY slice. A command started on a worker (by the mock's gcloud) carries the host's marker
@@ -63,7 +69,7 @@ struct WorkerHostsOptions {
 // found in the process table and ended when the slice is preempted or deleted. Thread-safe.
 class WorkerHosts : public SliceListener {
 public:
-  // Creates the root and bucket directories (mode 0700).
+  // Creates the root and bucket directories (mode 0700); the paths it hands out are canonical.
   explicit WorkerHosts(WorkerHostsOptions options);
   // Waits for lost slices to be ended, then ends every process on every slice (SIGTERM, then SIGKILL after the
   // grace period); the sandboxes of live slices stay for a restarted mock.
@@ -86,6 +92,9 @@ public:
   std::optional<WorkerHost> host(const std::string& node_name, int worker, const std::string& user);
   // The number of live (not zombie) processes on all slices.
   int processes_running() const;
+  // The start of the marker of every host of this mock (and of a mock restarted on the same root): what to look for
+  // to find all their processes.
+  [[nodiscard]] std::string marker_prefix() const;
   // The directory of a slice's sandboxes (whether or not it still exists).
   std::filesystem::path slice_dir(const SliceHosts& slice) const;
   // Blocks until every lost slice has been ended and wiped.
@@ -106,10 +115,10 @@ private:
   };
 
   // SIGTERM, the grace period, SIGKILL and the wipe for one lost slice; runs on a thread of its own.
-  static void end_slice(const std::string& marker_prefix, const std::filesystem::path& dir,
-                        std::chrono::milliseconds grace);
+  static void end_slice(const std::string& prefix, const std::filesystem::path& dir, std::chrono::milliseconds grace);
 
-  WorkerHostsOptions options_;                                  // As constructed.
+  WorkerHostsOptions options_;                                  // As constructed, with canonical paths.
+  std::string tag_;                                             // The root's tag, the first part of every marker.
   mutable std::mutex mutex_;                                    // Guards slices_.
   std::map<std::string, Slice> slices_;                         // READY slices; key: node name.
   std::shared_ptr<Ending> ending_ = std::make_shared<Ending>(); // Slices being ended.

@@ -191,6 +191,9 @@ public:
   // Admin: request counts, slices per state, faulty machines and the nodes on them, capacity in use,
   // processes_running.
   nlohmann::json metrics(std::int64_t now_ms);
+  // The queued resources and nodes that hold (or are on their way to holding, or releasing) chips or worker hosts:
+  // all but SUSPENDED and FAILED queued resources and STOPPED, PREEMPTED and TERMINATED nodes.
+  int live_slices(std::int64_t now_ms);
 
   // A JSON snapshot of everything that must survive a restart.
   nlohmann::json snapshot();

@@ -227,6 +227,9 @@ private:
   // The tracker of the current attempt's progress, made (from what the store has) when the attempt has none yet; what
   // the previous attempt's tracker read since the last flush is written first.
   std::shared_ptr<ProgressTracker> progress_tracker(Driven& d);
+  // Writes the steps read since the last flush now, rather than at the loop's next flush: before an attempt ends, so
+  // that a job recorded as ended shows its last step.
+  void record_progress_now(Driven& d);
   // Adds the readings in a chunk of output to `tracker` (on the stream's thread).
   static void read_progress(const util::ProgressPattern& pattern, ProgressTracker& tracker, std::string_view lines);
   // The first sign of bad hardware in the end of the workers' local logs of an attempt, if any.

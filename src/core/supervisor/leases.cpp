@@ -1,6 +1,7 @@
 // Which jobs a supervisor drives: reading them from the store, taking and renewing their leases, and letting them go
 // (see loop.hpp).
 #include "jobman/config/loader.hpp"
+#include "jobman/core/daemon.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/store/postgres.hpp"
 #include "jobman/util/error.hpp"
@@ -17,6 +18,18 @@ using domain::Phase;
 using std::chrono::milliseconds;
 
 void SupervisorLoop::read_jobs() {
+  // A supervisor of this machine that died (kill -9, a crash) gives its jobs up now, not when its leases run out: a
+  // look at /proc per live owner, once a second.
+  if (const auto now = std::chrono::steady_clock::now(); now >= next_dead_owner_check) {
+    next_dead_owner_check = now + milliseconds(1000);
+    try {
+      for (const auto& owner : end_leases_of_dead_supervisors(*job_store, now_ms())) {
+        spdlog::info("supervisor {} is dead (its process is gone); its jobs are taken over now", owner);
+      }
+    } catch (const std::exception& e) {
+      spdlog::warn("ending the leases of dead supervisors: {}", e.what());
+    }
+  }
   std::vector<domain::JobRecord> rows;
   try {
     // Those other supervisors drive are left out by the query: no lease is read per job.

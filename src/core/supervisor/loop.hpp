@@ -157,8 +157,9 @@ private:
   std::chrono::milliseconds tick{1000};
   std::optional<std::chrono::steady_clock::time_point> idle_since;
   std::chrono::steady_clock::time_point next_sweep; // When the next orphan sweep is due (the first at start).
-  bool sweeping = false;                            // A sweep's listings or deletions are under way.
-  std::string orphan_owner;                         // The jobman-owner label value of this user's resources.
+  std::chrono::steady_clock::time_point next_dead_owner_check; // When read_jobs next looks for dead supervisors.
+  bool sweeping = false;                                       // A sweep's listings or deletions are under way.
+  std::string orphan_owner;                                    // The jobman-owner label value of this user's resources.
   // Notifications: the client Brevo and webhooks are reached with, and whether some were just recorded.
   std::shared_ptr<cloud::HttpClient> notify_http = std::make_shared<cloud::HttpClient>();
   bool notify_now = false;

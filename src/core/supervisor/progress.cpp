@@ -32,19 +32,27 @@ std::shared_ptr<ProgressTracker> JobDriver::progress_tracker(Driven& d) {
     return nullptr;
   }
   if (!d.progress || d.progress->attempt != attempt->number) {
-    if (d.progress) {
-      std::vector<store::ProgressUpdate> last;
-      {
-        const std::lock_guard lock(d.progress->mutex);
-        if (d.progress->dirty) {
-          last.push_back({d.job.id, d.progress->attempt, d.progress->series, d.progress->total});
-        }
-      }
-      store().record_progress(last);
-    }
+    record_progress_now(d);
     d.progress = std::make_shared<ProgressTracker>(attempt->number, attempt->progress);
   }
   return d.progress;
+}
+
+void JobDriver::record_progress_now(Driven& d) {
+  if (!d.progress) {
+    return;
+  }
+  std::vector<store::ProgressUpdate> last;
+  {
+    const std::lock_guard lock(d.progress->mutex);
+    if (d.progress->dirty) {
+      last.push_back({d.job.id, d.progress->attempt, d.progress->series, d.progress->total});
+      d.progress->dirty = false;
+    }
+  }
+  if (!last.empty()) {
+    store().record_progress(last);
+  }
 }
 
 void JobDriver::read_progress(const util::ProgressPattern& pattern, ProgressTracker& tracker, std::string_view lines) {

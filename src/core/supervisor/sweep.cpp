@@ -55,6 +55,7 @@ void SupervisorLoop::sweep_listed(const std::vector<ZoneListing>& listings, cons
   try {
     OrphanFilter filter;
     filter.owners = {orphan_owner};
+    filter.store = store_label_value(store_location);
     if (job_store->on_postgres()) {
       // A lab's store: the supervisor takes care of every user's slices, whoever it runs as.
       for (const auto& user : job_store->users()) {
