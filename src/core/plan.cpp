@@ -1,5 +1,6 @@
 #include "jobman/core/plan.hpp"
 
+#include "jobman/cloud/tpu_client.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/util/digest.hpp"
 #include "jobman/util/strings.hpp"
@@ -73,6 +74,25 @@ std::string store_label_value(const std::string& location) {
   std::error_code ec;
   const auto file = std::filesystem::weakly_canonical(std::filesystem::absolute(location), ec);
   return util::hex_digits(util::fnv1a(util::hostname() + ":" + file.string()), 12);
+}
+
+nlohmann::json request_node_labels(const nlohmann::json& body) {
+  const auto pointer = nlohmann::json::json_pointer("/tpu/nodeSpec/0/node/labels");
+  return body.contains(pointer) ? body.at(pointer) : nlohmann::json();
+}
+
+void refuse_another_stores_resource(const std::string& name, const std::map<std::string, std::string>& found_labels,
+                                    const nlohmann::json& request_labels) {
+  const auto found = found_labels.find(kStoreLabel);
+  if (found == found_labels.end() || !request_labels.is_object() || !request_labels.contains(kStoreLabel) ||
+      !request_labels[kStoreLabel].is_string() || request_labels[kStoreLabel].get<std::string>() == found->second) {
+    return;
+  }
+  throw cloud::ApiError("TPU API: " + name +
+                            " exists already and is another jobman store's (jobman-store=" + found->second +
+                            "): its job has the same tpu.name and id as this one; give this job "
+                            "another tpu.name",
+                        400, "FAILED_PRECONDITION");
 }
 
 std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int attempt, int candidate) {

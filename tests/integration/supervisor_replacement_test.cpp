@@ -128,7 +128,9 @@ TEST_F(SupervisorReplacementTest, AWaitAlreadyRunningOutlivesItsSupervisor) {
 }
 
 // Two stores in one home (the home's SQLite file and another through JOBMAN_STORE): a supervisor runs for each, with
-// a lock and a log of its own, and the second store's job does not wait forever behind the first's supervisor.
+// a lock and a log of its own, and the second store's jobs do not wait forever behind the first's supervisor. The
+// second store's job 1 has the first's name and id, so its slice would have the first's name: it is refused
+// (the slice found under that name is the other store's) rather than taken, and the first job goes on untouched.
 TEST_F(SupervisorReplacementTest, EachStoreOfAHomeGetsASupervisorOfItsOwn) {
   const auto first = create(config(training(200, 20)));
   ASSERT_TRUE(await_phase(first, Phase::running));
@@ -136,9 +138,12 @@ TEST_F(SupervisorReplacementTest, EachStoreOfAHomeGetsASupervisorOfItsOwn) {
 
   auto other_env = env;
   other_env["JOBMAN_STORE"] = (dir / "other.db").string();
-  const auto created = run_jobman({"create", config(training(40, 10))}, RunOptions{other_env, "", ""});
-  ASSERT_EQ(created.exit_code, 0) << created.err;
-  EXPECT_NE(created.err.find("started the supervisor in the background"), std::string::npos) << created.err;
+  const auto on_other = [&](const std::vector<std::string>& args) {
+    return run_jobman(args, RunOptions{other_env, "", ""});
+  };
+  const auto clash = on_other({"create", config(training(40, 10))});
+  ASSERT_EQ(clash.exit_code, 0) << clash.err;
+  EXPECT_NE(clash.err.find("started the supervisor in the background"), std::string::npos) << clash.err;
   std::string other_lock;
   for (const auto& entry : fs::directory_iterator(home)) {
     const auto name = entry.path().filename().string();
@@ -151,10 +156,17 @@ TEST_F(SupervisorReplacementTest, EachStoreOfAHomeGetsASupervisorOfItsOwn) {
   EXPECT_NE(daemon_pid(other_lock), first_pid);
   EXPECT_EQ(daemon_pid(), first_pid) << "the first store's supervisor is left as it was";
 
-  const auto second = std::stoll(created.out);
-  const auto waited = run_jobman({"wait", std::to_string(second), "--timeout", "120"}, RunOptions{other_env, "", ""});
+  const auto refused = on_other({"wait", clash.out.substr(0, clash.out.find('\n')), "--timeout", "120"});
+  EXPECT_EQ(refused.exit_code, 4) << refused.out << refused.err;
+  EXPECT_NE(on_other({"show", "1", "--events"}).out.find("is another jobman store's"), std::string::npos);
+
+  const auto second = on_other({"create", config(training(40, 10))});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const auto waited = on_other({"wait", second.out.substr(0, second.out.find('\n')), "--timeout", "120"});
   EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
-  EXPECT_EQ(wait_for(first).attempt, 1);
+  const auto ended = wait_for(first);
+  EXPECT_EQ(ended.attempt, 1) << "the first store's slice was never taken";
+  EXPECT_EQ(checksums(first, 1, 1), std::vector<std::string>{uninterrupted_checksum(200)});
 }
 
 // `jobman store migrate` of a personal store into a lab's PostgreSQL store whose role is not the login: right after

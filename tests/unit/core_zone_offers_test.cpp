@@ -46,7 +46,7 @@ public:
         std::make_shared<cloud::CachedTokenSource>(cloud::make_static_token_source("t", "test")), options);
   }
 
-  OfferCloud offer() const { return OfferCloud{"http://fake/", "p", client, ""}; }
+  OfferCloud offer() const { return OfferCloud{"http://fake/", "p", client, "", {}}; }
 
   int requests = 0;
   bool down = false;
@@ -148,7 +148,7 @@ TEST(ZoneOffers, WithoutAnAnswerTheBuiltInCatalogStandsAndTheNoteSaysWhy) {
 
   // No client at all (the bundled mock is not running): the same, with the reason given.
   const auto unreachable =
-      check_zone_offers(store, OfferCloud{"bundled-mock", "p", nullptr, "the bundled mock cloud is not running"},
+      check_zone_offers(store, OfferCloud{"bundled-mock", "p", nullptr, "the bundled mock cloud is not running", {}},
                         configs("v4-8", "us-central2-b"), kNow);
   EXPECT_EQ(unreachable.source, OfferSource::built_in);
   EXPECT_NE(unreachable.note.find("the bundled mock cloud is not running"), std::string::npos) << unreachable.note;

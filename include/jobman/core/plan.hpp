@@ -31,6 +31,16 @@ inline constexpr const char* kStoreLabel = "jobman-store";
 // machine and file).
 std::string store_label_value(const std::string& location);
 
+// After a create answered 409 ALREADY_EXISTS: throws cloud::ApiError (400 FAILED_PRECONDITION, a refusal) when the
+// resource found under `name` carries another store's `jobman-store` label than `request_labels` (the labels the
+// create asked for): two stores' jobs with the same tpu.name and id name their slices alike, and one must never take
+// the other's for its own. A resource without the label (made before resources named their store) is taken as before.
+// The node labels of a queuedResources.create body (tpu.nodeSpec[0].node.labels); null when it has none.
+nlohmann::json request_node_labels(const nlohmann::json& body);
+
+void refuse_another_stores_resource(const std::string& name, const std::map<std::string, std::string>& found_labels,
+                                    const nlohmann::json& request_labels);
+
 // The value of the `jobman-owner` label for `user`: a GCP label value (lower-case letters, digits, '_' and '-', at
 // most 63 characters).
 std::string owner_label_value(const std::string& user);

@@ -122,8 +122,14 @@ void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
         if (created.operation) {
           operation = created.operation->name;
         }
+        if (created.existing) {
+          refuse_another_stores_resource(slice.name, created.existing->labels, body.value("labels", nlohmann::json()));
+        }
       } else {
-        access->client->create_queued_resource(access->location(slice.zone), slice.name, body);
+        const auto created = access->client->create_queued_resource(access->location(slice.zone), slice.name, body);
+        if (created.existing) {
+          refuse_another_stores_resource(slice.name, created.existing->node_labels, request_node_labels(body));
+        }
       }
     } catch (const cloud::ApiError& e) {
       // A request the API will never accept (bad argument, no permission) ends the job; one refused for quota (429

@@ -275,7 +275,10 @@ void JobDriver::request_rivals(Driven& d, const std::vector<domain::RivalRecord>
       result.name = r.name;
       try {
         ++counters->mutations;
-        access->client->create_queued_resource(access->location(r.zone), r.name, body);
+        const auto created = access->client->create_queued_resource(access->location(r.zone), r.name, body);
+        if (created.existing) {
+          refuse_another_stores_resource(r.name, created.existing->node_labels, request_node_labels(body));
+        }
         result.created = true;
       } catch (const cloud::ApiError& e) {
         const int status = e.http_status();
