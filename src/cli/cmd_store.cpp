@@ -45,20 +45,33 @@ void wait_for_supervisors(Context& ctx, const store::JobStore& source, const std
     }
     const std::string drivers = util::join(std::vector<std::string>(owners.begin(), owners.end()), ", ");
     if (!unfinished.empty()) {
-      throw Error(std::to_string(unfinished.size()) + " unfinished job(s) of " + from + " (" +
-                  util::join(unfinished, ", ") + ") are driven by supervisor " + drivers +
-                  ": nothing may change under the copy. Stop the supervisors with `jobman daemon stop` (run with "
-                  "this store, on their machine; the workloads keep running), run `jobman store migrate` again at "
-                  "once, then set `store:` to the new store: its supervisor re-attaches to the workloads");
+      std::string message = std::to_string(unfinished.size());
+      message += " unfinished job(s) of ";
+      message += from;
+      message += " (";
+      message += util::join(unfinished, ", ");
+      message += ") are driven by supervisor ";
+      message += drivers;
+      message += ": nothing may change under the copy. Stop the supervisors with `jobman daemon stop` (run with "
+                 "this store, on their machine; the workloads keep running), run `jobman store migrate` again at "
+                 "once, then set `store:` to the new store: its supervisor re-attaches to the workloads";
+      throw Error(message);
     }
     if (leases.empty()) {
       return;
     }
     const auto now = std::chrono::steady_clock::now();
     if (now - start >= limit) {
-      throw Error("supervisor " + drivers + " is still releasing the slices of " + std::to_string(leases.size()) +
-                  " finished job(s) of " + from + " after " + limit_text +
-                  ": nothing was copied; wait for it (`jobman list` shows them '(releasing slice)') or give --wait");
+      std::string message = "supervisor ";
+      message += drivers;
+      message += " is still releasing the slices of ";
+      message += std::to_string(leases.size());
+      message += " finished job(s) of ";
+      message += from;
+      message += " after ";
+      message += limit_text;
+      message += ": nothing was copied; wait for it (`jobman list` shows them '(releasing slice)') or give --wait";
+      throw Error(message);
     }
     if (now >= next_line) {
       *ctx.err << "jobman: waiting for supervisor " << drivers << " to release the slices of " << leases.size()
