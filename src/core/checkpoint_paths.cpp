@@ -8,6 +8,7 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <utility>
 
 namespace jobman::core {
 
@@ -170,10 +171,17 @@ std::vector<std::string> shared_checkpoint_warnings(const store::JobStore& store
       } else {
         continue;
       }
-      warnings.push_back(file + ": command.cmd: checkpoint directory " + path + " (" + where + ") is also " + other +
-                         ": this job would resume from those checkpoints; key the directory on $JOBMAN_JOB_ID "
-                         "(--ckpt-dir " +
-                         path + "-$JOBMAN_JOB_ID) to start afresh");
+      std::string warning = file;
+      warning += ": command.cmd: checkpoint directory ";
+      warning += path;
+      warning += " (";
+      warning += where;
+      warning += ") is also ";
+      warning += other;
+      warning += ": this job would resume from those checkpoints; key the directory on $JOBMAN_JOB_ID (--ckpt-dir ";
+      warning += path;
+      warning += "-$JOBMAN_JOB_ID) to start afresh";
+      warnings.push_back(std::move(warning));
     }
   }
   return warnings;
