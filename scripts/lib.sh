@@ -10,7 +10,7 @@ JOBMAN_PACKAGES=(
   g++ cmake ninja-build pkg-config
   libcurl4-openssl-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev libspdlog-dev
   libyaml-cpp-dev libcpp-httplib-dev libssl-dev libgtest-dev libgmock-dev libpq-dev
-  clang-format clang-tidy
+  clang-format clang-tidy ccache
   zsh fish curl python3
   python3-googleapi python3-google-auth python3-google-auth-httplib2 python3-httplib2 nodejs
   python3-aiosmtpd chromium postgresql
@@ -26,6 +26,38 @@ JOBMAN_BUILD_PACKAGES=(
 
 # Progress for people, with the time of day, so that a CI log shows where its minutes went.
 say() { printf '\033[1m==> [%s] %s\033[0m\n' "$(date +%T)" "$*" >&2; }
+
+# stage NAME: ends the stage under way and begins NAME; stage_end ends it. When JOBMAN_STAGES names a file (.ci/run
+# sets it), each stage's name and wall time in seconds are appended to it, a tab between them.
+JOBMAN_STAGE_NAME=""
+JOBMAN_STAGE_START=0
+stage() {
+  stage_end
+  JOBMAN_STAGE_NAME="$1"
+  JOBMAN_STAGE_START=$(date +%s)
+}
+stage_end() {
+  if [ -n "$JOBMAN_STAGE_NAME" ] && [ -n "${JOBMAN_STAGES:-}" ]; then
+    printf '%s\t%s\n' "$JOBMAN_STAGE_NAME" $(($(date +%s) - JOBMAN_STAGE_START)) >>"$JOBMAN_STAGES"
+  fi
+  JOBMAN_STAGE_NAME=""
+}
+
+# ccache_args: prints the CMake arguments that build with ccache, when it is installed (nothing otherwise), and
+# exports its settings. One cache under ~/.cache/ccache serves every build directory and every clone: paths under the
+# checkout are hashed relative to it (base_dir) and the build's working directory is left out of the hash
+# (hash_dir), so a fresh clone of a commit built before compiles almost nothing. Unity batches #include their
+# sources by absolute path, so they hit through ccache's preprocessed mode. `ccache -s` shows the hit rate (with
+# CCACHE_DIR as below); .ci/run prints its own run's.
+export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ccache}"
+export CCACHE_BASEDIR="$JOBMAN_ROOT"
+export CCACHE_NOHASHDIR=true
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
+ccache_args() {
+  if command -v ccache >/dev/null 2>&1; then
+    echo "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache"
+  fi
+}
 
 # Installs the packages that are not installed yet; nothing when all are present.
 ensure_packages() {
@@ -60,15 +92,16 @@ ensure_npm() {
 configure_and_build() {
   local dir="$1"
   shift
-  local generator=()
+  local generator=() launcher
   if command -v ninja >/dev/null 2>&1; then
     generator=(-G Ninja)
   fi
+  read -r -a launcher <<<"$(ccache_args)"
   if [ ! -f "$dir/CMakeCache.txt" ]; then
     say "configuring $dir"
-    cmake -S "$JOBMAN_ROOT" -B "$dir" "${generator[@]}" "$@" >/dev/null
+    cmake -S "$JOBMAN_ROOT" -B "$dir" "${generator[@]}" "${launcher[@]}" "$@" >/dev/null
   else
-    cmake -S "$JOBMAN_ROOT" -B "$dir" "$@" >/dev/null
+    cmake -S "$JOBMAN_ROOT" -B "$dir" "${launcher[@]}" "$@" >/dev/null
   fi
   say "building $dir"
   local targets=()
