@@ -11,6 +11,8 @@ cp -r "$root/src" "$root/include" "$root/mock_cloud" "$tmp/"
 for edge in "src/util/strings.cpp jobman/core/jobs.hpp util core" \
             "src/cloud/http.cpp jobman/config/settings.hpp cloud config" \
             "src/store/schema.cpp jobman/remote/gcloud.hpp store remote" \
+            "src/reporting/report.cpp jobman/cli/app.hpp reporting cli" \
+            "src/ui/server.cpp jobman/cli/app.hpp ui cli" \
             "mock_cloud/src/server.cpp jobman/store/job_store.hpp mock store"; do
   read -r file include from to <<< "$edge"
   cp "$root/$file" "$tmp/$file.orig"

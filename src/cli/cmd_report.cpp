@@ -1,7 +1,7 @@
 // `jobman report`: where the time and money of many jobs went, from the store alone. jobman-lite's `analytics cost`
 // is the same command.
 #include "commands.hpp"
-#include "jobman/cli/report.hpp"
+#include "jobman/reporting/report.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -29,7 +29,7 @@ int run_report(Context& ctx, const ReportOptions& options) {
   if (options.json || options.csv) {
     silence_logging();
   }
-  ReportSelection selection;
+  reporting::ReportSelection selection;
   const std::int64_t now = util::now_ms();
   for (const auto& id : options.ids) {
     selection.ids.push_back(parse_job_id_argument(id));
@@ -53,43 +53,44 @@ int run_report(Context& ctx, const ReportOptions& options) {
     bool begun = false;
     const auto begin = [&] {
       if (!begun && options.json) {
-        write_report_json_head(*ctx.out, now, selection.since_ms, prices);
+        reporting::write_report_json_head(*ctx.out, now, selection.since_ms, prices);
       } else if (!begun) {
-        write_report_csv_header(*ctx.out);
+        reporting::write_report_csv_header(*ctx.out);
       }
       begun = true;
     };
     std::string chunk; // Rows go out 64 KiB at a time.
-    const auto report = build_report(ctx.store(), selection, prices, now, [&](const ReportRow& row) {
-      begin();
-      if (options.json) {
-        append_report_json_row(chunk, row, prices, first);
-      } else {
-        append_report_csv_row(chunk, row, prices);
-      }
-      first = false;
-      if (chunk.size() >= std::size_t{64} * 1024) {
-        *ctx.out << chunk;
-        chunk.clear();
-      }
-    });
+    const auto report =
+        reporting::build_report(ctx.store(), selection, prices, now, [&](const reporting::ReportRow& row) {
+          begin();
+          if (options.json) {
+            reporting::append_report_json_row(chunk, row, prices, first);
+          } else {
+            reporting::append_report_csv_row(chunk, row, prices);
+          }
+          first = false;
+          if (chunk.size() >= std::size_t{64} * 1024) {
+            *ctx.out << chunk;
+            chunk.clear();
+          }
+        });
     begin();
     *ctx.out << chunk;
     if (options.json) {
-      write_report_json_tail(*ctx.out, report, prices, !first);
+      reporting::write_report_json_tail(*ctx.out, report, prices, !first);
     }
     return 0;
   }
-  selection.detailed_rows = options.html.empty() ? 0 : kHtmlTimelines;
-  const auto report = build_report(ctx.store(), selection, prices, now);
+  selection.detailed_rows = options.html.empty() ? 0 : reporting::kHtmlTimelines;
+  const auto report = reporting::build_report(ctx.store(), selection, prices, now);
   if (!options.html.empty()) {
     std::ostringstream html;
-    write_report_html(html, report, prices);
+    reporting::write_report_html(html, report, prices);
     util::write_file_atomic(options.html, html.str(), 0644); // Whole or not at all.
     *ctx.err << "wrote " << options.html << " (" << report.jobs << (report.jobs == 1 ? " job" : " jobs") << ")\n";
     return 0;
   }
-  write_report_text(*ctx.out, report, prices, ctx.color);
+  reporting::write_report_text(*ctx.out, report, prices, ctx.color);
   return 0;
 }
 

@@ -1,8 +1,8 @@
 // `jobman show ID`: one job in detail, its attempts and events, or its config snapshot.
 #include "commands.hpp"
-#include "jobman/cli/accounting.hpp"
 #include "jobman/config/accelerator.hpp"
 #include "jobman/core/daemon.hpp"
+#include "jobman/reporting/accounting.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <vector>
 
 namespace jobman::cli {
 
@@ -81,76 +83,62 @@ config::PriceTable show_prices(Context& ctx) {
   }
 }
 
-} // namespace
+// Who a view is for: people read the names of the records it refers to, programs their ids.
+enum class Audience { people, programs };
 
-int run_show(Context& ctx, const ShowOptions& options) {
-  if (options.json) {
-    silence_logging();
-  }
-  const std::int64_t id = parse_job_id_argument(options.id);
-  auto& store = ctx.store();
-  keep_jobs_driven(ctx);
-  const auto job = store.get_job(id, options.config);
-  auto& out = *ctx.out;
-  if (options.config) {
-    if (options.json) {
-      out << nlohmann::ordered_json{{"id", job.id}, {"config_path", job.config_path}, {"config_yaml", job.config_yaml}}
-                 .dump(2)
-          << '\n';
-    } else {
-      out << job.config_yaml;
-      if (!job.config_yaml.empty() && job.config_yaml.back() != '\n') {
-        out << '\n';
-      }
-    }
-    return 0;
-  }
-  const auto attempts = store.attempts(id);
-  const auto events = store.events(id);
-  const auto lease = store.lease(id);
-  const auto findings = store.bad_hardware_of(id);
-  const auto rivals = store.rivals(id);
-  const std::int64_t now = util::now_ms();
-  const std::int64_t lease_now = store.clock_ms(); // Leases are in the store's time (a lab server's clock).
+// Everything `show` prints of one record, read before anything is printed.
+struct ShowView {
+  domain::JobRecord job;
+  std::vector<domain::AttemptRecord> attempts;
+  std::vector<domain::EventRecord> events;
+  std::optional<domain::Lease> lease;
+  std::vector<domain::BadHardwareRecord> findings;
+  std::vector<domain::RivalRecord> rivals;
+  std::int64_t now_ms = 0;
+  std::int64_t lease_now_ms = 0; // The store's clock: leases are in its time (a lab server's clock).
+  bool driver_dead = false;      // The lease's supervisor was a process of this machine, and it is gone.
+  std::optional<reporting::ProgressView> progress;
+  core::JobAccount account;
+  config::PriceTable prices;
+  // For people only: the worker holding a task (when it is still in the store), the task a worker holds.
+  std::optional<domain::JobRecord> worker;
+  std::optional<domain::JobRecord> held_task;
+};
+
+// Reads record `id` and all `show` prints of it, with the price table (a warning on stderr when the user's cannot be
+// read).
+ShowView gather_show(Context& ctx, std::int64_t id, Audience audience) {
+  const auto& store = ctx.store();
+  ShowView view;
+  view.job = store.get_job(id);
+  view.attempts = store.attempts(id);
+  view.events = store.events(id);
+  view.lease = store.lease(id);
+  view.findings = store.bad_hardware_of(id);
+  view.rivals = store.rivals(id);
+  view.now_ms = util::now_ms();
+  view.lease_now_ms = store.clock_ms();
   // A supervisor of this machine whose process is gone is dead now, whatever its lease says.
-  const bool driver_dead = lease && core::lease_owner_dead_here(lease->owner);
-  const auto progress = progress_view(job, attempts);
-  const auto account = account_of(store, job, attempts, now);
-  const auto prices = show_prices(ctx);
-  if (options.json) {
-    nlohmann::ordered_json j = job_json(job);
-    j["progress"] = progress_json(progress);
-    j["goodput"] = account_json(account, prices, true);
-    j["cleanup_pending"] = job.cleanup_pending;
-    j["driver"] = lease ? nlohmann::ordered_json{{"owner", lease->owner},
-                                                 {"heartbeat_at", util::format_utc(lease->heartbeat_ms)},
-                                                 {"expires_at", util::format_utc(lease->expires_ms)},
-                                                 {"live", lease->expires_ms > lease_now && !driver_dead},
-                                                 {"dead", driver_dead}}
-                        : nlohmann::ordered_json(nullptr);
-    j["attempts"] = nlohmann::ordered_json::array();
-    for (const auto& a : attempts) {
-      auto attempt = attempt_json(a);
-      attempt["rivals"] = nlohmann::ordered_json::array();
-      for (const auto& r : rivals) {
-        if (r.attempt == a.number) {
-          attempt["rivals"].push_back(rival_json(r));
-        }
+  view.driver_dead = view.lease && core::lease_owner_dead_here(view.lease->owner);
+  view.progress = reporting::progress_view(view.job, view.attempts);
+  view.account = reporting::account_of(store, view.job, view.attempts, view.now_ms);
+  view.prices = show_prices(ctx);
+  if (audience == Audience::people) {
+    if (view.job.kind == domain::JobKind::task && view.job.worker_id) {
+      view.worker = store.find_job(*view.job.worker_id);
+    }
+    if (view.job.kind == domain::JobKind::worker) {
+      if (const auto held = store.task_of_worker(id)) {
+        view.held_task = store.get_job(*held);
       }
-      j["attempts"].push_back(std::move(attempt));
     }
-    j["bad_hardware_findings"] = nlohmann::ordered_json::array();
-    for (const auto& f : findings) {
-      j["bad_hardware_findings"].push_back(bad_hardware_json(f));
-    }
-    j["events"] = nlohmann::ordered_json::array();
-    for (const auto& e : events) {
-      j["events"].push_back(event_json(e));
-    }
-    out << j.dump(2) << '\n';
-    return 0;
   }
-  const bool color = ctx.color;
+  return view;
+}
+
+// The record's fields, one a line, from its status to its config.
+void print_fields(std::ostream& out, const ShowView& view, bool color) {
+  const auto& job = view.job;
   const auto status = status_text(job);
   const auto color_code = phase_color(job.phase);
   const bool task = job.kind == domain::JobKind::task;
@@ -164,22 +152,24 @@ int run_show(Context& ctx, const ShowOptions& options) {
     out << "  " << padded << value << '\n';
   };
   field("Status", (color && !color_code.empty() ? std::string(color_code) + status + "\x1b[0m" : status) + " since " +
-                      when(job.phase_since_ms, now));
+                      when(job.phase_since_ms, view.now_ms));
   if (!job.phase_reason.empty()) {
     field("Reason", printable(job.phase_reason));
   }
   field("Desired", std::string(domain::to_string(job.desired)));
   // Who drives it, from the lease: a live one is renewed every few seconds by its supervisor.
+  const auto& lease = view.lease;
   const bool queued = job.kind == domain::JobKind::task && job.phase == domain::Phase::pending;
   if (queued) {
     field("Driven by", "nobody until a matching worker takes it from the queue");
-  } else if (lease && driver_dead && (!domain::is_terminal(job.phase) || job.cleanup_pending)) {
+  } else if (lease && view.driver_dead && (!domain::is_terminal(job.phase) || job.cleanup_pending)) {
     field("Driven by", "nobody: supervisor " + printable(lease->owner) +
-                           " is dead (its process is gone; last renewed " + when(lease->heartbeat_ms, lease_now) +
+                           " is dead (its process is gone; last renewed " +
+                           when(lease->heartbeat_ms, view.lease_now_ms) +
                            "); list, show, logs or wait start another, or run 'jobman daemon'");
-  } else if (lease && lease->expires_ms > lease_now) {
+  } else if (lease && lease->expires_ms > view.lease_now_ms) {
     field("Driven by",
-          "supervisor " + printable(lease->owner) + " (renewed " + when(lease->heartbeat_ms, lease_now) + ")");
+          "supervisor " + printable(lease->owner) + " (renewed " + when(lease->heartbeat_ms, view.lease_now_ms) + ")");
   } else if (!domain::is_terminal(job.phase) || job.cleanup_pending) {
     field("Driven by", "no supervisor yet (one starts with create, resume or wait, or run 'jobman daemon')");
   }
@@ -192,94 +182,208 @@ int run_show(Context& ctx, const ShowOptions& options) {
     field("Priority", std::to_string(job.priority));
     field("Retries", std::to_string(job.failures) + "/" + std::to_string(job.max_failures));
     if (job.worker_id) {
-      const auto worker = ctx.store().find_job(*job.worker_id);
-      field("Worker", util::format_job_id(*job.worker_id) + (worker ? "  " + printable(worker->name) : ""));
+      field("Worker", util::format_job_id(*job.worker_id) + (view.worker ? "  " + printable(view.worker->name) : ""));
     }
   } else {
     field("Zone", job.zone + " (" + job.pricing + ")");
     field("TPU name", printable(job.tpu_name));
   }
   if (job.kind == domain::JobKind::worker) {
-    const auto held = ctx.store().task_of_worker(job.id);
-    field("Task", held ? util::format_job_id(*held) + "  " + printable(ctx.store().get_job(*held).name) : "-");
+    field("Task",
+          view.held_task ? util::format_job_id(view.held_task->id) + "  " + printable(view.held_task->name) : "-");
     field("Slice", job.slice_state.empty() ? "-" : printable(job.slice_state) + "  (the last listing)");
   }
   field("Attempt", std::to_string(job.attempt) + "  (preemptions " + std::to_string(job.preemptions) + ", failures " +
                        std::to_string(job.failures) + ", bad hardware " + std::to_string(job.bad_hardware) + ")");
-  if (progress) {
-    field("Progress", progress_line(*progress));
+  if (view.progress) {
+    field("Progress", reporting::progress_line(*view.progress));
   }
   field("Host0 IP", job.host0_ip.empty() ? "-" : printable(job.host0_ip)); // The API's answer.
   field("Exit code", job.exit_code ? std::to_string(*job.exit_code) : "-");
-  field("Created", when(job.created_ms, now));
+  field("Created", when(job.created_ms, view.now_ms));
   if (job.finished_ms) {
-    field("Finished", when(*job.finished_ms, now));
+    field("Finished", when(*job.finished_ms, view.now_ms));
   }
   if (!job.sweep_label.empty()) {
     field("Sweep", printable(job.sweep_label));
   }
   field("Config", (job.config_path.empty() ? std::string("-") : printable(job.config_path)) +
                       "  (snapshot: jobman show " + util::format_job_id(job.id) + " --config)");
-  if (!attempts.empty()) {
-    out << "\nAttempts\n";
-    // A job in tpu-vm mode holds nodes without queued resources: the column names what its attempts hold.
-    const bool nodes = std::any_of(attempts.begin(), attempts.end(), [](const auto& a) { return a.node_only(); });
-    std::vector<std::string> header = {"  #", nodes ? "NODE" : "QUEUED RESOURCE", "ZONE", "STARTED", "ENDED", "OUTCOME",
-                                       "EXIT"};
+}
+
+void print_attempts(std::ostream& out, const ShowView& view, bool color) {
+  const auto& attempts = view.attempts;
+  if (attempts.empty()) {
+    return;
+  }
+  const bool task = view.job.kind == domain::JobKind::task;
+  out << "\nAttempts\n";
+  // A job in tpu-vm mode holds nodes without queued resources: the column names what its attempts hold.
+  const bool nodes = std::any_of(attempts.begin(), attempts.end(), [](const auto& a) { return a.node_only(); });
+  std::vector<std::string> header = {"  #", nodes ? "NODE" : "QUEUED RESOURCE", "ZONE", "STARTED", "ENDED", "OUTCOME",
+                                     "EXIT"};
+  if (task) {
+    header.emplace_back("WORKER");
+  }
+  Table table(header);
+  for (const auto& a : attempts) {
+    std::vector<std::string> row = {"  " + std::to_string(a.number), printable(a.slice_name()), printable(a.zone),
+                                    util::format_local(a.started_ms),
+                                    a.ended_ms ? util::format_local(*a.ended_ms) : "-",
+                                    // "requesting": the name is recorded, the API has not accepted the request yet.
+                                    !a.outcome.empty()                ? printable(a.outcome)
+                                    : a.create_pending && !a.ended_ms ? std::string("requesting")
+                                                                      : std::string("-"),
+                                    a.exit_code ? std::to_string(*a.exit_code) : "-"};
     if (task) {
-      header.emplace_back("WORKER");
+      row.push_back(a.worker_id ? util::format_job_id(*a.worker_id) : "-");
     }
-    Table table(header);
-    for (const auto& a : attempts) {
-      std::vector<std::string> row = {"  " + std::to_string(a.number), printable(a.slice_name()), printable(a.zone),
-                                      util::format_local(a.started_ms),
-                                      a.ended_ms ? util::format_local(*a.ended_ms) : "-",
-                                      // "requesting": the name is recorded, the API has not accepted the request yet.
-                                      !a.outcome.empty()                ? printable(a.outcome)
-                                      : a.create_pending && !a.ended_ms ? std::string("requesting")
-                                                                        : std::string("-"),
-                                      a.exit_code ? std::to_string(*a.exit_code) : "-"};
-      if (task) {
-        row.push_back(a.worker_id ? util::format_job_id(*a.worker_id) : "-");
-      }
-      table.add_row(std::move(row));
-    }
-    table.print(out, color);
+    table.add_row(std::move(row));
   }
-  if (!rivals.empty()) {
-    // tpu.strategy first-ready: the requests each attempt raced alongside the one it kept.
-    out << "\nAlso requested (first-ready)\n";
-    for (const auto& r : rivals) {
-      out << "  attempt " << r.attempt << ": " << printable(r.name) << " in " << printable(r.zone) << " ("
-          << printable(r.accelerator) << " " << printable(r.pricing) << "), "
-          << (r.outcome == "outrun"      ? std::string("outrun by the attempt's slice")
-              : r.outcome == "lost"      ? std::string("failed before it came up")
-              : r.outcome == "abandoned" ? std::string("abandoned when the attempt ended")
-                                         : std::string("racing"))
-          << (r.released_ms ? ", deleted " + util::format_local(*r.released_ms) : std::string()) << '\n';
-    }
+  table.print(out, color);
+}
+
+// tpu.strategy first-ready: the requests each attempt raced alongside the one it kept.
+void print_rivals(std::ostream& out, const std::vector<domain::RivalRecord>& rivals) {
+  if (rivals.empty()) {
+    return;
   }
-  if (!findings.empty()) {
-    // What was seen, where: the machine is remembered, and a new slice on it is rejected before setup.
-    out << "\nBad hardware\n";
-    for (const auto& f : findings) {
-      out << "  " << util::format_local(f.ts_ms) << "  attempt " << f.attempt << ", "
-          << (f.worker >= 0 ? "worker " + std::to_string(f.worker) + " of " : std::string()) << printable(f.node)
-          << " in " << printable(f.zone)
-          << (f.physical_host.empty() ? std::string() : " (machine " + printable(f.physical_host) + ")")
-          << ", from its " << printable(f.signal) << ": " << printable(f.detail) << '\n';
-    }
+  out << "\nAlso requested (first-ready)\n";
+  for (const auto& r : rivals) {
+    out << "  attempt " << r.attempt << ": " << printable(r.name) << " in " << printable(r.zone) << " ("
+        << printable(r.accelerator) << " " << printable(r.pricing) << "), "
+        << (r.outcome == "outrun"      ? std::string("outrun by the attempt's slice")
+            : r.outcome == "lost"      ? std::string("failed before it came up")
+            : r.outcome == "abandoned" ? std::string("abandoned when the attempt ended")
+                                       : std::string("racing"))
+        << (r.released_ms ? ", deleted " + util::format_local(*r.released_ms) : std::string()) << '\n';
   }
-  print_account(out, account, prices);
-  if (options.events) {
+}
+
+// What was seen, where: the machine is remembered, and a new slice on it is rejected before setup.
+void print_findings(std::ostream& out, const std::vector<domain::BadHardwareRecord>& findings) {
+  if (findings.empty()) {
+    return;
+  }
+  out << "\nBad hardware\n";
+  for (const auto& f : findings) {
+    out << "  " << util::format_local(f.ts_ms) << "  attempt " << f.attempt << ", "
+        << (f.worker >= 0 ? "worker " + std::to_string(f.worker) + " of " : std::string()) << printable(f.node)
+        << " in " << printable(f.zone)
+        << (f.physical_host.empty() ? std::string() : " (machine " + printable(f.physical_host) + ")") << ", from its "
+        << printable(f.signal) << ": " << printable(f.detail) << '\n';
+  }
+}
+
+// The whole timeline with `all_events`, the most recent events otherwise.
+void print_events(std::ostream& out, const ShowView& view, bool all_events) {
+  const auto& events = view.events;
+  if (all_events) {
     out << "\nEvents\n";
-    print_timeline(out, job, events, now);
+    print_timeline(out, view.job, events, view.now_ms);
   } else if (!events.empty()) {
     const std::size_t skip = events.size() > kRecentEvents ? events.size() - kRecentEvents : 0;
     out << "\nRecent events" << (skip > 0 ? " (" + std::to_string(skip) + " earlier; --events shows all)" : "") << '\n';
     for (std::size_t i = skip; i < events.size(); ++i) {
       out << "  " << event_line(events[i]) << '\n';
     }
+  }
+}
+
+// `show` for people.
+void print_show(std::ostream& out, const ShowView& view, bool color, bool all_events) {
+  print_fields(out, view, color);
+  print_attempts(out, view, color);
+  print_rivals(out, view.rivals);
+  print_findings(out, view.findings);
+  reporting::print_account(out, view.account, view.prices);
+  print_events(out, view, all_events);
+}
+
+// Who drives the record, from its lease; null without one.
+nlohmann::ordered_json driver_json(const ShowView& view) {
+  if (!view.lease) {
+    return nullptr;
+  }
+  nlohmann::ordered_json driver;
+  driver["owner"] = view.lease->owner;
+  driver["heartbeat_at"] = util::format_utc(view.lease->heartbeat_ms);
+  driver["expires_at"] = util::format_utc(view.lease->expires_ms);
+  driver["live"] = view.lease->expires_ms > view.lease_now_ms && !view.driver_dead;
+  driver["dead"] = view.driver_dead;
+  return driver;
+}
+
+// `show --json` (docs/JSON.md): the job object, then what `show` adds to it.
+nlohmann::ordered_json show_json(const ShowView& view) {
+  nlohmann::ordered_json j = job_json(view.job);
+  j["progress"] = reporting::progress_json(view.progress);
+  j["goodput"] = reporting::account_json(view.account, view.prices, true);
+  j["cleanup_pending"] = view.job.cleanup_pending;
+  j["driver"] = driver_json(view);
+  j["attempts"] = nlohmann::ordered_json::array();
+  for (const auto& a : view.attempts) {
+    auto attempt = attempt_json(a);
+    attempt["rivals"] = nlohmann::ordered_json::array();
+    for (const auto& r : view.rivals) {
+      if (r.attempt == a.number) {
+        attempt["rivals"].push_back(rival_json(r));
+      }
+    }
+    j["attempts"].push_back(std::move(attempt));
+  }
+  j["bad_hardware_findings"] = nlohmann::ordered_json::array();
+  for (const auto& f : view.findings) {
+    j["bad_hardware_findings"].push_back(bad_hardware_json(f));
+  }
+  j["events"] = nlohmann::ordered_json::array();
+  for (const auto& e : view.events) {
+    j["events"].push_back(event_json(e));
+  }
+  return j;
+}
+
+// `show --config`: the snapshot as recorded, ending with a newline.
+void print_config(std::ostream& out, const domain::JobRecord& job) {
+  out << job.config_yaml;
+  if (!job.config_yaml.empty() && job.config_yaml.back() != '\n') {
+    out << '\n';
+  }
+}
+
+// `show --config --json`.
+nlohmann::ordered_json config_json(const domain::JobRecord& job) {
+  nlohmann::ordered_json j;
+  j["id"] = job.id;
+  j["config_path"] = job.config_path;
+  j["config_yaml"] = job.config_yaml;
+  return j;
+}
+
+} // namespace
+
+int run_show(Context& ctx, const ShowOptions& options) {
+  if (options.json) {
+    silence_logging();
+  }
+  const std::int64_t id = parse_job_id_argument(options.id);
+  const auto& store = ctx.store();
+  keep_jobs_driven(ctx);
+  auto& out = *ctx.out;
+  if (options.config) {
+    const auto job = store.get_job(id, true);
+    if (options.json) {
+      out << config_json(job).dump(2) << '\n';
+    } else {
+      print_config(out, job);
+    }
+    return 0;
+  }
+  const auto view = gather_show(ctx, id, options.json ? Audience::programs : Audience::people);
+  if (options.json) {
+    out << show_json(view).dump(2) << '\n';
+  } else {
+    print_show(out, view, ctx.color, options.events);
   }
   return 0;
 }

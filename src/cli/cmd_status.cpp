@@ -9,6 +9,10 @@
 #include "waiting.hpp"
 
 #include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace jobman::cli {
 
@@ -70,25 +74,42 @@ std::string task_status(const domain::JobRecord& task) {
   return status_text(task);
 }
 
-int run_status(Context& ctx, const StatusOptions& options) {
-  if (options.workers_only && options.task_only) {
-    throw UsageError("--workers-only and --task-only cannot be used together");
-  }
-  if (options.json) {
-    silence_logging();
-  }
-  auto& store = ctx.store();
-  const std::string user = user_filter(store, options.user);
-  keep_jobs_driven(ctx);
+// A worker's row: its record and `#`, what it is doing (PROCESS) and the task it holds.
+struct WorkerRow {
+  std::size_t index = 0;
+  domain::JobRecord worker;
+  std::string process;
+  std::optional<std::int64_t> task_id;
+};
+
+// A task's row: its record and `#`, its status, the name of the worker holding it, and why it waits.
+struct TaskRow {
+  std::size_t index = 0;
+  domain::JobRecord task;
+  std::string status;
+  std::optional<std::string> worker_name; // The worker holding it, when it is among the workers read.
+  std::string waiting_for;                // Why the fair share holds it back; "" when it does not.
+};
+
+// What `status` prints, read before anything is printed: the rows each table shows.
+struct StatusView {
+  std::optional<std::vector<WorkerRow>> workers; // Not with --task-only.
+  std::optional<std::vector<TaskRow>> tasks;     // Not with --workers-only.
+  std::int64_t queued_hidden = 0;                // Queued tasks beyond the queue's head, counted only.
+  bool waiting_column = false;                   // Some task waits for the fair share: the table says why.
+};
+
+// Reads the workers and the tasks the options select (`user`: user_filter's answer), each with its `#`.
+StatusView gather_status(const store::JobStore& store, const StatusOptions& options, const std::string& user) {
+  StatusView view;
   const auto workers = core::pool_records(store, domain::JobKind::worker);
   // Each task with its `#`. The table shows the queue's head only, unless asked for every task, filtered, or --json.
   std::vector<std::pair<std::size_t, domain::JobRecord>> tasks;
-  std::int64_t queued_hidden = 0;
   if (!options.workers_only) {
     if (!options.all_tasks && !options.json && options.accelerator.empty() && options.zone.empty() && user.empty()) {
       auto board = store.task_board(kQueueHead, util::now_ms());
       tasks = std::move(board.shown);
-      queued_hidden = board.queued - board.queued_shown;
+      view.queued_hidden = board.queued - board.queued_shown;
     } else {
       auto all = core::pool_records(store, domain::JobKind::task);
       tasks.reserve(all.size());
@@ -97,11 +118,11 @@ int run_status(Context& ctx, const StatusOptions& options) {
       }
     }
   }
-  std::map<std::int64_t, const domain::JobRecord*> task_of_worker;
+  std::map<std::int64_t, std::int64_t> task_of_worker;
   std::map<std::int64_t, const domain::JobRecord*> worker_by_id;
   for (const auto& [index, task] : tasks) {
     if (task.worker_id) {
-      task_of_worker[*task.worker_id] = &task;
+      task_of_worker[*task.worker_id] = task.id;
     }
   }
   for (const auto& worker : workers) {
@@ -111,10 +132,8 @@ int run_status(Context& ctx, const StatusOptions& options) {
     return (options.accelerator.empty() || r.accelerator == options.accelerator) &&
            (options.zone.empty() || r.zone == options.zone) && (user.empty() || r.user == user);
   };
-  nlohmann::ordered_json json = nlohmann::ordered_json::object();
   if (!options.task_only) {
-    Table table({"#", "WORKER", "ACCELERATOR", "ZONE", "PROCESS", "VM", "QR", "TASK"});
-    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    view.workers.emplace();
     for (std::size_t i = 0; i < workers.size(); ++i) {
       const auto& w = workers[i];
       if (!wanted(w) || (options.live_only && w.slice_state != "ACTIVE")) {
@@ -122,30 +141,8 @@ int run_status(Context& ctx, const StatusOptions& options) {
       }
       const auto task = task_of_worker.find(w.id);
       const bool busy = task != task_of_worker.end();
-      const std::string process = process_text(w, busy);
-      if (options.json) {
-        auto j = job_json(w);
-        j["index"] = i + 1;
-        j["process"] = process;
-        j["slice_state"] =
-            w.slice_state.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.slice_state);
-        j["task_id"] = busy ? nlohmann::ordered_json(task->second->id) : nlohmann::ordered_json(nullptr);
-        rows.push_back(std::move(j));
-        continue;
-      }
-      table.add_row({std::to_string(i + 1), printable(w.name), w.accelerator, w.zone, process, vm_text(w), qr_text(w),
-                     busy ? util::format_job_id(task->second->id) : "-"},
-                    phase_color(w.phase), 4);
-    }
-    if (options.json) {
-      json["workers"] = std::move(rows);
-    } else {
-      *ctx.out << "=== Workers ===\n";
-      if (table.size() == 0) {
-        *ctx.out << "  (none)\n";
-      } else {
-        table.print(*ctx.out, ctx.color);
-      }
+      view.workers->push_back(
+          {i + 1, w, process_text(w, busy), busy ? std::optional<std::int64_t>(task->second) : std::nullopt});
     }
   }
   if (!options.workers_only) {
@@ -161,66 +158,131 @@ int run_status(Context& ctx, const StatusOptions& options) {
         }
       }
     }
-    std::vector<std::string> header = {"#", "ID", "NAME", "STATUS", "RETRY", "ACCELERATOR", "ZONE", "WORKER"};
-    if (!share_waits.empty()) {
-      header.emplace_back("WAITING FOR");
-    }
-    Table table(header);
-    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    for (const auto& [index, t] : tasks) {
+    view.waiting_column = !share_waits.empty();
+    view.tasks.emplace();
+    for (auto& [index, t] : tasks) {
       if (!wanted(t)) {
         continue;
       }
+      TaskRow row;
+      row.index = index;
+      row.status = task_status(t);
+      if (t.worker_id) {
+        if (const auto found = worker_by_id.find(*t.worker_id); found != worker_by_id.end()) {
+          row.worker_name = found->second->name;
+        }
+      }
+      if (const auto why = share_waits.find(t.id); why != share_waits.end()) {
+        row.waiting_for = why->second;
+      }
+      row.task = std::move(t);
+      view.tasks->push_back(std::move(row));
+    }
+  }
+  return view;
+}
+
+// `status` for people: the workers' table, then the tasks'.
+void print_status(std::ostream& out, const StatusView& view, bool color) {
+  if (view.workers) {
+    Table table({"#", "WORKER", "ACCELERATOR", "ZONE", "PROCESS", "VM", "QR", "TASK"});
+    for (const auto& row : *view.workers) {
+      const auto& w = row.worker;
+      table.add_row({std::to_string(row.index), printable(w.name), w.accelerator, w.zone, row.process, vm_text(w),
+                     qr_text(w), row.task_id ? util::format_job_id(*row.task_id) : "-"},
+                    phase_color(w.phase), 4);
+    }
+    out << "=== Workers ===\n";
+    if (table.size() == 0) {
+      out << "  (none)\n";
+    } else {
+      table.print(out, color);
+    }
+  }
+  if (view.tasks) {
+    std::vector<std::string> header = {"#", "ID", "NAME", "STATUS", "RETRY", "ACCELERATOR", "ZONE", "WORKER"};
+    if (view.waiting_column) {
+      header.emplace_back("WAITING FOR");
+    }
+    Table table(header);
+    for (const auto& row : *view.tasks) {
+      const auto& t = row.task;
       std::string worker = "-";
       if (t.worker_id) {
-        const auto found = worker_by_id.find(*t.worker_id);
-        worker = found != worker_by_id.end() ? printable(found->second->name) : util::format_job_id(*t.worker_id);
+        worker = row.worker_name ? printable(*row.worker_name) : util::format_job_id(*t.worker_id);
       }
-      const std::string retry = std::to_string(t.failures) + "/" + std::to_string(t.max_failures);
-      if (options.json) {
-        auto j = job_json(t);
-        j["index"] = index;
-        j["task_status"] = task_status(t);
-        j["retries"] = t.failures;
-        j["max_retries"] = t.max_failures;
-        j["priority"] = t.priority;
-        j["worker_id"] = t.worker_id ? nlohmann::ordered_json(*t.worker_id) : nlohmann::ordered_json(nullptr);
-        const auto why = share_waits.find(t.id);
-        j["waiting_for"] = why != share_waits.end() ? nlohmann::ordered_json(why->second) : nlohmann::ordered_json();
-        rows.push_back(std::move(j));
-        continue;
-      }
-      std::vector<std::string> cells = {std::to_string(index),
+      std::vector<std::string> cells = {std::to_string(row.index),
                                         util::format_job_id(t.id),
                                         printable(t.name),
-                                        task_status(t),
-                                        retry,
+                                        row.status,
+                                        std::to_string(t.failures) + "/" + std::to_string(t.max_failures),
                                         t.accelerator,
                                         t.zone.empty() ? "any" : t.zone,
                                         worker};
-      if (!share_waits.empty()) {
-        const auto why = share_waits.find(t.id);
-        cells.push_back(why != share_waits.end() ? printable(why->second) : "");
+      if (view.waiting_column) {
+        cells.push_back(printable(row.waiting_for));
       }
       table.add_row(std::move(cells), phase_color(t.phase), 3);
     }
-    if (options.json) {
-      json["tasks"] = std::move(rows);
+    out << (view.workers ? "\n" : "") << "=== Tasks ===\n";
+    if (table.size() == 0 && view.queued_hidden == 0) {
+      out << "  (empty)\n";
     } else {
-      *ctx.out << (options.task_only ? "" : "\n") << "=== Tasks ===\n";
-      if (table.size() == 0 && queued_hidden == 0) {
-        *ctx.out << "  (empty)\n";
-      } else {
-        table.print(*ctx.out, ctx.color);
-      }
-      if (queued_hidden > 0) {
-        *ctx.out << "  ... and " << queued_hidden << " more queued after these " << kQueueHead
-                 << " (jobman status --all-tasks lists every task)\n";
-      }
+      table.print(out, color);
+    }
+    if (view.queued_hidden > 0) {
+      out << "  ... and " << view.queued_hidden << " more queued after these " << kQueueHead
+          << " (jobman status --all-tasks lists every task)\n";
     }
   }
+}
+
+// `status --json` (docs/JSON.md): {workers, tasks}, each row the job object and what the table adds to it.
+nlohmann::ordered_json status_json(const StatusView& view) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  if (view.workers) {
+    j["workers"] = nlohmann::ordered_json::array();
+    for (const auto& row : *view.workers) {
+      auto worker = job_json(row.worker);
+      worker["index"] = row.index;
+      worker["process"] = row.process;
+      worker["slice_state"] = text_or_null(row.worker.slice_state);
+      worker["task_id"] = json_or_null(row.task_id);
+      j["workers"].push_back(std::move(worker));
+    }
+  }
+  if (view.tasks) {
+    j["tasks"] = nlohmann::ordered_json::array();
+    for (const auto& row : *view.tasks) {
+      auto task = job_json(row.task);
+      task["index"] = row.index;
+      task["task_status"] = row.status;
+      task["retries"] = row.task.failures;
+      task["max_retries"] = row.task.max_failures;
+      task["priority"] = row.task.priority;
+      task["worker_id"] = json_or_null(row.task.worker_id);
+      task["waiting_for"] = text_or_null(row.waiting_for);
+      j["tasks"].push_back(std::move(task));
+    }
+  }
+  return j;
+}
+
+int run_status(Context& ctx, const StatusOptions& options) {
+  if (options.workers_only && options.task_only) {
+    throw UsageError("--workers-only and --task-only cannot be used together");
+  }
   if (options.json) {
-    *ctx.out << json.dump(2) << '\n';
+    silence_logging();
+  }
+  const auto& store = ctx.store();
+  const std::string user = user_filter(store, options.user);
+  keep_jobs_driven(ctx);
+  const auto view = gather_status(store, options, user);
+  if (options.json) {
+    *ctx.out << status_json(view).dump(2) << '\n';
+  } else {
+    print_status(*ctx.out, view, ctx.color);
   }
   return 0;
 }

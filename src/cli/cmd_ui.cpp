@@ -1,7 +1,8 @@
 // `jobman ui`: the dashboard on loopback. jobman runs jobman-ui (beside it), which has the web server linked in and
 // registers it; so the server's libraries load for `ui` alone, never for a `list` in a script's loop.
 #include "commands.hpp"
-#include "jobman/cli/dashboard.hpp"
+#include "jobman/cli/app.hpp"
+#include "jobman/reporting/dashboard.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/system.hpp"
 
@@ -12,6 +13,11 @@
 namespace jobman::cli {
 
 namespace {
+
+DashboardServer& registered_server() {
+  static DashboardServer server;
+  return server;
+}
 
 struct UiOptions {
   int port = 0;
@@ -59,11 +65,19 @@ int run_ui(Context& ctx, const UiOptions& options) {
   }
   auto prices =
       config::load_prices(options.prices.empty() ? std::nullopt : std::optional<std::filesystem::path>(options.prices));
-  Dashboard dashboard(ctx.store(), std::move(prices), new_dashboard_token());
+  reporting::Dashboard dashboard(ctx.store(), std::move(prices), reporting::new_dashboard_token());
   return server(dashboard, options.port, *ctx.out);
 }
 
 } // namespace
+
+void set_dashboard_server(DashboardServer server) {
+  registered_server() = std::move(server);
+}
+
+const DashboardServer& dashboard_server() {
+  return registered_server();
+}
 
 void add_ui_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<UiOptions>();

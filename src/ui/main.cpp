@@ -1,7 +1,6 @@
 // jobman-ui: the jobman command line with the dashboard's web server linked in. `jobman ui` runs it, so that only
 // `ui` loads cpp-httplib and the TLS and compression libraries it links.
 #include "jobman/cli/app.hpp"
-#include "jobman/cli/dashboard.hpp"
 #include "jobman/ui/server.hpp"
 
 int main(int argc, char** argv) {

@@ -13,8 +13,8 @@ namespace {
 // Threads answering requests: a browser holds a few connections open, and the store answers one at a time anyway.
 constexpr std::size_t kThreads = 4;
 
-cli::DashboardRequest request_of(const httplib::Request& req) {
-  cli::DashboardRequest request;
+reporting::DashboardRequest request_of(const httplib::Request& req) {
+  reporting::DashboardRequest request;
   request.method = req.method;
   request.path = req.path;
   for (const auto& [name, value] : req.params) {
@@ -27,7 +27,7 @@ cli::DashboardRequest request_of(const httplib::Request& req) {
 
 } // namespace
 
-int serve(cli::Dashboard& dashboard, int port, std::ostream& out) {
+int serve(reporting::Dashboard& dashboard, int port, std::ostream& out) {
   // SIGINT and SIGTERM are taken by sigwait below: blocked here, before any thread starts, so that every thread of
   // the server inherits the mask and none is interrupted.
   sigset_t stop_signals;

@@ -86,58 +86,6 @@ protected:
   }
 };
 
-TEST_F(FailoverTest, AZoneWithoutCapacityIsLeftAfterItsQueueTimeoutForTheNext) {
-  ASSERT_TRUE(set_spot("us-central2-b", 0));
-  start_daemon();
-  const auto id =
-      create(failover_config("[us-central2-b, us-east1-d]", 40, "  queue_timeout: 60s\n  order: as-written\n"));
-  const auto done = wait_for(id, 0, 120);
-  const auto attempts = db().attempts(id);
-  ASSERT_EQ(attempts.size(), 2U);
-  EXPECT_EQ(attempts[0].zone, "us-central2-b");
-  EXPECT_EQ(attempts[0].outcome, "timed-out");
-  EXPECT_FALSE(attempts[0].active_ms);
-  EXPECT_EQ(attempts[1].zone, "us-east1-d");
-  EXPECT_EQ(attempts[1].outcome, "succeeded");
-  EXPECT_EQ(done.preemptions, 0) << "a candidate given up is no preemption";
-  EXPECT_EQ(done.failures, 0);
-  EXPECT_TRUE(any_event(id, "requesting v4-8 spot in us-east1-d: us-central2-b waited out v4-8 spot"));
-  EXPECT_EQ(checksums(id, 2, 1), std::vector<std::string>{uninterrupted_checksum(40)});
-  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
-
-  // The store learnt: the next job, its order learned, asks the zone that gave a slice first.
-  const auto next = create(failover_config("[us-central2-b, us-east1-d]", 20, "  queue_timeout: 60s\n"));
-  wait_for(next, 0, 120);
-  const auto next_attempts = db().attempts(next);
-  ASSERT_EQ(next_attempts.size(), 1U);
-  EXPECT_EQ(next_attempts[0].zone, "us-east1-d");
-  EXPECT_TRUE(any_event(next, "ranked by the last 30 days: v4-8 spot in us-east1-d: up in"));
-
-  const auto table = jm({"availability"});
-  EXPECT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_NE(table.out.find("us-east1-d"), std::string::npos) << table.out;
-  const auto stats = json::parse(jm({"availability", "-z", "us-central2-b", "--json"}).out);
-  ASSERT_EQ(stats.size(), 1U);
-  EXPECT_EQ(stats[0]["requests"], 1);
-  EXPECT_EQ(stats[0]["came_up"], 0);
-  EXPECT_EQ(stats[0]["gave_up"], 1);
-}
-
-TEST_F(FailoverTest, AZoneThatRefusesForQuotaCountsAsAFailedCandidate) {
-  ASSERT_TRUE(set_spot("us-central2-b", 64, 0));
-  start_daemon();
-  const auto id = create(failover_config("[us-central2-b, us-east1-d]", 20, "  order: as-written\n"));
-  wait_for(id, 0, 120);
-  const auto attempts = db().attempts(id);
-  ASSERT_EQ(attempts.size(), 2U);
-  EXPECT_EQ(attempts[0].outcome, "quota");
-  EXPECT_EQ(attempts[1].zone, "us-east1-d");
-  EXPECT_TRUE(any_event(id, "refused for quota in us-central2-b"));
-  EXPECT_TRUE(any_event(id, "us-central2-b refused for quota v4-8 spot"));
-  const auto shown = jm({"show", std::to_string(id)});
-  EXPECT_NE(shown.out.find("quota"), std::string::npos) << shown.out;
-}
-
 TEST_F(FailoverTest, AnAcceleratorTheZoneDoesNotOfferIsARefusedCandidateNotAFailedJob) {
   start_daemon();
   // The mock's us-central2-b offers v4 alone: v5litepod-8 is refused (400), and v4-8 runs.
@@ -166,62 +114,6 @@ TEST_F(FailoverTest, AnAcceleratorTheZoneDoesNotOfferIsARefusedCandidateNotAFail
       << refused.err;
 }
 
-TEST_F(FailoverTest, SpotFallsBackToOnDemandAfterThePreemptionsAllowed) {
-  start_daemon();
-  const auto id = create(failover_config("us-central2-b", 200, "", "  fallback:\n    after_preemptions: 1\n"));
-  ASSERT_TRUE(eventually([&] { return job(id).phase == Phase::running; }, kPatience)) << job(id).phase_reason;
-  ASSERT_TRUE(await_log(id, 1, "step=40 "));
-  ASSERT_TRUE(preempt(node_of(id)));
-  const auto done = wait_for(id, 0, 120);
-  EXPECT_EQ(done.preemptions, 1);
-  const auto attempts = db().attempts(id);
-  ASSERT_EQ(attempts.size(), 2U);
-  EXPECT_EQ(attempts[0].pricing, "spot");
-  EXPECT_EQ(attempts[1].pricing, "ondemand");
-  EXPECT_TRUE(any_event(id, "on-demand from now on: 1 preemption(s)"));
-  EXPECT_EQ(checksums(id, 2, 1), std::vector<std::string>{uninterrupted_checksum(200)});
-}
-
-TEST_F(FailoverTest, FirstReadyKeepsTheFirstSliceUpAndDeletesTheOtherRequests) {
-  ASSERT_TRUE(set_spot("us-central2-b", 0));
-  start_daemon();
-  const auto id = create(failover_config("[us-central2-b, us-east1-d]", 200,
-                                         "  strategy: first-ready\n  order: as-written\n  queue_timeout: 1h\n"));
-  // Running in the zone with capacity; the request still waiting in the other zone is deleted, and the job's slice
-  // is the only one left.
-  ASSERT_TRUE(race_decided(id));
-  const auto rivals = db().rivals(id);
-  EXPECT_EQ(rivals[0].zone, "us-central2-b");
-  EXPECT_EQ(rivals[0].outcome, "outrun");
-  EXPECT_EQ(rivals[0].name + "c2", db().attempts(id)[0].queued_resource)
-      << "the attempt's own request lost; its second candidate's came up";
-  const auto done = wait_for(id, 0, 180);
-  EXPECT_EQ(done.preemptions, 0);
-  const auto attempts = db().attempts(id);
-  ASSERT_EQ(attempts.size(), 1U) << "the race is one attempt";
-  EXPECT_EQ(attempts[0].zone, "us-east1-d");
-  EXPECT_EQ(attempts[0].outcome, "succeeded");
-  EXPECT_TRUE(any_event(id, "requesting 2 candidates at once, keeping the first to come up"));
-  EXPECT_TRUE(any_event(id, "(v4-8 spot in us-east1-d) came up first"));
-  EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(200)});
-  const auto shown = json::parse(jm({"show", std::to_string(id), "--json"}).out);
-  ASSERT_EQ(shown["attempts"][0]["rivals"].size(), 1U) << shown.dump();
-  EXPECT_EQ(shown["attempts"][0]["rivals"][0]["zone"], "us-central2-b");
-  EXPECT_EQ(shown["attempts"][0]["rivals"][0]["outcome"], "outrun");
-  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
-}
-
-TEST_F(FailoverTest, FirstReadyWithCapacityEverywhereLeavesExactlyOneSlice) {
-  start_daemon();
-  const auto id = create(failover_config("[us-central2-b, us-east1-d]", 200, "  strategy: first-ready\n"));
-  ASSERT_TRUE(race_decided(id));
-  EXPECT_EQ(db().rivals(id)[0].outcome, "outrun");
-  EXPECT_NE(db().rivals(id)[0].zone, db().attempts(id)[0].zone);
-  wait_for(id, 0, 180);
-  EXPECT_EQ(db().attempts(id).size(), 1U);
-  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
-}
-
 TEST_F(FailoverTest, ASupervisorKilledMidRaceLeavesTheNextOneToFinishIt) {
   ASSERT_TRUE(set_spot("us-central2-b", 0));
   ASSERT_TRUE(set_spot("us-east1-d", 0));
@@ -239,22 +131,6 @@ TEST_F(FailoverTest, ASupervisorKilledMidRaceLeavesTheNextOneToFinishIt) {
   EXPECT_EQ(attempts[0].zone, "us-east1-d");
   EXPECT_TRUE(db().rivals(id)[0].released_ms);
   EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(40)});
-  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
-}
-
-TEST_F(FailoverTest, CancellingARaceDeletesTheRivalsAndKeepsTheJobsOwnRequest) {
-  ASSERT_TRUE(set_spot("us-central2-b", 0));
-  ASSERT_TRUE(set_spot("us-east1-d", 0));
-  start_daemon();
-  const auto id = create(failover_config("[us-central2-b, us-east1-d]", 20, "  strategy: first-ready\n"));
-  ASSERT_TRUE(both_requested(id)) << job(id).phase_reason;
-  EXPECT_EQ(queued_resources(), 2) << metrics().dump();
-  ASSERT_EQ(jm({"cancel", std::to_string(id)}).exit_code, 0);
-  ASSERT_TRUE(eventually([&] { return job(id).phase == Phase::cancelled; }, kPatience)) << job(id).phase_reason;
-  EXPECT_TRUE(db().rivals(id)[0].released_ms.has_value());
-  EXPECT_EQ(db().rivals(id)[0].outcome, "abandoned");
-  EXPECT_TRUE(eventually([&] { return queued_resources() == 1; }, kPatience)) << metrics().dump();
-  ASSERT_EQ(jm({"delete", std::to_string(id)}).exit_code, 0);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 

@@ -1,7 +1,7 @@
 // The HTML report (`jobman report --html`) in headless Chromium at a laptop's 1400 px: the per-job table, with long
 // names and figures of days, fits the window, so its chip-hours and cost are on screen without scrolling sideways.
-#include "jobman/cli/report.hpp"
 #include "jobman/config/prices.hpp"
+#include "jobman/reporting/report.hpp"
 #include "jobman/util/system.hpp"
 #include "support/browser.hpp"
 #include "support/temp_dir.hpp"
@@ -13,15 +13,15 @@
 namespace jobman::test {
 namespace {
 
-using core::Bucket;
 using domain::Phase;
 
 constexpr std::int64_t kMinute = 60'000;
 constexpr std::int64_t kHour = 60 * kMinute;
+constexpr std::int64_t kDay = 24 * kHour;
 
 // A job of a report as a long run leaves it: days of time in every bucket, a name as sweeps make them.
-cli::ReportRow row(std::int64_t id, const std::string& name, Phase phase, std::int64_t scale) {
-  cli::ReportRow r;
+reporting::ReportRow row(std::int64_t id, const std::string& name, Phase phase, std::int64_t scale) {
+  reporting::ReportRow r;
   r.job.id = id;
   r.job.name = name;
   r.job.phase = phase;
@@ -31,9 +31,9 @@ cli::ReportRow row(std::int64_t id, const std::string& name, Phase phase, std::i
   r.job.preemptions = 3;
   const std::int64_t now = util::now_ms();
   const std::array<std::int64_t, core::kBucketCount> ms = {
-      13 * kHour + 47 * kMinute, 2 * kHour + 11 * kMinute, 3 * kHour + 58 * kMinute, 31 * 24 * kHour + 7 * kHour,
+      13 * kHour + 47 * kMinute, 2 * kHour + 11 * kMinute, 3 * kHour + 58 * kMinute, 31 * kDay + 7 * kHour,
       9 * kHour + 33 * kMinute,  4 * kHour + 19 * kMinute, 6 * kHour + 2 * kMinute,  1 * kHour + 44 * kMinute};
-  std::int64_t at = now - 40 * 24 * kHour;
+  std::int64_t at = now - 40 * kDay;
   for (const auto bucket : core::all_buckets()) {
     const auto span = ms[static_cast<std::size_t>(bucket)] * scale;
     r.account.ms[static_cast<std::size_t>(bucket)] = span;
@@ -57,10 +57,10 @@ protected:
   TempDir dir;
 
   // The report of `rows`, written as `jobman report --html` writes it; its file:// URL.
-  std::string write_report(std::vector<cli::ReportRow> rows) {
-    cli::Report report;
+  std::string write_report(std::vector<reporting::ReportRow> rows) {
+    reporting::Report report;
     report.now_ms = util::now_ms();
-    report.since_ms = report.now_ms - 60 * 24 * kHour;
+    report.since_ms = report.now_ms - 60 * kDay;
     for (const auto& r : rows) {
       for (std::size_t b = 0; b < core::kBucketCount; ++b) {
         report.ms[b] += r.account.ms[b];
@@ -78,7 +78,7 @@ protected:
     report.rows = std::move(rows);
     const auto path = dir / "report.html";
     std::ofstream out(path);
-    cli::write_report_html(out, report, config::builtin_prices());
+    reporting::write_report_html(out, report, config::builtin_prices());
     return "file://" + path.string();
   }
 };

@@ -1,8 +1,14 @@
 // The command line: parses argv into a command, runs it, maps errors to exit codes.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
+
+namespace jobman::reporting {
+class Dashboard;
+} // namespace jobman::reporting
 
 namespace jobman::cli {
 
@@ -40,5 +46,12 @@ private:
 
 // Runs jobman with the process's arguments; returns the exit code (see README.md, "Exit codes").
 int run(int argc, char** argv);
+
+// Serves `dashboard` on 127.0.0.1:`port` (0: any free port) until SIGINT or SIGTERM, printing its URL on `out` once
+// it listens; returns the exit code. jobman-ui registers its server here; without one, `jobman ui` runs jobman-ui.
+using DashboardServer = std::function<int(reporting::Dashboard& dashboard, int port, std::ostream& out)>;
+void set_dashboard_server(DashboardServer server);
+// The server registered, or an empty function.
+const DashboardServer& dashboard_server();
 
 } // namespace jobman::cli

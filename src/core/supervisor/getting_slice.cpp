@@ -113,12 +113,12 @@ void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
                                         d.job.user, number, attempt.node);
   const auto id = d.job.id;
   d.create_again = false;
-  host_.dispatch(d, [this, access = access_, counters = counters_, slice, number, body, id]() -> std::function<void()> {
+  host_.dispatch(d, [this, slices = slices_, counters = counters_, slice, number, body, id]() -> std::function<void()> {
     std::string operation;
     try {
       ++counters->mutations;
       if (slice.node_only) {
-        const auto created = access->client->create_node(access->location(slice.zone), slice.name, body);
+        const auto created = slices->create_node(slice.zone, slice.name, body);
         if (created.operation) {
           operation = created.operation->name;
         }
@@ -126,7 +126,7 @@ void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
           refuse_another_stores_resource(slice.name, created.existing->labels, body.value("labels", nlohmann::json()));
         }
       } else {
-        const auto created = access->client->create_queued_resource(access->location(slice.zone), slice.name, body);
+        const auto created = slices->create_queued_resource(slice.zone, slice.name, body);
         if (created.existing) {
           refuse_another_stores_resource(slice.name, created.existing->node_labels, request_node_labels(body));
         }
@@ -226,10 +226,10 @@ void JobDriver::slice_created(std::int64_t id, const SliceRef& slice, int number
 }
 
 void JobDriver::orphan_delete(const SliceRef& slice) {
-  host_.dispatch_detached([access = access_, counters = counters_, slice] {
+  host_.dispatch_detached([slices = slices_, counters = counters_, slice] {
     try {
       ++counters->mutations;
-      (void)slice.remove(*access);
+      (void)slice.remove(*slices);
       spdlog::info("deleted {}: its job was removed while it was being requested", slice.label());
     } catch (const std::exception& e) {
       spdlog::error("{} outlived its job and could not be deleted: {}", slice.label(), e.what());
@@ -303,9 +303,9 @@ std::string JobDriver::slice_error(const Driven& d) {
 void JobDriver::confirm_absent(Driven& d, const domain::AttemptRecord& open) {
   const auto id = d.job.id;
   host_.dispatch(
-      d, [this, access = access_, counters = counters_, id, slice = SliceRef::of(open)]() -> std::function<void()> {
+      d, [this, slices = slices_, counters = counters_, id, slice = SliceRef::of(open)]() -> std::function<void()> {
         ++counters->get_calls;
-        auto got = slice.get(*access);
+        auto got = slice.get(*slices);
         return [this, id, got] {
           if (Driven* live = host_.find(id)) {
             live->seen = got;
@@ -319,12 +319,12 @@ void JobDriver::confirm_absent(Driven& d, const domain::AttemptRecord& open) {
 void JobDriver::check_create(Driven& d, const domain::AttemptRecord& open) {
   const auto id = d.job.id;
   host_.dispatch(d,
-                 [this, access = access_, counters = counters_, id, slice = SliceRef::of(open),
+                 [this, slices = slices_, counters = counters_, id, slice = SliceRef::of(open),
                   operation = d.create_operation]() -> std::function<void()> {
                    ++counters->get_calls;
                    cloud::Operation op;
                    try {
-                     op = access->client->get_operation(operation);
+                     op = slices->get_operation(operation);
                    } catch (const cloud::ApiError& e) {
                      if (e.http_status() != 404) {
                        throw;
@@ -341,7 +341,7 @@ void JobDriver::check_create(Driven& d, const domain::AttemptRecord& open) {
                    if (op.done && !op.error) {
                      // Created: the node must be there; ask for it by name, as for any new resource a listing missed.
                      ++counters->get_calls;
-                     got = slice.get(*access);
+                     got = slice.get(*slices);
                    }
                    return [this, id, slice, op, got] {
                      Driven* live = host_.find(id);
@@ -400,14 +400,14 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
   const auto node = open.node;
   const auto zone = open.zone;
   const int number = open.number;
-  host_.dispatch(d, [this, access = access_, counters = counters_, id, node, zone, number]() -> std::function<void()> {
+  host_.dispatch(d, [this, slices = slices_, counters = counters_, id, node, zone, number]() -> std::function<void()> {
     ++counters->get_calls;
-    auto got = access->client->get_node(access->location(zone), node);
+    auto got = slices->get_node(zone, node);
     std::vector<std::string> machines;
     if (got && got->state == cloud::NodeState::ready) {
       try {
         ++counters->get_calls;
-        machines = access->client->guest_attribute(access->location(zone), node, kPhysicalHostAttribute);
+        machines = slices->guest_attribute(zone, node, kPhysicalHostAttribute);
       } catch (const std::exception& e) {
         // The identity only sharpens what is remembered; the slice is used without it.
         spdlog::warn("{}: reading the physical hosts of {}: {}", job_label(id), node, e.what());

@@ -2,6 +2,7 @@
 #include "job_driver.hpp"
 
 #include "jobman/core/jobs.hpp"
+#include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 
 #include <algorithm>
@@ -26,20 +27,20 @@ std::string SliceRef::label() const {
   return (node_only ? "node " : "queued resource ") + name;
 }
 
-std::optional<SliceView> SliceRef::get(const CloudAccess& access) const {
+std::optional<SliceView> SliceRef::get(SliceOps& slices) const {
   if (node_only) {
-    const auto node = access.client->get_node(access.location(zone), name);
+    const auto node = slices.get_node(zone, name);
     return node ? std::optional(view_slice(*node)) : std::nullopt;
   }
-  const auto qr = access.client->get_queued_resource(access.location(zone), name);
+  const auto qr = slices.get_queued_resource(zone, name);
   return qr ? std::optional(view_slice(*qr)) : std::nullopt;
 }
 
-std::optional<cloud::Operation> SliceRef::remove(const CloudAccess& access) const {
+std::optional<cloud::Operation> SliceRef::remove(SliceOps& slices) const {
   if (node_only) {
-    return access.client->delete_node(access.location(zone), name);
+    return slices.delete_node(zone, name);
   }
-  return access.client->delete_queued_resource(access.location(zone), name, cloud::DeleteMode::force);
+  return slices.delete_queued_resource(zone, name);
 }
 
 std::vector<int> all_workers(int hosts) {
@@ -66,8 +67,30 @@ void load_rivals(const store::JobStore& store, Driven& d) {
   }
 }
 
-JobDriver::JobDriver(DriverHost& host, std::shared_ptr<const CloudAccess> access, std::shared_ptr<Counters> counters)
-    : host_(host), access_(std::move(access)), counters_(std::move(counters)) {}
+void load_driven(Driven& d, const domain::JobRecord& fresh, const store::JobStore& store, const Driven* worker) {
+  d.job = fresh;
+  d.job.config_yaml.clear();
+  d.attempts = store.attempts(fresh.id);
+  auto config = recorded_config(fresh);
+  if (const auto missing = expand_recorded_environment(fresh.id, config); !missing.empty()) {
+    throw Error("the environment variable " + missing.front() +
+                ", which it reads with ${oc.env:...}, was not set at create and is not set for the supervisor");
+  }
+  if (d.job.kind == domain::JobKind::task) {
+    // A task runs as its worker connects and in its worker's environment, unless its own config says otherwise.
+    d.own_config = std::make_shared<const config::JobConfig>(config);
+    if (worker != nullptr && worker->config) {
+      lend_worker_settings(*worker->config, config);
+    }
+  }
+  d.config = std::make_shared<const config::JobConfig>(std::move(config));
+  load_rivals(store, d);
+}
+
+JobDriver::JobDriver(DriverHost& host, std::shared_ptr<const CloudAccess> access, Operations ops,
+                     std::shared_ptr<Counters> counters)
+    : host_(host), access_(std::move(access)), slices_(std::move(ops.slices)), workers_(std::move(ops.workers)),
+      counters_(std::move(counters)) {}
 
 double JobDriver::backoff(Driven& d) {
   const auto& r = d.config->recovery;
@@ -85,6 +108,19 @@ void JobDriver::reload(Driven& d) {
     d.attempts = store().attempts(d.job.id);
     load_rivals(store(), d);
   }
+  d.dirty = true;
+}
+
+void JobDriver::take_news(Driven& d, domain::JobRecord row) {
+  if (d.busy || (row.updated_ms == d.job.updated_ms && row.desired == d.job.desired && row.phase == d.job.phase)) {
+    return;
+  }
+  if (row.desired != d.job.desired) {
+    d.retry_at_ms = 0;
+  }
+  d.job = std::move(row);
+  d.attempts = store().attempts(d.job.id);
+  load_rivals(store(), d);
   d.dirty = true;
 }
 
@@ -154,6 +190,53 @@ void JobDriver::step(Driven& d) {
   } else {
     drive(d);
   }
+}
+
+bool JobDriver::step_when_due(Driven& d) {
+  if (d.busy || d.lost || !d.dirty || !d.config || d.retry_at_ms > host_.now_ms()) {
+    return true;
+  }
+  d.dirty = false;
+  try {
+    step(d);
+  } catch (const NoSuchJobError&) {
+    return false;
+  } catch (const store::ShareExceededError& e) {
+    // Another supervisor handed the chips out since this one last counted them.
+    wait_for_share(d, e.what());
+  } catch (const store::JobChangedError& e) {
+    // A user's request got in first: decide again on what the store says now.
+    spdlog::info("{}: {}", job_label(d.job.id), e.what());
+    try {
+      reload(d);
+      d.dirty = true;
+    } catch (const NoSuchJobError&) {
+      return false;
+    }
+  } catch (const std::exception& e) {
+    error_event(d, e.what());
+    backoff(d);
+    d.dirty = true;
+  }
+  return true;
+}
+
+bool JobDriver::apply_result(std::int64_t id, Driven* d, const std::function<void()>& apply, bool ends_operation) {
+  try {
+    if (d != nullptr && ends_operation) {
+      d->busy = false;
+      reload(*d);
+    }
+    apply();
+  } catch (const NoSuchJobError&) {
+    return false;
+  } catch (const std::exception& e) {
+    spdlog::error("{}: {}", job_label(id), e.what());
+    if (Driven* again = host_.find(id)) {
+      backoff(*again);
+    }
+  }
+  return true;
 }
 
 void JobDriver::drive(Driven& d) {

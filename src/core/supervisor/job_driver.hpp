@@ -15,6 +15,7 @@
 #include "jobman/remote/workload.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/line_patterns.hpp"
+#include "operations.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -66,9 +67,9 @@ struct SliceRef {
   // "queued resource NAME" or "node NAME", for messages.
   [[nodiscard]] std::string label() const;
   // The slice asked for by name (queuedResources.get or nodes.get); nullopt when it is gone.
-  [[nodiscard]] std::optional<SliceView> get(const CloudAccess& access) const;
+  [[nodiscard]] std::optional<SliceView> get(SliceOps& slices) const;
   // Deletes it (a queued resource with force, since it may be ACTIVE); nullopt when it was already gone.
-  [[nodiscard]] std::optional<cloud::Operation> remove(const CloudAccess& access) const;
+  [[nodiscard]] std::optional<cloud::Operation> remove(SliceOps& slices) const;
 };
 
 // How a job's phase reason begins while the fair share keeps it from asking for a slice (JobDriver::wait_for_share).
@@ -78,14 +79,37 @@ inline constexpr std::string_view kShareWaitReason = "waiting for its share of c
 // DriverHost::dispatch, and its result comes back to a method here.
 class JobDriver {
 public:
-  // A driver for the jobs of `host`, reaching the cloud through `access` and counting into `counters`.
-  JobDriver(DriverHost& host, std::shared_ptr<const CloudAccess> access, std::shared_ptr<Counters> counters);
+  // What a driver works through: the cloud's slices and their workers.
+  struct Operations {
+    std::shared_ptr<SliceOps> slices;
+    std::shared_ptr<WorkerOps> workers;
+  };
+
+  // A driver for the jobs of `host`, in the project and with the settings of `access`, working on slices and workers
+  // through `ops` and counting into `counters`.
+  JobDriver(DriverHost& host, std::shared_ptr<const CloudAccess> access, Operations ops,
+            std::shared_ptr<Counters> counters);
 
   // One step for a job that has news: what the user wants decides (tear down, release, cancel), else its phase.
   void step(Driven& d);
 
+  // Steps the job if it has news and is neither busy, lost nor waiting out a backoff: a failure becomes an error event
+  // and a backoff, a user's request that got in first has the job read again, and the fair share's refusal has it
+  // wait. False when the job is gone from the store (the caller lets it go).
+  bool step_when_due(Driven& d);
+
+  // Applies what work for job `id` handed back (`d` while it is driven); with `ends_operation` (the result of its
+  // operation in flight) the job is no longer busy and is read again first, since what the user asked may have
+  // changed meanwhile. An error it throws is logged and backs the job off. False when the job is gone from the store.
+  bool apply_result(std::int64_t id, Driven* d, const std::function<void()>& apply, bool ends_operation);
+
   // Reads the job and its attempts again and marks it for a step.
   void reload(Driven& d);
+
+  // The job's record as the store has it now (`row`, read without its config): when it changed and no operation is
+  // in flight, the job takes it, reads its attempts and rivals again and is marked for a step; a user's request is
+  // acted on at once, not after a backoff or a wait for chips.
+  void take_news(Driven& d, domain::JobRecord row);
 
   // Moves the job to `change.to` when its phase is `expected` (any phase without one); says whether it moved.
   bool move(Driven& d, std::optional<domain::Phase> expected, const domain::PhaseChange& change);
@@ -155,7 +179,7 @@ private:
   // The workload of the job's current attempt, on `slice`.
   static remote::LaunchSpec launch_spec(const Driven& d, const domain::AttemptRecord& slice);
   // Whether the slice is still ACTIVE with its node READY, asked by name.
-  static bool slice_active(const CloudAccess& access, Counters& counters, const domain::AttemptRecord& open);
+  static bool slice_active(SliceOps& slices, Counters& counters, const domain::AttemptRecord& open);
   // SETUP: sets every host up, then launches the command on its workers.
   void set_up(Driven& d);
   // Streams the workers' output home on a thread of its own; the loop hears when it ends.
@@ -165,7 +189,7 @@ private:
   // Asks the workers how the workload stands, stops a decided attempt everywhere, fetches missed output.
   void inspect(Driven& d);
   // Fetches what broken streams missed once the workload has ended, within kCatchUpLimit.
-  static void catch_up(std::int64_t id, const remote::SliceTarget& target, std::vector<int> workers,
+  static void catch_up(WorkerOps& ops, std::int64_t id, const remote::SliceTarget& target, std::vector<int> workers,
                        const remote::WorkloadId& wid, const std::filesystem::path& dir);
   // Acts on the verdict: keep watching, recover, restart, or end the job.
   void attempt_judged(std::int64_t id, const AttemptVerdict& verdict, bool slice_gone, bool stream_failed);
@@ -312,6 +336,8 @@ private:
 
   DriverHost& host_;
   std::shared_ptr<const CloudAccess> access_;
+  std::shared_ptr<SliceOps> slices_;
+  std::shared_ptr<WorkerOps> workers_;
   std::shared_ptr<Counters> counters_;
   std::shared_ptr<const FairShare> fair_share_;
   std::optional<ChipsInFlight> chips_in_flight_; // Read on the first check after set_fair_share or a new attempt.
@@ -329,6 +355,11 @@ void lend_worker_settings(const config::JobConfig& worker, config::JobConfig& ta
 // Reads the job's rivals not yet released (tpu.strategy: first-ready) into d.rivals; a job that never raced reads
 // nothing.
 void load_rivals(const store::JobStore& store, Driven& d);
+
+// Fills a job about to be driven from `fresh` (read with its config): its record, attempts, config (a task's own, and
+// as its `worker` lends it) and rivals. Throws jobman::Error when the recorded config cannot be used; the record and
+// the attempts are filled by then.
+void load_driven(Driven& d, const domain::JobRecord& fresh, const store::JobStore& store, const Driven* worker);
 
 // Every worker host of a slice: 0 .. hosts-1.
 std::vector<int> all_workers(int hosts);

@@ -66,16 +66,7 @@ void SupervisorLoop::read_jobs() {
       }
       continue;
     }
-    Driven& d = it->second;
-    if (!d.busy && (row.updated_ms != d.job.updated_ms || row.desired != d.job.desired || row.phase != d.job.phase)) {
-      if (row.desired != d.job.desired) {
-        d.retry_at_ms = 0; // A user's request is acted on at once, not after a backoff or a wait for chips.
-      }
-      d.job = std::move(row);
-      d.attempts = job_store->attempts(d.job.id);
-      load_rivals(*job_store, d);
-      d.dirty = true;
-    }
+    driver.take_news(it->second, std::move(row));
   }
   for (auto& [id, d] : driven) {
     if (!present.contains(id)) {
@@ -182,26 +173,8 @@ void SupervisorLoop::adopt(const domain::JobRecord& row) {
     held.insert(id);
   }
   Driven& d = driven[id];
-  d.job = *fresh;
-  d.job.config_yaml.clear();
-  d.attempts = job_store->attempts(id);
   try {
-    auto config = recorded_config(*fresh);
-    if (const auto missing = expand_recorded_environment(id, config); !missing.empty()) {
-      throw Error("the environment variable " + missing.front() +
-                  ", which it reads with ${oc.env:...}, was not set at create and is not set for the supervisor");
-    }
-    if (d.job.kind == domain::JobKind::task) {
-      // A task runs as its worker connects and in its worker's environment, unless its own config says otherwise.
-      d.own_config = std::make_shared<const config::JobConfig>(config);
-      if (d.job.worker_id) {
-        if (const Driven* worker = find(*d.job.worker_id); worker != nullptr && worker->config) {
-          lend_worker_settings(*worker->config, config);
-        }
-      }
-    }
-    d.config = std::make_shared<const config::JobConfig>(std::move(config));
-    load_rivals(*job_store, d);
+    load_driven(d, *fresh, *job_store, fresh->worker_id ? find(*fresh->worker_id) : nullptr);
   } catch (const std::exception& e) {
     // Without its config nothing can be done for it but to say so.
     if (!domain::is_terminal(d.job.phase)) {

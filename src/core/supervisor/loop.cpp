@@ -7,6 +7,7 @@
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
+#include "observe.hpp"
 
 #include <algorithm>
 #include <spdlog/spdlog.h>
@@ -31,9 +32,14 @@ constexpr milliseconds kProgressFlushEvery{3'000};
 } // namespace
 
 SupervisorLoop::SupervisorLoop(CloudAccess cloud_access, std::string location, SupervisorOptions opts)
-    : access(std::make_shared<const CloudAccess>(std::move(cloud_access))), store_location(std::move(location)),
-      options(std::move(opts)), pool(std::max(1, options.action_threads), outstanding),
-      driver(*this, access, counters) {
+    : SupervisorLoop(cloud_access, std::move(location), std::move(opts),
+                     {make_slice_ops(cloud_access), make_worker_ops()}) {}
+
+SupervisorLoop::SupervisorLoop(CloudAccess cloud_access, std::string location, SupervisorOptions opts,
+                               JobDriver::Operations operations)
+    : access(std::make_shared<const CloudAccess>(std::move(cloud_access))), ops(std::move(operations)),
+      store_location(std::move(location)), options(std::move(opts)),
+      pool(std::max(1, options.action_threads), outstanding), driver(*this, access, ops, counters) {
   if (options.owner.empty()) {
     options.owner = lease_owner_id();
   }
@@ -66,7 +72,7 @@ bool SupervisorLoop::tick_once(const std::stop_token& stop, TickTimes& times) {
     next_read = now + std::min(tick, milliseconds(1000));
   }
   if (now >= next_observe) {
-    observe();
+    observe_slices(driven, *ops.slices, *this, *counters);
     next_observe = now + tick;
     // Serving and parked workers look at the queue every tick (a read of one index when nothing waits for them).
     for (auto& [id, d] : driven) {
@@ -194,24 +200,13 @@ void SupervisorLoop::apply(Completion& completion) {
     }
     return;
   }
-  try {
-    if (it != driven.end() && completion.ends_operation) {
-      it->second.busy = false;
-      // What the user asked may have changed while the operation ran.
-      driver.reload(it->second);
-    }
-    completion.apply();
-  } catch (const NoSuchJobError&) {
+  if (!driver.apply_result(completion.job_id, it == driven.end() ? nullptr : &it->second, completion.apply,
+                           completion.ends_operation)) {
     {
       const std::lock_guard lock(leases_mutex);
       held.erase(completion.job_id);
     }
     driven.erase(completion.job_id);
-  } catch (const std::exception& e) {
-    spdlog::error("{}: {}", job_label(completion.job_id), e.what());
-    if (auto again = driven.find(completion.job_id); again != driven.end()) {
-      driver.backoff(again->second);
-    }
   }
   if (auto again = driven.find(completion.job_id); again != driven.end()) {
     if (again->second.lost && !again->second.busy) {
@@ -234,33 +229,8 @@ void SupervisorLoop::read_share() {
 }
 
 void SupervisorLoop::step_safely(Driven& d) {
-  if (d.busy || d.lost || !d.dirty || !d.config) {
-    return;
-  }
-  if (d.retry_at_ms > now_ms()) {
-    return;
-  }
-  d.dirty = false;
-  try {
-    driver.step(d);
-  } catch (const NoSuchJobError&) {
+  if (!driver.step_when_due(d)) {
     to_drop.push_back(d.job.id);
-  } catch (const store::ShareExceededError& e) {
-    // Another supervisor handed the chips out since this one last counted them.
-    driver.wait_for_share(d, e.what());
-  } catch (const store::JobChangedError& e) {
-    // A user's request got in first: decide again on what the store says now.
-    spdlog::info("{}: {}", job_label(d.job.id), e.what());
-    try {
-      driver.reload(d);
-      d.dirty = true;
-    } catch (const NoSuchJobError&) {
-      to_drop.push_back(d.job.id);
-    }
-  } catch (const std::exception& e) {
-    driver.error_event(d, e.what());
-    driver.backoff(d);
-    d.dirty = true;
   }
 }
 

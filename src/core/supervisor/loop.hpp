@@ -35,8 +35,10 @@ namespace jobman::core::supervision {
 class SupervisorLoop final : public DriverHost {
 public:
   // A loop over the store at `store_location` (a SQLite file or a postgresql:// URL), reaching the cloud through
-  // `access`.
+  // `access`: its TPU API client for slices, gcloud (or ssh) for workers.
   SupervisorLoop(CloudAccess access, std::string store_location, SupervisorOptions options);
+  // The same, with the slices and the workers reached through `ops`.
+  SupervisorLoop(CloudAccess access, std::string store_location, SupervisorOptions options, JobDriver::Operations ops);
   ~SupervisorLoop() override = default;
   SupervisorLoop(const SupervisorLoop&) = delete;
   SupervisorLoop& operator=(const SupervisorLoop&) = delete;
@@ -118,15 +120,6 @@ private:
   // Stops watching a job and gives its lease up.
   void drop(Driven& d);
 
-  // ---- observe.cpp ----
-  // One queuedResources.list per zone in use covers every job there.
-  void observe();
-  // Whether a node's health, or its maintenance announced within the job's recovery.maintenance_lead, calls for its
-  // job to act (sets view.maintenance_due).
-  bool troubled(NodeHealthView& view, const config::JobConfig& config) const;
-  // What a listing of `zone`'s queued resources says of the rivals there that `d` races (first-ready).
-  void saw_rivals(Driven& d, const std::string& zone, const std::map<std::string, SliceView>& listed);
-
   // ---- notify.cpp ----
   // Takes the notifications due and sends each on the action pool; the outcome comes back as an event.
   void send_due_notifications();
@@ -142,6 +135,7 @@ private:
   void orphan_deleted(const Orphan& orphan, const std::string& error, bool already_gone);
 
   std::shared_ptr<const CloudAccess> access;
+  JobDriver::Operations ops;
   std::string store_location;
   SupervisorOptions options;
   std::optional<store::JobStore> job_store;

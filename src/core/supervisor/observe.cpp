@@ -1,7 +1,7 @@
 // Observing the cloud: one listing per zone in use per tick tells every job there how its slice stands (see loop.hpp):
 // queuedResources.list for the jobs whose slices are queued resources, nodes.list for those whose slices are nodes
 // created directly (tpu-vm mode).
-#include "loop.hpp"
+#include "observe.hpp"
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -12,13 +12,12 @@ namespace {
 
 // Every slice of one kind in a zone, by id, as views, and (for nodes) the nodes' health into `health` when given;
 // nullopt when the listing failed.
-std::optional<std::map<std::string, SliceView>> list_zone(const CloudAccess& access, const std::string& zone,
-                                                          bool nodes,
+std::optional<std::map<std::string, SliceView>> list_zone(SliceOps& slices, const std::string& zone, bool nodes,
                                                           std::map<std::string, NodeHealthView>* health = nullptr) {
   std::map<std::string, SliceView> by_id;
   try {
     if (nodes) {
-      for (const auto& node : access.client->list_nodes(access.location(zone), kListPageSize)) {
+      for (const auto& node : slices.list_nodes(zone)) {
         const auto id = resource_name_id(node.name);
         by_id[id] = view_slice(node);
         if (health != nullptr) {
@@ -26,7 +25,7 @@ std::optional<std::map<std::string, SliceView>> list_zone(const CloudAccess& acc
         }
       }
     } else {
-      for (const auto& qr : access.client->list_queued_resources(access.location(zone), kListPageSize)) {
+      for (const auto& qr : slices.list_queued_resources(zone)) {
         by_id[resource_name_id(qr.name)] = view_slice(qr);
       }
     }
@@ -39,17 +38,19 @@ std::optional<std::map<std::string, SliceView>> list_zone(const CloudAccess& acc
   return by_id;
 }
 
-} // namespace
-
-bool SupervisorLoop::troubled(NodeHealthView& view, const config::JobConfig& config) const {
+// Whether a node's health, or its maintenance announced within the job's recovery.maintenance_lead, calls for its
+// job to act (sets view.maintenance_due).
+bool troubled(NodeHealthView& view, const config::JobConfig& config, const DriverHost& host) {
   if (view.maintenance) {
-    const auto lead = scaled(static_cast<double>(config.recovery.maintenance_lead_seconds)).count();
-    view.maintenance_due = maintenance_due(*view.maintenance, now_ms(), lead);
+    const auto lead = host.scaled(static_cast<double>(config.recovery.maintenance_lead_seconds)).count();
+    view.maintenance_due = maintenance_due(*view.maintenance, host.now_ms(), lead);
   }
   return view.maintenance_due || judge_health(view.health) != NodeTrouble::none;
 }
 
-void SupervisorLoop::saw_rivals(Driven& d, const std::string& zone, const std::map<std::string, SliceView>& listed) {
+// What a listing of `zone`'s queued resources says of the rivals there that `d` races (first-ready).
+void saw_rivals(Driven& d, const std::string& zone, const std::map<std::string, SliceView>& listed,
+                store::JobStore& store) {
   if (d.busy) {
     return; // Its operation's result decides; the next listing will be fresh.
   }
@@ -78,12 +79,15 @@ void SupervisorLoop::saw_rivals(Driven& d, const std::string& zone, const std::m
         data["error"] = seen.seen->error;
       }
       // An event only: the job's slice_state is its own slice's.
-      job_store->append_event(d.job.id, "observation", rival.name + " is " + state, data.dump());
+      store.append_event(d.job.id, "observation", rival.name + " is " + state, data.dump());
     }
   }
 }
 
-void SupervisorLoop::observe() {
+} // namespace
+
+void observe_slices(std::map<std::int64_t, Driven>& driven, SliceOps& slices, DriverHost& host, Counters& counters) {
+  auto& store = host.store();
   // By zone, then by kind of slice: queued resources (false) or nodes (true).
   std::map<std::pair<std::string, bool>, std::vector<Driven*>> zones;
   // Jobs running on a queued resource's slice, by zone: their nodes' health comes from a nodes.list of the zone.
@@ -105,15 +109,15 @@ void SupervisorLoop::observe() {
       zones[{rival.zone, false}]; // Listed even when no open slice is there.
     }
   }
-  ++counters->ticks;
+  ++counters.ticks;
   for (auto& [zone, jobs] : running) {
     std::map<std::string, NodeHealthView> health;
-    if (list_zone(*access, zone, true, &health)) {
-      ++counters->list_calls;
+    if (list_zone(slices, zone, true, &health)) {
+      ++counters.list_calls;
       for (Driven* d : jobs) {
         const auto found = health.find(d->open_slice()->node);
         d->node_health = found == health.end() ? std::nullopt : std::optional(found->second);
-        if (d->node_health && d->config && troubled(*d->node_health, *d->config)) {
+        if (d->node_health && d->config && troubled(*d->node_health, *d->config, host)) {
           d->dirty = true;
         }
       }
@@ -122,15 +126,15 @@ void SupervisorLoop::observe() {
   for (auto& [where, jobs] : zones) {
     const auto& [zone, nodes] = where;
     std::map<std::string, NodeHealthView> health;
-    const auto listed = list_zone(*access, zone, nodes, nodes ? &health : nullptr);
+    const auto listed = list_zone(slices, zone, nodes, nodes ? &health : nullptr);
     if (!listed) {
       continue;
     }
-    ++counters->list_calls;
+    ++counters.list_calls;
     for (Driven* d : jobs) {
       if (const auto found = health.find(d->open_slice()->slice_name()); found != health.end()) {
         d->node_health = found->second;
-        if (d->config && troubled(*d->node_health, *d->config)) {
+        if (d->config && troubled(*d->node_health, *d->config, host)) {
           d->dirty = true;
         }
       }
@@ -138,7 +142,7 @@ void SupervisorLoop::observe() {
     if (!nodes) {
       if (const auto found = racing.find(zone); found != racing.end()) {
         for (Driven* d : found->second) {
-          saw_rivals(*d, zone, *listed);
+          saw_rivals(*d, zone, *listed, store);
         }
       }
     }
@@ -170,7 +174,7 @@ void SupervisorLoop::observe() {
         std::string message = name;
         message += " is ";
         message += state;
-        job_store->record_observation(d->job.id, state, message, data.dump());
+        store.record_observation(d->job.id, state, message, data.dump());
       }
     }
   }

@@ -50,15 +50,15 @@ remote::LaunchSpec JobDriver::launch_spec(const Driven& d, const domain::Attempt
 }
 
 // Whether the open slice is still ACTIVE, asked by name (after a worker could not be reached).
-bool JobDriver::slice_active(const CloudAccess& access, Counters& counters, const domain::AttemptRecord& open) {
+bool JobDriver::slice_active(SliceOps& slices, Counters& counters, const domain::AttemptRecord& open) {
   if (!open.node_only()) {
     ++counters.get_calls;
-    if (verdict_of(SliceRef::of(open).get(access)) != SliceVerdict::active) {
+    if (verdict_of(SliceRef::of(open).get(slices)) != SliceVerdict::active) {
       return false;
     }
   }
   ++counters.get_calls;
-  const auto node = access.client->get_node(access.location(open.zone), open.node);
+  const auto node = slices.get_node(open.zone, open.node);
   return node && node->state == cloud::NodeState::ready;
 }
 
@@ -96,13 +96,13 @@ void JobDriver::set_up(Driven& d) {
   const int attempt = d.job.attempt;
   host_.dispatch(
       d,
-      [this, access = access_, counters = counters_, id, config, setup_config, target, hosts, workers, dir, spec, slice,
-       kind, preflight, attempt]() -> std::function<void()> {
+      [this, slices = slices_, ops = workers_, counters = counters_, id, config, setup_config, target, hosts, workers,
+       dir, spec, slice, kind, preflight, attempt]() -> std::function<void()> {
         util::ensure_directory(dir, 0700);
         const auto plan = remote::plan_setup(*setup_config);
         std::vector<remote::WorkerSetup> results;
         if (kind != domain::JobKind::task || !plan.modules.empty()) {
-          results = remote::run_setup(target, hosts, plan, dir, kSetupTimeout);
+          results = ops->set_up(target, hosts, plan, dir, kSetupTimeout);
         }
         std::string failure;
         bool lost_host = false;
@@ -120,7 +120,7 @@ void JobDriver::set_up(Driven& d) {
         }
         std::optional<HardwareFinding> bad;
         if (failure.empty() && !preflight.empty()) {
-          for (const auto& run : remote::run_on_workers(target, hosts, preflight, kPreflightTimeout)) {
+          for (const auto& run : ops->run(target, hosts, preflight, kPreflightTimeout)) {
             util::write_file_atomic(dir / ("preflight-" + std::to_string(run.worker) + ".log"), run.output, 0600);
             if (run.exit_code == 255 || run.timed_out) {
               if (failure.empty()) {
@@ -136,7 +136,7 @@ void JobDriver::set_up(Driven& d) {
         }
         std::vector<remote::WorkerStatus> launched;
         if (failure.empty() && !bad && kind != domain::JobKind::worker) { // A worker's work is its tasks.
-          launched = remote::launch(target, workers, spec, kRemoteTimeout);
+          launched = ops->launch(target, workers, spec, kRemoteTimeout);
           for (const auto& s : launched) {
             if (s.state == remote::WorkloadState::unreachable) {
               failure = "launch failed on worker " + std::to_string(s.worker) + ": " + s.diagnostic;
@@ -147,7 +147,7 @@ void JobDriver::set_up(Driven& d) {
         }
         bool slice_gone = false;
         if (lost_host) {
-          slice_gone = !slice_active(*access, *counters, slice);
+          slice_gone = !slice_active(*slices, *counters, slice);
         }
         return [this, id, failure, lost_host, slice_gone, launched, hosts, bad] {
           Driven* live = host_.find(id);
@@ -221,7 +221,9 @@ void JobDriver::start_stream(Driven& d) {
     progress.reset();
   }
   host_.watch_in_background(
-      id, [this, stream, id, target, workers, wid, dir, patterns, progress, tracker]() -> std::function<void()> {
+      id,
+      [this, ops = workers_, stream, id, target, workers, wid, dir, patterns, progress,
+       tracker]() -> std::function<void()> {
         // The first sign of bad hardware is news at once, not when the stream ends.
         auto report = [this, stream, id](const HardwareFinding& finding) {
           if (!stream->bad_hardware.exchange(true)) {
@@ -256,7 +258,7 @@ void JobDriver::start_stream(Driven& d) {
         std::vector<remote::StreamEnd> ends;
         std::string error;
         try {
-          ends = remote::attach(target, workers, wid, dir, stream->stop.get_token(), sink);
+          ends = ops->stream(target, workers, wid, dir, stream->stop.get_token(), sink);
         } catch (const std::exception& e) {
           error = e.what();
         }
@@ -336,23 +338,23 @@ void JobDriver::inspect(Driven& d) {
   const int attempt = d.job.attempt;
   host_.dispatch(
       d,
-      [this, access = access_, counters = counters_, id, config, target, workers, wid, slice, stream_failed, behind,
-       dir, patterns, attempt]() -> std::function<void()> {
-        const auto statuses = remote::query(target, workers, wid, kRemoteTimeout);
+      [this, slices = slices_, ops = workers_, counters = counters_, id, config, target, workers, wid, slice,
+       stream_failed, behind, dir, patterns, attempt]() -> std::function<void()> {
+        const auto statuses = ops->query(target, workers, wid, kRemoteTimeout);
         auto verdict = judge_workers(statuses, config->recovery);
         bool slice_gone = false;
         if (verdict.outcome == AttemptOutcome::unreachable) {
-          slice_gone = !slice_active(*access, *counters, slice);
+          slice_gone = !slice_active(*slices, *counters, slice);
         }
         const bool decided =
             verdict.outcome != AttemptOutcome::running && verdict.outcome != AttemptOutcome::unreachable;
         // A decided attempt ends on every worker.
         if (decided && std::any_of(statuses.begin(), statuses.end(),
                                    [](const auto& s) { return s.state == remote::WorkloadState::running; })) {
-          remote::stop(target, workers, wid, kStopGrace, kRemoteTimeout);
+          ops->stop(target, workers, wid, kStopGrace, kRemoteTimeout);
         }
         if (decided && !behind.empty()) {
-          catch_up(id, target, behind, wid, dir);
+          catch_up(*ops, id, target, behind, wid, dir);
         }
         // An attempt that ended badly may have ended so because of its hardware: the logs, whole now, say.
         std::optional<HardwareFinding> bad;
@@ -377,7 +379,7 @@ void JobDriver::inspect(Driven& d) {
 // local logs hold everything before the attempt is recorded as over. A fetch that breaks off too (the connection
 // is as unreliable as it was) is tried again; bounded in time, after which a worker that cannot be reached leaves
 // its log as it is, with a warning.
-void JobDriver::catch_up(std::int64_t id, const remote::SliceTarget& target, std::vector<int> workers,
+void JobDriver::catch_up(WorkerOps& ops, std::int64_t id, const remote::SliceTarget& target, std::vector<int> workers,
                          const remote::WorkloadId& wid, const fs::path& dir) {
   std::stop_source give_up;
   std::jthread timer([&give_up](const std::stop_token& done) {
@@ -395,7 +397,7 @@ void JobDriver::catch_up(std::int64_t id, const remote::SliceTarget& target, std
     }
     try {
       std::vector<int> still;
-      for (const auto& end : remote::attach(target, workers, wid, dir, give_up.get_token())) {
+      for (const auto& end : ops.stream(target, workers, wid, dir, give_up.get_token(), {})) {
         bytes += end.bytes;
         if (end.exit_code != 0) {
           still.push_back(end.worker);

@@ -225,13 +225,13 @@ bool JobDriver::delete_rivals(Driven& d) {
     return false;
   }
   const auto id = d.job.id;
-  host_.dispatch(d, [this, access = access_, counters = counters_, id, to_delete]() -> std::function<void()> {
+  host_.dispatch(d, [this, slices = slices_, counters = counters_, id, to_delete]() -> std::function<void()> {
     // Per rival: nullopt when the delete was sent, else "" (already gone) or the error.
     std::vector<std::pair<std::string, std::optional<std::string>>> results;
     for (const auto& r : to_delete) {
       try {
         ++counters->mutations;
-        const bool gone = !slice_of(r).remove(*access).has_value();
+        const bool gone = !slice_of(r).remove(*slices).has_value();
         results.emplace_back(r.name, gone ? std::optional<std::string>("") : std::nullopt);
       } catch (const std::exception& e) {
         results.emplace_back(r.name, std::string(e.what()));
@@ -268,14 +268,14 @@ void JobDriver::request_rivals(Driven& d, const std::vector<domain::RivalRecord>
                                                  d.job.id, d.job.user, r.attempt, r.name));
   }
   const auto id = d.job.id;
-  host_.dispatch(d, [this, access = access_, counters = counters_, id, requests]() -> std::function<void()> {
+  host_.dispatch(d, [this, slices = slices_, counters = counters_, id, requests]() -> std::function<void()> {
     std::vector<RivalCreate> results;
     for (const auto& [r, body] : requests) {
       RivalCreate result;
       result.name = r.name;
       try {
         ++counters->mutations;
-        const auto created = access->client->create_queued_resource(access->location(r.zone), r.name, body);
+        const auto created = slices->create_queued_resource(r.zone, r.name, body);
         if (created.existing) {
           refuse_another_stores_resource(r.name, created.existing->node_labels, request_node_labels(body));
         }

@@ -29,12 +29,12 @@ void JobDriver::stop_workload(Driven& d, std::function<void(std::optional<int>)>
   const auto workers = command_workers(*d.config, d.current()->hosts);
   const auto wid = workload_id(id, d.job.attempt);
   const auto dir = attempt_directory(id, d.job.attempt);
-  host_.dispatch(d, [id, target, workers, wid, dir, then = std::move(then)]() -> std::function<void()> {
-    const auto statuses = remote::stop(target, workers, wid, kStopGrace, kRemoteTimeout);
+  host_.dispatch(d, [ops = workers_, id, target, workers, wid, dir, then = std::move(then)]() -> std::function<void()> {
+    const auto statuses = ops->stop(target, workers, wid, kStopGrace, kRemoteTimeout);
     // What the workload wrote after its stream stopped (its last lines on SIGTERM, the checkpoint it saved) comes
     // home too, once it has ended.
     if (std::filesystem::exists(dir)) {
-      catch_up(id, target, workers, wid, dir);
+      catch_up(*ops, id, target, workers, wid, dir);
     }
     std::optional<int> code;
     for (const auto& s : statuses) {
@@ -114,11 +114,11 @@ void JobDriver::release(Driven& d, const std::function<void()>& done) {
 void JobDriver::delete_slice(Driven& d, const domain::AttemptRecord& open) {
   const auto id = d.job.id;
   host_.dispatch(
-      d, [this, access = access_, counters = counters_, id, slice = SliceRef::of(open)]() -> std::function<void()> {
+      d, [this, slices = slices_, counters = counters_, id, slice = SliceRef::of(open)]() -> std::function<void()> {
         std::optional<cloud::Operation> op;
         try {
           ++counters->mutations;
-          op = slice.remove(*access);
+          op = slice.remove(*slices);
         } catch (const std::exception& e) {
           return failed_operation(id, "deleting " + slice.name + ": " + e.what());
         }

@@ -1,7 +1,7 @@
 // build_report over more jobs than one chunk: a thread accounts each chunk while the next is read, so the rows must
 // still come one per job in id order with the accounts a job's own `show` gives, the totals must add up, a worker's
 // tasks must count on it, and a failing row sink must end the report with its error.
-#include "jobman/cli/report.hpp"
+#include "jobman/reporting/report.hpp"
 #include "jobman/util/system.hpp"
 #include "support/report_history.hpp"
 #include "support/temp_dir.hpp"
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace jobman::cli {
+namespace jobman::reporting {
 namespace {
 
 using domain::JobKind;
@@ -144,4 +144,4 @@ TEST_F(ReportChunksTest, ASinkThatThrowsEndsTheReportWithItsError) {
 }
 
 } // namespace
-} // namespace jobman::cli
+} // namespace jobman::reporting

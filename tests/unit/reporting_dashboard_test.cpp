@@ -1,8 +1,8 @@
 // The dashboard's answers without a socket: the token and the Host it insists on, the read-only refusal, the page
 // with the jobs `list` shows, what changed since a cursor (rows, removals), a job's panel with its log's end escaped,
 // and the report's totals.
-#include "jobman/cli/dashboard.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/reporting/dashboard.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "support/sample_job.hpp"
@@ -12,14 +12,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-namespace jobman::cli {
+namespace jobman::reporting {
 namespace {
 
 using domain::Phase;
 using nlohmann::json;
 
 constexpr int kPort = 48123;
-const std::string kToken = "0123456789abcdef0123456789abcdef";
+constexpr const char* kToken = "0123456789abcdef0123456789abcdef";
 
 class DashboardTest : public ::testing::Test {
 protected:
@@ -58,7 +58,7 @@ protected:
 
 TEST_F(DashboardTest, EveryAnswerWantsTheTokenTheHostAndAGet) {
   EXPECT_EQ(get("/", {}).status, 403) << "the page without its token";
-  EXPECT_EQ(get("/", {{"token", kToken.substr(1) + "0"}}).status, 403);
+  EXPECT_EQ(get("/", {{"token", std::string(kToken).substr(1) + "0"}}).status, 403);
   EXPECT_EQ(get("/", {{"token", kToken}}).status, 200);
   EXPECT_EQ(get("/api/changes", {{"after", "0"}}, "").status, 403) << "the API without its header";
   EXPECT_EQ(get("/api/changes", {{"after", "0"}}, kToken).status, 200);
@@ -169,4 +169,4 @@ TEST(DashboardToken, IsThirtyTwoHexDigitsAndNewEachTime) {
 }
 
 } // namespace
-} // namespace jobman::cli
+} // namespace jobman::reporting

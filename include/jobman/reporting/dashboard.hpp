@@ -7,15 +7,13 @@
 #include "jobman/store/job_store.hpp"
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <mutex>
-#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace jobman::cli {
+namespace jobman::reporting {
 
 // What the dashboard needs to know of a request.
 struct DashboardRequest {
@@ -65,11 +63,4 @@ private:
 // A new random token: 32 hex digits from the kernel's random source.
 std::string new_dashboard_token();
 
-// Serves `dashboard` on 127.0.0.1:`port` (0: any free port) until SIGINT or SIGTERM, printing its URL on `out` once
-// it listens; returns the exit code. jobman-ui registers its server here; without one, `jobman ui` runs jobman-ui.
-using DashboardServer = std::function<int(Dashboard& dashboard, int port, std::ostream& out)>;
-void set_dashboard_server(DashboardServer server);
-// The server registered, or an empty function.
-const DashboardServer& dashboard_server();
-
-} // namespace jobman::cli
+} // namespace jobman::reporting

@@ -1,10 +1,11 @@
-#include "jobman/cli/report.hpp"
+#include "jobman/reporting/report.hpp"
 
+#include "jobman/reporting/json.hpp"
+#include "jobman/reporting/text.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
-#include "output.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -16,7 +17,7 @@
 #include <thread>
 #include <utility>
 
-namespace jobman::cli {
+namespace jobman::reporting {
 
 namespace {
 
@@ -481,8 +482,14 @@ void write_report_json_head(std::ostream& out, std::int64_t now_ms, std::int64_t
   nlohmann::ordered_json j;
   j["generated_at"] = util::format_utc(now_ms);
   j["since"] = since_ms > 0 ? nlohmann::ordered_json(util::format_utc(since_ms)) : nlohmann::ordered_json(nullptr);
-  j["prices"] = {{"currency", prices.currency}, {"source", prices.source}, {"as_of", prices.as_of},
-                 {"region", prices.region},     {"tables", prices.files},  {"note", prices_note(prices)}};
+  nlohmann::ordered_json table;
+  table["currency"] = prices.currency;
+  table["source"] = prices.source;
+  table["as_of"] = prices.as_of;
+  table["region"] = prices.region;
+  table["tables"] = prices.files;
+  table["note"] = prices_note(prices);
+  j["prices"] = std::move(table);
   // The jobs follow, one at a time: a year of history is a hundred thousand of them.
   std::string head = j.dump(2);
   head.pop_back(); // The closing brace.
@@ -521,31 +528,34 @@ void write_report_json_tail(std::ostream& out, const Report& report, const confi
   totals["jobs"] = report.jobs;
   totals["wall_seconds"] = static_cast<double>(report.wall_ms()) / 1000.0;
   totals["seconds"] = std::move(seconds);
-  const auto goodput = report.goodput();
-  totals["goodput"] = goodput ? nlohmann::ordered_json(*goodput) : nlohmann::ordered_json(nullptr);
+  totals["goodput"] = json_or_null(report.goodput());
   totals["cost"] = report.cost;
   totals["cost_complete"] = report.cost_complete;
   nlohmann::ordered_json kinds = nlohmann::ordered_json::array();
   for (const auto& [key, group] : report.by_kind) {
     const auto price = prices.chip_hour(key.first, key.second);
-    kinds.push_back({{"accelerator", key.first},
-                     {"tier", key.second},
-                     {"chip_hours", group.chip_hours},
-                     {"price_per_chip_hour", price ? nlohmann::ordered_json(*price) : nlohmann::ordered_json(nullptr)},
-                     {"cost", price ? nlohmann::ordered_json(group.cost) : nlohmann::ordered_json(nullptr)},
-                     {"estimated", group.estimated}});
+    nlohmann::ordered_json kind;
+    kind["accelerator"] = key.first;
+    kind["tier"] = key.second;
+    kind["chip_hours"] = group.chip_hours;
+    kind["price_per_chip_hour"] = json_or_null(price);
+    kind["cost"] = price ? nlohmann::ordered_json(group.cost) : nlohmann::ordered_json(nullptr);
+    kind["estimated"] = group.estimated;
+    kinds.push_back(std::move(kind));
   }
   totals["by_accelerator"] = std::move(kinds);
   nlohmann::ordered_json zones = nlohmann::ordered_json::array();
   for (const auto& [zone, group] : report.by_zone) {
-    zones.push_back({{"zone", zone},
-                     {"slices", group.attempts},
-                     {"preemptions", group.preemptions},
-                     {"bad_hardware", group.bad_hardware},
-                     {"chip_hours", group.chip_hours},
-                     {"cost", group.cost},
-                     {"cost_complete", group.priced},
-                     {"estimated", group.estimated}});
+    nlohmann::ordered_json one;
+    one["zone"] = zone;
+    one["slices"] = group.attempts;
+    one["preemptions"] = group.preemptions;
+    one["bad_hardware"] = group.bad_hardware;
+    one["chip_hours"] = group.chip_hours;
+    one["cost"] = group.cost;
+    one["cost_complete"] = group.priced;
+    one["estimated"] = group.estimated;
+    zones.push_back(std::move(one));
   }
   totals["by_zone"] = std::move(zones);
   // Indented as the rest of the document, one level in.
@@ -560,4 +570,4 @@ void write_report_json_tail(std::ostream& out, const Report& report, const confi
   out << (any_rows ? "\n  ],\n" : "],\n") << "  \"totals\": " << indented << "\n}\n";
 }
 
-} // namespace jobman::cli
+} // namespace jobman::reporting

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace jobman::cli {
+namespace jobman::reporting {
 
 // `value` with `decimals` digits after the point.
 std::string decimal(double value, int decimals);
@@ -83,4 +83,4 @@ std::string money(double amount, const config::PriceTable& prices);
 // The lines `show` prints under "Where the time went".
 void print_account(std::ostream& out, const core::JobAccount& account, const config::PriceTable& prices);
 
-} // namespace jobman::cli
+} // namespace jobman::reporting

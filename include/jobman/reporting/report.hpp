@@ -2,7 +2,7 @@
 // accelerator, tier and zone; written as text, CSV, JSON or one self-contained HTML file (report_html.cpp).
 #pragma once
 
-#include "jobman/cli/accounting.hpp"
+#include "jobman/reporting/accounting.hpp"
 
 #include <functional>
 #include <map>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace jobman::cli {
+namespace jobman::reporting {
 
 // Which jobs a report covers: the listed ids, or those unfinished or finished since `since_ms` (of `user`, named
 // like `name_glob`, of `kinds`; empty: any).
@@ -104,4 +104,4 @@ void write_report_summary(std::ostream& out, const Report& report, const config:
 // "v4-8 spot in us-central2-b"; a task that names no tier or zone takes any.
 std::string place_of(const domain::JobRecord& job);
 
-} // namespace jobman::cli
+} // namespace jobman::reporting

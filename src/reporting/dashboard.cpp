@@ -2,16 +2,16 @@
 // query, rows rendered here so that the page and its updates look the same), a job's panel (the report's timeline and
 // account, its attempts and events) with the tail of a log, and the report's totals. Everything stored is escaped
 // here; the script only places what it is given.
-#include "jobman/cli/dashboard.hpp"
+#include "jobman/reporting/dashboard.hpp"
 
-#include "jobman/cli/accounting.hpp"
-#include "jobman/cli/report.hpp"
 #include "jobman/core/job_logs.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/reporting/accounting.hpp"
+#include "jobman/reporting/report.hpp"
+#include "jobman/reporting/text.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
-#include "output.hpp"
 
 #include <algorithm>
 #include <array>
@@ -21,7 +21,7 @@
 #include <sstream>
 #include <sys/random.h>
 
-namespace jobman::cli {
+namespace jobman::reporting {
 
 namespace detail {
 extern const char* const kDashboardScript;
@@ -30,6 +30,8 @@ extern const char* const kDashboardStyle;
 
 namespace {
 
+// The API's answers are read by the page's script alone: built member by member, their members in the order
+// nlohmann::json keeps (by name).
 using nlohmann::json;
 
 // How much of a log's end the panel shows.
@@ -361,15 +363,19 @@ DashboardAnswer Dashboard::changes(const DashboardRequest& request) {
   }
   const std::int64_t now = util::now_ms();
   const auto changed = store_.job_changes(*after);
-  json rows = json::array();
+  json answer;
+  answer["cursor"] = changed.cursor;
+  answer["now_ms"] = now;
+  answer["rows"] = json::array();
   for (const auto& job : changed.jobs) {
-    rows.push_back({{"id", job.id}, {"html", row_html(job, now)}});
+    json row;
+    row["id"] = job.id;
+    row["html"] = row_html(job, now);
+    answer["rows"].push_back(std::move(row));
   }
-  return json_answer({{"cursor", changed.cursor},
-                      {"now_ms", now},
-                      {"rows", std::move(rows)},
-                      {"removed", changed.removed},
-                      {"reload", !changed.complete}});
+  answer["removed"] = changed.removed;
+  answer["reload"] = !changed.complete;
+  return json_answer(answer);
 }
 
 DashboardAnswer Dashboard::job_panel(const DashboardRequest& request) {
@@ -417,7 +423,12 @@ DashboardAnswer Dashboard::job_panel(const DashboardRequest& request) {
   const int hosts = std::max(job.hosts, 1);
   const int worker = static_cast<int>(std::min<std::int64_t>(count_param(request, "worker").value_or(0), hosts - 1));
   const bool setup = param(request, "log") == "setup";
-  json log = {{"worker", worker}, {"workers", hosts}, {"kind", setup ? "setup" : "output"}, {"text", ""}, {"note", ""}};
+  json log;
+  log["worker"] = worker;
+  log["workers"] = hosts;
+  log["kind"] = setup ? "setup" : "output";
+  log["text"] = "";
+  log["note"] = "";
   if (job.attempt > 0) {
     const auto path = core::log_path(core::attempt_directory(job.id, job.attempt),
                                      setup ? core::LogKind::setup : core::LogKind::worker, worker);
@@ -436,8 +447,12 @@ DashboardAnswer Dashboard::job_panel(const DashboardRequest& request) {
   } else {
     log["note"] = "no attempt yet";
   }
-  return json_answer(
-      {{"id", job.id}, {"phase", domain::to_string(job.phase)}, {"html", out.str()}, {"log", std::move(log)}});
+  json answer;
+  answer["id"] = job.id;
+  answer["phase"] = domain::to_string(job.phase);
+  answer["html"] = out.str();
+  answer["log"] = std::move(log);
+  return json_answer(answer);
 }
 
 DashboardAnswer Dashboard::report(const DashboardRequest& request) {
@@ -458,24 +473,10 @@ DashboardAnswer Dashboard::report(const DashboardRequest& request) {
     out << "<p class=\"note\">" << html_escape(prices_note(prices_)) << ". <code>jobman report --since "
         << html_escape(since_text) << " --html report.html</code> writes every job's timeline.</p>";
   }
-  return json_answer({{"jobs", built.jobs}, {"html", out.str()}});
+  json answer;
+  answer["jobs"] = built.jobs;
+  answer["html"] = out.str();
+  return json_answer(answer);
 }
 
-namespace {
-
-DashboardServer& registered_server() {
-  static DashboardServer server;
-  return server;
-}
-
-} // namespace
-
-void set_dashboard_server(DashboardServer server) {
-  registered_server() = std::move(server);
-}
-
-const DashboardServer& dashboard_server() {
-  return registered_server();
-}
-
-} // namespace jobman::cli
+} // namespace jobman::reporting

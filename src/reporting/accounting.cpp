@@ -1,15 +1,16 @@
-#include "jobman/cli/accounting.hpp"
+#include "jobman/reporting/accounting.hpp"
 
+#include "jobman/reporting/json.hpp"
+#include "jobman/reporting/text.hpp"
 #include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
-#include "output.hpp"
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
-namespace jobman::cli {
+namespace jobman::reporting {
 
 namespace {
 
@@ -149,11 +150,10 @@ nlohmann::ordered_json progress_json(const std::optional<ProgressView>& view) {
   }
   nlohmann::ordered_json j;
   j["step"] = view->step;
-  j["total"] = view->total ? nlohmann::ordered_json(*view->total) : nlohmann::ordered_json(nullptr);
+  j["total"] = json_or_null(view->total);
   j["at"] = util::format_utc(view->at_ms);
-  j["steps_per_second"] =
-      view->steps_per_second ? nlohmann::ordered_json(*view->steps_per_second) : nlohmann::ordered_json(nullptr);
-  j["eta_seconds"] = view->eta_seconds ? nlohmann::ordered_json(*view->eta_seconds) : nlohmann::ordered_json(nullptr);
+  j["steps_per_second"] = json_or_null(view->steps_per_second);
+  j["eta_seconds"] = json_or_null(view->eta_seconds);
   return j;
 }
 
@@ -214,17 +214,23 @@ nlohmann::ordered_json account_json(const core::JobAccount& account, const confi
   if (with_timeline) {
     nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
     for (const auto& s : account.timeline) {
-      timeline.push_back({{"from", util::format_utc(s.from_ms)},
-                          {"to", util::format_utc(s.to_ms)},
-                          {"seconds", static_cast<double>(s.to_ms - s.from_ms) / 1000.0},
-                          {"bucket", core::to_string(s.bucket)},
-                          {"phase", domain::to_string(s.phase)},
-                          {"attempt", s.attempt}});
+      nlohmann::ordered_json span;
+      span["from"] = util::format_utc(s.from_ms);
+      span["to"] = util::format_utc(s.to_ms);
+      span["seconds"] = static_cast<double>(s.to_ms - s.from_ms) / 1000.0;
+      span["bucket"] = core::to_string(s.bucket);
+      span["phase"] = domain::to_string(s.phase);
+      span["attempt"] = s.attempt;
+      timeline.push_back(std::move(span));
     }
     j["timeline"] = std::move(timeline);
     nlohmann::ordered_json marks = nlohmann::ordered_json::array();
     for (const auto& m : account.marks) {
-      marks.push_back({{"at", util::format_utc(m.at_ms)}, {"attempt", m.attempt}, {"what", m.what}});
+      nlohmann::ordered_json mark;
+      mark["at"] = util::format_utc(m.at_ms);
+      mark["attempt"] = m.attempt;
+      mark["what"] = m.what;
+      marks.push_back(std::move(mark));
     }
     j["marks"] = std::move(marks);
   }
@@ -300,4 +306,4 @@ void print_account(std::ostream& out, const core::JobAccount& account, const con
   }
 }
 
-} // namespace jobman::cli
+} // namespace jobman::reporting

@@ -1,15 +1,15 @@
 // The HTML report: one file that opens from disk with no network (inline CSS, inline SVG, no script), a timeline per
 // job with its phases in colour and its preemptions and bad hardware marked, the goodput and cost tables, and the
 // zones'. Every stored text is escaped, control characters first made visible as the terminal shows them.
-#include "jobman/cli/report.hpp"
+#include "jobman/reporting/report.hpp"
+#include "jobman/reporting/text.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
-#include "output.hpp"
 
 #include <algorithm>
 #include <cstdio>
 
-namespace jobman::cli {
+namespace jobman::reporting {
 
 namespace {
 
@@ -307,4 +307,4 @@ void write_report_html(std::ostream& out, const Report& report, const config::Pr
       << "</p>\n</body></html>\n";
 }
 
-} // namespace jobman::cli
+} // namespace jobman::reporting

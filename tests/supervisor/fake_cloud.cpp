@@ -1,0 +1,356 @@
+#include "fake_cloud.hpp"
+
+#include "jobman/config/accelerator.hpp"
+
+#include <algorithm>
+
+namespace jobman::test {
+
+namespace {
+
+constexpr const char* kProject = "test-project";
+
+std::string parent(const std::string& zone) {
+  return std::string("projects/") + kProject + "/locations/" + zone;
+}
+
+bool has_node(cloud::QueuedResourceState state) {
+  return state == cloud::QueuedResourceState::active || state == cloud::QueuedResourceState::suspending ||
+         state == cloud::QueuedResourceState::suspended || state == cloud::QueuedResourceState::deleting;
+}
+
+} // namespace
+
+void FakeSlices::record(const std::string& call) {
+  const auto now = clock_();
+  for (auto& s : slices_) {
+    if (s.state == cloud::QueuedResourceState::waiting_for_resources && s.valid_until_ms > 0 &&
+        now >= s.valid_until_ms) {
+      s.state = cloud::QueuedResourceState::failed;
+      s.failed_error = cloud::RpcStatus{4, "could not be provisioned before its validUntil deadline"};
+    }
+  }
+  calls_.push_back(call);
+  if (call.rfind("create", 0) == 0 || call.rfind("delete", 0) == 0) {
+    mutations_.push_back(call);
+  }
+  for (auto it = failures_.begin(); it != failures_.end(); ++it) {
+    if (call.rfind(it->first, 0) == 0) {
+      const auto [status, message] = it->second;
+      failures_.erase(it);
+      throw cloud::ApiError("TPU API: " + call + ": " + message + " (" + std::to_string(status) + ")", status,
+                            status == 429 ? "RESOURCE_EXHAUSTED" : "");
+    }
+  }
+}
+
+void FakeSlices::set_capacity(const std::string& zone, bool capacity) {
+  const std::lock_guard lock(mutex_);
+  capacity_[zone] = capacity;
+}
+
+void FakeSlices::fail_next(const std::string& call, int http_status, const std::string& message) {
+  const std::lock_guard lock(mutex_);
+  failures_.push_back({call, {http_status, message}});
+}
+
+FakeSlice& FakeSlices::named(const std::string& id) {
+  for (auto& s : slices_) {
+    if (s.id == id) {
+      return s;
+    }
+  }
+  throw Error("no fake slice " + id);
+}
+
+FakeSlice* FakeSlices::find(const std::string& zone, const std::string& id, bool node_only) {
+  for (auto& s : slices_) {
+    if (s.zone == zone && (node_only ? s.node_only && s.id == id : s.id == id && !s.node_only)) {
+      return &s;
+    }
+  }
+  return nullptr;
+}
+
+void FakeSlices::grant(const std::string& id) {
+  const std::lock_guard lock(mutex_);
+  auto& s = named(id);
+  s.state = cloud::QueuedResourceState::active;
+  s.node = cloud::NodeState::ready;
+  create_errors_[s.id] = std::nullopt;
+}
+
+void FakeSlices::preempt(const std::string& id) {
+  const std::lock_guard lock(mutex_);
+  auto& s = named(id);
+  s.state = cloud::QueuedResourceState::suspended;
+  s.node = cloud::NodeState::preempted;
+}
+
+void FakeSlices::set_state(const std::string& id, cloud::QueuedResourceState state) {
+  const std::lock_guard lock(mutex_);
+  auto& s = named(id);
+  s.state = state;
+  if (!has_node(state)) {
+    s.node.reset();
+  } else if (!s.node) {
+    s.node = cloud::NodeState::ready;
+  }
+}
+
+void FakeSlices::fail(const std::string& id, int code, const std::string& message) {
+  const std::lock_guard lock(mutex_);
+  auto& s = named(id);
+  if (s.node_only) {
+    create_errors_[s.id] = cloud::RpcStatus{code, message};
+    s.node.reset();
+    return;
+  }
+  s.state = cloud::QueuedResourceState::failed;
+  s.failed_error = cloud::RpcStatus{code, message};
+  s.node.reset();
+}
+
+void FakeSlices::set_health(const std::string& id, cloud::NodeHealth health,
+                            std::optional<cloud::UpcomingMaintenance> maintenance) {
+  const std::lock_guard lock(mutex_);
+  auto& s = named(id);
+  s.health = health;
+  s.maintenance = std::move(maintenance);
+}
+
+void FakeSlices::set_physical_hosts(const std::string& id, std::vector<std::string> hosts) {
+  const std::lock_guard lock(mutex_);
+  named(id).physical_hosts = std::move(hosts);
+}
+
+void FakeSlices::set_next_physical_hosts(std::vector<std::vector<std::string>> each) {
+  const std::lock_guard lock(mutex_);
+  next_hosts_ = std::move(each);
+}
+
+void FakeSlices::vanish(const std::string& id) {
+  const std::lock_guard lock(mutex_);
+  std::erase_if(slices_, [&](const FakeSlice& s) { return s.id == id; });
+}
+
+std::optional<FakeSlice> FakeSlices::slice(const std::string& id) const {
+  const std::lock_guard lock(mutex_);
+  for (const auto& s : slices_) {
+    if (s.id == id) {
+      return s;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<FakeSlice> FakeSlices::slices() const {
+  const std::lock_guard lock(mutex_);
+  return slices_;
+}
+
+std::vector<std::string> FakeSlices::take_calls() {
+  const std::lock_guard lock(mutex_);
+  return std::exchange(calls_, {});
+}
+
+std::vector<std::string> FakeSlices::mutations() const {
+  const std::lock_guard lock(mutex_);
+  return mutations_;
+}
+
+cloud::QueuedResource FakeSlices::as_queued_resource(const FakeSlice& s) const {
+  cloud::QueuedResource qr;
+  qr.name = parent(s.zone) + "/queuedResources/" + s.id;
+  qr.state = s.state;
+  qr.failed_error = s.failed_error;
+  qr.node_ids = {s.node_id};
+  qr.node_labels = s.labels;
+  qr.spot = s.spot;
+  return qr;
+}
+
+cloud::Node FakeSlices::as_node(const FakeSlice& s) const {
+  cloud::Node node;
+  node.name = parent(s.zone) + "/nodes/" + s.node_id;
+  node.state = s.node.value_or(cloud::NodeState::creating);
+  node.health = s.health;
+  node.upcoming_maintenance = s.maintenance;
+  node.accelerator_type = s.accelerator;
+  node.labels = s.labels;
+  if (!s.node_only) {
+    node.queued_resource = parent(s.zone) + "/queuedResources/" + s.id;
+  }
+  for (int w = 0; w < s.hosts; ++w) {
+    node.network_endpoints.push_back({"127.0.0." + std::to_string(w + 2), {}});
+  }
+  return node;
+}
+
+cloud::CreateResult FakeSlices::create_queued_resource(const std::string& zone, const std::string& id,
+                                                       const nlohmann::json& body) {
+  const std::lock_guard lock(mutex_);
+  record("create qr " + zone + "/" + id);
+  if (auto* existing = find(zone, id, false)) {
+    return {std::nullopt, as_queued_resource(*existing)};
+  }
+  FakeSlice s;
+  s.zone = zone;
+  s.id = id;
+  const auto& spec = body.at("tpu").at("nodeSpec").at(0);
+  s.node_id = spec.at("nodeId").get<std::string>();
+  s.accelerator = spec.at("node").value("acceleratorType", "");
+  if (const auto type = config::find_accelerator(s.accelerator)) {
+    s.hosts = std::max(1, type->hosts);
+  }
+  if (spec.at("node").contains("labels")) {
+    s.labels = spec.at("node").at("labels").get<std::map<std::string, std::string>>();
+  }
+  s.spot = body.contains("spot");
+  if (body.contains("queueingPolicy")) {
+    const auto duration = body["queueingPolicy"].value("validUntilDuration", "0s");
+    s.valid_until_ms = clock_() + std::stoll(duration) * 1000;
+  }
+  if (!next_hosts_.empty()) {
+    s.physical_hosts = next_hosts_.front();
+    next_hosts_.erase(next_hosts_.begin());
+  }
+  if (capacity_[zone]) {
+    s.state = cloud::QueuedResourceState::active;
+    s.node = cloud::NodeState::ready;
+  }
+  slices_.push_back(s);
+  cloud::Operation op;
+  op.name = parent(zone) + "/operations/create-" + id;
+  return {op, std::nullopt};
+}
+
+std::optional<cloud::QueuedResource> FakeSlices::get_queued_resource(const std::string& zone, const std::string& id) {
+  const std::lock_guard lock(mutex_);
+  record("get qr " + zone + "/" + id);
+  const auto* s = find(zone, id, false);
+  return s == nullptr ? std::nullopt : std::optional(as_queued_resource(*s));
+}
+
+std::vector<cloud::QueuedResource> FakeSlices::list_queued_resources(const std::string& zone) {
+  const std::lock_guard lock(mutex_);
+  record("list qr " + zone);
+  std::vector<cloud::QueuedResource> listed;
+  for (const auto& s : slices_) {
+    if (s.zone == zone && !s.node_only) {
+      listed.push_back(as_queued_resource(s));
+    }
+  }
+  return listed;
+}
+
+std::optional<cloud::Operation> FakeSlices::delete_queued_resource(const std::string& zone, const std::string& id) {
+  const std::lock_guard lock(mutex_);
+  record("delete qr " + zone + "/" + id);
+  if (find(zone, id, false) == nullptr) {
+    return std::nullopt;
+  }
+  std::erase_if(slices_, [&](const FakeSlice& s) { return s.zone == zone && s.id == id && !s.node_only; });
+  cloud::Operation op;
+  op.name = parent(zone) + "/operations/delete-" + id;
+  op.done = true;
+  return op;
+}
+
+cloud::NodeCreateResult FakeSlices::create_node(const std::string& zone, const std::string& id,
+                                                const nlohmann::json& body) {
+  const std::lock_guard lock(mutex_);
+  record("create node " + zone + "/" + id);
+  if (auto* existing = find(zone, id, true); existing != nullptr && existing->node) {
+    return {std::nullopt, as_node(*existing)};
+  }
+  std::erase_if(slices_, [&](const FakeSlice& s) { return s.zone == zone && s.id == id && s.node_only; });
+  FakeSlice s;
+  s.zone = zone;
+  s.id = id;
+  s.node_id = id;
+  s.node_only = true;
+  s.accelerator = body.value("acceleratorType", "");
+  if (const auto type = config::find_accelerator(s.accelerator)) {
+    s.hosts = std::max(1, type->hosts);
+  }
+  if (body.contains("labels")) {
+    s.labels = body.at("labels").get<std::map<std::string, std::string>>();
+  }
+  s.spot = body.contains("schedulingConfig") && body["schedulingConfig"].value("spot", false);
+  if (capacity_[zone]) {
+    s.node = cloud::NodeState::ready;
+    create_errors_[id] = std::nullopt;
+  } else {
+    s.node = cloud::NodeState::creating;
+    create_errors_.erase(id);
+  }
+  slices_.push_back(s);
+  cloud::Operation op;
+  op.name = parent(zone) + "/operations/create-" + id;
+  return {op, std::nullopt};
+}
+
+std::optional<cloud::Node> FakeSlices::get_node(const std::string& zone, const std::string& id) {
+  const std::lock_guard lock(mutex_);
+  record("get node " + zone + "/" + id);
+  for (const auto& s : slices_) {
+    if (s.zone == zone && s.node_id == id && s.node) {
+      return as_node(s);
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<cloud::Node> FakeSlices::list_nodes(const std::string& zone) {
+  const std::lock_guard lock(mutex_);
+  record("list node " + zone);
+  std::vector<cloud::Node> listed;
+  for (const auto& s : slices_) {
+    if (s.zone == zone && s.node) {
+      listed.push_back(as_node(s));
+    }
+  }
+  return listed;
+}
+
+std::optional<cloud::Operation> FakeSlices::delete_node(const std::string& zone, const std::string& id) {
+  const std::lock_guard lock(mutex_);
+  record("delete node " + zone + "/" + id);
+  if (find(zone, id, true) == nullptr) {
+    return std::nullopt;
+  }
+  std::erase_if(slices_, [&](const FakeSlice& s) { return s.zone == zone && s.id == id && s.node_only; });
+  cloud::Operation op;
+  op.name = parent(zone) + "/operations/delete-" + id;
+  op.done = true;
+  return op;
+}
+
+std::vector<std::string> FakeSlices::guest_attribute(const std::string& zone, const std::string& id,
+                                                     const std::string& namespace_key) {
+  const std::lock_guard lock(mutex_);
+  record("guest " + zone + "/" + id + " " + namespace_key);
+  for (const auto& s : slices_) {
+    if (s.zone == zone && s.node_id == id) {
+      return s.physical_hosts;
+    }
+  }
+  return {};
+}
+
+cloud::Operation FakeSlices::get_operation(const std::string& name) {
+  const std::lock_guard lock(mutex_);
+  record("get operation " + name.substr(name.rfind('/') + 1));
+  const std::string id = name.substr(name.rfind("/create-") + 8);
+  cloud::Operation op;
+  op.name = name;
+  const auto it = create_errors_.find(id);
+  if (it != create_errors_.end()) {
+    op.done = true;
+    op.error = it->second;
+  }
+  return op;
+}
+
+} // namespace jobman::test

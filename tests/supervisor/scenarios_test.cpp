@@ -1,0 +1,356 @@
+// The supervisor's phase machine through whole stories the phase table cannot tell in one event: a supervisor that
+// takes over, races between zones, failover, pools of workers and their tasks, a lost lease, and what users ask for.
+// In-process, on the fakes (tests/supervisor/rig.hpp).
+#include "jobman/config/loader.hpp"
+#include "jobman/core/pool.hpp"
+#include "rig.hpp"
+
+#include <algorithm>
+#include <gtest/gtest.h>
+
+namespace jobman::test {
+namespace {
+
+using domain::DesiredState;
+using domain::Phase;
+
+constexpr const char* kZoneA = "us-central2-b";
+constexpr const char* kZoneB = "us-east1-d";
+
+std::string job_yaml(const std::string& tpu_extra = "", const std::string& extra = "", const std::string& zone = kZoneA,
+                     const std::string& pricing = "spot") {
+  return "job:\n  name: story\ntpu:\n  accelerator: v4-8\n  zone: " + zone + "\n  pricing: " + pricing + "\n" +
+         tpu_extra + "command:\n  cmd: train\n  workers: all\n" + extra;
+}
+
+std::vector<std::string> without_ids(const std::vector<std::string>& calls) {
+  std::vector<std::string> out;
+  for (const auto& call : calls) {
+    out.push_back(call.substr(0, call.find('/')));
+  }
+  return out;
+}
+
+class SupervisorStory : public ::testing::Test {
+protected:
+  Phase phase(std::int64_t id) { return r.job(id).phase; }
+  bool reaches(std::int64_t id, Phase p, int limit = 50) {
+    return r.tick_until([&] { return phase(id) == p; }, limit);
+  }
+  void exit_with(std::int64_t id, int code) { r.workers->exit(Rig::wid(id), r.job(id).attempt, code); }
+
+  Rig r;
+};
+
+TEST_F(SupervisorStory, ASupervisorTakingOverReattachesWithoutLaunchingAgain) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  r.restart_supervisor();
+  r.tick();
+  EXPECT_EQ(phase(id), Phase::running);
+  exit_with(id, 0);
+  ASSERT_TRUE(reaches(id, Phase::succeeded)) << r.job(id).phase_reason;
+  EXPECT_EQ(r.workers->launches(Rig::wid(id), 1), 1) << "the workload ran once, across both supervisors";
+  EXPECT_EQ(r.attempts(id).size(), 1U);
+  EXPECT_EQ(without_ids(r.slices->mutations()),
+            (std::vector<std::string>{"create qr us-central2-b", "delete qr us-central2-b"}));
+}
+
+TEST_F(SupervisorStory, ASupervisorTakingOverAfterTheWorkloadEndedRecordsHowItEnded) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml("", "recovery:\n  max_failures: 0\n")).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  exit_with(id, 3); // While no supervisor watches.
+  r.restart_supervisor();
+  ASSERT_TRUE(reaches(id, Phase::failed));
+  EXPECT_EQ(r.attempts(id).front().outcome, "failed");
+  EXPECT_EQ(r.attempts(id).front().exit_code, 3);
+  EXPECT_EQ(r.workers->launches(Rig::wid(id), 1), 1);
+}
+
+TEST_F(SupervisorStory, FirstReadyKeepsTheFirstSliceUpAndDeletesTheOtherRequest) {
+  r.slices->set_capacity(kZoneB, true);
+  const auto id =
+      r.create(job_yaml("  strategy: first-ready\n  order: as-written\n", "", "[us-central2-b, us-east1-d]")).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  EXPECT_EQ(r.attempts(id).back().zone, kZoneB);
+  ASSERT_TRUE(r.tick_until([&] { return r.slices->slices().size() == 1; }));
+  EXPECT_EQ(r.slices->slices().front().zone, kZoneB);
+  EXPECT_EQ(without_ids(r.slices->mutations()),
+            (std::vector<std::string>{"create qr us-central2-b", "create qr us-east1-d", "delete qr us-central2-b"}));
+}
+
+TEST_F(SupervisorStory, AZoneWithoutCapacityIsLeftAfterItsQueueTimeoutForTheNext) {
+  r.slices->set_capacity(kZoneB, true);
+  const auto id =
+      r.create(job_yaml("  queue_timeout: 60s\n  order: as-written\n", "", "[us-central2-b, us-east1-d]")).front();
+  ASSERT_TRUE(reaches(id, Phase::queued));
+  EXPECT_EQ(r.attempts(id).back().zone, kZoneA);
+  r.advance(30);
+  r.tick();
+  EXPECT_EQ(r.attempts(id).size(), 1U) << "within its queue timeout the request waits";
+  ASSERT_TRUE(reaches(id, Phase::running, 100)) << domain::to_string(phase(id)) << ": " << r.job(id).phase_reason;
+  EXPECT_EQ(r.attempts(id).front().outcome, "timed-out");
+  EXPECT_EQ(r.attempts(id).back().zone, kZoneB);
+  EXPECT_EQ(r.job(id).failures, 0);
+}
+
+TEST_F(SupervisorStory, AZoneThatRefusesForQuotaIsAFailedCandidateAndTheNextIsAsked) {
+  r.slices->set_capacity(kZoneA, true);
+  r.slices->set_capacity(kZoneB, true);
+  r.slices->fail_next("create qr us-central2-b", 429, "Quota exceeded");
+  const auto id = r.create(job_yaml("  order: as-written\n", "", "[us-central2-b, us-east1-d]")).front();
+  ASSERT_TRUE(reaches(id, Phase::running, 100));
+  EXPECT_EQ(r.attempts(id).front().outcome, "quota");
+  EXPECT_EQ(r.attempts(id).back().zone, kZoneB);
+}
+
+TEST_F(SupervisorStory, SpotFallsBackToOnDemandAfterThePreemptionsAllowed) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml("", "recovery:\n  fallback:\n    after_preemptions: 1\n")).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  EXPECT_TRUE(r.slices->slices().front().spot);
+  r.slices->preempt(r.slice_of(id));
+  ASSERT_TRUE(r.tick_until([&] { return r.job(id).preemptions == 1 && phase(id) == Phase::running; }));
+  ASSERT_EQ(r.slices->slices().size(), 1U);
+  EXPECT_FALSE(r.slices->slices().front().spot) << "the new slice is on-demand";
+  EXPECT_EQ(r.attempts(id).back().pricing, "ondemand");
+}
+
+TEST_F(SupervisorStory, AWorkerWithAFailedPreflightReplacesItsSliceBeforeLaunching) {
+  r.slices->set_capacity(kZoneA, true);
+  r.workers->set_preflight(0, 1, "tpu check failed\n");
+  const auto id = r.create(job_yaml("  preflight: check-tpu\n")).front();
+  ASSERT_TRUE(r.tick_until([&] { return r.job(id).bad_hardware == 1; }));
+  r.workers->set_preflight(0, 0, "");
+  ASSERT_TRUE(reaches(id, Phase::running));
+  EXPECT_EQ(r.attempts(id).front().outcome, "bad-hardware");
+  EXPECT_EQ(r.workers->launches(Rig::wid(id), 1), 0) << "nothing was launched on the bad slice";
+  EXPECT_EQ(r.workers->launches(Rig::wid(id), 2), 1);
+}
+
+TEST_F(SupervisorStory, ANewSliceOnAMachineFoundBadIsRejectedBeforeSetup) {
+  r.slices->set_capacity(kZoneA, true);
+  // The first slice runs on machine-7, which prints a NaN loss; the second lands on machine-7 again; the third not.
+  r.slices->set_next_physical_hosts({{"machine-7"}, {"machine-7"}, {"machine-8"}});
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  r.workers->print(Rig::wid(id), 1, 0, "step=3 loss=nan\n");
+  ASSERT_TRUE(r.tick_until([&] { return r.attempts(id).size() == 3 && phase(id) == Phase::running; }, 100));
+  const auto attempts = r.attempts(id);
+  EXPECT_EQ(attempts[0].outcome, "bad-hardware");
+  EXPECT_EQ(attempts[1].outcome, "rejected");
+  EXPECT_EQ(r.job(id).bad_hardware, 1) << "a rejected slice spends no budget";
+  EXPECT_EQ(r.workers->launches(Rig::wid(id), 2), 0) << "nothing ran on the rejected slice";
+  EXPECT_EQ(r.workers->launches(Rig::wid(id), 3), 1);
+}
+
+TEST_F(SupervisorStory, CancelStopsTheWorkloadKeepsTheSliceAndResumeReusesIt) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  r.request(id, DesiredState::stop);
+  ASSERT_TRUE(reaches(id, Phase::cancelled)) << domain::to_string(phase(id)) << ": " << r.job(id).phase_reason;
+  EXPECT_EQ(r.workers->workload(Rig::wid(id), 1, 0).state, remote::WorkloadState::exited);
+  EXPECT_EQ(r.attempts(id).front().outcome, "cancelled");
+  EXPECT_EQ(r.slices->slices().size(), 1U) << "cancel keeps the slice";
+  r.request(id, DesiredState::run);
+  ASSERT_TRUE(reaches(id, Phase::running));
+  EXPECT_EQ(without_ids(r.slices->mutations()), std::vector<std::string>{"create qr us-central2-b"})
+      << "resume reused the kept slice";
+  r.request(id, DesiredState::remove);
+  ASSERT_TRUE(reaches(id, Phase::deleted));
+  EXPECT_TRUE(r.slices->slices().empty());
+  EXPECT_EQ(r.workers->workload(Rig::wid(id), 2, 0).state, remote::WorkloadState::exited);
+
+  // Clean: the slice released and the record gone.
+  const auto other = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(other, Phase::running));
+  r.request(other, DesiredState::clean);
+  ASSERT_TRUE(r.tick_until([&] { return !r.store.find_job(other).has_value(); }));
+  EXPECT_TRUE(r.slices->slices().empty());
+}
+
+TEST_F(SupervisorStory, ANodeCreatedDirectlyIsKeptByCancelReusedByResumeAndReleasedByDelete) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml("  allocation_mode: tpu-vm\n")).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  r.request(id, DesiredState::stop);
+  ASSERT_TRUE(reaches(id, Phase::cancelled));
+  EXPECT_EQ(r.slices->slices().size(), 1U) << "cancel keeps the node";
+  r.request(id, DesiredState::run);
+  ASSERT_TRUE(reaches(id, Phase::running));
+  EXPECT_EQ(r.workers->launches(Rig::wid(id), 2), 1);
+  r.request(id, DesiredState::remove);
+  ASSERT_TRUE(reaches(id, Phase::deleted));
+  EXPECT_EQ(without_ids(r.slices->mutations()),
+            (std::vector<std::string>{"create node us-central2-b", "delete node us-central2-b"}));
+}
+
+TEST_F(SupervisorStory, ANodeCreateThatFailsForCapacityIsAskedAgainUntilThereIsCapacity) {
+  const auto id = r.create(job_yaml("  allocation_mode: tpu-vm\n")).front();
+  ASSERT_TRUE(r.tick_until([&] { return !r.slices->slices().empty(); }));
+  r.slices->fail(r.slice_of(id), 8, "There is no more capacity in the zone");
+  ASSERT_TRUE(reaches(id, Phase::queued));
+  EXPECT_NE(r.job(id).phase_reason.find("waiting for capacity"), std::string::npos) << r.job(id).phase_reason;
+  r.slices->set_capacity(kZoneA, true);
+  ASSERT_TRUE(reaches(id, Phase::running, 200));
+  EXPECT_EQ(r.attempts(id).size(), 1U) << "the same attempt asks again";
+  EXPECT_EQ(r.job(id).failures, 0);
+}
+
+TEST_F(SupervisorStory, AWorkerBehindWorkerZeroFinishesBeforeTheJobSucceeds) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml().replace(job_yaml().find("v4-8"), 4, "v4-32")).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  ASSERT_EQ(r.attempts(id).back().hosts, 4);
+  r.workers->exit(Rig::wid(id), 1, 0, 0);
+  for (int i = 0; i < 5; ++i) {
+    r.advance(1);
+    r.tick();
+  }
+  EXPECT_EQ(phase(id), Phase::running) << "workers 1 to 3 still run";
+  exit_with(id, 0);
+  ASSERT_TRUE(reaches(id, Phase::succeeded));
+}
+
+TEST_F(SupervisorStory, FirstReadyWithCapacityEverywhereLeavesExactlyOneSlice) {
+  r.slices->set_capacity(kZoneA, true);
+  r.slices->set_capacity(kZoneB, true);
+  const auto id = r.create(job_yaml("  strategy: first-ready\n", "", "[us-central2-b, us-east1-d]")).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  const auto released = [&] {
+    const auto rivals = r.store.rivals(id);
+    return !rivals.empty() &&
+           std::all_of(rivals.begin(), rivals.end(), [](const auto& rival) { return rival.released_ms.has_value(); });
+  };
+  ASSERT_TRUE(r.tick_until(released));
+  ASSERT_EQ(r.slices->slices().size(), 1U);
+  EXPECT_EQ(r.slices->slices().front().id, r.slice_of(id));
+}
+
+TEST_F(SupervisorStory, CancellingARaceDeletesTheRivalsAndKeepsTheJobsOwnRequest) {
+  const auto id = r.create(job_yaml("  strategy: first-ready\n", "", "[us-central2-b, us-east1-d]")).front();
+  ASSERT_TRUE(r.tick_until([&] { return r.slices->slices().size() == 2; }));
+  r.request(id, DesiredState::stop);
+  ASSERT_TRUE(reaches(id, Phase::cancelled));
+  ASSERT_TRUE(r.tick_until([&] { return r.slices->slices().size() == 1; }));
+  EXPECT_EQ(r.slices->slices().front().id, r.slice_of(id));
+  const auto rivals = r.store.rivals(id);
+  ASSERT_EQ(rivals.size(), 1U);
+  EXPECT_EQ(rivals[0].outcome, "abandoned");
+  r.request(id, DesiredState::remove);
+  ASSERT_TRUE(r.tick_until([&] { return r.slices->slices().empty(); }));
+}
+
+TEST_F(SupervisorStory, AnIdleWorkerReleasesItsSliceAndAQueuedTaskBringsANewOne) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto worker_config = r.dir.write("worker.yaml", job_yaml("  idle_release: 10m\n"));
+  const auto worker = core::start_workers(r.store, config::load_job_configs(worker_config.string()), "alice").front();
+  const auto idle = [&] {
+    const auto w = r.job(worker);
+    return w.phase == Phase::pending && w.phase_reason.starts_with("idle: no task for 10m");
+  };
+  ASSERT_TRUE(r.tick_until(idle, 100, 10)) << r.job(worker).phase_reason;
+  EXPECT_EQ(r.attempts(worker).front().outcome, "idle");
+  ASSERT_TRUE(r.tick_until([&] { return r.slices->slices().empty(); }));
+  const auto task_config = r.dir.write("task.yaml", job_yaml());
+  const auto task =
+      core::submit_tasks(r.store, {{config::load_job_configs(task_config.string()).front(), "", "", 0}}, "alice")
+          .front();
+  ASSERT_TRUE(reaches(task, Phase::running));
+  const auto slices = r.attempts(worker);
+  ASSERT_EQ(slices.size(), 2U);
+  EXPECT_EQ(r.attempts(task).front().queued_resource, slices[1].queued_resource);
+  exit_with(task, 0);
+  ASSERT_TRUE(reaches(task, Phase::succeeded));
+  ASSERT_TRUE(r.tick_until(idle, 100, 10)) << r.job(worker).phase_reason;
+  ASSERT_TRUE(r.tick_until([&] { return r.slices->slices().empty(); }));
+}
+
+TEST_F(SupervisorStory, ACleanupThatFailsIsRetriedAndNeverChangesTheTerminalPhase) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  r.slices->fail_next("delete qr", 403, "Permission 'tpu.queuedResources.delete' denied");
+  exit_with(id, 0);
+  ASSERT_TRUE(reaches(id, Phase::succeeded));
+  EXPECT_TRUE(r.job(id).cleanup_pending);
+  EXPECT_FALSE(r.events(id, "error").empty());
+  ASSERT_TRUE(r.tick_until([&] { return !r.job(id).cleanup_pending; }, 200, 5));
+  EXPECT_TRUE(r.slices->slices().empty());
+  EXPECT_EQ(phase(id), Phase::succeeded);
+  EXPECT_FALSE(r.job(id).cleanup_pending);
+}
+
+TEST_F(SupervisorStory, ACreateThatFailsIsRetriedWithoutADuplicate) {
+  r.slices->set_capacity(kZoneA, true);
+  r.slices->fail_next("create qr", 503, "unavailable");
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(id, Phase::running, 200));
+  EXPECT_EQ(r.slices->slices().size(), 1U);
+  EXPECT_EQ(r.attempts(id).size(), 1U);
+}
+
+TEST_F(SupervisorStory, ALostLeaseLeavesTheResultOfTheOperationInFlightUnrecorded) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  exit_with(id, 0);
+  // Another supervisor takes the job while this one asks the workers how the workload ended.
+  r.host->on_dispatch = [&](std::int64_t busy) { r.host->lose_lease(busy); };
+  r.advance(1);
+  r.tick();
+  EXPECT_EQ(phase(id), Phase::running) << "this supervisor records nothing of a job another holds";
+  EXPECT_TRUE(r.attempts(id).front().outcome.empty());
+  EXPECT_EQ(r.host->driven().count(id), 0U);
+  EXPECT_EQ(r.slices->slices().size(), 1U) << "nor does it release the slice";
+}
+
+TEST_F(SupervisorStory, ANodeCreatedDirectlyIsReplacedWhenPreempted) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml("  allocation_mode: tpu-vm\n")).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  r.slices->preempt(r.slice_of(id));
+  ASSERT_TRUE(r.tick_until([&] { return r.job(id).preemptions == 1 && phase(id) == Phase::running; }));
+  EXPECT_EQ(r.attempts(id).front().outcome, "preempted");
+  EXPECT_EQ(without_ids(r.slices->mutations()),
+            (std::vector<std::string>{"create node us-central2-b", "delete node us-central2-b",
+                                      "create node us-central2-b"}));
+}
+
+TEST_F(SupervisorStory, AWorkerRunsItsQueueOneTaskAtATimeAndRetriesAFailedOne) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto worker_config = r.dir.write("worker.yaml", job_yaml("", "recovery:\n  max_failures: 1\n"));
+  const auto worker = core::start_workers(r.store, config::load_job_configs(worker_config.string()), "alice").front();
+  const auto task_config = r.dir.write("task.yaml", job_yaml("", "recovery:\n  max_failures: 1\n"));
+  std::vector<core::TaskToSubmit> tasks;
+  for (int i = 0; i < 2; ++i) {
+    tasks.push_back({config::load_job_configs(task_config.string()).front(), kZoneA, "", 0});
+  }
+  const auto ids = core::submit_tasks(r.store, tasks, "alice");
+  ASSERT_TRUE(reaches(worker, Phase::running));
+  ASSERT_TRUE(reaches(ids[0], Phase::running));
+  EXPECT_EQ(phase(ids[1]), Phase::pending) << "one task at a time";
+  exit_with(ids[0], 3);
+  ASSERT_TRUE(r.tick_until([&] { return r.job(ids[0]).failures == 1; }));
+  ASSERT_TRUE(r.tick_until([&] { return phase(ids[0]) == Phase::running || phase(ids[1]) == Phase::running; }));
+  for (int round = 0; round < 4; ++round) {
+    for (const auto id : ids) {
+      if (phase(id) == Phase::running) {
+        exit_with(id, 0);
+      }
+    }
+    r.advance(1);
+    r.tick();
+  }
+  ASSERT_TRUE(r.tick_until([&] { return phase(ids[0]) == Phase::succeeded && phase(ids[1]) == Phase::succeeded; }));
+  EXPECT_EQ(r.attempts(ids[0]).size(), 2U);
+  EXPECT_EQ(phase(worker), Phase::running);
+  EXPECT_EQ(without_ids(r.slices->mutations()), std::vector<std::string>{"create qr us-central2-b"})
+      << "every task borrowed the worker's one slice";
+}
+
+} // namespace
+} // namespace jobman::test
