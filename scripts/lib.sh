@@ -28,17 +28,19 @@ JOBMAN_BUILD_PACKAGES=(
 say() { printf '\033[1m==> [%s] %s\033[0m\n' "$(date +%T)" "$*" >&2; }
 
 # stage NAME: ends the stage under way and begins NAME; stage_end ends it. When JOBMAN_STAGES names a file (.ci/run
-# sets it), each stage's name and wall time in seconds are appended to it, a tab between them.
+# sets it), "begin" and "end" lines go to it with the stage's name and the time (seconds since the epoch), tabs
+# between them: a stage with a begin and no end is the one that failed.
 JOBMAN_STAGE_NAME=""
-JOBMAN_STAGE_START=0
 stage() {
   stage_end
   JOBMAN_STAGE_NAME="$1"
-  JOBMAN_STAGE_START=$(date +%s)
+  if [ -n "${JOBMAN_STAGES:-}" ]; then
+    printf 'begin\t%s\t%s\n' "$JOBMAN_STAGE_NAME" "$(date +%s)" >>"$JOBMAN_STAGES"
+  fi
 }
 stage_end() {
   if [ -n "$JOBMAN_STAGE_NAME" ] && [ -n "${JOBMAN_STAGES:-}" ]; then
-    printf '%s\t%s\n' "$JOBMAN_STAGE_NAME" $(($(date +%s) - JOBMAN_STAGE_START)) >>"$JOBMAN_STAGES"
+    printf 'end\t%s\t%s\n' "$JOBMAN_STAGE_NAME" "$(date +%s)" >>"$JOBMAN_STAGES"
   fi
   JOBMAN_STAGE_NAME=""
 }

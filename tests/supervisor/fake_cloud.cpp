@@ -244,17 +244,21 @@ std::vector<cloud::QueuedResource> FakeSlices::list_queued_resources(const std::
   return listed;
 }
 
-std::optional<cloud::Operation> FakeSlices::delete_queued_resource(const std::string& zone, const std::string& id) {
+std::optional<cloud::Operation> FakeSlices::remove(const std::string& zone, const std::string& id, bool node_only) {
   const std::lock_guard lock(mutex_);
-  record("delete qr " + zone + "/" + id);
-  if (find(zone, id, false) == nullptr) {
+  record(std::string(node_only ? "delete node " : "delete qr ") + zone + "/" + id);
+  if (find(zone, id, node_only) == nullptr) {
     return std::nullopt;
   }
-  std::erase_if(slices_, [&](const FakeSlice& s) { return s.zone == zone && s.id == id && !s.node_only; });
+  std::erase_if(slices_, [&](const FakeSlice& s) { return s.zone == zone && s.id == id && s.node_only == node_only; });
   cloud::Operation op;
   op.name = parent(zone) + "/operations/delete-" + id;
   op.done = true;
   return op;
+}
+
+std::optional<cloud::Operation> FakeSlices::delete_queued_resource(const std::string& zone, const std::string& id) {
+  return remove(zone, id, false);
 }
 
 cloud::NodeCreateResult FakeSlices::create_node(const std::string& zone, const std::string& id,
@@ -315,16 +319,7 @@ std::vector<cloud::Node> FakeSlices::list_nodes(const std::string& zone) {
 }
 
 std::optional<cloud::Operation> FakeSlices::delete_node(const std::string& zone, const std::string& id) {
-  const std::lock_guard lock(mutex_);
-  record("delete node " + zone + "/" + id);
-  if (find(zone, id, true) == nullptr) {
-    return std::nullopt;
-  }
-  std::erase_if(slices_, [&](const FakeSlice& s) { return s.zone == zone && s.id == id && s.node_only; });
-  cloud::Operation op;
-  op.name = parent(zone) + "/operations/delete-" + id;
-  op.done = true;
-  return op;
+  return remove(zone, id, true);
 }
 
 std::vector<std::string> FakeSlices::guest_attribute(const std::string& zone, const std::string& id,

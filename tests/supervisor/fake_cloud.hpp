@@ -92,6 +92,8 @@ private:
   // Records `call` and throws the failure injected for it, if any; fails the queued resources whose validUntil
   // passed. Called with mutex_ held.
   void record(const std::string& call);
+  // Deletes a queued resource (or a node created directly); nullopt when it was already gone.
+  std::optional<cloud::Operation> remove(const std::string& zone, const std::string& id, bool node_only);
   [[nodiscard]] cloud::QueuedResource as_queued_resource(const FakeSlice& s) const;
   [[nodiscard]] cloud::Node as_node(const FakeSlice& s) const;
   FakeSlice* find(const std::string& zone, const std::string& id, bool node_only);
