@@ -203,20 +203,23 @@ bool JobDriver::step_when_due(Driven& d) {
     return false;
   } catch (const store::ShareExceededError& e) {
     // Another supervisor handed the chips out since this one last counted them.
+    d.dirty = true;
     wait_for_share(d, e.what());
   } catch (const store::JobChangedError& e) {
     // A user's request got in first: decide again on what the store says now.
+    d.dirty = true;
     spdlog::info("{}: {}", job_label(d.job.id), e.what());
     try {
       reload(d);
-      d.dirty = true;
     } catch (const NoSuchJobError&) {
       return false;
     }
   } catch (const std::exception& e) {
-    error_event(d, e.what());
-    backoff(d);
+    // Stepped again after the backoff, even when recording the error fails too (the store is what failed: a server
+    // restarting): the error then ends the tick, and without this the job would wait for news that never comes.
     d.dirty = true;
+    backoff(d);
+    error_event(d, e.what());
   }
   return true;
 }
