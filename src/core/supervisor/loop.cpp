@@ -31,7 +31,7 @@ constexpr milliseconds kProgressFlushEvery{3'000};
 
 } // namespace
 
-SupervisorLoop::SupervisorLoop(CloudAccess cloud_access, std::string location, SupervisorOptions opts)
+SupervisorLoop::SupervisorLoop(const CloudAccess& cloud_access, std::string location, SupervisorOptions opts)
     : SupervisorLoop(cloud_access, std::move(location), std::move(opts),
                      {make_slice_ops(cloud_access), make_worker_ops()}) {}
 

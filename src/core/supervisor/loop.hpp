@@ -36,7 +36,7 @@ class SupervisorLoop final : public DriverHost {
 public:
   // A loop over the store at `store_location` (a SQLite file or a postgresql:// URL), reaching the cloud through
   // `access`: its TPU API client for slices, gcloud (or ssh) for workers.
-  SupervisorLoop(CloudAccess access, std::string store_location, SupervisorOptions options);
+  SupervisorLoop(const CloudAccess& access, std::string store_location, SupervisorOptions options);
   // The same, with the slices and the workers reached through `ops`.
   SupervisorLoop(CloudAccess access, std::string store_location, SupervisorOptions options, JobDriver::Operations ops);
   ~SupervisorLoop() override = default;
