@@ -6,13 +6,13 @@
 namespace jobman::core {
 
 struct Supervisor::Impl {
-  Impl(CloudAccess access, std::string store_location, SupervisorOptions options)
-      : loop(std::move(access), std::move(store_location), std::move(options)) {}
+  Impl(const CloudAccess& access, std::string store_location, SupervisorOptions options)
+      : loop(access, std::move(store_location), std::move(options)) {}
   supervision::SupervisorLoop loop;
 };
 
-Supervisor::Supervisor(CloudAccess access, std::string store_location, SupervisorOptions options)
-    : impl_(std::make_unique<Impl>(std::move(access), std::move(store_location), std::move(options))) {}
+Supervisor::Supervisor(const CloudAccess& access, std::string store_location, SupervisorOptions options)
+    : impl_(std::make_unique<Impl>(access, std::move(store_location), std::move(options))) {}
 
 Supervisor::~Supervisor() = default;
 

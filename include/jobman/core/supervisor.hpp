@@ -46,7 +46,7 @@ struct SupervisorStats {
 // the loop, the job driver, their threads).
 class Supervisor {
 public:
-  Supervisor(CloudAccess access, std::string store_location, SupervisorOptions options = {});
+  Supervisor(const CloudAccess& access, std::string store_location, SupervisorOptions options = {});
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
