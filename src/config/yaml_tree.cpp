@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -97,7 +98,12 @@ Node convert(const YAML::Node& in, const std::string& file, const std::string& p
   }
   case YAML::NodeType::Map: {
     out.kind = Node::Kind::mapping;
-    std::vector<Node> merged; // The values of `<<: *anchor` merge keys, in order.
+    std::vector<Node> merged;                          // The values of `<<: *anchor` merge keys, in order.
+    std::unordered_map<std::string, std::size_t> seen; // Key to its index in out.entries.
+    const auto add = [&](Entry entry) {
+      seen.emplace(entry.key, out.entries.size());
+      out.entries.push_back(std::move(entry));
+    };
     for (auto it = in.begin(); it != in.end(); ++it) {
       const Origin key_origin = origin_of(it->first.Mark(), file);
       if (!it->first.IsScalar()) {
@@ -121,18 +127,19 @@ Node convert(const YAML::Node& in, const std::string& file, const std::string& p
         continue;
       }
       const std::string key_path = child_path(path, key);
-      if (const Entry* first = out.find(key)) {
-        errors.push_back(make_diagnostic(key_origin, key_path, "duplicate key",
-                                         "first defined at line " + std::to_string(first->key_origin.line)));
+      if (const auto first = seen.find(key); first != seen.end()) {
+        errors.push_back(
+            make_diagnostic(key_origin, key_path, "duplicate key",
+                            "first defined at line " + std::to_string(out.entries[first->second].key_origin.line)));
         continue;
       }
-      out.entries.push_back(Entry{key, key_origin, convert(it->second, file, key_path, &key_origin, errors)});
+      add(Entry{key, key_origin, convert(it->second, file, key_path, &key_origin, errors)});
     }
     // As YAML's merge key has it: keys written in the mapping win, then the sources in order.
     for (const Node& source : merged) {
       for (const Entry& entry : source.entries) {
-        if (out.find(entry.key) == nullptr) {
-          out.entries.push_back(entry);
+        if (!seen.contains(entry.key)) {
+          add(entry);
         }
       }
     }
