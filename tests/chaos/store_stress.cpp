@@ -315,8 +315,10 @@ bool run_store_stress(const StoreStressOptions& options) {
     ledger.violation("list --json showed a job twice " + std::to_string(ledger.listed_duplicates) + " times");
   }
   // No job driven by two supervisors at once. A job changes hands when its driver let it go, which happens when the
-  // job finishes, or when its driver was killed (its lease then expires): another supervisor's adoption without
-  // either in between means two drove it. And each attempt is started and launched once.
+  // job finishes, when its driver was killed (its lease then expires), or when its driver, cut off from the store
+  // longer than its lease (the server's restart), found the lease gone and said so in the job's events (at any time
+  // after its own adoption: it learns it on its next renewal, often after the other's adoption). Another
+  // supervisor's adoption without any of these means two drove it. And each attempt is started and launched once.
   const auto killed = cloud.killed_at_ms();
   std::int64_t adopted = 0;
   std::int64_t launched = 0;
@@ -324,18 +326,28 @@ bool run_store_stress(const StoreStressOptions& options) {
     const auto events = db.events(id);
     std::string driver;
     bool let_go = true;
-    for (const auto& e : events) {
+    std::size_t driven_since = 0; // The index of the current driver's adoption event.
+    // Whether `owner` recorded the loss of its lease after event `since`.
+    const auto lost_lease_after = [&](const std::string& owner, std::size_t since) {
+      const std::string said = "supervisor " + owner + " lost its lease";
+      return std::any_of(events.begin() + static_cast<std::ptrdiff_t>(since), events.end(),
+                         [&](const auto& later) { return later.message.starts_with(said); });
+    };
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const auto& e = events[i];
       if (e.message.starts_with("driven by supervisor ")) {
         ++adopted;
         const auto owner = e.message.substr(std::string_view("driven by supervisor ").size());
         const auto death = killed.find(pid_of_owner(driver));
-        if (death != killed.end() && death->second <= e.ts_ms) {
+        if ((death != killed.end() && death->second <= e.ts_ms) ||
+            (!let_go && lost_lease_after(driver, driven_since))) {
           let_go = true;
         }
         if (!let_go && owner != driver) {
           ledger.violation("job " + std::to_string(id) + " was adopted by " + owner + " while " + driver + " drove it");
         }
         driver = owner;
+        driven_since = i;
         let_go = false;
       } else if (e.kind == "phase" && e.to && domain::is_terminal(*e.to)) {
         let_go = true;

@@ -259,6 +259,14 @@ void SupervisorLoop::lease_lost(std::int64_t id) {
     return;
   }
   spdlog::warn("{}: lost its lease to another supervisor; no longer driving it", job_label(id));
+  // In the job's history too: a supervisor cut off from the store longer than its lease lasts (a server restart, a
+  // machine frozen) is alive and hands the job over, which `show` then explains.
+  try {
+    job_store->append_event(id, "action", "supervisor " + options.owner + " lost its lease; no longer driving it",
+                            nlohmann::json{{"owner", options.owner}}.dump());
+  } catch (const std::exception& e) {
+    spdlog::warn("{}: recording its lost lease: {}", job_label(id), e.what());
+  }
   it->second.lost = true;
   if (!it->second.busy) {
     drop(it->second);
