@@ -343,11 +343,10 @@ void JobDriver::inspect(Driven& d) {
         const auto statuses = ops->query(target, workers, wid, kRemoteTimeout);
         auto verdict = judge_workers(statuses, config->recovery);
         bool slice_gone = false;
-        if (verdict.outcome == AttemptOutcome::unreachable) {
+        if (verdict.says == WorkersSay::unreachable) {
           slice_gone = !slice_active(*slices, *counters, slice);
         }
-        const bool decided =
-            verdict.outcome != AttemptOutcome::running && verdict.outcome != AttemptOutcome::unreachable;
+        const bool decided = verdict.says != WorkersSay::running && verdict.says != WorkersSay::unreachable;
         // A decided attempt ends on every worker.
         if (decided && std::any_of(statuses.begin(), statuses.end(),
                                    [](const auto& s) { return s.state == remote::WorkloadState::running; })) {
@@ -358,7 +357,7 @@ void JobDriver::inspect(Driven& d) {
         }
         // An attempt that ended badly may have ended so because of its hardware: the logs, whole now, say.
         std::optional<HardwareFinding> bad;
-        if (decided && verdict.outcome != AttemptOutcome::succeeded && patterns) {
+        if (decided && verdict.says != WorkersSay::succeeded && patterns) {
           bad = scan_logs(dir, workers, attempt, *patterns);
         }
         return [this, id, verdict, slice_gone, stream_failed, bad] {
@@ -423,14 +422,14 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
     return;
   }
   stop_stream(*d);
-  switch (verdict.outcome) {
-  case AttemptOutcome::running:
+  switch (verdict.says) {
+  case WorkersSay::running:
     d->unreachable = 0;
     if (stream_failed) {
       backoff(*d); // Watching failed (say, another process holds the log): not in a tight loop.
     }
     return; // The next step re-attaches.
-  case AttemptOutcome::unreachable:
+  case WorkersSay::unreachable:
     if (slice_gone) {
       preempted(*d, verdict.reason + "; the slice is gone", verdict.exit_code);
     } else if (++d->unreachable >= kUnreachableLimit) {
@@ -441,7 +440,7 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
       backoff(*d);
     }
     return;
-  case AttemptOutcome::succeeded: {
+  case WorkersSay::succeeded: {
     d->unreachable = 0;
     end_open_attempt(*d, "succeeded", verdict.exit_code);
     domain::PhaseChange c = change(Phase::succeeded, verdict.reason);
@@ -457,12 +456,12 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
     move(*d, Phase::running, c);
     return;
   }
-  case AttemptOutcome::preempted: preempted(*d, verdict.reason, verdict.exit_code); return;
-  case AttemptOutcome::restart:
+  case WorkersSay::preempted: preempted(*d, verdict.reason, verdict.exit_code); return;
+  case WorkersSay::restart:
     end_open_attempt(*d, "restart", verdict.exit_code);
     next_attempt_on_same_slice(*d, change(Phase::setup, verdict.reason + "; restarting on the same slice"));
     return;
-  case AttemptOutcome::failed: {
+  case WorkersSay::failed: {
     end_open_attempt(*d, "failed", verdict.exit_code);
     auto c = after_failure(*d->config, d->job.failures, verdict.reason);
     c.exit_code = verdict.exit_code;
