@@ -15,6 +15,7 @@
 namespace jobman::core::supervision {
 
 namespace fs = std::filesystem;
+using domain::AttemptOutcome;
 using domain::DesiredState;
 using domain::Phase;
 using std::chrono::milliseconds;
@@ -187,9 +188,9 @@ void JobDriver::set_up(Driven& d) {
           if (live->job.kind == domain::JobKind::task) {
             // The task's own setup failed on its worker: spent like a failed run, the worker let go.
             if (c.to == Phase::setup) {
-              requeue_task(*live, "failed", std::nullopt, c, false);
+              requeue_task(*live, AttemptOutcome::failed, std::nullopt, c, false);
             } else {
-              end_open_attempt(*live, "failed", std::nullopt);
+              end_open_attempt(*live, AttemptOutcome::failed, std::nullopt);
               finish_task(*live, c);
             }
             return;
@@ -198,7 +199,7 @@ void JobDriver::set_up(Driven& d) {
           if (c.to == Phase::setup) {
             backoff(*live);
           } else {
-            end_open_attempt(*live, "failed", std::nullopt);
+            end_open_attempt(*live, AttemptOutcome::failed, std::nullopt);
           }
         };
       });
@@ -442,7 +443,7 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
     return;
   case WorkersSay::succeeded: {
     d->unreachable = 0;
-    end_open_attempt(*d, "succeeded", verdict.exit_code);
+    end_open_attempt(*d, AttemptOutcome::succeeded, verdict.exit_code);
     domain::PhaseChange c = change(Phase::succeeded, verdict.reason);
     c.exit_code = verdict.exit_code;
     if (d->job.kind == domain::JobKind::task) {
@@ -458,17 +459,17 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
   }
   case WorkersSay::preempted: preempted(*d, verdict.reason, verdict.exit_code); return;
   case WorkersSay::restart:
-    end_open_attempt(*d, "restart", verdict.exit_code);
+    end_open_attempt(*d, AttemptOutcome::restart, verdict.exit_code);
     next_attempt_on_same_slice(*d, change(Phase::setup, verdict.reason + "; restarting on the same slice"));
     return;
   case WorkersSay::failed: {
-    end_open_attempt(*d, "failed", verdict.exit_code);
+    end_open_attempt(*d, AttemptOutcome::failed, verdict.exit_code);
     auto c = after_failure(*d->config, d->job.failures, verdict.reason);
     c.exit_code = verdict.exit_code;
     if (d->job.kind == domain::JobKind::task) {
       // Retried from the queue, as jobman-lite retries a failed task, on whichever worker is free first.
       if (c.to == Phase::setup) {
-        requeue_task(*d, "failed", verdict.exit_code, c, false);
+        requeue_task(*d, AttemptOutcome::failed, verdict.exit_code, c, false);
       } else {
         finish_task(*d, c);
       }
@@ -494,11 +495,11 @@ void JobDriver::next_attempt_on_same_slice(Driven& d, const domain::PhaseChange&
 void JobDriver::preempted(Driven& d, const std::string& what, int exit_code) {
   if (d.job.kind == domain::JobKind::task) {
     // The worker recovers its slice; the task runs again on the next free worker that matches.
-    requeue_task(d, "preempted", exit_code, change(Phase::pending, what), true);
+    requeue_task(d, AttemptOutcome::preempted, exit_code, change(Phase::pending, what), true);
     return;
   }
   stop_stream(d);
-  end_open_attempt(d, "preempted", exit_code);
+  end_open_attempt(d, AttemptOutcome::preempted, exit_code);
   d.unreachable = 0;
   move(d, std::nullopt, after_preemption(*d.config, d.job.preemptions, what));
 }
