@@ -227,20 +227,32 @@ void print_attempts(std::ostream& out, const ShowView& view, bool color) {
   }
   Table table(header);
   for (const auto& a : attempts) {
-    std::vector<std::string> row = {"  " + std::to_string(a.number), printable(a.slice_name()), printable(a.zone),
-                                    util::format_local(a.started_ms),
-                                    a.ended_ms ? util::format_local(*a.ended_ms) : "-",
-                                    // "requesting": the name is recorded, the API has not accepted the request yet.
-                                    !a.outcome.empty()                ? printable(a.outcome)
-                                    : a.create_pending && !a.ended_ms ? std::string("requesting")
-                                                                      : std::string("-"),
-                                    a.exit_code ? std::to_string(*a.exit_code) : "-"};
+    std::vector<std::string> row = {
+        "  " + std::to_string(a.number), printable(a.slice_name()), printable(a.zone), util::format_local(a.started_ms),
+        a.ended_ms ? util::format_local(*a.ended_ms) : "-",
+        // "requesting": the name is recorded, the API has not accepted the request yet.
+        a.outcome != domain::AttemptOutcome::none ? std::string(domain::to_string(a.outcome))
+        : a.create_pending && !a.ended_ms         ? std::string("requesting")
+                                                  : std::string("-"),
+        a.exit_code ? std::to_string(*a.exit_code) : "-"};
     if (task) {
       row.push_back(a.worker_id ? util::format_job_id(*a.worker_id) : "-");
     }
     table.add_row(std::move(row));
   }
   table.print(out, color);
+}
+
+// How a rival stands in the race, for `show`.
+std::string_view rival_state(domain::RivalOutcome outcome) {
+  switch (outcome) {
+  case domain::RivalOutcome::racing: return "racing";
+  case domain::RivalOutcome::outrun: return "outrun by the attempt's slice";
+  case domain::RivalOutcome::lost: return "failed before it came up";
+  case domain::RivalOutcome::abandoned: return "abandoned when the attempt ended";
+  case domain::RivalOutcome::unknown: break;
+  }
+  return "out of the race";
 }
 
 // tpu.strategy first-ready: the requests each attempt raced alongside the one it kept.
@@ -251,11 +263,7 @@ void print_rivals(std::ostream& out, const std::vector<domain::RivalRecord>& riv
   out << "\nAlso requested (first-ready)\n";
   for (const auto& r : rivals) {
     out << "  attempt " << r.attempt << ": " << printable(r.name) << " in " << printable(r.zone) << " ("
-        << printable(r.accelerator) << " " << printable(r.pricing) << "), "
-        << (r.outcome == "outrun"      ? std::string("outrun by the attempt's slice")
-            : r.outcome == "lost"      ? std::string("failed before it came up")
-            : r.outcome == "abandoned" ? std::string("abandoned when the attempt ended")
-                                       : std::string("racing"))
+        << printable(r.accelerator) << " " << printable(r.pricing) << "), " << rival_state(r.outcome)
         << (r.released_ms ? ", deleted " + util::format_local(*r.released_ms) : std::string()) << '\n';
   }
 }

@@ -82,7 +82,7 @@ nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt) {
   j["zone"] = attempt.zone;
   j["started_at"] = util::format_utc(attempt.started_ms);
   j["ended_at"] = time_or_null(attempt.ended_ms);
-  j["outcome"] = text_or_null(attempt.outcome);
+  j["outcome"] = text_or_null(std::string(domain::to_string(attempt.outcome)));
   j["exit_code"] = json_or_null(attempt.exit_code);
   j["worker_id"] = json_or_null(attempt.worker_id);
   j["active_at"] = time_or_null(attempt.active_ms);
@@ -100,7 +100,7 @@ nlohmann::ordered_json rival_json(const domain::RivalRecord& rival) {
   j["pricing"] = rival.pricing;
   j["requested_at"] = util::format_utc(rival.requested_ms);
   j["released_at"] = time_or_null(rival.released_ms);
-  j["outcome"] = text_or_null(rival.outcome);
+  j["outcome"] = text_or_null(std::string(domain::to_string(rival.outcome)));
   return j;
 }
 

@@ -17,11 +17,6 @@ double quantile(const std::vector<double>& sorted, double q) {
   return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
-bool given_up(const std::string& outcome) {
-  return outcome == "timed-out" || outcome == "quota" || outcome == "refused" || outcome == "failed" ||
-         outcome == "cancelled" || outcome == "preempted" || outcome == "rejected" || outcome == "bad-hardware";
-}
-
 const PlaceStats* find_stats(const std::vector<PlaceStats>& stats, const config::Candidate& c) {
   const auto pricing = config::to_string(c.pricing);
   for (const auto& s : stats) {
@@ -55,18 +50,18 @@ std::vector<PlaceStats> availability(const std::vector<store::PlaceRecord>& atte
       ++s.came_up;
       waits[key].push_back(static_cast<double>(*a.active_ms - a.started_ms) / 1000.0);
       s.running_hours += static_cast<double>(a.ended_ms.value_or(now_ms) - *a.active_ms) / 3.6e6;
-      if (a.outcome == "preempted") {
+      if (a.outcome == domain::AttemptOutcome::preempted) {
         ++s.preemptions;
       }
     } else if (!a.ended_ms) {
       ++s.waiting_now;
-    } else if (given_up(a.outcome) || a.outcome.empty()) {
+    } else if (domain::can_end_before_slice_up(a.outcome) || a.outcome == domain::AttemptOutcome::none) {
       ++s.gave_up;
     }
-    if (a.outcome == "failed") {
+    if (a.outcome == domain::AttemptOutcome::failed) {
       ++s.failures;
     }
-    if (a.outcome == "bad-hardware" || a.outcome == "rejected") {
+    if (domain::is_bad_slice(a.outcome)) {
       ++s.bad_hardware;
     }
   }

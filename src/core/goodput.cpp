@@ -9,6 +9,7 @@
 
 namespace jobman::core {
 
+using domain::AttemptOutcome;
 using domain::AttemptRecord;
 using domain::JobKind;
 using domain::Phase;
@@ -62,7 +63,7 @@ struct Interval {
 };
 
 bool ended_by_hardware(const AttemptRecord& attempt) {
-  return attempt.outcome == "bad-hardware" || attempt.outcome == "rejected";
+  return domain::is_bad_slice(attempt.outcome);
 }
 
 class Accountant {
@@ -257,7 +258,7 @@ private:
 
   void marks() {
     for (const auto& attempt : attempts_) {
-      if (attempt.ended_ms && !attempt.outcome.empty() && attempt.outcome != "succeeded") {
+      if (attempt.ended_ms && attempt.outcome != AttemptOutcome::none && attempt.outcome != AttemptOutcome::succeeded) {
         out_.marks.push_back({*attempt.ended_ms, attempt.number, attempt.outcome});
       }
     }

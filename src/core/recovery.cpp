@@ -93,14 +93,14 @@ std::optional<Phase> waiting_phase(SliceVerdict verdict) {
   }
 }
 
-std::string to_string(AttemptOutcome outcome) {
-  switch (outcome) {
-  case AttemptOutcome::running: return "running";
-  case AttemptOutcome::succeeded: return "succeeded";
-  case AttemptOutcome::preempted: return "preempted";
-  case AttemptOutcome::restart: return "restart";
-  case AttemptOutcome::failed: return "failed";
-  case AttemptOutcome::unreachable: return "unreachable";
+std::string to_string(WorkersSay says) {
+  switch (says) {
+  case WorkersSay::running: return "running";
+  case WorkersSay::succeeded: return "succeeded";
+  case WorkersSay::preempted: return "preempted";
+  case WorkersSay::restart: return "restart";
+  case WorkersSay::failed: return "failed";
+  case WorkersSay::unreachable: return "unreachable";
   }
   return "?";
 }
@@ -113,16 +113,16 @@ AttemptVerdict exited(const remote::WorkerStatus& status, const config::Recovery
   verdict.exit_code = status.exit_code;
   verdict.reason = "worker " + std::to_string(status.worker) + " exited " + std::to_string(status.exit_code);
   if (status.exit_code == 0) {
-    verdict.outcome = AttemptOutcome::succeeded;
+    verdict.says = WorkersSay::succeeded;
   } else if (status.exit_code == 143) {
-    verdict.outcome = AttemptOutcome::preempted;
+    verdict.says = WorkersSay::preempted;
     verdict.reason += " (SIGTERM)";
   } else if (std::find(recovery.restart_exit_codes.begin(), recovery.restart_exit_codes.end(), status.exit_code) !=
              recovery.restart_exit_codes.end()) {
-    verdict.outcome = AttemptOutcome::restart;
+    verdict.says = WorkersSay::restart;
     verdict.reason += " (a restart code)";
   } else {
-    verdict.outcome = AttemptOutcome::failed;
+    verdict.says = WorkersSay::failed;
   }
   return verdict;
 }
@@ -148,7 +148,7 @@ AttemptVerdict judge_workers(const std::vector<remote::WorkerStatus>& statuses,
   for (const auto* s : ordered) {
     if (s->state == WorkloadState::vanished || s->state == WorkloadState::absent) {
       AttemptVerdict verdict;
-      verdict.outcome = AttemptOutcome::preempted;
+      verdict.says = WorkersSay::preempted;
       verdict.worker = s->worker;
       verdict.exit_code = 143;
       verdict.reason =
@@ -160,7 +160,7 @@ AttemptVerdict judge_workers(const std::vector<remote::WorkerStatus>& statuses,
   for (const auto* s : ordered) {
     if (s->state == WorkloadState::unreachable) {
       AttemptVerdict verdict;
-      verdict.outcome = AttemptOutcome::unreachable;
+      verdict.says = WorkersSay::unreachable;
       verdict.worker = s->worker;
       verdict.exit_code = s->exit_code < 0 ? 255 : s->exit_code;
       verdict.reason = "worker " + std::to_string(s->worker) + " cannot be reached";

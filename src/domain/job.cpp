@@ -47,6 +47,41 @@ constexpr std::array<KindName, 3> kind_names{{
     {JobKind::task, "task"},
 }};
 
+struct OutcomeName {
+  AttemptOutcome outcome;
+  std::string_view name;
+};
+
+constexpr std::array<OutcomeName, 14> outcome_names{{
+    {AttemptOutcome::none, ""},
+    {AttemptOutcome::succeeded, "succeeded"},
+    {AttemptOutcome::preempted, "preempted"},
+    {AttemptOutcome::failed, "failed"},
+    {AttemptOutcome::restart, "restart"},
+    {AttemptOutcome::cancelled, "cancelled"},
+    {AttemptOutcome::bad_hardware, "bad-hardware"},
+    {AttemptOutcome::rejected, "rejected"},
+    {AttemptOutcome::timed_out, "timed-out"},
+    {AttemptOutcome::quota, "quota"},
+    {AttemptOutcome::refused, "refused"},
+    {AttemptOutcome::idle, "idle"},
+    {AttemptOutcome::interrupted, "interrupted"},
+    {AttemptOutcome::unknown, "unknown"},
+}};
+
+struct RivalOutcomeName {
+  RivalOutcome outcome;
+  std::string_view name;
+};
+
+constexpr std::array<RivalOutcomeName, 5> rival_outcome_names{{
+    {RivalOutcome::racing, ""},
+    {RivalOutcome::outrun, "outrun"},
+    {RivalOutcome::lost, "lost"},
+    {RivalOutcome::abandoned, "abandoned"},
+    {RivalOutcome::unknown, "unknown"},
+}};
+
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            const auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
@@ -127,6 +162,55 @@ std::optional<DesiredState> parse_desired_state(std::string_view text) {
   for (const auto& entry : desired_names) {
     if (iequals(entry.name, text)) {
       return entry.desired;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(AttemptOutcome outcome) {
+  for (const auto& entry : outcome_names) {
+    if (entry.outcome == outcome) {
+      return entry.name;
+    }
+  }
+  return "unknown";
+}
+
+std::optional<AttemptOutcome> parse_attempt_outcome(std::string_view text) {
+  for (const auto& entry : outcome_names) {
+    if (entry.name == text) {
+      return entry.outcome;
+    }
+  }
+  return std::nullopt;
+}
+
+bool is_bad_slice(AttemptOutcome outcome) {
+  return outcome == AttemptOutcome::bad_hardware || outcome == AttemptOutcome::rejected;
+}
+
+bool is_request_given_up(AttemptOutcome outcome) {
+  return outcome == AttemptOutcome::timed_out || outcome == AttemptOutcome::quota || outcome == AttemptOutcome::refused;
+}
+
+bool can_end_before_slice_up(AttemptOutcome outcome) {
+  return is_request_given_up(outcome) || is_bad_slice(outcome) || outcome == AttemptOutcome::failed ||
+         outcome == AttemptOutcome::cancelled || outcome == AttemptOutcome::preempted;
+}
+
+std::string_view to_string(RivalOutcome outcome) {
+  for (const auto& entry : rival_outcome_names) {
+    if (entry.outcome == outcome) {
+      return entry.name;
+    }
+  }
+  return "unknown";
+}
+
+std::optional<RivalOutcome> parse_rival_outcome(std::string_view text) {
+  for (const auto& entry : rival_outcome_names) {
+    if (entry.name == text) {
+      return entry.outcome;
     }
   }
   return std::nullopt;

@@ -229,7 +229,7 @@ nlohmann::ordered_json account_json(const core::JobAccount& account, const confi
       nlohmann::ordered_json mark;
       mark["at"] = util::format_utc(m.at_ms);
       mark["attempt"] = m.attempt;
-      mark["what"] = m.what;
+      mark["what"] = std::string(domain::to_string(m.what));
       marks.push_back(std::move(mark));
     }
     j["marks"] = std::move(marks);

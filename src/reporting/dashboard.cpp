@@ -185,7 +185,9 @@ void attempts_table(std::ostream& out, const std::vector<domain::AttemptRecord>&
         << html_escape(a.slice_name()) << "</td><td class=\"l\">" << html_escape(a.pricing) << "</td><td class=\"l\">"
         << html_escape(short_time(a.started_ms, now_ms)) << "</td><td class=\"l\">" << time_cell(a.active_ms, now_ms)
         << "</td><td class=\"l\">" << time_cell(a.ended_ms, now_ms) << "</td><td class=\"l\">"
-        << (a.outcome.empty() ? std::string(a.ended_ms ? "-" : "current") : html_escape(a.outcome)) << "</td><td>"
+        << (a.outcome == domain::AttemptOutcome::none ? std::string(a.ended_ms ? "-" : "current")
+                                                      : html_escape(std::string(domain::to_string(a.outcome))))
+        << "</td><td>"
         << (first && last ? std::to_string(first->step) + "&ndash;" + std::to_string(last->step) : std::string("-"))
         << "</td></tr>\n";
   }

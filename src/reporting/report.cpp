@@ -55,8 +55,8 @@ void add_to_totals(Report& report, core::BucketTimes& task_ms, const domain::Job
     }
     auto& zone = report.by_zone[attempt.zone];
     ++zone.attempts;
-    zone.preemptions += attempt.outcome == "preempted" ? 1 : 0;
-    zone.bad_hardware += attempt.outcome == "bad-hardware" || attempt.outcome == "rejected" ? 1 : 0;
+    zone.preemptions += attempt.outcome == domain::AttemptOutcome::preempted ? 1 : 0;
+    zone.bad_hardware += domain::is_bad_slice(attempt.outcome) ? 1 : 0;
   }
 }
 

@@ -152,11 +152,12 @@ void write_job_timeline(std::ostream& out, const ReportRow& row) {
       continue;
     }
     const std::string at = x(m.at_ms);
-    const std::string title = "<title>attempt " + std::to_string(m.attempt) + " " + html_escape(m.what) + " at " +
+    const std::string title = "<title>attempt " + std::to_string(m.attempt) + " " +
+                              html_escape(std::string(domain::to_string(m.what))) + " at " +
                               html_escape(util::format_local(m.at_ms)) + "</title>";
-    if (m.what == "preempted") {
+    if (m.what == domain::AttemptOutcome::preempted) {
       out << "<path d=\"M" << at << " " << kBarTop << " l-5 -6 h10 z\" fill=\"#102a43\">" << title << "</path>";
-    } else if (m.what == "bad-hardware" || m.what == "rejected") {
+    } else if (domain::is_bad_slice(m.what)) {
       out << "<text x=\"" << at << "\" y=\"" << kBarTop + kBarHeight / 2 + 4
           << "\" text-anchor=\"middle\" style=\"fill:#fff;font-weight:700\">&#10006;" << title << "</text>";
     } else {

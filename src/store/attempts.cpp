@@ -135,7 +135,9 @@ void JobStore::confirm_created(std::int64_t job_id, int number) {
   }
 }
 
-void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& outcome, std::optional<int> exit_code) {
+void JobStore::end_attempt(std::int64_t job_id, int number, domain::AttemptOutcome outcome,
+                           std::optional<int> exit_code) {
+  const std::string text(domain::to_string(outcome));
   const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
   {
@@ -144,7 +146,7 @@ void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& o
     update->bind(1, job_id);
     update->bind(2, number);
     update->bind(3, now);
-    update->bind(4, outcome);
+    update->bind(4, text);
     update->bind(5, exit_code);
     update->run();
   }
@@ -154,8 +156,8 @@ void JobStore::end_attempt(std::int64_t job_id, int number, const std::string& o
     }
     throw Error("job " + util::format_job_id(job_id) + " has no attempt " + std::to_string(number));
   }
-  nlohmann::json data = {{"attempt", number}, {"outcome", outcome}};
-  std::string message = "attempt " + std::to_string(number) + " ended: " + outcome;
+  nlohmann::json data = {{"attempt", number}, {"outcome", text}};
+  std::string message = "attempt " + std::to_string(number) + " ended: " + text;
   if (exit_code) {
     data["exit_code"] = *exit_code;
     message += " (exit code " + std::to_string(*exit_code) + ")";

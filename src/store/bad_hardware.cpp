@@ -122,7 +122,7 @@ std::vector<PlaceRecord> JobStore::attempts_since(std::int64_t since_ms, const s
     r.zone = query->column_text(0);
     r.accelerator = query->column_text(1);
     r.pricing = query->column_text(2);
-    r.outcome = query->column_text(3);
+    r.outcome = detail::attempt_outcome_column(*query, 3);
     r.started_ms = query->column_int64(4);
     r.active_ms = query->column_optional_int64(5);
     r.ended_ms = query->column_optional_int64(6);

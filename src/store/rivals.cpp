@@ -61,7 +61,7 @@ std::vector<RivalRecord> JobStore::rivals(std::int64_t job_id, std::optional<int
     r.requested_ms = query->column_int64(7);
     r.create_pending = query->column_int(8) != 0;
     r.released_ms = query->column_optional_int64(9);
-    r.outcome = query->column_text(10);
+    r.outcome = detail::rival_outcome_column(*query, 10);
     out.push_back(std::move(r));
   }
   return out;
@@ -78,16 +78,16 @@ void JobStore::confirm_rival_created(std::int64_t job_id, const std::string& nam
   }
 }
 
-void JobStore::end_rival(std::int64_t job_id, const std::string& name, const std::string& outcome) {
+void JobStore::end_rival(std::int64_t job_id, const std::string& name, domain::RivalOutcome outcome) {
   auto update =
       impl_->statements.get("UPDATE rivals SET outcome = ?3 WHERE job_id = ?1 AND name = ?2 AND outcome = ''");
   update->bind(1, job_id);
   update->bind(2, name);
-  update->bind(3, outcome);
+  update->bind(3, domain::to_string(outcome));
   update->run();
 }
 
-void JobStore::promote_rival(std::int64_t job_id, int number, const std::string& name, const std::string& outcome,
+void JobStore::promote_rival(std::int64_t job_id, int number, const std::string& name, domain::RivalOutcome outcome,
                              const std::string& why) {
   const std::int64_t now = clock_ms();
   Transaction transaction(impl_->db);
@@ -161,7 +161,7 @@ void JobStore::promote_rival(std::int64_t job_id, int number, const std::string&
     update->bind(7, old.pricing);
     update->bind(8, old_pending ? 1 : 0);
     update->bind(9, started);
-    update->bind(10, outcome);
+    update->bind(10, domain::to_string(outcome));
     update->run();
   }
   impl_->insert_event(job_id, now, "attempt", std::nullopt, std::nullopt, why,

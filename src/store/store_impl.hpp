@@ -118,6 +118,19 @@ inline void read_job(const Database& db, const Statement& row, bool with_config,
   }
 }
 
+// An attempt's outcome as the store spells it. A spelling this build does not know (one a newer jobman wrote to a
+// shared database, say) reads as unknown rather than failing the read: the attempt has ended, for no reason this
+// build can act on (it is neither a request given up nor a bad slice).
+inline domain::AttemptOutcome attempt_outcome_column(const Statement& row, int column) {
+  return domain::parse_attempt_outcome(row.column_text_view(column)).value_or(domain::AttemptOutcome::unknown);
+}
+
+// A rival's outcome as the store spells it. A spelling this build does not know reads as unknown rather than failing
+// the read: the rival has left the race (it is not racing: never promoted, never waited for), for no known reason.
+inline domain::RivalOutcome rival_outcome_column(const Statement& row, int column) {
+  return domain::parse_rival_outcome(row.column_text_view(column)).value_or(domain::RivalOutcome::unknown);
+}
+
 // The columns of AttemptRecord in the order read_attempt expects.
 constexpr std::string_view attempt_columns =
     "job_id, number, queued_resource, node, zone, started_ms, ended_ms, outcome, exit_code, released_ms, "
@@ -132,7 +145,7 @@ inline AttemptRecord read_attempt(const Statement& row) {
   attempt.zone = row.column_text(4);
   attempt.started_ms = row.column_int64(5);
   attempt.ended_ms = row.column_optional_int64(6);
-  attempt.outcome = row.column_text(7);
+  attempt.outcome = attempt_outcome_column(row, 7);
   attempt.exit_code = row.column_optional_int(8);
   attempt.released_ms = row.column_optional_int64(9);
   attempt.create_pending = row.column_int(10) != 0;

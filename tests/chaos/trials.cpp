@@ -440,10 +440,10 @@ private:
                           const std::vector<domain::EventRecord>& events) {
     for (std::size_t i = 0; i < attempts.size(); ++i) {
       const auto& a = attempts[i];
-      if ((a.outcome != "bad-hardware" && a.outcome != "rejected") || !a.ended_ms) {
+      if (!domain::is_bad_slice(a.outcome) || !a.ended_ms) {
         continue;
       }
-      count(a.outcome == "rejected" ? "rejected_slices" : "bad_slices");
+      count(a.outcome == domain::AttemptOutcome::rejected ? "rejected_slices" : "bad_slices");
       count("bad_hardware_lost_ms", *a.ended_ms - a.started_ms);
       if (i + 1 < attempts.size() && attempts[i + 1].active_ms) {
         count("bad_hardware_reprovision_ms", *attempts[i + 1].active_ms - attempts[i + 1].started_ms);

@@ -43,8 +43,8 @@ protected:
                .status == 200;
   }
 
-  std::vector<std::string> outcomes(std::int64_t id) {
-    std::vector<std::string> out;
+  std::vector<domain::AttemptOutcome> outcomes(std::int64_t id) {
+    std::vector<domain::AttemptOutcome> out;
     for (const auto& a : db().attempts(id)) {
       out.push_back(a.outcome);
     }
@@ -64,8 +64,8 @@ TEST_F(BadHardwareTest, AFaultySliceMidRunIsReplacedAndTrainingResumesWithTheUni
   EXPECT_EQ(done.failures, 0);
   const auto attempts = db().attempts(id);
   ASSERT_GE(attempts.size(), 2U);
-  EXPECT_EQ(attempts.front().outcome, "bad-hardware");
-  EXPECT_EQ(attempts.back().outcome, "succeeded");
+  EXPECT_EQ(attempts.front().outcome, domain::AttemptOutcome::bad_hardware);
+  EXPECT_EQ(attempts.back().outcome, domain::AttemptOutcome::succeeded);
   const int last = attempts.back().number;
   EXPECT_NE(file_text(worker_log(id, last, 0)).find("resumed from step="), std::string::npos);
   const auto expected = uninterrupted_checksum(300);
@@ -91,7 +91,8 @@ TEST_F(BadHardwareTest, ANodeThatAnnouncesAMaintenanceIsLeftBeforeItsWindowOpens
   const auto done = wait_for(id, 0, 180);
   EXPECT_EQ(done.preemptions, 1) << "leaving before a maintenance is a preemption";
   EXPECT_EQ(done.failures, 0);
-  EXPECT_EQ(outcomes(id), (std::vector<std::string>{"preempted", "succeeded"}));
+  EXPECT_EQ(outcomes(id), (std::vector<domain::AttemptOutcome>{domain::AttemptOutcome::preempted,
+                                                               domain::AttemptOutcome::succeeded}));
   bool said = false;
   for (const auto& e : db().events(id)) {
     said = said || (e.message.find("node " + node + " is announcing a SCHEDULED maintenance whose window opens") !=

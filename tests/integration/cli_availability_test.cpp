@@ -35,8 +35,8 @@ protected:
     return std::stoll(r.out.substr(0, r.out.find('\n')));
   }
   // Records an attempt of job `id` in `zone` as the supervisor would: requested, up (or not), ended with `outcome`
-  // ("" leaves it waiting) and its slice released.
-  void attempt(std::int64_t id, const std::string& zone, bool came_up, const std::string& outcome) const {
+  // (none leaves it waiting) and its slice released.
+  void attempt(std::int64_t id, const std::string& zone, bool came_up, domain::AttemptOutcome outcome) const {
     auto store = open_store();
     const auto number = static_cast<int>(store.attempts(id).size()) + 1;
     const auto name = "cli-train-" + std::to_string(id) + "-a" + std::to_string(number);
@@ -45,7 +45,7 @@ protected:
     if (came_up) {
       store.record_slice_active(id, number, {});
     }
-    if (!outcome.empty()) {
+    if (outcome != domain::AttemptOutcome::none) {
       store.end_attempt(id, number, outcome, std::nullopt);
       store.mark_released(id, name, "deleted by the test");
     }
@@ -65,15 +65,15 @@ protected:
 
 TEST_F(CliAvailability, CleanRemovesJobsButNotWhatAvailabilityLearntOfThem) {
   const auto preempted = create();
-  attempt(preempted, "us-central2-b", true, "preempted");
-  attempt(preempted, "us-east1-d", true, "succeeded");
+  attempt(preempted, "us-central2-b", true, domain::AttemptOutcome::preempted);
+  attempt(preempted, "us-east1-d", true, domain::AttemptOutcome::succeeded);
   finish(preempted, domain::Phase::succeeded);
   const auto waited_out = create();
-  attempt(waited_out, "us-central2-b", false, "timed-out");
-  attempt(waited_out, "us-east1-d", true, "failed");
+  attempt(waited_out, "us-central2-b", false, domain::AttemptOutcome::timed_out);
+  attempt(waited_out, "us-east1-d", true, domain::AttemptOutcome::failed);
   finish(waited_out, domain::Phase::failed);
   const auto waiting = create();
-  attempt(waiting, "us-central2-b", false, "");
+  attempt(waiting, "us-central2-b", false, domain::AttemptOutcome::none);
 
   const auto before = availability();
   ASSERT_EQ(before.size(), 2U) << before.dump(2);

@@ -99,7 +99,9 @@ protected:
 
   // Ends attempt 1 of job `id` in a terminal phase; with `released`, its slice confirmed gone.
   void finish(std::int64_t id, Phase phase, bool released) {
-    db().end_attempt(id, 1, phase == Phase::succeeded ? "succeeded" : "failed", std::nullopt);
+    db().end_attempt(id, 1,
+                     phase == Phase::succeeded ? domain::AttemptOutcome::succeeded : domain::AttemptOutcome::failed,
+                     std::nullopt);
     if (released) {
       db().mark_released(id, db().attempts(id).front().slice_name(), "deleted");
     }

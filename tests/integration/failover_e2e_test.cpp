@@ -98,9 +98,9 @@ TEST_F(FailoverTest, AnAcceleratorTheZoneDoesNotOfferIsARefusedCandidateNotAFail
   const auto attempts = db().attempts(id);
   ASSERT_EQ(attempts.size(), 2U);
   EXPECT_EQ(attempts[0].accelerator, "v5litepod-8");
-  EXPECT_EQ(attempts[0].outcome, "refused");
+  EXPECT_EQ(attempts[0].outcome, domain::AttemptOutcome::refused);
   EXPECT_EQ(attempts[1].accelerator, "v4-8");
-  EXPECT_EQ(attempts[1].outcome, "succeeded");
+  EXPECT_EQ(attempts[1].outcome, domain::AttemptOutcome::succeeded);
   EXPECT_EQ(job(id).failures, 0);
   EXPECT_TRUE(any_event(id, "us-central2-b does not offer v5litepod-8 spot"));
 

@@ -178,7 +178,7 @@ TEST_F(PoolTest, AnIdleWorkerReleasesItsSliceAndAQueuedTaskBringsANewOne) {
   };
   ASSERT_TRUE(eventually(idle, kPatience)) << job(worker).phase_reason;
   ASSERT_EQ(db().attempts(worker).size(), 1U);
-  EXPECT_EQ(db().attempts(worker).front().outcome, "idle");
+  EXPECT_EQ(db().attempts(worker).front().outcome, domain::AttemptOutcome::idle);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
   // Recorded released once a listing shows it gone.
   EXPECT_TRUE(eventually([&] { return db().attempts(worker).front().released_ms.has_value(); }, kPatience));
@@ -221,8 +221,8 @@ TEST_F(PoolTest, APreemptedWorkersTaskGoesBackToTheHeadOfTheQueueAndResumesFromI
   ASSERT_TRUE(await_phase(later, Phase::succeeded)) << job(later).phase_reason;
   const auto attempts = db().attempts(train);
   ASSERT_EQ(attempts.size(), 2U);
-  EXPECT_EQ(attempts[0].outcome, "preempted");
-  EXPECT_EQ(attempts[1].outcome, "succeeded");
+  EXPECT_EQ(attempts[0].outcome, domain::AttemptOutcome::preempted);
+  EXPECT_EQ(attempts[1].outcome, domain::AttemptOutcome::succeeded);
   EXPECT_NE(attempts[0].queued_resource, attempts[1].queued_resource) << "the worker's new slice";
   EXPECT_EQ(job(train).preemptions, 1);
   EXPECT_EQ(job(train).failures, 0);
@@ -261,7 +261,7 @@ TEST_F(PoolTest, DeletingABusyWorkerRequeuesItsTaskOnAnotherAndPauseHoldsATaskBa
   const auto attempts = db().attempts(train);
   ASSERT_EQ(attempts.size(), 2U);
   EXPECT_EQ(attempts[0].worker_id, std::optional<std::int64_t>(first));
-  EXPECT_EQ(attempts[0].outcome, "interrupted");
+  EXPECT_EQ(attempts[0].outcome, domain::AttemptOutcome::interrupted);
   EXPECT_EQ(attempts[1].worker_id, std::optional<std::int64_t>(second));
   EXPECT_EQ(checksums(train, 2, 1).front(), uninterrupted_checksum(300));
   EXPECT_EQ(job(held).phase, Phase::cancelled) << "a paused task stays paused";

@@ -196,9 +196,9 @@ TEST_F(SupervisorTest, ASpotJobPreemptedDuringSetupAndWhileRunningFinishesWithTh
   EXPECT_EQ(done.failures, 0);
   const auto attempts = db().attempts(id);
   ASSERT_EQ(attempts.size(), 3U);
-  EXPECT_EQ(attempts[0].outcome, "preempted");
-  EXPECT_EQ(attempts[1].outcome, "preempted");
-  EXPECT_EQ(attempts[2].outcome, "succeeded");
+  EXPECT_EQ(attempts[0].outcome, domain::AttemptOutcome::preempted);
+  EXPECT_EQ(attempts[1].outcome, domain::AttemptOutcome::preempted);
+  EXPECT_EQ(attempts[2].outcome, domain::AttemptOutcome::succeeded);
   EXPECT_NE(attempts[0].queued_resource, attempts[1].queued_resource) << "a new slice for every attempt";
   // Attempt 1 never ran the command; attempt 3 resumed from a checkpoint and every worker ends where an
   // uninterrupted run ends.

@@ -41,11 +41,11 @@ struct Row {
   std::string name;
   std::string config; // The job's YAML.
   Start start = Start::running;
-  std::function<void(Rig&, std::int64_t)> event; // What the listing says and the workers report.
-  int ticks = 3;                                 // Ticks (one second apart) after the event.
-  Phase phase = Phase::running;                  // The phase then.
-  std::string outcome;                           // How attempt 1 ended ("": it has not).
-  int preemptions = 0;                           // Budget spent.
+  std::function<void(Rig&, std::int64_t)> event;                 // What the listing says and the workers report.
+  int ticks = 3;                                                 // Ticks (one second apart) after the event.
+  Phase phase = Phase::running;                                  // The phase then.
+  domain::AttemptOutcome outcome = domain::AttemptOutcome::none; // How attempt 1 ended (none: it has not).
+  int preemptions = 0;                                           // Budget spent.
   int failures = 0;
   int bad_hardware = 0;
   std::vector<std::string> mutations; // Creates and deletes after the event ("delete qr ZONE").
@@ -86,14 +86,14 @@ const std::vector<Row>& rows() {
        .config = job_yaml("on-demand"),
        .event = [](Rig& r, std::int64_t id) { exit_with(r, id, 0); },
        .phase = Phase::succeeded,
-       .outcome = "succeeded",
+       .outcome = domain::AttemptOutcome::succeeded,
        .mutations = {"delete qr us-central2-b"}},
       {.name = "RunningPreemptedRecoversOnANewSlice",
        .config = job_yaml(),
        .event = preempt,
        .ticks = 15,
        .phase = Phase::running,
-       .outcome = "preempted",
+       .outcome = domain::AttemptOutcome::preempted,
        .preemptions = 1,
        .mutations = {"delete qr us-central2-b", "create qr us-central2-b"}},
       {.name = "RunningExits143IsAPreemption",
@@ -101,14 +101,14 @@ const std::vector<Row>& rows() {
        .event = [](Rig& r, std::int64_t id) { exit_with(r, id, 143); },
        .ticks = 15,
        .phase = Phase::running,
-       .outcome = "preempted",
+       .outcome = domain::AttemptOutcome::preempted,
        .preemptions = 1,
        .mutations = {"delete qr us-central2-b", "create qr us-central2-b"}},
       {.name = "RunningFailsWithoutBudgetFails",
        .config = job_yaml(),
        .event = [](Rig& r, std::int64_t id) { exit_with(r, id, 1); },
        .phase = Phase::failed,
-       .outcome = "failed",
+       .outcome = domain::AttemptOutcome::failed,
        .failures = 1,
        .mutations = {"delete qr us-central2-b"}},
       {.name = "RunningFailsWithBudgetRunsAgainOnTheSameSlice",
@@ -116,19 +116,19 @@ const std::vector<Row>& rows() {
        .event = [](Rig& r, std::int64_t id) { exit_with(r, id, 1); },
        .ticks = 15,
        .phase = Phase::running,
-       .outcome = "failed",
+       .outcome = domain::AttemptOutcome::failed,
        .failures = 1},
       {.name = "RunningRestartCodeRunsAgainWithoutSpendingBudget",
        .config = job_yaml(),
        .event = [](Rig& r, std::int64_t id) { exit_with(r, id, 42); },
        .phase = Phase::running,
-       .outcome = "restart"},
+       .outcome = domain::AttemptOutcome::restart},
       {.name = "RunningWorkloadVanishedIsAPreemption",
        .config = job_yaml(),
        .event = [](Rig& r, std::int64_t id) { r.workers->vanish(Rig::wid(id), r.job(id).attempt); },
        .ticks = 15,
        .phase = Phase::running,
-       .outcome = "preempted",
+       .outcome = domain::AttemptOutcome::preempted,
        .preemptions = 1,
        .mutations = {"delete qr us-central2-b", "create qr us-central2-b"}},
       {.name = "QueuedGrantedRunsTheWorkload",
@@ -142,7 +142,7 @@ const std::vector<Row>& rows() {
        .event = [](Rig& r, std::int64_t id) { r.slices->fail(r.slice_of(id), 8, "no capacity"); },
        .ticks = 15,
        .phase = Phase::running,
-       .outcome = "preempted",
+       .outcome = domain::AttemptOutcome::preempted,
        .preemptions = 1,
        .mutations = {"delete qr us-central2-b", "create qr us-central2-b"}},
       {.name = "RunningNodeTimeoutIsBadHardware",
@@ -150,7 +150,7 @@ const std::vector<Row>& rows() {
        .event = [](Rig& r, std::int64_t id) { r.slices->set_health(r.slice_of(id), NodeHealth::timeout); },
        .ticks = 15,
        .phase = Phase::running,
-       .outcome = "bad-hardware",
+       .outcome = domain::AttemptOutcome::bad_hardware,
        .bad_hardware = 1,
        .mutations = {"delete qr us-central2-b", "create qr us-central2-b"}},
       {.name = "RunningNodeUnderMaintenanceIsAPreemption",
@@ -159,7 +159,7 @@ const std::vector<Row>& rows() {
                    std::int64_t id) { r.slices->set_health(r.slice_of(id), NodeHealth::unhealthy_maintenance); },
        .ticks = 15,
        .phase = Phase::running,
-       .outcome = "preempted",
+       .outcome = domain::AttemptOutcome::preempted,
        .preemptions = 1,
        .mutations = {"delete qr us-central2-b", "create qr us-central2-b"}},
       {.name = "RunningNanLineIsBadHardware",
@@ -168,7 +168,7 @@ const std::vector<Row>& rows() {
                    std::int64_t id) { r.workers->print(Rig::wid(id), r.job(id).attempt, 0, "step=7 loss=nan\n"); },
        .ticks = 15,
        .phase = Phase::running,
-       .outcome = "bad-hardware",
+       .outcome = domain::AttemptOutcome::bad_hardware,
        .bad_hardware = 1,
        .mutations = {"delete qr us-central2-b", "create qr us-central2-b"}},
       {.name = "RunningNanLineWithoutBadHardwareBudgetFailsWithoutSpendingFailures",
@@ -176,7 +176,7 @@ const std::vector<Row>& rows() {
        .event = [](Rig& r,
                    std::int64_t id) { r.workers->print(Rig::wid(id), r.job(id).attempt, 0, "step=4 loss=inf\n"); },
        .phase = Phase::failed,
-       .outcome = "bad-hardware",
+       .outcome = domain::AttemptOutcome::bad_hardware,
        .bad_hardware = 1,
        .mutations = {"delete qr us-central2-b"}},
       {.name = "RunningNanLineWithTheChecksOffIsNotBadHardware",
@@ -191,7 +191,7 @@ const std::vector<Row>& rows() {
              r.workers->print(Rig::wid(id), r.job(id).attempt, 0, "XID 79: GPU has fallen off the bus\n");
            },
        .phase = Phase::failed,
-       .outcome = "bad-hardware",
+       .outcome = domain::AttemptOutcome::bad_hardware,
        .bad_hardware = 1,
        .mutations = {"delete qr us-central2-b"}},
       {.name = "RunningMaintenanceAnnouncedWithinTheLeadIsLeftAsAPreemption",
@@ -202,7 +202,7 @@ const std::vector<Row>& rows() {
            },
        .ticks = 15,
        .phase = Phase::running,
-       .outcome = "preempted",
+       .outcome = domain::AttemptOutcome::preempted,
        .preemptions = 1,
        .mutations = {"delete qr us-central2-b", "create qr us-central2-b"}},
       {.name = "RunningMaintenanceAnnouncedBeyondTheLeadIsKept",
@@ -217,7 +217,7 @@ const std::vector<Row>& rows() {
        .event = [](Rig& r, std::int64_t id) { r.workers->set_unreachable(r.node_of(id), true); },
        .ticks = 120,
        .phase = Phase::running,
-       .outcome = "preempted",
+       .outcome = domain::AttemptOutcome::preempted,
        .preemptions = 1,
        .mutations = {"delete qr us-central2-b", "create qr us-central2-b"}},
   };

@@ -64,7 +64,7 @@ TEST_F(SupervisorStory, ASupervisorTakingOverAfterTheWorkloadEndedRecordsHowItEn
   exit_with(id, 3); // While no supervisor watches.
   r.restart_supervisor();
   ASSERT_TRUE(reaches(id, Phase::failed));
-  EXPECT_EQ(r.attempts(id).front().outcome, "failed");
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::failed);
   EXPECT_EQ(r.attempts(id).front().exit_code, 3);
   EXPECT_EQ(r.workers->launches(Rig::wid(id), 1), 1);
 }
@@ -91,7 +91,7 @@ TEST_F(SupervisorStory, AZoneWithoutCapacityIsLeftAfterItsQueueTimeoutForTheNext
   r.tick();
   EXPECT_EQ(r.attempts(id).size(), 1U) << "within its queue timeout the request waits";
   ASSERT_TRUE(reaches(id, Phase::running, 100)) << domain::to_string(phase(id)) << ": " << r.job(id).phase_reason;
-  EXPECT_EQ(r.attempts(id).front().outcome, "timed-out");
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::timed_out);
   EXPECT_EQ(r.attempts(id).back().zone, kZoneB);
   EXPECT_EQ(r.job(id).failures, 0);
 }
@@ -102,7 +102,7 @@ TEST_F(SupervisorStory, AZoneThatRefusesForQuotaIsAFailedCandidateAndTheNextIsAs
   r.slices->fail_next("create qr us-central2-b", 429, "Quota exceeded");
   const auto id = r.create(job_yaml("  order: as-written\n", "", "[us-central2-b, us-east1-d]")).front();
   ASSERT_TRUE(reaches(id, Phase::running, 100));
-  EXPECT_EQ(r.attempts(id).front().outcome, "quota");
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::quota);
   EXPECT_EQ(r.attempts(id).back().zone, kZoneB);
 }
 
@@ -125,7 +125,7 @@ TEST_F(SupervisorStory, AWorkerWithAFailedPreflightReplacesItsSliceBeforeLaunchi
   ASSERT_TRUE(r.tick_until([&] { return r.job(id).bad_hardware == 1; }));
   r.workers->set_preflight(0, 0, "");
   ASSERT_TRUE(reaches(id, Phase::running));
-  EXPECT_EQ(r.attempts(id).front().outcome, "bad-hardware");
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::bad_hardware);
   EXPECT_EQ(r.workers->launches(Rig::wid(id), 1), 0) << "nothing was launched on the bad slice";
   EXPECT_EQ(r.workers->launches(Rig::wid(id), 2), 1);
 }
@@ -139,8 +139,8 @@ TEST_F(SupervisorStory, ANewSliceOnAMachineFoundBadIsRejectedBeforeSetup) {
   r.workers->print(Rig::wid(id), 1, 0, "step=3 loss=nan\n");
   ASSERT_TRUE(r.tick_until([&] { return r.attempts(id).size() == 3 && phase(id) == Phase::running; }, 100));
   const auto attempts = r.attempts(id);
-  EXPECT_EQ(attempts[0].outcome, "bad-hardware");
-  EXPECT_EQ(attempts[1].outcome, "rejected");
+  EXPECT_EQ(attempts[0].outcome, domain::AttemptOutcome::bad_hardware);
+  EXPECT_EQ(attempts[1].outcome, domain::AttemptOutcome::rejected);
   EXPECT_EQ(r.job(id).bad_hardware, 1) << "a rejected slice spends no budget";
   EXPECT_EQ(r.workers->launches(Rig::wid(id), 2), 0) << "nothing ran on the rejected slice";
   EXPECT_EQ(r.workers->launches(Rig::wid(id), 3), 1);
@@ -153,7 +153,7 @@ TEST_F(SupervisorStory, CancelStopsTheWorkloadKeepsTheSliceAndResumeReusesIt) {
   r.request(id, DesiredState::stop);
   ASSERT_TRUE(reaches(id, Phase::cancelled)) << domain::to_string(phase(id)) << ": " << r.job(id).phase_reason;
   EXPECT_EQ(r.workers->workload(Rig::wid(id), 1, 0).state, remote::WorkloadState::exited);
-  EXPECT_EQ(r.attempts(id).front().outcome, "cancelled");
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::cancelled);
   EXPECT_EQ(r.slices->slices().size(), 1U) << "cancel keeps the slice";
   r.request(id, DesiredState::run);
   ASSERT_TRUE(reaches(id, Phase::running));
@@ -239,7 +239,7 @@ TEST_F(SupervisorStory, CancellingARaceDeletesTheRivalsAndKeepsTheJobsOwnRequest
   EXPECT_EQ(r.slices->slices().front().id, r.slice_of(id));
   const auto rivals = r.store.rivals(id);
   ASSERT_EQ(rivals.size(), 1U);
-  EXPECT_EQ(rivals[0].outcome, "abandoned");
+  EXPECT_EQ(rivals[0].outcome, domain::RivalOutcome::abandoned);
   r.request(id, DesiredState::remove);
   ASSERT_TRUE(r.tick_until([&] { return r.slices->slices().empty(); }));
 }
@@ -253,7 +253,7 @@ TEST_F(SupervisorStory, AnIdleWorkerReleasesItsSliceAndAQueuedTaskBringsANewOne)
     return w.phase == Phase::pending && w.phase_reason.starts_with("idle: no task for 10m");
   };
   ASSERT_TRUE(r.tick_until(idle, 100, 10)) << r.job(worker).phase_reason;
-  EXPECT_EQ(r.attempts(worker).front().outcome, "idle");
+  EXPECT_EQ(r.attempts(worker).front().outcome, domain::AttemptOutcome::idle);
   ASSERT_TRUE(r.tick_until([&] { return r.slices->slices().empty(); }));
   const auto task_config = r.dir.write("task.yaml", job_yaml());
   const auto task =
@@ -303,7 +303,7 @@ TEST_F(SupervisorStory, ALostLeaseLeavesTheResultOfTheOperationInFlightUnrecorde
   r.advance(1);
   r.tick();
   EXPECT_EQ(phase(id), Phase::running) << "this supervisor records nothing of a job another holds";
-  EXPECT_TRUE(r.attempts(id).front().outcome.empty());
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::none);
   EXPECT_EQ(r.host->driven().count(id), 0U);
   EXPECT_EQ(r.slices->slices().size(), 1U) << "nor does it release the slice";
 }
@@ -314,7 +314,7 @@ TEST_F(SupervisorStory, ANodeCreatedDirectlyIsReplacedWhenPreempted) {
   ASSERT_TRUE(reaches(id, Phase::running));
   r.slices->preempt(r.slice_of(id));
   ASSERT_TRUE(r.tick_until([&] { return r.job(id).preemptions == 1 && phase(id) == Phase::running; }));
-  EXPECT_EQ(r.attempts(id).front().outcome, "preempted");
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::preempted);
   EXPECT_EQ(without_ids(r.slices->mutations()),
             (std::vector<std::string>{"create node us-central2-b", "delete node us-central2-b",
                                       "create node us-central2-b"}));

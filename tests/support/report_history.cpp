@@ -85,12 +85,12 @@ ReportHistory add_report_history(store::JobStore& store, int count) {
     int attempt = 1;
     if (i % 3 == 0) {
       move(store, id, Phase::recovering);
-      store.end_attempt(id, 1, "preempted", std::nullopt);
+      store.end_attempt(id, 1, domain::AttemptOutcome::preempted, std::nullopt);
       slice_up(store, id, ++attempt);
       move(store, id, Phase::running);
     }
     if (i % 2 == 0) {
-      store.end_attempt(id, attempt, "succeeded", 0);
+      store.end_attempt(id, attempt, domain::AttemptOutcome::succeeded, 0);
       move(store, id, Phase::succeeded);
     }
   }

@@ -11,7 +11,7 @@ constexpr std::int64_t kMinute = 60'000;
 constexpr std::int64_t kNow = 1'000 * kMinute;
 
 store::PlaceRecord record(const std::string& zone, std::int64_t started, std::optional<std::int64_t> active,
-                          std::optional<std::int64_t> ended, const std::string& outcome) {
+                          std::optional<std::int64_t> ended, domain::AttemptOutcome outcome) {
   return {zone, "v4-8", "spot", outcome, started, active, ended};
 }
 
@@ -21,13 +21,14 @@ TEST(CoreAvailability, WaitsPreemptionsAndGivenUpRequestsPerPlace) {
   for (int i = 1; i <= 5; ++i) {
     const std::int64_t start = i * 100 * kMinute;
     history.push_back(record("us-east1-d", start, start + i * kMinute, start + i * kMinute + 60 * kMinute,
-                             i <= 2 ? "preempted" : "succeeded"));
+                             i <= 2 ? domain::AttemptOutcome::preempted : domain::AttemptOutcome::succeeded));
   }
   // us-central2-b: one timed out after two hours, one refused for quota, one still waiting, one bad.
-  history.push_back(record("us-central2-b", 0, std::nullopt, 120 * kMinute, "timed-out"));
-  history.push_back(record("us-central2-b", 10 * kMinute, std::nullopt, 10 * kMinute, "quota"));
-  history.push_back(record("us-central2-b", kNow - kMinute, std::nullopt, std::nullopt, ""));
-  history.push_back(record("us-central2-b", 20 * kMinute, 50 * kMinute, 51 * kMinute, "bad-hardware"));
+  history.push_back(record("us-central2-b", 0, std::nullopt, 120 * kMinute, domain::AttemptOutcome::timed_out));
+  history.push_back(record("us-central2-b", 10 * kMinute, std::nullopt, 10 * kMinute, domain::AttemptOutcome::quota));
+  history.push_back(record("us-central2-b", kNow - kMinute, std::nullopt, std::nullopt, domain::AttemptOutcome::none));
+  history.push_back(
+      record("us-central2-b", 20 * kMinute, 50 * kMinute, 51 * kMinute, domain::AttemptOutcome::bad_hardware));
 
   const auto stats = availability(history, kNow);
   ASSERT_EQ(stats.size(), 2U);
@@ -58,8 +59,10 @@ TEST(CoreAvailability, CandidatesAreRankedByTheirRecordAndUnknownOnesByAPrior) {
   const auto candidates = config::candidates(config, config::Pricing::spot);
   std::vector<store::PlaceRecord> history;
   for (int i = 0; i < 3; ++i) {
-    history.push_back(record("us-east1-d", i * kMinute, i * kMinute + 4 * kMinute, std::nullopt, ""));
-    history.push_back(record("us-central2-b", i * kMinute, std::nullopt, i * kMinute + 120 * kMinute, "timed-out"));
+    history.push_back(
+        record("us-east1-d", i * kMinute, i * kMinute + 4 * kMinute, std::nullopt, domain::AttemptOutcome::none));
+    history.push_back(record("us-central2-b", i * kMinute, std::nullopt, i * kMinute + 120 * kMinute,
+                             domain::AttemptOutcome::timed_out));
   }
   std::string why;
   const auto ranked = rank_candidates(candidates, availability(history, kNow), &why);

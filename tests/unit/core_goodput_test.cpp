@@ -67,7 +67,7 @@ struct History {
       a.progress.add(s, at(from + s - first));
     }
   }
-  static void end(domain::AttemptRecord& a, std::int64_t ended, const std::string& outcome,
+  static void end(domain::AttemptRecord& a, std::int64_t ended, domain::AttemptOutcome outcome,
                   std::optional<std::int64_t> released) {
     a.ended_ms = at(ended);
     a.outcome = outcome;
@@ -100,7 +100,7 @@ TEST(Goodput, AHistoryWithAPreemptionAndBadHardwareSplitsToTheSecond) {
   h.phase(815, Phase::running);
   History::steps(first, 0, 3580, 825);
   h.phase(4415, Phase::recovering);
-  History::end(h.attempts[0], 4415, "preempted", 4440);
+  History::end(h.attempts[0], 4415, domain::AttemptOutcome::preempted, 4440);
   h.phase(4445, Phase::pending);
   // Attempt 2 resumes from step 3000: queued 300, provisioning 60, setup 45, running 1715, then bad hardware.
   h.phase(4455, Phase::queued);
@@ -110,7 +110,7 @@ TEST(Goodput, AHistoryWithAPreemptionAndBadHardwareSplitsToTheSecond) {
   h.phase(4860, Phase::running);
   History::steps(second, 3000, 4700, 4870);
   h.phase(6575, Phase::recovering);
-  History::end(h.attempts[1], 6575, "bad-hardware", 6590);
+  History::end(h.attempts[1], 6575, domain::AttemptOutcome::bad_hardware, 6590);
   h.phase(6595, Phase::pending);
   // Attempt 3 resumes from step 4500 and finishes.
   h.phase(6600, Phase::queued);
@@ -119,7 +119,7 @@ TEST(Goodput, AHistoryWithAPreemptionAndBadHardwareSplitsToTheSecond) {
   h.phase(6750, Phase::setup);
   h.phase(6790, Phase::running);
   History::steps(third, 4500, 6000, 6795);
-  History::end(h.attempts[2], 8300, "succeeded", 8330);
+  History::end(h.attempts[2], 8300, domain::AttemptOutcome::succeeded, 8330);
   h.phase(8300, Phase::succeeded);
 
   const auto a = h.account(9000);
@@ -148,9 +148,9 @@ TEST(Goodput, AHistoryWithAPreemptionAndBadHardwareSplitsToTheSecond) {
     EXPECT_EQ(a.timeline[i].from_ms, a.timeline[i - 1].to_ms);
   }
   ASSERT_EQ(a.marks.size(), 2U);
-  EXPECT_EQ(a.marks[0].what, "preempted");
+  EXPECT_EQ(a.marks[0].what, domain::AttemptOutcome::preempted);
   EXPECT_EQ(a.marks[0].at_ms, at(4415));
-  EXPECT_EQ(a.marks[1].what, "bad-hardware");
+  EXPECT_EQ(a.marks[1].what, domain::AttemptOutcome::bad_hardware);
 
   // Chip-hours: each slice from ACTIVE to its confirmed deletion, 4 chips.
   ASSERT_EQ(a.usage.size(), 1U);
@@ -183,13 +183,13 @@ TEST(Goodput, AResumePastTheLastStepThatCameHomeLosesNothing) {
   h.phase(20, Phase::running);
   History::steps(first, 0, 100, 20);
   h.phase(130, Phase::recovering);
-  History::end(h.attempts[0], 130, "preempted", 135);
+  History::end(h.attempts[0], 130, domain::AttemptOutcome::preempted, 135);
   h.phase(140, Phase::queued);
   auto& second = h.attempt(140, 150);
   h.phase(150, Phase::setup);
   h.phase(160, Phase::running);
   History::steps(second, 102, 200, 160);
-  History::end(h.attempts[1], 260, "succeeded", 262);
+  History::end(h.attempts[1], 260, domain::AttemptOutcome::succeeded, 262);
   h.phase(260, Phase::succeeded);
   const auto a = h.account(300);
   EXPECT_EQ(a.lost_steps, 0);
@@ -203,7 +203,7 @@ TEST(Goodput, TheTimeAJobSatFinishedBeforeAResumeIsLeftOut) {
   h.phase(1, Phase::queued);
   h.attempt(1, std::nullopt);
   h.phase(100, Phase::cancelled);
-  History::end(h.attempts[0], 100, "cancelled", 101);
+  History::end(h.attempts[0], 100, domain::AttemptOutcome::cancelled, 101);
   h.phase(1100, Phase::pending);
   h.phase(1101, Phase::queued);
   h.attempt(1101, std::nullopt);
@@ -234,7 +234,7 @@ TEST(Goodput, ATaskQueuesWhilePendingAndItsTimeOnTheWorkersSliceIsBorrowed) {
   auto& attempt = h.attempt(300, std::nullopt);
   attempt.worker_id = 3;
   h.phase(320, Phase::running);
-  History::end(h.attempts[0], 920, "succeeded", std::nullopt);
+  History::end(h.attempts[0], 920, domain::AttemptOutcome::succeeded, std::nullopt);
   h.phase(920, Phase::succeeded);
   const auto a = h.account(2000);
   EXPECT_EQ(seconds(a, Bucket::queued), 300);
@@ -252,11 +252,11 @@ TEST(Goodput, WithoutStepLinesTheLostTimeIsUnknownAndSaidSo) {
   h.phase(10, Phase::running);
   History::steps(first, 0, 50, 20);
   h.phase(100, Phase::recovering);
-  History::end(h.attempts[0], 100, "preempted", 110);
+  History::end(h.attempts[0], 100, domain::AttemptOutcome::preempted, 110);
   h.phase(110, Phase::queued);
   h.attempt(110, 120);
   h.phase(120, Phase::running);
-  History::end(h.attempts[1], 200, "failed", 210);
+  History::end(h.attempts[1], 200, domain::AttemptOutcome::failed, 210);
   h.phase(200, Phase::failed);
   const auto a = h.account(300);
   EXPECT_EQ(seconds(a, Bucket::lost), 0);
@@ -270,7 +270,7 @@ TEST(Goodput, ASliceWhoseDeletionWasNeverConfirmedIsCountedToItsAttemptsEndAndSa
   h.phase(0, Phase::queued);
   h.attempt(0, 10);
   h.phase(10, Phase::running);
-  History::end(h.attempts[0], 70, "succeeded", std::nullopt);
+  History::end(h.attempts[0], 70, domain::AttemptOutcome::succeeded, std::nullopt);
   h.phase(70, Phase::succeeded);
   const auto a = h.account(5000);
   ASSERT_EQ(a.usage.size(), 1U);

@@ -108,56 +108,56 @@ TEST(CoreRecovery, SliceViewsCarryTheVerdictTheStateAndTheError) {
 TEST(CoreRecovery, SuccessIsEveryWorkerExitingZero) {
   const auto recovery = job_config("").recovery;
   const auto v = judge_workers({status(1, WorkloadState::exited, 0), status(0, WorkloadState::exited, 0)}, recovery);
-  EXPECT_EQ(v.outcome, AttemptOutcome::succeeded);
+  EXPECT_EQ(v.says, WorkersSay::succeeded);
   EXPECT_EQ(v.exit_code, 0);
   EXPECT_EQ(v.reason, "worker 0 exited 0") << "worker 0's code is the job's";
-  EXPECT_EQ(judge_workers({status(0, WorkloadState::exited, 0), status(1, WorkloadState::running)}, recovery).outcome,
-            AttemptOutcome::running)
+  EXPECT_EQ(judge_workers({status(0, WorkloadState::exited, 0), status(1, WorkloadState::running)}, recovery).says,
+            WorkersSay::running)
       << "a worker a step behind worker 0 still writes its last lines";
-  EXPECT_EQ(judge_workers({status(0, WorkloadState::exited, 0), status(1, WorkloadState::starting)}, recovery).outcome,
-            AttemptOutcome::running);
-  EXPECT_EQ(judge_workers({status(0, WorkloadState::running), status(1, WorkloadState::exited, 0)}, recovery).outcome,
-            AttemptOutcome::running)
+  EXPECT_EQ(judge_workers({status(0, WorkloadState::exited, 0), status(1, WorkloadState::starting)}, recovery).says,
+            WorkersSay::running);
+  EXPECT_EQ(judge_workers({status(0, WorkloadState::running), status(1, WorkloadState::exited, 0)}, recovery).says,
+            WorkersSay::running)
       << "another worker's 0 decides nothing";
 }
 
 TEST(CoreRecovery, ANonZeroExitAnywhereDecidesAndIsClassified) {
   const auto recovery = job_config("recovery:\n  restart_exit_codes: [42, 75]\n").recovery;
   auto v = judge_workers({status(0, WorkloadState::running), status(3, WorkloadState::exited, 1)}, recovery);
-  EXPECT_EQ(v.outcome, AttemptOutcome::failed);
+  EXPECT_EQ(v.says, WorkersSay::failed);
   EXPECT_EQ(v.worker, 3);
   EXPECT_EQ(v.exit_code, 1);
   v = judge_workers({status(0, WorkloadState::exited, 0), status(1, WorkloadState::exited, 75)}, recovery);
-  EXPECT_EQ(v.outcome, AttemptOutcome::restart) << "a failure elsewhere wins over worker 0's success";
+  EXPECT_EQ(v.says, WorkersSay::restart) << "a failure elsewhere wins over worker 0's success";
   EXPECT_EQ(v.exit_code, 75);
   v = judge_workers({status(0, WorkloadState::exited, 143), status(1, WorkloadState::exited, 1)}, recovery);
-  EXPECT_EQ(v.outcome, AttemptOutcome::preempted) << "worker 0's code is looked at first";
+  EXPECT_EQ(v.says, WorkersSay::preempted) << "worker 0's code is looked at first";
   EXPECT_EQ(v.worker, 0);
 }
 
 TEST(CoreRecovery, LostProcessesAndHostsAreNotFailures) {
   const auto recovery = job_config("").recovery;
   auto v = judge_workers({status(0, WorkloadState::running), status(1, WorkloadState::vanished)}, recovery);
-  EXPECT_EQ(v.outcome, AttemptOutcome::preempted);
+  EXPECT_EQ(v.says, WorkersSay::preempted);
   EXPECT_EQ(v.exit_code, 143);
   v = judge_workers({status(0, WorkloadState::absent)}, recovery);
-  EXPECT_EQ(v.outcome, AttemptOutcome::preempted) << "a wiped disk";
+  EXPECT_EQ(v.says, WorkersSay::preempted) << "a wiped disk";
   auto lost = status(2, WorkloadState::unreachable, 255);
   lost.diagnostic = "Connection closed by remote host.";
   v = judge_workers({status(0, WorkloadState::running), lost}, recovery);
-  EXPECT_EQ(v.outcome, AttemptOutcome::unreachable);
+  EXPECT_EQ(v.says, WorkersSay::unreachable);
   EXPECT_EQ(v.exit_code, 255);
   EXPECT_NE(v.reason.find("Connection closed"), std::string::npos);
-  EXPECT_EQ(judge_workers({status(0, WorkloadState::running), status(1, WorkloadState::starting)}, recovery).outcome,
-            AttemptOutcome::running);
+  EXPECT_EQ(judge_workers({status(0, WorkloadState::running), status(1, WorkloadState::starting)}, recovery).says,
+            WorkersSay::running);
 }
 
 TEST(CoreRecovery, WithoutWorkerZeroEverySelectedWorkerMustSucceed) {
   const auto recovery = job_config("").recovery;
-  EXPECT_EQ(judge_workers({status(1, WorkloadState::exited, 0), status(2, WorkloadState::running)}, recovery).outcome,
-            AttemptOutcome::running);
-  EXPECT_EQ(judge_workers({status(1, WorkloadState::exited, 0), status(2, WorkloadState::exited, 0)}, recovery).outcome,
-            AttemptOutcome::succeeded);
+  EXPECT_EQ(judge_workers({status(1, WorkloadState::exited, 0), status(2, WorkloadState::running)}, recovery).says,
+            WorkersSay::running);
+  EXPECT_EQ(judge_workers({status(1, WorkloadState::exited, 0), status(2, WorkloadState::exited, 0)}, recovery).says,
+            WorkersSay::succeeded);
 }
 
 TEST(CoreRecovery, PreemptionsSpendTheirOwnBudget) {

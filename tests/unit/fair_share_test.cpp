@@ -143,7 +143,7 @@ protected:
     done.reason = "done";
     done.release_worker = true;
     ASSERT_TRUE(store.transition(id, std::nullopt, done));
-    store.end_attempt(id, store.get_job(id).attempt, "succeeded", 0);
+    store.end_attempt(id, store.get_job(id).attempt, domain::AttemptOutcome::succeeded, 0);
   }
   // A finished job or worker whose slice is gone, as the supervisor records it once a listing shows so.
   static void release(store::JobStore& store, std::int64_t id) {

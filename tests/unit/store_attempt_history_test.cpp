@@ -15,13 +15,13 @@ namespace {
 
 using test::make_job;
 
-// One attempt to record: where its slice is asked for, whether it comes up, and how it ends ("" leaves it open).
+// One attempt to record: where its slice is asked for, whether it comes up, and how it ends (none leaves it open).
 struct Planned {
   std::string zone;
   std::string accelerator;
   std::string pricing;
   bool came_up = false;
-  std::string outcome;
+  domain::AttemptOutcome outcome = domain::AttemptOutcome::none;
 };
 
 // Records `attempts` as job `id`'s, one after the other, as a supervisor does.
@@ -39,8 +39,9 @@ void record(JobStore& store, std::int64_t id, const std::vector<Planned>& attemp
     if (a.came_up) {
       store.record_slice_active(id, attempt.number, {"b1/s1/h" + std::to_string(id), "b1/s1/h9"});
     }
-    if (!a.outcome.empty()) {
-      store.end_attempt(id, attempt.number, a.outcome, a.outcome == "succeeded" ? std::optional<int>(0) : std::nullopt);
+    if (a.outcome != domain::AttemptOutcome::none) {
+      store.end_attempt(id, attempt.number, a.outcome,
+                        a.outcome == domain::AttemptOutcome::succeeded ? std::optional<int>(0) : std::nullopt);
     }
   }
 }
@@ -49,8 +50,8 @@ void record(JobStore& store, std::int64_t id, const std::vector<Planned>& attemp
 std::vector<std::string> as_text(const std::vector<PlaceRecord>& records) {
   std::vector<std::string> out;
   for (const auto& r : records) {
-    out.push_back(r.zone + " " + r.accelerator + " " + r.pricing + " '" + r.outcome + "' " +
-                  std::to_string(r.started_ms) + " " + (r.active_ms ? std::to_string(*r.active_ms) : "-") + " " +
+    out.push_back(r.zone + " " + r.accelerator + " " + r.pricing + " '" + std::string(domain::to_string(r.outcome)) +
+                  "' " + std::to_string(r.started_ms) + " " + (r.active_ms ? std::to_string(*r.active_ms) : "-") + " " +
                   (r.ended_ms ? std::to_string(*r.ended_ms) : "-"));
   }
   std::sort(out.begin(), out.end());
@@ -106,23 +107,25 @@ TEST_P(StoreAttemptHistoryTest, RemovingJobsLeavesTheAvailabilityAndTheLearnedRa
       {make_job("a"), make_job("b"), make_job("c"), make_job("d", "bob"), make_job("e"), worker, task});
   // a and b: preempted, then up again in us-east1-d; one had bad hardware.
   record(store, ids[0],
-         {{"us-east1-d", "v4-8", "spot", true, "preempted"}, {"us-east1-d", "v4-8", "spot", true, "succeeded"}});
+         {{"us-east1-d", "v4-8", "spot", true, domain::AttemptOutcome::preempted},
+          {"us-east1-d", "v4-8", "spot", true, domain::AttemptOutcome::succeeded}});
   record(store, ids[1],
-         {{"us-east1-d", "v4-8", "spot", true, "bad-hardware"}, {"us-east1-d", "v4-8", "spot", true, "failed"}});
+         {{"us-east1-d", "v4-8", "spot", true, domain::AttemptOutcome::bad_hardware},
+          {"us-east1-d", "v4-8", "spot", true, domain::AttemptOutcome::failed}});
   // c: waited out and refused for quota in us-central2-b, then fell back to on-demand there.
   record(store, ids[2],
-         {{"us-central2-b", "v4-8", "spot", false, "timed-out"},
-          {"us-central2-b", "v4-8", "spot", false, "quota"},
-          {"us-central2-b", "v4-8", "ondemand", true, "succeeded"}});
+         {{"us-central2-b", "v4-8", "spot", false, domain::AttemptOutcome::timed_out},
+          {"us-central2-b", "v4-8", "spot", false, domain::AttemptOutcome::quota},
+          {"us-central2-b", "v4-8", "ondemand", true, domain::AttemptOutcome::succeeded}});
   // d (bob's): a v4-16 up in us-central2-b, cancelled.
-  record(store, ids[3], {{"us-central2-b", "v4-16", "spot", true, "cancelled"}});
+  record(store, ids[3], {{"us-central2-b", "v4-16", "spot", true, domain::AttemptOutcome::cancelled}});
   // e: still waiting in us-central2-b (not removed).
-  record(store, ids[4], {{"us-central2-b", "v4-8", "spot", false, ""}});
+  record(store, ids[4], {{"us-central2-b", "v4-8", "spot", false, domain::AttemptOutcome::none}});
   // The worker's own slice, and the task's attempt on it, which borrows it and never counts as a request.
-  record(store, ids[5], {{"us-east1-d", "v4-8", "spot", true, "succeeded"}});
+  record(store, ids[5], {{"us-east1-d", "v4-8", "spot", true, domain::AttemptOutcome::succeeded}});
   domain::Placement on_worker{"qr-w", "qr-w", "us-east1-d", "v4-8", 2, ids[5], "spot"};
   const auto task_attempt = store.begin_attempt(ids[6], on_worker);
-  store.end_attempt(ids[6], task_attempt.number, "succeeded", 0);
+  store.end_attempt(ids[6], task_attempt.number, domain::AttemptOutcome::succeeded, 0);
 
   const std::int64_t now = store.clock_ms() + 60'000;
   const auto records = store.attempts_since(0);
@@ -168,7 +171,7 @@ TEST_P(StoreAttemptHistoryTest, RemovingJobsLeavesTheAvailabilityAndTheLearnedRa
 TEST_P(StoreAttemptHistoryTest, ARequestOfARemovedJobNoLongerWaits) {
   auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).front();
-  record(store, id, {{"us-central2-b", "v4-8", "spot", false, ""}});
+  record(store, id, {{"us-central2-b", "v4-8", "spot", false, domain::AttemptOutcome::none}});
   const std::int64_t now = store.clock_ms() + 60'000;
   ASSERT_EQ(core::availability(store.attempts_since(0), now).front().waiting_now, 1);
 
@@ -204,7 +207,7 @@ TEST(StoreAttemptHistorySchema, APostgresStoreOfTheVersionBeforeIsMigrated) {
   auto store = JobStore::open_postgres(url);
   EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
   const auto id = store.create_jobs({make_job("a")}).front();
-  record(store, id, {{"us-central2-b", "v4-8", "spot", true, "succeeded"}});
+  record(store, id, {{"us-central2-b", "v4-8", "spot", true, domain::AttemptOutcome::succeeded}});
   store.remove_job(id);
   EXPECT_EQ(store.attempts_since(0).size(), 1U);
 }

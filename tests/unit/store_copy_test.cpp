@@ -163,13 +163,15 @@ TEST_F(StoreCopyTest, RemovedJobsAttemptsAreCopiedForAvailability) {
     const auto attempt = source_.begin_attempt(id, "qr-" + std::to_string(id), "qr-" + std::to_string(id),
                                                id == ids[2] ? "us-east1-d" : "us-central2-b");
     source_.record_slice_active(id, attempt.number, {});
-    source_.end_attempt(id, attempt.number, id == ids[1] ? "preempted" : "succeeded", std::nullopt);
+    source_.end_attempt(id, attempt.number,
+                        id == ids[1] ? domain::AttemptOutcome::preempted : domain::AttemptOutcome::succeeded,
+                        std::nullopt);
   }
   const auto places = [](const JobStore& store) {
     std::vector<std::string> out;
     for (const auto& r : store.attempts_since(0)) {
-      out.push_back(r.zone + " " + r.outcome + " " + std::to_string(r.started_ms) + " " +
-                    std::to_string(r.active_ms.value_or(-1)) + " " + std::to_string(r.ended_ms.value_or(-1)));
+      out.push_back(r.zone + " " + std::string(domain::to_string(r.outcome)) + " " + std::to_string(r.started_ms) +
+                    " " + std::to_string(r.active_ms.value_or(-1)) + " " + std::to_string(r.ended_ms.value_or(-1)));
     }
     std::sort(out.begin(), out.end());
     return out;
@@ -195,7 +197,7 @@ TEST_F(StoreCopyTest, RemovedJobsAttemptsAreCopiedForAvailability) {
 TEST_F(StoreCopyTest, AJobACopyBroughtBackIsRemovedAgainAndCountedOnce) {
   const auto id = source_.create_jobs({make_job("a")}).at(0);
   const auto attempt = source_.begin_attempt(id, "qr-a", "qr-a", "us-central2-b");
-  source_.end_attempt(id, attempt.number, "timed-out", std::nullopt);
+  source_.end_attempt(id, attempt.number, domain::AttemptOutcome::timed_out, std::nullopt);
   auto target = JobStore::open_postgres(url_);
   (void)source_.copy_into(target);
   target.remove_job(id);

@@ -174,6 +174,30 @@ TEST(StoreFile, ReopeningKeepsEverything) {
   EXPECT_EQ(raw.query_text("PRAGMA journal_mode"), "wal");
 }
 
+TEST(StoreFile, OutcomesAreKeptInTheirWordsAndAWordNotKnownReadsAsUnknown) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  auto store = JobStore::open(path);
+  const auto id = store.create_jobs({make_job("a")}).front();
+  (void)store.begin_race(id, {"r-a1", "r-a1", "us-central2-b", "v4-8", 1, std::nullopt, "spot"},
+                         {{"r-a1c2", "r-a1c2", "us-east1-d", "v4-8", 1, std::nullopt, "spot"}});
+  store.end_rival(id, "r-a1c2", domain::RivalOutcome::lost);
+  store.end_attempt(id, 1, domain::AttemptOutcome::bad_hardware, std::nullopt);
+
+  Database raw(path.string(), OpenMode::read_write_create, 1000);
+  EXPECT_EQ(raw.query_text("SELECT outcome FROM attempts WHERE job_id = 1"), "bad-hardware");
+  EXPECT_EQ(raw.query_text("SELECT outcome FROM rivals WHERE job_id = 1"), "lost");
+  EXPECT_EQ(store.attempts(id).front().outcome, domain::AttemptOutcome::bad_hardware);
+  EXPECT_EQ(store.rivals(id).front().outcome, domain::RivalOutcome::lost);
+
+  // Words this build does not know (a newer jobman's, say) are read, not refused.
+  raw.execute("UPDATE attempts SET outcome = 'melted' WHERE job_id = 1");
+  raw.execute("UPDATE rivals SET outcome = 'won' WHERE job_id = 1");
+  EXPECT_EQ(store.attempts(id).front().outcome, domain::AttemptOutcome::unknown);
+  EXPECT_EQ(store.attempts_since(0).front().outcome, domain::AttemptOutcome::unknown);
+  EXPECT_EQ(store.rivals(id).front().outcome, domain::RivalOutcome::unknown);
+}
+
 TEST(StoreFile, EventsAreAppendOnly) {
   test::TempDir tmp;
   const auto path = tmp / "jobman.db";
@@ -277,7 +301,7 @@ TEST(StoreSchema, VersionOneDatabaseIsMigratedWithItsRowsIntact) {
   EXPECT_EQ(running.finished_ms, std::nullopt);
 
   ASSERT_EQ(store.attempts(1).size(), 2U);
-  EXPECT_EQ(store.attempts(1)[0].outcome, "preempted");
+  EXPECT_EQ(store.attempts(1)[0].outcome, domain::AttemptOutcome::preempted);
   // Version 5 gave the attempts recorded before it their job's accelerator and hosts.
   EXPECT_EQ(store.attempts(1)[1].accelerator, "v4-32");
   EXPECT_EQ(store.attempts(1)[1].hosts, 4);
@@ -344,7 +368,7 @@ TEST(StoreSchema, VersionEighteenDatabaseKeepsRemovedJobsAttemptsOnceMigrated) {
   const auto after = store.attempts_since(0, "us-central2-b", "v4-16");
   ASSERT_EQ(after.size(), 1U) << "version 19 keeps a removed job's attempts for availability";
   EXPECT_EQ(after[0].pricing, "spot");
-  EXPECT_EQ(after[0].outcome, "preempted");
+  EXPECT_EQ(after[0].outcome, domain::AttemptOutcome::preempted);
   EXPECT_EQ(after[0].started_ms, 1000);
   EXPECT_EQ(after[0].active_ms, std::optional<std::int64_t>(4000));
   EXPECT_EQ(after[0].ended_ms, std::optional<std::int64_t>(9000));

@@ -151,7 +151,7 @@ TEST_P(JobStoreTest, MissingJobsAreReportedByFormattedId) {
   EXPECT_THROW(store.transition(42, std::nullopt, to_phase(Phase::queued)), NoSuchJobError);
   EXPECT_THROW(store.append_event(42, "observation", "x"), NoSuchJobError);
   EXPECT_THROW(store.begin_attempt(42, "qr", "node", "zone"), NoSuchJobError);
-  EXPECT_THROW(store.end_attempt(42, 1, "failed", 1), NoSuchJobError);
+  EXPECT_THROW(store.end_attempt(42, 1, domain::AttemptOutcome::failed, 1), NoSuchJobError);
   EXPECT_THROW(store.try_acquire_lease(42, "me", 1000, 0), NoSuchJobError);
   EXPECT_THROW(store.remove_job(42), NoSuchJobError);
 }
@@ -327,7 +327,7 @@ TEST_P(JobStoreTest, AttemptsAreNumberedAndClosed) {
   failed.exit_code = 143;
   failed.host0_ip = "10.0.0.2";
   ASSERT_TRUE(store.transition(id, std::nullopt, failed));
-  store.end_attempt(id, 1, "preempted", 143);
+  store.end_attempt(id, 1, domain::AttemptOutcome::preempted, 143);
 
   const auto second = store.begin_attempt(id, "jobman-000001-a2", "jobman-000001-a2-node", "us-central2-a");
   EXPECT_EQ(second.number, 2);
@@ -342,17 +342,17 @@ TEST_P(JobStoreTest, AttemptsAreNumberedAndClosed) {
   EXPECT_EQ(attempts[0].queued_resource, "jobman-000001-a1");
   EXPECT_EQ(attempts[0].node, "jobman-000001-a1-node");
   EXPECT_EQ(attempts[0].zone, "us-central2-b");
-  EXPECT_EQ(attempts[0].outcome, "preempted");
+  EXPECT_EQ(attempts[0].outcome, domain::AttemptOutcome::preempted);
   EXPECT_EQ(attempts[0].exit_code, 143);
   ASSERT_TRUE(attempts[0].ended_ms.has_value());
   EXPECT_GE(*attempts[0].ended_ms, attempts[0].started_ms);
   EXPECT_EQ(attempts[1].number, 2);
   EXPECT_EQ(attempts[1].zone, "us-central2-a");
-  EXPECT_EQ(attempts[1].outcome, "");
+  EXPECT_EQ(attempts[1].outcome, domain::AttemptOutcome::none);
   EXPECT_EQ(attempts[1].ended_ms, std::nullopt);
   EXPECT_EQ(attempts[1].exit_code, std::nullopt);
 
-  EXPECT_THROW(store.end_attempt(id, 7, "failed", 1), Error);
+  EXPECT_THROW(store.end_attempt(id, 7, domain::AttemptOutcome::failed, 1), Error);
   const auto kinds = kinds_of(store.events(id));
   EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "attempt"), 3) << "two starts and one end";
 }
@@ -663,7 +663,7 @@ TEST_P(JobStoreSupervisorTest, ANodeWithoutAQueuedResourceIsReleasedByItsName) {
   auto store = open_store();
   const auto id = store.create_jobs({make_job("j")}).front();
   store.begin_attempt(id, domain::Placement{"", "node-a1", "us-central2-b", {}, 0, std::nullopt, {}}, true);
-  store.end_attempt(id, 1, "preempted", std::nullopt);
+  store.end_attempt(id, 1, domain::AttemptOutcome::preempted, std::nullopt);
   store.begin_attempt(id, domain::Placement{"", "node-a2", "us-central2-b", {}, 0, std::nullopt, {}}, true);
   store.mark_released(id, "node-a1", "deleted");
   const auto attempts = store.attempts(id);
@@ -687,7 +687,7 @@ TEST_P(JobStoreSupervisorTest, ReleasingASliceMarksEveryAttemptThatUsedItOnce) {
   auto store = open_store();
   const auto id = store.create_jobs({make_job("j")}).front();
   store.begin_attempt(id, "qr-a1", "qr-a1", "us-central2-b");
-  store.end_attempt(id, 1, "cancelled", std::nullopt);
+  store.end_attempt(id, 1, domain::AttemptOutcome::cancelled, std::nullopt);
   store.begin_attempt(id, "qr-a1", "qr-a1", "us-central2-b"); // Resumed on the same slice.
   store.mark_released(id, "qr-a1", "deleted");
   store.mark_released(id, "qr-a1", "deleted");
@@ -709,15 +709,15 @@ TEST_P(JobStoreSupervisorTest, HeldSlicesAreTheNamesOfEveryAttemptNotYetReleased
   const auto ids = store.create_jobs({make_job("a"), make_job("b"), make_job("c")});
   // Job a: attempt 1 released, attempt 2 only requested so far (its name is recorded before the request leaves).
   store.begin_attempt(ids[0], "a-a1", "a-a1", "us-central2-b");
-  store.end_attempt(ids[0], 1, "preempted", std::nullopt);
+  store.end_attempt(ids[0], 1, domain::AttemptOutcome::preempted, std::nullopt);
   store.mark_released(ids[0], "a-a1", "deleted");
   store.begin_attempt(ids[0], Placement{"a-a2", "a-a2", "us-central2-b", {}, 0, std::nullopt, {}}, true);
   // Job b: a node without a queued resource (tpu-vm mode), finished and kept.
   store.begin_attempt(ids[1], Placement{"", "b-a1", "europe-west4-a", {}, 0, std::nullopt, {}});
-  store.end_attempt(ids[1], 1, "succeeded", 0);
+  store.end_attempt(ids[1], 1, domain::AttemptOutcome::succeeded, 0);
   // Job c: two attempts on one slice, then released.
   store.begin_attempt(ids[2], "c-a1", "c-a1", "us-central2-b");
-  store.end_attempt(ids[2], 1, "restart", 42);
+  store.end_attempt(ids[2], 1, domain::AttemptOutcome::restart, 42);
   store.begin_attempt(ids[2], "c-a1", "c-a1", "us-central2-b");
   store.mark_released(ids[2], "c-a1", "deleted");
 

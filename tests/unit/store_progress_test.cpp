@@ -49,7 +49,7 @@ TEST_P(StoreProgressTest, AnEarlierAttemptsLateBatchLeavesTheJobsStepAlone) {
   auto store = open_store();
   const auto id = store.create_jobs({make_job("a")}).front();
   store.begin_attempt(id, "qr-1", "qr-1", "us-central2-b");
-  store.end_attempt(id, 1, "preempted", std::nullopt);
+  store.end_attempt(id, 1, domain::AttemptOutcome::preempted, std::nullopt);
   store.begin_attempt(id, "qr-2", "qr-2", "us-central2-b");
   store.record_progress({{id, 2, series_of(300, 310, 90'000), std::nullopt}});
   store.record_progress({{id, 1, series_of(0, 400, 1'000), std::nullopt}});

@@ -31,7 +31,7 @@ TEST_P(StoreRivalsTest, ARaceIsOneAttemptWithItsRivalsHeldBesideIt) {
   EXPECT_EQ(rivals[0].name, "r-a1c2");
   EXPECT_EQ(rivals[1].accelerator, "v5p-8");
   EXPECT_TRUE(rivals[0].create_pending);
-  EXPECT_TRUE(rivals[0].outcome.empty());
+  EXPECT_EQ(rivals[0].outcome, domain::RivalOutcome::racing);
   EXPECT_EQ(rivals[0].attempt, 1);
 
   // Held, and their zones in use, as the attempt's own slice: no sweep takes them for orphans.
@@ -52,9 +52,9 @@ TEST_P(StoreRivalsTest, ARaceIsOneAttemptWithItsRivalsHeldBesideIt) {
   EXPECT_TRUE(store.rivals(id)[1].create_pending);
 
   // A rival's release is recorded by its name, once.
-  store.end_rival(id, "r-a1c3", "lost");
-  store.end_rival(id, "r-a1c3", "outrun");
-  EXPECT_EQ(store.rivals(id)[1].outcome, "lost") << "the first reason it left the race stands";
+  store.end_rival(id, "r-a1c3", domain::RivalOutcome::lost);
+  store.end_rival(id, "r-a1c3", domain::RivalOutcome::outrun);
+  EXPECT_EQ(store.rivals(id)[1].outcome, domain::RivalOutcome::lost) << "the first reason it left the race stands";
   store.mark_released(id, "r-a1c3", "deleted");
   EXPECT_TRUE(store.rivals(id)[1].released_ms);
   EXPECT_FALSE(store.attempts(id)[0].released_ms) << "the attempt's own slice is not the rival";
@@ -68,7 +68,7 @@ TEST_P(StoreRivalsTest, TheRivalThatComesUpFirstBecomesTheAttemptsSlice) {
   store.begin_race(id, place("r-a1", "us-central2-b"), {place("r-a1c2", "us-east1-d", "v5litepod-8")});
   store.confirm_created(id, 1);
   store.confirm_rival_created(id, "r-a1c2");
-  store.promote_rival(id, 1, "r-a1c2", "outrun", "r-a1c2 came up first");
+  store.promote_rival(id, 1, "r-a1c2", domain::RivalOutcome::outrun, "r-a1c2 came up first");
 
   const auto attempt = store.attempts(id).front();
   EXPECT_EQ(attempt.queued_resource, "r-a1c2");
@@ -81,10 +81,10 @@ TEST_P(StoreRivalsTest, TheRivalThatComesUpFirstBecomesTheAttemptsSlice) {
   EXPECT_EQ(rivals[0].name, "r-a1") << "the attempt's first request is now the one to delete";
   EXPECT_EQ(rivals[0].zone, "us-central2-b");
   EXPECT_EQ(rivals[0].accelerator, "v4-8");
-  EXPECT_EQ(rivals[0].outcome, "outrun");
+  EXPECT_EQ(rivals[0].outcome, domain::RivalOutcome::outrun);
   EXPECT_EQ(store.events(id).back().message, "r-a1c2 came up first");
 
-  EXPECT_THROW(store.promote_rival(id, 1, "r-a1c9", "outrun", "no such rival"), jobman::Error);
+  EXPECT_THROW(store.promote_rival(id, 1, "r-a1c9", domain::RivalOutcome::outrun, "no such rival"), jobman::Error);
   store.mark_released(id, "r-a1", "deleted");
   EXPECT_FALSE(store.attempts(id).front().released_ms) << "releasing the outrun request leaves the attempt's slice";
   store.remove_job(id);

@@ -43,7 +43,7 @@ struct TimelineSegment {
 struct TimelineMark {
   std::int64_t at_ms = 0;
   int attempt = 0;
-  std::string what; // The attempt's outcome: "preempted", "bad-hardware", "failed", ...
+  domain::AttemptOutcome what = domain::AttemptOutcome::none; // The attempt's outcome: preempted, bad-hardware, ...
 };
 
 // Chip-hours of slices up (READY, which is what Cloud TPU bills) for one zone, accelerator and tier.

@@ -61,8 +61,9 @@ SliceVerdict verdict_of(const std::optional<SliceView>& view);
 // The phase a job waiting for its slice is in for a verdict: QUEUED or PROVISIONING (nullopt for the others).
 std::optional<domain::Phase> waiting_phase(SliceVerdict verdict);
 
-// How an attempt's workers stand, taken together.
-enum class AttemptOutcome {
+// What an attempt's workers' statuses say of its run, taken together: a verdict on the run, not the outcome the
+// store records (domain::AttemptOutcome), which the supervisor decides from it.
+enum class WorkersSay {
   running,     // Nothing decided yet: a worker runs or starts, and none failed.
   succeeded,   // Every worker exited 0.
   preempted,   // A worker exited 143, or its workload vanished or its disk was wiped.
@@ -72,11 +73,11 @@ enum class AttemptOutcome {
 };
 
 // "running", "succeeded", ...
-std::string to_string(AttemptOutcome outcome);
+std::string to_string(WorkersSay says);
 
-// The outcome with the exit code and the worker that decided it, and a sentence for the event log.
+// What the workers say, with the exit code and the worker that decided it, and a sentence for the event log.
 struct AttemptVerdict {
-  AttemptOutcome outcome = AttemptOutcome::running;
+  WorkersSay says = WorkersSay::running;
   int exit_code = 0; // The deciding worker's code (255 when unreachable).
   int worker = 0;
   std::string reason; // "worker 2 exited 1", "worker 0 exited 0", ...

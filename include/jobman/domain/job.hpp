@@ -41,6 +41,50 @@ std::string_view to_string(DesiredState desired);
 // Inverse of to_string.
 std::optional<DesiredState> parse_desired_state(std::string_view text);
 
+// How an attempt ended, as the store records it (AttemptRecord::outcome).
+enum class AttemptOutcome {
+  none,         // Still running, or ended with none recorded (its job removed while it ran).
+  succeeded,    // Its command exited 0 on every worker.
+  preempted,    // Its slice was preempted, or its workload vanished with it.
+  failed,       // Its request, setup or command failed.
+  restart,      // Its command exited with a restart code: the job runs again on the same slice.
+  cancelled,    // The user stopped or deleted the job.
+  bad_hardware, // Its slice was found bad.
+  rejected,     // Its slice came up on a machine known to be bad.
+  timed_out,    // A request given up: it waited out its candidate's time (tpu.queue_timeout).
+  quota,        // A request given up: refused for quota.
+  refused,      // A request given up: refused for good (the zone does not offer it, say).
+  idle,         // A worker's: it had no task for tpu.idle_release and let its slice go.
+  interrupted,  // A task's: its worker stopped lending it the slice.
+  unknown,      // A spelling this build does not know, read from the store (a newer jobman's, say).
+};
+
+// "" for none, "succeeded", "bad-hardware", "timed-out", ...: the spelling the store keeps and the commands show.
+std::string_view to_string(AttemptOutcome outcome);
+// Inverse of to_string, exactly ("" is none); nullopt for any other text.
+std::optional<AttemptOutcome> parse_attempt_outcome(std::string_view text);
+// bad-hardware and rejected: the slice, not the job, was at fault.
+bool is_bad_slice(AttemptOutcome outcome);
+// timed-out, quota and refused: the request was given up for the next candidate.
+bool is_request_given_up(AttemptOutcome outcome);
+// Whether an attempt can end so before its slice came up: a request given up, failed or cancelled, preempted while
+// it waited, or a bad slice. Every ending but succeeded, restart, idle, interrupted (and none and unknown).
+bool can_end_before_slice_up(AttemptOutcome outcome);
+
+// Why a rival left the race (RivalRecord::outcome).
+enum class RivalOutcome {
+  racing,    // Still in the race.
+  outrun,    // Another came up first.
+  lost,      // It failed, or was refused, before it came up.
+  abandoned, // The attempt ended first.
+  unknown,   // A spelling this build does not know, read from the store: out of the race all the same.
+};
+
+// "" while racing, "outrun", "lost", "abandoned": the spelling the store keeps and the commands show.
+std::string_view to_string(RivalOutcome outcome);
+// Inverse of to_string, exactly ("" is racing); nullopt for any other text.
+std::optional<RivalOutcome> parse_rival_outcome(std::string_view text);
+
 // One job row.
 struct JobRecord {
   std::int64_t id = 0;
@@ -122,10 +166,7 @@ struct AttemptRecord {
   int hosts = 0;           // Worker hosts of the slice.
   std::int64_t started_ms = 0;
   std::optional<std::int64_t> ended_ms;
-  // "" while running; "succeeded", "preempted", "failed", "restart", "cancelled", "bad-hardware", "rejected"; and for
-  // a request given up: "timed-out" (it waited out its candidate's time), "quota" (refused for quota), "refused"
-  // (refused for good: the zone does not offer it, say).
-  std::string outcome;
+  AttemptOutcome outcome = AttemptOutcome::none; // How it ended; none while it runs.
   std::optional<int> exit_code;
   std::optional<std::int64_t> released_ms; // When its queued resource and node (or its node) were confirmed gone.
   bool create_pending = false; // Its queued resource (or node) is being asked for; the API has not accepted it yet.
@@ -164,9 +205,7 @@ struct RivalRecord {
   std::int64_t requested_ms = 0;
   bool create_pending = true; // The API has not accepted it yet.
   std::optional<std::int64_t> released_ms;
-  // Why it left the race: "outrun" (another came up first), "lost" (it failed, or was refused, before it came up),
-  // "abandoned" (the attempt ended first); "" while it races.
-  std::string outcome;
+  RivalOutcome outcome = RivalOutcome::racing; // Why it left the race; racing while it races.
 
   // Where it would run, as an attempt's placement.
   [[nodiscard]] Placement placement() const { return {name, name, zone, accelerator, hosts, std::nullopt, pricing}; }

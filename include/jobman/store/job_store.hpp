@@ -72,7 +72,7 @@ struct PlaceRecord {
   std::string zone;
   std::string accelerator;
   std::string pricing;
-  std::string outcome; // As AttemptRecord::outcome.
+  domain::AttemptOutcome outcome = domain::AttemptOutcome::none; // As AttemptRecord::outcome.
   std::int64_t started_ms = 0;
   std::optional<std::int64_t> active_ms;
   std::optional<std::int64_t> ended_ms;
@@ -259,14 +259,14 @@ public:
   void confirm_rival_created(std::int64_t job_id, const std::string& name);
   // Rival `name` came up first: it becomes attempt `number`'s slice, and the attempt's slice until now becomes a rival
   // (to be deleted) with `outcome`, in one transaction with an event saying `why`.
-  void promote_rival(std::int64_t job_id, int number, const std::string& name, const std::string& outcome,
+  void promote_rival(std::int64_t job_id, int number, const std::string& name, domain::RivalOutcome outcome,
                      const std::string& why);
-  // Sets the outcome of a rival still racing (why it leaves the race: "outrun", "lost", "abandoned").
-  void end_rival(std::int64_t job_id, const std::string& name, const std::string& outcome);
+  // Sets the outcome of a rival still racing (why it leaves the race: outrun, lost, abandoned).
+  void end_rival(std::int64_t job_id, const std::string& name, domain::RivalOutcome outcome);
   // Records that the API accepted the request for attempt `number`'s queued resource. Repeating it changes nothing.
   void confirm_created(std::int64_t job_id, int number);
   // Closes an attempt with its outcome.
-  void end_attempt(std::int64_t job_id, int number, const std::string& outcome, std::optional<int> exit_code);
+  void end_attempt(std::int64_t job_id, int number, domain::AttemptOutcome outcome, std::optional<int> exit_code);
   // The job's attempts, oldest first.
   [[nodiscard]] std::vector<domain::AttemptRecord> attempts(std::int64_t job_id) const;
   // Records that `slice` (a queued resource and its node, or a node without one in tpu-vm mode; see

@@ -11,6 +11,7 @@
 namespace jobman::core::supervision {
 
 namespace fs = std::filesystem;
+using domain::AttemptOutcome;
 using domain::DesiredState;
 using domain::Phase;
 
@@ -107,10 +108,10 @@ void JobDriver::replace_bad_slice(Driven& d, const HardwareFinding& finding) {
     }
     if (live->job.kind == domain::JobKind::task) {
       bad_worker_slice(*live, what);
-      requeue_task(*live, "bad-hardware", code, change(Phase::pending, what), true);
+      requeue_task(*live, AttemptOutcome::bad_hardware, code, change(Phase::pending, what), true);
       return;
     }
-    end_open_attempt(*live, "bad-hardware", code);
+    end_open_attempt(*live, AttemptOutcome::bad_hardware, code);
     live->unreachable = 0;
     move(*live, std::nullopt, after_bad_hardware(*live->config, live->job.bad_hardware, what));
   };
@@ -131,7 +132,7 @@ void JobDriver::bad_worker_slice(const Driven& task, const std::string& what) {
   if (worker == nullptr || worker->job.phase != Phase::running || worker->job.desired != DesiredState::run) {
     return;
   }
-  end_open_attempt(*worker, "bad-hardware", std::nullopt);
+  end_open_attempt(*worker, AttemptOutcome::bad_hardware, std::nullopt);
   move(*worker, Phase::running,
        after_bad_hardware(*worker->config, worker->job.bad_hardware,
                           what + " (task " + util::format_job_id(task.job.id) + ")"));
@@ -191,7 +192,7 @@ bool JobDriver::rejects_known_bad(Driven& d, const domain::AttemptRecord& open,
                            std::to_string(worker) + "), found bad by job " + util::format_job_id(last.job_id) + " on " +
                            util::format_utc(last.ts_ms) + " (" + last.signal + ": " + last.detail.substr(0, 120) +
                            "); replacing it before setup";
-  end_open_attempt(d, "rejected", std::nullopt);
+  end_open_attempt(d, AttemptOutcome::rejected, std::nullopt);
   domain::PhaseChange c = change(Phase::recovering, what);
   move(d, std::nullopt, c);
   // No budget is spent (the job never ran there), but replacements back off, in case the zone keeps handing it out.

@@ -11,6 +11,8 @@
 
 namespace jobman::core::supervision {
 
+using domain::AttemptOutcome;
+
 namespace {
 
 // How far back the history that ranks candidates reaches.
@@ -74,14 +76,14 @@ std::vector<config::Candidate> JobDriver::choose_candidates(Driven& d, std::stri
   }
   std::size_t pick = 0;
   if (const auto* last = d.attempts.empty() ? nullptr : &d.attempts.back();
-      last != nullptr && (last->outcome == "timed-out" || last->outcome == "quota" || last->outcome == "refused")) {
+      last != nullptr && domain::is_request_given_up(last->outcome)) {
     for (std::size_t i = 0; i < list.size(); ++i) {
       if (same_place(*last, list[i])) {
         pick = (i + 1) % list.size();
         reasons.insert(reasons.begin(), last->zone + " " +
-                                            (last->outcome == "quota"     ? "refused for quota "
-                                             : last->outcome == "refused" ? "does not offer "
-                                                                          : "waited out ") +
+                                            (last->outcome == AttemptOutcome::quota     ? "refused for quota "
+                                             : last->outcome == AttemptOutcome::refused ? "does not offer "
+                                                                                        : "waited out ") +
                                             last->accelerator + " " + last->pricing);
         break;
       }
@@ -97,15 +99,15 @@ bool JobDriver::refused_everywhere(const Driven& d) {
     return true; // Every candidate of the race was asked, and each refused in turn.
   }
   std::set<std::string> places;
-  for (auto it = d.attempts.rbegin(); it != d.attempts.rend() && it->outcome == "refused"; ++it) {
+  for (auto it = d.attempts.rbegin(); it != d.attempts.rend() && it->outcome == AttemptOutcome::refused; ++it) {
     places.insert(it->zone + " " + it->accelerator + " " + it->pricing);
   }
   return places.size() >= config::candidates(*d.config, d.config->tpu.pricing).size();
 }
 
-void JobDriver::give_up_candidate(Driven& d, const std::string& outcome, const std::string& why) {
+void JobDriver::give_up_candidate(Driven& d, AttemptOutcome outcome, const std::string& why) {
   end_open_attempt(d, outcome, std::nullopt);
-  event(d, "action", why + "; trying the next candidate", {{"outcome", outcome}});
+  event(d, "action", why + "; trying the next candidate", {{"outcome", std::string(domain::to_string(outcome))}});
   release(d, [this, &d] { create_slice(d); });
 }
 
@@ -118,7 +120,7 @@ bool JobDriver::outwaited(Driven& d, const domain::AttemptRecord& open) {
   if (waited < host_.scaled(static_cast<double>(*timeout)).count()) {
     return false;
   }
-  give_up_candidate(d, "timed-out",
+  give_up_candidate(d, AttemptOutcome::timed_out,
                     open.accelerator + " " + open.pricing + " in " + open.zone + " waited " +
                         util::format_duration(*timeout) + " (tpu.queue_timeout)");
   return true;

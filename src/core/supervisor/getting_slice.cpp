@@ -10,6 +10,7 @@
 
 namespace jobman::core::supervision {
 
+using domain::AttemptOutcome;
 using domain::DesiredState;
 using domain::Phase;
 
@@ -148,7 +149,7 @@ void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
         }
         if (permanent && several_candidates(*live)) {
           // Not offered there (or not allowed): a candidate that failed, unless every one has been refused.
-          store().end_attempt(id, number, "refused", std::nullopt);
+          store().end_attempt(id, number, AttemptOutcome::refused, std::nullopt);
           store().mark_released(id, slice.name, "the TPU API refused to create it");
           reload(*live);
           if (refused_everywhere(*live)) {
@@ -163,7 +164,7 @@ void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
           return;
         }
         if (quota) {
-          store().end_attempt(id, number, "quota", std::nullopt);
+          store().end_attempt(id, number, AttemptOutcome::quota, std::nullopt);
           store().mark_released(id, slice.name, "the TPU API refused it for quota");
           reload(*live);
           const double wait = backoff(*live);
@@ -174,7 +175,7 @@ void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
           return;
         }
         if (permanent) {
-          store().end_attempt(id, number, "failed", std::nullopt);
+          store().end_attempt(id, number, AttemptOutcome::failed, std::nullopt);
           store().mark_released(id, slice.name, "the TPU API refused to create it");
           reload(*live);
           move(*live, std::nullopt, change(Phase::failed, "the TPU API refused the slice: " + message));
@@ -276,7 +277,7 @@ void JobDriver::await_slice(Driven& d) {
   }
   if (verdict == SliceVerdict::lost && !open->active_ms && several_candidates(d)) {
     // It failed before it ever came up (its queueingPolicy ran out, say): the next candidate, not a preemption.
-    give_up_candidate(d, "timed-out", slice.label() + " is " + d.seen_state + slice_error(d));
+    give_up_candidate(d, AttemptOutcome::timed_out, slice.label() + " is " + d.seen_state + slice_error(d));
     return;
   }
   if (auto phase = waiting_phase(verdict)) {
@@ -377,7 +378,7 @@ void JobDriver::create_failed(Driven& d, const SliceRef& slice, const cloud::Rpc
   if (!transient) {
     domain::PhaseChange c = change(Phase::failed, why);
     c.cleanup_pending = true; // Whatever the failed create left behind is deleted.
-    end_open_attempt(d, "failed", std::nullopt);
+    end_open_attempt(d, AttemptOutcome::failed, std::nullopt);
     move(d, std::nullopt, c);
     return;
   }

@@ -160,7 +160,7 @@ void JobDriver::error_event(Driven& d, const std::string& message) {
   store().append_event(d.job.id, "error", message);
 }
 
-void JobDriver::end_open_attempt(Driven& d, const std::string& outcome, std::optional<int> exit_code) {
+void JobDriver::end_open_attempt(Driven& d, domain::AttemptOutcome outcome, std::optional<int> exit_code) {
   if (const auto* attempt = d.current(); attempt != nullptr && !attempt->ended_ms) {
     record_progress_now(d);
     store().end_attempt(d.job.id, attempt->number, outcome, exit_code);

@@ -139,7 +139,7 @@ private:
   // Records an event of `kind` for the job and logs it.
   void event(Driven& d, std::string_view kind, const std::string& message, const nlohmann::json& data = {});
   // Ends the current attempt with `outcome`, unless it has ended already.
-  void end_open_attempt(Driven& d, const std::string& outcome, std::optional<int> exit_code);
+  void end_open_attempt(Driven& d, domain::AttemptOutcome outcome, std::optional<int> exit_code);
   // What the job's phase asks for while the user wants it to run.
   void drive(Driven& d);
   // The result of a failed operation: an error event, then a retry after the backoff.
@@ -212,8 +212,8 @@ private:
   // Whether the API refused every candidate (400, 403, 404 on create) in the attempts just made: nothing is left to
   // try.
   [[nodiscard]] static bool refused_everywhere(const Driven& d);
-  // Ends the open attempt as `outcome` ("timed-out", "quota"), releases its slice and asks the next candidate.
-  void give_up_candidate(Driven& d, const std::string& outcome, const std::string& why);
+  // Ends the open attempt as `outcome` (timed-out, quota), releases its slice and asks the next candidate.
+  void give_up_candidate(Driven& d, domain::AttemptOutcome outcome, const std::string& why);
   // A request that has waited out tpu.queue_timeout while other candidates exist gives way to the next; says whether.
   bool outwaited(Driven& d, const domain::AttemptRecord& open);
 
@@ -228,7 +228,7 @@ private:
   // was sent (the step is over).
   bool run_race(Driven& d);
   // Rival `name` becomes the attempt's slice; the attempt's slice until now becomes a rival with `outcome`.
-  void promote(Driven& d, const std::string& name, const std::string& outcome, const std::string& why);
+  void promote(Driven& d, const std::string& name, domain::RivalOutcome outcome, const std::string& why);
   // The attempt's slice came up: every rival still racing is outrun, with an event saying `why`.
   void outrun_rivals(Driven& d, const std::string& why);
   // Ends the race (every rival still racing is abandoned) and deletes the rivals; true once none is held.
@@ -307,7 +307,7 @@ private:
   // Sends a task back to the queue with its attempt ended as `outcome`, applying `c` (its reason and budgets) with the
   // move: at the head after an interruption (counted as a preemption, never spent), else at its place; it lets its
   // worker go, and this supervisor lets it go.
-  void requeue_task(Driven& task, const std::string& outcome, std::optional<int> exit_code, domain::PhaseChange c,
+  void requeue_task(Driven& task, domain::AttemptOutcome outcome, std::optional<int> exit_code, domain::PhaseChange c,
                     bool head);
   // Ends a task (a terminal `c`), letting its worker go.
   void finish_task(Driven& task, const domain::PhaseChange& c);

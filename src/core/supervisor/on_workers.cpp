@@ -15,6 +15,7 @@
 namespace jobman::core::supervision {
 
 namespace fs = std::filesystem;
+using domain::AttemptOutcome;
 using domain::DesiredState;
 using domain::Phase;
 using std::chrono::milliseconds;
@@ -187,9 +188,9 @@ void JobDriver::set_up(Driven& d) {
           if (live->job.kind == domain::JobKind::task) {
             // The task's own setup failed on its worker: spent like a failed run, the worker let go.
             if (c.to == Phase::setup) {
-              requeue_task(*live, "failed", std::nullopt, c, false);
+              requeue_task(*live, AttemptOutcome::failed, std::nullopt, c, false);
             } else {
-              end_open_attempt(*live, "failed", std::nullopt);
+              end_open_attempt(*live, AttemptOutcome::failed, std::nullopt);
               finish_task(*live, c);
             }
             return;
@@ -198,7 +199,7 @@ void JobDriver::set_up(Driven& d) {
           if (c.to == Phase::setup) {
             backoff(*live);
           } else {
-            end_open_attempt(*live, "failed", std::nullopt);
+            end_open_attempt(*live, AttemptOutcome::failed, std::nullopt);
           }
         };
       });
@@ -343,11 +344,10 @@ void JobDriver::inspect(Driven& d) {
         const auto statuses = ops->query(target, workers, wid, kRemoteTimeout);
         auto verdict = judge_workers(statuses, config->recovery);
         bool slice_gone = false;
-        if (verdict.outcome == AttemptOutcome::unreachable) {
+        if (verdict.says == WorkersSay::unreachable) {
           slice_gone = !slice_active(*slices, *counters, slice);
         }
-        const bool decided =
-            verdict.outcome != AttemptOutcome::running && verdict.outcome != AttemptOutcome::unreachable;
+        const bool decided = verdict.says != WorkersSay::running && verdict.says != WorkersSay::unreachable;
         // A decided attempt ends on every worker.
         if (decided && std::any_of(statuses.begin(), statuses.end(),
                                    [](const auto& s) { return s.state == remote::WorkloadState::running; })) {
@@ -358,7 +358,7 @@ void JobDriver::inspect(Driven& d) {
         }
         // An attempt that ended badly may have ended so because of its hardware: the logs, whole now, say.
         std::optional<HardwareFinding> bad;
-        if (decided && verdict.outcome != AttemptOutcome::succeeded && patterns) {
+        if (decided && verdict.says != WorkersSay::succeeded && patterns) {
           bad = scan_logs(dir, workers, attempt, *patterns);
         }
         return [this, id, verdict, slice_gone, stream_failed, bad] {
@@ -423,14 +423,14 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
     return;
   }
   stop_stream(*d);
-  switch (verdict.outcome) {
-  case AttemptOutcome::running:
+  switch (verdict.says) {
+  case WorkersSay::running:
     d->unreachable = 0;
     if (stream_failed) {
       backoff(*d); // Watching failed (say, another process holds the log): not in a tight loop.
     }
     return; // The next step re-attaches.
-  case AttemptOutcome::unreachable:
+  case WorkersSay::unreachable:
     if (slice_gone) {
       preempted(*d, verdict.reason + "; the slice is gone", verdict.exit_code);
     } else if (++d->unreachable >= kUnreachableLimit) {
@@ -441,9 +441,9 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
       backoff(*d);
     }
     return;
-  case AttemptOutcome::succeeded: {
+  case WorkersSay::succeeded: {
     d->unreachable = 0;
-    end_open_attempt(*d, "succeeded", verdict.exit_code);
+    end_open_attempt(*d, AttemptOutcome::succeeded, verdict.exit_code);
     domain::PhaseChange c = change(Phase::succeeded, verdict.reason);
     c.exit_code = verdict.exit_code;
     if (d->job.kind == domain::JobKind::task) {
@@ -457,19 +457,19 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
     move(*d, Phase::running, c);
     return;
   }
-  case AttemptOutcome::preempted: preempted(*d, verdict.reason, verdict.exit_code); return;
-  case AttemptOutcome::restart:
-    end_open_attempt(*d, "restart", verdict.exit_code);
+  case WorkersSay::preempted: preempted(*d, verdict.reason, verdict.exit_code); return;
+  case WorkersSay::restart:
+    end_open_attempt(*d, AttemptOutcome::restart, verdict.exit_code);
     next_attempt_on_same_slice(*d, change(Phase::setup, verdict.reason + "; restarting on the same slice"));
     return;
-  case AttemptOutcome::failed: {
-    end_open_attempt(*d, "failed", verdict.exit_code);
+  case WorkersSay::failed: {
+    end_open_attempt(*d, AttemptOutcome::failed, verdict.exit_code);
     auto c = after_failure(*d->config, d->job.failures, verdict.reason);
     c.exit_code = verdict.exit_code;
     if (d->job.kind == domain::JobKind::task) {
       // Retried from the queue, as jobman-lite retries a failed task, on whichever worker is free first.
       if (c.to == Phase::setup) {
-        requeue_task(*d, "failed", verdict.exit_code, c, false);
+        requeue_task(*d, AttemptOutcome::failed, verdict.exit_code, c, false);
       } else {
         finish_task(*d, c);
       }
@@ -495,11 +495,11 @@ void JobDriver::next_attempt_on_same_slice(Driven& d, const domain::PhaseChange&
 void JobDriver::preempted(Driven& d, const std::string& what, int exit_code) {
   if (d.job.kind == domain::JobKind::task) {
     // The worker recovers its slice; the task runs again on the next free worker that matches.
-    requeue_task(d, "preempted", exit_code, change(Phase::pending, what), true);
+    requeue_task(d, AttemptOutcome::preempted, exit_code, change(Phase::pending, what), true);
     return;
   }
   stop_stream(d);
-  end_open_attempt(d, "preempted", exit_code);
+  end_open_attempt(d, AttemptOutcome::preempted, exit_code);
   d.unreachable = 0;
   move(d, std::nullopt, after_preemption(*d.config, d.job.preemptions, what));
 }

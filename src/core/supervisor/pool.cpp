@@ -11,13 +11,11 @@
 
 namespace jobman::core::supervision {
 
+using domain::AttemptOutcome;
 using domain::DesiredState;
 using domain::Phase;
 
 namespace {
-
-// A worker's attempt that ended because it had no task for tpu.idle_release.
-constexpr const char* kIdleOutcome = "idle";
 
 // What a worker offers the queue from `zone`, lending `placement`.
 store::WorkerOffer offer_of(const Driven& w, const std::string& zone, const domain::Placement& placement) {
@@ -112,7 +110,7 @@ void JobDriver::serve(Driven& w) {
     w.idle_since_ms = 0;
     const std::string why = std::string(kIdleReleaseReason) + "no task for " + util::format_duration(*idle_release) +
                             ", releasing " + SliceRef::of(*open).label() + "; a task queued for it brings a new slice";
-    end_open_attempt(w, kIdleOutcome, std::nullopt); // Reloads the attempts: `open` is no more.
+    end_open_attempt(w, AttemptOutcome::idle, std::nullopt); // Reloads the attempts: `open` is no more.
     move(w, std::nullopt, change(Phase::pending, why));
   }
 }
@@ -122,7 +120,7 @@ bool JobDriver::parked(Driven& w) {
     return false;
   }
   const auto& last = w.attempts.back();
-  if (!last.ended_ms || last.outcome != kIdleOutcome) {
+  if (!last.ended_ms || last.outcome != AttemptOutcome::idle) {
     return false;
   }
   if (w.open_slice() != nullptr) {
@@ -176,17 +174,18 @@ bool JobDriver::task_lost_worker(Driven& t) {
     // Back to the head of the queue either way: the task did nothing wrong.
     stop_workload(t, [this, id, why](std::optional<int> code) {
       if (Driven* live = host_.find(id)) {
-        requeue_task(*live, "interrupted", code, change(Phase::pending, why), true);
+        requeue_task(*live, AttemptOutcome::interrupted, code, change(Phase::pending, why), true);
       }
     });
   } else {
     stop_stream(t);
-    requeue_task(t, slice_up ? "interrupted" : "preempted", std::nullopt, change(Phase::pending, why), true);
+    requeue_task(t, slice_up ? AttemptOutcome::interrupted : AttemptOutcome::preempted, std::nullopt,
+                 change(Phase::pending, why), true);
   }
   return true;
 }
 
-void JobDriver::requeue_task(Driven& t, const std::string& outcome, std::optional<int> exit_code, domain::PhaseChange c,
+void JobDriver::requeue_task(Driven& t, AttemptOutcome outcome, std::optional<int> exit_code, domain::PhaseChange c,
                              bool head) {
   stop_stream(t);
   end_open_attempt(t, outcome, exit_code);

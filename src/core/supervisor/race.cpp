@@ -10,6 +10,8 @@
 
 namespace jobman::core::supervision {
 
+using domain::RivalOutcome;
+
 namespace {
 
 // "v5litepod-16 spot in us-east1-d".
@@ -85,7 +87,7 @@ bool JobDriver::run_race(Driven& d) {
   // Rivals whose request has not left yet (or whose answer was never recorded): ask, all in one operation.
   std::vector<domain::RivalRecord> unasked;
   for (const auto& r : d.rivals) {
-    if (r.create_pending && r.outcome.empty()) {
+    if (r.create_pending && r.outcome == RivalOutcome::racing) {
       unasked.push_back(r);
     }
   }
@@ -96,7 +98,7 @@ bool JobDriver::run_race(Driven& d) {
   auto racing = [&d] {
     std::vector<domain::RivalRecord> out;
     for (const auto& r : d.rivals) {
-      if (r.outcome.empty()) {
+      if (r.outcome == RivalOutcome::racing) {
         out.push_back(r);
       }
     }
@@ -115,7 +117,7 @@ bool JobDriver::run_race(Driven& d) {
         if (seen != d.rival_seen.end() && seen->second.valid && verdict_of(seen->second.seen) == SliceVerdict::active) {
           const std::string why = r.name + " (" + describe_rival(r) + ") came up first, " + waited(r.requested_ms) +
                                   " after the request; it becomes attempt " + std::to_string(open->number) + "'s slice";
-          promote(d, r.name, "outrun", why);
+          promote(d, r.name, RivalOutcome::outrun, why);
           outrun_rivals(d, why);
           break;
         }
@@ -127,7 +129,7 @@ bool JobDriver::run_race(Driven& d) {
     const auto seen = d.rival_seen.find(r.name);
     if (seen != d.rival_seen.end() && seen->second.valid && seen->second.seen_once &&
         verdict_of(seen->second.seen) == SliceVerdict::lost) {
-      store().end_rival(d.job.id, r.name, "lost");
+      store().end_rival(d.job.id, r.name, RivalOutcome::lost);
       event(d, "action", r.name + " (" + describe_rival(r) + ") is " + seen->second.state + "; it leaves the race",
             {{"queued_resource", r.name}, {"state", seen->second.state}});
       reload(d);
@@ -137,7 +139,7 @@ bool JobDriver::run_race(Driven& d) {
   if (const auto* now_open = d.open_slice(); now_open != nullptr && !now_open->active_ms && d.seen_valid &&
                                              d.seen_once && verdict_of(d.seen) == SliceVerdict::lost) {
     if (const auto left = racing(); !left.empty()) {
-      promote(d, left.front().name, "lost",
+      promote(d, left.front().name, RivalOutcome::lost,
               now_open->slice_name() + " is " + d.seen_state + slice_error(d) + "; " + left.front().name + " (" +
                   describe_rival(left.front()) + ") races on as attempt " + std::to_string(now_open->number) +
                   "'s slice");
@@ -146,7 +148,7 @@ bool JobDriver::run_race(Driven& d) {
   return delete_rivals(d);
 }
 
-void JobDriver::promote(Driven& d, const std::string& name, const std::string& outcome, const std::string& why) {
+void JobDriver::promote(Driven& d, const std::string& name, RivalOutcome outcome, const std::string& why) {
   const auto* open = d.open_slice();
   const std::string old_name = open->slice_name();
   store().promote_rival(d.job.id, open->number, name, outcome, why);
@@ -167,12 +169,12 @@ void JobDriver::promote(Driven& d, const std::string& name, const std::string& o
 void JobDriver::outrun_rivals(Driven& d, const std::string& why) {
   std::vector<std::string> others;
   for (const auto& r : d.rivals) {
-    if (r.outcome.empty()) {
+    if (r.outcome == RivalOutcome::racing) {
       const auto seen = d.rival_seen.find(r.name);
       others.push_back(r.name + " (" + r.zone + ", " +
                        (seen != d.rival_seen.end() && !seen->second.state.empty() ? seen->second.state : "requested") +
                        ")");
-      store().end_rival(d.job.id, r.name, "outrun");
+      store().end_rival(d.job.id, r.name, RivalOutcome::outrun);
     }
   }
   event(d, "action", why + (others.empty() ? std::string() : "; deleting " + util::join(others, ", ")),
@@ -186,8 +188,8 @@ bool JobDriver::let_rivals_go(Driven& d) {
   }
   bool abandoned = false;
   for (const auto& r : d.rivals) {
-    if (r.outcome.empty()) {
-      store().end_rival(d.job.id, r.name, "abandoned");
+    if (r.outcome == RivalOutcome::racing) {
+      store().end_rival(d.job.id, r.name, RivalOutcome::abandoned);
       abandoned = true;
     }
   }
@@ -202,7 +204,7 @@ bool JobDriver::delete_rivals(Driven& d) {
   std::vector<domain::RivalRecord> to_delete;
   bool released = false;
   for (const auto& r : d.rivals) {
-    if (r.outcome.empty()) {
+    if (r.outcome == RivalOutcome::racing) {
       continue;
     }
     auto& seen = d.rival_seen[r.name];
@@ -299,7 +301,7 @@ void JobDriver::request_rivals(Driven& d, const std::vector<domain::RivalRecord>
           store().confirm_rival_created(id, result.name);
         } else if (result.refused) {
           // Never created: it leaves the race with nothing to delete.
-          store().end_rival(id, result.name, "lost");
+          store().end_rival(id, result.name, RivalOutcome::lost);
           store().mark_released(id, result.name, "the TPU API refused it: " + result.error);
         } else {
           error_event(*live, "requesting " + result.name + ": " + result.error);
@@ -315,12 +317,13 @@ void JobDriver::request_rivals(Driven& d, const std::vector<domain::RivalRecord>
 }
 
 bool JobDriver::promote_after_refusal(Driven& d, const std::string& refused, const std::string& message) {
-  const auto next = std::find_if(d.rivals.begin(), d.rivals.end(), [](const auto& r) { return r.outcome.empty(); });
+  const auto next =
+      std::find_if(d.rivals.begin(), d.rivals.end(), [](const auto& r) { return r.outcome == RivalOutcome::racing; });
   if (next == d.rivals.end()) {
     return false;
   }
   const domain::RivalRecord rival = *next; // promote() reloads d.rivals.
-  promote(d, rival.name, "lost",
+  promote(d, rival.name, RivalOutcome::lost,
           refused + " was refused (" + message + "); " + rival.name + " (" + describe_rival(rival) +
               ") races on as the attempt's slice");
   store().mark_released(d.job.id, refused, "the TPU API refused it");

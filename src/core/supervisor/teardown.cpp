@@ -7,6 +7,7 @@
 
 namespace jobman::core::supervision {
 
+using domain::AttemptOutcome;
 using domain::DesiredState;
 using domain::Phase;
 
@@ -54,7 +55,7 @@ void JobDriver::cancel(Driven& d) {
   if (workload_may_run(d)) {
     stop_workload(d, [this, id](std::optional<int> code) {
       if (Driven* live = host_.find(id)) {
-        end_open_attempt(*live, "cancelled", code);
+        end_open_attempt(*live, AttemptOutcome::cancelled, code);
         finish_cancel(*live);
       }
     });
@@ -64,7 +65,7 @@ void JobDriver::cancel(Driven& d) {
   if (!let_rivals_go(d)) {
     return; // A cancelled job keeps its own slice, never a rival.
   }
-  end_open_attempt(d, "cancelled", std::nullopt);
+  end_open_attempt(d, AttemptOutcome::cancelled, std::nullopt);
   finish_cancel(d);
 }
 
@@ -153,13 +154,13 @@ void JobDriver::tear_down(Driven& d) {
   if (workload_may_run(d)) {
     stop_workload(d, [this, id](std::optional<int> code) {
       if (Driven* live = host_.find(id)) {
-        end_open_attempt(*live, "cancelled", code);
+        end_open_attempt(*live, AttemptOutcome::cancelled, code);
       }
     });
     return;
   }
   stop_stream(d);
-  end_open_attempt(d, "cancelled", std::nullopt);
+  end_open_attempt(d, AttemptOutcome::cancelled, std::nullopt);
   release(d, [this, &d] {
     if (d.job.phase != Phase::deleted || d.job.cleanup_pending) {
       domain::PhaseChange c =
