@@ -1,6 +1,7 @@
 #include "jobman/cli/app.hpp"
 
 #include "commands.hpp"
+#include "jobman/config/pricing.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -157,6 +158,18 @@ void silence_logging() {
 
 CLI::Option* add_json_flag(CLI::App& command, bool& json) {
   return command.add_flag("--json", json, "Print machine-readable JSON on stdout (see docs/JSON.md); no logging");
+}
+
+CLI::Validator pricing_check(const std::vector<std::string>& shown) {
+  const CLI::IsMember member(shown);
+  auto check = [member](std::string& value) {
+    if (config::parse_pricing(value)) {
+      return std::string();
+    }
+    std::string copy = value;
+    return member(copy);
+  };
+  return CLI::Validator(check, member.get_description());
 }
 
 void build_app(CLI::App& app, Context& ctx) {

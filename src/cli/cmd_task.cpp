@@ -160,7 +160,7 @@ void add_submit(CLI::App& task, Context& ctx) {
                   "Failures retried before the task is FAILED (overrides #JOBMAN --max-retries; default 3)");
   cmd->add_option("--pricing", options->overrides.pricing,
                   "Run only on workers of this pricing: spot, preemptible or standard (default any)")
-      ->check(CLI::IsMember({"spot", "preemptible", "standard", "ondemand"}));
+      ->check(pricing_check({"spot", "preemptible", "standard", "ondemand"}));
   cmd->add_option("--priority", options->overrides.priority, "Higher runs first (default 0); FIFO within a priority");
   add_json_flag(*cmd, options->json);
   cmd->footer("Examples:\n"

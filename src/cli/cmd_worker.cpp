@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "jobman/config/accelerator.hpp"
 #include "jobman/config/loader.hpp"
+#include "jobman/config/pricing.hpp"
 #include "jobman/config/settings.hpp"
 #include "jobman/config/worker_config.hpp"
 #include "jobman/core/cloud.hpp"
@@ -37,6 +38,12 @@ std::string one_worker(Context& ctx, const std::string& ref) {
   return util::format_job_id(core::select_records(ctx.store(), domain::JobKind::worker, selection).front().id);
 }
 
+// A --pricing by the name jobman gives it (jobman-lite's "standard" is on-demand); as given when it is none.
+std::string pricing_text(const std::string& flag) {
+  const auto pricing = config::parse_pricing(flag);
+  return pricing ? config::to_string(*pricing) : flag;
+}
+
 config::JobConfig worker_config(const StartOptions& options) {
   const auto settings = config::load_settings();
   config::LoadOptions load;
@@ -52,8 +59,7 @@ config::JobConfig worker_config(const StartOptions& options) {
              {"--zone", "tpu.zone", options.flags.zone},
              {"--tpu-name", "job.name", options.flags.name}, // A worker's name is its slices' name, as in jobman-lite.
              {"--tpu-name", "tpu.name", options.flags.name},
-             {"--pricing", "tpu.pricing",
-              options.flags.pricing == "standard" ? std::string("ondemand") : options.flags.pricing},
+             {"--pricing", "tpu.pricing", pricing_text(options.flags.pricing)},
              {"--allocation-mode", "tpu.allocation_mode", options.flags.allocation_mode},
              {"--version", "tpu.version", options.flags.version},
              {"--ssh-user", "job.remote_user", options.flags.ssh_user},
@@ -130,7 +136,7 @@ void add_start(CLI::App& worker, Context& ctx) {
   cmd->add_option("-n,--tpu-name", options->flags.name,
                   "The worker's name, also its slices' name prefix (default <accelerator>-<zone>-<n>)");
   cmd->add_option("-p,--pricing", options->flags.pricing, "spot (default), preemptible or standard (on demand)")
-      ->check(CLI::IsMember({"spot", "preemptible", "standard", "ondemand"}));
+      ->check(pricing_check({"spot", "preemptible", "standard", "ondemand"}));
   cmd->add_option("-m,--allocation-mode", options->flags.allocation_mode, "queued-resources (default) or tpu-vm")
       ->check(CLI::IsMember({"queued-resources", "tpu-vm"}));
   cmd->add_option("-s,--startup-script", options->startup_script_path,

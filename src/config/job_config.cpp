@@ -2,15 +2,6 @@
 
 namespace jobman::config {
 
-std::string to_string(Pricing value) {
-  switch (value) {
-  case Pricing::spot: return "spot";
-  case Pricing::ondemand: return "ondemand";
-  case Pricing::preemptible: return "preemptible";
-  }
-  return "spot";
-}
-
 std::string to_string(AllocationMode value) {
   switch (value) {
   case AllocationMode::queued_resources: return "queued-resources";
@@ -27,15 +18,6 @@ std::string to_string(EnvType value) {
   case EnvType::docker: return "docker";
   }
   return "none";
-}
-
-std::optional<Pricing> parse_pricing(std::string_view text) {
-  for (const auto value : {Pricing::spot, Pricing::ondemand, Pricing::preemptible}) {
-    if (to_string(value) == text) {
-      return value;
-    }
-  }
-  return std::nullopt;
 }
 
 std::string to_string(CandidateOrder value) {

@@ -1,6 +1,7 @@
 // Building the model, part one: the job, tpu (its gcloud flags included), command.workers and recovery sections,
 // each by a function of its own.
 #include "accelerator_shapes.hpp"
+#include "jobman/config/pricing.hpp"
 #include "jobman/util/line_patterns.hpp"
 #include "loader_parts.hpp"
 #include "schema.hpp"
@@ -234,14 +235,13 @@ Pricing build_pricing(Problems& p, const Section& s) {
   if (!text) {
     return Pricing::spot;
   }
-  static const std::map<std::string, Pricing> spellings = {
-      {"spot", Pricing::spot},          {"preemptible", Pricing::preemptible}, {"ondemand", Pricing::ondemand},
-      {"on-demand", Pricing::ondemand}, {"on_demand", Pricing::ondemand},      {"standard", Pricing::ondemand},
-  };
-  if (const auto it = spellings.find(*text); it != spellings.end()) {
-    return it->second;
+  if (const auto pricing = parse_pricing(*text)) {
+    return *pricing;
   }
-  const std::vector<std::string> names = {"spot", "ondemand", "preemptible"};
+  std::vector<std::string> names;
+  for (const auto pricing : all_pricings()) {
+    names.push_back(to_string(pricing));
+  }
   const std::string hint = detail::suggestion(util::to_lower(*text), names);
   p.warn(value->origin, s.path("pricing"),
          "'" + *text + "' is neither spot nor preemptible: on-demand, as the Python jobman reads it" +

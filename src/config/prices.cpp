@@ -1,6 +1,7 @@
 #include "jobman/config/prices.hpp"
 
 #include "jobman/config/accelerator.hpp"
+#include "jobman/config/pricing.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "yaml_tree.hpp"
@@ -48,6 +49,7 @@ std::string canonical_generation(const std::string& written) {
   return {};
 }
 
+// The tiers an unknown tier's message lists, as price tables write them.
 const std::vector<std::string>& tiers() {
   static const std::vector<std::string> names{"ondemand", "spot", "preemptible"};
   return names;
@@ -114,7 +116,8 @@ void read_table(const std::string& text, const std::string& file, PriceTable& ta
       }
       for (const auto& tier : generation.value.entries) {
         const std::string tier_path = path + "." + tier.key;
-        if (std::find(tiers().begin(), tiers().end(), tier.key) == tiers().end()) {
+        const auto pricing = parse_pricing(tier.key);
+        if (!pricing) {
           errors.push_back(detail::make_diagnostic(tier.key_origin, tier_path, "unknown tier",
                                                    "one of " + util::join(tiers(), ", ")));
           continue;
@@ -126,7 +129,7 @@ void read_table(const std::string& text, const std::string& file, PriceTable& ta
                                                        detail::flow_text(tier.value) + "'"));
           continue;
         }
-        table.per_chip_hour[name][tier.key] = *price;
+        table.per_chip_hour[name][to_string(*pricing)] = *price;
       }
     }
   }

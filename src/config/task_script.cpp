@@ -6,6 +6,7 @@
 #include "accelerator_shapes.hpp"
 #include "fanout_scan.hpp"
 #include "interpolation.hpp"
+#include "jobman/config/pricing.hpp"
 #include "jobman/util/base64url.hpp"
 #include "jobman/util/digest.hpp"
 #include "jobman/util/strings.hpp"
@@ -184,19 +185,15 @@ std::optional<std::string> check_zone(Problems& p, const Origin& at, const std::
   return value;
 }
 
-// spot, preemptible, or on-demand under any of its names ("standard" is jobman-lite's): "spot", "preemptible" or
-// "ondemand".
+// spot, preemptible, or on-demand under any of its names ("standard" is jobman-lite's), in any case: "spot",
+// "preemptible" or "ondemand".
 std::optional<std::string> check_pricing(Problems& p, const Origin& at, const std::string& path,
                                          const std::string& value) {
-  static const std::map<std::string, std::string> spellings{{"spot", "spot"},
-                                                            {"preemptible", "preemptible"},
-                                                            {"standard", "ondemand"},
-                                                            {"ondemand", "ondemand"},
-                                                            {"on-demand", "ondemand"}};
   const std::string word = util::to_lower(value);
-  if (const auto it = spellings.find(word); it != spellings.end()) {
-    return it->second;
+  if (const auto pricing = parse_pricing(word)) {
+    return to_string(*pricing);
   }
+  // The names an unknown pricing is compared with for a suggestion: those jobman-lite's documentation gives.
   static const std::vector<std::string> names{"spot", "preemptible", "standard", "ondemand", "on-demand"};
   p.error(at, path, "unknown pricing '" + value + "'", detail::suggestion(word, names));
   return std::nullopt;

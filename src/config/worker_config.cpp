@@ -1,5 +1,7 @@
 #include "jobman/config/worker_config.hpp"
 
+#include "jobman/config/pricing.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 namespace jobman::config {
@@ -18,8 +20,9 @@ std::string worker_config_yaml(const WorkerFlags& flags) {
   out << YAML::Key << "accelerator" << YAML::Value << flags.accelerator;
   out << YAML::Key << "zone" << YAML::Value << flags.zone;
   if (!flags.pricing.empty()) {
-    // jobman-lite's "standard" is on-demand capacity.
-    out << YAML::Key << "pricing" << YAML::Value << (flags.pricing == "standard" ? "ondemand" : flags.pricing);
+    // Written by the name jobman gives it (jobman-lite's "standard" is on-demand capacity).
+    const auto pricing = parse_pricing(flags.pricing);
+    out << YAML::Key << "pricing" << YAML::Value << (pricing ? to_string(*pricing) : flags.pricing);
   }
   if (!flags.allocation_mode.empty()) {
     out << YAML::Key << "allocation_mode" << YAML::Value << flags.allocation_mode;

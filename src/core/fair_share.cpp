@@ -2,7 +2,7 @@
 #include "jobman/core/fair_share.hpp"
 
 #include "jobman/config/accelerator.hpp"
-#include "jobman/config/job_config.hpp"
+#include "jobman/config/pricing.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 
@@ -39,14 +39,15 @@ std::optional<Tier> parse_tier(const std::string& text, std::string* why) {
     return fail("'" + text + "' is not a tier: write GENERATION:PRICING, for example v4:spot or v5e:ondemand");
   }
   const auto generation = text.substr(0, colon);
-  const auto pricing = text.substr(colon + 1);
-  if (!config::parse_pricing(pricing)) {
-    return fail("'" + pricing + "' is not a pricing: spot, ondemand or preemptible");
+  const auto written = text.substr(colon + 1);
+  const auto pricing = config::parse_pricing(written);
+  if (!pricing) {
+    return fail("'" + written + "' is not a pricing: spot, ondemand or preemptible");
   }
   for (const auto& known : config::tpu_generations()) {
     if (known.name == generation ||
         std::find(known.aliases.begin(), known.aliases.end(), generation) != known.aliases.end()) {
-      return Tier{known.name, pricing};
+      return Tier{known.name, config::to_string(*pricing)};
     }
   }
   std::string names;

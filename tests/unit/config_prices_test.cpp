@@ -54,6 +54,17 @@ TEST(Prices, AUsersTableGoesOverTheBuiltInOne) {
   EXPECT_EQ(table.files, (std::vector<std::string>{"built-in", path.string()}));
 }
 
+// A tier may be written as any spelling of a pricing; the table keeps the name jobman gives it.
+TEST(Prices, ATiersOtherSpellingsAreReadAsItsName) {
+  test::TempDir dir;
+  const auto path = dir.path() / "prices.yaml";
+  write(path, "generations:\n  v4:\n    on-demand: 9.5\n  v5e:\n    standard: 8.5\n");
+  const auto table = load_prices(path);
+  EXPECT_EQ(table.chip_hour("v4-8", "ondemand"), 9.5);
+  EXPECT_EQ(table.chip_hour("v5litepod-16", "ondemand"), 8.5);
+  EXPECT_FALSE(table.per_chip_hour.at("v4").contains("on-demand"));
+}
+
 TEST(Prices, MistakesInAUsersTableNameTheFileLineAndKey) {
   test::TempDir dir;
   const auto path = dir.path() / "prices.yaml";

@@ -258,7 +258,8 @@ TEST(TaskHeaders, AcceleratorOffTheCatalogIsAWarning) {
 TEST(TaskHeaders, PricingSpellings) {
   const std::map<std::string, std::string> spellings{{"spot", "spot"},          {"preemptible", "preemptible"},
                                                      {"standard", "ondemand"},  {"ondemand", "ondemand"},
-                                                     {"on-demand", "ondemand"}, {"SPOT", "spot"}};
+                                                     {"on-demand", "ondemand"}, {"SPOT", "spot"},
+                                                     {"on_demand", "ondemand"}, {"On-Demand", "ondemand"}};
   for (const auto& [written, read] : spellings) {
     EXPECT_EQ(headers_of("#JOBMAN --pricing=" + written + "\n").pricing, read) << written;
   }

@@ -19,6 +19,7 @@ TEST(FairShareTiers, ATierIsAGenerationAndAPricingWithTheGenerationsAliases) {
   std::string why;
   EXPECT_EQ(parse_tier("v4:spot", &why), (Tier{"v4", "spot"}));
   EXPECT_EQ(parse_tier("v5e:ondemand", &why), (Tier{"v5litepod", "ondemand"}));
+  EXPECT_EQ(parse_tier("v5e:on-demand", &why), (Tier{"v5litepod", "ondemand"})) << "kept by the name jobman gives it";
   EXPECT_EQ(parse_tier("v4:spot", &why)->label(), "v4 spot");
   EXPECT_FALSE(parse_tier("v4", &why));
   EXPECT_NE(why.find("GENERATION:PRICING"), std::string::npos) << why;

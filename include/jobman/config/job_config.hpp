@@ -2,6 +2,7 @@
 #pragma once
 
 #include "jobman/config/accelerator.hpp"
+#include "jobman/config/pricing.hpp"
 #include "jobman/util/error.hpp"
 
 #include <map>
@@ -12,8 +13,6 @@
 
 namespace jobman::config {
 
-// How the slice is paid for and how it may be taken away.
-enum class Pricing { spot, ondemand, preemptible };
 // How the slice is requested: queued resources (the default) or a plain TPU VM create.
 enum class AllocationMode { queued_resources, tpu_vm };
 // The environment the command runs in on each worker.
@@ -25,12 +24,9 @@ enum class CandidateOrder { learned, as_written };
 // up.
 enum class CandidateStrategy { sequential, first_ready };
 
-// Lower-case names as written in configs: "spot", "queued-resources", "docker"...
-std::string to_string(Pricing value);
+// Lower-case names as written in configs: "queued-resources", "docker"...
 std::string to_string(AllocationMode value);
 std::string to_string(EnvType value);
-// "spot", "ondemand", "preemptible" back to the value; nullopt for anything else.
-std::optional<Pricing> parse_pricing(std::string_view text);
 std::string to_string(CandidateOrder value);
 std::string to_string(CandidateStrategy value);
 

@@ -23,7 +23,7 @@ struct TaskHeaders {
   std::optional<std::string> accelerator; // The catalog's name for it ("v5litepod-16" for "v5e-16").
   std::optional<std::string> zone;
   std::optional<std::string> tpu_version;
-  std::optional<std::string> pricing; // "spot", "preemptible" or "ondemand" (also for "standard" and "on-demand").
+  std::optional<std::string> pricing; // "spot", "preemptible" or "ondemand" (any spelling parse_pricing accepts).
   std::optional<std::string> mail_user;
   std::optional<std::string> hosts;    // "all" (every host of the slice) or "0" (host 0 only).
   std::optional<int> max_retries;      // At least 0; jobman-lite's default, 3, is applied by read_task_script.

@@ -12,7 +12,7 @@ struct WorkerFlags {
   std::string name;                      // The worker's name (and its slices' name prefix).
   std::string accelerator;               // "v4-8".
   std::string zone;                      // "us-central2-b".
-  std::string pricing;                   // "spot", "preemptible", "standard" (on demand) or "ondemand"; "" for spot.
+  std::string pricing;                   // As given: a spelling parse_pricing accepts ("standard" too); "" for spot.
   std::string allocation_mode;           // "queued-resources" or "tpu-vm"; "" for queued resources.
   std::string version;                   // The runtime version; "" for the accelerator's default.
   std::string ssh_user;                  // The user on the hosts; "" for gcloud's default.

@@ -29,7 +29,8 @@ struct Tier {
   [[nodiscard]] std::string key() const { return generation + ":" + pricing; }
 };
 
-// "v4:spot", "v5e:ondemand" (aliases of a generation accepted): the tier, or nullopt with `why` saying what is wrong.
+// "v4:spot", "v5e:ondemand" (aliases of a generation and spellings of a pricing accepted, the tier keeping the names
+// jobman gives them): the tier, or nullopt with `why` saying what is wrong.
 std::optional<Tier> parse_tier(const std::string& text, std::string* why);
 // A number of chips as commands and settings write it: a whole number, 0 or more; nullopt otherwise.
 std::optional<int> parse_chips(std::string_view text);

@@ -1,0 +1,58 @@
+#include "jobman/config/pricing.hpp"
+
+#include <utility>
+
+namespace jobman::config {
+
+namespace {
+
+// Each accepted spelling and its pricing; the names to_string gives come first.
+const std::vector<std::pair<std::string, Pricing>>& spellings() {
+  static const std::vector<std::pair<std::string, Pricing>> table{
+      {"spot", Pricing::spot},          {"ondemand", Pricing::ondemand},  {"preemptible", Pricing::preemptible},
+      {"on-demand", Pricing::ondemand}, {"on_demand", Pricing::ondemand}, {"standard", Pricing::ondemand},
+  };
+  return table;
+}
+
+} // namespace
+
+const std::vector<Pricing>& all_pricings() {
+  static const std::vector<Pricing> values{Pricing::spot, Pricing::ondemand, Pricing::preemptible};
+  return values;
+}
+
+std::string to_string(Pricing value) {
+  switch (value) {
+  case Pricing::spot: return "spot";
+  case Pricing::ondemand: return "ondemand";
+  case Pricing::preemptible: return "preemptible";
+  }
+  return "spot";
+}
+
+std::string display_name(Pricing value) {
+  return value == Pricing::ondemand ? "on-demand" : to_string(value);
+}
+
+std::optional<Pricing> parse_pricing(std::string_view text) {
+  for (const auto& [spelling, value] : spellings()) {
+    if (spelling == text) {
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+const std::vector<std::string>& pricing_spellings() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& entry : spellings()) {
+      out.push_back(entry.first);
+    }
+    return out;
+  }();
+  return names;
+}
+
+} // namespace jobman::config
