@@ -1,7 +1,7 @@
 #include "jobman/cli/app.hpp"
 
 #include "commands.hpp"
-#include "jobman/config/pricing.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -163,7 +163,7 @@ CLI::Option* add_json_flag(CLI::App& command, bool& json) {
 CLI::Validator pricing_check(const std::vector<std::string>& shown) {
   const CLI::IsMember member(shown);
   auto check = [member](std::string& value) {
-    if (config::parse_pricing(value)) {
+    if (domain::parse_pricing(value)) {
       return std::string();
     }
     std::string copy = value;

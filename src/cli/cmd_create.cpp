@@ -191,7 +191,7 @@ int run_create(Context& ctx, const CreateOptions& options) {
   const auto ids = core::create_jobs(store, configs, store.identity());
   for (std::size_t i = 0; i < ids.size(); ++i) {
     spdlog::debug("recorded job {} '{}' ({} in {}, {})", util::format_job_id(ids[i]), configs[i].job.name,
-                  configs[i].tpu.accelerator.name, configs[i].tpu.zone, config::to_string(configs[i].tpu.pricing));
+                  configs[i].tpu.accelerator.name, configs[i].tpu.zone, domain::to_string(configs[i].tpu.pricing));
   }
   std::optional<ExitOnInterrupt> interrupt;
   if (options.wait) {

@@ -99,7 +99,7 @@ std::vector<core::TaskToSubmit> tasks_of(const SubmitOptions& options) {
     core::TaskToSubmit task;
     // A config names its zone (or takes the settings'); it asks for a pricing only when --pricing says so.
     task.zone = config.tpu.zone;
-    task.pricing = o.pricing ? config::to_string(config.tpu.pricing) : std::string();
+    task.pricing = o.pricing ? domain::to_string(config.tpu.pricing) : std::string();
     task.priority = o.priority.value_or(0);
     task.config = std::move(config);
     tasks.push_back(std::move(task));

@@ -57,7 +57,7 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
   }
   *ctx.out << options.config.path << ": ok: " << configs.size() << (configs.size() == 1 ? " job" : " jobs") << ", "
            << acc.name << " (" << acc.chips << (acc.chips == 1 ? " chip, " : " chips, ") << acc.hosts
-           << (acc.hosts == 1 ? " host" : " hosts") << ") " << config::to_string(first.tpu.pricing) << " in "
+           << (acc.hosts == 1 ? " host" : " hosts") << ") " << domain::to_string(first.tpu.pricing) << " in "
            << first.tpu.zone << '\n';
   return 0;
 }

@@ -3,13 +3,13 @@
 #include "commands.hpp"
 #include "jobman/config/accelerator.hpp"
 #include "jobman/config/loader.hpp"
-#include "jobman/config/pricing.hpp"
 #include "jobman/config/settings.hpp"
 #include "jobman/config/worker_config.hpp"
 #include "jobman/core/cloud.hpp"
 #include "jobman/core/orphans.hpp"
 #include "jobman/core/plan.hpp"
 #include "jobman/core/pool.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -40,8 +40,8 @@ std::string one_worker(Context& ctx, const std::string& ref) {
 
 // A --pricing by the name jobman gives it (jobman-lite's "standard" is on-demand); as given when it is none.
 std::string pricing_text(const std::string& flag) {
-  const auto pricing = config::parse_pricing(flag);
-  return pricing ? config::to_string(*pricing) : flag;
+  const auto pricing = domain::parse_pricing(flag);
+  return pricing ? domain::to_string(*pricing) : flag;
 }
 
 config::JobConfig worker_config(const StartOptions& options) {

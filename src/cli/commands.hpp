@@ -71,7 +71,7 @@ CLI::Option* add_json_flag(CLI::App& command, bool& json);
 // Turns logging off for machine-readable output.
 void silence_logging();
 
-// The check of a --pricing flag: any spelling config::parse_pricing accepts; its help and its refusal name `shown`
+// The check of a --pricing flag: any spelling domain::parse_pricing accepts; its help and its refusal name `shown`
 // ("{spot,preemptible,standard,ondemand}"), as CLI::IsMember would.
 CLI::Validator pricing_check(const std::vector<std::string>& shown);
 

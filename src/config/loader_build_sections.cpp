@@ -1,7 +1,7 @@
 // Building the model, part one: the job, tpu (its gcloud flags included), command.workers and recovery sections,
 // each by a function of its own.
 #include "accelerator_shapes.hpp"
-#include "jobman/config/pricing.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/util/line_patterns.hpp"
 #include "loader_parts.hpp"
 #include "schema.hpp"
@@ -235,11 +235,11 @@ Pricing build_pricing(Problems& p, const Section& s) {
   if (!text) {
     return Pricing::spot;
   }
-  if (const auto pricing = parse_pricing(*text)) {
+  if (const auto pricing = domain::parse_pricing(*text)) {
     return *pricing;
   }
   std::vector<std::string> names;
-  for (const auto pricing : all_pricings()) {
+  for (const auto pricing : domain::all_pricings()) {
     names.push_back(to_string(pricing));
   }
   const std::string hint = detail::suggestion(util::to_lower(*text), names);

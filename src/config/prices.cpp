@@ -1,7 +1,7 @@
 #include "jobman/config/prices.hpp"
 
 #include "jobman/config/accelerator.hpp"
-#include "jobman/config/pricing.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "yaml_tree.hpp"
@@ -116,7 +116,7 @@ void read_table(const std::string& text, const std::string& file, PriceTable& ta
       }
       for (const auto& tier : generation.value.entries) {
         const std::string tier_path = path + "." + tier.key;
-        const auto pricing = parse_pricing(tier.key);
+        const auto pricing = domain::parse_pricing(tier.key);
         if (!pricing) {
           errors.push_back(detail::make_diagnostic(tier.key_origin, tier_path, "unknown tier",
                                                    "one of " + util::join(tiers(), ", ")));

@@ -6,7 +6,7 @@
 #include "accelerator_shapes.hpp"
 #include "fanout_scan.hpp"
 #include "interpolation.hpp"
-#include "jobman/config/pricing.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/util/base64url.hpp"
 #include "jobman/util/digest.hpp"
 #include "jobman/util/strings.hpp"
@@ -190,7 +190,7 @@ std::optional<std::string> check_zone(Problems& p, const Origin& at, const std::
 std::optional<std::string> check_pricing(Problems& p, const Origin& at, const std::string& path,
                                          const std::string& value) {
   const std::string word = util::to_lower(value);
-  if (const auto pricing = parse_pricing(word)) {
+  if (const auto pricing = domain::parse_pricing(word)) {
     return to_string(*pricing);
   }
   // The names an unknown pricing is compared with for a suggestion: those jobman-lite's documentation gives.

@@ -1,6 +1,6 @@
 #include "jobman/config/worker_config.hpp"
 
-#include "jobman/config/pricing.hpp"
+#include "jobman/domain/pricing.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -21,7 +21,7 @@ std::string worker_config_yaml(const WorkerFlags& flags) {
   out << YAML::Key << "zone" << YAML::Value << flags.zone;
   if (!flags.pricing.empty()) {
     // Written by the name jobman gives it (jobman-lite's "standard" is on-demand capacity).
-    const auto pricing = parse_pricing(flags.pricing);
+    const auto pricing = domain::parse_pricing(flags.pricing);
     out << YAML::Key << "pricing" << YAML::Value << (pricing ? to_string(*pricing) : flags.pricing);
   }
   if (!flags.allocation_mode.empty()) {

@@ -18,7 +18,7 @@ double quantile(const std::vector<double>& sorted, double q) {
 }
 
 const PlaceStats* find_stats(const std::vector<PlaceStats>& stats, const config::Candidate& c) {
-  const auto pricing = config::to_string(c.pricing);
+  const auto pricing = domain::to_string(c.pricing);
   for (const auto& s : stats) {
     if (s.zone == c.zone && s.accelerator == c.accelerator.name && s.pricing == pricing) {
       return &s;

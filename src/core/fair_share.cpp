@@ -2,7 +2,7 @@
 #include "jobman/core/fair_share.hpp"
 
 #include "jobman/config/accelerator.hpp"
-#include "jobman/config/pricing.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 
@@ -40,14 +40,14 @@ std::optional<Tier> parse_tier(const std::string& text, std::string* why) {
   }
   const auto generation = text.substr(0, colon);
   const auto written = text.substr(colon + 1);
-  const auto pricing = config::parse_pricing(written);
+  const auto pricing = domain::parse_pricing(written);
   if (!pricing) {
     return fail("'" + written + "' is not a pricing: spot, ondemand or preemptible");
   }
   for (const auto& known : config::tpu_generations()) {
     if (known.name == generation ||
         std::find(known.aliases.begin(), known.aliases.end(), generation) != known.aliases.end()) {
-      return Tier{known.name, config::to_string(*pricing)};
+      return Tier{known.name, domain::to_string(*pricing)};
     }
   }
   std::string names;

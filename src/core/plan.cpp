@@ -151,7 +151,7 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
   if (!tpu.service_account.empty()) {
     node["serviceAccount"] = {{"email", tpu.service_account}};
   }
-  if (tpu.pricing == config::Pricing::preemptible) {
+  if (tpu.pricing == domain::Pricing::preemptible) {
     node["schedulingConfig"] = {{"preemptible", true}};
   }
   if (tpu.reserved) {
@@ -161,7 +161,7 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
   const std::string id = node_id.empty() ? resource_id(tpu.name, job_id, attempt) : node_id;
   if (tpu.allocation_mode == config::AllocationMode::tpu_vm) {
     // A node asks for its own pricing: spot or preemptible in schedulingConfig, on-demand by naming neither.
-    if (tpu.pricing == config::Pricing::spot) {
+    if (tpu.pricing == domain::Pricing::spot) {
       node["schedulingConfig"]["spot"] = true;
     }
     return node;
@@ -169,9 +169,9 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
   nlohmann::json body = {
       {"tpu", {{"nodeSpec", nlohmann::json::array({{{"parent", parent}, {"nodeId", id}, {"node", node}}})}}},
   };
-  if (tpu.pricing == config::Pricing::spot) {
+  if (tpu.pricing == domain::Pricing::spot) {
     body["spot"] = nlohmann::json::object();
-  } else if (tpu.pricing == config::Pricing::ondemand) {
+  } else if (tpu.pricing == domain::Pricing::ondemand) {
     body["guaranteed"] = nlohmann::json::object();
   }
   if (tpu.queue_timeout_seconds) {

@@ -101,8 +101,8 @@ void check_config(const config::JobConfig& config, const ZoneAnswer& answer, con
   // The tier: where the cloud says which it has (a mock's world), spot or preemptible draws on spot capacity.
   if (const auto zone = cloud.tiers.find(tpu.zone); zone != cloud.tiers.end() && tpu.accelerator.generation) {
     const auto& generation = tpu.accelerator.generation->name;
-    const auto capacity = tpu.pricing == config::Pricing::ondemand ? config::Pricing::ondemand : config::Pricing::spot;
-    const std::string tier = capacity == config::Pricing::ondemand ? "on_demand" : "spot";
+    const auto capacity = tpu.pricing == domain::Pricing::ondemand ? domain::Pricing::ondemand : domain::Pricing::spot;
+    const std::string tier = capacity == domain::Pricing::ondemand ? "on_demand" : "spot";
     const auto offered_tiers = zone->second.find(generation);
     if (offered_tiers != zone->second.end() && !offered_tiers->second.contains(tier)) {
       std::vector<std::string> names;
@@ -110,7 +110,7 @@ void check_config(const config::JobConfig& config, const ZoneAnswer& answer, con
         names.push_back(t == "on_demand" ? "on-demand" : t);
       }
       problems.push_back({at("pricing"),
-                          generation + " " + config::display_name(capacity) + " is not offered in " + tpu.zone,
+                          generation + " " + domain::display_name(capacity) + " is not offered in " + tpu.zone,
                           tpu.zone + " has " + generation + " " + util::join(names, " and ") + " only"});
     }
   }

@@ -56,7 +56,7 @@ TEST(CoreAvailability, CandidatesAreRankedByTheirRecordAndUnknownOnesByAPrior) {
                                                 "command:\n  cmd: train\n",
                                                 "f.yaml")
                           .front();
-  const auto candidates = config::candidates(config, config::Pricing::spot);
+  const auto candidates = config::candidates(config, domain::Pricing::spot);
   std::vector<store::PlaceRecord> history;
   for (int i = 0; i < 3; ++i) {
     history.push_back(

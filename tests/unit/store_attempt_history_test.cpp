@@ -81,7 +81,7 @@ std::string learned_ranking(const JobStore& store, std::int64_t since_ms, std::i
                                                 "command:\n  cmd: train\n",
                                                 "f.yaml")
                           .front();
-  const auto candidates = config::candidates(config, config::Pricing::spot);
+  const auto candidates = config::candidates(config, domain::Pricing::spot);
   std::vector<PlaceRecord> history;
   for (const auto& c : candidates) {
     auto some = store.attempts_since(since_ms, c.zone, c.accelerator.name);

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "jobman/config/accelerator.hpp"
-#include "jobman/config/pricing.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/util/error.hpp"
 
 #include <map>
@@ -12,6 +12,9 @@
 #include <vector>
 
 namespace jobman::config {
+
+// How the slice is paid for: the domain's type (jobman/domain/pricing.hpp), with its one parser.
+using domain::Pricing;
 
 // How the slice is requested: queued resources (the default) or a plain TPU VM create.
 enum class AllocationMode { queued_resources, tpu_vm };

@@ -19,7 +19,7 @@ namespace {
 constexpr std::int64_t kHistoryMs = 30LL * 24 * 3600 * 1000;
 
 bool same_place(const domain::AttemptRecord& a, const config::Candidate& c) {
-  return a.zone == c.zone && a.accelerator == c.accelerator.name && a.pricing == config::to_string(c.pricing);
+  return a.zone == c.zone && a.accelerator == c.accelerator.name && a.pricing == domain::to_string(c.pricing);
 }
 
 } // namespace
@@ -30,7 +30,7 @@ bool JobDriver::several_candidates(const Driven& d) {
 
 std::optional<std::string> JobDriver::falls_back(const Driven& d) const {
   const auto& r = d.config->recovery;
-  if (d.config->tpu.pricing == config::Pricing::ondemand) {
+  if (d.config->tpu.pricing == domain::Pricing::ondemand) {
     return std::nullopt;
   }
   if (r.fallback_after_preemptions && d.job.preemptions >= *r.fallback_after_preemptions) {
@@ -60,7 +60,7 @@ std::vector<config::Candidate> JobDriver::choose_candidates(Driven& d, std::stri
   auto pricing = config.tpu.pricing;
   std::vector<std::string> reasons;
   if (auto fallback = falls_back(d)) {
-    pricing = config::Pricing::ondemand;
+    pricing = domain::Pricing::ondemand;
     reasons.push_back("on-demand from now on: " + *fallback);
   }
   auto list = config::candidates(config, pricing);

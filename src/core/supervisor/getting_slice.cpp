@@ -60,7 +60,7 @@ void JobDriver::create_slice(Driven& d) {
   store().begin_attempt(d.job.id,
                         domain::Placement{direct ? std::string() : name, name, candidate.zone,
                                           candidate.accelerator.name, candidate.accelerator.hosts, std::nullopt,
-                                          config::to_string(candidate.pricing)},
+                                          domain::to_string(candidate.pricing)},
                         true);
   chips_in_flight_.reset();
   reload(d);
@@ -68,7 +68,7 @@ void JobDriver::create_slice(Driven& d) {
     event(d, "action", "requesting " + candidate.label() + ": " + why,
           {{"zone", candidate.zone},
            {"accelerator", candidate.accelerator.name},
-           {"pricing", config::to_string(candidate.pricing)}});
+           {"pricing", domain::to_string(candidate.pricing)}});
   }
   request_slice(d, *d.current());
 }
@@ -86,7 +86,7 @@ bool JobDriver::share_allows(Driven& d, const config::Candidate& candidate) {
     chips_in_flight_.emplace(store().slices_in_flight());
   }
   const auto why = fair_share_->refusal(*chips_in_flight_, d.job.user, d.job.kind, candidate.accelerator.name,
-                                        config::to_string(candidate.pricing));
+                                        domain::to_string(candidate.pricing));
   if (why.empty()) {
     return true;
   }

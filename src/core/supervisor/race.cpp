@@ -45,7 +45,7 @@ config::Candidate JobDriver::candidate_at(const Driven& d, const std::string& zo
   if (auto found = config::find_accelerator(accelerator)) {
     candidate.accelerator = *found;
   }
-  if (auto tier = config::parse_pricing(pricing)) {
+  if (auto tier = domain::parse_pricing(pricing)) {
     candidate.pricing = *tier;
   }
   return candidate;
@@ -61,7 +61,7 @@ void JobDriver::start_race(Driven& d, const std::vector<config::Candidate>& list
                              list[i].accelerator.name,
                              list[i].accelerator.hosts,
                              std::nullopt,
-                             config::to_string(list[i].pricing)};
+                             domain::to_string(list[i].pricing)};
   };
   std::vector<domain::Placement> rivals;
   std::vector<std::string> labels{list.front().label()};

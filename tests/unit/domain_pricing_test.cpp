@@ -1,10 +1,10 @@
-#include "jobman/config/pricing.hpp"
+#include "jobman/domain/pricing.hpp"
 
 #include <gtest/gtest.h>
 #include <map>
 #include <set>
 
-namespace jobman::config {
+namespace jobman::domain {
 namespace {
 
 TEST(Pricing, EverySpellingAnyReaderTookIsAccepted) {
@@ -56,4 +56,4 @@ TEST(Pricing, NamesRoundTrip) {
 }
 
 } // namespace
-} // namespace jobman::config
+} // namespace jobman::domain

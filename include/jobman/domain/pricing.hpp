@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace jobman::config {
+namespace jobman::domain {
 
 // How the slice is paid for and how it may be taken away.
 enum class Pricing { spot, ondemand, preemptible };
@@ -24,4 +24,4 @@ std::optional<Pricing> parse_pricing(std::string_view text);
 // Every spelling parse_pricing accepts: the names to_string gives first, then the other names of on-demand.
 const std::vector<std::string>& pricing_spellings();
 
-} // namespace jobman::config
+} // namespace jobman::domain

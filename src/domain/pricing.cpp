@@ -1,8 +1,8 @@
-#include "jobman/config/pricing.hpp"
+#include "jobman/domain/pricing.hpp"
 
 #include <utility>
 
-namespace jobman::config {
+namespace jobman::domain {
 
 namespace {
 
@@ -55,4 +55,4 @@ const std::vector<std::string>& pricing_spellings() {
   return names;
 }
 
-} // namespace jobman::config
+} // namespace jobman::domain
