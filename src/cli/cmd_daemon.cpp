@@ -77,7 +77,7 @@ int run_daemon(const DaemonOptions& options) {
     ::close(options.ready_fd); // Tells the starter that this daemon is there.
   }
   auto access = core::connect_cloud(config::load_settings(), std::cerr);
-  core::Supervisor loop(std::move(access), core::store_location(), supervisor);
+  core::Supervisor loop(access, core::store_location(), supervisor);
   std::stop_source stop;
   // Waits for the signals a fifth of a second at a time, so that it also ends when the loop ends by itself.
   // A daemon started in the background writes its log itself: it is rotated at 10 MiB, three old files kept.
