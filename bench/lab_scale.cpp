@@ -11,7 +11,10 @@
 // live=.. zones=.. tick_ms=.. driven_a=.. driven_b=.. cpu_a=.. cpu_b=.. rss_a_mib=.. rss_b_mib=.. lists_per_tick=..
 // requests_per_tick=.. transitions_per_tick=.. setup_s=..
 #include "jobman/core/daemon.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
 #include "jobman/util/system.hpp"
 #include "process_stats.hpp"
 #include "support/line_process.hpp"
@@ -54,7 +57,7 @@ int count(const jobman::store::JobStore& store, std::vector<JobKind> kinds, std:
   jobman::store::JobFilter filter;
   filter.kinds = std::move(kinds);
   filter.phases = std::move(phases);
-  return static_cast<int>(store.list_jobs(filter).size());
+  return static_cast<int>(store.jobs().list(filter).size());
 }
 
 } // namespace
@@ -179,12 +182,12 @@ int main(int argc, char** argv) {
     jobman::store::JobFilter filter;
     filter.kinds = {JobKind::job};
     filter.phases = {Phase::running};
-    const auto candidates = store.list_jobs(filter);
+    const auto candidates = store.jobs().list(filter);
     if (candidates.empty()) {
       break;
     }
     const auto& job = candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(random)];
-    const auto node = store.attempts(job.id).back().node;
+    const auto node = store.attempts().of(job.id).back().node;
     jobman::test::http_call(admin, "POST",
                             "/mock/v1/projects/jobman-mock/locations/" + job.zone + "/nodes/" + node + ":preempt",
                             nlohmann::json::object(), mock->admin_headers());
@@ -203,8 +206,8 @@ int main(int argc, char** argv) {
     cpu[m] = (cpu_seconds(pids[m]) - cpu_before[m]) / window_s;
     rss_mib[m] = static_cast<double>(status_kib(pids[m], "VmHWM")) / 1024.0;
   }
-  for (const auto& job : store.jobs_to_drive(false)) {
-    if (const auto lease = store.lease(job.id)) {
+  for (const auto& job : store.leases().jobs_to_drive(false)) {
+    if (const auto lease = store.leases().of(job.id)) {
       // An owner is host:pid:start.
       for (std::size_t m = 0; m < pids.size(); ++m) {
         if (lease->owner.find(":" + std::to_string(pids[m]) + ":") != std::string::npos) {

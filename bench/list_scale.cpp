@@ -6,7 +6,9 @@
 // it too: the last line is then postgres_list_ms=... postgres_list_all_json_ms=..., and with LIST_SCALE_POOLED_URL
 // (the same database through a connection pooler) pooled_list_ms=... after it. bench/postgres_list sets both up.
 #include "jobman/core/daemon.hpp"
+#include "jobman/store/copy.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/process.hpp"
 #include "jobman/util/system.hpp"
 #include "stats.hpp"
@@ -72,7 +74,7 @@ void build_store(const std::string& home, int n) {
       job.config_yaml = snapshot(i);
       batch.push_back(std::move(job));
       if (batch.size() == 10000 || i + 1 == n) {
-        store.create_jobs(batch);
+        store.jobs().create(batch);
         batch.clear();
       }
     }
@@ -270,7 +272,7 @@ void time_postgres(const std::string& home, const std::string& url, int runs) {
   {
     const auto source = jobman::store::JobStore::open(home + "/jobman.db");
     auto target = jobman::store::JobStore::open_postgres(url);
-    (void)source.copy_into(target);
+    (void)jobman::store::copy_store(source, target);
   }
   std::fprintf(stderr, "copied into PostgreSQL in %.1f s\n",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count());

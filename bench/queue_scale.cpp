@@ -16,7 +16,11 @@
 #include "jobman/config/worker_config.hpp"
 #include "jobman/core/daemon.hpp"
 #include "jobman/core/pool.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/queue.hpp"
 #include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -112,20 +116,20 @@ void build_store(const jobman::test::TempDir& dir, const fs::path& home, int tas
   }
   for (const auto id : worker_ids) {
     const auto name = "v4-8-us-central2-b-" + std::to_string(id) + "-a1";
-    store.begin_attempt(id, jobman::domain::Placement{name, name, kZone, "v4-8", 1, std::nullopt, {}});
+    store.attempts().begin(id, jobman::domain::Placement{name, name, kZone, "v4-8", 1, std::nullopt, {}});
     jobman::domain::PhaseChange running;
     running.to = Phase::running;
     running.reason = "set up on 1 host(s); taking tasks";
-    store.transition(id, std::nullopt, running);
-    store.record_observation(id, "ACTIVE", name + " is ACTIVE", "");
+    store.jobs().transition(id, std::nullopt, running);
+    store.events().record_observation(id, "ACTIVE", name + " is ACTIVE", "");
     jobman::store::WorkerOffer offer;
     offer.worker_id = id;
     offer.accelerator = "v4-8";
     offer.zone = kZone;
     offer.pricing = "spot";
-    offer.placement = store.attempts(id).back().placement();
-    if (const auto claimed = store.claim_task(offer, "bench", 15'000, jobman::util::now_ms())) {
-      store.transition(*claimed, Phase::setup, running);
+    offer.placement = store.attempts().of(id).back().placement();
+    if (const auto claimed = store.queue().claim(offer, "bench", 15'000, jobman::util::now_ms())) {
+      store.jobs().transition(*claimed, Phase::setup, running);
     }
   }
 }
@@ -201,7 +205,7 @@ int main(int argc, char** argv) {
     jobman::store::JobFilter filter;
     filter.kinds = {JobKind::worker};
     filter.phases = {Phase::running};
-    return static_cast<int>(store.list_jobs(filter).size());
+    return static_cast<int>(store.jobs().list(filter).size());
   };
   if (!jobman::test::eventually([&] { return serving() == workers; }, std::chrono::minutes(30))) {
     std::fprintf(stderr, "queue_scale: only %d of %d workers serve; see %s\n", serving(), workers,
@@ -228,7 +232,7 @@ int main(int argc, char** argv) {
     jobman::store::JobFilter filter;
     filter.kinds = {JobKind::task};
     filter.phases = {Phase::succeeded};
-    return static_cast<int>(store.list_jobs(filter).size());
+    return static_cast<int>(store.jobs().list(filter).size());
   };
   if (!jobman::test::eventually([&] { return finished() == run_tasks; }, std::chrono::minutes(60))) {
     std::fprintf(stderr, "queue_scale: %d of %d tasks succeeded; see %s\n", finished(), run_tasks,
@@ -248,8 +252,8 @@ int main(int argc, char** argv) {
   std::map<std::int64_t, std::vector<Run>> by_worker;
   jobman::store::JobFilter all_tasks;
   all_tasks.kinds = {JobKind::task};
-  for (const auto& t : store.list_jobs(all_tasks)) {
-    for (const auto& a : store.attempts(t.id)) {
+  for (const auto& t : store.jobs().list(all_tasks)) {
+    for (const auto& a : store.attempts().of(t.id)) {
       if (a.worker_id && a.ended_ms) {
         by_worker[*a.worker_id].push_back({t.created_ms, a.started_ms, *a.ended_ms});
       }

@@ -6,7 +6,10 @@
 // counters), the CPU share, the peak RSS, and the latencies' median and p99. Last line:
 // jobs=.. zones=.. tick_ms=.. lists_per_tick=.. requests_per_tick=.. transitions_per_tick=.. cpu_share=..
 // peak_rss_mib=.. detect_p50_ms=.. detect_p99_ms=.. running_p50_ms=.. running_p99_ms=..
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "process_stats.hpp"
@@ -104,7 +107,7 @@ int main(int argc, char** argv) {
   const auto running = [&] {
     jobman::store::JobFilter filter;
     filter.phases = {Phase::running};
-    return static_cast<int>(store.list_jobs(filter).size());
+    return static_cast<int>(store.jobs().list(filter).size());
   };
   if (!wait_for([&] { return running() == jobs; }, std::chrono::seconds(1800))) {
     std::fprintf(stderr, "supervise_scale: only %d of %d jobs are running; see %s\n", running(), jobs,
@@ -123,12 +126,12 @@ int main(int argc, char** argv) {
   for (int p = 0; p < preemptions; ++p) {
     jobman::store::JobFilter filter;
     filter.phases = {Phase::running};
-    const auto candidates = store.list_jobs(filter);
+    const auto candidates = store.jobs().list(filter);
     if (candidates.empty()) {
       break;
     }
     const auto& job = candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(random)];
-    const auto node = store.attempts(job.id).back().node;
+    const auto node = store.attempts().of(job.id).back().node;
     const auto at = jobman::util::now_ms();
     const auto reply = jobman::test::http_call(
         admin, "POST", "/mock/v1/projects/jobman-mock/locations/" + job.zone + "/nodes/" + node + ":preempt",
@@ -150,7 +153,7 @@ int main(int argc, char** argv) {
   for (const auto& [id, at] : preempted) {
     std::int64_t detected = 0;
     std::int64_t again = 0;
-    for (const auto& e : store.events(id)) {
+    for (const auto& e : store.events().of(id)) {
       if (e.ts_ms < at || e.kind != "phase") {
         continue;
       }

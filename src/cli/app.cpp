@@ -160,8 +160,8 @@ CLI::Option* add_json_flag(CLI::App& command, bool& json) {
   return command.add_flag("--json", json, "Print machine-readable JSON on stdout (see docs/JSON.md); no logging");
 }
 
-CLI::Validator pricing_check(const std::vector<std::string>& shown) {
-  const CLI::IsMember member(shown);
+CLI::Validator pricing_check() {
+  const CLI::IsMember member(std::vector<std::string>{"spot", "preemptible", "standard", "ondemand"});
   auto check = [member](std::string& value) {
     if (domain::parse_pricing(value)) {
       return std::string();

@@ -2,6 +2,8 @@
 // orders a job's candidates by the same figures). Reads the store alone.
 #include "commands.hpp"
 #include "jobman/core/availability.hpp"
+#include "jobman/reporting/json.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -34,10 +36,6 @@ std::string rate_text(const std::optional<double>& rate) {
   return text;
 }
 
-nlohmann::ordered_json optional_number(const std::optional<double>& value) {
-  return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
-}
-
 int run_availability(Context& ctx, const AvailabilityOptions& options) {
   const auto since = util::parse_duration_seconds(options.since);
   if (!since) {
@@ -45,7 +43,7 @@ int run_availability(Context& ctx, const AvailabilityOptions& options) {
   }
   const std::int64_t now = util::now_ms();
   const auto stats =
-      core::availability(ctx.store().attempts_since(now - *since * 1000, options.zone, options.accelerator), now);
+      core::availability(ctx.store().attempts().since(now - *since * 1000, options.zone, options.accelerator), now);
   if (options.json) {
     auto out = nlohmann::ordered_json::array();
     for (const auto& s : stats) {
@@ -56,11 +54,11 @@ int run_availability(Context& ctx, const AvailabilityOptions& options) {
                      {"came_up", s.came_up},
                      {"waiting_now", s.waiting_now},
                      {"gave_up", s.gave_up},
-                     {"median_wait_seconds", optional_number(s.median_wait_seconds)},
-                     {"p90_wait_seconds", optional_number(s.p90_wait_seconds)},
+                     {"median_wait_seconds", reporting::json_or_null(s.median_wait_seconds)},
+                     {"p90_wait_seconds", reporting::json_or_null(s.p90_wait_seconds)},
                      {"running_hours", s.running_hours},
                      {"preemptions", s.preemptions},
-                     {"preemptions_per_hour", optional_number(s.preemptions_per_hour())},
+                     {"preemptions_per_hour", reporting::json_or_null(s.preemptions_per_hour())},
                      {"failures", s.failures},
                      {"bad_hardware", s.bad_hardware}});
     }

@@ -6,6 +6,8 @@
 #include "jobman/core/cloud.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/plan.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -70,7 +72,7 @@ std::string interrupted_wait_message(const std::vector<std::int64_t>& ids) {
   std::vector<std::string> names;
   names.reserve(ids.size());
   for (const auto id : ids) {
-    names.push_back(util::format_job_id(id));
+    names.push_back(domain::format_job_id(id));
   }
   const bool one = names.size() == 1;
   // A progress line may be on the terminal: start on a line of its own.
@@ -190,7 +192,7 @@ int run_create(Context& ctx, const CreateOptions& options) {
   }
   const auto ids = core::create_jobs(store, configs, store.identity());
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    spdlog::debug("recorded job {} '{}' ({} in {}, {})", util::format_job_id(ids[i]), configs[i].job.name,
+    spdlog::debug("recorded job {} '{}' ({} in {}, {})", domain::format_job_id(ids[i]), configs[i].job.name,
                   configs[i].tpu.accelerator.name, configs[i].tpu.zone, domain::to_string(configs[i].tpu.pricing));
   }
   std::optional<ExitOnInterrupt> interrupt;
@@ -200,7 +202,7 @@ int run_create(Context& ctx, const CreateOptions& options) {
   // The ids go out as soon as they are recorded, whatever follows: a script has them while the jobs run.
   if (!options.json) {
     for (const auto id : ids) {
-      *ctx.out << util::format_job_id(id) << '\n';
+      *ctx.out << domain::format_job_id(id) << '\n';
     }
     ctx.out->flush();
   }
@@ -214,7 +216,7 @@ int run_create(Context& ctx, const CreateOptions& options) {
   if (options.json) {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < ids.size(); ++i) {
-      nlohmann::ordered_json j = job_json(store.get_job(ids[i]));
+      nlohmann::ordered_json j = job_json(store.jobs().get(ids[i]));
       nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
       for (const auto& w : configs[i].warnings) {
         warnings.push_back(warning_json(w));
@@ -229,7 +231,7 @@ int run_create(Context& ctx, const CreateOptions& options) {
     // How each job ended, for people: stdout keeps the ids alone.
     for (const auto id : ids) {
       const auto& job = waited->jobs.at(id);
-      *ctx.err << util::format_job_id(id) << ": " << (job ? status_text(*job) : std::string("removed")) << '\n';
+      *ctx.err << domain::format_job_id(id) << ": " << (job ? status_text(*job) : std::string("removed")) << '\n';
     }
   }
   return exit_code;

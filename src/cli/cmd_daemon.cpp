@@ -118,7 +118,7 @@ int run_daemon_stop(Context& ctx, const std::string& timeout_text) {
   const auto store = util::without_password(core::store_location());
   const auto stop = core::stop_daemons(timeout);
   if (stop.asked.empty()) {
-    *ctx.out << "no supervisor of " << store << " runs in " << util::jobman_home().string() << '\n';
+    *ctx.out << "no supervisor of " << store << " runs in " << config::jobman_home().string() << '\n';
     return 0;
   }
   for (const int pid : stop.asked) {

@@ -1,5 +1,7 @@
 // `jobman list`: the jobs that matter now (or all of them), read from the store alone.
 #include "commands.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -99,7 +101,7 @@ int run_list(Context& ctx, const ListOptions& options) {
     bool first = true;
     std::string text;
     writer.append("[");
-    store.for_each_job(filter, [&](const domain::JobRecord& job) {
+    store.jobs().for_each(filter, [&](const domain::JobRecord& job) {
       text.assign(first ? "\n  " : ",\n  ");
       first = false;
       append_job_json(text, job);
@@ -110,16 +112,16 @@ int run_list(Context& ctx, const ListOptions& options) {
   }
   if (options.quiet) {
     ChunkedWriter writer(*ctx.out);
-    store.for_each_job(filter, [&](const domain::JobRecord& job) {
-      writer.append(util::format_job_id(job.id));
+    store.jobs().for_each(filter, [&](const domain::JobRecord& job) {
+      writer.append(domain::format_job_id(job.id));
       writer.append("\n");
     });
     return 0;
   }
   const std::int64_t now = util::now_ms();
   Table table({"JOB ID", "USER", "NAME", "ACCELERATOR", "ZONE", "HOST0 IP", "STATUS", "ATTEMPT", "PROGRESS", "AGE"});
-  store.for_each_job(filter, [&](const domain::JobRecord& job) {
-    table.add_row({util::format_job_id(job.id), printable(job.user), printable(job.name), job.accelerator, job.zone,
+  store.jobs().for_each(filter, [&](const domain::JobRecord& job) {
+    table.add_row({domain::format_job_id(job.id), printable(job.user), printable(job.name), job.accelerator, job.zone,
                    job.host0_ip.empty() ? "-" : printable(job.host0_ip), status_text(job), std::to_string(job.attempt),
                    progress_text(job), util::format_duration((now - job.created_ms) / 1000)},
                   phase_color(job.phase), 6);

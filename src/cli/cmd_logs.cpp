@@ -1,8 +1,12 @@
 // `jobman logs ID`: the output a job's workers sent home (or their setup logs), once or followed as it grows.
 #include "commands.hpp"
+#include "jobman/config/settings.hpp"
 #include "jobman/core/daemon.hpp"
 #include "jobman/core/job_logs.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -62,7 +66,7 @@ private:
 
 // The workers whose logs are printed, in order.
 std::vector<int> chosen_workers(const LogsOptions& options, const domain::JobRecord& job) {
-  const std::string name = util::format_job_id(job.id);
+  const std::string name = domain::format_job_id(job.id);
   std::vector<int> candidates; // The setup runs on every host, the command on those the config selects.
   const auto config = core::recorded_config(job);
   if (options.setup || config.command.workers.all) {
@@ -119,7 +123,7 @@ std::optional<std::string> logs_elsewhere(const store::JobStore& store, std::int
   }
   constexpr std::string_view kDriven = "driven by supervisor ";
   std::optional<std::string> owner;
-  for (const auto& e : store.events(id)) {
+  for (const auto& e : store.events().of(id)) {
     if (e.kind == "action" && e.message.starts_with(kDriven)) {
       owner = e.message.substr(kDriven.size());
     }
@@ -129,10 +133,10 @@ std::optional<std::string> logs_elsewhere(const store::JobStore& store, std::int
     return std::nullopt;
   }
   const auto& host = fields[0];
-  const std::string job = util::format_job_id(id);
+  const std::string job = domain::format_job_id(id);
   return "job " + job + "'s attempt " + std::to_string(attempt) + " has no logs on this machine: they stream to " +
          "the machine of the supervisor that drives it (" + *owner + "), into its JOBMAN_HOME's " +
-         core::jobs_root(core::store_location()).lexically_relative(util::jobman_home()).string() + "/" + job +
+         core::jobs_root(core::store_location()).lexically_relative(config::jobman_home()).string() + "/" + job +
          "; run `jobman logs " + job + "` on " + host;
 }
 
@@ -167,11 +171,11 @@ std::string_view why_no_logs_yet(domain::Phase phase, core::LogKind kind) {
 // The error for a job whose selected attempt left no logs on this machine, naming its phase and why.
 Error no_logs_error(const domain::JobRecord& job, const core::LogSelection& selection) {
   // "job 000042", or "worker 000003" for `jobman worker logs`.
-  const std::string record = std::string(domain::to_string(job.kind)) + " " + util::format_job_id(job.id);
+  const std::string record = std::string(domain::to_string(job.kind)) + " " + domain::format_job_id(job.id);
   const std::string phase(domain::to_string(job.phase));
   const bool setup = selection.kind == core::LogKind::setup;
   const std::string what = setup ? "setup logs" : "logs";
-  const std::string why = "(`jobman show " + util::format_job_id(job.id) + " --events` says why)";
+  const std::string why = "(`jobman show " + domain::format_job_id(job.id) + " --events` says why)";
   if (selection.attempt < job.attempt) {
     return Error(record + "'s attempt " + std::to_string(selection.attempt) + " has no " + what +
                  ": it ended before its " + (setup ? "setup" : "command") + " began " + why);
@@ -182,7 +186,7 @@ Error no_logs_error(const domain::JobRecord& job, const core::LogSelection& sele
   }
   return Error(record + " has no " + what + " yet: it is " + phase + ", " +
                std::string(why_no_logs_yet(job.phase, selection.kind)) + "; `jobman logs " +
-               util::format_job_id(job.id) + " -f` waits for them");
+               domain::format_job_id(job.id) + " -f` waits for them");
 }
 
 } // namespace
@@ -191,8 +195,8 @@ int run_logs(Context& ctx, const LogsOptions& options) {
   const std::int64_t id = parse_job_id_argument(options.id);
   auto& store = ctx.store();
   keep_jobs_driven(ctx);
-  const auto job = store.get_job(id, true);
-  const std::string name = util::format_job_id(id);
+  const auto job = store.jobs().get(id, true);
+  const std::string name = domain::format_job_id(id);
   const std::string phase(domain::to_string(job.phase));
   // Following a job that has not started waits for its first attempt.
   const bool wait_for_start = options.follow && !domain::is_terminal(job.phase);

@@ -2,7 +2,15 @@
 #include "commands.hpp"
 #include "jobman/config/accelerator.hpp"
 #include "jobman/core/daemon.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/reporting/accounting.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/bad_hardware.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
+#include "jobman/store/queue.hpp"
+#include "jobman/store/rivals.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
@@ -110,12 +118,12 @@ struct ShowView {
 ShowView gather_show(Context& ctx, std::int64_t id, Audience audience) {
   const auto& store = ctx.store();
   ShowView view;
-  view.job = store.get_job(id);
-  view.attempts = store.attempts(id);
-  view.events = store.events(id);
-  view.lease = store.lease(id);
-  view.findings = store.bad_hardware_of(id);
-  view.rivals = store.rivals(id);
+  view.job = store.jobs().get(id);
+  view.attempts = store.attempts().of(id);
+  view.events = store.events().of(id);
+  view.lease = store.leases().of(id);
+  view.findings = store.bad_hardware().of(id);
+  view.rivals = store.rivals().of(id);
   view.now_ms = util::now_ms();
   view.lease_now_ms = store.clock_ms();
   // A supervisor of this machine whose process is gone is dead now, whatever its lease says.
@@ -125,11 +133,11 @@ ShowView gather_show(Context& ctx, std::int64_t id, Audience audience) {
   view.prices = show_prices(ctx);
   if (audience == Audience::people) {
     if (view.job.kind == domain::JobKind::task && view.job.worker_id) {
-      view.worker = store.find_job(*view.job.worker_id);
+      view.worker = store.jobs().find(*view.job.worker_id);
     }
     if (view.job.kind == domain::JobKind::worker) {
-      if (const auto held = store.task_of_worker(id)) {
-        view.held_task = store.get_job(*held);
+      if (const auto held = store.queue().task_of_worker(id)) {
+        view.held_task = store.jobs().get(*held);
       }
     }
   }
@@ -145,7 +153,7 @@ void print_fields(std::ostream& out, const ShowView& view, bool color) {
   out << (task                                  ? "Task "
           : job.kind == domain::JobKind::worker ? "Worker "
                                                 : "Job ")
-      << util::format_job_id(job.id) << "  " << printable(job.name) << '\n';
+      << domain::format_job_id(job.id) << "  " << printable(job.name) << '\n';
   const auto field = [&](std::string_view label, const std::string& value) {
     std::string padded(label);
     padded.resize(14, ' ');
@@ -182,7 +190,7 @@ void print_fields(std::ostream& out, const ShowView& view, bool color) {
     field("Priority", std::to_string(job.priority));
     field("Retries", std::to_string(job.failures) + "/" + std::to_string(job.max_failures));
     if (job.worker_id) {
-      field("Worker", util::format_job_id(*job.worker_id) + (view.worker ? "  " + printable(view.worker->name) : ""));
+      field("Worker", domain::format_job_id(*job.worker_id) + (view.worker ? "  " + printable(view.worker->name) : ""));
     }
   } else {
     field("Zone", job.zone + " (" + job.pricing + ")");
@@ -190,7 +198,7 @@ void print_fields(std::ostream& out, const ShowView& view, bool color) {
   }
   if (job.kind == domain::JobKind::worker) {
     field("Task",
-          view.held_task ? util::format_job_id(view.held_task->id) + "  " + printable(view.held_task->name) : "-");
+          view.held_task ? domain::format_job_id(view.held_task->id) + "  " + printable(view.held_task->name) : "-");
     field("Slice", job.slice_state.empty() ? "-" : printable(job.slice_state) + "  (the last listing)");
   }
   field("Attempt", std::to_string(job.attempt) + "  (preemptions " + std::to_string(job.preemptions) + ", failures " +
@@ -208,7 +216,7 @@ void print_fields(std::ostream& out, const ShowView& view, bool color) {
     field("Sweep", printable(job.sweep_label));
   }
   field("Config", (job.config_path.empty() ? std::string("-") : printable(job.config_path)) +
-                      "  (snapshot: jobman show " + util::format_job_id(job.id) + " --config)");
+                      "  (snapshot: jobman show " + domain::format_job_id(job.id) + " --config)");
 }
 
 void print_attempts(std::ostream& out, const ShowView& view, bool color) {
@@ -236,7 +244,7 @@ void print_attempts(std::ostream& out, const ShowView& view, bool color) {
                                                   : std::string("-"),
         a.exit_code ? std::to_string(*a.exit_code) : "-"};
     if (task) {
-      row.push_back(a.worker_id ? util::format_job_id(*a.worker_id) : "-");
+      row.push_back(a.worker_id ? domain::format_job_id(*a.worker_id) : "-");
     }
     table.add_row(std::move(row));
   }
@@ -379,7 +387,7 @@ int run_show(Context& ctx, const ShowOptions& options) {
   keep_jobs_driven(ctx);
   auto& out = *ctx.out;
   if (options.config) {
-    const auto job = store.get_job(id, true);
+    const auto job = store.jobs().get(id, true);
     if (options.json) {
       out << config_json(job).dump(2) << '\n';
     } else {

@@ -3,6 +3,8 @@
 #include "jobman/config/settings.hpp"
 #include "jobman/core/cloud.hpp"
 #include "jobman/core/worker_shell.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
@@ -29,9 +31,9 @@ namespace {
 int run_ssh(Context& ctx, const SshOptions& options) {
   const std::int64_t id = parse_job_id_argument(options.id);
   auto& store = ctx.store();
-  const auto job = store.get_job(id, true);
+  const auto job = store.jobs().get(id, true);
   if (options.worker < 0 || options.worker >= job.hosts) {
-    throw UsageError("--worker " + std::to_string(options.worker) + ": job " + util::format_job_id(id) +
+    throw UsageError("--worker " + std::to_string(options.worker) + ": job " + domain::format_job_id(id) +
                      (job.hosts == 1 ? " has only worker 0" : " has workers 0 to " + std::to_string(job.hosts - 1)));
   }
   const auto attempt = core::live_attempt(store, job);

@@ -2,6 +2,9 @@
 #include "commands.hpp"
 #include "jobman/core/fair_share.hpp"
 #include "jobman/core/pool.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/queue.hpp"
+#include "jobman/store/shares.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -102,16 +105,16 @@ struct StatusView {
 // Reads the workers and the tasks the options select (`user`: user_filter's answer), each with its `#`.
 StatusView gather_status(const store::JobStore& store, const StatusOptions& options, const std::string& user) {
   StatusView view;
-  const auto workers = core::pool_records(store, domain::JobKind::worker);
+  const auto workers = core::status_records(store, domain::JobKind::worker);
   // Each task with its `#`. The table shows the queue's head only, unless asked for every task, filtered, or --json.
   std::vector<std::pair<std::size_t, domain::JobRecord>> tasks;
   if (!options.workers_only) {
     if (!options.all_tasks && !options.json && options.accelerator.empty() && options.zone.empty() && user.empty()) {
-      auto board = store.task_board(kQueueHead, util::now_ms());
+      auto board = store.queue().board(kQueueHead, util::now_ms());
       tasks = std::move(board.shown);
       view.queued_hidden = board.queued - board.queued_shown;
     } else {
-      auto all = core::pool_records(store, domain::JobKind::task);
+      auto all = core::status_records(store, domain::JobKind::task);
       tasks.reserve(all.size());
       for (std::size_t i = 0; i < all.size(); ++i) {
         tasks.emplace_back(i + 1, std::move(all[i]));
@@ -149,7 +152,7 @@ StatusView gather_status(const store::JobStore& store, const StatusOptions& opti
     // Why queued tasks wait, where the fair share holds them back (read only when a share or cap is set).
     std::map<std::int64_t, std::string> share_waits;
     if (const core::FairShare share(core::read_share_limits(store)); share.limits_anything()) {
-      const core::ChipsInFlight chips(store.slices_in_flight());
+      const core::ChipsInFlight chips(store.shares().in_flight());
       for (const auto& [index, t] : tasks) {
         if (t.phase == Phase::pending && t.desired == domain::DesiredState::run && !t.worker_id) {
           if (auto why = core::share_wait_of_task(share, chips, t, workers); !why.empty()) {
@@ -189,7 +192,7 @@ void print_status(std::ostream& out, const StatusView& view, bool color) {
     for (const auto& row : *view.workers) {
       const auto& w = row.worker;
       table.add_row({std::to_string(row.index), printable(w.name), w.accelerator, w.zone, row.process, vm_text(w),
-                     qr_text(w), row.task_id ? util::format_job_id(*row.task_id) : "-"},
+                     qr_text(w), row.task_id ? domain::format_job_id(*row.task_id) : "-"},
                     phase_color(w.phase), 4);
     }
     out << "=== Workers ===\n";
@@ -209,10 +212,10 @@ void print_status(std::ostream& out, const StatusView& view, bool color) {
       const auto& t = row.task;
       std::string worker = "-";
       if (t.worker_id) {
-        worker = row.worker_name ? printable(*row.worker_name) : util::format_job_id(*t.worker_id);
+        worker = row.worker_name ? printable(*row.worker_name) : domain::format_job_id(*t.worker_id);
       }
       std::vector<std::string> cells = {std::to_string(row.index),
-                                        util::format_job_id(t.id),
+                                        domain::format_job_id(t.id),
                                         printable(t.name),
                                         row.status,
                                         std::to_string(t.failures) + "/" + std::to_string(t.max_failures),

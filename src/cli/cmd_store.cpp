@@ -3,7 +3,13 @@
 #include "jobman/config/settings.hpp"
 #include "jobman/core/fair_share.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/reporting/json.hpp"
+#include "jobman/store/access.hpp"
+#include "jobman/store/copy.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/leases.hpp"
+#include "jobman/store/shares.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -34,13 +40,13 @@ void wait_for_supervisors(Context& ctx, const store::JobStore& source, const std
   const auto start = std::chrono::steady_clock::now();
   auto next_line = start;
   for (;;) {
-    const auto leases = source.live_leases(util::now_ms());
+    const auto leases = source.leases().live(util::now_ms());
     std::set<std::string> owners;
     std::vector<std::string> unfinished;
     for (const auto& lease : leases) {
       owners.insert(lease.owner);
       if (!domain::is_terminal(lease.phase)) {
-        unfinished.push_back(util::format_job_id(lease.job_id));
+        unfinished.push_back(domain::format_job_id(lease.job_id));
       }
     }
     const std::string drivers = util::join(std::vector<std::string>(owners.begin(), owners.end()), ", ");
@@ -114,7 +120,7 @@ int run_migrate(Context& ctx, const MigrateOptions& options) {
                      "file PGPASSFILE names) and leave it out of the URL");
   }
   const std::string from =
-      options.from.empty() ? (util::jobman_home() / "jobman.db").string() : util::expand_user(options.from).string();
+      options.from.empty() ? (config::jobman_home() / "jobman.db").string() : util::expand_user(options.from).string();
   if (util::is_postgres_url(from)) {
     throw UsageError("--from: a SQLite file is copied, not '" + util::without_password(from) + "'");
   }
@@ -132,7 +138,7 @@ int run_migrate(Context& ctx, const MigrateOptions& options) {
   const auto source = store::JobStore::open(from);
   wait_for_supervisors(ctx, source, from, std::chrono::seconds(*wait_seconds), options.wait);
   auto target = store::JobStore::open_postgres(to);
-  const auto copy = source.copy_into(target, options.as);
+  const auto copy = store::copy_store(source, target, options.as);
   // The logs and local files of the copied jobs, where this home keeps the new store's.
   const auto linked = core::link_job_directories(core::jobs_root(from), core::jobs_root(to));
   const auto name = util::without_password(to);
@@ -187,7 +193,7 @@ int run_admins(Context& ctx, const std::string& action, const std::string& name,
     if (name.empty()) {
       throw UsageError("store admins " + action + ": name the user (a database role on a PostgreSQL store)");
     }
-    const bool changed = store.set_admin(name, action == "add");
+    const bool changed = store.access().set_admin(name, action == "add");
     if (!json) {
       *ctx.out << name
                << (action == "add" ? (changed ? " is now an admin" : " was an admin already")
@@ -197,7 +203,7 @@ int run_admins(Context& ctx, const std::string& action, const std::string& name,
   } else if (!name.empty()) {
     throw UsageError("store admins: add or remove NAME, or nothing to list them");
   }
-  const auto admins = store.admins();
+  const auto admins = store.access().admins();
   if (json) {
     *ctx.out << nlohmann::ordered_json{{"admins", admins}, {"you", store.identity()}}.dump(2) << '\n';
   } else if (action.empty()) {
@@ -261,7 +267,7 @@ int run_limits(Context& ctx, bool json) {
   }
   auto& store = ctx.store();
   const auto limits = core::read_share_limits(store);
-  const core::ChipsInFlight chips(store.slices_in_flight());
+  const core::ChipsInFlight chips(store.shares().in_flight());
   std::set<core::Tier> tiers;
   for (const auto& [tier, cap] : limits.lab_cap) {
     tiers.insert(tier);
@@ -278,9 +284,6 @@ int run_limits(Context& ctx, bool json) {
   for (const auto& [key, held] : chips.by_user) {
     tiers.insert(key.second);
   }
-  const auto limit_json = [](std::optional<int> limit) {
-    return limit ? nlohmann::ordered_json(*limit) : nlohmann::ordered_json(nullptr);
-  };
   const auto limit_text = [](std::optional<int> limit) { return limit ? std::to_string(*limit) : std::string("-"); };
   Table table({"TIER", "WHO", "LIMIT", "HELD"});
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
@@ -308,14 +311,14 @@ int run_limits(Context& ctx, bool json) {
       nlohmann::ordered_json per_user = nlohmann::ordered_json::array();
       for (const auto& user : users) {
         per_user.push_back({{"user", user},
-                            {"share", limit_json(limits.share_of(user, tier))},
+                            {"share", reporting::json_or_null(limits.share_of(user, tier))},
                             {"own_share", limits.per_user.contains({user, tier})},
                             {"held", chips.of(user, tier)}});
       }
       rows.push_back({{"tier", tier.key()},
-                      {"lab_cap", limit_json(cap)},
+                      {"lab_cap", reporting::json_or_null(cap)},
                       {"lab_held", chips.of_lab(tier)},
-                      {"every_user_share", limit_json(every)},
+                      {"every_user_share", reporting::json_or_null(every)},
                       {"users", std::move(per_user)}});
       continue;
     }

@@ -6,6 +6,9 @@
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/orphans.hpp"
 #include "jobman/core/plan.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/reporting/json.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -112,13 +115,12 @@ nlohmann::ordered_json sync_json(const std::vector<std::string>& zones, const st
   for (std::size_t i = 0; i < orphans.size(); ++i) {
     auto object = orphan_json(orphans[i], now);
     object["deleted"] = i < deletions.size() && deletions[i].deleted;
-    object["error"] = i < deletions.size() && !deletions[i].error.empty() ? nlohmann::ordered_json(deletions[i].error)
-                                                                          : nlohmann::ordered_json(nullptr);
+    object["error"] = reporting::text_or_null(i < deletions.size() ? deletions[i].error : std::string());
     resources.push_back(std::move(object));
   }
   nlohmann::ordered_json out;
   out["zones"] = zones;
-  out["owner"] = owner.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(owner);
+  out["owner"] = reporting::text_or_null(owner);
   out["delete"] = remove;
   out["resources"] = std::move(resources);
   return out;
@@ -137,7 +139,7 @@ void print_table(Context& ctx, const std::vector<core::Orphan>& orphans, bool wi
                                  printable(orphan.zone),
                                  printable(orphan.state),
                                  age ? util::format_duration(*age / 1000) : "-",
-                                 orphan.job_id ? util::format_job_id(*orphan.job_id) : "-"};
+                                 orphan.job_id ? domain::format_job_id(*orphan.job_id) : "-"};
     if (with_owner) {
       row.push_back(printable(orphan.owner));
     }
@@ -215,7 +217,7 @@ int run_sync(Context& ctx, const SyncOptions& options) {
     }
   }
   filter.now_ms = util::now_ms();
-  const auto orphans = core::find_orphans(listings, store.held_slices(), filter);
+  const auto orphans = core::find_orphans(listings, store.attempts().held_slices(), filter);
 
   std::vector<Deletion> deletions;
   if (options.remove && !orphans.empty()) {

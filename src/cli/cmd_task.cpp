@@ -6,6 +6,8 @@
 #include "jobman/config/settings.hpp"
 #include "jobman/config/task_script.hpp"
 #include "jobman/core/pool.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -121,7 +123,7 @@ int run_submit(Context& ctx, const SubmitOptions& options) {
   if (options.json) {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < ids.size(); ++i) {
-      nlohmann::ordered_json j = job_json(store.get_job(ids[i]));
+      nlohmann::ordered_json j = job_json(store.jobs().get(ids[i]));
       nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
       for (const auto& w : tasks[i].config.warnings) {
         warnings.push_back(warning_json(w));
@@ -134,7 +136,7 @@ int run_submit(Context& ctx, const SubmitOptions& options) {
   }
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const auto& task = tasks[i];
-    *ctx.out << "Submitted task " << util::format_job_id(ids[i]) << " (" << printable(task.config.job.name) << ")\n"
+    *ctx.out << "Submitted task " << domain::format_job_id(ids[i]) << " (" << printable(task.config.job.name) << ")\n"
              << "  Accelerator : " << task.config.tpu.accelerator.name << '\n'
              << "  Zone        : " << (task.zone.empty() ? std::string("any") : task.zone) << '\n'
              << "  Max retries : " << task.config.recovery.max_failures << '\n';
@@ -160,7 +162,7 @@ void add_submit(CLI::App& task, Context& ctx) {
                   "Failures retried before the task is FAILED (overrides #JOBMAN --max-retries; default 3)");
   cmd->add_option("--pricing", options->overrides.pricing,
                   "Run only on workers of this pricing: spot, preemptible or standard (default any)")
-      ->check(pricing_check({"spot", "preemptible", "standard", "ondemand"}));
+      ->check(pricing_check());
   cmd->add_option("--priority", options->overrides.priority, "Higher runs first (default 0); FIFO within a priority");
   add_json_flag(*cmd, options->json);
   cmd->footer("Examples:\n"
@@ -219,7 +221,7 @@ void add_task_command(CLI::App& app, Context& ctx) {
         selection.refs = {options->id};
         ShowOptions resolved = *options;
         resolved.id =
-            util::format_job_id(core::select_records(ctx.store(), domain::JobKind::task, selection).front().id);
+            domain::format_job_id(core::select_records(ctx.store(), domain::JobKind::task, selection).front().id);
         return run_show(ctx, resolved);
       };
     });

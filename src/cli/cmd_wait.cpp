@@ -1,5 +1,7 @@
 // `jobman wait ID...`: block until jobs end; the exit code says how they ended.
 #include "commands.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/strings.hpp"
 #include "output.hpp"
 #include "waiting.hpp"
@@ -31,14 +33,15 @@ int run_wait(Context& ctx, const WaitOptions& options) {
     ids.push_back(parse_job_id_argument(text));
   }
   for (const auto id : ids) {
-    (void)ctx.store().get_job(id); // Exit 3 for an unknown id before waiting for the others.
+    (void)ctx.store().jobs().get(id); // Exit 3 for an unknown id before waiting for the others.
   }
   const auto result = wait_for_jobs(ctx, ids, WaitGoal::finished, timeout);
   if (options.json) {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
     for (const auto id : ids) {
       const auto& job = result.jobs.at(id);
-      all.push_back(job ? job_json(*job) : nlohmann::ordered_json{{"id", util::format_job_id(id)}, {"removed", true}});
+      all.push_back(job ? job_json(*job)
+                        : nlohmann::ordered_json{{"id", domain::format_job_id(id)}, {"removed", true}});
     }
     *ctx.out << all.dump(2) << '\n';
   } else {
@@ -48,7 +51,7 @@ int run_wait(Context& ctx, const WaitOptions& options) {
       if (job && job->exit_code) {
         text += " (exit code " + std::to_string(*job->exit_code) + ")";
       }
-      *ctx.out << util::format_job_id(id) << ": " << text << '\n';
+      *ctx.out << domain::format_job_id(id) << ": " << text << '\n';
     }
   }
   return wait_exit_code(result);

@@ -9,7 +9,12 @@
 #include "jobman/core/orphans.hpp"
 #include "jobman/core/plan.hpp"
 #include "jobman/core/pool.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/domain/pricing.hpp"
+#include "jobman/reporting/json.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -35,7 +40,7 @@ struct StartOptions {
 std::string one_worker(Context& ctx, const std::string& ref) {
   core::Selection selection;
   selection.refs = {ref};
-  return util::format_job_id(core::select_records(ctx.store(), domain::JobKind::worker, selection).front().id);
+  return domain::format_job_id(core::select_records(ctx.store(), domain::JobKind::worker, selection).front().id);
 }
 
 // A --pricing by the name jobman gives it (jobman-lite's "standard" is on-demand); as given when it is none.
@@ -109,12 +114,12 @@ int run_start(Context& ctx, StartOptions options) {
   }
   const auto id = core::start_workers(store, {config}, store.identity()).front();
   start_supervisor(ctx);
-  const auto job = store.get_job(id);
+  const auto job = store.jobs().get(id);
   if (options.json) {
     *ctx.out << job_json(job).dump(2) << '\n';
     return 0;
   }
-  *ctx.out << "Worker " << util::format_job_id(id) << " '" << printable(job.name) << "' started\n"
+  *ctx.out << "Worker " << domain::format_job_id(id) << " '" << printable(job.name) << "' started\n"
            << "  Accelerator : " << job.accelerator << '\n'
            << "  Zone        : " << job.zone << '\n'
            << "  Pricing     : " << job.pricing << '\n'
@@ -124,7 +129,7 @@ int run_start(Context& ctx, StartOptions options) {
              << (options.startup_script_path.empty() ? "setup.script of the config" : options.startup_script_path)
              << '\n';
   }
-  *ctx.out << "Follow it with: jobman status   (or jobman worker logs " << util::format_job_id(id) << " -f)\n";
+  *ctx.out << "Follow it with: jobman status   (or jobman worker logs " << domain::format_job_id(id) << " -f)\n";
   return 0;
 }
 
@@ -136,7 +141,7 @@ void add_start(CLI::App& worker, Context& ctx) {
   cmd->add_option("-n,--tpu-name", options->flags.name,
                   "The worker's name, also its slices' name prefix (default <accelerator>-<zone>-<n>)");
   cmd->add_option("-p,--pricing", options->flags.pricing, "spot (default), preemptible or standard (on demand)")
-      ->check(pricing_check({"spot", "preemptible", "standard", "ondemand"}));
+      ->check(pricing_check());
   cmd->add_option("-m,--allocation-mode", options->flags.allocation_mode, "queued-resources (default) or tpu-vm")
       ->check(CLI::IsMember({"queued-resources", "tpu-vm"}));
   cmd->add_option("-s,--startup-script", options->startup_script_path,
@@ -299,7 +304,7 @@ int run_worker_sync(Context& ctx, PoolSelectOptions options) {
   std::vector<std::string> zones;
   for (const auto& job : core::select_records(store, domain::JobKind::worker, options.selection)) {
     SyncedWorker w{job, "", false, job.zone, "-", "-", false};
-    const auto attempts = store.attempts(job.id);
+    const auto attempts = store.attempts().of(job.id);
     for (auto it = attempts.rbegin(); it != attempts.rend(); ++it) {
       if (it->holds_slice() && !it->released_ms) {
         w.slice = it->slice_name();
@@ -331,13 +336,13 @@ int run_worker_sync(Context& ctx, PoolSelectOptions options) {
     if (state != w.job.slice_state) {
       w.changed = true;
       const nlohmann::json data = {{node_only ? "node" : "queued_resource", w.slice}, {"state", state}};
-      store.record_observation(w.job.id, state, "worker sync: " + w.slice + " is " + state, data.dump());
+      store.events().record_observation(w.job.id, state, "worker sync: " + w.slice + " is " + state, data.dump());
     }
   }
   core::OrphanFilter filter;
   filter.owners = {core::owner_label_value(store.identity())};
   filter.now_ms = util::now_ms();
-  const auto orphans = core::find_orphans(listings, store.held_slices(), filter);
+  const auto orphans = core::find_orphans(listings, store.attempts().held_slices(), filter);
   keep_jobs_driven(ctx);
   if (options.request.json) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
@@ -346,7 +351,7 @@ int run_worker_sync(Context& ctx, PoolSelectOptions options) {
                       {"name", w.job.name},
                       {"phase", domain::to_string(w.job.phase)},
                       {"zone", w.zone},
-                      {"slice", w.slice.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w.slice)},
+                      {"slice", reporting::text_or_null(w.slice)},
                       {"qr", w.qr},
                       {"vm", w.node},
                       {"changed", w.changed}});

@@ -71,9 +71,9 @@ CLI::Option* add_json_flag(CLI::App& command, bool& json);
 // Turns logging off for machine-readable output.
 void silence_logging();
 
-// The check of a --pricing flag: any spelling domain::parse_pricing accepts; its help and its refusal name `shown`
-// ("{spot,preemptible,standard,ondemand}"), as CLI::IsMember would.
-CLI::Validator pricing_check(const std::vector<std::string>& shown);
+// The check of a --pricing flag: any spelling domain::parse_pricing accepts; its help and its refusal name the
+// spellings jobman-lite's flags take ("{spot,preemptible,standard,ondemand}"), as CLI::IsMember would.
+CLI::Validator pricing_check();
 
 // The config arguments create and validate share: the file, --set and --sweep.
 struct ConfigArguments {

@@ -1,6 +1,6 @@
 #include "completion.hpp"
 
-#include "jobman/store/job_store.hpp"
+#include "jobman/domain/job.hpp"
 
 #include <sstream>
 

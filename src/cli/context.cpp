@@ -1,6 +1,7 @@
 #include "context.hpp"
 
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 
@@ -14,7 +15,7 @@ store::JobStore& Context::store() {
 }
 
 std::int64_t parse_job_id_argument(const std::string& text) {
-  if (auto id = util::parse_job_id(text)) {
+  if (auto id = domain::parse_job_id(text)) {
     return *id;
   }
   throw UsageError("'" + text + "' is not a job id (job ids are numbers such as 000042)");

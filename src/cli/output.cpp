@@ -59,7 +59,7 @@ nlohmann::ordered_json orphan_json(const core::Orphan& orphan, std::int64_t now_
   out["state"] = orphan.state;
   out["created_at"] = time_or_null(orphan.created_ms);
   const auto age = orphan.age_ms(now_ms);
-  out["age_seconds"] = age ? nlohmann::ordered_json(*age / 1000) : nlohmann::ordered_json(nullptr);
+  out["age_seconds"] = json_or_null(age ? std::optional<std::int64_t>(*age / 1000) : std::nullopt);
   out["job_id"] = json_or_null(orphan.job_id);
   out["owner"] = orphan.owner;
   out["attempt"] = json_or_null(util::parse_int(orphan.attempt));
@@ -125,10 +125,8 @@ nlohmann::ordered_json event_json(const domain::EventRecord& event) {
   j["time_ms"] = event.ts_ms;
   j["kind"] = event.kind;
   j["message"] = event.message;
-  j["from"] = event.from ? nlohmann::ordered_json(std::string(domain::to_string(*event.from)))
-                         : nlohmann::ordered_json(nullptr);
-  j["to"] =
-      event.to ? nlohmann::ordered_json(std::string(domain::to_string(*event.to))) : nlohmann::ordered_json(nullptr);
+  j["from"] = text_or_null(event.from ? std::string(domain::to_string(*event.from)) : std::string());
+  j["to"] = text_or_null(event.to ? std::string(domain::to_string(*event.to)) : std::string());
   if (!event.data_json.empty()) {
     j["data"] = nlohmann::ordered_json::parse(event.data_json, nullptr, false);
   } else {

@@ -5,6 +5,7 @@
 
 #include "jobman/config/job_config.hpp"
 #include "jobman/core/orphans.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/reporting/json.hpp"
 #include "jobman/reporting/text.hpp"
 #include "jobman/store/job_store.hpp"

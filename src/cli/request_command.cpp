@@ -1,5 +1,8 @@
 // What resume, cancel, delete and clean share: several ids, --all-finished, one outcome line per job.
 #include "commands.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/reporting/json.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "output.hpp"
@@ -88,7 +91,7 @@ int run_request_command(Context& ctx, const RequestCommandOptions& options, core
     store::JobFilter filter;
     filter.include_history = true;
     filter.phases = {domain::Phase::succeeded, domain::Phase::failed, domain::Phase::cancelled, domain::Phase::deleted};
-    store.for_each_job(filter, [&](const domain::JobRecord& job) { ids.push_back(job.id); });
+    store.jobs().for_each(filter, [&](const domain::JobRecord& job) { ids.push_back(job.id); });
   } else if (ids.empty()) {
     throw UsageError(std::string(core::to_string(request)) + ": give job ids or --all-finished");
   }
@@ -115,7 +118,7 @@ int run_requests(Context& ctx, const std::vector<std::int64_t>& ids, const Reque
   for (const auto id : ids) {
     try {
       outcomes.push_back(core::apply_request(store, id, request));
-    } catch (const NoSuchJobError& e) {
+    } catch (const domain::NoSuchJobError& e) {
       if (!ids_known) {
         report(id, e);
         continue;
@@ -158,10 +161,9 @@ int run_requests(Context& ctx, const std::vector<std::int64_t>& ids, const Reque
                          {"changed", outcome.changed},
                          {"done", outcome.done},
                          {"message", outcome.message},
-                         {"status", outcome.status.empty() ? nlohmann::ordered_json(nullptr)
-                                                           : nlohmann::ordered_json(outcome.status)}});
+                         {"status", reporting::text_or_null(outcome.status)}});
     } else {
-      *ctx.out << util::format_job_id(outcome.id) << ": " << outcome.message << '\n';
+      *ctx.out << domain::format_job_id(outcome.id) << ": " << outcome.message << '\n';
     }
   }
   if (options.json) {

@@ -3,6 +3,9 @@
 #include "jobman/config/settings.hpp"
 #include "jobman/core/daemon.hpp"
 #include "jobman/core/mock_cloud.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -32,12 +35,28 @@ bool reached(const std::optional<domain::JobRecord>& job, WaitGoal goal) {
   return false;
 }
 
+// Ends the leases of the supervisors whose processes are gone, saying whose, so that the supervisor started next takes
+// their jobs over at once.
+void end_dead_supervisors(Context& ctx) {
+  auto& store = ctx.store();
+  try {
+    for (const auto& owner : core::end_leases_of_dead_supervisors(store, store.clock_ms())) {
+      *ctx.err << "jobman: supervisor " << owner << " is dead (its process is gone); its leases are ended\n";
+    }
+  } catch (const std::exception& e) {
+    *ctx.err << "jobman: warning: cannot end the leases of dead supervisors: " << e.what() << "\n";
+  }
+}
+
 } // namespace
 
 void start_supervisor(Context& ctx) {
   const auto settings = config::load_settings();
   if (!settings.autostart) {
     return;
+  }
+  if (!core::daemon_running()) {
+    end_dead_supervisors(ctx);
   }
   if (settings.cloud == config::CloudKind::mock && settings.api_endpoint.empty()) {
     core::ensure_mock_cloud(settings, *ctx.err);
@@ -52,20 +71,10 @@ void drive_undriven_jobs(Context& ctx, bool& told) {
   if (core::daemon_running()) {
     return;
   }
-  auto& store = ctx.store();
-  const std::int64_t now = store.clock_ms();
-  std::vector<std::string> dead;
-  try {
-    dead = core::end_leases_of_dead_supervisors(store, now);
-  } catch (const std::exception& e) {
-    *ctx.err << "jobman: warning: cannot end the leases of dead supervisors: " << e.what() << "\n";
-  }
-  const int undriven = store.count_undriven_jobs(now);
+  end_dead_supervisors(ctx);
+  const int undriven = ctx.store().leases().count_undriven_jobs(ctx.store().clock_ms());
   if (undriven == 0) {
     return;
-  }
-  for (const auto& owner : dead) {
-    *ctx.err << "jobman: supervisor " << owner << " is dead (its process is gone); its leases are ended\n";
   }
   const std::string them = undriven == 1 ? "it" : "them";
   const std::string jobs =
@@ -109,9 +118,9 @@ WaitResult wait_for_jobs(Context& ctx, const std::vector<std::int64_t>& ids, Wai
   for (;;) {
     std::vector<std::string> waiting;
     for (const auto id : ids) {
-      auto job = store.find_job(id);
+      auto job = store.jobs().find(id);
       if (!reached(job, goal)) {
-        waiting.push_back(util::format_job_id(id) + " " + std::string(domain::to_string(job->phase)));
+        waiting.push_back(domain::format_job_id(id) + " " + std::string(domain::to_string(job->phase)));
       }
       result.jobs[id] = std::move(job);
     }
@@ -161,10 +170,10 @@ int wait_exit_code(const WaitResult& result) {
   int code = 0;
   for (const auto& [id, job] : result.jobs) {
     if (job && job->phase == Phase::failed) {
-      return static_cast<int>(ExitCode::job_failed);
+      return static_cast<int>(domain::job_exit::failed);
     }
     if (!job || job->phase == Phase::cancelled || job->phase == Phase::deleted) {
-      code = static_cast<int>(ExitCode::cancelled);
+      code = static_cast<int>(domain::job_exit::cancelled);
     }
   }
   return code;

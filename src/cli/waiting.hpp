@@ -2,6 +2,7 @@
 #pragma once
 
 #include "context.hpp"
+#include "jobman/domain/job.hpp"
 
 #include <chrono>
 #include <cstdint>

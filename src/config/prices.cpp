@@ -1,6 +1,7 @@
 #include "jobman/config/prices.hpp"
 
 #include "jobman/config/accelerator.hpp"
+#include "jobman/config/settings.hpp"
 #include "jobman/domain/pricing.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -49,10 +50,13 @@ std::string canonical_generation(const std::string& written) {
   return {};
 }
 
-// The tiers an unknown tier's message lists, as price tables write them.
-const std::vector<std::string>& tiers() {
-  static const std::vector<std::string> names{"ondemand", "spot", "preemptible"};
-  return names;
+// The tiers an unknown tier's message lists, as price tables write them (domain::to_string).
+std::string tier_names() {
+  std::vector<std::string> names;
+  for (const auto pricing : domain::all_pricings()) {
+    names.push_back(domain::to_string(pricing));
+  }
+  return util::join(names, ", ");
 }
 
 // Reads `text` (named `file` in messages) over `table`; the problems go to `errors`.
@@ -118,8 +122,8 @@ void read_table(const std::string& text, const std::string& file, PriceTable& ta
         const std::string tier_path = path + "." + tier.key;
         const auto pricing = domain::parse_pricing(tier.key);
         if (!pricing) {
-          errors.push_back(detail::make_diagnostic(tier.key_origin, tier_path, "unknown tier",
-                                                   "one of " + util::join(tiers(), ", ")));
+          errors.push_back(
+              detail::make_diagnostic(tier.key_origin, tier_path, "unknown tier", "one of " + tier_names()));
           continue;
         }
         const auto price = tier.value.is_scalar() ? number_of(tier.value.text) : std::nullopt;
@@ -170,7 +174,7 @@ PriceTable builtin_prices() {
 }
 
 std::filesystem::path user_prices_path() {
-  return util::jobman_config_dir() / "prices.yaml";
+  return config::jobman_config_dir() / "prices.yaml";
 }
 
 PriceTable overlay_prices(PriceTable base, const std::filesystem::path& path) {

@@ -13,6 +13,23 @@
 
 namespace jobman::config {
 
+std::filesystem::path jobman_home() {
+  if (auto home = util::getenv_nonempty("JOBMAN_HOME")) {
+    return util::expand_user(*home);
+  }
+  if (auto data = util::getenv_nonempty("XDG_DATA_HOME")) {
+    return std::filesystem::path(*data) / "jobman";
+  }
+  return util::home_dir() / ".local" / "share" / "jobman";
+}
+
+std::filesystem::path jobman_config_dir() {
+  if (auto config = util::getenv_nonempty("XDG_CONFIG_HOME")) {
+    return std::filesystem::path(*config) / "jobman";
+  }
+  return util::home_dir() / ".config" / "jobman";
+}
+
 namespace {
 
 using detail::Node;
@@ -98,11 +115,11 @@ std::string store_location(const Settings& settings) {
   if (!settings.store.empty()) {
     return settings.store;
   }
-  return (util::jobman_home() / "jobman.db").string();
+  return (config::jobman_home() / "jobman.db").string();
 }
 
 std::string settings_path() {
-  return (util::jobman_config_dir() / "settings.yaml").string();
+  return (config::jobman_config_dir() / "settings.yaml").string();
 }
 
 Settings load_settings() {

@@ -193,9 +193,7 @@ std::optional<std::string> check_pricing(Problems& p, const Origin& at, const st
   if (const auto pricing = domain::parse_pricing(word)) {
     return to_string(*pricing);
   }
-  // The names an unknown pricing is compared with for a suggestion: those jobman-lite's documentation gives.
-  static const std::vector<std::string> names{"spot", "preemptible", "standard", "ondemand", "on-demand"};
-  p.error(at, path, "unknown pricing '" + value + "'", detail::suggestion(word, names));
+  p.error(at, path, "unknown pricing '" + value + "'", detail::suggestion(word, domain::pricing_spellings()));
   return std::nullopt;
 }
 

@@ -1,6 +1,8 @@
 #include "jobman/core/checkpoint_paths.hpp"
 
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
@@ -135,7 +137,7 @@ std::vector<std::string> shared_checkpoint_warnings(const store::JobStore& store
   filter.with_config = true;
   const auto since = util::now_ms() - kLookBackMs;
   std::vector<domain::JobRecord> ran;
-  store.for_each_job(filter, [&](const domain::JobRecord& job) {
+  store.jobs().for_each(filter, [&](const domain::JobRecord& job) {
     if (job.attempt >= 1 && job.created_ms >= since && job.kind != domain::JobKind::worker) {
       ran.push_back(job);
     }
@@ -152,7 +154,7 @@ std::vector<std::string> shared_checkpoint_warnings(const store::JobStore& store
     try {
       for (const auto& [where, path] : shared_checkpoints(recorded_config(job))) {
         if (wanted.contains(where) && !written_by.contains(where)) {
-          written_by[where] = "job " + util::format_job_id(job.id) + " (" + job.name + ")";
+          written_by[where] = "job " + domain::format_job_id(job.id) + " (" + job.name + ")";
         }
       }
     } catch (const std::exception&) {

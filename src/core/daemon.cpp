@@ -1,6 +1,8 @@
 #include "jobman/core/daemon.hpp"
 
+#include "jobman/config/settings.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/store/leases.hpp"
 #include "jobman/util/digest.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/process.hpp"
@@ -80,9 +82,9 @@ bool lease_owner_dead_here(const std::string& owner) {
 
 std::vector<std::string> end_leases_of_dead_supervisors(store::JobStore& store, std::int64_t now_ms) {
   std::vector<std::string> dead;
-  for (const auto& owner : store.live_lease_owners(now_ms)) {
+  for (const auto& owner : store.leases().live_owners(now_ms)) {
     if (lease_owner_dead_here(owner)) {
-      if (store.expire_leases_of(owner, now_ms) > 0) {
+      if (store.leases().expire_all_of(owner, now_ms) > 0) {
         dead.push_back(owner);
       }
     }
@@ -101,11 +103,11 @@ std::string store_file_suffix() {
 } // namespace
 
 fs::path daemon_lock_path() {
-  return util::jobman_home() / ("daemon" + store_file_suffix() + ".lock");
+  return config::jobman_home() / ("daemon" + store_file_suffix() + ".lock");
 }
 
 fs::path daemon_log_path() {
-  return util::jobman_home() / ("daemon" + store_file_suffix() + ".log");
+  return config::jobman_home() / ("daemon" + store_file_suffix() + ".log");
 }
 
 void rotate_log(const fs::path& log, std::uintmax_t max_bytes, int keep) {
@@ -152,7 +154,7 @@ void rotate_log(const fs::path& log, std::uintmax_t max_bytes, int keep) {
 }
 
 DaemonPresence::DaemonPresence() {
-  util::ensure_directory(util::jobman_home(), 0700);
+  util::ensure_directory(config::jobman_home(), 0700);
   fd_ = ::open(daemon_lock_path().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd_ < 0 || ::flock(fd_, LOCK_SH) != 0) {
     throw Error("cannot lock " + daemon_lock_path().string() + ": " + std::strerror(errno));
@@ -229,7 +231,7 @@ bool ensure_daemon(std::ostream& notice) {
   if (daemon_running()) {
     return false;
   }
-  util::ensure_directory(util::jobman_home(), 0700);
+  util::ensure_directory(config::jobman_home(), 0700);
   // One starter at a time; a daemon started meanwhile is seen under the lock.
   const int lock_fd = ::open((daemon_lock_path().string() + ".start").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX) != 0) {

@@ -3,6 +3,8 @@
 
 #include "jobman/config/accelerator.hpp"
 #include "jobman/domain/pricing.hpp"
+#include "jobman/store/settings.hpp"
+#include "jobman/store/shares.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 
@@ -78,7 +80,7 @@ std::optional<int> ShareLimits::share_of(const std::string& user, const Tier& ti
 ShareLimits read_share_limits(const store::JobStore& store) {
   ShareLimits limits;
   // A setting that does not parse (written by a later jobman, or by hand) limits nothing rather than everything.
-  for (const auto& [key, value] : store.settings(std::string(kSharePrefix))) {
+  for (const auto& [key, value] : store.settings().with_prefix(std::string(kSharePrefix))) {
     const auto chips = parse_chips(value);
     const auto rest = key.substr(kSharePrefix.size());
     const auto second = rest.find(':', rest.find(':') + 1);
@@ -96,7 +98,7 @@ ShareLimits read_share_limits(const store::JobStore& store) {
       limits.per_user[{user, *tier}] = *chips;
     }
   }
-  for (const auto& [key, value] : store.settings(std::string(kCapPrefix))) {
+  for (const auto& [key, value] : store.settings().with_prefix(std::string(kCapPrefix))) {
     const auto chips = parse_chips(value);
     const auto tier = parse_tier(key.substr(kCapPrefix.size()), nullptr);
     if (chips && tier) {
@@ -109,7 +111,7 @@ ShareLimits read_share_limits(const store::JobStore& store) {
 bool set_share_limit(store::JobStore& store, const std::string& user, const Tier& tier, std::optional<int> chips) {
   const std::string key =
       user.empty() ? std::string(kCapPrefix) + tier.key() : std::string(kSharePrefix) + tier.key() + ":" + user;
-  return store.put_setting(key, chips ? std::optional<std::string>(std::to_string(*chips)) : std::nullopt);
+  return store.settings().put(key, chips ? std::optional<std::string>(std::to_string(*chips)) : std::nullopt);
 }
 
 ChipsInFlight::ChipsInFlight(const std::vector<store::SliceUse>& in_flight) {

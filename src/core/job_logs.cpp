@@ -1,6 +1,7 @@
 #include "jobman/core/job_logs.hpp"
 
 #include "jobman/core/jobs.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 
@@ -215,7 +216,7 @@ FollowEnd follow_logs(const store::JobStore& store, LogSelection selection, std:
   auto readers = readers_for(selection);
   while (true) {
     // The job is read before the files: lines written before it ended are then read below.
-    const auto job = store.get_job(selection.job_id);
+    const auto job = store.jobs().get(selection.job_id);
     const bool attempt_over = job.attempt > selection.attempt;
     const bool job_over = domain::is_terminal(job.phase);
     if (selection.attempt >= 1) {

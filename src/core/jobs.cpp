@@ -1,7 +1,12 @@
-#include "jobman/core/jobs.hpp"
+#include "jobman/store/jobs.hpp"
 
 #include "jobman/config/loader.hpp"
 #include "jobman/config/settings.hpp"
+#include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/access.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/rivals.hpp"
 #include "jobman/util/digest.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
@@ -30,7 +35,7 @@ std::string store_key(const std::string& location) {
   if (!util::is_postgres_url(location)) {
     std::error_code ec;
     const auto given = std::filesystem::weakly_canonical(std::filesystem::absolute(location), ec);
-    if (given == std::filesystem::weakly_canonical(util::jobman_home() / "jobman.db", ec)) {
+    if (given == std::filesystem::weakly_canonical(config::jobman_home() / "jobman.db", ec)) {
       return "";
     }
     return util::hex_digits(util::fnv1a(given.string()), 12);
@@ -80,11 +85,11 @@ std::size_t link_job_directories(const std::filesystem::path& from, const std::f
 
 std::filesystem::path jobs_root(const std::string& location) {
   const auto key = store_key(location);
-  return key.empty() ? util::jobman_home() / "jobs" : util::jobman_home() / "stores" / key / "jobs";
+  return key.empty() ? config::jobman_home() / "jobs" : config::jobman_home() / "stores" / key / "jobs";
 }
 
 std::filesystem::path job_directory(std::int64_t id) {
-  return jobs_root(store_location()) / util::format_job_id(id);
+  return jobs_root(store_location()) / domain::format_job_id(id);
 }
 
 void remove_job_directory(std::int64_t id) {
@@ -110,7 +115,7 @@ std::filesystem::path attempt_directory(std::int64_t id, int attempt) {
 }
 
 remote::WorkloadId workload_id(std::int64_t id, int attempt) {
-  return {util::format_job_id(id), attempt};
+  return {domain::format_job_id(id), attempt};
 }
 
 std::string sweep_label(const config::JobConfig& config) {
@@ -130,7 +135,7 @@ config::JobConfig recorded_config(const domain::JobRecord& job) {
   config::LoadOptions options;
   options.recorded = true;
   options.zone_optional = job.kind == domain::JobKind::task; // A task for any zone records none.
-  return config::parse_job_configs(job.config_yaml, "config snapshot of job " + util::format_job_id(job.id), options)
+  return config::parse_job_configs(job.config_yaml, "config snapshot of job " + domain::format_job_id(job.id), options)
       .front();
 }
 
@@ -211,7 +216,7 @@ std::vector<std::int64_t> record_jobs(store::JobStore& store, const std::vector<
                                       const std::vector<domain::NewJob>& jobs) {
   // The values of the environment variables the snapshots call for are written beside each job before anyone can
   // see it, so a supervisor that takes it up at once finds them.
-  return store.create_jobs(jobs, [&](const std::vector<std::int64_t>& ids) {
+  return store.jobs().create(jobs, [&](const std::vector<std::int64_t>& ids) {
     try {
       for (std::size_t i = 0; i < ids.size(); ++i) {
         save_job_environment(ids[i], configs[i].environment);
@@ -238,13 +243,6 @@ std::string_view to_string(Request request) {
 
 namespace {
 
-domain::PhaseChange change_to(Phase to, std::string reason) {
-  domain::PhaseChange change;
-  change.to = to;
-  change.reason = std::move(reason);
-  return change;
-}
-
 DesiredState desired_for(Request request) {
   switch (request) {
   case Request::resume: return DesiredState::run;
@@ -268,12 +266,12 @@ bool has_cloud_footprint(store::JobStore& store, const domain::JobRecord& job) {
   if (!domain::is_terminal(job.phase)) {
     return true;
   }
-  const auto attempts = store.attempts(job.id);
+  const auto attempts = store.attempts().of(job.id);
   if (std::any_of(attempts.begin(), attempts.end(), [](const auto& a) { return !a.released_ms; })) {
     return true;
   }
   // A first-ready race's rivals are slices too, until their deletion is confirmed.
-  const auto rivals = store.rivals(job.id);
+  const auto rivals = store.rivals().of(job.id);
   return std::any_of(rivals.begin(), rivals.end(), [](const auto& r) { return !r.released_ms; });
 }
 
@@ -294,28 +292,28 @@ RequestOutcome outcome(const domain::JobRecord& job, bool changed, bool done, st
 
 RequestOutcome resume(store::JobStore& store, const domain::JobRecord& job) {
   if (job.phase == Phase::succeeded && job.kind != domain::JobKind::task) {
-    throw Error("job " + util::format_job_id(job.id) + " has already succeeded; create it again to rerun it");
+    throw Error("job " + domain::format_job_id(job.id) + " has already succeeded; create it again to rerun it");
   }
   if (job.desired == DesiredState::run && !domain::is_terminal(job.phase)) {
     return outcome(job, false, false, "already " + std::string(domain::to_string(job.phase)));
   }
   const bool task = job.kind == domain::JobKind::task;
-  store.set_desired_state(job.id, DesiredState::run,
-                          std::string(task ? "requeue" : "resume") + " requested by " + store.identity());
+  store.jobs().set_desired_state(job.id, DesiredState::run,
+                                 std::string(task ? "requeue" : "resume") + " requested by " + store.identity());
   if (domain::is_terminal(job.phase)) {
-    auto change = change_to(Phase::pending, task ? "requeued by the user" : "resumed by the user");
+    auto change = domain::change_to(Phase::pending, task ? "requeued by the user" : "resumed by the user");
     if (job.phase == Phase::failed || (task && job.phase == Phase::succeeded)) {
       // A fresh start: the budgets count from here (the events keep what was spent).
       change.add_failures = -job.failures;
       change.add_preemptions = -job.preemptions;
       change.reason += "; failure and preemption budgets reset";
     }
-    store.transition(job.id, job.phase, change);
+    store.jobs().transition(job.id, job.phase, change);
   }
   if (task) {
-    return outcome(store.get_job(job.id), true, true, "requeued");
+    return outcome(store.jobs().get(job.id), true, true, "requeued");
   }
-  return outcome(store.get_job(job.id), true, false, "resume requested");
+  return outcome(store.jobs().get(job.id), true, false, "resume requested");
 }
 
 RequestOutcome tear_down(store::JobStore& store, const domain::JobRecord& job, Request request) {
@@ -323,40 +321,41 @@ RequestOutcome tear_down(store::JobStore& store, const domain::JobRecord& job, R
   const bool already_asked = teardown_rank(job.desired) >= teardown_rank(desired);
   const std::string verb(to_string(request));
   if (!already_asked) {
-    store.set_desired_state(job.id, desired, verb + " requested by " + store.identity());
+    store.jobs().set_desired_state(job.id, desired, verb + " requested by " + store.identity());
   }
   if (has_cloud_footprint(store, job)) {
     // Stopping the workload and releasing the slice is the supervisor's work, under the job's lease.
-    return outcome(store.get_job(job.id), !already_asked, false, verb + " requested");
+    return outcome(store.jobs().get(job.id), !already_asked, false, verb + " requested");
   }
   switch (request) {
   case Request::cancel:
     if (!domain::is_terminal(job.phase)) {
       const bool task = job.kind == domain::JobKind::task;
-      if (store.transition(
+      if (store.jobs().transition(
               job.id, job.phase,
-              change_to(Phase::cancelled, task ? "paused while queued" : "cancelled before a slice was requested"))) {
-        return outcome(store.get_job(job.id), true, true, task ? "paused" : "cancelled");
+              domain::change_to(Phase::cancelled,
+                                task ? "paused while queued" : "cancelled before a slice was requested"))) {
+        return outcome(store.jobs().get(job.id), true, true, task ? "paused" : "cancelled");
       }
       // A supervisor moved the job meanwhile; it reads the desired state.
-      return outcome(store.get_job(job.id), true, false, verb + " requested");
+      return outcome(store.jobs().get(job.id), true, false, verb + " requested");
     }
     return outcome(job, !already_asked, true, "already " + std::string(domain::to_string(job.phase)));
   case Request::remove:
     if (job.phase != Phase::deleted) {
-      if (store.transition(job.id, job.phase,
-                           change_to(Phase::deleted, job.kind == domain::JobKind::task
-                                                         ? "deleted while queued"
-                                                         : "deleted before a slice was requested"))) {
-        return outcome(store.get_job(job.id), true, true, "deleted");
+      if (store.jobs().transition(job.id, job.phase,
+                                  domain::change_to(Phase::deleted, job.kind == domain::JobKind::task
+                                                                        ? "deleted while queued"
+                                                                        : "deleted before a slice was requested"))) {
+        return outcome(store.jobs().get(job.id), true, true, "deleted");
       }
-      return outcome(store.get_job(job.id), true, false, verb + " requested");
+      return outcome(store.jobs().get(job.id), true, false, verb + " requested");
     }
     return outcome(job, !already_asked, true, "already DELETED");
   case Request::clean: {
     // A supervisor may carry out the same clean meanwhile (it saw the desired state set above): gone is gone.
     remove_job_directory(job.id);
-    store.remove_job_if_present(job.id);
+    store.jobs().remove_if_present(job.id);
     RequestOutcome removed{job.id, true, true, "removed", ""};
     return removed;
   }
@@ -368,9 +367,9 @@ RequestOutcome tear_down(store::JobStore& store, const domain::JobRecord& job, R
 } // namespace
 
 RequestOutcome apply_request(store::JobStore& store, std::int64_t id, Request request) {
-  const domain::JobRecord job = store.get_job(id);
-  if (!store.may_act_on(job.user)) {
-    throw Error(std::string(job.kind == domain::JobKind::task ? "task " : "job ") + util::format_job_id(job.id) +
+  const domain::JobRecord job = store.jobs().get(id);
+  if (!store.access().may_act_on(job.user)) {
+    throw Error(std::string(job.kind == domain::JobKind::task ? "task " : "job ") + domain::format_job_id(job.id) +
                 " is " + job.user + "'s: " + store.identity() + " may not " + std::string(to_string(request)) +
                 " it (" + job.user + " or an admin may; see `jobman store admins`)");
   }

@@ -1,6 +1,7 @@
 #include "jobman/core/mock_cloud.hpp"
 
 #include "jobman/cloud/http.hpp"
+#include "jobman/config/settings.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
@@ -180,7 +181,7 @@ MockCloudServer start_server(const config::Settings& settings) {
 } // namespace
 
 fs::path mock_cloud_directory() {
-  return util::jobman_home() / "mock";
+  return config::jobman_home() / "mock";
 }
 
 fs::path mock_cloud_admin_token_path() {

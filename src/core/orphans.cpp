@@ -3,6 +3,9 @@
 #include "jobman/core/orphans.hpp"
 
 #include "jobman/core/plan.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
@@ -38,7 +41,7 @@ std::optional<Orphan> candidate(ResourceKind kind, const std::string& name, cons
   orphan.created_ms = util::parse_utc(create_time);
   orphan.owner = owner->second;
   orphan.attempt = label(labels, kAttemptLabel);
-  if (auto id = util::parse_job_id(label(labels, kJobIdLabel))) {
+  if (auto id = domain::parse_job_id(label(labels, kJobIdLabel))) {
     orphan.job_id = *id;
   }
   if (filter.older_than_ms) {
@@ -116,7 +119,7 @@ std::vector<Orphan> find_orphans(const std::vector<ZoneListing>& listings, const
 }
 
 std::vector<std::string> zones_in_use(const store::JobStore& store, const std::string& settings_zone) {
-  auto zones = store.zones_in_use();
+  auto zones = store.jobs().zones_in_use();
   if (!settings_zone.empty() && !std::binary_search(zones.begin(), zones.end(), settings_zone)) {
     zones.insert(std::lower_bound(zones.begin(), zones.end(), settings_zone), settings_zone);
   }

@@ -2,6 +2,7 @@
 
 #include "jobman/cloud/tpu_client.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/util/digest.hpp"
 #include "jobman/util/strings.hpp"
 
@@ -96,7 +97,7 @@ void refuse_another_stores_resource(const std::string& name, const std::map<std:
 }
 
 std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int attempt, int candidate) {
-  std::string suffix = "-" + util::format_job_id(job_id) + "-a" + std::to_string(attempt);
+  std::string suffix = "-" + domain::format_job_id(job_id) + "-a" + std::to_string(attempt);
   if (candidate > 1) {
     suffix += "c" + std::to_string(candidate);
   }
@@ -113,7 +114,7 @@ std::string resource_id(const std::string& tpu_name, std::int64_t job_id, int at
 std::map<std::string, std::string> job_labels(const config::JobConfig& config, std::int64_t job_id,
                                               const std::string& user, int attempt) {
   std::map<std::string, std::string> labels = config.tpu.labels;
-  labels[kJobIdLabel] = util::format_job_id(job_id);
+  labels[kJobIdLabel] = domain::format_job_id(job_id);
   labels[kOwnerLabel] = owner_label_value(user);
   labels[kAttemptLabel] = std::to_string(attempt);
   labels[kStoreLabel] = store_label_value(store_location());

@@ -1,6 +1,8 @@
 #include "jobman/core/pool.hpp"
 
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -55,7 +57,7 @@ std::string next_worker_name(const store::JobStore& store, const std::string& ac
   filter.kinds = {JobKind::worker};
   filter.name_glob = prefix + "*";
   long long largest = 0;
-  store.for_each_job(filter, [&](const domain::JobRecord& job) {
+  store.jobs().for_each(filter, [&](const domain::JobRecord& job) {
     const std::string_view rest = std::string_view(job.name).substr(prefix.size());
     long long n = 0;
     const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), n);
@@ -70,11 +72,11 @@ std::string next_worker_name(const store::JobStore& store, const std::string& ac
   return prefix + number;
 }
 
-std::vector<domain::JobRecord> pool_records(const store::JobStore& store, JobKind kind, std::int64_t now_ms) {
+std::vector<domain::JobRecord> status_records(const store::JobStore& store, JobKind kind, std::int64_t now_ms) {
   store::JobFilter filter;
   filter.kinds = {kind};
   filter.now_ms = now_ms;
-  return store.list_jobs(filter);
+  return store.jobs().list(filter);
 }
 
 namespace {
@@ -101,7 +103,7 @@ std::vector<domain::JobRecord> select_records(const store::JobStore& store, JobK
                      "or --all, --accelerator, --zone" +
                      (kind == JobKind::task ? ", --pattern" : ""));
   }
-  const auto shown = pool_records(store, kind);
+  const auto shown = status_records(store, kind);
   std::vector<domain::JobRecord> chosen;
   std::set<std::int64_t> taken;
   const auto take = [&](const domain::JobRecord& job) {
@@ -120,8 +122,8 @@ std::vector<domain::JobRecord> select_records(const store::JobStore& store, JobK
       }
       continue;
     }
-    if (const auto id = util::parse_job_id(ref)) {
-      if (const auto job = store.find_job(*id); job && job->kind == kind) {
+    if (const auto id = domain::parse_job_id(ref)) {
+      if (const auto job = store.jobs().find(*id); job && job->kind == kind) {
         take(*job);
       } else {
         problems.push_back(ref + " (no " + noun(kind) + " has this id)");
@@ -133,7 +135,7 @@ std::vector<domain::JobRecord> select_records(const store::JobStore& store, JobK
     filter.kinds = {kind};
     filter.name_glob = ref; // Narrows the scan; the equality below decides.
     std::vector<domain::JobRecord> named;
-    store.for_each_job(filter, [&](const domain::JobRecord& job) {
+    store.jobs().for_each(filter, [&](const domain::JobRecord& job) {
       if (job.name == ref) {
         named.push_back(job);
       }
@@ -150,7 +152,7 @@ std::vector<domain::JobRecord> select_records(const store::JobStore& store, JobK
     } else {
       std::string problem = ref + " (" + std::to_string(candidates.size()) + " " + noun(kind) + "s have this name: ";
       for (std::size_t i = 0; i < candidates.size(); ++i) {
-        problem += (i == 0 ? "" : ", ") + util::format_job_id(candidates[i].id);
+        problem += (i == 0 ? "" : ", ") + domain::format_job_id(candidates[i].id);
       }
       problem += "; give the id)";
       problems.push_back(std::move(problem));
@@ -161,7 +163,7 @@ std::vector<domain::JobRecord> select_records(const store::JobStore& store, JobK
     for (std::size_t i = 1; i < problems.size(); ++i) {
       message += "; " + problems[i];
     }
-    throw NoSuchJobError(message);
+    throw domain::NoSuchJobError(message);
   }
   if (selection.all || !selection.accelerator.empty() || !selection.zone.empty() || !selection.pattern.empty()) {
     for (const auto& job : shown) {

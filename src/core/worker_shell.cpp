@@ -1,6 +1,8 @@
 #include "jobman/core/worker_shell.hpp"
 
+#include "jobman/domain/job.hpp"
 #include "jobman/remote/gcloud.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 
@@ -9,9 +11,9 @@
 namespace jobman::core {
 
 domain::AttemptRecord live_attempt(const store::JobStore& store, const domain::JobRecord& job) {
-  const std::string prefix = "job " + util::format_job_id(job.id) + " has no slice: ";
+  const std::string prefix = "job " + domain::format_job_id(job.id) + " has no slice: ";
   const std::string phase(domain::to_string(job.phase));
-  const auto attempts = store.attempts(job.id);
+  const auto attempts = store.attempts().of(job.id);
   const auto current = std::find_if(attempts.begin(), attempts.end(),
                                     [&](const domain::AttemptRecord& a) { return a.number == job.attempt; });
   const bool released = current != attempts.end() && current->released_ms.has_value();

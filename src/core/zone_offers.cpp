@@ -1,5 +1,6 @@
 #include "jobman/core/zone_offers.hpp"
 
+#include "jobman/store/zone_catalogs.hpp"
 #include "jobman/util/strings.hpp"
 
 #include <algorithm>
@@ -21,7 +22,7 @@ struct ZoneAnswer {
 
 ZoneAnswer answer_for(store::JobStore& store, const OfferCloud& cloud, const std::string& zone, std::int64_t now_ms) {
   ZoneAnswer answer;
-  auto cached = store.zone_catalog(cloud.id, cloud.project, zone);
+  auto cached = store.zone_catalogs().get(cloud.id, cloud.project, zone);
   if (cached && now_ms - cached->fetched_ms < kZoneCatalogTtlMs && now_ms >= cached->fetched_ms) {
     answer.source = OfferSource::cache;
     answer.age_ms = now_ms - cached->fetched_ms;
@@ -40,7 +41,7 @@ ZoneAnswer answer_for(store::JobStore& store, const OfferCloud& cloud, const std
                              cloud.client->list_accelerator_types(where),
                              cloud.client->list_runtime_versions(where),
                              now_ms};
-    store.put_zone_catalog(fresh);
+    store.zone_catalogs().put(fresh);
     answer.source = OfferSource::cloud;
     answer.catalog = std::move(fresh);
   } catch (const cloud::ApiError& e) {

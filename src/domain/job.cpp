@@ -1,9 +1,30 @@
 #include "jobman/domain/job.hpp"
 
+#include "jobman/util/strings.hpp"
+
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <utility>
 
 namespace jobman::domain {
+
+std::string format_job_id(long long id) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%06lld", id);
+  return buf;
+}
+
+std::optional<long long> parse_job_id(std::string_view text) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  const auto value = util::parse_int(text);
+  if (!value || *value <= 0) {
+    return std::nullopt;
+  }
+  return value;
+}
 namespace {
 
 struct PhaseName {
@@ -214,6 +235,13 @@ std::optional<RivalOutcome> parse_rival_outcome(std::string_view text) {
     }
   }
   return std::nullopt;
+}
+
+PhaseChange change_to(Phase to, std::string reason) {
+  PhaseChange change;
+  change.to = to;
+  change.reason = std::move(reason);
+  return change;
 }
 
 } // namespace jobman::domain

@@ -2,6 +2,8 @@
 
 #include "jobman/reporting/json.hpp"
 #include "jobman/reporting/text.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
 #include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -51,7 +53,7 @@ std::string span_text(std::int64_t ms) {
 
 std::vector<core::TaskSpan> worker_tasks(const store::JobStore& store, std::int64_t worker_id) {
   std::vector<core::TaskSpan> tasks;
-  for (const auto& a : store.attempts_on_worker(worker_id)) {
+  for (const auto& a : store.attempts().on_worker(worker_id)) {
     tasks.push_back({a.started_ms, a.ended_ms});
   }
   return tasks;
@@ -60,7 +62,7 @@ std::vector<core::TaskSpan> worker_tasks(const store::JobStore& store, std::int6
 core::JobAccount account_of(const store::JobStore& store, const domain::JobRecord& job,
                             const std::vector<domain::AttemptRecord>& attempts, std::int64_t now_ms) {
   std::vector<domain::EventRecord> phases;
-  store.for_each_phase_change(job.id, job.id, [&](const domain::EventRecord& e) { phases.push_back(e); });
+  store.events().for_each_phase_change(job.id, job.id, [&](const domain::EventRecord& e) { phases.push_back(e); });
   const auto tasks = job.kind == domain::JobKind::worker ? worker_tasks(store, job.id) : std::vector<core::TaskSpan>{};
   core::AccountInput input;
   input.job = &job;

@@ -4,11 +4,15 @@
 // here; the script only places what it is given.
 #include "jobman/reporting/dashboard.hpp"
 
+#include "jobman/config/settings.hpp"
 #include "jobman/core/job_logs.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/reporting/accounting.hpp"
 #include "jobman/reporting/report.hpp"
 #include "jobman/reporting/text.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -125,7 +129,7 @@ std::string progress_cell(const domain::JobRecord& job) {
 
 // One row of the job table: the columns of `list`, the kind beside the name, the age kept current by the script.
 std::string row_html(const domain::JobRecord& job, std::int64_t now_ms) {
-  const std::string id = util::format_job_id(job.id);
+  const std::string id = domain::format_job_id(job.id);
   const std::string kind(domain::to_string(job.kind));
   std::string row = "<tr id=\"job-" + id + "\" data-id=\"" + std::to_string(job.id) + "\" data-phase=\"" +
                     std::string(domain::to_string(job.phase)) + "\" data-kind=\"" + kind + "\" data-search=\"" +
@@ -306,7 +310,7 @@ DashboardAnswer Dashboard::answer(const DashboardRequest& request) {
     if (request.path == "/api/report") {
       return report(request);
     }
-  } catch (const NoSuchJobError& e) {
+  } catch (const domain::NoSuchJobError& e) {
     return error_answer(404, e.what());
   } catch (const Error& e) {
     return error_answer(500, e.what());
@@ -320,7 +324,7 @@ DashboardAnswer Dashboard::page() {
   std::map<std::string, int> counts;
   store::JobFilter filter;
   filter.now_ms = now;
-  const std::int64_t cursor = store_.for_each_job_with_cursor(filter, [&](const domain::JobRecord& job) {
+  const std::int64_t cursor = store_.jobs().for_each_with_cursor(filter, [&](const domain::JobRecord& job) {
     rows += row_html(job, now);
     rows += '\n';
     ++counts[phase_group(job.phase)];
@@ -330,7 +334,7 @@ DashboardAnswer Dashboard::page() {
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>jobman</title><style>"
       << report_style() << detail::kDashboardStyle << "</style></head>\n<body data-cursor=\"" << cursor
       << "\" data-now=\"" << now << "\">\n<header class=\"top\"><h1>jobman</h1><span class=\"sub\">"
-      << html_escape(util::jobman_home().string())
+      << html_escape(config::jobman_home().string())
       << "</span><span id=\"live\" class=\"live\">live</span></header>\n<div class=\"counts\" id=\"counts\">";
   for (const char* group : {"running", "waiting", "recovering", "succeeded", "failed"}) {
     out << "<div class=\"card c-" << group << "\"><div class=\"v\" data-count=\"" << group << "\">" << counts[group]
@@ -364,7 +368,7 @@ DashboardAnswer Dashboard::changes(const DashboardRequest& request) {
     return error_answer(400, "after: a change number is required");
   }
   const std::int64_t now = util::now_ms();
-  const auto changed = store_.job_changes(*after);
+  const auto changed = store_.jobs().changes_since(*after);
   json answer;
   answer["cursor"] = changed.cursor;
   answer["now_ms"] = now;
@@ -381,7 +385,7 @@ DashboardAnswer Dashboard::changes(const DashboardRequest& request) {
 }
 
 DashboardAnswer Dashboard::job_panel(const DashboardRequest& request) {
-  const auto id = util::parse_job_id(param(request, "id"));
+  const auto id = domain::parse_job_id(param(request, "id"));
   if (!id) {
     return error_answer(400, "id: a job id is required");
   }
@@ -393,7 +397,7 @@ DashboardAnswer Dashboard::job_panel(const DashboardRequest& request) {
   const auto& row = built.rows.front();
   const auto& job = row.job;
   std::ostringstream out;
-  out << "<div class=\"head\"><span class=\"t\">" << util::format_job_id(job.id) << " " << html_escape(job.name)
+  out << "<div class=\"head\"><span class=\"t\">" << domain::format_job_id(job.id) << " " << html_escape(job.name)
       << "</span> " << badge(job)
       << "<button type=\"button\" id=\"close\" aria-label=\"close\">&times;</button></div>\n"
       << "<div class=\"m\">" << html_escape(place_of(job)) << " &middot; " << html_escape(job.user) << " &middot; "
@@ -419,7 +423,7 @@ DashboardAnswer Dashboard::job_panel(const DashboardRequest& request) {
   out << "<h3>Attempts</h3>\n";
   attempts_table(out, row.attempts, now);
   out << "<h3>Events</h3>\n";
-  events_table(out, store_.events(job.id), now);
+  events_table(out, store_.events().of(job.id), now);
 
   // The log: one worker's output (or its setup's) of the current attempt, its end only.
   const int hosts = std::max(job.hosts, 1);

@@ -1,7 +1,11 @@
 #include "jobman/reporting/report.hpp"
 
+#include "jobman/domain/job.hpp"
 #include "jobman/reporting/json.hpp"
 #include "jobman/reporting/text.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/json_text.hpp"
 #include "jobman/util/strings.hpp"
@@ -119,11 +123,11 @@ Chunk read_chunk(const store::JobStore& store, std::vector<domain::JobRecord> jo
     }
   };
   chunk.phases.reserve(n * 6);
-  store.for_each_phase_change(ids.front().id, ids.back().id, [&](const domain::EventRecord& event) {
+  store.events().for_each_phase_change(ids.front().id, ids.back().id, [&](const domain::EventRecord& event) {
     add(chunk.phases, chunk.phases_of, event.job_id, event);
   });
   chunk.attempts.reserve(n * 2);
-  store.for_each_attempt(ids.front().id, ids.back().id, [&](const domain::AttemptRecord& attempt) {
+  store.attempts().for_each(ids.front().id, ids.back().id, [&](const domain::AttemptRecord& attempt) {
     add(chunk.attempts, chunk.attempts_of, attempt.job_id, attempt);
   });
   for (std::size_t k = 0; k < n; ++k) {
@@ -304,7 +308,7 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
   std::vector<domain::JobRecord> jobs;
   if (!selection.ids.empty()) {
     for (const auto id : selection.ids) {
-      jobs.push_back(store.get_job(id));
+      jobs.push_back(store.jobs().get(id));
     }
     std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     jobs.erase(std::unique(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.id == b.id; }),
@@ -320,7 +324,7 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
       // Nothing needs to know how many there are: read and account them a chunk at a time. The statement listing
       // the jobs stays open while each chunk's events are read.
       jobs.reserve(kChunk);
-      store.for_each_job(filter, [&](const domain::JobRecord& job) {
+      store.jobs().for_each(filter, [&](const domain::JobRecord& job) {
         jobs.push_back(job);
         if (jobs.size() == kChunk) {
           pipeline.push(read_chunk(store, std::exchange(jobs, {}), kChunk));
@@ -333,7 +337,7 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
       accountant.finish();
       return report;
     }
-    jobs = store.list_jobs(filter);
+    jobs = store.jobs().list(filter);
   }
   if (!each_row) {
     report.rows.reserve(jobs.size());
@@ -369,7 +373,7 @@ void write_report_text(std::ostream& out, const Report& report, const config::Pr
   for (const auto& row : report.rows) {
     const auto& a = row.account;
     const double chip_hours = chip_hours_of(a).total();
-    std::vector<std::string> cells{util::format_job_id(row.job.id),
+    std::vector<std::string> cells{domain::format_job_id(row.job.id),
                                    printable(row.job.name),
                                    std::string(domain::to_string(row.job.kind)),
                                    status_text(row.job),
@@ -481,7 +485,7 @@ void write_report_json_head(std::ostream& out, std::int64_t now_ms, std::int64_t
                             const config::PriceTable& prices) {
   nlohmann::ordered_json j;
   j["generated_at"] = util::format_utc(now_ms);
-  j["since"] = since_ms > 0 ? nlohmann::ordered_json(util::format_utc(since_ms)) : nlohmann::ordered_json(nullptr);
+  j["since"] = text_or_null(since_ms > 0 ? util::format_utc(since_ms) : std::string());
   nlohmann::ordered_json table;
   table["currency"] = prices.currency;
   table["source"] = prices.source;
@@ -539,7 +543,7 @@ void write_report_json_tail(std::ostream& out, const Report& report, const confi
     kind["tier"] = key.second;
     kind["chip_hours"] = group.chip_hours;
     kind["price_per_chip_hour"] = json_or_null(price);
-    kind["cost"] = price ? nlohmann::ordered_json(group.cost) : nlohmann::ordered_json(nullptr);
+    kind["cost"] = json_or_null(price ? std::optional<double>(group.cost) : std::nullopt);
     kind["estimated"] = group.estimated;
     kinds.push_back(std::move(kind));
   }

@@ -1,6 +1,7 @@
 // The HTML report: one file that opens from disk with no network (inline CSS, inline SVG, no script), a timeline per
 // job with its phases in colour and its preemptions and bad hardware marked, the goodput and cost tables, and the
 // zones'. Every stored text is escaped, control characters first made visible as the terminal shows them.
+#include "jobman/domain/job.hpp"
 #include "jobman/reporting/report.hpp"
 #include "jobman/reporting/text.hpp"
 #include "jobman/util/strings.hpp"
@@ -139,7 +140,7 @@ void write_job_timeline(std::ostream& out, const ReportRow& row) {
   const double scale = kTimelineWidth / static_cast<double>(end - start);
   const auto x = [&](std::int64_t ms) { return decimal(static_cast<double>(ms - start) * scale, 2); };
   out << "<svg width=\"" << kTimelineWidth + 20 << "\" height=\"52\" viewBox=\"-10 0 " << kTimelineWidth + 20
-      << " 52\" role=\"img\" aria-label=\"timeline of job " << util::format_job_id(row.job.id) << "\">";
+      << " 52\" role=\"img\" aria-label=\"timeline of job " << domain::format_job_id(row.job.id) << "\">";
   for (const auto& s : account.timeline) {
     const double width = std::max(static_cast<double>(s.to_ms - s.from_ms) * scale, 0.5);
     out << "<rect x=\"" << x(s.from_ms) << "\" y=\"" << kBarTop << "\" width=\"" << decimal(width, 2) << "\" height=\""
@@ -205,8 +206,8 @@ void jobs_table(std::ostream& out, const Report& report, const config::PriceTabl
     const double chip_hours = chip_hours_of(a).total();
     const std::string status(domain::to_string(row.job.phase));
     const std::string name = html_escape(row.job.name);
-    out << "<tr><td class=\"l\">" << util::format_job_id(row.job.id) << "</td><td class=\"l job-name\" title=\"" << name
-        << "\">" << name << "</td><td class=\"l st-" << status << "\">" << status << "</td><td>"
+    out << "<tr><td class=\"l\">" << domain::format_job_id(row.job.id) << "</td><td class=\"l job-name\" title=\""
+        << name << "\">" << name << "</td><td class=\"l st-" << status << "\">" << status << "</td><td>"
         << span_text(a.wall_ms()) << "</td><td>" << percent_text(a.goodput()) << "</td><td>"
         << (chip_hours > 0 ? decimal(chip_hours, 2) : "-") << "</td><td>" << html_escape(cost_cell(a, row.cost, prices))
         << "</td>";
@@ -282,9 +283,9 @@ void write_report_html(std::ostream& out, const Report& report, const config::Pr
   for (std::size_t i = first; i < report.rows.size(); ++i) {
     const auto& row = report.rows[i];
     const std::string status(domain::to_string(row.job.phase));
-    out << "<div class=\"job\" id=\"job-" << util::format_job_id(row.job.id) << "\"><div><span class=\"t\">"
-        << util::format_job_id(row.job.id) << " " << html_escape(row.job.name) << "</span> <span class=\"st-" << status
-        << "\">" << status << "</span> <span class=\"m\">" << html_escape(place_of(row.job)) << ", "
+    out << "<div class=\"job\" id=\"job-" << domain::format_job_id(row.job.id) << "\"><div><span class=\"t\">"
+        << domain::format_job_id(row.job.id) << " " << html_escape(row.job.name) << "</span> <span class=\"st-"
+        << status << "\">" << status << "</span> <span class=\"m\">" << html_escape(place_of(row.job)) << ", "
         << html_escape(goodput_text(row.account)) << ", " << row.job.preemptions << " preemption"
         << (row.job.preemptions == 1 ? "" : "s") << ", " << row.job.bad_hardware << " bad slice"
         << (row.job.bad_hardware == 1 ? "" : "s") << "</span></div>\n";

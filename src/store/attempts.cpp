@@ -1,5 +1,6 @@
 // The store's attempts: begun, confirmed, ended, released; and the jobs a supervisor has work on.
 #include "job_queries.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/util/system.hpp"
 #include "schema.hpp"
 #include "store_impl.hpp"
@@ -13,13 +14,13 @@ using detail::select_jobs;
 using detail::throw_no_such_job;
 using sql::Transaction;
 
-AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
-                                      const std::string& zone, bool create_pending) {
-  return begin_attempt(job_id, Placement{queued_resource, node, zone, {}, 0, std::nullopt, {}}, create_pending);
+AttemptRecord Attempts::begin(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
+                              const std::string& zone, bool create_pending) {
+  return begin(job_id, Placement{queued_resource, node, zone, {}, 0, std::nullopt, {}}, create_pending);
 }
 
-AttemptRecord JobStore::begin_attempt(std::int64_t job_id, const Placement& where, bool create_pending) {
-  const std::int64_t now = clock_ms();
+AttemptRecord Attempts::begin(std::int64_t job_id, const Placement& where, bool create_pending) {
+  const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   auto attempt = impl_->insert_attempt(job_id, where, create_pending, now);
   transaction.commit();
@@ -41,7 +42,7 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
     // delete or clean never starts an attempt (and requests a slice) for it after.
     const auto phase = detail::phase_column(db, *query, 4);
     if (is_terminal(phase) || query->column_text_view(5) != "run") {
-      throw JobChangedError("job " + util::format_job_id(job_id) + " is " + std::string(to_string(phase)) +
+      throw JobChangedError("job " + domain::format_job_id(job_id) + " is " + std::string(to_string(phase)) +
                             " with desired state " + query->column_text(5) + " now: no attempt started");
     }
     number = query->column_int(0) + 1;
@@ -101,7 +102,7 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
   std::string message = "attempt " + std::to_string(number) + " started: " + slice + " in " + zone;
   if (worker_id) {
     data["worker_id"] = *worker_id;
-    message += " (worker " + util::format_job_id(*worker_id) + "'s slice)";
+    message += " (worker " + domain::format_job_id(*worker_id) + "'s slice)";
   }
   if (create_pending) {
     data["create_pending"] = true;
@@ -124,7 +125,7 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
   return attempt;
 }
 
-void JobStore::confirm_created(std::int64_t job_id, int number) {
+void Attempts::confirm_created(std::int64_t job_id, int number) {
   auto update = impl_->statements.get(
       "UPDATE attempts SET create_pending = 0 WHERE job_id = ?1 AND number = ?2 AND create_pending = 1");
   update->bind(1, job_id);
@@ -135,10 +136,9 @@ void JobStore::confirm_created(std::int64_t job_id, int number) {
   }
 }
 
-void JobStore::end_attempt(std::int64_t job_id, int number, domain::AttemptOutcome outcome,
-                           std::optional<int> exit_code) {
+void Attempts::end(std::int64_t job_id, int number, domain::AttemptOutcome outcome, std::optional<int> exit_code) {
   const std::string text(domain::to_string(outcome));
-  const std::int64_t now = clock_ms();
+  const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   {
     auto update = impl_->statements.get(
@@ -154,7 +154,7 @@ void JobStore::end_attempt(std::int64_t job_id, int number, domain::AttemptOutco
     if (!impl_->job_exists(job_id)) {
       throw_no_such_job(job_id);
     }
-    throw Error("job " + util::format_job_id(job_id) + " has no attempt " + std::to_string(number));
+    throw Error("job " + domain::format_job_id(job_id) + " has no attempt " + std::to_string(number));
   }
   nlohmann::json data = {{"attempt", number}, {"outcome", text}};
   std::string message = "attempt " + std::to_string(number) + " ended: " + text;
@@ -166,9 +166,9 @@ void JobStore::end_attempt(std::int64_t job_id, int number, domain::AttemptOutco
   transaction.commit();
 }
 
-std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
-  auto query = impl_->statements.get("SELECT " + std::string(detail::attempt_columns) +
-                                     " FROM attempts WHERE job_id = ?1 ORDER BY number");
+std::vector<AttemptRecord> Attempts::of(std::int64_t job_id) const {
+  auto query =
+      impl_->statements.get("SELECT " + detail::attempt_columns() + " FROM attempts WHERE job_id = ?1 ORDER BY number");
   query->bind(1, job_id);
   std::vector<AttemptRecord> attempts;
   while (query->step()) {
@@ -177,8 +177,8 @@ std::vector<AttemptRecord> JobStore::attempts(std::int64_t job_id) const {
   return attempts;
 }
 
-void JobStore::mark_released(std::int64_t job_id, const std::string& slice, const std::string& how) {
-  const std::int64_t now = clock_ms();
+void Attempts::mark_released(std::int64_t job_id, const std::string& slice, const std::string& how) {
+  const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   // A queued resource by its name, or a node created without one (tpu-vm mode) by the node's.
   const char* key = "queued_resource";
@@ -227,7 +227,7 @@ std::string held_slices_sql() {
 
 } // namespace queries
 
-std::vector<HeldSlice> JobStore::held_slices() const {
+std::vector<HeldSlice> Attempts::held_slices() const {
   auto query = impl_->statements.get(queries::held_slices_sql());
   std::vector<HeldSlice> held;
   while (query->step()) {
@@ -242,7 +242,7 @@ std::vector<HeldSlice> JobStore::held_slices() const {
   return held;
 }
 
-std::vector<std::string> JobStore::zones_in_use() const {
+std::vector<std::string> Jobs::zones_in_use() const {
   auto query = impl_->statements.get("SELECT zone FROM jobs WHERE zone != '' UNION SELECT zone FROM attempts "
                                      "WHERE zone != '' UNION SELECT zone FROM rivals ORDER BY 1");
   std::vector<std::string> zones;
@@ -252,7 +252,7 @@ std::vector<std::string> JobStore::zones_in_use() const {
   return zones;
 }
 
-void JobStore::set_cleanup_pending(std::int64_t job_id, bool pending) {
+void Jobs::set_cleanup_pending(std::int64_t job_id, bool pending) {
   auto update = impl_->statements.get("UPDATE jobs SET cleanup_pending = ?2 WHERE id = ?1");
   update->bind(1, job_id);
   update->bind(2, pending ? 1 : 0);
@@ -289,13 +289,13 @@ std::vector<JobRecord> read_job_rows(const sql::Connection& db, sql::Statement& 
 
 } // namespace
 
-std::vector<JobRecord> JobStore::jobs_to_drive(bool with_config) const {
+std::vector<JobRecord> Leases::jobs_to_drive(bool with_config) const {
   auto query = impl_->statements.get(select_jobs(with_config) + " WHERE " +
                                      jobs_to_drive_condition(impl_->db.dialect()) + " ORDER BY jobs.id");
   return read_job_rows(impl_->db, *query, with_config);
 }
 
-std::vector<JobRecord> JobStore::jobs_to_drive_by(const std::string& owner, std::int64_t now_ms) const {
+std::vector<JobRecord> Leases::jobs_to_drive_by(const std::string& owner, std::int64_t now_ms) const {
   auto query = impl_->statements.get(select_jobs(false) + " WHERE " + jobs_to_drive_condition(impl_->db.dialect()) +
                                      " AND NOT EXISTS (SELECT 1 FROM leases WHERE leases.job_id = jobs.id AND "
                                      "leases.owner != ?1 AND leases.expires_ms > ?2) ORDER BY jobs.id");
@@ -304,7 +304,7 @@ std::vector<JobRecord> JobStore::jobs_to_drive_by(const std::string& owner, std:
   return read_job_rows(impl_->db, *query, false);
 }
 
-std::set<std::string> JobStore::zones_driven_by_others(const std::string& owner, std::int64_t now_ms) const {
+std::set<std::string> Leases::zones_driven_by_others(const std::string& owner, std::int64_t now_ms) const {
   auto query = impl_->statements.get("SELECT DISTINCT jobs.zone FROM leases JOIN jobs ON jobs.id = leases.job_id "
                                      "WHERE leases.owner != ?1 AND leases.expires_ms > ?2");
   query->bind(1, owner);
@@ -316,7 +316,7 @@ std::set<std::string> JobStore::zones_driven_by_others(const std::string& owner,
   return zones;
 }
 
-int JobStore::count_undriven_jobs(std::int64_t now_ms) const {
+int Leases::count_undriven_jobs(std::int64_t now_ms) const {
   auto query = impl_->statements.get(
       "SELECT COUNT(*) FROM jobs WHERE " + jobs_to_drive_condition(impl_->db.dialect()) +
       " AND NOT EXISTS (SELECT 1 FROM leases WHERE leases.job_id = jobs.id AND leases.expires_ms > ?1)");

@@ -36,18 +36,18 @@ BadHardwareRecord read_finding(const sql::Statement& row) {
 
 } // namespace
 
-void JobStore::record_slice_active(std::int64_t job_id, int number, const std::vector<std::string>& physical_hosts) {
+void Attempts::record_slice_active(std::int64_t job_id, int number, const std::vector<std::string>& physical_hosts) {
   auto update = impl_->statements.get("UPDATE attempts SET active_ms = COALESCE(active_ms, ?3), physical_hosts = ?4 "
                                       "WHERE job_id = ?1 AND number = ?2");
   update->bind(1, job_id);
   update->bind(2, number);
-  update->bind(3, clock_ms());
+  update->bind(3, impl_->clock_ms());
   update->bind(4, util::join(physical_hosts, ","));
   update->run();
 }
 
-void JobStore::record_bad_hardware(const BadHardwareRecord& finding) {
-  const std::int64_t now = clock_ms();
+void BadHardware::record(const BadHardwareRecord& finding) {
+  const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   auto insert = impl_->statements.get(
       "INSERT INTO bad_hardware (ts_ms, job_id, attempt, zone, accelerator, node, worker, physical_host, signal, "
@@ -83,8 +83,7 @@ void JobStore::record_bad_hardware(const BadHardwareRecord& finding) {
   transaction.commit();
 }
 
-std::vector<BadHardwareRecord> JobStore::bad_hardware_on(const std::vector<std::string>& hosts,
-                                                         std::int64_t since_ms) const {
+std::vector<BadHardwareRecord> BadHardware::on(const std::vector<std::string>& hosts, std::int64_t since_ms) const {
   std::vector<BadHardwareRecord> found;
   auto query = impl_->statements.get("SELECT " + std::string(finding_columns) +
                                      " FROM bad_hardware WHERE physical_host = ?1 AND ts_ms >= ?2 ORDER BY ts_ms DESC");
@@ -103,8 +102,8 @@ std::vector<BadHardwareRecord> JobStore::bad_hardware_on(const std::vector<std::
   return found;
 }
 
-std::vector<PlaceRecord> JobStore::attempts_since(std::int64_t since_ms, const std::string& zone,
-                                                  const std::string& accelerator) const {
+std::vector<PlaceRecord> Attempts::since(std::int64_t since_ms, const std::string& zone,
+                                         const std::string& accelerator) const {
   // The live attempts, and those of removed jobs (attempt_history keeps only attempts of slices of their own).
   auto query = impl_->statements.get(
       "SELECT zone, accelerator, pricing, outcome, started_ms, active_ms, ended_ms FROM attempts "
@@ -131,7 +130,7 @@ std::vector<PlaceRecord> JobStore::attempts_since(std::int64_t since_ms, const s
   return out;
 }
 
-std::vector<BadHardwareRecord> JobStore::bad_hardware_of(std::int64_t job_id) const {
+std::vector<BadHardwareRecord> BadHardware::of(std::int64_t job_id) const {
   auto query = impl_->statements.get("SELECT " + std::string(finding_columns) +
                                      " FROM bad_hardware WHERE job_id = ?1 ORDER BY id");
   query->bind(1, job_id);

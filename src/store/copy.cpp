@@ -1,5 +1,7 @@
 // Copying a store into a PostgreSQL one (`jobman store migrate`): every table but the leases, row for row, in one
 // transaction of the target's.
+#include "jobman/store/copy.hpp"
+
 #include "jobman/util/system.hpp"
 #include "store_impl.hpp"
 
@@ -186,8 +188,8 @@ bool same_history(sql::Connection& source, sql::Connection& target, std::int64_t
 
 } // namespace
 
-StoreCopy JobStore::copy_into(JobStore& target, const std::string& as_user) const {
-  sql::Connection& source = impl_->db;
+StoreCopy copy_store(const JobStore& from, JobStore& target, const std::string& as_user) {
+  sql::Connection& source = from.impl_->db;
   sql::Connection& into = target.impl_->db;
   if (source.dialect() != sql::Dialect::sqlite) {
     throw Error("a SQLite store is copied, not " + source.path());
@@ -254,7 +256,7 @@ StoreCopy JobStore::copy_into(JobStore& target, const std::string& as_user) cons
   }
   // A personal store's jobs are its login's; on the target they are the identity the copy is made as (the role, or
   // `as_user`), so that they stay the user's own there.
-  const std::pair<std::string, std::string> rename{identity(), as_user.empty() ? target.identity() : as_user};
+  const std::pair<std::string, std::string> rename{from.identity(), as_user.empty() ? target.identity() : as_user};
   copy.user = rename.second;
   for (const auto& table : kTables) {
     copy.written.emplace_back(table.name, copy_table(source, into, table, copy.into, rename));

@@ -1,6 +1,7 @@
 #include "jobman/store/job_store.hpp"
 
 #include "job_queries.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/store/postgres.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
@@ -284,11 +285,89 @@ bool JobStore::on_postgres() const {
   return impl_->db.dialect() == sql::Dialect::postgresql;
 }
 
-std::int64_t JobStore::clock_ms() const {
-  if (auto* server = dynamic_cast<postgres::Connection*>(&impl_->db)) {
+std::int64_t JobStore::Impl::clock_ms() const {
+  if (auto* server = dynamic_cast<postgres::Connection*>(&db)) {
     return server->server_now_ms();
   }
   return util::now_ms();
+}
+
+std::int64_t JobStore::clock_ms() const {
+  return impl_->clock_ms();
+}
+
+// The views: each a member of the shared implementation, as long-lived as the store.
+Jobs& JobStore::jobs() {
+  return impl_->jobs;
+}
+const Jobs& JobStore::jobs() const {
+  return impl_->jobs;
+}
+Events& JobStore::events() {
+  return impl_->events;
+}
+const Events& JobStore::events() const {
+  return impl_->events;
+}
+Attempts& JobStore::attempts() {
+  return impl_->attempts;
+}
+const Attempts& JobStore::attempts() const {
+  return impl_->attempts;
+}
+Rivals& JobStore::rivals() {
+  return impl_->rivals;
+}
+const Rivals& JobStore::rivals() const {
+  return impl_->rivals;
+}
+BadHardware& JobStore::bad_hardware() {
+  return impl_->bad_hardware;
+}
+const BadHardware& JobStore::bad_hardware() const {
+  return impl_->bad_hardware;
+}
+Leases& JobStore::leases() {
+  return impl_->leases;
+}
+const Leases& JobStore::leases() const {
+  return impl_->leases;
+}
+Queue& JobStore::queue() {
+  return impl_->queue;
+}
+const Queue& JobStore::queue() const {
+  return impl_->queue;
+}
+Notifications& JobStore::notifications() {
+  return impl_->notifications;
+}
+const Notifications& JobStore::notifications() const {
+  return impl_->notifications;
+}
+ZoneCatalogs& JobStore::zone_catalogs() {
+  return impl_->zone_catalogs;
+}
+const ZoneCatalogs& JobStore::zone_catalogs() const {
+  return impl_->zone_catalogs;
+}
+Access& JobStore::access() {
+  return impl_->access;
+}
+const Access& JobStore::access() const {
+  return impl_->access;
+}
+Settings& JobStore::settings() {
+  return impl_->settings;
+}
+const Settings& JobStore::settings() const {
+  return impl_->settings;
+}
+Shares& JobStore::shares() {
+  return impl_->shares;
+}
+const Shares& JobStore::shares() const {
+  return impl_->shares;
 }
 
 JobStore JobStore::open_in_memory() {
@@ -306,15 +385,14 @@ int JobStore::schema_version() const {
   return read_user_version(impl_->db);
 }
 
-std::vector<std::int64_t>
-JobStore::create_jobs(const std::vector<NewJob>& jobs,
-                      const std::function<void(const std::vector<std::int64_t>&)>& before_commit) {
+std::vector<std::int64_t> Jobs::create(const std::vector<NewJob>& jobs,
+                                       const std::function<void(const std::vector<std::int64_t>&)>& before_commit) {
   std::vector<std::int64_t> ids;
   if (jobs.empty()) {
     return ids;
   }
   ids.reserve(jobs.size());
-  const std::int64_t now = clock_ms();
+  const std::int64_t now = impl_->clock_ms();
   auto insert = impl_->statements.get(
       "INSERT INTO jobs (name, user, accelerator, zone, pricing, tpu_name, hosts, phase, desired, phase_reason, "
       "created_ms, updated_ms, phase_since_ms, config_path, sweep_label, kind, priority, max_failures) "
@@ -322,7 +400,7 @@ JobStore::create_jobs(const std::vector<NewJob>& jobs,
   auto insert_config = impl_->statements.get("INSERT INTO job_configs (job_id, config_yaml) VALUES (?1, ?2)");
   // Compiled before the write lock is taken: in a fresh process that is most of the work, and every other writer
   // would wait for it.
-  impl_->statements.get(std::string(Impl::insert_event_sql));
+  impl_->statements.get(std::string(JobStore::Impl::insert_event_sql));
   Transaction transaction(impl_->db);
   for (const NewJob& job : jobs) {
     insert->bind(1, job.name);
@@ -368,21 +446,21 @@ JobStore::create_jobs(const std::vector<NewJob>& jobs,
   return ids;
 }
 
-std::optional<JobRecord> JobStore::find_job(std::int64_t id, bool with_config) const {
+std::optional<JobRecord> Jobs::find(std::int64_t id, bool with_config) const {
   return impl_->find(id, with_config);
 }
 
-JobRecord JobStore::get_job(std::int64_t id, bool with_config) const {
+JobRecord Jobs::get(std::int64_t id, bool with_config) const {
   if (auto job = impl_->find(id, with_config)) {
     return std::move(*job);
   }
   throw_no_such_job(id);
 }
 
-void JobStore::for_each_job(const JobFilter& filter, const std::function<void(const JobRecord&)>& fn) const {
-  auto query = impl_->statements.get(queries::list_jobs_sql(filter, on_postgres()));
+void Jobs::for_each(const JobFilter& filter, const std::function<void(const JobRecord&)>& fn) const {
+  auto query = impl_->statements.get(queries::list_jobs_sql(filter, impl_->db.dialect() == sql::Dialect::postgresql));
   if (!filter.include_history) {
-    const std::int64_t now = filter.now_ms != 0 ? filter.now_ms : clock_ms();
+    const std::int64_t now = filter.now_ms != 0 ? filter.now_ms : impl_->clock_ms();
     query->bind(query->parameter_index(":since"), now - filter.recent_ms);
   }
   for (std::size_t i = 0; i < filter.phases.size(); ++i) {
@@ -402,14 +480,14 @@ void JobStore::for_each_job(const JobFilter& filter, const std::function<void(co
   }
 }
 
-std::vector<JobRecord> JobStore::list_jobs(const JobFilter& filter) const {
+std::vector<JobRecord> Jobs::list(const JobFilter& filter) const {
   std::vector<JobRecord> jobs;
-  for_each_job(filter, [&](const JobRecord& job) { jobs.push_back(job); });
+  for_each(filter, [&](const JobRecord& job) { jobs.push_back(job); });
   return jobs;
 }
 
-JobRecord JobStore::set_desired_state(std::int64_t id, DesiredState desired, const std::string& reason) {
-  const std::int64_t now = clock_ms();
+JobRecord Jobs::set_desired_state(std::int64_t id, DesiredState desired, const std::string& reason) {
+  const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   {
     auto update = impl_->statements.get("UPDATE jobs SET desired = ?2, updated_ms = ?3 WHERE id = ?1");
@@ -432,8 +510,8 @@ JobRecord JobStore::set_desired_state(std::int64_t id, DesiredState desired, con
   return job;
 }
 
-bool JobStore::transition(std::int64_t id, std::optional<Phase> expected, const PhaseChange& change) {
-  const std::int64_t now = clock_ms();
+bool Jobs::transition(std::int64_t id, std::optional<Phase> expected, const PhaseChange& change) {
+  const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   Phase from = Phase::pending;
   std::optional<std::int64_t> finished_ms;
@@ -494,9 +572,9 @@ bool JobStore::transition(std::int64_t id, std::optional<Phase> expected, const 
   return true;
 }
 
-void JobStore::record_observation(std::int64_t job_id, std::string_view state, std::string_view message,
-                                  std::string_view data_json) {
-  const std::int64_t now = clock_ms();
+void Events::record_observation(std::int64_t job_id, std::string_view state, std::string_view message,
+                                std::string_view data_json) {
+  const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   if (!impl_->insert_event(job_id, now, "observation", std::nullopt, std::nullopt, message, data_json)) {
     throw_no_such_job(job_id);
@@ -508,18 +586,17 @@ void JobStore::record_observation(std::int64_t job_id, std::string_view state, s
   transaction.commit();
 }
 
-void JobStore::append_event(std::int64_t job_id, std::string_view kind, std::string_view message,
-                            std::string_view data_json) {
+void Events::append(std::int64_t job_id, std::string_view kind, std::string_view message, std::string_view data_json) {
   Transaction transaction(impl_->db);
-  if (!impl_->insert_event(job_id, clock_ms(), kind, std::nullopt, std::nullopt, message, data_json)) {
+  if (!impl_->insert_event(job_id, impl_->clock_ms(), kind, std::nullopt, std::nullopt, message, data_json)) {
     throw_no_such_job(job_id);
   }
   transaction.commit();
 }
 
-std::vector<EventRecord> JobStore::events(std::int64_t job_id) const {
-  auto query = impl_->statements.get("SELECT " + std::string(detail::event_columns) +
-                                     " FROM events WHERE job_id = ?1 ORDER BY id");
+std::vector<EventRecord> Events::of(std::int64_t job_id) const {
+  auto query =
+      impl_->statements.get("SELECT " + detail::event_columns() + " FROM events WHERE job_id = ?1 ORDER BY id");
   query->bind(1, job_id);
   std::vector<EventRecord> events;
   while (query->step()) {
@@ -528,14 +605,14 @@ std::vector<EventRecord> JobStore::events(std::int64_t job_id) const {
   return events;
 }
 
-void JobStore::remove_job(std::int64_t id) {
-  if (!remove_job_if_present(id)) {
+void Jobs::remove(std::int64_t id) {
+  if (!remove_if_present(id)) {
     throw_no_such_job(id);
   }
 }
 
-bool JobStore::remove_job_if_present(std::int64_t id) {
-  const std::int64_t now = clock_ms();
+bool Jobs::remove_if_present(std::int64_t id) {
+  const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   {
     // What `jobman availability` and the learned ranking read of the job's attempts outlives it (attempt_history,

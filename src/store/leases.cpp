@@ -9,8 +9,7 @@ namespace jobman::store {
 using detail::throw_no_such_job;
 using sql::Transaction;
 
-bool JobStore::try_acquire_lease(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms,
-                                 std::int64_t now_ms) {
+bool Leases::try_acquire(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms, std::int64_t now_ms) {
   Transaction transaction(impl_->db);
   if (!impl_->job_exists(job_id)) {
     throw_no_such_job(job_id);
@@ -34,7 +33,7 @@ bool JobStore::try_acquire_lease(std::int64_t job_id, const std::string& owner, 
   return held;
 }
 
-bool JobStore::renew_lease(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms, std::int64_t now_ms) {
+bool Leases::renew(std::int64_t job_id, const std::string& owner, std::int64_t ttl_ms, std::int64_t now_ms) {
   Transaction transaction(impl_->db);
   {
     auto update =
@@ -50,8 +49,8 @@ bool JobStore::renew_lease(std::int64_t job_id, const std::string& owner, std::i
   return held;
 }
 
-std::vector<std::int64_t> JobStore::renew_leases(const std::vector<std::int64_t>& job_ids, const std::string& owner,
-                                                 std::int64_t ttl_ms, std::int64_t now_ms) {
+std::vector<std::int64_t> Leases::renew_all(const std::vector<std::int64_t>& job_ids, const std::string& owner,
+                                            std::int64_t ttl_ms, std::int64_t now_ms) {
   std::vector<std::int64_t> held;
   Transaction transaction(impl_->db);
   auto update =
@@ -71,7 +70,7 @@ std::vector<std::int64_t> JobStore::renew_leases(const std::vector<std::int64_t>
   return held;
 }
 
-void JobStore::release_lease(std::int64_t job_id, const std::string& owner) {
+void Leases::release(std::int64_t job_id, const std::string& owner) {
   Transaction transaction(impl_->db);
   {
     auto remove = impl_->statements.get("DELETE FROM leases WHERE job_id = ?1 AND owner = ?2");
@@ -82,7 +81,7 @@ void JobStore::release_lease(std::int64_t job_id, const std::string& owner) {
   transaction.commit();
 }
 
-std::optional<Lease> JobStore::lease(std::int64_t job_id) const {
+std::optional<Lease> Leases::of(std::int64_t job_id) const {
   auto query = impl_->statements.get(
       "SELECT job_id, owner, acquired_ms, heartbeat_ms, expires_ms FROM leases WHERE job_id = ?1");
   query->bind(1, job_id);
@@ -98,7 +97,7 @@ std::optional<Lease> JobStore::lease(std::int64_t job_id) const {
   return lease;
 }
 
-std::vector<std::string> JobStore::live_lease_owners(std::int64_t now_ms) const {
+std::vector<std::string> Leases::live_owners(std::int64_t now_ms) const {
   auto query = impl_->statements.get("SELECT DISTINCT owner FROM leases WHERE expires_ms > ?1");
   query->bind(1, now_ms);
   std::vector<std::string> owners;
@@ -108,7 +107,7 @@ std::vector<std::string> JobStore::live_lease_owners(std::int64_t now_ms) const 
   return owners;
 }
 
-std::vector<LiveLease> JobStore::live_leases(std::int64_t now_ms) const {
+std::vector<LiveLease> Leases::live(std::int64_t now_ms) const {
   auto query = impl_->statements.get("SELECT leases.job_id, leases.owner, jobs.phase, jobs.cleanup_pending FROM leases "
                                      "JOIN jobs ON jobs.id = leases.job_id WHERE leases.expires_ms > ?1 "
                                      "ORDER BY leases.job_id");
@@ -125,7 +124,7 @@ std::vector<LiveLease> JobStore::live_leases(std::int64_t now_ms) const {
   return leases;
 }
 
-int JobStore::expire_leases_of(const std::string& owner, std::int64_t now_ms) {
+int Leases::expire_all_of(const std::string& owner, std::int64_t now_ms) {
   Transaction transaction(impl_->db);
   {
     auto update = impl_->statements.get("UPDATE leases SET expires_ms = ?2 WHERE owner = ?1 AND expires_ms > ?2");

@@ -5,9 +5,8 @@ namespace jobman::store {
 
 using sql::Transaction;
 
-void JobStore::enqueue_notifications(std::int64_t job_id, int attempt, const std::string& event,
-                                     const std::vector<std::pair<std::string, std::string>>& recipients,
-                                     std::int64_t now_ms) {
+void Notifications::enqueue(std::int64_t job_id, int attempt, const std::string& event,
+                            const std::vector<std::pair<std::string, std::string>>& recipients, std::int64_t now_ms) {
   if (recipients.empty()) {
     return;
   }
@@ -28,7 +27,7 @@ void JobStore::enqueue_notifications(std::int64_t job_id, int attempt, const std
   transaction.commit();
 }
 
-std::vector<Notification> JobStore::claim_notifications(std::int64_t now_ms, std::int64_t retry_ms, int limit) {
+std::vector<Notification> Notifications::claim(std::int64_t now_ms, std::int64_t retry_ms, int limit) {
   const std::string due = "FROM notifications INDEXED BY notifications_due WHERE sent_ms IS NULL AND gave_up = 0 AND "
                           "next_ms <= ?1";
   {
@@ -70,14 +69,14 @@ std::vector<Notification> JobStore::claim_notifications(std::int64_t now_ms, std
   return claimed;
 }
 
-void JobStore::notification_sent(std::int64_t id, std::int64_t now_ms) {
+void Notifications::sent(std::int64_t id, std::int64_t now_ms) {
   auto update = impl_->statements.get("UPDATE notifications SET sent_ms = ?2, error = '' WHERE id = ?1");
   update->bind(1, id);
   update->bind(2, now_ms);
   update->run();
 }
 
-void JobStore::notification_failed(std::int64_t id, const std::string& error, bool give_up) {
+void Notifications::failed(std::int64_t id, const std::string& error, bool give_up) {
   auto update = impl_->statements.get("UPDATE notifications SET error = ?2, gave_up = ?3 WHERE id = ?1");
   update->bind(1, id);
   update->bind(2, error);

@@ -29,7 +29,7 @@ std::vector<std::string> read_admins(sql::Connection& db, sql::StatementCache& s
 
 } // namespace
 
-std::vector<std::string> JobStore::users() const {
+std::vector<std::string> Jobs::users() const {
   auto query = impl_->statements.get("SELECT DISTINCT user FROM jobs ORDER BY user");
   std::vector<std::string> out;
   while (query->step()) {
@@ -38,19 +38,23 @@ std::vector<std::string> JobStore::users() const {
   return out;
 }
 
-const std::string& JobStore::identity() const {
-  if (impl_->identity.empty()) {
-    impl_->identity = impl_->db.dialect() == sql::Dialect::postgresql ? impl_->db.query_text("SELECT current_user")
-                                                                      : util::current_user();
+const std::string& JobStore::Impl::identity() {
+  if (identity_name.empty()) {
+    identity_name =
+        db.dialect() == sql::Dialect::postgresql ? db.query_text("SELECT current_user") : util::current_user();
   }
-  return impl_->identity;
+  return identity_name;
 }
 
-std::vector<std::string> JobStore::admins() const {
+const std::string& JobStore::identity() const {
+  return impl_->identity();
+}
+
+std::vector<std::string> Access::admins() const {
   return read_admins(impl_->db, impl_->statements);
 }
 
-bool JobStore::may_manage_admins() const {
+bool Access::may_manage_admins() const {
   if (impl_->db.dialect() != sql::Dialect::postgresql) {
     return true;
   }
@@ -60,24 +64,24 @@ bool JobStore::may_manage_admins() const {
     return true;
   }
   const auto names = admins();
-  return std::find(names.begin(), names.end(), identity()) != names.end();
+  return std::find(names.begin(), names.end(), impl_->identity()) != names.end();
 }
 
-bool JobStore::may_act_on(const std::string& owner) const {
-  if (impl_->db.dialect() != sql::Dialect::postgresql || owner == identity()) {
+bool Access::may_act_on(const std::string& owner) const {
+  if (impl_->db.dialect() != sql::Dialect::postgresql || owner == impl_->identity()) {
     return true;
   }
   const auto names = admins();
-  return std::find(names.begin(), names.end(), identity()) != names.end();
+  return std::find(names.begin(), names.end(), impl_->identity()) != names.end();
 }
 
-bool JobStore::set_admin(const std::string& name, bool admin) {
+bool Access::set_admin(const std::string& name, bool admin) {
   if (name.empty()) {
     throw Error("an admin needs a name");
   }
   sql::Transaction transaction(impl_->db);
   if (!may_manage_admins()) {
-    throw Error(identity() + " may not change the admins of " + impl_->db.path() +
+    throw Error(impl_->identity() + " may not change the admins of " + impl_->db.path() +
                 ": the store's owner or an admin may");
   }
   auto names = read_admins(impl_->db, impl_->statements);

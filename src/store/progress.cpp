@@ -5,7 +5,7 @@ namespace jobman::store {
 
 using sql::Transaction;
 
-void JobStore::record_progress(const std::vector<ProgressUpdate>& updates) {
+void Attempts::record_progress(const std::vector<ProgressUpdate>& updates) {
   if (updates.empty()) {
     return;
   }
@@ -32,8 +32,8 @@ void JobStore::record_progress(const std::vector<ProgressUpdate>& updates) {
   transaction.commit();
 }
 
-void JobStore::for_each_phase_change(std::int64_t first, std::int64_t last,
-                                     const std::function<void(const EventRecord&)>& fn) const {
+void Events::for_each_phase_change(std::int64_t first, std::int64_t last,
+                                   const std::function<void(const EventRecord&)>& fn) const {
   // Without the messages (a report reads hundreds of thousands): the columns of read_event, those two empty, and
   // every one of the rest in the index (its kind a constant), so that no table row is read.
   auto query = impl_->statements.get(
@@ -46,9 +46,9 @@ void JobStore::for_each_phase_change(std::int64_t first, std::int64_t last,
   }
 }
 
-void JobStore::for_each_attempt(std::int64_t first, std::int64_t last,
-                                const std::function<void(const AttemptRecord&)>& fn) const {
-  auto query = impl_->statements.get("SELECT " + std::string(detail::attempt_columns) +
+void Attempts::for_each(std::int64_t first, std::int64_t last,
+                        const std::function<void(const AttemptRecord&)>& fn) const {
+  auto query = impl_->statements.get("SELECT " + detail::attempt_columns() +
                                      " FROM attempts WHERE job_id BETWEEN ?1 AND ?2 ORDER BY job_id, number");
   query->bind(1, first);
   query->bind(2, last);
@@ -57,8 +57,8 @@ void JobStore::for_each_attempt(std::int64_t first, std::int64_t last,
   }
 }
 
-std::vector<AttemptRecord> JobStore::attempts_on_worker(std::int64_t worker_id) const {
-  auto query = impl_->statements.get("SELECT " + std::string(detail::attempt_columns) +
+std::vector<AttemptRecord> Attempts::on_worker(std::int64_t worker_id) const {
+  auto query = impl_->statements.get("SELECT " + detail::attempt_columns() +
                                      " FROM attempts INDEXED BY attempts_by_worker WHERE worker_id = ?1 ORDER BY "
                                      "started_ms");
   query->bind(1, worker_id);

@@ -1,6 +1,10 @@
 // The store's task queue: a worker claims the first task it can run, in one transaction with the task's first step
 // (its phase, its attempt on the worker's slice, its lease), so that no task ever runs on two workers at once.
+#include "jobman/store/queue.hpp"
+
 #include "job_queries.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/shares.hpp"
 #include "jobman/util/system.hpp"
 #include "schema.hpp"
 #include "store_impl.hpp"
@@ -42,17 +46,17 @@ const std::string& waiting_users_query() {
   return users;
 }
 
-} // namespace
-
-std::vector<std::string> JobStore::claiming_users(const WorkerOffer& worker) const {
+// The users whose tasks `worker` may claim, in the order they claim (SharePolicy::claim_order); {""} for the queue's
+// first whoever's, when no share is set or one user waits with nothing limited. Inside the caller's transaction.
+std::vector<std::string> claiming_users(JobStore::Impl& store, const WorkerOffer& worker) {
   // Without a fair share, or with one user waiting and nothing limited, the queue's first task, whoever's ("").
-  const auto& policy = impl_->share_policy;
+  const auto& policy = store.share_policy;
   if (!policy) {
     return {std::string()};
   }
   std::vector<std::string> users;
   {
-    auto query = impl_->statements.get(waiting_users_query());
+    auto query = store.statements.get(waiting_users_query());
     query->bind(1, worker.accelerator);
     query->bind(2, worker.zone);
     query->bind(3, worker.pricing);
@@ -63,10 +67,12 @@ std::vector<std::string> JobStore::claiming_users(const WorkerOffer& worker) con
   if (users.size() <= 1 && !policy->limits_anything()) {
     return {std::string()};
   }
-  return policy->claim_order(impl_->slices_in_flight(), users, worker.accelerator, worker.pricing);
+  return policy->claim_order(store.slices_in_flight(), users, worker.accelerator, worker.pricing);
 }
 
-std::optional<std::int64_t> JobStore::first_task_for(const WorkerOffer& worker) const {
+} // namespace
+
+std::optional<std::int64_t> Queue::first_for(const WorkerOffer& worker) const {
   auto peek = impl_->statements.get(pick_query());
   peek->bind(1, worker.accelerator);
   peek->bind(2, worker.zone);
@@ -77,16 +83,16 @@ std::optional<std::int64_t> JobStore::first_task_for(const WorkerOffer& worker) 
   return peek->column_int64(0);
 }
 
-std::optional<std::int64_t> JobStore::claim_task(const WorkerOffer& worker, const std::string& owner,
-                                                 std::int64_t ttl_ms, std::int64_t now_ms) {
+std::optional<std::int64_t> Queue::claim(const WorkerOffer& worker, const std::string& owner, std::int64_t ttl_ms,
+                                         std::int64_t now_ms) {
   // A read first: an empty queue, the common case of an idle worker, costs no write transaction; nor does a queue
   // whose users all hold their share.
-  if (!first_task_for(worker)) {
+  if (!first_for(worker)) {
     return std::nullopt;
   }
   if (impl_->share_policy) {
     const sql::ReadTransaction snapshot(impl_->db);
-    if (claiming_users(worker).empty()) {
+    if (claiming_users(*impl_, worker).empty()) {
       return std::nullopt;
     }
   }
@@ -98,7 +104,7 @@ std::optional<std::int64_t> JobStore::claim_task(const WorkerOffer& worker, cons
   }
   std::int64_t id = 0;
   std::int64_t queued_since = 0;
-  auto users = claiming_users(worker);
+  auto users = claiming_users(*impl_, worker);
   if (users.empty()) {
     transaction.commit();
     return std::nullopt; // Every waiting user holds their share.
@@ -121,7 +127,7 @@ std::optional<std::int64_t> JobStore::claim_task(const WorkerOffer& worker, cons
     transaction.commit();
     return std::nullopt; // Another supervisor's worker took it between the read and the transaction.
   }
-  const std::string reason = "claimed by worker " + util::format_job_id(worker.worker_id);
+  const std::string reason = "claimed by worker " + domain::format_job_id(worker.worker_id);
   {
     auto update = impl_->statements.get(
         "UPDATE jobs SET phase = 'SETUP', phase_reason = ?2, phase_since_ms = ?3, updated_ms = ?3, worker_id = ?4 "
@@ -168,7 +174,7 @@ std::string task_places_sql() {
 
 } // namespace queries
 
-TaskBoard JobStore::task_board(std::size_t head, std::int64_t now_ms) const {
+TaskBoard Queue::board(std::size_t head, std::int64_t now_ms) const {
   const sql::ReadTransaction snapshot(impl_->db); // The places, the head and the rows shown agree.
   std::set<std::int64_t> first;
   {
@@ -206,7 +212,7 @@ TaskBoard JobStore::task_board(std::size_t head, std::int64_t now_ms) const {
   return board;
 }
 
-std::optional<std::int64_t> JobStore::task_of_worker(std::int64_t worker_id) const {
+std::optional<std::int64_t> Queue::task_of_worker(std::int64_t worker_id) const {
   auto query = impl_->statements.get("SELECT id FROM jobs WHERE worker_id = ?1");
   query->bind(1, worker_id);
   if (!query->step()) {
@@ -215,7 +221,7 @@ std::optional<std::int64_t> JobStore::task_of_worker(std::int64_t worker_id) con
   return query->column_int64(0);
 }
 
-std::int64_t JobStore::queued_tasks() const {
+std::int64_t Queue::queued() const {
   auto query = impl_->statements.get("SELECT COUNT(*) FROM jobs INDEXED BY tasks_queued WHERE " +
                                      std::string(schema::queued_condition));
   return query->step() ? query->column_int64(0) : 0;

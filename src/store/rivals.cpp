@@ -1,5 +1,6 @@
 // The store's rivals: queued resources requested alongside an attempt's own (tpu.strategy: first-ready), the first of
 // which to come up becomes the attempt's slice.
+#include "jobman/domain/job.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "store_impl.hpp"
@@ -12,8 +13,8 @@ using detail::throw_no_such_job;
 using domain::RivalRecord;
 using sql::Transaction;
 
-AttemptRecord JobStore::begin_race(std::int64_t job_id, const Placement& where, const std::vector<Placement>& rivals) {
-  const std::int64_t now = clock_ms();
+AttemptRecord Rivals::begin_race(std::int64_t job_id, const Placement& where, const std::vector<Placement>& rivals) {
+  const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   auto attempt = impl_->insert_attempt(job_id, where, true, now);
   std::vector<std::string> names;
@@ -42,7 +43,7 @@ AttemptRecord JobStore::begin_race(std::int64_t job_id, const Placement& where, 
   return attempt;
 }
 
-std::vector<RivalRecord> JobStore::rivals(std::int64_t job_id, std::optional<int> attempt) const {
+std::vector<RivalRecord> Rivals::of(std::int64_t job_id, std::optional<int> attempt) const {
   auto query = impl_->statements.get(
       "SELECT job_id, attempt, name, zone, accelerator, hosts, pricing, requested_ms, create_pending, released_ms, "
       "outcome FROM rivals WHERE job_id = ?1 AND (?2 IS NULL OR attempt = ?2) ORDER BY attempt, requested_ms, name");
@@ -67,7 +68,7 @@ std::vector<RivalRecord> JobStore::rivals(std::int64_t job_id, std::optional<int
   return out;
 }
 
-void JobStore::confirm_rival_created(std::int64_t job_id, const std::string& name) {
+void Rivals::confirm_created(std::int64_t job_id, const std::string& name) {
   auto update = impl_->statements.get(
       "UPDATE rivals SET create_pending = 0 WHERE job_id = ?1 AND name = ?2 AND create_pending = 1");
   update->bind(1, job_id);
@@ -78,7 +79,7 @@ void JobStore::confirm_rival_created(std::int64_t job_id, const std::string& nam
   }
 }
 
-void JobStore::end_rival(std::int64_t job_id, const std::string& name, domain::RivalOutcome outcome) {
+void Rivals::end(std::int64_t job_id, const std::string& name, domain::RivalOutcome outcome) {
   auto update =
       impl_->statements.get("UPDATE rivals SET outcome = ?3 WHERE job_id = ?1 AND name = ?2 AND outcome = ''");
   update->bind(1, job_id);
@@ -87,9 +88,9 @@ void JobStore::end_rival(std::int64_t job_id, const std::string& name, domain::R
   update->run();
 }
 
-void JobStore::promote_rival(std::int64_t job_id, int number, const std::string& name, domain::RivalOutcome outcome,
-                             const std::string& why) {
-  const std::int64_t now = clock_ms();
+void Rivals::promote(std::int64_t job_id, int number, const std::string& name, domain::RivalOutcome outcome,
+                     const std::string& why) {
+  const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   // Where the attempt asked until now, and where the rival did.
   Placement old;
@@ -105,7 +106,7 @@ void JobStore::promote_rival(std::int64_t job_id, int number, const std::string&
       if (!impl_->job_exists(job_id)) {
         throw_no_such_job(job_id);
       }
-      throw Error("job " + util::format_job_id(job_id) + " has no attempt " + std::to_string(number));
+      throw Error("job " + domain::format_job_id(job_id) + " has no attempt " + std::to_string(number));
     }
     old.queued_resource = read->column_text(0).empty() ? read->column_text(1) : read->column_text(0);
     old.zone = read->column_text(2);
@@ -124,7 +125,7 @@ void JobStore::promote_rival(std::int64_t job_id, int number, const std::string&
     rival->bind(2, name);
     rival->bind(3, number);
     if (!rival->step()) {
-      throw Error("job " + util::format_job_id(job_id) + " has no rival " + name + " racing for attempt " +
+      throw Error("job " + domain::format_job_id(job_id) + " has no rival " + name + " racing for attempt " +
                   std::to_string(number));
     }
     won.zone = rival->column_text(0);

@@ -1,5 +1,7 @@
 // The store's side of fair share: the slices in flight, the settings that hold the shares, and the policy the store
 // applies inside its transactions (see SharePolicy; the arithmetic is core::FairShare's).
+#include "jobman/store/shares.hpp"
+
 #include "schema.hpp"
 #include "store_impl.hpp"
 
@@ -38,16 +40,16 @@ std::vector<SliceUse> JobStore::Impl::slices_in_flight() {
   return out;
 }
 
-std::vector<SliceUse> JobStore::slices_in_flight() const {
+std::vector<SliceUse> Shares::in_flight() const {
   const sql::ReadTransaction snapshot(impl_->db);
   return impl_->slices_in_flight();
 }
 
-void JobStore::set_share_policy(std::shared_ptr<const SharePolicy> policy) {
+void Shares::set_policy(std::shared_ptr<const SharePolicy> policy) {
   impl_->share_policy = std::move(policy);
 }
 
-std::map<std::string, std::string> JobStore::settings(const std::string& prefix) const {
+std::map<std::string, std::string> Settings::with_prefix(const std::string& prefix) const {
   auto query = impl_->statements.get("SELECT key, value FROM store_settings WHERE key >= ?1 ORDER BY key");
   query->bind(1, prefix);
   std::map<std::string, std::string> out;
@@ -63,13 +65,13 @@ std::map<std::string, std::string> JobStore::settings(const std::string& prefix)
   return out;
 }
 
-bool JobStore::put_setting(const std::string& key, const std::optional<std::string>& value) {
+bool Settings::put(const std::string& key, const std::optional<std::string>& value) {
   if (key.empty() || key == "admins") {
     throw Error("'" + key + "' is not a setting put_setting changes");
   }
   sql::Transaction transaction(impl_->db);
-  if (!may_manage_admins()) {
-    throw Error(identity() + " may not change the settings of " + impl_->db.path() +
+  if (!impl_->access.may_manage_admins()) {
+    throw Error(impl_->identity() + " may not change the settings of " + impl_->db.path() +
                 ": the store's owner or an admin may");
   }
   std::optional<std::string> before;

@@ -23,8 +23,8 @@ std::vector<std::string> names_of(std::string_view text) {
 
 } // namespace
 
-std::optional<ZoneCatalog> JobStore::zone_catalog(const std::string& endpoint, const std::string& project,
-                                                  const std::string& zone) const {
+std::optional<ZoneCatalog> ZoneCatalogs::get(const std::string& endpoint, const std::string& project,
+                                             const std::string& zone) const {
   auto query = impl_->statements.get("SELECT accelerator_types, runtime_versions, fetched_ms FROM zone_catalogs "
                                      "WHERE endpoint = ?1 AND project = ?2 AND zone = ?3");
   query->bind(1, endpoint);
@@ -45,7 +45,7 @@ std::optional<ZoneCatalog> JobStore::zone_catalog(const std::string& endpoint, c
   return catalog;
 }
 
-void JobStore::put_zone_catalog(const ZoneCatalog& catalog) {
+void ZoneCatalogs::put(const ZoneCatalog& catalog) {
   auto upsert = impl_->statements.get(
       "INSERT INTO zone_catalogs (endpoint, project, zone, accelerator_types, runtime_versions, fetched_ms) "
       "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (endpoint, project, zone) DO UPDATE SET "

@@ -238,23 +238,6 @@ std::string format_duration(long long seconds) {
   return buf;
 }
 
-std::string format_job_id(long long id) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%06lld", id);
-  return buf;
-}
-
-std::optional<long long> parse_job_id(std::string_view text) {
-  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string_view::npos) {
-    return std::nullopt;
-  }
-  const auto value = parse_int(text);
-  if (!value || *value <= 0) {
-    return std::nullopt;
-  }
-  return value;
-}
-
 namespace {
 
 // The length of the well-formed UTF-8 sequence at the start of `text` and its code point; 0 when it is not one.

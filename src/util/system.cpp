@@ -62,23 +62,6 @@ std::filesystem::path expand_user(const std::string& path) {
   return path;
 }
 
-std::filesystem::path jobman_home() {
-  if (auto home = getenv_nonempty("JOBMAN_HOME")) {
-    return expand_user(*home);
-  }
-  if (auto data = getenv_nonempty("XDG_DATA_HOME")) {
-    return std::filesystem::path(*data) / "jobman";
-  }
-  return home_dir() / ".local" / "share" / "jobman";
-}
-
-std::filesystem::path jobman_config_dir() {
-  if (auto config = getenv_nonempty("XDG_CONFIG_HOME")) {
-    return std::filesystem::path(*config) / "jobman";
-  }
-  return home_dir() / ".config" / "jobman";
-}
-
 void ensure_directory(const std::filesystem::path& dir, unsigned mode) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {

@@ -1,5 +1,7 @@
 #include "store_stress.hpp"
 
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "support/mock_cloud.hpp"
@@ -264,7 +266,7 @@ bool run_store_stress(const StoreStressOptions& options) {
     do {
       unfinished = 0;
       std::vector<std::string> to_delete = {"delete", "--no-wait"};
-      for (const auto& job : cloud.store().list_jobs(all)) {
+      for (const auto& job : cloud.store().jobs().list(all)) {
         if (job.phase == domain::Phase::cancelled && deleted.insert(job.id).second) {
           to_delete.push_back(std::to_string(job.id));
         }
@@ -304,7 +306,7 @@ bool run_store_stress(const StoreStressOptions& options) {
   store::JobFilter all;
   all.include_history = true;
   std::set<std::int64_t> stored;
-  for (const auto& job : db.list_jobs(all)) {
+  for (const auto& job : db.jobs().list(all)) {
     stored.insert(job.id);
   }
   if (stored != unique) {
@@ -323,7 +325,7 @@ bool run_store_stress(const StoreStressOptions& options) {
   std::int64_t adopted = 0;
   std::int64_t launched = 0;
   for (const auto id : stored) {
-    const auto events = db.events(id);
+    const auto events = db.events().of(id);
     std::string driver;
     bool let_go = true;
     std::size_t driven_since = 0; // The index of the current driver's adoption event.
@@ -413,9 +415,9 @@ bool run_store_stress(const StoreStressOptions& options) {
     // The store goes with its server: its jobs' timelines are kept beside the supervisors' logs.
     std::ofstream timelines(dir.path() / "events.txt");
     for (const auto id : stored) {
-      const auto job = db.find_job(id);
+      const auto job = db.jobs().find(id);
       timelines << "job " << id << " " << (job ? std::string(domain::to_string(job->phase)) : "removed") << '\n';
-      for (const auto& e : db.events(id)) {
+      for (const auto& e : db.events().of(id)) {
         timelines << "  " << e.ts_ms << " " << e.kind << " " << e.message << '\n';
       }
     }

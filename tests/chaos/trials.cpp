@@ -1,5 +1,8 @@
 #include "trials.hpp"
 
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
 #include "support/mock_cloud.hpp"
 #include "world.hpp"
 
@@ -389,8 +392,8 @@ private:
   void preempt(int target) {
     std::vector<std::pair<std::string, std::string>> slices; // Node, phase of its job.
     for (const auto& job : jobs_) {
-      const auto record = cloud_->store().find_job(job->id);
-      const auto attempts = cloud_->store().attempts(job->id);
+      const auto record = cloud_->store().jobs().find(job->id);
+      const auto attempts = cloud_->store().attempts().of(job->id);
       if (record && !attempts.empty() && !attempts.back().node.empty() && !attempts.back().released_ms) {
         slices.emplace_back(attempts.back().node, std::string(domain::to_string(record->phase)));
       }
@@ -479,15 +482,15 @@ private:
         }
         count(refused_resume ? "commands_refused" : "commands_done");
       }
-      const auto record = db.get_job(job->id);
-      const auto attempts = db.attempts(job->id);
+      const auto record = db.jobs().get(job->id);
+      const auto attempts = db.attempts().of(job->id);
       for (const auto& a : attempts) {
         if (!a.queued_resource.empty()) {
           queued_resources.insert(a.queued_resource);
         }
       }
       count("attempts", static_cast<std::int64_t>(attempts.size()));
-      count_bad_hardware(attempts, db.events(job->id));
+      count_bad_hardware(attempts, db.events().of(job->id));
       count(std::string("final_") + std::string(domain::to_string(record.phase)));
       // What the commands demand: resume undoes cancel and delete; cancel never undoes delete; a resume refused
       // because the job had succeeded changes nothing.
@@ -513,7 +516,7 @@ private:
         violation(name + ": ended " + std::string(domain::to_string(record.phase)) + " (" + record.phase_reason +
                   ") after last command '" + last + "'");
       }
-      const auto events = db.events(job->id);
+      const auto events = db.events().of(job->id);
       for (const auto& [attempt, launches] : launches_per_attempt(events)) {
         if (launches > 1) {
           violation(name + ": attempt " + std::to_string(attempt) + " was launched " + std::to_string(launches) +
@@ -548,7 +551,7 @@ private:
     }
     store::JobFilter all;
     all.include_history = true;
-    if (const auto left = cloud_->store().list_jobs(all); !left.empty()) {
+    if (const auto left = cloud_->store().jobs().list(all); !left.empty()) {
       violation(std::to_string(left.size()) + " jobs left in the store after clean");
     }
     std::error_code ec;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "drop_proxy.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/store/job_store.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"

@@ -1,6 +1,8 @@
 // Bad hardware end to end on the mock: a slice whose workers print NaN losses, or that fails the preflight, is
 // replaced, and the job resumes from its checkpoint on its own budget; the machine is remembered, and a later slice on
 // it is rejected before setup.
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
 #include "support/supervisor_home.hpp"
 
 #include <algorithm>
@@ -45,7 +47,7 @@ protected:
 
   std::vector<domain::AttemptOutcome> outcomes(std::int64_t id) {
     std::vector<domain::AttemptOutcome> out;
-    for (const auto& a : db().attempts(id)) {
+    for (const auto& a : db().attempts().of(id)) {
       out.push_back(a.outcome);
     }
     return out;
@@ -62,7 +64,7 @@ TEST_F(BadHardwareTest, AFaultySliceMidRunIsReplacedAndTrainingResumesWithTheUni
   const auto done = wait_for(id, 0, 180);
   EXPECT_EQ(done.bad_hardware, 1);
   EXPECT_EQ(done.failures, 0);
-  const auto attempts = db().attempts(id);
+  const auto attempts = db().attempts().of(id);
   ASSERT_GE(attempts.size(), 2U);
   EXPECT_EQ(attempts.front().outcome, domain::AttemptOutcome::bad_hardware);
   EXPECT_EQ(attempts.back().outcome, domain::AttemptOutcome::succeeded);
@@ -94,7 +96,7 @@ TEST_F(BadHardwareTest, ANodeThatAnnouncesAMaintenanceIsLeftBeforeItsWindowOpens
   EXPECT_EQ(outcomes(id), (std::vector<domain::AttemptOutcome>{domain::AttemptOutcome::preempted,
                                                                domain::AttemptOutcome::succeeded}));
   bool said = false;
-  for (const auto& e : db().events(id)) {
+  for (const auto& e : db().events().of(id)) {
     said = said || (e.message.find("node " + node + " is announcing a SCHEDULED maintenance whose window opens") !=
                         std::string::npos &&
                     e.message.find("leaving it before the maintenance") != std::string::npos);

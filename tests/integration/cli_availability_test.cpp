@@ -1,5 +1,7 @@
 // `jobman availability` through the binary: what it learnt of jobs stays when `jobman clean` removes them.
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/system.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -38,23 +40,23 @@ protected:
   // (none leaves it waiting) and its slice released.
   void attempt(std::int64_t id, const std::string& zone, bool came_up, domain::AttemptOutcome outcome) const {
     auto store = open_store();
-    const auto number = static_cast<int>(store.attempts(id).size()) + 1;
+    const auto number = static_cast<int>(store.attempts().of(id).size()) + 1;
     const auto name = "cli-train-" + std::to_string(id) + "-a" + std::to_string(number);
-    (void)store.begin_attempt(id, name, name, zone, true);
-    store.confirm_created(id, number);
+    (void)store.attempts().begin(id, name, name, zone, true);
+    store.attempts().confirm_created(id, number);
     if (came_up) {
-      store.record_slice_active(id, number, {});
+      store.attempts().record_slice_active(id, number, {});
     }
     if (outcome != domain::AttemptOutcome::none) {
-      store.end_attempt(id, number, outcome, std::nullopt);
-      store.mark_released(id, name, "deleted by the test");
+      store.attempts().end(id, number, outcome, std::nullopt);
+      store.attempts().mark_released(id, name, "deleted by the test");
     }
   }
   void finish(std::int64_t id, domain::Phase phase) const {
     domain::PhaseChange change;
     change.to = phase;
     change.reason = "set by the test";
-    ASSERT_TRUE(open_store().transition(id, std::nullopt, change));
+    ASSERT_TRUE(open_store().jobs().transition(id, std::nullopt, change));
   }
   nlohmann::json availability() const {
     const auto r = jm({"availability", "-a", "v4-32", "--json"});

@@ -1,6 +1,8 @@
 // A lab on one PostgreSQL store, through the real binary: the roles docs/LAB.md tells a lab to create, passwords in
 // a pgpass file only, each user's own view by default, ownership enforced for cancel and its kin, admins, and who
 // did what in the events.
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
 #include "support/postgres_server.hpp"
 #include "support/run.hpp"
@@ -164,8 +166,8 @@ TEST_F(CliLabStore, LogsOfAnAttemptDrivenOnAnotherMachineSayWhereTheyAre) {
   {
     // What a supervisor on gpu-host-7 records as it takes the job up and starts its first attempt.
     auto store = store::JobStore::open_location(with_database(superuser_url(), database_));
-    store.append_event(id, "action", "driven by supervisor gpu-host-7:4242:99", "");
-    store.begin_attempt(id, "qr-1", "node-1", "us-central2-b");
+    store.events().append(id, "action", "driven by supervisor gpu-host-7:4242:99", "");
+    store.attempts().begin(id, "qr-1", "node-1", "us-central2-b");
   }
   const auto logs = as(alice_, {"logs", std::to_string(id)});
   EXPECT_EQ(logs.exit_code, 1) << logs.out << logs.err;

@@ -1,5 +1,8 @@
 // `jobman logs`: the real binary reading the worker logs of attempts written by the test, once and with -f.
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
 #include "jobman/util/system.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
@@ -50,20 +53,20 @@ protected:
     const auto id = r.out.substr(0, r.out.find('\n'));
     // The test plays the supervisor's part, so it holds the job's lease as a supervisor would: `logs` then sees a
     // driven job and starts no supervisor of its own.
-    EXPECT_TRUE(open_store().try_acquire_lease(std::stoll(id), "cli-logs-test", 3'600'000, util::now_ms()));
+    EXPECT_TRUE(open_store().leases().try_acquire(std::stoll(id), "cli-logs-test", 3'600'000, util::now_ms()));
     return id;
   }
   [[nodiscard]] store::JobStore open_store() const { return store::JobStore::open(dir / "home" / "jobman.db"); }
   // Starts attempt `number` of job 1 as the supervisor would record it.
   void begin_attempt(int number) const {
     const auto name = "cli-train-000001-a" + std::to_string(number);
-    EXPECT_EQ(open_store().begin_attempt(1, name, name, "us-central2-b").number, number);
+    EXPECT_EQ(open_store().attempts().begin(1, name, name, "us-central2-b").number, number);
   }
   void move_to(Phase phase) const {
     domain::PhaseChange change;
     change.to = phase;
     change.reason = "set by the test";
-    ASSERT_TRUE(open_store().transition(1, std::nullopt, change));
+    ASSERT_TRUE(open_store().jobs().transition(1, std::nullopt, change));
   }
   // Appends `bytes` to `file` in job 1's attempt directory, as the supervisor does.
   void append(int attempt, const std::string& file, const std::string& bytes) const {
@@ -186,7 +189,7 @@ TEST_F(CliLogs, ErrorsNameTheProblemWithTheirExitCodes) {
   }
 
   ASSERT_EQ(create({"--set", "command.workers=[0, 1]"}), "000002");
-  open_store().begin_attempt(2, "a", "a", "us-central2-b");
+  open_store().attempts().begin(2, "a", "a", "us-central2-b");
   const auto idle = jm({"logs", "2", "--worker", "3"});
   EXPECT_EQ(idle.exit_code, 2);
   EXPECT_NE(idle.err.find("worker 3 of job 000002 does not run the command (command.workers: 0, 1)"), std::string::npos)

@@ -1,5 +1,7 @@
 // `jobman ssh`: the real binary handing itself over to a gcloud stand-in that records how it was called.
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "support/mock_slice.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -49,14 +51,14 @@ protected:
   }
   [[nodiscard]] store::JobStore open_store() const { return store::JobStore::open(dir / "home" / "jobman.db"); }
   void start_running() const {
-    open_store().begin_attempt(1, "cli-train-000001-a1", "cli-train-000001-a1", "us-central2-b");
+    open_store().attempts().begin(1, "cli-train-000001-a1", "cli-train-000001-a1", "us-central2-b");
     move_to(Phase::running);
   }
   void move_to(Phase phase) const {
     domain::PhaseChange change;
     change.to = phase;
     change.reason = "set by the test";
-    ASSERT_TRUE(open_store().transition(1, std::nullopt, change));
+    ASSERT_TRUE(open_store().jobs().transition(1, std::nullopt, change));
   }
   [[nodiscard]] std::string file(const std::string& name) const {
     std::ifstream in(dir / name);
@@ -100,7 +102,7 @@ TEST_F(CliSsh, AJobWithoutASliceOrABadWorkerIsRefusedBeforeGcloudRuns) {
   EXPECT_EQ(worker.exit_code, 2);
   EXPECT_NE(worker.err.find("--worker 4: job 000001 has workers 0 to 3"), std::string::npos) << worker.err;
 
-  open_store().mark_released(1, "cli-train-000001-a1", "deleted by the test");
+  open_store().attempts().mark_released(1, "cli-train-000001-a1", "deleted by the test");
   move_to(Phase::deleted);
   const auto deleted = jm({"ssh", "1"});
   EXPECT_EQ(deleted.exit_code, 1);
@@ -132,11 +134,11 @@ protected:
 TEST_F(CliSshOnMock, RunsACommandAndAShellOnTheWorker) {
   ASSERT_EQ(jm({"create", kTrain}).exit_code, 0);
   auto store = store::JobStore::open(dir / "home" / "jobman.db");
-  store.begin_attempt(1, "slice", "slice-node", "us-central2-b");
+  store.attempts().begin(1, "slice", "slice-node", "us-central2-b");
   domain::PhaseChange running;
   running.to = Phase::running;
   running.reason = "set by the test";
-  ASSERT_TRUE(store.transition(1, std::nullopt, running));
+  ASSERT_TRUE(store.jobs().transition(1, std::nullopt, running));
 
   const auto command = jm({"ssh", "1", "--worker", "2", "--", "pwd"});
   EXPECT_EQ(command.exit_code, 0) << command.err;

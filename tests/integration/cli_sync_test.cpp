@@ -1,7 +1,10 @@
 // `jobman sync` and the supervisor's orphan sweep against a real jobman-mock-cloud: resources made directly through
 // the API with jobman's labels, some held by attempts in the store and some not (a job id the store does not have, an
 // attempt already released, another owner's), and the checks that exactly the orphans are listed and deleted.
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/system.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
@@ -92,23 +95,23 @@ protected:
     job.tpu_name = "held";
     job.hosts = 1;
     job.config_yaml = "job:\n  name: held\n";
-    const auto id = db().create_jobs({job}).front();
-    db().begin_attempt(id, domain::Placement{queued_resource, node, zone, {}, 0, std::nullopt, {}});
+    const auto id = db().jobs().create({job}).front();
+    db().attempts().begin(id, domain::Placement{queued_resource, node, zone, {}, 0, std::nullopt, {}});
     return id;
   }
 
   // Ends attempt 1 of job `id` in a terminal phase; with `released`, its slice confirmed gone.
   void finish(std::int64_t id, Phase phase, bool released) {
-    db().end_attempt(id, 1,
-                     phase == Phase::succeeded ? domain::AttemptOutcome::succeeded : domain::AttemptOutcome::failed,
-                     std::nullopt);
+    db().attempts().end(id, 1,
+                        phase == Phase::succeeded ? domain::AttemptOutcome::succeeded : domain::AttemptOutcome::failed,
+                        std::nullopt);
     if (released) {
-      db().mark_released(id, db().attempts(id).front().slice_name(), "deleted");
+      db().attempts().mark_released(id, db().attempts().of(id).front().slice_name(), "deleted");
     }
     domain::PhaseChange change;
     change.to = phase;
     change.reason = "test";
-    ASSERT_TRUE(db().transition(id, std::nullopt, change));
+    ASSERT_TRUE(db().jobs().transition(id, std::nullopt, change));
   }
 
   std::string location(const std::string& zone) const { return "/v2/projects/jobman-mock/locations/" + zone; }
@@ -204,7 +207,7 @@ protected:
   }
 
   bool has_event(std::int64_t id, const std::string& text) {
-    for (const auto& e : db().events(id)) {
+    for (const auto& e : db().events().of(id)) {
       if (e.message.find(text) != std::string::npos) {
         return true;
       }
@@ -396,7 +399,7 @@ TEST_F(SyncTest, ADaemonSweepsOrphansPastTheGraceAtStartAndYoungerOnesOnceTheyAg
   EXPECT_NE(first.find("orphan sweep: deleting orphaned queued resource done-000002-a1 in us-central2-b"),
             std::string::npos)
       << first;
-  for (const auto& e : db().events(released)) {
+  for (const auto& e : db().events().of(released)) {
     if (e.message.find("orphaned") != std::string::npos) {
       EXPECT_EQ(e.kind, "action");
       const auto data = json::parse(e.data_json);

@@ -2,7 +2,9 @@
 // the table has them as `list` would, a phase change, a new job and a removal reach the page without a reload, a job's
 // panel shows its timeline and the end of its log with control characters escaped, and the report's totals load.
 #include "jobman/core/jobs.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "support/browser.hpp"
@@ -36,13 +38,13 @@ protected:
     domain::PhaseChange change;
     change.to = to;
     change.reason = reason;
-    ASSERT_TRUE(db.transition(id, from, change));
+    ASSERT_TRUE(db.jobs().transition(id, from, change));
   }
 
   // A job that asked for a slice, got it and runs: its attempt, its steps and its worker's log.
   void running(std::int64_t id, const std::string& log) {
     move(id, Phase::pending, Phase::queued);
-    db.begin_attempt(id, "qr-" + std::to_string(id), "qr-" + std::to_string(id), "us-central2-b");
+    db.attempts().begin(id, "qr-" + std::to_string(id), "qr-" + std::to_string(id), "us-central2-b");
     move(id, Phase::queued, Phase::provisioning);
     move(id, Phase::provisioning, Phase::setup);
     move(id, Phase::setup, Phase::running);
@@ -50,7 +52,7 @@ protected:
     const auto now = util::now_ms();
     series.add(0, now - 60'000);
     series.add(611, now);
-    db.record_progress({{id, 1, series, 2000}});
+    db.attempts().record_progress({{id, 1, series, 2000}});
     const auto attempt_dir = core::attempt_directory(id, 1);
     std::filesystem::create_directories(attempt_dir);
     util::write_file_atomic(attempt_dir / "worker-0.log", log, 0600);
@@ -64,7 +66,7 @@ protected:
 TEST_F(DashboardBrowserTest, TheTableFollowsTheStoreWithoutAReloadAndAPanelShowsAJob) {
   ASSERT_TRUE(HeadlessBrowser::available()) << "chromium is missing: scripts/test installs the Debian package";
   auto hostile = make_job("<img src=x onerror=alert(1)>");
-  const auto ids = db.create_jobs(
+  const auto ids = db.jobs().create(
       {make_job("llama-pretrain"), make_job("resnet-sweep"), make_job("t5-eval"), make_job("vit-finetune"), hostile});
   const auto train = ids[0];
   running(train, "starting from step=0 of 2000\nstep=611 loss=1.234\n\x1b]0;retitled\x07\x1b[31mred\x1b[0m done\n");
@@ -99,8 +101,8 @@ TEST_F(DashboardBrowserTest, TheTableFollowsTheStoreWithoutAReloadAndAPanelShows
   EXPECT_TRUE(browser.wait_until(row + ".dataset.phase === 'RECOVERING'", kPatience));
   EXPECT_TRUE(
       browser.wait_until("document.querySelector('[data-count=\"recovering\"]').textContent === '1'", kPatience));
-  const auto added = db.create_jobs({make_job("gemma-dpo")}).front();
-  db.remove_job(ids[2]);
+  const auto added = db.jobs().create({make_job("gemma-dpo")}).front();
+  db.jobs().remove(ids[2]);
   EXPECT_TRUE(
       browser.wait_until("!!document.querySelector('tr[data-id=\"" + std::to_string(added) + "\"]')", kPatience));
   EXPECT_TRUE(

@@ -2,6 +2,9 @@
 // timeout, or one that refuses it for quota, and runs in the next; what the store learnt orders the next job's
 // candidates; spot falls back to on-demand after the preemptions recovery.fallback allows; first-ready asks every
 // candidate at once and keeps the first slice that comes up, deleting the others.
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/rivals.hpp"
 #include "support/supervisor_home.hpp"
 
 #include <csignal>
@@ -55,7 +58,7 @@ protected:
     }
     if (!eventually(
             [&] {
-              const auto rivals = db().rivals(id);
+              const auto rivals = db().rivals().of(id);
               return rivals.size() == 1 && rivals[0].released_ms.has_value();
             },
             kPatience)) {
@@ -70,14 +73,14 @@ protected:
   bool both_requested(std::int64_t id) {
     return eventually(
         [&] {
-          const auto rivals = db().rivals(id);
+          const auto rivals = db().rivals().of(id);
           return job(id).phase == Phase::queued && rivals.size() == 1 && !rivals[0].create_pending;
         },
         kPatience);
   }
 
   bool any_event(std::int64_t id, const std::string& text) {
-    for (const auto& e : db().events(id)) {
+    for (const auto& e : db().events().of(id)) {
       if (e.message.find(text) != std::string::npos) {
         return true;
       }
@@ -95,7 +98,7 @@ TEST_F(FailoverTest, AnAcceleratorTheZoneDoesNotOfferIsARefusedCandidateNotAFail
                                 "command:\n  cmd: echo ran-on-$(hostname)\nrecovery:\n  max_failures: 0\n");
   const auto id = create(path.string());
   wait_for(id, 0, 120);
-  const auto attempts = db().attempts(id);
+  const auto attempts = db().attempts().of(id);
   ASSERT_EQ(attempts.size(), 2U);
   EXPECT_EQ(attempts[0].accelerator, "v5litepod-8");
   EXPECT_EQ(attempts[0].outcome, domain::AttemptOutcome::refused);
@@ -126,10 +129,10 @@ TEST_F(FailoverTest, ASupervisorKilledMidRaceLeavesTheNextOneToFinishIt) {
   ASSERT_TRUE(set_spot("us-east1-d", 64));
   start_daemon();
   wait_for(id, 0, 180);
-  const auto attempts = db().attempts(id);
+  const auto attempts = db().attempts().of(id);
   ASSERT_EQ(attempts.size(), 1U);
   EXPECT_EQ(attempts[0].zone, "us-east1-d");
-  EXPECT_TRUE(db().rivals(id)[0].released_ms);
+  EXPECT_TRUE(db().rivals().of(id)[0].released_ms);
   EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(40)});
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }

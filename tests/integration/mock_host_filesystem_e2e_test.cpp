@@ -2,6 +2,7 @@
 // gcsfuse bucket is mounted at /mnt/bucket, runs its three jobs at once, each on a host with a /mnt of its own, all to
 // SUCCEEDED, and this machine gets no /mnt/bucket. And the bundled mock jobman starts by itself is told to exit once
 // unused.
+#include "jobman/store/jobs.hpp"
 #include "support/supervisor_home.hpp"
 
 #include <algorithm>
@@ -49,7 +50,7 @@ TEST_F(MockHostFilesystemE2eTest, TheSweepWithItsBucketAtMntBucketSucceedsEveryw
   start_daemon();
   const auto created = jm({"create", config.string()});
   ASSERT_EQ(created.exit_code, 0) << created.err;
-  const auto jobs = db().list_jobs({});
+  const auto jobs = db().jobs().list({});
   ASSERT_EQ(jobs.size(), 3U) << created.out;
   std::vector<std::string> wait = {"wait"};
   for (const auto& job : jobs) {

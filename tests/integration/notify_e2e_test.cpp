@@ -1,7 +1,9 @@
 // Notifications end to end: a worker on the mock cloud runs a #JOBMAN script that asks for mail (Brevo's API, served by
 // a local stand-in reached through the brevo_endpoint setting) and a config that fails and tells a webhook and a real
 // SMTP server (aiosmtpd). The first webhook call fails and is retried; no key reaches the store or the logs.
+#include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
@@ -139,8 +141,8 @@ TEST(NotifyTest, MailWebhooksAndSmtpGoOutForBeginEndAndFailAndAFailedSendIsRetri
   const auto failed_id = json::parse(failed.out)[0]["id"].get<std::int64_t>();
 
   auto store = store::JobStore::open(home / "jobman.db");
-  ASSERT_TRUE(eventually([&] { return store.get_job(hello_id).phase == Phase::succeeded; }, kPatience));
-  ASSERT_TRUE(eventually([&] { return store.get_job(failed_id).phase == Phase::failed; }, kPatience));
+  ASSERT_TRUE(eventually([&] { return store.jobs().get(hello_id).phase == Phase::succeeded; }, kPatience));
+  ASSERT_TRUE(eventually([&] { return store.jobs().get(failed_id).phase == Phase::failed; }, kPatience));
 
   // BEGIN and END for hello through Brevo, with the key in its header.
   ASSERT_TRUE(eventually([&] { return receiver.to("/v3/smtp/email").size() == 2; }, kPatience));
@@ -163,7 +165,7 @@ TEST(NotifyTest, MailWebhooksAndSmtpGoOutForBeginEndAndFailAndAFailedSendIsRetri
   EXPECT_NE(json::parse(receiver.to("/services/").back().body)["text"].get<std::string>().find("FAIL task"),
             std::string::npos);
   bool error_event = false;
-  for (const auto& e : store.events(failed_id)) {
+  for (const auto& e : store.events().of(failed_id)) {
     if (e.kind == "error" && e.message.find("webhook") != std::string::npos &&
         e.message.find("answered 500") != std::string::npos) {
       error_event = true;
@@ -173,7 +175,7 @@ TEST(NotifyTest, MailWebhooksAndSmtpGoOutForBeginEndAndFailAndAFailedSendIsRetri
   EXPECT_TRUE(error_event);
   EXPECT_TRUE(eventually(
       [&] {
-        for (const auto& e : store.events(failed_id)) {
+        for (const auto& e : store.events().of(failed_id)) {
           if (e.kind == "action" && e.message.find("sent the FAIL webhook") != std::string::npos) {
             return true;
           }

@@ -1,6 +1,9 @@
 // Workers and tasks driven end to end by `jobman daemon` against a real jobman-mock-cloud: workers keep slices and
 // run the queue's #JOBMAN scripts and configs one at a time, a preempted worker's task goes back to the head of the
 // queue and resumes from its checkpoint, and deleting the workers releases every slice.
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/queue.hpp"
 #include "support/supervisor_home.hpp"
 
 #include <algorithm>
@@ -74,7 +77,7 @@ protected:
     };
     std::vector<Run> runs;
     for (const auto id : tasks) {
-      for (const auto& a : db().attempts(id)) {
+      for (const auto& a : db().attempts().of(id)) {
         ASSERT_TRUE(a.worker_id.has_value()) << "task " << id << " attempt " << a.number << " names no worker";
         ASSERT_TRUE(a.ended_ms.has_value()) << "task " << id << " attempt " << a.number << " never ended";
         runs.push_back({id, *a.worker_id, a.started_ms, *a.ended_ms});
@@ -121,21 +124,21 @@ TEST_F(PoolTest, AWorkerRunsTheQueueOneTaskAtATimeAndRetriesAFailedOne) {
             std::string::npos)
       << file_text(worker_log(hello, 1));
   EXPECT_EQ(job(flaky).failures, 1);
-  EXPECT_EQ(db().attempts(flaky).size(), 2U);
+  EXPECT_EQ(db().attempts().of(flaky).size(), 2U);
   EXPECT_NE(file_text(worker_log(flaky, 2)).find("second run resume=1"), std::string::npos);
   EXPECT_EQ(job(doomed).failures, 2) << "max-retries 1: one retry, then FAILED";
-  EXPECT_EQ(db().attempts(doomed).size(), 2U);
+  EXPECT_EQ(db().attempts().of(doomed).size(), 2U);
   EXPECT_EQ(checksums(train, 1, 1).front(), uninterrupted_checksum(120));
   // Every run borrowed the worker's one slice; none overlapped another.
-  const auto worker_slice = db().attempts(worker).back().queued_resource;
+  const auto worker_slice = db().attempts().of(worker).back().queued_resource;
   for (const auto id : tasks) {
-    for (const auto& a : db().attempts(id)) {
+    for (const auto& a : db().attempts().of(id)) {
       EXPECT_EQ(a.worker_id, std::optional<std::int64_t>(worker));
       EXPECT_EQ(a.queued_resource, worker_slice);
     }
   }
   expect_no_overlap(tasks);
-  EXPECT_EQ(db().attempts(worker).size(), 1U) << "the worker kept its slice";
+  EXPECT_EQ(db().attempts().of(worker).size(), 1U) << "the worker kept its slice";
 
   // status: both tables, from the store.
   const auto status = jm({"status"});
@@ -177,11 +180,11 @@ TEST_F(PoolTest, AnIdleWorkerReleasesItsSliceAndAQueuedTaskBringsANewOne) {
     return w.phase == Phase::pending && w.phase_reason.starts_with("idle: no task for 10m");
   };
   ASSERT_TRUE(eventually(idle, kPatience)) << job(worker).phase_reason;
-  ASSERT_EQ(db().attempts(worker).size(), 1U);
-  EXPECT_EQ(db().attempts(worker).front().outcome, domain::AttemptOutcome::idle);
+  ASSERT_EQ(db().attempts().of(worker).size(), 1U);
+  EXPECT_EQ(db().attempts().of(worker).front().outcome, domain::AttemptOutcome::idle);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
   // Recorded released once a listing shows it gone.
-  EXPECT_TRUE(eventually([&] { return db().attempts(worker).front().released_ms.has_value(); }, kPatience));
+  EXPECT_TRUE(eventually([&] { return db().attempts().of(worker).front().released_ms.has_value(); }, kPatience));
   const auto status = jm({"status", "--json"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_EQ(json::parse(status.out)["workers"][0].value("process", ""), "IDLE") << status.out;
@@ -189,12 +192,12 @@ TEST_F(PoolTest, AnIdleWorkerReleasesItsSliceAndAQueuedTaskBringsANewOne) {
   // A task for it: the worker asks for a slice again, sets it up and runs the task there.
   const auto hello = submit("hello", "#JOBMAN --accelerator=v4-8\n", "echo hello on $JOBMAN_TPU_NAME");
   ASSERT_TRUE(await_phase(hello, Phase::succeeded)) << job(hello).phase_reason;
-  const auto slices = db().attempts(worker);
+  const auto slices = db().attempts().of(worker);
   ASSERT_GE(slices.size(), 2U);
-  EXPECT_EQ(db().attempts(hello).front().queued_resource, slices[1].queued_resource);
+  EXPECT_EQ(db().attempts().of(hello).front().queued_resource, slices[1].queued_resource);
   EXPECT_NE(slices[1].queued_resource, slices[0].queued_resource);
   bool said_why = false;
-  for (const auto& e : db().events(worker)) {
+  for (const auto& e : db().events().of(worker)) {
     said_why = said_why || e.message.find(" is queued for it: requesting a slice again") != std::string::npos;
   }
   EXPECT_TRUE(said_why);
@@ -214,12 +217,12 @@ TEST_F(PoolTest, APreemptedWorkersTaskGoesBackToTheHeadOfTheQueueAndResumesFromI
   ASSERT_TRUE(
       eventually([&] { return file_text(worker_log(train, 1)).find("step=100 ") != std::string::npos; }, kPatience))
       << job(train).phase_reason;
-  const auto node = db().attempts(worker).back().node;
+  const auto node = db().attempts().of(worker).back().node;
   ASSERT_TRUE(preempt(node));
 
   ASSERT_TRUE(await_phase(train, Phase::succeeded)) << job(train).phase_reason;
   ASSERT_TRUE(await_phase(later, Phase::succeeded)) << job(later).phase_reason;
-  const auto attempts = db().attempts(train);
+  const auto attempts = db().attempts().of(train);
   ASSERT_EQ(attempts.size(), 2U);
   EXPECT_EQ(attempts[0].outcome, domain::AttemptOutcome::preempted);
   EXPECT_EQ(attempts[1].outcome, domain::AttemptOutcome::succeeded);
@@ -227,7 +230,7 @@ TEST_F(PoolTest, APreemptedWorkersTaskGoesBackToTheHeadOfTheQueueAndResumesFromI
   EXPECT_EQ(job(train).preemptions, 1);
   EXPECT_EQ(job(train).failures, 0);
   // Back at the head of the queue: it ran again before the task queued after it.
-  EXPECT_LT(attempts[1].started_ms, db().attempts(later).front().started_ms);
+  EXPECT_LT(attempts[1].started_ms, db().attempts().of(later).front().started_ms);
   EXPECT_NE(file_text(worker_log(train, 2)).find("resumed from step="), std::string::npos);
   EXPECT_EQ(checksums(train, 2, 1).front(), uninterrupted_checksum(300));
   EXPECT_EQ(job(worker).phase, Phase::running);
@@ -258,7 +261,7 @@ TEST_F(PoolTest, DeletingABusyWorkerRequeuesItsTaskOnAnotherAndPauseHoldsATaskBa
   const auto deleted = jm({"worker", "delete", "pool-c1"});
   EXPECT_EQ(deleted.exit_code, 0) << deleted.out << deleted.err;
   ASSERT_TRUE(await_phase(train, Phase::succeeded)) << job(train).phase_reason;
-  const auto attempts = db().attempts(train);
+  const auto attempts = db().attempts().of(train);
   ASSERT_EQ(attempts.size(), 2U);
   EXPECT_EQ(attempts[0].worker_id, std::optional<std::int64_t>(first));
   EXPECT_EQ(attempts[0].outcome, domain::AttemptOutcome::interrupted);
@@ -345,9 +348,9 @@ TEST_F(PoolTest, FortyMixedTasksOnThreeWorkersThroughPreemptionsEndAsTheirScript
   const std::vector<std::pair<std::int64_t, std::string>> spot_workers = {{spot, kZone}, {v5, "us-central1-a"}};
   for (int round = 0; preemptions < 6 && unfinished() > 0 && round < 800; ++round) {
     const auto& [worker, zone] = spot_workers[static_cast<std::size_t>(round) % spot_workers.size()];
-    const auto busy = db().task_of_worker(worker);
+    const auto busy = db().queue().task_of_worker(worker);
     if (busy && job(*busy).phase == Phase::running && job(worker).phase == Phase::running) {
-      if (preempt(db().attempts(worker).back().node, zone)) {
+      if (preempt(db().attempts().of(worker).back().node, zone)) {
         ++preemptions;
         // The next only once this worker serves again.
         eventually([&] { return job(worker).phase != Phase::running; }, kPatience);
@@ -366,7 +369,7 @@ TEST_F(PoolTest, FortyMixedTasksOnThreeWorkersThroughPreemptionsEndAsTheirScript
   for (const auto& [id, phase] : expected) {
     all.push_back(id);
     // Each ran on a worker of its accelerator.
-    for (const auto& a : db().attempts(id)) {
+    for (const auto& a : db().attempts().of(id)) {
       ASSERT_TRUE(a.worker_id.has_value());
       EXPECT_EQ(job(*a.worker_id).accelerator, job(id).accelerator) << "task " << id;
     }
@@ -435,7 +438,7 @@ TEST_F(PoolTest, AUsersTasksBeyondTheirShareWaitInTheQueueWhileAnotherUsersRun) 
   // alice never held two workers at once; bob's task started before her second.
   std::vector<std::pair<std::int64_t, std::int64_t>> hers;
   for (const auto id : alices) {
-    for (const auto& a : db().attempts(id)) {
+    for (const auto& a : db().attempts().of(id)) {
       ASSERT_TRUE(a.ended_ms.has_value());
       hers.emplace_back(a.started_ms, *a.ended_ms);
     }
@@ -446,10 +449,10 @@ TEST_F(PoolTest, AUsersTasksBeyondTheirShareWaitInTheQueueWhileAnotherUsersRun) 
           << "two of alice's tasks ran at once, over her share";
     }
   }
-  EXPECT_LT(db().attempts(bobs).front().started_ms, db().attempts(alices[1]).front().started_ms);
+  EXPECT_LT(db().attempts().of(bobs).front().started_ms, db().attempts().of(alices[1]).front().started_ms);
   expect_no_overlap({alices[0], alices[1], bobs});
   for (const auto id : {alices[0], alices[1], bobs}) {
-    EXPECT_EQ(checksums(id, static_cast<int>(db().attempts(id).size()), 1).front(), uninterrupted_checksum(200));
+    EXPECT_EQ(checksums(id, static_cast<int>(db().attempts().of(id).size()), 1).front(), uninterrupted_checksum(200));
   }
   EXPECT_EQ(jm({"worker", "delete", "--all"}).exit_code, 0);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
@@ -467,16 +470,16 @@ TEST_F(PoolTest, AJobBeyondTheLabsCapWaitsBeforeAskingForASlice) {
   const std::string why = "waiting for its share of chips: the lab holds 4 of its 4 v4 spot chips";
   ASSERT_TRUE(eventually([&] { return job(second).phase_reason == why; }, kPatience)) << job(second).phase_reason;
   EXPECT_EQ(job(second).phase, Phase::pending);
-  EXPECT_TRUE(db().attempts(second).empty());
+  EXPECT_TRUE(db().attempts().of(second).empty());
   const auto shown = jm({"show", std::to_string(second)});
   EXPECT_NE(shown.out.find("the lab holds 4 of its 4 v4 spot chips"), std::string::npos) << shown.out;
 
   wait_for(first);
   wait_for(second);
   // Its slice was asked for once the first one's was gone.
-  const auto released = db().attempts(first).back().released_ms;
+  const auto released = db().attempts().of(first).back().released_ms;
   ASSERT_TRUE(released.has_value());
-  EXPECT_GE(db().attempts(second).front().started_ms, *released);
+  EXPECT_GE(db().attempts().of(second).front().started_ms, *released);
   EXPECT_EQ(checksums(second, 1, 1).front(), uninterrupted_checksum(100));
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }

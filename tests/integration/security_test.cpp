@@ -1,7 +1,11 @@
 // The defences SECURITY.md promises, checked on real jobs driven by `jobman daemon` against a real mock cloud: no
 // secret in any process's arguments, the store or the logs; everything under JOBMAN_HOME private to its owner under
 // a loose umask; hostile job names and shell metacharacters harmless; worker output unable to drive the terminal.
+#include "jobman/domain/job.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/strings.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
@@ -269,7 +273,7 @@ protected:
   void wait_for_success(std::int64_t id) {
     const auto waited = jm({"wait", std::to_string(id), "--timeout", "120"});
     EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
-    EXPECT_EQ(db().get_job(id).phase, Phase::succeeded) << db().get_job(id).phase_reason;
+    EXPECT_EQ(db().jobs().get(id).phase, Phase::succeeded) << db().jobs().get(id).phase_reason;
   }
 
   // The access tokens the mock has issued so far (to jobman, the mock's gcloud, anyone).
@@ -407,7 +411,7 @@ TEST_F(SecurityTest, ASecretTheConfigReadsFromTheEnvironmentStaysOutOfTheStoreAn
   // The snapshot keeps the call, and the value is in one file under JOBMAN_HOME, readable by its owner only.
   const auto shown = jm({"show", std::to_string(id), "--config"});
   EXPECT_NE(shown.out.find("export WANDB_API_KEY=${oc.env:JOBMAN_TEST_WANDB_KEY}"), std::string::npos) << shown.out;
-  const auto kept = home / "jobs" / util::format_job_id(id) / "environment";
+  const auto kept = home / "jobs" / domain::format_job_id(id) / "environment";
   const auto found = scan_files(home, secrets);
   ASSERT_EQ(found.size(), 1U) << (found.empty() ? "" : found.front());
   EXPECT_EQ(found.front().substr(0, kept.string().size()), kept.string()) << found.front();
@@ -433,11 +437,11 @@ TEST_F(SecurityTest, HostileJobNamesAndShellMetacharactersAreHarmlessAndTheComma
   start_daemon();
   const auto id = create(config(name, command));
   wait_for_success(id);
-  const auto job = db().get_job(id);
+  const auto job = db().jobs().get(id);
   EXPECT_EQ(job.name, "x'; touch " + m + "; $(touch " + m + ") `touch " + m + "` \" && touch " + m + " #");
   const auto output = read_bytes(worker_log(id));
   EXPECT_EQ(output, "[it's][a  b][$(touch " + m + ")][`touch " + m + "`][*][-n][$HOME]\nx;y|z&w " +
-                        db().attempts(id).back().node + "\n");
+                        db().attempts().of(id).back().node + "\n");
   EXPECT_FALSE(fs::exists(marker)) << "a job name or command was evaluated by a shell";
   const auto open = open_to_others(home);
   EXPECT_TRUE(open.empty()) << open.size() << " entries open to others, e.g. " << open.front();
@@ -473,8 +477,8 @@ TEST_F(SecurityTest, WorkerOutputCannotDriveTheTerminal) {
   change.to = Phase::failed;
   change.reason = "worker said " + hostile;
   change.host0_ip = hostile;
-  ASSERT_TRUE(db().transition(id, Phase::succeeded, change));
-  db().append_event(id, "note", "output: " + hostile);
+  ASSERT_TRUE(db().jobs().transition(id, Phase::succeeded, change));
+  db().events().append(id, "note", "output: " + hostile);
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"list"}, {"show", std::to_string(id)}, {"show", std::to_string(id), "--events"}}) {
     const auto shown = run_on_pty(args, env);

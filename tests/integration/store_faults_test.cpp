@@ -2,6 +2,7 @@
 // the real jobman inside a private mount namespace (unshare -rm), so that it can mount without touching the machine.
 // A command that cannot write says so plainly, exits 1 and leaves the store as it was; reading still works.
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 
@@ -85,7 +86,7 @@ TEST_F(StoreFaultsTest, AReadOnlyHomeStillListsAndShowsAndRefusesChangesWithACle
   EXPECT_TRUE(store.integrity_ok());
   store::JobFilter all;
   all.include_history = true;
-  const auto jobs = store.list_jobs(all);
+  const auto jobs = store.jobs().list(all);
   ASSERT_EQ(jobs.size(), 2U);
   EXPECT_EQ(jobs[0].desired, domain::DesiredState::run);
   EXPECT_EQ(fs::file_size(home / "jobman.db"), before);

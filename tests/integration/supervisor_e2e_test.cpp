@@ -1,7 +1,11 @@
 // Jobs driven end to end by `jobman daemon` against a real jobman-mock-cloud: slices requested, set up, trained on,
 // preempted, recovered, cancelled, resumed, deleted and cleaned. Each test checks the final phase, the attempts, the
 // checksum of the training run, and that the mock holds no queued resource, node or process afterwards.
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
@@ -151,10 +155,10 @@ TEST_F(SupervisorTest, AnOnDemandJobRunsToSuccessAndLeavesNothingBehind) {
   EXPECT_EQ(done.exit_code, 0);
   EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(200)});
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
-  EXPECT_TRUE(eventually([&] { return db().attempts(id).back().released_ms.has_value(); }, kPatience));
+  EXPECT_TRUE(eventually([&] { return db().attempts().of(id).back().released_ms.has_value(); }, kPatience));
   // Every phase on the way was recorded, in order (PROVISIONING only when a listing caught the slice in it).
   std::vector<Phase> phases;
-  for (const auto& e : db().events(id)) {
+  for (const auto& e : db().events().of(id)) {
     if (e.kind == "phase" && e.to != Phase::provisioning) {
       phases.push_back(*e.to);
     }
@@ -194,7 +198,7 @@ TEST_F(SupervisorTest, ASpotJobPreemptedDuringSetupAndWhileRunningFinishesWithTh
   EXPECT_EQ(done.attempt, 3);
   EXPECT_EQ(done.preemptions, 2);
   EXPECT_EQ(done.failures, 0);
-  const auto attempts = db().attempts(id);
+  const auto attempts = db().attempts().of(id);
   ASSERT_EQ(attempts.size(), 3U);
   EXPECT_EQ(attempts[0].outcome, domain::AttemptOutcome::preempted);
   EXPECT_EQ(attempts[1].outcome, domain::AttemptOutcome::preempted);
@@ -224,13 +228,14 @@ TEST_F(SupervisorTest, ANewDaemonAfterKillNineFinishesTheJobWithTheSameWorkloadP
       fs::path(worker.body["sandbox_home"].get<std::string>()) / ".jobman" / "jobs" / name / "attempt-1" / "pid";
   const auto pid_before = file_text(pid_file);
   ASSERT_FALSE(pid_before.empty());
-  const auto owner_before = db().lease(id)->owner;
+  const auto owner_before = db().leases().of(id)->owner;
 
   daemons[first]->send(SIGKILL);
   EXPECT_EQ(daemons[first]->finish(), 128 + SIGKILL);
   start_daemon();
   // The new daemon takes the lease once the old one expires, and re-attaches to the same process.
-  ASSERT_TRUE(eventually([&] { return db().lease(id) && db().lease(id)->owner != owner_before; }, kPatience));
+  ASSERT_TRUE(
+      eventually([&] { return db().leases().of(id) && db().leases().of(id)->owner != owner_before; }, kPatience));
   if (fs::exists(pid_file)) {
     EXPECT_EQ(file_text(pid_file), pid_before);
   }
@@ -242,7 +247,7 @@ TEST_F(SupervisorTest, ANewDaemonAfterKillNineFinishesTheJobWithTheSameWorkloadP
   EXPECT_EQ(log.find("starting from step=0"), log.rfind("starting from step=0"));
   EXPECT_EQ(log.find("resumed"), std::string::npos);
   int launches = 0;
-  for (const auto& e : db().events(id)) {
+  for (const auto& e : db().events().of(id)) {
     launches += e.message.starts_with("launched attempt") ? 1 : 0;
   }
   EXPECT_EQ(launches, 1);
@@ -270,7 +275,7 @@ TEST_F(SupervisorTest, TwoDaemonsNeverDriveTheSameJob) {
   for (const auto id : ids) {
     int drivers = 0;
     int launches = 0;
-    for (const auto& e : db().events(id)) {
+    for (const auto& e : db().events().of(id)) {
       drivers += e.message.starts_with("driven by supervisor") ? 1 : 0;
       launches += e.message.starts_with("launched attempt") ? 1 : 0;
     }
@@ -295,7 +300,7 @@ TEST_F(SupervisorTest, TwoDaemonsLeaveAZonesJobsToTheOneThatDrivesThere) {
   std::set<std::string> drivers;
   for (const auto id : ids) {
     ASSERT_TRUE(await_phase(id, Phase::running)) << job(id).phase_reason;
-    for (const auto& e : db().events(id)) {
+    for (const auto& e : db().events().of(id)) {
       if (e.message.starts_with("driven by supervisor ")) {
         drivers.insert(e.message);
       }
@@ -344,7 +349,7 @@ TEST_F(SupervisorTest, ASliceRequestedJustBeforeTheSupervisorDiedIsDeletedWhenTh
   daemons[first]->send(SIGKILL);
   EXPECT_EQ(daemons[first]->finish(), 128 + SIGKILL);
 
-  const auto asked = db().attempts(id);
+  const auto asked = db().attempts().of(id);
   ASSERT_EQ(asked.size(), 1U);
   EXPECT_TRUE(asked[0].create_pending);
   EXPECT_EQ(job(id).phase, Phase::pending);
@@ -360,7 +365,7 @@ TEST_F(SupervisorTest, ASliceRequestedJustBeforeTheSupervisorDiedIsDeletedWhenTh
   ASSERT_TRUE(await_phase(id, Phase::cancelled)) << job(id).phase_reason;
   const auto cleaned = jm({"clean", "--all-finished"});
   EXPECT_EQ(cleaned.exit_code, 0) << cleaned.out << cleaned.err;
-  EXPECT_TRUE(eventually([&] { return !db().find_job(id); }, kPatience));
+  EXPECT_TRUE(eventually([&] { return !db().jobs().find(id); }, kPatience));
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
   EXPECT_EQ(metrics()["queuedResourcesCreated"], 1);
 }
@@ -373,7 +378,7 @@ TEST_F(SupervisorTest, ASliceRequestThatNeverLeftIsMadeAgainAsTheSameAttempt) {
   const auto first = held.first;
   const auto id = held.second;
   ASSERT_EQ(proxy.held(), 1);
-  const auto recorded = db().attempts(id);
+  const auto recorded = db().attempts().of(id);
   ASSERT_EQ(recorded.size(), 1U);
   EXPECT_TRUE(recorded[0].create_pending);
   daemons[first]->send(SIGKILL);
@@ -384,7 +389,7 @@ TEST_F(SupervisorTest, ASliceRequestThatNeverLeftIsMadeAgainAsTheSameAttempt) {
   const auto done = wait_for(id, 0, 120);
   EXPECT_EQ(done.attempt, 1);
   EXPECT_EQ(done.preemptions, 0);
-  const auto attempts = db().attempts(id);
+  const auto attempts = db().attempts().of(id);
   ASSERT_EQ(attempts.size(), 1U);
   EXPECT_EQ(attempts[0].queued_resource, recorded[0].queued_resource);
   EXPECT_FALSE(attempts[0].create_pending);
@@ -428,7 +433,7 @@ TEST_F(SupervisorTest, AQueueTimeoutReachesTheApiAndARequestThatOutwaitsItFailsT
   // While it waits for capacity, the request the API holds carries the policy (an hour: 3.6 s at the mock's scale).
   ASSERT_TRUE(eventually(
       [&] {
-        const auto attempts = db().attempts(id);
+        const auto attempts = db().attempts().of(id);
         if (attempts.empty()) {
           return false;
         }
@@ -486,14 +491,14 @@ TEST_F(SupervisorTest, ValidateAndCreateCheckTheAcceleratorAndVersionAgainstTheZ
                                      "offers v4-8, v4-16"),
             std::string::npos)
       << refused.err;
-  EXPECT_TRUE(db().list_jobs({}).empty());
+  EXPECT_TRUE(db().jobs().list({}).empty());
   const auto version = jm({"create", good, "--set", "tpu.version=tpu-ubuntu2204-bse"});
   EXPECT_EQ(version.exit_code, 2) << version.err;
   EXPECT_NE(version.err.find("tpu.version: runtime version 'tpu-ubuntu2204-bse' does not exist in us-central2-b (did "
                              "you mean 'tpu-ubuntu2204-base'?)"),
             std::string::npos)
       << version.err;
-  EXPECT_TRUE(db().list_jobs({}).empty());
+  EXPECT_TRUE(db().jobs().list({}).empty());
 
   // A cloud that does not answer: the built-in catalog decides, and stderr says so.
   env["JOBMAN_API_ENDPOINT"] = "http://127.0.0.1:1";
@@ -510,7 +515,7 @@ TEST_F(SupervisorTest, ListAndShowStartASupervisorForJobsNobodyDrives) {
   const auto first = start_daemon();
   const auto id = create(config(training(400, 10)));
   ASSERT_TRUE(await_phase(id, Phase::running));
-  const auto owner_before = db().lease(id)->owner;
+  const auto owner_before = db().leases().of(id)->owner;
   daemons[first]->send(SIGKILL);
   EXPECT_EQ(daemons[first]->finish(), 128 + SIGKILL);
 
@@ -531,7 +536,7 @@ TEST_F(SupervisorTest, ListAndShowStartASupervisorForJobsNobodyDrives) {
   EXPECT_EQ(shown.exit_code, 0);
   EXPECT_NE(shown.err.find("autostart is off"), std::string::npos) << shown.err;
   EXPECT_EQ(nlohmann::json::parse(shown.out)["id"], id);
-  EXPECT_EQ(db().lease(id)->owner, owner_before) << "nothing took the job over";
+  EXPECT_EQ(db().leases().of(id)->owner, owner_before) << "nothing took the job over";
 
   // With autostart on, `list` starts a supervisor, which re-attaches to the running workload and finishes the job.
   env["JOBMAN_AUTOSTART"] = "1";
@@ -541,7 +546,8 @@ TEST_F(SupervisorTest, ListAndShowStartASupervisorForJobsNobodyDrives) {
       << restarted.err;
   EXPECT_NE(restarted.err.find("started the supervisor in the background"), std::string::npos) << restarted.err;
   EXPECT_EQ(nlohmann::json::parse(restarted.out).size(), 1U);
-  ASSERT_TRUE(eventually([&] { return db().lease(id) && db().lease(id)->owner != owner_before; }, kPatience));
+  ASSERT_TRUE(
+      eventually([&] { return db().leases().of(id) && db().leases().of(id)->owner != owner_before; }, kPatience));
   // A second reader finds the supervisor alive: nothing more is said, and no second one starts.
   const auto again = jm({"list"});
   EXPECT_EQ(again.err, "");
@@ -635,7 +641,7 @@ protected:
   }
 
   bool any_event(std::int64_t id, const std::function<bool(const domain::EventRecord&)>& match) {
-    for (const auto& e : db().events(id)) {
+    for (const auto& e : db().events().of(id)) {
       if (match(e)) {
         return true;
       }
@@ -658,7 +664,7 @@ TEST_F(TpuVmSupervisorTest, ASpotJobRunsToSuccessOnANodeCreatedDirectly) {
   EXPECT_EQ(done.attempt, 1);
   EXPECT_EQ(done.exit_code, 0);
   EXPECT_EQ(checksums(id, 1, 1), std::vector<std::string>{uninterrupted_checksum(200)});
-  const auto attempts = db().attempts(id);
+  const auto attempts = db().attempts().of(id);
   ASSERT_EQ(attempts.size(), 1U);
   EXPECT_TRUE(attempts[0].queued_resource.empty()) << "no queued resource in tpu-vm mode";
   EXPECT_EQ(attempts[0].node, "e2e-000001-a1");
@@ -668,10 +674,10 @@ TEST_F(TpuVmSupervisorTest, ASpotJobRunsToSuccessOnANodeCreatedDirectly) {
       << "tpu-vm jobs are observed by listing nodes; only the orphan sweep at start lists queued resources";
   EXPECT_GT(requests("nodes.list"), 0);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
-  EXPECT_TRUE(eventually([&] { return db().attempts(id).back().released_ms.has_value(); }, kPatience));
+  EXPECT_TRUE(eventually([&] { return db().attempts().of(id).back().released_ms.has_value(); }, kPatience));
 
   std::vector<Phase> phases;
-  for (const auto& e : db().events(id)) {
+  for (const auto& e : db().events().of(id)) {
     if (e.kind == "phase") {
       phases.push_back(*e.to);
     }

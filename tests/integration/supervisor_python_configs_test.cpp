@@ -3,7 +3,9 @@
 // ~/.ssh and the files it names under assets/ beside it. Each must get through setup on every selected worker and
 // launch, and the job must end with the command's own exit status (the workers have no network, so a `git clone`
 // fails there, and that failure is the command's, not jobman's).
+#include "jobman/domain/job.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/strings.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
@@ -81,8 +83,8 @@ protected:
     outcome.create_output = created.out + created.err;
     const auto id = std::stoll(created.out.substr(0, created.out.find(':')));
     auto store = store::JobStore::open(dir / "jobman" / "jobman.db");
-    outcome.job = store.get_job(id);
-    outcome.attempt_dir = dir / "jobman" / "jobs" / util::format_job_id(id) / "attempt-1";
+    outcome.job = store.jobs().get(id);
+    outcome.attempt_dir = dir / "jobman" / "jobs" / domain::format_job_id(id) / "attempt-1";
     return outcome;
   }
 

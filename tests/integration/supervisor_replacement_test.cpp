@@ -1,5 +1,7 @@
 // A supervisor that dies is replaced at once by whatever command runs next, and each store has a supervisor of its
 // own: the background supervisors that create, list and wait start, killed with SIGKILL, on a real mock.
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
 #include "support/line_process.hpp"
 #include "support/run.hpp"
 #include "support/store_backends.hpp"
@@ -65,7 +67,7 @@ protected:
 TEST_F(SupervisorReplacementTest, ADeadSupervisorIsReplacedByTheNextList) {
   const auto id = create(config(training(300, 20)));
   ASSERT_TRUE(await_phase(id, Phase::running));
-  const auto dead_owner = db().lease(id)->owner;
+  const auto dead_owner = db().leases().of(id)->owner;
   const auto pid = daemon_pid();
   ASSERT_NE(dead_owner.find(":" + std::to_string(pid) + ":"), std::string::npos) << dead_owner;
   kill_and_await(pid);
@@ -76,7 +78,7 @@ TEST_F(SupervisorReplacementTest, ADeadSupervisorIsReplacedByTheNextList) {
   EXPECT_NE(listed.err.find("1 unfinished job has no supervisor driving it; starting one"), std::string::npos)
       << listed.err;
   EXPECT_NE(daemon_pid(), pid) << "a new supervisor holds the lock";
-  ASSERT_TRUE(eventually([&] { return db().lease(id) && db().lease(id)->owner != dead_owner; }, kPatience));
+  ASSERT_TRUE(eventually([&] { return db().leases().of(id) && db().leases().of(id)->owner != dead_owner; }, kPatience));
   const auto done = wait_for(id);
   EXPECT_EQ(done.attempt, 1);
   EXPECT_EQ(done.preemptions, 0);
@@ -88,7 +90,7 @@ TEST_F(SupervisorReplacementTest, ADeadSupervisorIsReplacedByTheNextList) {
 TEST_F(SupervisorReplacementTest, ShowSaysTheDriverIsDeadAndAutostartOffSaysSo) {
   const auto id = create(config(training(300, 20)));
   ASSERT_TRUE(await_phase(id, Phase::running));
-  const auto dead_owner = db().lease(id)->owner;
+  const auto dead_owner = db().leases().of(id)->owner;
   env["JOBMAN_AUTOSTART"] = "0";
   kill_and_await(daemon_pid());
 
@@ -112,7 +114,7 @@ TEST_F(SupervisorReplacementTest, ShowSaysTheDriverIsDeadAndAutostartOffSaysSo) 
 TEST_F(SupervisorReplacementTest, AWaitAlreadyRunningOutlivesItsSupervisor) {
   const auto id = create(config(training(300, 20)));
   ASSERT_TRUE(await_phase(id, Phase::running));
-  const auto dead_owner = db().lease(id)->owner;
+  const auto dead_owner = db().leases().of(id)->owner;
   LineReadingProcess waiter({jobman_binary(), "wait", std::to_string(id), "--timeout", "150"}, env, dir / "wait.err",
                             std::chrono::seconds(180));
   ASSERT_TRUE(eventually([&] { return has_open(waiter.pid(), home / "jobman.db"); }, kPatience))
@@ -192,7 +194,7 @@ TEST_F(SupervisorReplacementTest, MigrateRightAfterWaitAndWithAJobRunningKeepsTh
   EXPECT_EQ(copy["jobs"], 1);
   EXPECT_EQ(copy["job_directories"], 1);
   const std::string role = copy["user"];
-  EXPECT_NE(role, db().get_job(done).user) << "the lab's role is not the login";
+  EXPECT_NE(role, db().jobs().get(done).user) << "the lab's role is not the login";
 
   // A job still running: migrate refuses, naming the command that stops its supervisor.
   const auto running = create(config(training(600, 20)));

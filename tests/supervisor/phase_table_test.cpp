@@ -1,6 +1,7 @@
 // The supervisor's phase machine, row by row: a job is brought to a phase on the fake cloud, then the zone's listing
 // and the workers say something; each row expects the phase the job reaches, how its first attempt ended, the budget
 // it spent and the calls that changed the cloud. Every row runs in-process in milliseconds (tests/supervisor/rig.hpp).
+#include "jobman/store/attempts.hpp"
 #include "jobman/util/strings.hpp"
 #include "rig.hpp"
 

@@ -2,6 +2,11 @@
 
 #include "jobman/config/loader.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
+#include "jobman/store/queue.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -33,7 +38,7 @@ constexpr std::int64_t kLeaseMs = 60'000;
 
 void FakeHost::read_jobs() {
   std::set<std::int64_t> present;
-  for (auto& row : store_.jobs_to_drive()) {
+  for (auto& row : store_.leases().jobs_to_drive()) {
     present.insert(row.id);
     if (Driven* d = find(row.id)) {
       driver_->take_news(*d, std::move(row));
@@ -49,11 +54,11 @@ void FakeHost::read_jobs() {
 }
 
 void FakeHost::adopt(const domain::JobRecord& row) {
-  if (!store_.try_acquire_lease(row.id, owner_, kLeaseMs, now_ms_)) {
+  if (!store_.leases().try_acquire(row.id, owner_, kLeaseMs, now_ms_)) {
     return;
   }
   Driven& d = driven_[row.id];
-  const auto fresh = store_.get_job(row.id, true);
+  const auto fresh = store_.jobs().get(row.id, true);
   const Driven* worker = fresh.worker_id ? find(*fresh.worker_id) : nullptr;
   core::supervision::load_driven(d, fresh, store_, worker);
 }
@@ -75,11 +80,11 @@ void FakeHost::post(std::int64_t id, std::function<void()> apply) {
 }
 
 std::optional<std::int64_t> FakeHost::claim(Driven& worker, const store::WorkerOffer& offer) {
-  const auto id = store_.claim_task(offer, owner_, kLeaseMs, now_ms_);
+  const auto id = store_.queue().claim(offer, owner_, kLeaseMs, now_ms_);
   if (!id) {
     return std::nullopt;
   }
-  if (auto row = store_.find_job(*id)) {
+  if (auto row = store_.jobs().find(*id)) {
     adopt(*row);
   }
   worker.dirty = true;
@@ -113,7 +118,7 @@ void FakeHost::apply(Result& result) {
       it->second.busy = false;
       driver_->stop_stream(it->second);
       driven_.erase(it);
-      if (!store_.find_job(result.id)) {
+      if (!store_.jobs().find(result.id)) {
         result.apply();
       }
     }
@@ -187,7 +192,7 @@ void FakeHost::prune() {
     auto it = driven_.find(id);
     if (it != driven_.end() && !it->second.busy) {
       driver_->stop_stream(it->second);
-      store_.release_lease(id, owner_);
+      store_.leases().release(id, owner_);
       driven_.erase(it);
     }
   }
@@ -267,11 +272,11 @@ bool Rig::tick_until(const std::function<bool()>& done, int limit, double step_s
 }
 
 domain::JobRecord Rig::job(std::int64_t id) const {
-  return store.get_job(id);
+  return store.jobs().get(id);
 }
 
 std::vector<domain::AttemptRecord> Rig::attempts(std::int64_t id) const {
-  return store.attempts(id);
+  return store.attempts().of(id);
 }
 
 std::string Rig::wid(std::int64_t id) {
@@ -279,18 +284,18 @@ std::string Rig::wid(std::int64_t id) {
 }
 
 std::string Rig::slice_of(std::int64_t id) const {
-  const auto all = store.attempts(id);
+  const auto all = store.attempts().of(id);
   return all.empty() ? std::string() : all.back().slice_name();
 }
 
 std::string Rig::node_of(std::int64_t id) const {
-  const auto all = store.attempts(id);
+  const auto all = store.attempts().of(id);
   return all.empty() ? std::string() : all.back().node;
 }
 
 std::vector<std::string> Rig::events(std::int64_t id, const std::string& kind) const {
   std::vector<std::string> messages;
-  for (const auto& e : store.events(id)) {
+  for (const auto& e : store.events().of(id)) {
     if (e.kind == kind) {
       messages.push_back(e.message);
     }

@@ -9,7 +9,9 @@
 #include "fake_cloud.hpp"
 #include "fake_workers.hpp"
 #include "job_driver.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/queue.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 

@@ -3,6 +3,10 @@
 // In-process, on the fakes (tests/supervisor/rig.hpp).
 #include "jobman/config/loader.hpp"
 #include "jobman/core/pool.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/rivals.hpp"
 #include "rig.hpp"
 
 #include <algorithm>
@@ -168,7 +172,7 @@ TEST_F(SupervisorStory, CancelStopsTheWorkloadKeepsTheSliceAndResumeReusesIt) {
   const auto other = r.create(job_yaml()).front();
   ASSERT_TRUE(reaches(other, Phase::running));
   r.request(other, DesiredState::clean);
-  ASSERT_TRUE(r.tick_until([&] { return !r.store.find_job(other).has_value(); }));
+  ASSERT_TRUE(r.tick_until([&] { return !r.store.jobs().find(other).has_value(); }));
   EXPECT_TRUE(r.slices->slices().empty());
 }
 
@@ -221,7 +225,7 @@ TEST_F(SupervisorStory, FirstReadyWithCapacityEverywhereLeavesExactlyOneSlice) {
   const auto id = r.create(job_yaml("  strategy: first-ready\n", "", "[us-central2-b, us-east1-d]")).front();
   ASSERT_TRUE(reaches(id, Phase::running));
   const auto released = [&] {
-    const auto rivals = r.store.rivals(id);
+    const auto rivals = r.store.rivals().of(id);
     return !rivals.empty() &&
            std::all_of(rivals.begin(), rivals.end(), [](const auto& rival) { return rival.released_ms.has_value(); });
   };
@@ -237,7 +241,7 @@ TEST_F(SupervisorStory, CancellingARaceDeletesTheRivalsAndKeepsTheJobsOwnRequest
   ASSERT_TRUE(reaches(id, Phase::cancelled));
   ASSERT_TRUE(r.tick_until([&] { return r.slices->slices().size() == 1; }));
   EXPECT_EQ(r.slices->slices().front().id, r.slice_of(id));
-  const auto rivals = r.store.rivals(id);
+  const auto rivals = r.store.rivals().of(id);
   ASSERT_EQ(rivals.size(), 1U);
   EXPECT_EQ(rivals[0].outcome, domain::RivalOutcome::abandoned);
   r.request(id, DesiredState::remove);

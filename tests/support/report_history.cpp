@@ -1,5 +1,8 @@
 #include "support/report_history.hpp"
 
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/queue.hpp"
 #include "jobman/util/system.hpp"
 
 #include <stdexcept>
@@ -34,7 +37,7 @@ void move(store::JobStore& store, std::int64_t id, Phase to, bool release_worker
   change.to = to;
   change.reason = "test";
   change.release_worker = release_worker;
-  if (!store.transition(id, std::nullopt, change)) {
+  if (!store.jobs().transition(id, std::nullopt, change)) {
     throw std::runtime_error("job " + std::to_string(id) + " did not move");
   }
 }
@@ -42,8 +45,8 @@ void move(store::JobStore& store, std::int64_t id, Phase to, bool release_worker
 // A slice for attempt `number` of the job, up.
 void slice_up(store::JobStore& store, std::int64_t id, int number) {
   const auto name = "slice-" + std::to_string(id) + "-" + std::to_string(number);
-  store.begin_attempt(id, name, name, kZone);
-  store.record_slice_active(id, number, {});
+  store.attempts().begin(id, name, name, kZone);
+  store.attempts().record_slice_active(id, number, {});
 }
 
 bool is_task(int i) {
@@ -54,12 +57,12 @@ bool is_task(int i) {
 
 ReportHistory add_report_history(store::JobStore& store, int count) {
   ReportHistory history;
-  history.worker = store.create_jobs({new_job("pool", JobKind::worker)}).front();
+  history.worker = store.jobs().create({new_job("pool", JobKind::worker)}).front();
   std::vector<domain::NewJob> jobs;
   for (int i = 0; i < count; ++i) {
     jobs.push_back(new_job("run-" + std::to_string(i), is_task(i) ? JobKind::task : JobKind::job));
   }
-  history.jobs = store.create_jobs(jobs);
+  history.jobs = store.jobs().create(jobs);
   slice_up(store, history.worker, 1);
   move(store, history.worker, Phase::running);
   store::WorkerOffer offer;
@@ -71,7 +74,7 @@ ReportHistory add_report_history(store::JobStore& store, int count) {
   for (int i = 0; i < count; ++i) {
     const auto id = history.jobs[static_cast<std::size_t>(i)];
     if (is_task(i)) {
-      if (store.claim_task(offer, "test", 15'000, util::now_ms()) != id) {
+      if (store.queue().claim(offer, "test", 15'000, util::now_ms()) != id) {
         throw std::runtime_error("the worker did not claim task " + std::to_string(id));
       }
       move(store, id, Phase::succeeded, true);
@@ -85,12 +88,12 @@ ReportHistory add_report_history(store::JobStore& store, int count) {
     int attempt = 1;
     if (i % 3 == 0) {
       move(store, id, Phase::recovering);
-      store.end_attempt(id, 1, domain::AttemptOutcome::preempted, std::nullopt);
+      store.attempts().end(id, 1, domain::AttemptOutcome::preempted, std::nullopt);
       slice_up(store, id, ++attempt);
       move(store, id, Phase::running);
     }
     if (i % 2 == 0) {
-      store.end_attempt(id, attempt, domain::AttemptOutcome::succeeded, 0);
+      store.attempts().end(id, attempt, domain::AttemptOutcome::succeeded, 0);
       move(store, id, Phase::succeeded);
     }
   }

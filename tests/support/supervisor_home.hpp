@@ -2,7 +2,10 @@
 // environment, daemons started and killed, the store and the mock looked at. Each test gets a fresh home and mock.
 #pragma once
 
+#include "jobman/domain/job.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
@@ -94,7 +97,7 @@ protected:
     return *store;
   }
 
-  domain::JobRecord job(std::int64_t id) { return db().get_job(id); }
+  domain::JobRecord job(std::int64_t id) { return db().jobs().get(id); }
 
   // `jobman wait ID` must end with `exit_code` within `seconds`; returns the job as it ended.
   domain::JobRecord wait_for(std::int64_t id, int exit_code = 0, int seconds = 120) {
@@ -108,7 +111,7 @@ protected:
   }
 
   bool await_phase(std::int64_t id, domain::Phase phase) {
-    return eventually([&] { return db().find_job(id) && db().get_job(id).phase == phase; }, kPatience);
+    return eventually([&] { return db().jobs().find(id) && db().jobs().get(id).phase == phase; }, kPatience);
   }
 
   std::filesystem::path worker_log(std::int64_t id, int attempt, int worker = 0) {
@@ -158,7 +161,7 @@ protected:
   }
 
   // The node of the job's current attempt.
-  std::string node_of(std::int64_t id) { return db().attempts(id).back().node; }
+  std::string node_of(std::int64_t id) { return db().attempts().of(id).back().node; }
 
   TempDir dir;
   std::filesystem::path home = dir / "home";

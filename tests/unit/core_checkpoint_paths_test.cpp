@@ -2,6 +2,7 @@
 #include "jobman/config/loader.hpp"
 #include "jobman/core/checkpoint_paths.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/store/attempts.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
@@ -36,7 +37,7 @@ protected:
   // Records `configs` as jobs that ran (an attempt each).
   void ran(const std::vector<config::JobConfig>& configs) {
     for (const auto id : create_jobs(store, configs, "alice")) {
-      (void)store.begin_attempt(id, domain::Placement{"qr", "node", "us-central2-b", {}, 0, std::nullopt, {}});
+      (void)store.attempts().begin(id, domain::Placement{"qr", "node", "us-central2-b", {}, 0, std::nullopt, {}});
     }
   }
 

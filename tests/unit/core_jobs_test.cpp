@@ -1,5 +1,8 @@
 #include "jobman/config/loader.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "support/sample_job.hpp"
 #include "support/scoped_env.hpp"
@@ -24,7 +27,7 @@ protected:
   std::int64_t id = 0;
   void SetUp() override {
     ::setenv("JOBMAN_HOME", dir.path().c_str(), 1);
-    id = store.create_jobs({test::make_job("a")}).front();
+    id = store.jobs().create({test::make_job("a")}).front();
   }
   void TearDown() override { ::unsetenv("JOBMAN_HOME"); }
 };
@@ -33,7 +36,7 @@ TEST_F(CoreRequests, CancelOfAJobWithNothingInTheCloudEndsItAtOnce) {
   const auto outcome = apply_request(store, id, Request::cancel);
   EXPECT_TRUE(outcome.changed);
   EXPECT_TRUE(outcome.done);
-  const auto job = store.get_job(id);
+  const auto job = store.jobs().get(id);
   EXPECT_EQ(job.phase, Phase::cancelled);
   EXPECT_EQ(job.desired, DesiredState::stop);
   const auto again = apply_request(store, id, Request::cancel);
@@ -41,29 +44,29 @@ TEST_F(CoreRequests, CancelOfAJobWithNothingInTheCloudEndsItAtOnce) {
 }
 
 TEST_F(CoreRequests, CancelOfARunningJobIsLeftToTheSupervisor) {
-  store.begin_attempt(id, "a-000001-a1", "a-000001-a1", "us-central2-b");
+  store.attempts().begin(id, "a-000001-a1", "a-000001-a1", "us-central2-b");
   domain::PhaseChange running;
   running.to = Phase::running;
   running.reason = "workload started";
-  ASSERT_TRUE(store.transition(id, Phase::pending, running));
+  ASSERT_TRUE(store.jobs().transition(id, Phase::pending, running));
   const auto outcome = apply_request(store, id, Request::cancel);
   EXPECT_TRUE(outcome.changed);
   EXPECT_FALSE(outcome.done);
   EXPECT_EQ(outcome.message, "cancel requested");
-  const auto job = store.get_job(id);
+  const auto job = store.jobs().get(id);
   EXPECT_EQ(job.phase, Phase::running) << "only the supervisor stops a workload";
   EXPECT_EQ(job.desired, DesiredState::stop);
   // Asking for less than what is already asked changes nothing.
   EXPECT_EQ(apply_request(store, id, Request::remove).changed, true);
   EXPECT_EQ(apply_request(store, id, Request::cancel).changed, false);
-  EXPECT_EQ(store.get_job(id).desired, DesiredState::remove);
+  EXPECT_EQ(store.jobs().get(id).desired, DesiredState::remove);
 }
 
 TEST_F(CoreRequests, ResumeBringsAStoppedJobBackToPending) {
   apply_request(store, id, Request::cancel);
   const auto outcome = apply_request(store, id, Request::resume);
   EXPECT_TRUE(outcome.changed);
-  const auto job = store.get_job(id);
+  const auto job = store.jobs().get(id);
   EXPECT_EQ(job.phase, Phase::pending);
   EXPECT_EQ(job.desired, DesiredState::run);
   EXPECT_FALSE(apply_request(store, id, Request::resume).changed);
@@ -73,7 +76,7 @@ TEST_F(CoreRequests, ResumeOfASucceededJobIsAnError) {
   domain::PhaseChange done;
   done.to = Phase::succeeded;
   done.reason = "exit 0";
-  ASSERT_TRUE(store.transition(id, std::nullopt, done));
+  ASSERT_TRUE(store.jobs().transition(id, std::nullopt, done));
   EXPECT_THROW(apply_request(store, id, Request::resume), Error);
 }
 
@@ -82,13 +85,13 @@ TEST_F(CoreRequests, CleanRemovesTheRecordAndTheJobDirectory) {
   dir.write("jobs/" + std::string("000001") + "/attempt-1/worker-0.log", "step=1\n");
   const auto outcome = apply_request(store, id, Request::clean);
   EXPECT_TRUE(outcome.done);
-  EXPECT_FALSE(store.find_job(id).has_value());
+  EXPECT_FALSE(store.jobs().find(id).has_value());
   EXPECT_FALSE(std::filesystem::exists(job_directory(id)));
-  EXPECT_THROW(apply_request(store, id, Request::clean), NoSuchJobError);
+  EXPECT_THROW(apply_request(store, id, Request::clean), domain::NoSuchJobError);
 }
 
 TEST_F(CoreRequests, MissingJobIsNoSuchJob) {
-  EXPECT_THROW(apply_request(store, 999, Request::cancel), NoSuchJobError);
+  EXPECT_THROW(apply_request(store, 999, Request::cancel), domain::NoSuchJobError);
 }
 
 } // namespace
@@ -104,7 +107,7 @@ TEST(CoreCreate, EverySweepMemberBecomesAJobRecordingItsConfig) {
   const auto ids = create_jobs(store, configs, "carol");
   ASSERT_EQ(ids.size(), configs.size());
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    const auto job = store.get_job(ids[i], true);
+    const auto job = store.jobs().get(ids[i], true);
     EXPECT_EQ(job.name, configs[i].job.name);
     EXPECT_EQ(job.user, "carol");
     EXPECT_EQ(job.accelerator, "v6e-8");

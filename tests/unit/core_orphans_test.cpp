@@ -1,7 +1,9 @@
 // Which resources are orphans (core/orphans.hpp): jobman's labels, no attempt holding their name, this owner's, old
 // enough; a queued resource's node is part of it. And the zones a sync or a sweep looks in.
 #include "jobman/core/orphans.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/system.hpp"
 
 #include <gtest/gtest.h>
@@ -167,8 +169,8 @@ TEST(CoreOrphans, ZonesInUseAreEveryJobsAndAttemptsZoneAndTheSettingsZone) {
   job.pricing = "spot";
   job.tpu_name = "j";
   job.hosts = 1;
-  const auto ids = store.create_jobs({job, job});
-  store.begin_attempt(ids[0], domain::Placement{"q", "q", "europe-west4-a", {}, 0, std::nullopt, {}});
+  const auto ids = store.jobs().create({job, job});
+  store.attempts().begin(ids[0], domain::Placement{"q", "q", "europe-west4-a", {}, 0, std::nullopt, {}});
   EXPECT_EQ(zones_in_use(store, "us-central2-b"), (std::vector<std::string>{"europe-west4-a", "us-central2-b"}));
   EXPECT_EQ(zones_in_use(store, "asia-east1-c"),
             (std::vector<std::string>{"asia-east1-c", "europe-west4-a", "us-central2-b"}));

@@ -1,6 +1,8 @@
 // Which slice `jobman ssh` may reach, and the gcloud command that reaches it.
 #include "jobman/config/loader.hpp"
 #include "jobman/core/worker_shell.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 
 #include <gtest/gtest.h>
@@ -23,18 +25,18 @@ protected:
     job.pricing = "spot";
     job.tpu_name = "train";
     job.hosts = 4;
-    id = store.create_jobs({job}).front();
+    id = store.jobs().create({job}).front();
   }
   void move_to(Phase phase) {
     domain::PhaseChange change;
     change.to = phase;
     change.reason = "test";
-    ASSERT_TRUE(store.transition(id, std::nullopt, change));
+    ASSERT_TRUE(store.jobs().transition(id, std::nullopt, change));
   }
   // The message live_attempt throws, or "" when it returns an attempt.
   std::string refusal() {
     try {
-      live_attempt(store, store.get_job(id));
+      live_attempt(store, store.jobs().get(id));
       return "";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ExitCode::error);
@@ -50,33 +52,33 @@ TEST_F(CoreWorkerShell, AJobThatHasNotStartedHasNoSlice) {
 }
 
 TEST_F(CoreWorkerShell, TheCurrentAttemptsSliceIsLiveUntilReleased) {
-  store.begin_attempt(id, "train-000001-a1", "train-000001-a1", "us-central2-b");
-  store.begin_attempt(id, "train-000001-a2", "train-000001-a2", "us-central2-b");
+  store.attempts().begin(id, "train-000001-a1", "train-000001-a1", "us-central2-b");
+  store.attempts().begin(id, "train-000001-a2", "train-000001-a2", "us-central2-b");
   move_to(Phase::running);
-  const auto attempt = live_attempt(store, store.get_job(id));
+  const auto attempt = live_attempt(store, store.jobs().get(id));
   EXPECT_EQ(attempt.number, 2);
   EXPECT_EQ(attempt.node, "train-000001-a2");
-  store.mark_released(id, "train-000001-a2", "test");
+  store.attempts().mark_released(id, "train-000001-a2", "test");
   move_to(Phase::recovering);
   EXPECT_EQ(refusal(), "job 000001 has no slice: the slice of attempt 2 is gone (RECOVERING)");
 }
 
 TEST_F(CoreWorkerShell, ASliceStillBeingRequestedIsNotOneToLogInto) {
-  store.begin_attempt(id, "train-000001-a1", "train-000001-a1", "us-central2-b", true);
+  store.attempts().begin(id, "train-000001-a1", "train-000001-a1", "us-central2-b", true);
   EXPECT_EQ(refusal(), "job 000001 has no slice: attempt 1's queued resource train-000001-a1 is still being "
                        "requested (PENDING)");
-  store.confirm_created(id, 1);
+  store.attempts().confirm_created(id, 1);
   move_to(Phase::running);
   EXPECT_EQ(refusal(), "");
 }
 
 TEST_F(CoreWorkerShell, AFinishedJobHasASliceOnlyWhileItsReleaseIsPending) {
-  store.begin_attempt(id, "train-000001-a1", "train-000001-a1", "us-central2-b");
+  store.attempts().begin(id, "train-000001-a1", "train-000001-a1", "us-central2-b");
   move_to(Phase::failed);
   EXPECT_EQ(refusal(), "job 000001 has no slice: it is FAILED");
-  store.set_cleanup_pending(id, true);
+  store.jobs().set_cleanup_pending(id, true);
   EXPECT_EQ(refusal(), "") << "a failed job's slice is kept until it is released, and can be looked at";
-  store.mark_released(id, "train-000001-a1", "test");
+  store.attempts().mark_released(id, "train-000001-a1", "test");
   EXPECT_EQ(refusal(), "job 000001 has no slice: it is FAILED");
   move_to(Phase::deleted);
   EXPECT_EQ(refusal(), "job 000001 has no slice: it is DELETED");

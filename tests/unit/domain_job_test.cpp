@@ -106,5 +106,23 @@ TEST(DomainRivalOutcome, NamesRoundTripWithTheStoresSpelling) {
   EXPECT_EQ(parse_rival_outcome("preempted"), std::nullopt) << "an attempt's outcome is not a rival's";
 }
 
+TEST(DomainJob, JobIdsArePaddedAndParsed) {
+  EXPECT_EQ(format_job_id(42), "000042");
+  EXPECT_EQ(format_job_id(1234567), "1234567");
+  EXPECT_EQ(parse_job_id("000042"), 42);
+  EXPECT_EQ(parse_job_id("42"), 42);
+  EXPECT_EQ(parse_job_id("0"), std::nullopt);
+  EXPECT_EQ(parse_job_id("-4"), std::nullopt);
+  EXPECT_EQ(parse_job_id("4x"), std::nullopt);
+  EXPECT_EQ(parse_job_id(""), std::nullopt);
+}
+
+TEST(DomainJob, ExitCodesSpeakOfJobs) {
+  EXPECT_EQ(static_cast<int>(job_exit::no_such_job), 3);
+  EXPECT_EQ(static_cast<int>(job_exit::failed), 4);
+  EXPECT_EQ(static_cast<int>(job_exit::cancelled), 5);
+  EXPECT_EQ(NoSuchJobError("no job 000042").code(), job_exit::no_such_job);
+}
+
 } // namespace
 } // namespace jobman::domain

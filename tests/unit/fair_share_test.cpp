@@ -1,7 +1,11 @@
 // Fair share of a lab's chips: tiers, the arithmetic of shares and caps, and the store applying them inside the
 // transactions that hand chips out (a worker's claim of a task, a job's new slice), on both backends.
 #include "jobman/core/fair_share.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/queue.hpp"
+#include "jobman/store/shares.hpp"
 #include "jobman/util/system.hpp"
 #include "support/store_backends.hpp"
 
@@ -128,7 +132,7 @@ class FairShareStoreTest : public test::StoreBackendTest {
 protected:
   // A job or worker that asked for its slice (PROVISIONING, its attempt open).
   static void request_slice(store::JobStore& store, std::int64_t id) {
-    (void)store.begin_attempt(
+    (void)store.attempts().begin(
         id,
         domain::Placement{
             "qr-" + std::to_string(id), "qr-" + std::to_string(id), "us-central2-b", {}, 0, std::nullopt, {}},
@@ -136,26 +140,26 @@ protected:
     domain::PhaseChange c;
     c.to = Phase::provisioning;
     c.reason = "requested";
-    ASSERT_TRUE(store.transition(id, std::nullopt, c));
+    ASSERT_TRUE(store.jobs().transition(id, std::nullopt, c));
   }
   static void finish(store::JobStore& store, std::int64_t id) {
     domain::PhaseChange done;
     done.to = Phase::succeeded;
     done.reason = "done";
     done.release_worker = true;
-    ASSERT_TRUE(store.transition(id, std::nullopt, done));
-    store.end_attempt(id, store.get_job(id).attempt, domain::AttemptOutcome::succeeded, 0);
+    ASSERT_TRUE(store.jobs().transition(id, std::nullopt, done));
+    store.attempts().end(id, store.jobs().get(id).attempt, domain::AttemptOutcome::succeeded, 0);
   }
   // A finished job or worker whose slice is gone, as the supervisor records it once a listing shows so.
   static void release(store::JobStore& store, std::int64_t id) {
     finish(store, id);
-    store.mark_released(id, "qr-" + std::to_string(id), "deleted");
+    store.attempts().mark_released(id, "qr-" + std::to_string(id), "deleted");
   }
 };
 
 TEST_P(FairShareStoreTest, SlicesInFlightAreThoseHeldOrAskedForUntilReleased) {
   auto store = open_store();
-  const auto ids = store.create_jobs(
+  const auto ids = store.jobs().create(
       {record(JobKind::job, "running", "alice", "v4-32"), record(JobKind::job, "waiting", "alice"),
        record(JobKind::worker, "w", "ops"), record(JobKind::task, "t", "bob"), record(JobKind::job, "done", "bob"),
        record(JobKind::job, "tearing-down", "carol"), record(JobKind::task, "t2", "bob")});
@@ -165,8 +169,8 @@ TEST_P(FairShareStoreTest, SlicesInFlightAreThoseHeldOrAskedForUntilReleased) {
   release(store, ids[4]);
   request_slice(store, ids[5]);
   finish(store, ids[5]); // Its slice is being deleted: it still counts.
-  ASSERT_EQ(store.claim_task(offer(ids[2]), "sup", kTtl, util::now_ms()), ids[3]);
-  const auto in_flight = store.slices_in_flight();
+  ASSERT_EQ(store.queue().claim(offer(ids[2]), "sup", kTtl, util::now_ms()), ids[3]);
+  const auto in_flight = store.shares().in_flight();
   ASSERT_EQ(in_flight.size(), 4U);
   EXPECT_EQ(in_flight[0].user, "alice");
   EXPECT_EQ(in_flight[0].kind, JobKind::job);
@@ -181,37 +185,37 @@ TEST_P(FairShareStoreTest, SlicesInFlightAreThoseHeldOrAskedForUntilReleased) {
   EXPECT_EQ(in_flight[3].user, "ops");
   EXPECT_EQ(in_flight[3].kind, JobKind::worker);
   // A job resumed on its kept slice names it in two attempts: one slice.
-  (void)store.begin_attempt(ids[0], store.attempts(ids[0]).back().placement());
-  EXPECT_EQ(store.slices_in_flight()[0].count, 1);
+  (void)store.attempts().begin(ids[0], store.attempts().of(ids[0]).back().placement());
+  EXPECT_EQ(store.shares().in_flight()[0].count, 1);
 }
 
 TEST_P(FairShareStoreTest, AUserAtTheirShareWaitsAndAnotherUsersTaskTakesTheWorkerTheirOwnByPriority) {
   auto store = open_store();
   ASSERT_TRUE(set_share_limit(store, "*", Tier{"v4", "spot"}, 4)); // One v4-8 each.
   auto share = std::make_shared<const FairShare>(read_share_limits(store));
-  store.set_share_policy(share);
-  const auto workers = store.create_jobs({record(JobKind::worker, "w1", "ops"), record(JobKind::worker, "w2", "ops"),
-                                          record(JobKind::worker, "w3", "ops")});
+  store.shares().set_policy(share);
+  const auto workers = store.jobs().create({record(JobKind::worker, "w1", "ops"), record(JobKind::worker, "w2", "ops"),
+                                            record(JobKind::worker, "w3", "ops")});
   for (const auto w : workers) {
     request_slice(store, w);
   }
   // alice queued first, and her second task has the highest priority of all; bob's comes last.
   const auto tasks =
-      store.create_jobs({record(JobKind::task, "a1", "alice"), record(JobKind::task, "a2", "alice", "v4-8", 9),
-                         record(JobKind::task, "b1", "bob")});
+      store.jobs().create({record(JobKind::task, "a1", "alice"), record(JobKind::task, "a2", "alice", "v4-8", 9),
+                           record(JobKind::task, "b1", "bob")});
   const auto now = util::now_ms();
-  EXPECT_EQ(store.claim_task(offer(workers[0]), "sup", kTtl, now), tasks[1]) << "alice's own by priority";
-  EXPECT_EQ(store.claim_task(offer(workers[1]), "sup", kTtl, now), tasks[2])
+  EXPECT_EQ(store.queue().claim(offer(workers[0]), "sup", kTtl, now), tasks[1]) << "alice's own by priority";
+  EXPECT_EQ(store.queue().claim(offer(workers[1]), "sup", kTtl, now), tasks[2])
       << "alice holds her 4 chips: bob's task goes first though queued last";
-  EXPECT_FALSE(store.claim_task(offer(workers[2]), "sup", kTtl, now)) << "alice's a1 waits in the queue";
-  EXPECT_EQ(store.get_job(tasks[0]).phase, Phase::pending);
-  EXPECT_EQ(
-      share_wait_of_task(*share, ChipsInFlight(store.slices_in_flight()), store.get_job(tasks[0]), store.list_jobs({})),
-      "alice holds 4 of their 4 v4 spot chips");
+  EXPECT_FALSE(store.queue().claim(offer(workers[2]), "sup", kTtl, now)) << "alice's a1 waits in the queue";
+  EXPECT_EQ(store.jobs().get(tasks[0]).phase, Phase::pending);
+  EXPECT_EQ(share_wait_of_task(*share, ChipsInFlight(store.shares().in_flight()), store.jobs().get(tasks[0]),
+                               store.jobs().list({})),
+            "alice holds 4 of their 4 v4 spot chips");
 
   // Her running task ends: her next one takes the free worker.
   finish(store, tasks[1]);
-  EXPECT_EQ(store.claim_task(offer(workers[2]), "sup", kTtl, now), tasks[0]);
+  EXPECT_EQ(store.queue().claim(offer(workers[2]), "sup", kTtl, now), tasks[0]);
   // The share raised: nothing waits for it any more.
   ASSERT_TRUE(set_share_limit(store, "alice", Tier{"v4", "spot"}, 8));
   EXPECT_EQ(read_share_limits(store).share_of("alice", Tier{"v4", "spot"}), 8);
@@ -221,38 +225,39 @@ TEST_P(FairShareStoreTest, AUserAtTheirShareWaitsAndAnotherUsersTaskTakesTheWork
 
 TEST_P(FairShareStoreTest, WithoutLimitsUsersStillTakeTurnsFewestChipsFirst) {
   auto store = open_store();
-  store.set_share_policy(std::make_shared<const FairShare>(read_share_limits(store)));
-  const auto workers = store.create_jobs({record(JobKind::worker, "w1", "ops"), record(JobKind::worker, "w2", "ops")});
+  store.shares().set_policy(std::make_shared<const FairShare>(read_share_limits(store)));
+  const auto workers =
+      store.jobs().create({record(JobKind::worker, "w1", "ops"), record(JobKind::worker, "w2", "ops")});
   for (const auto w : workers) {
     request_slice(store, w);
   }
-  const auto tasks = store.create_jobs(
+  const auto tasks = store.jobs().create(
       {record(JobKind::task, "a1", "alice"), record(JobKind::task, "a2", "alice"), record(JobKind::task, "b1", "bob")});
   const auto now = util::now_ms();
-  EXPECT_EQ(store.claim_task(offer(workers[0]), "sup", kTtl, now), tasks[0]) << "both hold nothing: queue order";
-  EXPECT_EQ(store.claim_task(offer(workers[1]), "sup", kTtl, now), tasks[2]) << "bob holds fewer chips than alice";
+  EXPECT_EQ(store.queue().claim(offer(workers[0]), "sup", kTtl, now), tasks[0]) << "both hold nothing: queue order";
+  EXPECT_EQ(store.queue().claim(offer(workers[1]), "sup", kTtl, now), tasks[2]) << "bob holds fewer chips than alice";
 }
 
 TEST_P(FairShareStoreTest, ANewSliceBeyondTheLabsCapIsRefusedWhereTheAttemptWouldBeRecorded) {
   auto store = open_store();
   ASSERT_TRUE(set_share_limit(store, "", Tier{"v4", "spot"}, 8));
-  store.set_share_policy(std::make_shared<const FairShare>(read_share_limits(store)));
-  const auto ids = store.create_jobs({record(JobKind::job, "first", "alice"), record(JobKind::worker, "w", "ops"),
-                                      record(JobKind::job, "third", "bob")});
+  store.shares().set_policy(std::make_shared<const FairShare>(read_share_limits(store)));
+  const auto ids = store.jobs().create({record(JobKind::job, "first", "alice"), record(JobKind::worker, "w", "ops"),
+                                        record(JobKind::job, "third", "bob")});
   request_slice(store, ids[0]);
   request_slice(store, ids[1]);
   try {
-    (void)store.begin_attempt(ids[2], domain::Placement{"qr", "qr", "us-central2-b", {}, 0, std::nullopt, {}}, true);
+    (void)store.attempts().begin(ids[2], domain::Placement{"qr", "qr", "us-central2-b", {}, 0, std::nullopt, {}}, true);
     ADD_FAILURE() << "a third v4-8 went over the cap of 8 chips";
   } catch (const store::ShareExceededError& e) {
     EXPECT_STREQ(e.what(), "the lab holds 8 of its 8 v4 spot chips");
   }
-  EXPECT_TRUE(store.attempts(ids[2]).empty()) << "nothing recorded, nothing to ask the cloud for";
-  EXPECT_EQ(store.get_job(ids[2]).attempt, 0);
+  EXPECT_TRUE(store.attempts().of(ids[2]).empty()) << "nothing recorded, nothing to ask the cloud for";
+  EXPECT_EQ(store.jobs().get(ids[2]).attempt, 0);
   // The first job's slice is released: room for the third.
   release(store, ids[0]);
   request_slice(store, ids[2]);
-  EXPECT_EQ(store.attempts(ids[2]).size(), 1U);
+  EXPECT_EQ(store.attempts().of(ids[2]).size(), 1U);
   // Removing the cap; a setting that is not there is not removed twice.
   EXPECT_TRUE(set_share_limit(store, "", Tier{"v4", "spot"}, std::nullopt));
   EXPECT_FALSE(set_share_limit(store, "", Tier{"v4", "spot"}, std::nullopt));

@@ -3,6 +3,8 @@
 #include "jobman/config/loader.hpp"
 #include "jobman/notify/senders.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/notifications.hpp"
 #include "jobman/util/error.hpp"
 #include "support/sample_job.hpp"
 #include "support/serving_thread.hpp"
@@ -101,25 +103,25 @@ TEST(NotifyConfig, ASecretWebhookOrPasswordStaysACallInTheSnapshotAndComesBackWh
 
 TEST(NotificationQueue, RecordedOnceClaimedByOneSenderAndRetriedWithBackoffUntilSentOrGivenUp) {
   auto store = store::JobStore::open_in_memory();
-  const auto id = store.create_jobs({test::make_job("a")}).front();
+  const auto id = store.jobs().create({test::make_job("a")}).front();
   const std::vector<std::pair<std::string, std::string>> who = {{"brevo", "me@lab.org"}, {"webhook", "0"}};
-  store.enqueue_notifications(id, 1, "END", who, 1000);
-  store.enqueue_notifications(id, 1, "END", who, 1001); // A supervisor that records the same phase change again.
-  auto claimed = store.claim_notifications(1000, 60'000, 8);
+  store.notifications().enqueue(id, 1, "END", who, 1000);
+  store.notifications().enqueue(id, 1, "END", who, 1001); // A supervisor that records the same phase change again.
+  auto claimed = store.notifications().claim(1000, 60'000, 8);
   ASSERT_EQ(claimed.size(), 2U);
   EXPECT_EQ(claimed[0].tries, 1);
-  EXPECT_TRUE(store.claim_notifications(1000, 60'000, 8).empty()) << "claimed: not due again before the backoff";
-  store.notification_sent(claimed[0].id, 1500);
-  store.notification_failed(claimed[1].id, "the webhook https://hooks.example.com/... answered 500", false);
-  claimed = store.claim_notifications(61'000, 60'000, 8);
+  EXPECT_TRUE(store.notifications().claim(1000, 60'000, 8).empty()) << "claimed: not due again before the backoff";
+  store.notifications().sent(claimed[0].id, 1500);
+  store.notifications().failed(claimed[1].id, "the webhook https://hooks.example.com/... answered 500", false);
+  claimed = store.notifications().claim(61'000, 60'000, 8);
   ASSERT_EQ(claimed.size(), 1U) << "the sent one is done; the failed one is due after 60 s";
   EXPECT_EQ(claimed[0].channel, "webhook");
   EXPECT_EQ(claimed[0].tries, 2);
-  EXPECT_TRUE(store.claim_notifications(61'000 + 119'000, 60'000, 8).empty()) << "the second wait is twice as long";
-  store.notification_failed(claimed[0].id, "still failing", true);
-  EXPECT_TRUE(store.claim_notifications(10'000'000, 60'000, 8).empty()) << "given up";
-  store.remove_job(id); // Its notifications go with it.
-  EXPECT_TRUE(store.claim_notifications(10'000'000, 60'000, 8).empty());
+  EXPECT_TRUE(store.notifications().claim(61'000 + 119'000, 60'000, 8).empty()) << "the second wait is twice as long";
+  store.notifications().failed(claimed[0].id, "still failing", true);
+  EXPECT_TRUE(store.notifications().claim(10'000'000, 60'000, 8).empty()) << "given up";
+  store.jobs().remove(id); // Its notifications go with it.
+  EXPECT_TRUE(store.notifications().claim(10'000'000, 60'000, 8).empty());
 }
 
 // A local server standing in for Brevo's endpoint and for a webhook: it records what it is sent and answers

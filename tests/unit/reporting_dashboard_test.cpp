@@ -2,7 +2,10 @@
 // with the jobs `list` shows, what changed since a cursor (rows, removals), a job's panel with its log's end escaped,
 // and the report's totals.
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/reporting/dashboard.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "support/sample_job.hpp"
@@ -52,7 +55,7 @@ protected:
     domain::PhaseChange change;
     change.to = to;
     change.reason = "test";
-    ASSERT_TRUE(db.transition(id, from, change));
+    ASSERT_TRUE(db.jobs().transition(id, from, change));
   }
 };
 
@@ -90,12 +93,12 @@ TEST_F(DashboardTest, EveryAnswerWantsTheTokenTheHostAndAGet) {
 
 TEST_F(DashboardTest, ThePageListsTheJobsAndTheChangesFollowFromItsCursor) {
   auto hostile = test::make_job("<img src=x onerror=alert(1)>");
-  const auto ids = db.create_jobs({test::make_job("train-a"), test::make_job("train-b"), hostile});
+  const auto ids = db.jobs().create({test::make_job("train-a"), test::make_job("train-b"), hostile});
   move_to(ids[0], Phase::pending, Phase::queued);
   const auto page = get("/", {{"token", kToken}});
   ASSERT_EQ(page.status, 200);
   for (const auto id : ids) {
-    EXPECT_NE(page.body.find("id=\"job-" + util::format_job_id(id) + "\""), std::string::npos);
+    EXPECT_NE(page.body.find("id=\"job-" + domain::format_job_id(id) + "\""), std::string::npos);
   }
   EXPECT_NE(page.body.find("ph-QUEUED"), std::string::npos);
   EXPECT_EQ(page.body.find("<img src=x"), std::string::npos) << "stored text is escaped";
@@ -103,7 +106,7 @@ TEST_F(DashboardTest, ThePageListsTheJobsAndTheChangesFollowFromItsCursor) {
   const auto at = page.body.find("data-cursor=\"");
   ASSERT_NE(at, std::string::npos);
   const std::string cursor = std::to_string(std::stoll(page.body.substr(at + 13)));
-  EXPECT_EQ(cursor, std::to_string(db.change_cursor()));
+  EXPECT_EQ(cursor, std::to_string(db.jobs().change_cursor()));
 
   // Nothing changed: nothing comes back.
   auto changes = api("/api/changes", {{"after", cursor}});
@@ -111,7 +114,7 @@ TEST_F(DashboardTest, ThePageListsTheJobsAndTheChangesFollowFromItsCursor) {
   EXPECT_EQ(changes["cursor"].get<std::int64_t>(), std::stoll(cursor));
   // A phase change comes back as the job's row, rendered; a removal as its id.
   move_to(ids[1], Phase::pending, Phase::queued);
-  db.remove_job(ids[2]);
+  db.jobs().remove(ids[2]);
   changes = api("/api/changes", {{"after", cursor}});
   ASSERT_EQ(changes["rows"].size(), 1U);
   EXPECT_EQ(changes["rows"][0]["id"], ids[1]);
@@ -122,9 +125,9 @@ TEST_F(DashboardTest, ThePageListsTheJobsAndTheChangesFollowFromItsCursor) {
 }
 
 TEST_F(DashboardTest, AJobsPanelHasItsTimelineAttemptsAndTheEndOfItsLogEscaped) {
-  const auto id = db.create_jobs({test::make_job("train")}).front();
+  const auto id = db.jobs().create({test::make_job("train")}).front();
   move_to(id, Phase::pending, Phase::queued);
-  db.begin_attempt(id, "qr-1", "qr-1", "us-central2-b");
+  db.attempts().begin(id, "qr-1", "qr-1", "us-central2-b");
   move_to(id, Phase::queued, Phase::running);
   const auto dir_of_attempt = core::attempt_directory(id, 1);
   std::filesystem::create_directories(dir_of_attempt);
@@ -154,7 +157,7 @@ TEST_F(DashboardTest, AJobsPanelHasItsTimelineAttemptsAndTheEndOfItsLogEscaped) 
 
 TEST_F(DashboardTest, TheReportHasTheTotalsOfTheJobsInItsTime) {
   EXPECT_NE(api("/api/report")["html"].get<std::string>().find("No jobs"), std::string::npos);
-  db.create_jobs({test::make_job("train")});
+  db.jobs().create({test::make_job("train")});
   const auto report = api("/api/report", {{"since", "24h"}});
   EXPECT_EQ(report["jobs"], 1);
   EXPECT_NE(report["html"].get<std::string>().find("goodput"), std::string::npos);

@@ -2,6 +2,8 @@
 // still come one per job in id order with the accounts a job's own `show` gives, the totals must add up, a worker's
 // tasks must count on it, and a failing row sink must end the report with its error.
 #include "jobman/reporting/report.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/system.hpp"
 #include "support/report_history.hpp"
 #include "support/temp_dir.hpp"
@@ -28,7 +30,9 @@ struct History {
   std::int64_t now = util::now_ms() + 60'000;
 
   // The account `show` gives the job, read on its own.
-  core::JobAccount own_account(std::int64_t id) const { return account_of(db, db.get_job(id), db.attempts(id), now); }
+  core::JobAccount own_account(std::int64_t id) const {
+    return account_of(db, db.jobs().get(id), db.attempts().of(id), now);
+  }
 };
 
 class ReportChunksTest : public ::testing::Test {
@@ -112,7 +116,7 @@ TEST_F(ReportChunksTest, KeptRowsAreTheSinksAndOnlyTheNewestKeepTheirTimelines) 
       EXPECT_TRUE(row.account.timeline.empty()) << "job " << row.job.id << " is not among the newest 100";
       EXPECT_TRUE(row.attempts.empty()) << "job " << row.job.id;
     } else {
-      EXPECT_EQ(row.attempts.size(), db.attempts(row.job.id).size()) << "job " << row.job.id;
+      EXPECT_EQ(row.attempts.size(), db.attempts().of(row.job.id).size()) << "job " << row.job.id;
     }
   }
   EXPECT_EQ(with_timeline, 100u);

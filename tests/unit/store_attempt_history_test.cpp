@@ -3,7 +3,10 @@
 #include "../../src/store/schema.hpp"
 #include "jobman/config/loader.hpp"
 #include "jobman/core/availability.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "support/sample_job.hpp"
 #include "support/store_backends.hpp"
 
@@ -34,14 +37,14 @@ void record(JobStore& store, std::int64_t id, const std::vector<Planned>& attemp
     where.accelerator = a.accelerator;
     where.hosts = 2;
     where.pricing = a.pricing;
-    const auto attempt = store.begin_attempt(id, where, true);
-    store.confirm_created(id, attempt.number);
+    const auto attempt = store.attempts().begin(id, where, true);
+    store.attempts().confirm_created(id, attempt.number);
     if (a.came_up) {
-      store.record_slice_active(id, attempt.number, {"b1/s1/h" + std::to_string(id), "b1/s1/h9"});
+      store.attempts().record_slice_active(id, attempt.number, {"b1/s1/h" + std::to_string(id), "b1/s1/h9"});
     }
     if (a.outcome != domain::AttemptOutcome::none) {
-      store.end_attempt(id, attempt.number, a.outcome,
-                        a.outcome == domain::AttemptOutcome::succeeded ? std::optional<int>(0) : std::nullopt);
+      store.attempts().end(id, attempt.number, a.outcome,
+                           a.outcome == domain::AttemptOutcome::succeeded ? std::optional<int>(0) : std::nullopt);
     }
   }
 }
@@ -84,7 +87,7 @@ std::string learned_ranking(const JobStore& store, std::int64_t since_ms, std::i
   const auto candidates = config::candidates(config, domain::Pricing::spot);
   std::vector<PlaceRecord> history;
   for (const auto& c : candidates) {
-    auto some = store.attempts_since(since_ms, c.zone, c.accelerator.name);
+    auto some = store.attempts().since(since_ms, c.zone, c.accelerator.name);
     history.insert(history.end(), some.begin(), some.end());
   }
   std::string why;
@@ -103,7 +106,7 @@ TEST_P(StoreAttemptHistoryTest, RemovingJobsLeavesTheAvailabilityAndTheLearnedRa
   worker.kind = domain::JobKind::worker;
   auto task = make_job("t");
   task.kind = domain::JobKind::task;
-  const auto ids = store.create_jobs(
+  const auto ids = store.jobs().create(
       {make_job("a"), make_job("b"), make_job("c"), make_job("d", "bob"), make_job("e"), worker, task});
   // a and b: preempted, then up again in us-east1-d; one had bad hardware.
   record(store, ids[0],
@@ -124,11 +127,11 @@ TEST_P(StoreAttemptHistoryTest, RemovingJobsLeavesTheAvailabilityAndTheLearnedRa
   // The worker's own slice, and the task's attempt on it, which borrows it and never counts as a request.
   record(store, ids[5], {{"us-east1-d", "v4-8", "spot", true, domain::AttemptOutcome::succeeded}});
   domain::Placement on_worker{"qr-w", "qr-w", "us-east1-d", "v4-8", 2, ids[5], "spot"};
-  const auto task_attempt = store.begin_attempt(ids[6], on_worker);
-  store.end_attempt(ids[6], task_attempt.number, domain::AttemptOutcome::succeeded, 0);
+  const auto task_attempt = store.attempts().begin(ids[6], on_worker);
+  store.attempts().end(ids[6], task_attempt.number, domain::AttemptOutcome::succeeded, 0);
 
   const std::int64_t now = store.clock_ms() + 60'000;
-  const auto records = store.attempts_since(0);
+  const auto records = store.attempts().since(0);
   const auto stats = core::availability(records, now);
   const auto ranking = learned_ranking(store, 0, now);
   ASSERT_EQ(records.size(), 10U) << "every attempt but the task's";
@@ -137,12 +140,12 @@ TEST_P(StoreAttemptHistoryTest, RemovingJobsLeavesTheAvailabilityAndTheLearnedRa
 
   // `clean` of the finished jobs, the task and its worker; e stays.
   for (const auto i : {0, 1, 2, 3, 5, 6}) {
-    store.remove_job(ids[static_cast<std::size_t>(i)]);
+    store.jobs().remove(ids[static_cast<std::size_t>(i)]);
   }
-  EXPECT_FALSE(store.remove_job_if_present(ids[0])) << "a second remover finds it gone and changes nothing";
+  EXPECT_FALSE(store.jobs().remove_if_present(ids[0])) << "a second remover finds it gone and changes nothing";
 
-  EXPECT_EQ(as_text(store.attempts_since(0)), as_text(records));
-  EXPECT_EQ(as_text(core::availability(store.attempts_since(0), now)), as_text(stats));
+  EXPECT_EQ(as_text(store.attempts().since(0)), as_text(records));
+  EXPECT_EQ(as_text(core::availability(store.attempts().since(0), now)), as_text(stats));
   EXPECT_EQ(learned_ranking(store, 0, now), ranking);
   for (const auto& [zone, accelerator] : std::vector<std::pair<std::string, std::string>>{
            {"us-east1-d", "v4-8"}, {"us-central2-b", "v4-8"}, {"us-central2-b", "v4-16"}, {"", "v4-16"}}) {
@@ -150,33 +153,33 @@ TEST_P(StoreAttemptHistoryTest, RemovingJobsLeavesTheAvailabilityAndTheLearnedRa
     std::copy_if(records.begin(), records.end(), std::back_inserter(live), [&](const PlaceRecord& r) {
       return (zone.empty() || r.zone == zone) && r.accelerator == accelerator;
     });
-    EXPECT_EQ(as_text(store.attempts_since(0, zone, accelerator)), as_text(live)) << zone << " " << accelerator;
+    EXPECT_EQ(as_text(store.attempts().since(0, zone, accelerator)), as_text(live)) << zone << " " << accelerator;
   }
   const auto latest = std::max_element(records.begin(), records.end(), [](const auto& x, const auto& y) {
                         return x.started_ms < y.started_ms;
                       })->started_ms;
-  EXPECT_TRUE(store.attempts_since(latest + 1).empty()) << "the window applies to the kept attempts too";
+  EXPECT_TRUE(store.attempts().since(latest + 1).empty()) << "the window applies to the kept attempts too";
 
   // Nothing else of a removed job is left, and its id is never given again.
   for (const auto i : {0, 1, 2, 3, 5, 6}) {
     const auto id = ids[static_cast<std::size_t>(i)];
-    EXPECT_FALSE(store.find_job(id, true).has_value());
-    EXPECT_TRUE(store.attempts(id).empty());
-    EXPECT_TRUE(store.events(id).empty());
+    EXPECT_FALSE(store.jobs().find(id, true).has_value());
+    EXPECT_TRUE(store.attempts().of(id).empty());
+    EXPECT_TRUE(store.events().of(id).empty());
   }
-  EXPECT_EQ(store.attempts(ids[4]).size(), 1U);
-  EXPECT_GT(store.create_jobs({make_job("f")}).front(), ids.back());
+  EXPECT_EQ(store.attempts().of(ids[4]).size(), 1U);
+  EXPECT_GT(store.jobs().create({make_job("f")}).front(), ids.back());
 }
 
 TEST_P(StoreAttemptHistoryTest, ARequestOfARemovedJobNoLongerWaits) {
   auto store = open_store();
-  const auto id = store.create_jobs({make_job("a")}).front();
+  const auto id = store.jobs().create({make_job("a")}).front();
   record(store, id, {{"us-central2-b", "v4-8", "spot", false, domain::AttemptOutcome::none}});
   const std::int64_t now = store.clock_ms() + 60'000;
-  ASSERT_EQ(core::availability(store.attempts_since(0), now).front().waiting_now, 1);
+  ASSERT_EQ(core::availability(store.attempts().since(0), now).front().waiting_now, 1);
 
-  store.remove_job(id);
-  const auto records = store.attempts_since(0);
+  store.jobs().remove(id);
+  const auto records = store.attempts().since(0);
   ASSERT_EQ(records.size(), 1U);
   EXPECT_TRUE(records[0].ended_ms.has_value()) << "the request ended with its job";
   const auto stats = core::availability(records, now);
@@ -206,10 +209,10 @@ TEST(StoreAttemptHistorySchema, APostgresStoreOfTheVersionBeforeIsMigrated) {
 
   auto store = JobStore::open_postgres(url);
   EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
-  const auto id = store.create_jobs({make_job("a")}).front();
+  const auto id = store.jobs().create({make_job("a")}).front();
   record(store, id, {{"us-central2-b", "v4-8", "spot", true, domain::AttemptOutcome::succeeded}});
-  store.remove_job(id);
-  EXPECT_EQ(store.attempts_since(0).size(), 1U);
+  store.jobs().remove(id);
+  EXPECT_EQ(store.attempts().since(0).size(), 1U);
 }
 
 } // namespace

@@ -1,7 +1,12 @@
 // The job store on disk: file modes, schema migrations, query plans, and several processes at once.
 #include "../../src/store/job_queries.hpp"
 #include "../../src/store/schema.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
+#include "jobman/store/rivals.hpp"
 #include "jobman/store/sqlite.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/system.hpp"
@@ -147,7 +152,7 @@ TEST(StoreFile, DatabaseIsPrivateToItsOwner) {
   const auto dir = tmp / "home";
   const auto path = dir / "jobman.db";
   auto store = JobStore::open(path);
-  store.create_jobs({make_job("a")});
+  store.jobs().create({make_job("a")});
   EXPECT_EQ(mode_of(dir), 0700U);
   EXPECT_EQ(mode_of(path), 0600U);
   ASSERT_TRUE(std::filesystem::exists(path.string() + "-wal")) << "the store runs in WAL mode";
@@ -160,14 +165,14 @@ TEST(StoreFile, ReopeningKeepsEverything) {
   const auto path = tmp / "jobman.db";
   {
     auto store = JobStore::open(path);
-    store.create_jobs({make_job("a"), make_job("b")});
-    store.append_event(2, "observation", "hello");
+    store.jobs().create({make_job("a"), make_job("b")});
+    store.events().append(2, "observation", "hello");
   }
   auto store = JobStore::open(path);
   EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
-  EXPECT_EQ(store.get_job(2).name, "b");
-  EXPECT_EQ(store.events(2).back().message, "hello");
-  EXPECT_EQ(store.create_jobs({make_job("c")}), (std::vector<std::int64_t>{3}));
+  EXPECT_EQ(store.jobs().get(2).name, "b");
+  EXPECT_EQ(store.events().of(2).back().message, "hello");
+  EXPECT_EQ(store.jobs().create({make_job("c")}), (std::vector<std::int64_t>{3}));
   EXPECT_TRUE(store.integrity_ok());
 
   Database raw(path.string(), OpenMode::read_write_create, 1000);
@@ -178,32 +183,32 @@ TEST(StoreFile, OutcomesAreKeptInTheirWordsAndAWordNotKnownReadsAsUnknown) {
   test::TempDir tmp;
   const auto path = tmp / "jobman.db";
   auto store = JobStore::open(path);
-  const auto id = store.create_jobs({make_job("a")}).front();
-  (void)store.begin_race(id, {"r-a1", "r-a1", "us-central2-b", "v4-8", 1, std::nullopt, "spot"},
-                         {{"r-a1c2", "r-a1c2", "us-east1-d", "v4-8", 1, std::nullopt, "spot"}});
-  store.end_rival(id, "r-a1c2", domain::RivalOutcome::lost);
-  store.end_attempt(id, 1, domain::AttemptOutcome::bad_hardware, std::nullopt);
+  const auto id = store.jobs().create({make_job("a")}).front();
+  (void)store.rivals().begin_race(id, {"r-a1", "r-a1", "us-central2-b", "v4-8", 1, std::nullopt, "spot"},
+                                  {{"r-a1c2", "r-a1c2", "us-east1-d", "v4-8", 1, std::nullopt, "spot"}});
+  store.rivals().end(id, "r-a1c2", domain::RivalOutcome::lost);
+  store.attempts().end(id, 1, domain::AttemptOutcome::bad_hardware, std::nullopt);
 
   Database raw(path.string(), OpenMode::read_write_create, 1000);
   EXPECT_EQ(raw.query_text("SELECT outcome FROM attempts WHERE job_id = 1"), "bad-hardware");
   EXPECT_EQ(raw.query_text("SELECT outcome FROM rivals WHERE job_id = 1"), "lost");
-  EXPECT_EQ(store.attempts(id).front().outcome, domain::AttemptOutcome::bad_hardware);
-  EXPECT_EQ(store.rivals(id).front().outcome, domain::RivalOutcome::lost);
+  EXPECT_EQ(store.attempts().of(id).front().outcome, domain::AttemptOutcome::bad_hardware);
+  EXPECT_EQ(store.rivals().of(id).front().outcome, domain::RivalOutcome::lost);
 
   // Words this build does not know (a newer jobman's, say) are read, not refused.
   raw.execute("UPDATE attempts SET outcome = 'melted' WHERE job_id = 1");
   raw.execute("UPDATE rivals SET outcome = 'won' WHERE job_id = 1");
-  EXPECT_EQ(store.attempts(id).front().outcome, domain::AttemptOutcome::unknown);
-  EXPECT_EQ(store.attempts_since(0).front().outcome, domain::AttemptOutcome::unknown);
-  EXPECT_EQ(store.rivals(id).front().outcome, domain::RivalOutcome::unknown);
+  EXPECT_EQ(store.attempts().of(id).front().outcome, domain::AttemptOutcome::unknown);
+  EXPECT_EQ(store.attempts().since(0).front().outcome, domain::AttemptOutcome::unknown);
+  EXPECT_EQ(store.rivals().of(id).front().outcome, domain::RivalOutcome::unknown);
 }
 
 TEST(StoreFile, EventsAreAppendOnly) {
   test::TempDir tmp;
   const auto path = tmp / "jobman.db";
   auto store = JobStore::open(path);
-  const auto ids = store.create_jobs({make_job("a"), make_job("b")});
-  store.append_event(ids[0], "observation", "original");
+  const auto ids = store.jobs().create({make_job("a"), make_job("b")});
+  store.events().append(ids[0], "observation", "original");
 
   Database raw(path.string(), OpenMode::read_write_create, 1000);
   raw.execute("PRAGMA foreign_keys = ON");
@@ -214,9 +219,9 @@ TEST(StoreFile, EventsAreAppendOnly) {
     EXPECT_NE(std::string(e.what()).find("append-only"), std::string::npos) << e.what();
   }
   EXPECT_THROW(raw.execute("DELETE FROM events WHERE job_id = 1"), Error) << "the job still exists";
-  EXPECT_EQ(store.events(ids[0]).back().message, "original");
+  EXPECT_EQ(store.events().of(ids[0]).back().message, "original");
 
-  store.remove_job(ids[0]);
+  store.jobs().remove(ids[0]);
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM events WHERE job_id = 1"), 0) << "remove_job clears them";
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM events WHERE job_id = 2"), 1);
 }
@@ -226,12 +231,12 @@ TEST(StoreFile, RemovedIdsAreNotReusedAcrossReopen) {
   const auto path = tmp / "jobman.db";
   {
     auto store = JobStore::open(path);
-    const auto ids = store.create_jobs({make_job("a"), make_job("b")});
-    store.remove_job(ids[1]);
-    store.remove_job(ids[0]);
+    const auto ids = store.jobs().create({make_job("a"), make_job("b")});
+    store.jobs().remove(ids[1]);
+    store.jobs().remove(ids[0]);
   }
   auto store = JobStore::open(path);
-  EXPECT_EQ(store.create_jobs({make_job("c")}), (std::vector<std::int64_t>{3}));
+  EXPECT_EQ(store.jobs().create({make_job("c")}), (std::vector<std::int64_t>{3}));
 }
 
 TEST(StoreSchema, MigrationsAreNumberedInOrder) {
@@ -283,7 +288,7 @@ TEST(StoreSchema, VersionOneDatabaseIsMigratedWithItsRowsIntact) {
   EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
   EXPECT_TRUE(store.integrity_ok());
 
-  const auto done = store.get_job(1, true);
+  const auto done = store.jobs().get(1, true);
   EXPECT_EQ(done.name, "old-done");
   EXPECT_EQ(done.user, "carol");
   EXPECT_EQ(done.hosts, 4);
@@ -294,41 +299,42 @@ TEST(StoreSchema, VersionOneDatabaseIsMigratedWithItsRowsIntact) {
   EXPECT_EQ(done.finished_ms, 4000);
   EXPECT_EQ(done.sweep_label, "lr=0.1");
   EXPECT_EQ(done.config_yaml, "name: old-done");
-  const auto running = store.get_job(2);
+  const auto running = store.jobs().get(2);
   EXPECT_EQ(running.phase, Phase::running);
   EXPECT_EQ(running.host0_ip, "10.0.0.9");
   EXPECT_EQ(running.exit_code, std::nullopt);
   EXPECT_EQ(running.finished_ms, std::nullopt);
 
-  ASSERT_EQ(store.attempts(1).size(), 2U);
-  EXPECT_EQ(store.attempts(1)[0].outcome, domain::AttemptOutcome::preempted);
+  ASSERT_EQ(store.attempts().of(1).size(), 2U);
+  EXPECT_EQ(store.attempts().of(1)[0].outcome, domain::AttemptOutcome::preempted);
   // Version 5 gave the attempts recorded before it their job's accelerator and hosts.
-  EXPECT_EQ(store.attempts(1)[1].accelerator, "v4-32");
-  EXPECT_EQ(store.attempts(1)[1].hosts, 4);
-  const auto events = store.events(1);
+  EXPECT_EQ(store.attempts().of(1)[1].accelerator, "v4-32");
+  EXPECT_EQ(store.attempts().of(1)[1].hosts, 4);
+  const auto events = store.events().of(1);
   ASSERT_EQ(events.size(), 2U);
   EXPECT_EQ(events[1].from, Phase::running);
   EXPECT_EQ(events[1].to, Phase::succeeded);
   EXPECT_EQ(events[1].data_json, R"({"exit_code":0})");
-  ASSERT_TRUE(store.lease(2).has_value());
-  EXPECT_EQ(store.lease(2)->owner, "host/1/1");
+  ASSERT_TRUE(store.leases().of(2).has_value());
+  EXPECT_EQ(store.leases().of(2)->owner, "host/1/1");
 
   // The default view now runs on the version 2 indexes and still finds the right rows.
   JobFilter filter;
   filter.now_ms = 4000 + 1000;
-  const auto listed = store.list_jobs(filter);
+  const auto listed = store.jobs().list(filter);
   ASSERT_EQ(listed.size(), 2U);
   filter.now_ms = 4000 + 25LL * 3600 * 1000;
-  ASSERT_EQ(store.list_jobs(filter).size(), 1U);
-  EXPECT_EQ(store.list_jobs(filter)[0].id, 2);
+  ASSERT_EQ(store.jobs().list(filter).size(), 1U);
+  EXPECT_EQ(store.jobs().list(filter)[0].id, 2);
 
-  EXPECT_EQ(store.create_jobs({make_job("new")}), (std::vector<std::int64_t>{3}));
+  EXPECT_EQ(store.jobs().create({make_job("new")}), (std::vector<std::int64_t>{3}));
   Database raw(path.string(), OpenMode::read_write_create, 1000);
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_master WHERE name IN ('jobs_unfinished', 'jobs_finished')"), 2);
   // Version 6 made the zone catalogs' table; version 7 indexed the attempts not released.
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'zone_catalogs'"), 1);
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'attempts_unreleased'"), 1);
-  EXPECT_EQ(store.held_slices().size(), 2U) << "version 1 recorded no release: both attempts still hold theirs";
+  EXPECT_EQ(store.attempts().held_slices().size(), 2U)
+      << "version 1 recorded no release: both attempts still hold theirs";
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM job_configs"), 3);
 }
 
@@ -362,17 +368,17 @@ TEST(StoreSchema, VersionEighteenDatabaseKeepsRemovedJobsAttemptsOnceMigrated) {
   auto store = JobStore::open(path);
   EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
   EXPECT_TRUE(store.integrity_ok());
-  const auto before = store.attempts_since(0, "us-central2-b", "v4-16");
+  const auto before = store.attempts().since(0, "us-central2-b", "v4-16");
   ASSERT_EQ(before.size(), 1U);
-  store.remove_job(1);
-  const auto after = store.attempts_since(0, "us-central2-b", "v4-16");
+  store.jobs().remove(1);
+  const auto after = store.attempts().since(0, "us-central2-b", "v4-16");
   ASSERT_EQ(after.size(), 1U) << "version 19 keeps a removed job's attempts for availability";
   EXPECT_EQ(after[0].pricing, "spot");
   EXPECT_EQ(after[0].outcome, domain::AttemptOutcome::preempted);
   EXPECT_EQ(after[0].started_ms, 1000);
   EXPECT_EQ(after[0].active_ms, std::optional<std::int64_t>(4000));
   EXPECT_EQ(after[0].ended_ms, std::optional<std::int64_t>(9000));
-  EXPECT_FALSE(store.find_job(1).has_value());
+  EXPECT_FALSE(store.jobs().find(1).has_value());
   Database raw(path.string(), OpenMode::read_write_create, 1000);
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM attempts"), 0);
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM job_configs"), 0);
@@ -417,7 +423,7 @@ TEST(StoreQueryPlan, DefaultListReadsIndexesNotTheWholeTable) {
   {
     auto store = JobStore::open(path);
     std::vector<NewJob> jobs(2000, make_job("old"));
-    store.create_jobs(jobs);
+    store.jobs().create(jobs);
   }
   Database raw(path.string(), OpenMode::read_write_create, 1000);
   // Almost every job long finished, a few running: the shape of a store after months of use.
@@ -451,7 +457,7 @@ TEST(StoreQueryPlan, DefaultListReadsIndexesNotTheWholeTable) {
   JobFilter filter;
   filter.now_ms = 1990;
   filter.recent_ms = 90;
-  EXPECT_EQ(store.list_jobs(filter).size(), 10U + 91U) << "running jobs plus those finished at 1900 ms or later";
+  EXPECT_EQ(store.jobs().list(filter).size(), 10U + 91U) << "running jobs plus those finished at 1900 ms or later";
 }
 
 TEST(StoreQueryPlan, HeldSlicesReadOnlyThePartialIndexOfUnreleasedAttempts) {
@@ -483,8 +489,8 @@ TEST(StoreQueryPlan, TheTaskBoardReadsIndexesOnly) {
       job.priority = i % 7 == 0 ? 1 : 0;
       tasks.push_back(job);
     }
-    store.create_jobs(tasks);
-    store.create_jobs(std::vector<NewJob>(100, make_job("job")));
+    store.jobs().create(tasks);
+    store.jobs().create(std::vector<NewJob>(100, make_job("job")));
   }
   Database raw(path.string(), OpenMode::read_write_create, 1000);
   raw.execute("UPDATE jobs SET phase = 'SUCCEEDED', finished_ms = id WHERE id <= 100");
@@ -514,7 +520,7 @@ TEST(StoreConcurrency, TwoStoresRacingForOneLeaseHaveOneWinner) {
   auto first = JobStore::open(path);
   auto second = JobStore::open(path);
   constexpr int jobs = 200;
-  first.create_jobs(std::vector<NewJob>(jobs, make_job("lease")));
+  first.jobs().create(std::vector<NewJob>(jobs, make_job("lease")));
 
   std::vector<int> won_by_first(jobs + 1, 0);
   std::vector<int> won_by_second(jobs + 1, 0);
@@ -525,7 +531,7 @@ TEST(StoreConcurrency, TwoStoresRacingForOneLeaseHaveOneWinner) {
     start.arrive_and_wait();
     try {
       for (int id = 1; id <= jobs; ++id) {
-        won[static_cast<std::size_t>(id)] = store.try_acquire_lease(id, owner, 60'000, now) ? 1 : 0;
+        won[static_cast<std::size_t>(id)] = store.leases().try_acquire(id, owner, 60'000, now) ? 1 : 0;
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "%s: %s\n", owner.c_str(), e.what());
@@ -540,15 +546,15 @@ TEST(StoreConcurrency, TwoStoresRacingForOneLeaseHaveOneWinner) {
   for (int id = 1; id <= jobs; ++id) {
     const auto i = static_cast<std::size_t>(id);
     ASSERT_EQ(won_by_first[i] + won_by_second[i], 1) << "job " << id;
-    const auto lease = first.lease(id);
+    const auto lease = first.leases().of(id);
     ASSERT_TRUE(lease.has_value());
     EXPECT_EQ(lease->owner, won_by_first[i] != 0 ? "first" : "second");
   }
 
   // Sequentially, across connections: the loser can only take over once the lease has expired.
-  EXPECT_FALSE(second.try_acquire_lease(1, "third", 1000, now + 59'999));
-  EXPECT_TRUE(second.try_acquire_lease(1, "third", 1000, now + 60'000));
-  EXPECT_FALSE(first.renew_lease(1, won_by_first[1] != 0 ? "first" : "second", 60'000, now + 60'001));
+  EXPECT_FALSE(second.leases().try_acquire(1, "third", 1000, now + 59'999));
+  EXPECT_TRUE(second.leases().try_acquire(1, "third", 1000, now + 60'000));
+  EXPECT_FALSE(first.leases().renew(1, won_by_first[1] != 0 ? "first" : "second", 60'000, now + 60'001));
 }
 
 TEST(StoreConcurrency, ForkedProcessesRacingForOneLeaseHaveOneWinner) {
@@ -556,13 +562,13 @@ TEST(StoreConcurrency, ForkedProcessesRacingForOneLeaseHaveOneWinner) {
   const auto path = tmp / "jobman.db";
   {
     auto store = JobStore::open(path);
-    store.create_jobs({make_job("contested")});
+    store.jobs().create({make_job("contested")});
   }
   constexpr int contenders = 12;
   const std::int64_t now = util::now_ms();
   ChildProcesses children(contenders, [&](int i) {
     auto store = JobStore::open(path);
-    return store.try_acquire_lease(1, "owner-" + std::to_string(i), 60'000, now) ? child_ok : child_lost;
+    return store.leases().try_acquire(1, "owner-" + std::to_string(i), 60'000, now) ? child_ok : child_lost;
   });
   const auto codes = children.wait();
   int winner = -1;
@@ -576,7 +582,7 @@ TEST(StoreConcurrency, ForkedProcessesRacingForOneLeaseHaveOneWinner) {
   }
   ASSERT_NE(winner, -1) << "nobody won";
   auto store = JobStore::open(path);
-  EXPECT_EQ(store.lease(1)->owner, "owner-" + std::to_string(winner));
+  EXPECT_EQ(store.leases().of(1)->owner, "owner-" + std::to_string(winner));
 }
 
 TEST(StoreConcurrency, ProcessesOpeningABrandNewDatabaseTogetherEachCreateAJob) {
@@ -591,7 +597,7 @@ TEST(StoreConcurrency, ProcessesOpeningABrandNewDatabaseTogetherEachCreateAJob) 
     ChildProcesses children(processes, [&](int i) {
       ::close(results[0]);
       auto store = JobStore::open(path);
-      const auto ids = store.create_jobs({make_job("job-" + std::to_string(i))});
+      const auto ids = store.jobs().create({make_job("job-" + std::to_string(i))});
       const std::int64_t id = ids.at(0);
       // Eight bytes are below PIPE_BUF, so concurrent writes do not interleave.
       if (::write(results[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) {
@@ -624,10 +630,10 @@ TEST(StoreConcurrency, ProcessesOpeningABrandNewDatabaseTogetherEachCreateAJob) 
   EXPECT_TRUE(store.integrity_ok());
   JobFilter all;
   all.include_history = true;
-  const auto jobs = store.list_jobs(all);
+  const auto jobs = store.jobs().list(all);
   ASSERT_EQ(jobs.size(), static_cast<std::size_t>(processes));
   for (const auto& job : jobs) {
-    const auto events = store.events(job.id);
+    const auto events = store.events().of(job.id);
     ASSERT_EQ(events.size(), 1U);
     EXPECT_EQ(events[0].kind, "created");
   }

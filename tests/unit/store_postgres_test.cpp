@@ -1,6 +1,7 @@
 // The PostgreSQL backend on its own: the translation of the store's SQL, connection errors that name the server and
 // never its password, reconnection after a server restart, and the wake-ups supervisors listen for.
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/store/postgres.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
@@ -30,7 +31,7 @@ std::int64_t create(JobStore& store, const std::string& name) {
   job.hosts = 1;
   job.config_yaml = "name: " + name + "\n";
   job.config_path = "/tmp/" + name + ".yaml";
-  return store.create_jobs({job}).at(0);
+  return store.jobs().create({job}).at(0);
 }
 
 std::string error_of(const std::string& url) {
@@ -112,10 +113,10 @@ TEST_F(PostgresConnectionTest, AStoreCarriesOnAfterTheServerRestarts) {
   const auto first = create(store, "before");
   server.restart_fast();
   // The restart ended the store's session; its next statements run on a new one, and nothing is lost.
-  EXPECT_EQ(store.find_job(first)->name, "before");
+  EXPECT_EQ(store.jobs().find(first)->name, "before");
   const auto second = create(store, "after");
   EXPECT_GT(second, first);
-  EXPECT_EQ(store.list_jobs({}).size(), 2u);
+  EXPECT_EQ(store.jobs().list({}).size(), 2u);
 }
 
 TEST_F(PostgresConnectionTest, WhileTheServerIsDownCallsFailAtOnceAndTheStoreRecoversWhenItIsBack) {
@@ -125,7 +126,7 @@ TEST_F(PostgresConnectionTest, WhileTheServerIsDownCallsFailAtOnceAndTheStoreRec
   server.stop();
   for (int i = 0; i < 3; ++i) {
     try {
-      (void)store.list_jobs({});
+      (void)store.jobs().list({});
       ADD_FAILURE() << "a listing succeeded with the server down";
     } catch (const Error& e) {
       EXPECT_EQ(std::string(e.what()).find(server.admin_password()), std::string::npos) << e.what();
@@ -136,7 +137,7 @@ TEST_F(PostgresConnectionTest, WhileTheServerIsDownCallsFailAtOnceAndTheStoreRec
   std::size_t listed = 0;
   for (int i = 0; i < 200 && listed == 0; ++i) {
     try {
-      listed = store.list_jobs({}).size();
+      listed = store.jobs().list({}).size();
     } catch (const Error&) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -158,10 +159,10 @@ TEST_F(PostgresConnectionTest, SupervisorsAreWokenByNewJobsAndUsersRequestsNotBy
   domain::PhaseChange change;
   change.to = domain::Phase::provisioning;
   change.reason = "requesting a slice";
-  ASSERT_TRUE(store.transition(id, domain::Phase::pending, change));
+  ASSERT_TRUE(store.jobs().transition(id, domain::Phase::pending, change));
   EXPECT_FALSE(listener.wait(std::chrono::milliseconds(200))) << "a supervisor's own progress woke it";
 
-  (void)store.set_desired_state(id, domain::DesiredState::stop, "cancelled by alice");
+  (void)store.jobs().set_desired_state(id, domain::DesiredState::stop, "cancelled by alice");
   EXPECT_TRUE(listener.wait(std::chrono::seconds(30)));
 }
 
@@ -198,7 +199,7 @@ TEST_F(PostgresConnectionTest, ProcessesOpeningANewStoreTogetherCreateItOnce) {
     }
     std::sort(ids.begin(), ids.end());
     EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end()) << "two jobs got one id";
-    EXPECT_EQ(JobStore::open_location(url).list_jobs({}).size(), static_cast<std::size_t>(kOpeners));
+    EXPECT_EQ(JobStore::open_location(url).jobs().list({}).size(), static_cast<std::size_t>(kOpeners));
   }
 }
 

@@ -1,5 +1,9 @@
 // The task queue in the store: what a worker claims, in which order, and that no task is ever claimed twice.
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
+#include "jobman/store/queue.hpp"
 #include "jobman/util/system.hpp"
 #include "support/store_backends.hpp"
 #include "support/temp_dir.hpp"
@@ -60,61 +64,61 @@ void finish(JobStore& store, std::int64_t task) {
   done.to = Phase::succeeded;
   done.reason = "done";
   done.release_worker = true;
-  ASSERT_TRUE(store.transition(task, std::nullopt, done));
+  ASSERT_TRUE(store.jobs().transition(task, std::nullopt, done));
 }
 
 class TaskQueueTest : public test::StoreBackendTest {};
 
 TEST_P(TaskQueueTest, AWorkerTakesTheHighestPriorityFirstThenTheOldestAndOneTaskAtATime) {
   auto store = open_store();
-  const auto w = store.create_jobs({worker("w")}).front();
-  const auto ids = store.create_jobs({task("a"), task("b"), task("urgent", "v4-8", "", "", 5), task("c")});
+  const auto w = store.jobs().create({worker("w")}).front();
+  const auto ids = store.jobs().create({task("a"), task("b"), task("urgent", "v4-8", "", "", 5), task("c")});
   const auto now = util::now_ms();
 
-  const auto first = store.claim_task(offer(w), "sup", kTtl, now);
+  const auto first = store.queue().claim(offer(w), "sup", kTtl, now);
   ASSERT_EQ(first, ids[2]) << "priority 5 before the older priority 0 tasks";
-  EXPECT_FALSE(store.claim_task(offer(w), "sup", kTtl, now)) << "a worker holds one task at a time";
-  EXPECT_EQ(store.task_of_worker(w), ids[2]);
+  EXPECT_FALSE(store.queue().claim(offer(w), "sup", kTtl, now)) << "a worker holds one task at a time";
+  EXPECT_EQ(store.queue().task_of_worker(w), ids[2]);
 
-  const auto claimed = store.get_job(*first);
+  const auto claimed = store.jobs().get(*first);
   EXPECT_EQ(claimed.phase, Phase::setup);
   EXPECT_EQ(claimed.worker_id, std::optional<std::int64_t>(w));
-  ASSERT_EQ(store.attempts(*first).size(), 1U);
-  const auto attempt = store.attempts(*first).front();
+  ASSERT_EQ(store.attempts().of(*first).size(), 1U);
+  const auto attempt = store.attempts().of(*first).front();
   EXPECT_EQ(attempt.worker_id, std::optional<std::int64_t>(w));
   EXPECT_EQ(attempt.queued_resource, "w-" + std::to_string(w));
   EXPECT_FALSE(attempt.holds_slice()) << "a task borrows its worker's slice";
-  ASSERT_TRUE(store.lease(*first).has_value());
-  EXPECT_EQ(store.lease(*first)->owner, "sup");
+  ASSERT_TRUE(store.leases().of(*first).has_value());
+  EXPECT_EQ(store.leases().of(*first)->owner, "sup");
 
   finish(store, *first);
-  EXPECT_FALSE(store.task_of_worker(w));
-  EXPECT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[0]) << "then FIFO";
+  EXPECT_FALSE(store.queue().task_of_worker(w));
+  EXPECT_EQ(store.queue().claim(offer(w), "sup", kTtl, now), ids[0]) << "then FIFO";
   finish(store, ids[0]);
-  EXPECT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[1]);
-  EXPECT_EQ(store.queued_tasks(), 1);
+  EXPECT_EQ(store.queue().claim(offer(w), "sup", kTtl, now), ids[1]);
+  EXPECT_EQ(store.queue().queued(), 1);
 }
 
 TEST_P(TaskQueueTest, ATaskRunsOnlyOnAWorkerOfItsAcceleratorAndOfItsZoneAndPricingWhenItNamesThem) {
   auto store = open_store();
-  const auto workers = store.create_jobs({worker("v4"), worker("v5", "v5litepod-4"), worker("v4b")});
-  const auto ids = store.create_jobs(
+  const auto workers = store.jobs().create({worker("v4"), worker("v5", "v5litepod-4"), worker("v4b")});
+  const auto ids = store.jobs().create(
       {task("needs-v5", "v5litepod-4"), task("east", "v4-8", "us-east1-d"), task("on-demand", "v4-8", "", "ondemand")});
   const auto now = util::now_ms();
-  EXPECT_FALSE(store.claim_task(offer(workers[0]), "sup", kTtl, now)) << "nothing for a spot v4-8 in us-central2-b";
-  EXPECT_EQ(store.claim_task(offer(workers[1], "v5litepod-4"), "sup", kTtl, now), ids[0]);
-  EXPECT_EQ(store.claim_task(offer(workers[0], "v4-8", "us-east1-d"), "sup", kTtl, now), ids[1]);
-  EXPECT_EQ(store.claim_task(offer(workers[2], "v4-8", "us-central2-b", "ondemand"), "sup", kTtl, now), ids[2]);
+  EXPECT_FALSE(store.queue().claim(offer(workers[0]), "sup", kTtl, now)) << "nothing for a spot v4-8 in us-central2-b";
+  EXPECT_EQ(store.queue().claim(offer(workers[1], "v5litepod-4"), "sup", kTtl, now), ids[0]);
+  EXPECT_EQ(store.queue().claim(offer(workers[0], "v4-8", "us-east1-d"), "sup", kTtl, now), ids[1]);
+  EXPECT_EQ(store.queue().claim(offer(workers[2], "v4-8", "us-central2-b", "ondemand"), "sup", kTtl, now), ids[2]);
 }
 
 TEST_P(TaskQueueTest, AnInterruptedTaskGoesToTheHeadOfTheQueueAndAPausedOneIsNotTaken) {
   auto store = open_store();
-  const auto w = store.create_jobs({worker("w")}).front();
-  const auto ids = store.create_jobs({task("first"), task("second"), task("third")});
+  const auto w = store.jobs().create({worker("w")}).front();
+  const auto ids = store.jobs().create({task("first"), task("second"), task("third")});
   const auto now = util::now_ms();
-  ASSERT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[0]);
+  ASSERT_EQ(store.queue().claim(offer(w), "sup", kTtl, now), ids[0]);
   finish(store, ids[0]);
-  ASSERT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[1]);
+  ASSERT_EQ(store.queue().claim(offer(w), "sup", kTtl, now), ids[1]);
 
   domain::PhaseChange back;
   back.to = Phase::pending;
@@ -122,37 +126,37 @@ TEST_P(TaskQueueTest, AnInterruptedTaskGoesToTheHeadOfTheQueueAndAPausedOneIsNot
   back.release_worker = true;
   back.to_queue_head = true;
   back.add_preemptions = 1;
-  ASSERT_TRUE(store.transition(ids[1], Phase::setup, back));
-  const auto requeued = store.get_job(ids[1]);
+  ASSERT_TRUE(store.jobs().transition(ids[1], Phase::setup, back));
+  const auto requeued = store.jobs().get(ids[1]);
   EXPECT_FALSE(requeued.worker_id.has_value());
   EXPECT_EQ(requeued.preemptions, 1);
-  EXPECT_LT(requeued.queue_order, store.get_job(ids[2]).queue_order);
+  EXPECT_LT(requeued.queue_order, store.jobs().get(ids[2]).queue_order);
 
   // Paused (desired stop): the queue skips it.
-  store.set_desired_state(ids[1], domain::DesiredState::stop, "pause");
-  EXPECT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[2]);
+  store.jobs().set_desired_state(ids[1], domain::DesiredState::stop, "pause");
+  EXPECT_EQ(store.queue().claim(offer(w), "sup", kTtl, now), ids[2]);
   finish(store, ids[2]);
-  EXPECT_FALSE(store.claim_task(offer(w), "sup", kTtl, now));
-  store.set_desired_state(ids[1], domain::DesiredState::run, "requeue");
-  EXPECT_EQ(store.claim_task(offer(w), "sup", kTtl, now), ids[1]);
-  EXPECT_EQ(store.attempts(ids[1]).size(), 2U) << "the second run is the task's attempt 2";
+  EXPECT_FALSE(store.queue().claim(offer(w), "sup", kTtl, now));
+  store.jobs().set_desired_state(ids[1], domain::DesiredState::run, "requeue");
+  EXPECT_EQ(store.queue().claim(offer(w), "sup", kTtl, now), ids[1]);
+  EXPECT_EQ(store.attempts().of(ids[1]).size(), 2U) << "the second run is the task's attempt 2";
 }
 
 TEST_P(TaskQueueTest, QueuedTasksAreNotAmongTheRecordsASupervisorDrivesUntilClaimed) {
   auto store = open_store();
-  const auto w = store.create_jobs({worker("w")}).front();
-  const auto ids = store.create_jobs({task("a"), task("b")});
-  auto driven = store.jobs_to_drive();
+  const auto w = store.jobs().create({worker("w")}).front();
+  const auto ids = store.jobs().create({task("a"), task("b")});
+  auto driven = store.leases().jobs_to_drive();
   ASSERT_EQ(driven.size(), 1U);
   EXPECT_EQ(driven.front().id, w);
   EXPECT_EQ(driven.front().kind, JobKind::worker);
-  ASSERT_EQ(store.claim_task(offer(w), "sup", kTtl, util::now_ms()), ids[0]);
-  driven = store.jobs_to_drive();
+  ASSERT_EQ(store.queue().claim(offer(w), "sup", kTtl, util::now_ms()), ids[0]);
+  driven = store.leases().jobs_to_drive();
   ASSERT_EQ(driven.size(), 2U);
   EXPECT_EQ(driven.back().id, ids[0]);
   EXPECT_EQ(driven.back().kind, JobKind::task);
   // The attempt borrows the worker's slice: it is not a slice the store holds for the task.
-  for (const auto& held : store.held_slices()) {
+  for (const auto& held : store.attempts().held_slices()) {
     EXPECT_NE(held.job_id, ids[0]);
   }
 }
@@ -167,12 +171,12 @@ TEST(TaskQueue, ManyWorkersClaimingAtOnceFromSeveralConnectionsNeverShareATask) 
     for (int i = 0; i < 8; ++i) {
       ws.push_back(worker("w" + std::to_string(i)));
     }
-    workers = store.create_jobs(ws);
+    workers = store.jobs().create(ws);
     std::vector<NewJob> tasks;
     for (int i = 0; i < 200; ++i) {
       tasks.push_back(task("t" + std::to_string(i)));
     }
-    store.create_jobs(tasks);
+    store.jobs().create(tasks);
   }
   std::mutex mutex;
   std::vector<std::int64_t> claimed;
@@ -182,9 +186,9 @@ TEST(TaskQueue, ManyWorkersClaimingAtOnceFromSeveralConnectionsNeverShareATask) 
       auto store = JobStore::open(path);
       const auto owner = "sup-" + std::to_string(i % 2); // Two supervisors' worth of workers.
       while (true) {
-        const auto id = store.claim_task(offer(workers[i]), owner, kTtl, util::now_ms());
+        const auto id = store.queue().claim(offer(workers[i]), owner, kTtl, util::now_ms());
         if (!id) {
-          if (store.queued_tasks() == 0) {
+          if (store.queue().queued() == 0) {
             return;
           }
           continue;
@@ -206,21 +210,21 @@ TEST(TaskQueue, ManyWorkersClaimingAtOnceFromSeveralConnectionsNeverShareATask) 
 
 TEST_P(TaskQueueTest, TheBoardShowsEveryTaskButTheQueuesTailWithTheIndexesTheCommandsResolve) {
   auto store = open_store();
-  const auto w = store.create_jobs({worker("w")}).front();
+  const auto w = store.jobs().create({worker("w")}).front();
   std::vector<NewJob> batch;
   for (int i = 0; i < 12; ++i) {
     batch.push_back(task("t" + std::to_string(i), "v4-8", "", "", i == 9 ? 7 : 0));
   }
-  const auto ids = store.create_jobs(batch);
+  const auto ids = store.jobs().create(batch);
   const auto now = util::now_ms();
-  const auto running = store.claim_task(offer(w), "sup", kTtl, now); // t9, priority 7.
+  const auto running = store.queue().claim(offer(w), "sup", kTtl, now); // t9, priority 7.
   ASSERT_EQ(running, ids[9]);
   JobFilter all;
   all.kinds = {JobKind::task};
-  const auto listed = store.list_jobs(all); // What `status --all-tasks` shows, and what a `#` resolves against.
+  const auto listed = store.jobs().list(all); // What `status --all-tasks` shows, and what a `#` resolves against.
   ASSERT_EQ(listed.size(), 12U);
 
-  const auto board = store.task_board(3, now);
+  const auto board = store.queue().board(3, now);
   EXPECT_EQ(board.queued, 11);
   EXPECT_EQ(board.queued_shown, 3);
   std::vector<std::int64_t> shown;
@@ -233,7 +237,7 @@ TEST_P(TaskQueueTest, TheBoardShowsEveryTaskButTheQueuesTailWithTheIndexesTheCom
   // The running task, then the three that run next (t0, t1, t2: equal priority, oldest first), in id order.
   EXPECT_EQ(shown, (std::vector<std::int64_t>{ids[0], ids[1], ids[2], ids[9]}));
 
-  const auto everything = store.task_board(100, now);
+  const auto everything = store.queue().board(100, now);
   EXPECT_EQ(everything.queued_shown, 11);
   EXPECT_EQ(everything.shown.size(), 12U);
 }

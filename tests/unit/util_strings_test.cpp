@@ -38,17 +38,6 @@ TEST(Strings, DurationsParseAndFormat) {
   EXPECT_EQ(format_duration(3 * 86400 + 4 * 3600), "3d04h");
 }
 
-TEST(Strings, JobIdsArePaddedAndParsed) {
-  EXPECT_EQ(format_job_id(42), "000042");
-  EXPECT_EQ(format_job_id(1234567), "1234567");
-  EXPECT_EQ(parse_job_id("000042"), 42);
-  EXPECT_EQ(parse_job_id("42"), 42);
-  EXPECT_EQ(parse_job_id("0"), std::nullopt);
-  EXPECT_EQ(parse_job_id("-4"), std::nullopt);
-  EXPECT_EQ(parse_job_id("4x"), std::nullopt);
-  EXPECT_EQ(parse_job_id(""), std::nullopt);
-}
-
 TEST(Strings, SplitKeepsEmptyFields) {
   EXPECT_EQ(split("a,,b", ','), (std::vector<std::string>{"a", "", "b"}));
   EXPECT_EQ(split("", ','), (std::vector<std::string>{""}));

@@ -1,10 +1,16 @@
 // Per-user settings: settings.yaml under the config directory, each key overridable by JOBMAN_* variables.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 namespace jobman::config {
+
+// Where jobman keeps its store and logs: $JOBMAN_HOME, else ${XDG_DATA_HOME:-~/.local/share}/jobman.
+std::filesystem::path jobman_home();
+// Where jobman's settings and prices are read from: ${XDG_CONFIG_HOME:-~/.config}/jobman.
+std::filesystem::path jobman_config_dir();
 
 // Which cloud jobman talks to.
 enum class CloudKind { mock, google };

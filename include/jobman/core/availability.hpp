@@ -4,6 +4,7 @@
 #pragma once
 
 #include "jobman/config/job_config.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
 
 #include <cstdint>

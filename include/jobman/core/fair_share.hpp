@@ -3,7 +3,9 @@
 // store::SharePolicy); `status` and `jobman store limits` explain it. See docs/LAB.md, "Fair share".
 #pragma once
 
+#include "jobman/domain/job.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/shares.hpp"
 
 #include <map>
 #include <optional>
@@ -54,7 +56,7 @@ ShareLimits read_share_limits(const store::JobStore& store);
 // Returns whether it changed. Throws jobman::Error unless the caller may manage the store.
 bool set_share_limit(store::JobStore& store, const std::string& user, const Tier& tier, std::optional<int> chips);
 
-// Chips in flight by user and by tier, from store::JobStore::slices_in_flight.
+// Chips in flight by user and by tier, from store::Shares::in_flight.
 struct ChipsInFlight {
   std::map<std::pair<std::string, Tier>, int> by_user; // A user's jobs' own slices and the workers' their tasks hold.
   std::map<Tier, int> lab;                             // Jobs' and workers' slices: what the lab holds of the cloud.

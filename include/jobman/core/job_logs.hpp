@@ -1,6 +1,7 @@
 // The logs a job's workers left on this machine: printed once, or followed as they grow and from attempt to attempt.
 #pragma once
 
+#include "jobman/domain/job.hpp"
 #include "jobman/store/job_store.hpp"
 
 #include <cstddef>
@@ -81,7 +82,7 @@ enum class FollowEnd { finished, interrupted };
 // its logs have stopped growing. When the job starts a newer attempt, the current one is printed to its end and the
 // newer one's logs follow, announced on `notice` ("jobman: attempt 3 started"). Wakes up when a file in the attempt's
 // directory is written (inotify), and at least once a second to read the job again from `store`. Ends early,
-// returning FollowEnd::interrupted, when `interrupt_fd` becomes readable. Throws NoSuchJobError when the job is
+// returning FollowEnd::interrupted, when `interrupt_fd` becomes readable. Throws domain::NoSuchJobError when the job is
 // removed meanwhile, and jobman::Error when `out` can no longer be written.
 FollowEnd follow_logs(const store::JobStore& store, LogSelection selection, std::ostream& out, std::ostream& notice,
                       int interrupt_fd);

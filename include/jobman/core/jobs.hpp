@@ -2,6 +2,7 @@
 #pragma once
 
 #include "jobman/config/job_config.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/remote/workload.hpp"
 #include "jobman/store/job_store.hpp"
 
@@ -93,7 +94,7 @@ struct RequestOutcome {
 
 // Records `request` for job `id` as its desired state. Where the job has nothing in the cloud yet
 // (no attempt started), the request is carried out at once; otherwise the supervisor reads the
-// desired state and makes the cloud match it. Throws NoSuchJobError, or Error when the request
+// desired state and makes the cloud match it. Throws domain::NoSuchJobError, or Error when the request
 // makes no sense for the job (resuming a job that succeeded).
 RequestOutcome apply_request(store::JobStore& store, std::int64_t id, Request request);
 

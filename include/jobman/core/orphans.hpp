@@ -7,6 +7,7 @@
 
 #include "jobman/cloud/tpu_client.hpp"
 #include "jobman/core/cloud.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "jobman/config/job_config.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/store/job_store.hpp"
 
 #include <cstdint>
@@ -41,8 +42,8 @@ std::string next_worker_name(const store::JobStore& store, const std::string& ac
 
 // The workers or the tasks `status` shows (unfinished ones, and those finished in the last day), by id. Their
 // positions in this list, from 1, are the indices `status` prints in its # column.
-std::vector<domain::JobRecord> pool_records(const store::JobStore& store, domain::JobKind kind,
-                                            std::int64_t now_ms = 0);
+std::vector<domain::JobRecord> status_records(const store::JobStore& store, domain::JobKind kind,
+                                              std::int64_t now_ms = 0);
 
 // Which records a worker or task command acts on.
 struct Selection {
@@ -57,8 +58,8 @@ struct Selection {
 };
 
 // The records `selection` names, in the order given (refs) or by id (filters), without duplicates. Throws UsageError
-// when it names nothing at all, and NoSuchJobError naming every reference that matches no record, or a name that
-// matches several (with their ids).
+// when it names nothing at all, and domain::NoSuchJobError naming every reference that matches no record, or a name
+// that matches several (with their ids).
 std::vector<domain::JobRecord> select_records(const store::JobStore& store, domain::JobKind kind,
                                               const Selection& selection);
 

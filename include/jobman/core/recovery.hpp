@@ -4,6 +4,7 @@
 
 #include "jobman/cloud/tpu_client.hpp"
 #include "jobman/config/job_config.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/remote/workload.hpp"
 #include "jobman/store/job_store.hpp"
 

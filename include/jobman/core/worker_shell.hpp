@@ -4,6 +4,7 @@
 
 #include "jobman/config/job_config.hpp"
 #include "jobman/core/cloud.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/store/job_store.hpp"
 
 #include <string>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "jobman/domain/progress.hpp"
+#include "jobman/util/error.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -11,6 +12,24 @@
 #include <vector>
 
 namespace jobman::domain {
+
+// A job's id as users see it, zero-padded to six digits: 42 -> "000042".
+std::string format_job_id(long long id);
+// Parses a job id as printed ("000042" or "42"); nullopt when not a positive integer.
+std::optional<long long> parse_job_id(std::string_view text);
+
+// The exit codes that speak of jobs; util's ExitCode has the others (README.md, "Exit codes").
+namespace job_exit {
+inline constexpr ExitCode no_such_job{3}; // A job id that is not in the store.
+inline constexpr ExitCode failed{4};      // `wait`: a job ended FAILED.
+inline constexpr ExitCode cancelled{5};   // `wait`: a job ended CANCELLED or DELETED.
+} // namespace job_exit
+
+// A job id that is not in the store (exit 3).
+class NoSuchJobError : public Error {
+public:
+  explicit NoSuchJobError(const std::string& message) : Error(message, job_exit::no_such_job) {}
+};
 
 // Where a job is in its life. Stored, never recomputed; shown by `list`.
 enum class Phase { pending, queued, provisioning, setup, running, recovering, succeeded, failed, cancelled, deleted };
@@ -261,5 +280,8 @@ struct PhaseChange {
   bool release_worker = false;         // A task lets its worker go (JobRecord::worker_id cleared).
   bool to_queue_head = false;          // A task goes back to the head of the queue (a preempted one).
 };
+
+// A change to `to` for `reason` that changes nothing else; set the other fields on it as needed.
+PhaseChange change_to(Phase to, std::string reason);
 
 } // namespace jobman::domain

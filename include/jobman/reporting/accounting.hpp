@@ -4,6 +4,7 @@
 
 #include "jobman/config/prices.hpp"
 #include "jobman/core/goodput.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/store/job_store.hpp"
 
 #include <nlohmann/json.hpp>

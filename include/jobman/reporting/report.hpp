@@ -2,6 +2,7 @@
 // accelerator, tier and zone; written as text, CSV, JSON or one self-contained HTML file (report_html.cpp).
 #pragma once
 
+#include "jobman/domain/job.hpp"
 #include "jobman/reporting/accounting.hpp"
 
 #include <functional>
@@ -72,8 +73,8 @@ using ReportRowSink = std::function<void(const ReportRow&)>;
 
 // Reads the selection's jobs, their phase changes and attempts (and for workers the tasks they ran) and accounts each,
 // a chunk of jobs at a time (a thread accounts one chunk while the next is read); each row goes to `each_row` when
-// given (the report then keeps the totals only), into Report::rows otherwise. Throws NoSuchJobError for a listed id
-// that is not in the store.
+// given (the report then keeps the totals only), into Report::rows otherwise. Throws domain::NoSuchJobError for a
+// listed id that is not in the store.
 Report build_report(const store::JobStore& store, const ReportSelection& selection, const config::PriceTable& prices,
                     std::int64_t now_ms, const ReportRowSink& each_row = {});
 

@@ -7,14 +7,12 @@
 
 namespace jobman {
 
-// Process exit codes; the one table documented in README.md ("Exit codes").
+// Process exit codes that any layer may give; with domain::job_exit, the table documented in README.md ("Exit codes").
 enum class ExitCode : int {
-  ok = 0,            // Success.
-  error = 1,         // Any runtime failure (I/O, database, cloud).
-  usage = 2,         // Bad command line, bad config or bad settings.
-  no_such_job = 3,   // A job id that is not in the store.
-  job_failed = 4,    // `wait`: a job ended FAILED.
-  cancelled = 5,     // `wait`: a job ended CANCELLED or DELETED.
+  ok = 0,    // Success.
+  error = 1, // Any runtime failure (I/O, database, cloud).
+  usage = 2, // Bad command line, bad config or bad settings.
+  // 3 to 5 speak of jobs: domain::job_exit (jobman/domain/job.hpp).
   timed_out = 124,   // `wait --timeout` expired.
   interrupted = 130, // SIGINT.
 };
@@ -35,12 +33,6 @@ private:
 class UsageError : public Error {
 public:
   explicit UsageError(const std::string& message) : Error(message, ExitCode::usage) {}
-};
-
-// A job id that is not in the store (exit 3).
-class NoSuchJobError : public Error {
-public:
-  explicit NoSuchJobError(const std::string& message) : Error(message, ExitCode::no_such_job) {}
 };
 
 // Where in an input a problem is: file, 1-based line and column (0 when unknown), key path.

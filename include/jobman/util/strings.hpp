@@ -39,12 +39,6 @@ std::optional<long long> parse_duration_seconds(std::string_view text);
 // Formats seconds compactly: "45s", "3m", "2h05m", "3d04h".
 std::string format_duration(long long seconds);
 
-// Zero-pads a job id to six digits: 42 -> "000042".
-std::string format_job_id(long long id);
-
-// Parses a job id as printed ("000042" or "42"); nullopt when not a positive integer.
-std::optional<long long> parse_job_id(std::string_view text);
-
 // What escape_controls does with newlines and tabs.
 enum class LineBreaks { keep, escape };
 

@@ -24,14 +24,8 @@ std::filesystem::path home_dir();
 // Replaces a leading "~" or "~/" with the home directory.
 std::filesystem::path expand_user(const std::string& path);
 
-// $JOBMAN_HOME, else ${XDG_DATA_HOME:-~/.local/share}/jobman.
-std::filesystem::path jobman_home();
-
 // The directory of the running executable (from /proc/self/exe; the working directory when that cannot be read).
 std::filesystem::path executable_dir();
-
-// ${XDG_CONFIG_HOME:-~/.config}/jobman.
-std::filesystem::path jobman_config_dir();
 
 // Creates `dir` and its missing parents with `mode` (e.g. 0700), and takes from an existing `dir` of this user's
 // any permission bit `mode` lacks.

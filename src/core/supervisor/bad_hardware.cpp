@@ -1,7 +1,10 @@
 // The job driver and bad hardware: a slice whose workers print non-finite losses (or the framework messages for
 // them), fail the preflight, or land on a machine found bad before is replaced; the attempt ends as `bad-hardware`,
 // spending the bad-hardware budget, never the failure budget, and the machine is remembered in the store.
+#include "jobman/store/bad_hardware.hpp"
+
 #include "job_driver.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
@@ -83,7 +86,7 @@ void JobDriver::record_finding(const Driven& d, const HardwareFinding& finding) 
   }
   record.signal = finding.signal;
   record.detail = finding.detail.substr(0, 500);
-  store().record_bad_hardware(record);
+  store().bad_hardware().record(record);
 }
 
 std::string JobDriver::describe(const HardwareFinding& finding) {
@@ -108,7 +111,7 @@ void JobDriver::replace_bad_slice(Driven& d, const HardwareFinding& finding) {
     }
     if (live->job.kind == domain::JobKind::task) {
       bad_worker_slice(*live, what);
-      requeue_task(*live, AttemptOutcome::bad_hardware, code, change(Phase::pending, what), true);
+      requeue_task(*live, AttemptOutcome::bad_hardware, code, domain::change_to(Phase::pending, what), true);
       return;
     }
     end_open_attempt(*live, AttemptOutcome::bad_hardware, code);
@@ -135,7 +138,7 @@ void JobDriver::bad_worker_slice(const Driven& task, const std::string& what) {
   end_open_attempt(*worker, AttemptOutcome::bad_hardware, std::nullopt);
   move(*worker, Phase::running,
        after_bad_hardware(*worker->config, worker->job.bad_hardware,
-                          what + " (task " + util::format_job_id(task.job.id) + ")"));
+                          what + " (task " + domain::format_job_id(task.job.id) + ")"));
 }
 
 bool JobDriver::act_on_health(Driven& d) {
@@ -176,7 +179,7 @@ bool JobDriver::act_on_health(Driven& d) {
 
 bool JobDriver::rejects_known_bad(Driven& d, const domain::AttemptRecord& open,
                                   const std::vector<std::string>& physical_hosts) {
-  const auto known = store().bad_hardware_on(physical_hosts, host_.now_ms() - kBadHardwareMemoryMs);
+  const auto known = store().bad_hardware().on(physical_hosts, host_.now_ms() - kBadHardwareMemoryMs);
   if (known.empty()) {
     return false;
   }
@@ -189,11 +192,11 @@ bool JobDriver::rejects_known_bad(Driven& d, const domain::AttemptRecord& open,
     }
   }
   const std::string what = open.node + " landed on machine " + last.physical_host + " (worker " +
-                           std::to_string(worker) + "), found bad by job " + util::format_job_id(last.job_id) + " on " +
-                           util::format_utc(last.ts_ms) + " (" + last.signal + ": " + last.detail.substr(0, 120) +
-                           "); replacing it before setup";
+                           std::to_string(worker) + "), found bad by job " + domain::format_job_id(last.job_id) +
+                           " on " + util::format_utc(last.ts_ms) + " (" + last.signal + ": " +
+                           last.detail.substr(0, 120) + "); replacing it before setup";
   end_open_attempt(d, AttemptOutcome::rejected, std::nullopt);
-  domain::PhaseChange c = change(Phase::recovering, what);
+  domain::PhaseChange c = domain::change_to(Phase::recovering, what);
   move(d, std::nullopt, c);
   // No budget is spent (the job never ran there), but replacements back off, in case the zone keeps handing it out.
   backoff(d);

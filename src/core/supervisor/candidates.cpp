@@ -4,6 +4,7 @@
 // enough.
 #include "job_driver.hpp"
 #include "jobman/core/availability.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/util/strings.hpp"
 
 #include <algorithm>
@@ -67,7 +68,7 @@ std::vector<config::Candidate> JobDriver::choose_candidates(Driven& d, std::stri
   if (list.size() > 1 && config.tpu.order == config::CandidateOrder::learned) {
     std::vector<store::PlaceRecord> history;
     for (const auto& c : list) {
-      auto some = store().attempts_since(host_.now_ms() - kHistoryMs, c.zone, c.accelerator.name);
+      auto some = store().attempts().since(host_.now_ms() - kHistoryMs, c.zone, c.accelerator.name);
       history.insert(history.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
     }
     std::string ranking;

@@ -5,6 +5,7 @@
 #include "jobman/cloud/tpu_client.hpp"
 #include "jobman/config/job_config.hpp"
 #include "jobman/core/recovery.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/remote/workload.hpp"
 #include "jobman/store/job_store.hpp"
 
@@ -36,13 +37,36 @@ struct NodeHealthView {
   bool maintenance_due = false; // That maintenance is under way or opens within recovery.maintenance_lead.
 };
 
-// What the listings said of a rival (tpu.strategy: first-ready), and its delete.
-struct RivalSeen {
-  bool valid = false;            // A listing newer than the last news about it came in.
-  std::optional<SliceView> seen; // nullopt: absent from that listing.
-  bool seen_once = false;        // It has appeared in a listing at least once.
-  std::string state;             // Its state at the last event, to record changes only.
-  std::int64_t delete_sent_ms = 0;
+// What the zone listings said of one slice (an attempt's own, or a first-ready rival's), and its delete.
+struct SliceSeen {
+  bool valid = false;              // A listing newer than the last news about it came in.
+  std::optional<SliceView> view;   // nullopt: absent from that listing.
+  bool once = false;               // It has appeared in a listing at least once.
+  std::string state;               // Its state at the last event, to record changes only.
+  std::int64_t delete_sent_ms = 0; // When its delete was last sent (0: not since it was last seen).
+
+  // Takes in what a new listing says of the slice (nullptr: absent from it). Sets `dirty` when the job has something
+  // new to act on: the first listing since its last news, or a new state. Returns whether the state changed (an
+  // event to record).
+  bool take(const SliceView* listed, bool& dirty) {
+    if (!valid) {
+      dirty = true;
+    }
+    valid = true;
+    if (listed == nullptr) {
+      view.reset();
+    } else {
+      view = *listed;
+      once = true;
+    }
+    std::string now = view ? view->state : "gone";
+    if (now == state) {
+      return false;
+    }
+    state = std::move(now);
+    dirty = true;
+    return true;
+  }
 };
 
 // The training progress an attempt's output stream reads (job.progress), shared by the stream's thread, which adds
@@ -76,12 +100,8 @@ struct Driven {
   bool lost = false;            // The lease was lost while busy: drop it when the operation returns.
   std::int64_t retry_at_ms = 0; // Backoff after a failed operation.
   int retry_step = 0;
-  // The open slice (its queued resource, or its node in tpu-vm mode) as the last zone listing saw it.
-  bool seen_valid = false;
-  std::optional<SliceView> seen;
-  bool seen_once = false; // The open slice has appeared in a listing at least once.
-  std::string seen_state; // Its state at the last event, to record changes only.
-  std::int64_t delete_sent_ms = 0;
+  // The open slice (its queued resource, or its node in tpu-vm mode) as the zone listings saw it.
+  SliceSeen seen;
   // The open slice's node's health (Node.health, healthDescription) as the last node listing saw it, while the job
   // runs; nullopt when no listing told.
   std::optional<NodeHealthView> node_health;
@@ -91,7 +111,7 @@ struct Driven {
   // First-ready: the queued resources raced alongside the current attempt's that are not yet released, in the
   // candidates' order, and what the listings said of each (by name).
   std::vector<domain::RivalRecord> rivals;
-  std::map<std::string, RivalSeen> rival_seen;
+  std::map<std::string, SliceSeen> rival_seen;
   std::shared_ptr<Stream> stream;
   // The current attempt's progress, kept past its stream until the store has it.
   std::shared_ptr<ProgressTracker> progress;
@@ -122,7 +142,7 @@ struct Driven {
   }
 };
 
-// What a supervisor has done, counted from the loop, the pool's threads and the streams alike.
+// What a supervisor has done, counted from the loop, the action threads and the streams alike.
 struct Counters {
   std::atomic<std::uint64_t> ticks{0};       // Observation rounds.
   std::atomic<std::uint64_t> list_calls{0};  // queuedResources.list and nodes.list calls.

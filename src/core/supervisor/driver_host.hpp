@@ -4,6 +4,7 @@
 
 #include "driven.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/queue.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -23,11 +24,11 @@ public:
   // The store, owned by the loop's thread.
   virtual store::JobStore& store() = 0;
 
-  // Runs `work` on the action pool for the job; its result is applied on the loop's thread, and the job is busy (not
+  // Runs `work` on the action threads for the job; its result is applied on the loop's thread, and the job is busy (not
   // stepped, not observed) until then. An exception thrown by `work` becomes an error applied in its place.
   virtual void dispatch(Driven& d, Work work) = 0;
 
-  // Runs `task` on the action pool for no job: nothing waits for it and nothing of it is applied.
+  // Runs `task` on the action threads for no job: nothing waits for it and nothing of it is applied.
   virtual void dispatch_detached(std::function<void()> task) = 0;
 
   // Runs `watch` on a thread of its own, counted as outstanding; a function it returns is applied on the loop's thread
@@ -37,7 +38,7 @@ public:
   // Applies `apply` on the loop's thread as news about job `id`, as soon as the loop can; callable from any thread.
   virtual void post(std::int64_t id, std::function<void()> apply) = 0;
 
-  // Claims the next task `worker` can run (JobStore::claim_task) under this loop's lease, and drives it from now on;
+  // Claims the next task `worker` can run (Queue::claim) under this loop's lease, and drives it from now on;
   // its id, or nullopt when none was free.
   virtual std::optional<std::int64_t> claim(Driven& worker, const store::WorkerOffer& offer) = 0;
   // Notifications were recorded: send them soon, not only at the next tick.

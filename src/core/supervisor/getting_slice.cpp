@@ -3,6 +3,10 @@
 #include "job_driver.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/plan.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/shares.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 
@@ -22,16 +26,16 @@ void JobDriver::acquire_slice(Driven& d) {
     return;
   }
   if (const auto* open = d.open_slice()) {
-    if (!d.seen_valid) {
+    if (!d.seen.valid) {
       return; // The next listing tells what it is.
     }
-    const auto verdict = verdict_of(d.seen);
+    const auto verdict = verdict_of(d.seen.view);
     if (d.job.phase == Phase::pending && verdict != SliceVerdict::lost && verdict != SliceVerdict::deleting) {
       // Resumed with a slice kept: the next attempt runs on it.
       const std::string qr = open->slice_name();
-      store().begin_attempt(d.job.id, open->placement());
+      store().attempts().begin(d.job.id, open->placement());
       reload(d);
-      move(d, std::nullopt, change(Phase::queued, "resumed on the kept slice " + qr));
+      move(d, std::nullopt, domain::change_to(Phase::queued, "resumed on the kept slice " + qr));
       return;
     }
     release(d, [this, &d] { create_slice(d); });
@@ -57,11 +61,11 @@ void JobDriver::create_slice(Driven& d) {
   const auto& candidate = list.front();
   const std::string name = resource_id(d.job.tpu_name, d.job.id, d.job.attempt + 1);
   const bool direct = d.config->tpu.allocation_mode == config::AllocationMode::tpu_vm;
-  store().begin_attempt(d.job.id,
-                        domain::Placement{direct ? std::string() : name, name, candidate.zone,
-                                          candidate.accelerator.name, candidate.accelerator.hosts, std::nullopt,
-                                          domain::to_string(candidate.pricing)},
-                        true);
+  store().attempts().begin(d.job.id,
+                           domain::Placement{direct ? std::string() : name, name, candidate.zone,
+                                             candidate.accelerator.name, candidate.accelerator.hosts, std::nullopt,
+                                             domain::to_string(candidate.pricing)},
+                           true);
   chips_in_flight_.reset();
   reload(d);
   if (!why.empty()) {
@@ -83,7 +87,7 @@ bool JobDriver::share_allows(Driven& d, const config::Candidate& candidate) {
     return true;
   }
   if (!chips_in_flight_) {
-    chips_in_flight_.emplace(store().slices_in_flight());
+    chips_in_flight_.emplace(store().shares().in_flight());
   }
   const auto why = fair_share_->refusal(*chips_in_flight_, d.job.user, d.job.kind, candidate.accelerator.name,
                                         domain::to_string(candidate.pricing));
@@ -99,7 +103,7 @@ void JobDriver::wait_for_share(Driven& d, const std::string& why) {
   constexpr double kShareLookSeconds = 5;
   const std::string reason = std::string(kShareWaitReason) + why;
   if (d.job.phase_reason != reason) {
-    move(d, d.job.phase, change(d.job.phase, reason));
+    move(d, d.job.phase, domain::change_to(d.job.phase, reason));
   }
   d.retry_at_ms = host_.now_ms() + host_.scaled(kShareLookSeconds).count();
   d.dirty = true;
@@ -149,36 +153,38 @@ void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
         }
         if (permanent && several_candidates(*live)) {
           // Not offered there (or not allowed): a candidate that failed, unless every one has been refused.
-          store().end_attempt(id, number, AttemptOutcome::refused, std::nullopt);
-          store().mark_released(id, slice.name, "the TPU API refused to create it");
+          store().attempts().end(id, number, AttemptOutcome::refused, std::nullopt);
+          store().attempts().mark_released(id, slice.name, "the TPU API refused to create it");
           reload(*live);
           if (refused_everywhere(*live)) {
             move(*live, std::nullopt,
-                 change(Phase::failed, "the TPU API refused every candidate; the last: " + message));
+                 domain::change_to(Phase::failed, "the TPU API refused every candidate; the last: " + message));
             return;
           }
           const double wait = backoff(*live);
           move(*live, std::nullopt,
-               change(Phase::pending, "refused in " + slice.zone + ": " + message + "; trying the next candidate in " +
-                                          util::format_duration(static_cast<long long>(wait))));
+               domain::change_to(Phase::pending, "refused in " + slice.zone + ": " + message +
+                                                     "; trying the next candidate in " +
+                                                     util::format_duration(static_cast<long long>(wait))));
           return;
         }
         if (quota) {
-          store().end_attempt(id, number, AttemptOutcome::quota, std::nullopt);
-          store().mark_released(id, slice.name, "the TPU API refused it for quota");
+          store().attempts().end(id, number, AttemptOutcome::quota, std::nullopt);
+          store().attempts().mark_released(id, slice.name, "the TPU API refused it for quota");
           reload(*live);
           const double wait = backoff(*live);
           move(*live, std::nullopt,
-               change(Phase::pending, "refused for quota in " + slice.zone + ": " + message + "; " +
-                                          (several_candidates(*live) ? "trying the next candidate" : "asking again") +
-                                          " in " + util::format_duration(static_cast<long long>(wait))));
+               domain::change_to(Phase::pending,
+                                 "refused for quota in " + slice.zone + ": " + message + "; " +
+                                     (several_candidates(*live) ? "trying the next candidate" : "asking again") +
+                                     " in " + util::format_duration(static_cast<long long>(wait))));
           return;
         }
         if (permanent) {
-          store().end_attempt(id, number, AttemptOutcome::failed, std::nullopt);
-          store().mark_released(id, slice.name, "the TPU API refused to create it");
+          store().attempts().end(id, number, AttemptOutcome::failed, std::nullopt);
+          store().attempts().mark_released(id, slice.name, "the TPU API refused to create it");
           reload(*live);
-          move(*live, std::nullopt, change(Phase::failed, "the TPU API refused the slice: " + message));
+          move(*live, std::nullopt, domain::change_to(Phase::failed, "the TPU API refused the slice: " + message));
         } else {
           error_event(*live, "requesting a slice: " + message);
           backoff(*live);
@@ -194,14 +200,14 @@ void JobDriver::slice_created(std::int64_t id, const SliceRef& slice, int number
   if (d == nullptr) {
     // Cleaned while the request was in flight: the resource must not outlive the job. (A job whose lease went to
     // another supervisor meanwhile keeps it: that one requests the same name and finds it.)
-    if (!store().find_job(id)) {
+    if (!store().jobs().find(id)) {
       orphan_delete(slice);
     }
     return;
   }
   try {
-    store().confirm_created(id, number);
-  } catch (const NoSuchJobError&) {
+    store().attempts().confirm_created(id, number);
+  } catch (const domain::NoSuchJobError&) {
     orphan_delete(slice);
     throw;
   }
@@ -210,18 +216,16 @@ void JobDriver::slice_created(std::int64_t id, const SliceRef& slice, int number
     // A node's create may still fail for capacity: its backoff grows until the node is READY.
     d->retry_step = 0;
   }
-  d->seen_valid = false;
-  d->seen_once = false;
-  d->seen_state.clear();
+  d->seen = SliceSeen{};
   d->node_health.reset();
-  d->delete_sent_ms = 0;
   d->create_operation = operation;
   if (d->job.desired == DesiredState::run && !domain::is_terminal(d->job.phase)) {
     move(*d, std::nullopt,
-         slice.node_only ? change(Phase::provisioning, "creating node " + slice.name + " in " + slice.zone)
-                         : change(Phase::queued, "requested queued resource " + slice.name + " in " + slice.zone));
+         slice.node_only
+             ? domain::change_to(Phase::provisioning, "creating node " + slice.name + " in " + slice.zone)
+             : domain::change_to(Phase::queued, "requested queued resource " + slice.name + " in " + slice.zone));
   } else if (domain::is_terminal(d->job.phase)) {
-    store().set_cleanup_pending(id, true);
+    store().jobs().set_cleanup_pending(id, true);
     reload(*d);
   }
 }
@@ -241,25 +245,25 @@ void JobDriver::orphan_delete(const SliceRef& slice) {
 void JobDriver::await_slice(Driven& d) {
   const auto* open = d.open_slice();
   if (open == nullptr) {
-    move(d, std::nullopt, change(Phase::pending, "no slice recorded for the attempt; requesting one"));
+    move(d, std::nullopt, domain::change_to(Phase::pending, "no slice recorded for the attempt; requesting one"));
     return;
   }
-  if (!d.seen_valid) {
+  if (!d.seen.valid) {
     return;
   }
-  if (open->node_only() && !d.seen) {
+  if (open->node_only() && !d.seen.view) {
     if (!d.create_operation.empty()) {
       check_create(d, *open);
       return;
     }
-    if (!d.seen_once || d.create_again) {
+    if (!d.seen.once || d.create_again) {
       // Its create failed for capacity, or was made by a supervisor that stopped before learning how it went: ask
       // again under the same name (a 409 finds the node if the create got there after all).
       request_slice(d, *open);
       return;
     }
   }
-  if (!d.seen && !d.seen_once) {
+  if (!d.seen.view && !d.seen.once) {
     confirm_absent(d, *open);
     return;
   }
@@ -271,18 +275,18 @@ void JobDriver::await_slice(Driven& d) {
     return;
   }
   const SliceRef slice = SliceRef::of(*open);
-  const auto verdict = verdict_of(d.seen);
+  const auto verdict = verdict_of(d.seen.view);
   if (verdict != SliceVerdict::active && outwaited(d, *open)) {
     return;
   }
   if (verdict == SliceVerdict::lost && !open->active_ms && several_candidates(d)) {
     // It failed before it ever came up (its queueingPolicy ran out, say): the next candidate, not a preemption.
-    give_up_candidate(d, AttemptOutcome::timed_out, slice.label() + " is " + d.seen_state + slice_error(d));
+    give_up_candidate(d, AttemptOutcome::timed_out, slice.label() + " is " + d.seen.state + slice_error(d));
     return;
   }
   if (auto phase = waiting_phase(verdict)) {
     if (*phase != d.job.phase) {
-      move(d, d.job.phase, change(*phase, slice.name + " is " + d.seen_state));
+      move(d, d.job.phase, domain::change_to(*phase, slice.name + " is " + d.seen.state));
     }
     return;
   }
@@ -290,12 +294,12 @@ void JobDriver::await_slice(Driven& d) {
     activate(d, *open);
     return;
   }
-  preempted(d, slice.label() + " is " + d.seen_state + slice_error(d), 143);
+  preempted(d, slice.label() + " is " + d.seen.state + slice_error(d), 143);
 }
 
 std::string JobDriver::slice_error(const Driven& d) {
-  if (d.seen && !d.seen->error.empty()) {
-    return " (" + d.seen->error + ")";
+  if (d.seen.view && !d.seen.view->error.empty()) {
+    return " (" + d.seen.view->error + ")";
   }
   return {};
 }
@@ -309,9 +313,9 @@ void JobDriver::confirm_absent(Driven& d, const domain::AttemptRecord& open) {
         auto got = slice.get(*slices);
         return [this, id, got] {
           if (Driven* live = host_.find(id)) {
-            live->seen = got;
-            live->seen_once = true;
-            live->seen_state = got ? got->state : "gone";
+            live->seen.view = got;
+            live->seen.once = true;
+            live->seen.state = got ? got->state : "gone";
           }
         };
       });
@@ -360,9 +364,9 @@ void JobDriver::check_create(Driven& d, const domain::AttemptRecord& open) {
                        create_failed(*live, slice, *op.error);
                        return;
                      }
-                     live->seen = got;
-                     live->seen_once = true;
-                     live->seen_state = got ? got->state : "gone";
+                     live->seen.view = got;
+                     live->seen.once = true;
+                     live->seen.state = got ? got->state : "gone";
                      live->dirty = true;
                    };
                  });
@@ -376,7 +380,7 @@ void JobDriver::create_failed(Driven& d, const SliceRef& slice, const cloud::Rpc
   const std::string why =
       "creating " + slice.label() + " failed: " + error.message + " (code " + std::to_string(error.code) + ")";
   if (!transient) {
-    domain::PhaseChange c = change(Phase::failed, why);
+    domain::PhaseChange c = domain::change_to(Phase::failed, why);
     c.cleanup_pending = true; // Whatever the failed create left behind is deleted.
     end_open_attempt(d, AttemptOutcome::failed, std::nullopt);
     move(d, std::nullopt, c);
@@ -387,7 +391,7 @@ void JobDriver::create_failed(Driven& d, const SliceRef& slice, const cloud::Rpc
   const std::string reason = why + "; asking again in " + util::format_duration(static_cast<long long>(wait)) +
                              (error.code == kResourceExhausted ? " (waiting for capacity)" : "");
   if (d.job.phase != Phase::queued) {
-    move(d, std::nullopt, change(Phase::queued, reason));
+    move(d, std::nullopt, domain::change_to(Phase::queued, reason));
   } else {
     event(d, "observation", reason, {{"node", slice.name}, {"error", error.message}});
   }
@@ -421,10 +425,10 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
       }
       if (!got || got->state != cloud::NodeState::ready) {
         // Not up yet (or already going away); the next listing decides.
-        live->seen_valid = false;
+        live->seen.valid = false;
         return;
       }
-      store().record_slice_active(id, number, machines);
+      store().attempts().record_slice_active(id, number, machines);
       reload(*live);
       if (const auto* current = live->current();
           current != nullptr && current->number == number && rejects_known_bad(*live, *current, machines)) {
@@ -433,8 +437,9 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
       live->create_operation.clear();
       live->create_again = false;
       live->retry_step = 0;
-      domain::PhaseChange c = change(Phase::setup, "node " + node + " is READY with " +
-                                                       std::to_string(got->network_endpoints.size()) + " host(s)");
+      domain::PhaseChange c =
+          domain::change_to(Phase::setup, "node " + node + " is READY with " +
+                                              std::to_string(got->network_endpoints.size()) + " host(s)");
       if (!got->network_endpoints.empty()) {
         c.host0_ip = got->network_endpoints.front().ip_address;
       }

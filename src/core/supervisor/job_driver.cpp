@@ -2,6 +2,12 @@
 #include "job_driver.hpp"
 
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/rivals.hpp"
+#include "jobman/store/shares.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 
@@ -16,7 +22,7 @@ using domain::DesiredState;
 using domain::Phase;
 
 std::string job_label(std::int64_t id) {
-  return "job " + util::format_job_id(id);
+  return "job " + domain::format_job_id(id);
 }
 
 SliceRef SliceRef::of(const domain::AttemptRecord& attempt) {
@@ -60,7 +66,7 @@ void load_rivals(const store::JobStore& store, Driven& d) {
     return; // Only a first-ready job races (and one whose config changed still lets its rivals go).
   }
   d.rivals.clear();
-  for (auto& rival : store.rivals(d.job.id)) {
+  for (auto& rival : store.rivals().of(d.job.id)) {
     if (!rival.released_ms) {
       d.rivals.push_back(std::move(rival));
     }
@@ -70,7 +76,7 @@ void load_rivals(const store::JobStore& store, Driven& d) {
 void load_driven(Driven& d, const domain::JobRecord& fresh, const store::JobStore& store, const Driven* worker) {
   d.job = fresh;
   d.job.config_yaml.clear();
-  d.attempts = store.attempts(fresh.id);
+  d.attempts = store.attempts().of(fresh.id);
   auto config = recorded_config(fresh);
   if (const auto missing = expand_recorded_environment(fresh.id, config); !missing.empty()) {
     throw Error("the environment variable " + missing.front() +
@@ -103,9 +109,9 @@ double JobDriver::backoff(Driven& d) {
 }
 
 void JobDriver::reload(Driven& d) {
-  if (auto job = store().find_job(d.job.id)) {
+  if (auto job = store().jobs().find(d.job.id)) {
     d.job = std::move(*job);
-    d.attempts = store().attempts(d.job.id);
+    d.attempts = store().attempts().of(d.job.id);
     load_rivals(store(), d);
   }
   d.dirty = true;
@@ -119,7 +125,7 @@ void JobDriver::take_news(Driven& d, domain::JobRecord row) {
     d.retry_at_ms = 0;
   }
   d.job = std::move(row);
-  d.attempts = store().attempts(d.job.id);
+  d.attempts = store().attempts().of(d.job.id);
   load_rivals(store(), d);
   d.dirty = true;
 }
@@ -130,7 +136,7 @@ bool JobDriver::move(Driven& d, std::optional<Phase> expected, const domain::Pha
   if (domain::is_terminal(c.to) && !d.rivals.empty()) {
     c.cleanup_pending = true; // Its rivals are deleted, by whichever supervisor drives it next.
   }
-  const bool moved = store().transition(d.job.id, expected, c);
+  const bool moved = store().jobs().transition(d.job.id, expected, c);
   if (moved) {
     ++counters_->transitions;
     spdlog::info("{}: {} -> {}: {}", job_label(d.job.id), domain::to_string(from), domain::to_string(change.to),
@@ -143,27 +149,20 @@ bool JobDriver::move(Driven& d, std::optional<Phase> expected, const domain::Pha
   return moved;
 }
 
-domain::PhaseChange JobDriver::change(Phase to, std::string reason) {
-  domain::PhaseChange c;
-  c.to = to;
-  c.reason = std::move(reason);
-  return c;
-}
-
 void JobDriver::event(Driven& d, std::string_view kind, const std::string& message, const nlohmann::json& data) {
   spdlog::info("{}: {}", job_label(d.job.id), message);
-  store().append_event(d.job.id, kind, message, data.is_null() ? std::string() : data.dump());
+  store().events().append(d.job.id, kind, message, data.is_null() ? std::string() : data.dump());
 }
 
 void JobDriver::error_event(Driven& d, const std::string& message) {
   spdlog::warn("{}: {}", job_label(d.job.id), message);
-  store().append_event(d.job.id, "error", message);
+  store().events().append(d.job.id, "error", message);
 }
 
 void JobDriver::end_open_attempt(Driven& d, domain::AttemptOutcome outcome, std::optional<int> exit_code) {
   if (const auto* attempt = d.current(); attempt != nullptr && !attempt->ended_ms) {
     record_progress_now(d);
-    store().end_attempt(d.job.id, attempt->number, outcome, exit_code);
+    store().attempts().end(d.job.id, attempt->number, outcome, exit_code);
     reload(d);
   }
 }
@@ -178,7 +177,7 @@ void JobDriver::step(Driven& d) {
   } else if (domain::is_terminal(job.phase)) {
     if (job.cleanup_pending || !d.rivals.empty()) {
       release(d, [this, &d] {
-        store().set_cleanup_pending(d.job.id, false);
+        store().jobs().set_cleanup_pending(d.job.id, false);
         reload(d);
         host_.drop_later(d.job.id);
       });
@@ -199,7 +198,7 @@ bool JobDriver::step_when_due(Driven& d) {
   d.dirty = false;
   try {
     step(d);
-  } catch (const NoSuchJobError&) {
+  } catch (const domain::NoSuchJobError&) {
     return false;
   } catch (const store::ShareExceededError& e) {
     // Another supervisor handed the chips out since this one last counted them.
@@ -211,7 +210,7 @@ bool JobDriver::step_when_due(Driven& d) {
     spdlog::info("{}: {}", job_label(d.job.id), e.what());
     try {
       reload(d);
-    } catch (const NoSuchJobError&) {
+    } catch (const domain::NoSuchJobError&) {
       return false;
     }
   } catch (const std::exception& e) {
@@ -231,7 +230,7 @@ bool JobDriver::apply_result(std::int64_t id, Driven* d, const std::function<voi
       reload(*d);
     }
     apply();
-  } catch (const NoSuchJobError&) {
+  } catch (const domain::NoSuchJobError&) {
     return false;
   } catch (const std::exception& e) {
     spdlog::error("{}: {}", job_label(id), e.what());

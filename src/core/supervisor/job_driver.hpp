@@ -11,6 +11,7 @@
 #include "jobman/core/cloud.hpp"
 #include "jobman/core/fair_share.hpp"
 #include "jobman/core/recovery.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/remote/gcloud.hpp"
 #include "jobman/remote/workload.hpp"
 #include "jobman/store/job_store.hpp"
@@ -114,9 +115,6 @@ public:
   // Moves the job to `change.to` when its phase is `expected` (any phase without one); says whether it moved.
   bool move(Driven& d, std::optional<domain::Phase> expected, const domain::PhaseChange& change);
 
-  // A phase change to `to` for `reason`.
-  static domain::PhaseChange change(domain::Phase to, std::string reason);
-
   // Waits out the config's backoff (its next step) before the job is stepped again; returns the wait in the config's
   // seconds.
   double backoff(Driven& d);
@@ -158,7 +156,7 @@ private:
   // The API accepted the request: QUEUED (a node: PROVISIONING, its create's `operation` kept to learn whether it
   // finds capacity), or, for a job removed meanwhile, the resource deleted.
   void slice_created(std::int64_t id, const SliceRef& slice, int number, const std::string& operation);
-  // Deletes a slice whose job is gone, on the pool, for no job.
+  // Deletes a slice whose job is gone, on the action threads, for no job.
   void orphan_delete(const SliceRef& slice);
   // QUEUED or PROVISIONING: follows the listings until the slice is ACTIVE, or lost.
   void await_slice(Driven& d);

@@ -1,9 +1,15 @@
 // Which jobs a supervisor drives: reading them from the store, taking and renewing their leases, and letting them go
 // (see loop.hpp).
+#include "jobman/store/leases.hpp"
+
 #include "jobman/config/loader.hpp"
 #include "jobman/core/daemon.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/store/postgres.hpp"
+#include "jobman/store/queue.hpp"
 #include "jobman/util/error.hpp"
 #include "loop.hpp"
 
@@ -33,7 +39,7 @@ void SupervisorLoop::read_jobs() {
   std::vector<domain::JobRecord> rows;
   try {
     // Those other supervisors drive are left out by the query: no lease is read per job.
-    rows = job_store->jobs_to_drive_by(options.owner, now_ms());
+    rows = job_store->leases().jobs_to_drive_by(options.owner, now_ms());
   } catch (const std::exception& e) {
     spdlog::warn("reading the store: {}", e.what());
     return;
@@ -89,7 +95,7 @@ bool SupervisorLoop::take_up_now(const domain::JobRecord& row, ZoneShares& zones
   }
   if (!zones.others) {
     try {
-      zones.others = job_store->zones_driven_by_others(options.owner, now_ms());
+      zones.others = job_store->leases().zones_driven_by_others(options.owner, now_ms());
     } catch (const std::exception& e) {
       spdlog::warn("reading which zones other supervisors drive: {}", e.what());
       zones.others.emplace();
@@ -107,16 +113,16 @@ bool SupervisorLoop::take_up_now(const domain::JobRecord& row, ZoneShares& zones
 }
 
 bool SupervisorLoop::worker_is_live(std::int64_t worker_id) {
-  const auto worker = job_store->find_job(worker_id);
+  const auto worker = job_store->jobs().find(worker_id);
   return worker && !domain::is_terminal(worker->phase);
 }
 
 std::optional<std::int64_t> SupervisorLoop::claim(Driven& worker, const store::WorkerOffer& offer) {
-  const auto id = job_store->claim_task(offer, options.owner, options.lease_ttl.count(), now_ms());
+  const auto id = job_store->queue().claim(offer, options.owner, options.lease_ttl.count(), now_ms());
   if (!id) {
     return std::nullopt;
   }
-  if (auto row = job_store->find_job(*id)) {
+  if (auto row = job_store->jobs().find(*id)) {
     adopt(*row);
   }
   worker.dirty = true;
@@ -125,7 +131,7 @@ std::optional<std::int64_t> SupervisorLoop::claim(Driven& worker, const store::W
 
 namespace {
 
-// What JobStore::jobs_to_drive selects, for one job read again: unfinished (a task once a worker claimed it), a slice
+// What Leases::jobs_to_drive selects, for one job read again: unfinished (a task once a worker claimed it), a slice
 // still to release, or a delete or clean not yet done.
 bool needs_a_supervisor(const domain::JobRecord& job) {
   using domain::DesiredState;
@@ -145,7 +151,7 @@ void SupervisorLoop::adopt(const domain::JobRecord& row) {
   try {
     // read_jobs left out the jobs under another supervisor's live lease, so this write is for a job nobody held
     // when it was listed (or one this supervisor's worker just claimed).
-    if (!job_store->try_acquire_lease(id, options.owner, options.lease_ttl.count(), now_ms())) {
+    if (!job_store->leases().try_acquire(id, options.owner, options.lease_ttl.count(), now_ms())) {
       return; // Another supervisor drives it.
     }
   } catch (const std::exception& e) {
@@ -156,13 +162,13 @@ void SupervisorLoop::adopt(const domain::JobRecord& row) {
   // Read it again, now that no one else may change it, and give the lease back when nothing is left to do.
   std::optional<domain::JobRecord> fresh;
   try {
-    fresh = job_store->find_job(id, true);
+    fresh = job_store->jobs().find(id, true);
   } catch (const std::exception& e) {
     spdlog::warn("{}: reading it: {}", job_label(id), e.what());
   }
   if (!fresh || !needs_a_supervisor(*fresh)) {
     try {
-      job_store->release_lease(id, options.owner);
+      job_store->leases().release(id, options.owner);
     } catch (const std::exception& e) {
       spdlog::warn("{}: letting its lease go: {}", job_label(id), e.what());
     }
@@ -179,15 +185,15 @@ void SupervisorLoop::adopt(const domain::JobRecord& row) {
     // Without its config nothing can be done for it but to say so.
     if (!domain::is_terminal(d.job.phase)) {
       driver.move(d, std::nullopt,
-                  JobDriver::change(Phase::failed, std::string("its recorded config cannot be read: ") + e.what()));
+                  domain::change_to(Phase::failed, std::string("its recorded config cannot be read: ") + e.what()));
     }
     to_drop.push_back(id);
     return;
   }
   try {
-    job_store->append_event(id, "action", "driven by supervisor " + options.owner,
-                            nlohmann::json{{"owner", options.owner}}.dump());
-  } catch (const NoSuchJobError&) {
+    job_store->events().append(id, "action", "driven by supervisor " + options.owner,
+                               nlohmann::json{{"owner", options.owner}}.dump());
+  } catch (const domain::NoSuchJobError&) {
     // Cleaned (by `clean`, which found nothing in the cloud) between the listing and here: nothing to drive.
     to_drop.push_back(id);
     return;
@@ -218,7 +224,7 @@ void SupervisorLoop::heartbeat_loop(const std::stop_token& stop) {
       continue;
     }
     try {
-      const auto kept = hb_store.renew_leases(ids, options.owner, options.lease_ttl.count(), now_ms());
+      const auto kept = hb_store.leases().renew_all(ids, options.owner, options.lease_ttl.count(), now_ms());
       const std::set<std::int64_t> kept_set(kept.begin(), kept.end());
       for (const auto id : ids) {
         if (!kept_set.contains(id)) {
@@ -262,8 +268,8 @@ void SupervisorLoop::lease_lost(std::int64_t id) {
   // In the job's history too: a supervisor cut off from the store longer than its lease lasts (a server restart, a
   // machine frozen) is alive and hands the job over, which `show` then explains.
   try {
-    job_store->append_event(id, "action", "supervisor " + options.owner + " lost its lease; no longer driving it",
-                            nlohmann::json{{"owner", options.owner}}.dump());
+    job_store->events().append(id, "action", "supervisor " + options.owner + " lost its lease; no longer driving it",
+                               nlohmann::json{{"owner", options.owner}}.dump());
   } catch (const std::exception& e) {
     spdlog::warn("{}: recording its lost lease: {}", job_label(id), e.what());
   }
@@ -282,7 +288,7 @@ void SupervisorLoop::drop(Driven& d) {
   }
   if (!d.lost) {
     try {
-      job_store->release_lease(id, options.owner);
+      job_store->leases().release(id, options.owner);
     } catch (const std::exception& e) {
       spdlog::warn("{}: releasing its lease: {}", job_label(id), e.what());
     }

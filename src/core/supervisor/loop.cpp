@@ -4,6 +4,9 @@
 
 #include "jobman/core/daemon.hpp"
 #include "jobman/core/plan.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/shares.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -39,7 +42,7 @@ SupervisorLoop::SupervisorLoop(CloudAccess cloud_access, std::string location, S
                                JobDriver::Operations operations)
     : access(std::make_shared<const CloudAccess>(std::move(cloud_access))), ops(std::move(operations)),
       store_location(std::move(location)), options(std::move(opts)),
-      pool(std::max(1, options.action_threads), outstanding), driver(*this, access, ops, counters) {
+      actions(std::max(1, options.action_threads), outstanding), driver(*this, access, ops, counters) {
   if (options.owner.empty()) {
     options.owner = lease_owner_id();
   }
@@ -157,7 +160,7 @@ void SupervisorLoop::run(const std::stop_token& stop) {
   heartbeat.request_stop();
   // Operations not yet started are dropped; the streams were told to stop. What is still running gets a moment to
   // end: its result can no longer be recorded, and whatever it leaves undone the next supervisor redoes.
-  pool.close();
+  actions.close();
   if (const int left = outstanding->wait_for_none(kSettleLimit); left > 0) {
     settled_ = false;
     spdlog::info("{} operation(s) still running are abandoned; the next supervisor takes their jobs over", left);
@@ -190,7 +193,7 @@ void SupervisorLoop::apply(Completion& completion) {
       // Unless the job was removed (`clean` found nothing of it in the cloud while its slice was being
       // requested): then the result runs with the job gone, so that what the operation made in the cloud is
       // deleted rather than left to bill (slice_created's orphan path).
-      if (!job_store->find_job(completion.job_id)) {
+      if (!job_store->jobs().find(completion.job_id)) {
         try {
           completion.apply();
         } catch (const std::exception& e) {
@@ -224,7 +227,7 @@ void SupervisorLoop::read_share() {
     return;
   }
   fair_share = std::make_shared<const FairShare>(std::move(limits));
-  job_store->set_share_policy(fair_share);
+  job_store->shares().set_policy(fair_share);
   driver.set_fair_share(fair_share);
 }
 
@@ -249,7 +252,7 @@ void SupervisorLoop::flush_progress() {
     }
   }
   try {
-    store().record_progress(batch);
+    store().attempts().record_progress(batch);
   } catch (const std::exception& e) {
     spdlog::warn("recording training progress: {}", e.what());
     for (const auto& tracker : taken) {
@@ -295,7 +298,7 @@ void SupervisorLoop::shutdown() {
 void SupervisorLoop::dispatch(Driven& d, Work work) {
   d.busy = true;
   const auto id = d.job.id;
-  pool.submit([work = std::move(work), inbox = inbox, id] {
+  actions.submit([work = std::move(work), inbox = inbox, id] {
     std::function<void()> apply;
     try {
       apply = work();
@@ -318,7 +321,7 @@ milliseconds SupervisorLoop::scaled(double seconds) const {
 }
 
 void SupervisorLoop::dispatch_detached(std::function<void()> task) {
-  pool.submit(std::move(task));
+  actions.submit(std::move(task));
 }
 
 void SupervisorLoop::watch_in_background(std::int64_t id, Work watch) {

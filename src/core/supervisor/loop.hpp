@@ -14,7 +14,9 @@
 #include "jobman/core/cloud.hpp"
 #include "jobman/core/orphans.hpp"
 #include "jobman/core/supervisor.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/store/queue.hpp"
 #include "threads.hpp"
 
 #include <atomic>
@@ -121,15 +123,16 @@ private:
   void drop(Driven& d);
 
   // ---- notify.cpp ----
-  // Takes the notifications due and sends each on the action pool; the outcome comes back as an event.
+  // Takes the notifications due and sends each on the action threads; the outcome comes back as an event.
   void send_due_notifications();
 
   // ---- sweep.cpp ----
   // Starts an orphan sweep when one is due and none is under way: the listings (one per kind per zone in use) run on
-  // the action pool.
+  // the action threads.
   void sweep_if_due(std::chrono::steady_clock::time_point now);
   // On the loop's thread, with the listings in hand: reads the store (after the cloud, so that a slice requested
-  // meanwhile is held), picks the orphans older than the grace, and deletes them one after another on the pool.
+  // meanwhile is held), picks the orphans older than the grace, and deletes them one after another on the action
+  // threads.
   void sweep_listed(const std::vector<ZoneListing>& listings, const std::vector<std::string>& failures);
   // Records one deletion of the sweep: a daemon log line, and an event on the job its label names if it still exists.
   void orphan_deleted(const Orphan& orphan, const std::string& error, bool already_gone);
@@ -142,7 +145,7 @@ private:
   std::shared_ptr<const FairShare> fair_share; // As read_share last read it; the store and the driver apply it.
   std::shared_ptr<Inbox> inbox = std::make_shared<Inbox>();
   std::shared_ptr<Outstanding> outstanding = std::make_shared<Outstanding>();
-  ActionPool pool;
+  ActionThreads actions;
   std::shared_ptr<Counters> counters = std::make_shared<Counters>();
   JobDriver driver;
   bool settled_ = true; // Whether every thread it started had ended when run() returned.

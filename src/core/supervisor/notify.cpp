@@ -1,11 +1,15 @@
 // Notifications: recorded in the store when a job, task or worker begins, ends or fails (JobDriver::notify_phase),
-// sent from the action pool by whichever supervisor finds them due (SupervisorLoop::send_due_notifications), so that
+// sent from the action threads by whichever supervisor finds them due (SupervisorLoop::send_due_notifications), so that
 // sending never holds up the loop; a failure is an error event and is tried again with backoff. Keys, passwords and
 // webhook URLs are read from the job's config (its ${oc.env:...} calls expanded), the supervisor's environment or
 // the user's files when sending: never the store.
 #include "jobman/config/settings.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/notify/senders.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/store/notifications.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -109,7 +113,7 @@ std::optional<notify::BrevoAccount> brevo_account(const config::JobConfig& confi
 // The message for `event` of `job`.
 notify::Message message_for(const domain::JobRecord& job, const std::string& event) {
   const std::string what = std::string(domain::to_string(job.kind));
-  const std::string id = util::format_job_id(job.id);
+  const std::string id = domain::format_job_id(job.id);
   notify::Message m;
   m.subject = "[jobman] " + event + " " + what + " " + id + " (" + job.name + ")";
   m.text = "event: " + event + "\n" + what + ": " + id + "\nname: " + job.name +
@@ -164,7 +168,7 @@ void JobDriver::notify_phase(Driven& d, Phase from, Phase to) {
   }
   const auto who = recipients(*d.config, *event);
   if (!who.empty()) {
-    store().enqueue_notifications(d.job.id, d.job.attempt, config::to_string(*event), who, host_.now_ms());
+    store().notifications().enqueue(d.job.id, d.job.attempt, config::to_string(*event), who, host_.now_ms());
     host_.notifications_due();
   }
 }
@@ -173,7 +177,7 @@ void SupervisorLoop::send_due_notifications() {
   std::vector<store::Notification> due;
   const std::int64_t retry_ms = scaled(kRetrySeconds).count();
   try {
-    due = job_store->claim_notifications(now_ms(), retry_ms, kPerTick);
+    due = job_store->notifications().claim(now_ms(), retry_ms, kPerTick);
   } catch (const std::exception& e) {
     spdlog::warn("reading the notifications: {}", e.what());
     return;
@@ -183,7 +187,7 @@ void SupervisorLoop::send_due_notifications() {
     std::optional<config::JobConfig> config;
     std::string problem;
     try {
-      job = job_store->find_job(n.job_id, true);
+      job = job_store->jobs().find(n.job_id, true);
       if (job) {
         config = recorded_config(*job);
         if (const auto missing = expand_recorded_environment(job->id, *config); !missing.empty()) {
@@ -232,22 +236,22 @@ void SupervisorLoop::send_due_notifications() {
     const auto record = [this, n, what, retry_ms](const std::string& error, bool final) {
       try {
         if (error.empty()) {
-          job_store->notification_sent(n.id, now_ms());
-          job_store->append_event(n.job_id, "action", "sent the " + what);
+          job_store->notifications().sent(n.id, now_ms());
+          job_store->events().append(n.job_id, "action", "sent the " + what);
           spdlog::info("{}: sent the {}", job_label(n.job_id), what);
           return;
         }
         const bool give_up = final || n.tries >= kMaxTries;
-        job_store->notification_failed(n.id, error, give_up);
+        job_store->notifications().failed(n.id, error, give_up);
         std::string message =
             "the " + what + " failed (try " + std::to_string(n.tries) + " of " + std::to_string(kMaxTries) + "): ";
         message += error;
         message += give_up
                        ? std::string("; given up")
                        : "; trying again in " + util::format_duration((retry_ms << std::min(n.tries - 1, 10)) / 1000);
-        job_store->append_event(n.job_id, "error", message);
+        job_store->events().append(n.job_id, "error", message);
         spdlog::warn("{}: {}", job_label(n.job_id), message);
-      } catch (const NoSuchJobError&) {
+      } catch (const domain::NoSuchJobError&) {
         // Cleaned while it was being sent.
       }
     };

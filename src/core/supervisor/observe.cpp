@@ -3,6 +3,8 @@
 // created directly (tpu-vm mode).
 #include "observe.hpp"
 
+#include "jobman/store/events.hpp"
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -60,26 +62,13 @@ void saw_rivals(Driven& d, const std::string& zone, const std::map<std::string, 
     }
     auto& seen = d.rival_seen[rival.name];
     const auto found = listed.find(rival.name);
-    if (found == listed.end()) {
-      seen.seen.reset();
-    } else {
-      seen.seen = found->second;
-      seen.seen_once = true;
-    }
-    if (!seen.valid) {
-      d.dirty = true;
-    }
-    seen.valid = true;
-    const std::string state = seen.seen ? seen.seen->state : "gone";
-    if (state != seen.state) {
-      seen.state = state;
-      d.dirty = true;
-      nlohmann::json data = {{"queued_resource", rival.name}, {"state", state}, {"rival", true}};
-      if (seen.seen && !seen.seen->error.empty()) {
-        data["error"] = seen.seen->error;
+    if (seen.take(found == listed.end() ? nullptr : &found->second, d.dirty)) {
+      nlohmann::json data = {{"queued_resource", rival.name}, {"state", seen.state}, {"rival", true}};
+      if (seen.view && !seen.view->error.empty()) {
+        data["error"] = seen.view->error;
       }
       // An event only: the job's slice_state is its own slice's.
-      store.append_event(d.job.id, "observation", rival.name + " is " + state, data.dump());
+      store.events().append(d.job.id, "observation", rival.name + " is " + seen.state, data.dump());
     }
   }
 }
@@ -152,29 +141,18 @@ void observe_slices(std::map<std::int64_t, Driven>& driven, SliceOps& slices, Dr
       }
       const auto* slice = d->open_slice();
       const std::string& name = slice->slice_name();
-      if (!d->seen_valid) {
-        d->dirty = true; // It may be waiting for a listing newer than its last news, whatever this one says.
-      }
+      // A first listing since the job's last news makes it dirty whatever it says: the job may be waiting for one.
       const auto found = listed->find(name);
-      if (found == listed->end()) {
-        d->seen.reset();
-      } else {
-        d->seen = found->second;
-        d->seen_once = true;
-      }
-      d->seen_valid = true;
-      const std::string state = d->seen ? d->seen->state : "gone";
-      if (state != d->seen_state) {
-        d->seen_state = state;
-        d->dirty = true;
+      if (d->seen.take(found == listed->end() ? nullptr : &found->second, d->dirty)) {
+        const std::string& state = d->seen.state;
         nlohmann::json data = {{nodes ? "node" : "queued_resource", name}, {"state", state}};
-        if (d->seen && !d->seen->error.empty()) {
-          data["error"] = d->seen->error;
+        if (d->seen.view && !d->seen.view->error.empty()) {
+          data["error"] = d->seen.view->error;
         }
         std::string message = name;
         message += " is ";
         message += state;
-        store.record_observation(d->job.id, state, message, data.dump());
+        store.events().record_observation(d->job.id, state, message, data.dump());
       }
     }
   }

@@ -2,7 +2,9 @@
 // home, asks the workers how the workload stands when the stream ends, and judges the attempt.
 #include "job_driver.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/domain/job.hpp"
 #include "jobman/remote/setup.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
@@ -45,7 +47,7 @@ remote::LaunchSpec JobDriver::launch_spec(const Driven& d, const domain::Attempt
   spec.accelerator = slice.accelerator;
   spec.docker = d.config->job.env_type == config::EnvType::docker;
   if (d.job.kind == domain::JobKind::task) {
-    spec.extra_env["JOBMAN_TASK_ID"] = util::format_job_id(d.job.id);
+    spec.extra_env["JOBMAN_TASK_ID"] = domain::format_job_id(d.job.id);
   }
   return spec;
 }
@@ -73,11 +75,11 @@ void JobDriver::set_up(Driven& d) {
   }
   const auto* open = d.current();
   if (open == nullptr || open->released_ms) {
-    move(d, std::nullopt, change(Phase::pending, "no slice for the attempt; requesting one"));
+    move(d, std::nullopt, domain::change_to(Phase::pending, "no slice for the attempt; requesting one"));
     return;
   }
-  if (d.seen_valid && verdict_of(d.seen) != SliceVerdict::active) {
-    preempted(d, SliceRef::of(*open).label() + " is " + d.seen_state + " during setup", 143);
+  if (d.seen.valid && verdict_of(d.seen.view) != SliceVerdict::active) {
+    preempted(d, SliceRef::of(*open).label() + " is " + d.seen.state + " during setup", 143);
     return;
   }
   const auto id = d.job.id;
@@ -166,12 +168,13 @@ void JobDriver::set_up(Driven& d) {
             live->retry_step = 0;
             if (live->job.kind == domain::JobKind::worker) {
               move(*live, Phase::setup,
-                   change(Phase::running, "set up on " + std::to_string(hosts.size()) + " host(s); taking tasks"));
+                   domain::change_to(Phase::running,
+                                     "set up on " + std::to_string(hosts.size()) + " host(s); taking tasks"));
               return;
             }
             move(*live, Phase::setup,
-                 change(Phase::running, "launched attempt " + std::to_string(live->job.attempt) + " on " +
-                                            std::to_string(launched.size()) + " worker(s)"));
+                 domain::change_to(Phase::running, "launched attempt " + std::to_string(live->job.attempt) + " on " +
+                                                       std::to_string(launched.size()) + " worker(s)"));
             return;
           }
           if (slice_gone) {
@@ -293,12 +296,12 @@ void JobDriver::watch(Driven& d) {
   }
   const auto* open = d.current();
   if (open == nullptr || open->released_ms) {
-    move(d, std::nullopt, change(Phase::pending, "no slice for the attempt; requesting one"));
+    move(d, std::nullopt, domain::change_to(Phase::pending, "no slice for the attempt; requesting one"));
     return;
   }
-  if (d.seen_valid && verdict_of(d.seen) != SliceVerdict::active) {
+  if (d.seen.valid && verdict_of(d.seen.view) != SliceVerdict::active) {
     stop_stream(d);
-    preempted(d, SliceRef::of(*open).label() + " is " + d.seen_state + slice_error(d), 143);
+    preempted(d, SliceRef::of(*open).label() + " is " + d.seen.state + slice_error(d), 143);
     return;
   }
   if (d.node_health && act_on_health(d)) {
@@ -444,7 +447,7 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
   case WorkersSay::succeeded: {
     d->unreachable = 0;
     end_open_attempt(*d, AttemptOutcome::succeeded, verdict.exit_code);
-    domain::PhaseChange c = change(Phase::succeeded, verdict.reason);
+    domain::PhaseChange c = domain::change_to(Phase::succeeded, verdict.reason);
     c.exit_code = verdict.exit_code;
     if (d->job.kind == domain::JobKind::task) {
       finish_task(*d, c); // The slice is the worker's, kept for the next task.
@@ -460,7 +463,7 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
   case WorkersSay::preempted: preempted(*d, verdict.reason, verdict.exit_code); return;
   case WorkersSay::restart:
     end_open_attempt(*d, AttemptOutcome::restart, verdict.exit_code);
-    next_attempt_on_same_slice(*d, change(Phase::setup, verdict.reason + "; restarting on the same slice"));
+    next_attempt_on_same_slice(*d, domain::change_to(Phase::setup, verdict.reason + "; restarting on the same slice"));
     return;
   case WorkersSay::failed: {
     end_open_attempt(*d, AttemptOutcome::failed, verdict.exit_code);
@@ -487,7 +490,7 @@ void JobDriver::attempt_judged(std::int64_t id, const AttemptVerdict& verdict, b
 
 void JobDriver::next_attempt_on_same_slice(Driven& d, const domain::PhaseChange& c) {
   const auto slice = *d.current();
-  store().begin_attempt(d.job.id, slice.placement());
+  store().attempts().begin(d.job.id, slice.placement());
   reload(d);
   move(d, std::nullopt, c);
 }
@@ -495,7 +498,7 @@ void JobDriver::next_attempt_on_same_slice(Driven& d, const domain::PhaseChange&
 void JobDriver::preempted(Driven& d, const std::string& what, int exit_code) {
   if (d.job.kind == domain::JobKind::task) {
     // The worker recovers its slice; the task runs again on the next free worker that matches.
-    requeue_task(d, AttemptOutcome::preempted, exit_code, change(Phase::pending, what), true);
+    requeue_task(d, AttemptOutcome::preempted, exit_code, domain::change_to(Phase::pending, what), true);
     return;
   }
   stop_stream(d);

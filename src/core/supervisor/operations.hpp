@@ -20,7 +20,7 @@
 
 namespace jobman::core::supervision {
 
-// Queued resources and nodes in the project's zones. Thread-safe: called from the action pool's threads. Each call
+// Queued resources and nodes in the project's zones. Thread-safe: called from the action threads's threads. Each call
 // throws cloud::ApiError for an answer the API gave, jobman::Error for one it could not give.
 class SliceOps {
 public:

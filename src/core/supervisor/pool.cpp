@@ -5,6 +5,8 @@
 #include "jobman/core/pool.hpp"
 
 #include "job_driver.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/queue.hpp"
 #include "jobman/util/strings.hpp"
 
 #include <spdlog/spdlog.h>
@@ -31,7 +33,7 @@ store::WorkerOffer offer_of(const Driven& w, const std::string& zone, const doma
 } // namespace
 
 std::string worker_label(std::int64_t id) {
-  return "worker " + util::format_job_id(id);
+  return "worker " + domain::format_job_id(id);
 }
 
 void lend_worker_settings(const config::JobConfig& worker, config::JobConfig& task) {
@@ -57,14 +59,14 @@ bool JobDriver::lends_slice(const Driven& worker, const domain::AttemptRecord* b
     return false;
   }
   const auto* slice = worker.open_slice();
-  if (slice == nullptr || (worker.seen_valid && verdict_of(worker.seen) != SliceVerdict::active)) {
+  if (slice == nullptr || (worker.seen.valid && verdict_of(worker.seen.view) != SliceVerdict::active)) {
     return false;
   }
   return borrowed == nullptr || borrowed->slice_name() == slice->slice_name();
 }
 
 std::optional<std::int64_t> JobDriver::task_of(const Driven& worker) {
-  return store().task_of_worker(worker.job.id);
+  return store().queue().task_of_worker(worker.job.id);
 }
 
 void JobDriver::wake_task_of(const Driven& worker) {
@@ -78,15 +80,15 @@ void JobDriver::wake_task_of(const Driven& worker) {
 void JobDriver::serve(Driven& w) {
   const auto* open = w.current();
   if (open == nullptr || open->released_ms) {
-    move(w, std::nullopt, change(Phase::pending, "no slice for the attempt; requesting one"));
+    move(w, std::nullopt, domain::change_to(Phase::pending, "no slice for the attempt; requesting one"));
     return;
   }
-  if (w.seen_valid && verdict_of(w.seen) != SliceVerdict::active) {
+  if (w.seen.valid && verdict_of(w.seen.view) != SliceVerdict::active) {
     wake_task_of(w);
-    preempted(w, SliceRef::of(*open).label() + " is " + w.seen_state + slice_error(w), 143);
+    preempted(w, SliceRef::of(*open).label() + " is " + w.seen.state + slice_error(w), 143);
     return;
   }
-  if (!w.seen_valid) {
+  if (!w.seen.valid) {
     return; // The next listing says whether the slice is still up.
   }
   if (task_of(w)) {
@@ -96,7 +98,7 @@ void JobDriver::serve(Driven& w) {
   const auto offer = offer_of(w, open->zone, open->placement());
   if (const auto task = host_.claim(w, offer)) {
     w.idle_since_ms = 0;
-    spdlog::info("{}: took task {}", worker_label(w.job.id), util::format_job_id(*task));
+    spdlog::info("{}: took task {}", worker_label(w.job.id), domain::format_job_id(*task));
     return;
   }
   const auto idle_release = w.config->tpu.idle_release_seconds;
@@ -111,7 +113,7 @@ void JobDriver::serve(Driven& w) {
     const std::string why = std::string(kIdleReleaseReason) + "no task for " + util::format_duration(*idle_release) +
                             ", releasing " + SliceRef::of(*open).label() + "; a task queued for it brings a new slice";
     end_open_attempt(w, AttemptOutcome::idle, std::nullopt); // Reloads the attempts: `open` is no more.
-    move(w, std::nullopt, change(Phase::pending, why));
+    move(w, std::nullopt, domain::change_to(Phase::pending, why));
   }
 }
 
@@ -132,12 +134,12 @@ bool JobDriver::parked(Driven& w) {
     });
     return true;
   }
-  const auto task = store().first_task_for(offer_of(w, w.job.zone, {}));
+  const auto task = store().queue().first_for(offer_of(w, w.job.zone, {}));
   if (!task) {
     return true;
   }
   if (!w.job.phase_reason.starts_with(kShareWaitReason)) { // Said once, not at every look while the share waits.
-    event(w, "action", "task " + util::format_job_id(*task) + " is queued for it: requesting a slice again");
+    event(w, "action", "task " + domain::format_job_id(*task) + " is queued for it: requesting a slice again");
   }
   return false;
 }
@@ -164,7 +166,7 @@ bool JobDriver::task_lost_worker(Driven& t) {
   } else {
     const auto* slice = w->open_slice();
     slice_up = slice != nullptr && slice->slice_name() == attempt->slice_name() &&
-               (!w->seen_valid || verdict_of(w->seen) == SliceVerdict::active);
+               (!w->seen.valid || verdict_of(w->seen.view) == SliceVerdict::active);
     why = worker_label(w->job.id) + (slice_up ? " no longer lends its slice" : " lost its slice");
   }
   const auto id = t.job.id;
@@ -174,13 +176,13 @@ bool JobDriver::task_lost_worker(Driven& t) {
     // Back to the head of the queue either way: the task did nothing wrong.
     stop_workload(t, [this, id, why](std::optional<int> code) {
       if (Driven* live = host_.find(id)) {
-        requeue_task(*live, AttemptOutcome::interrupted, code, change(Phase::pending, why), true);
+        requeue_task(*live, AttemptOutcome::interrupted, code, domain::change_to(Phase::pending, why), true);
       }
     });
   } else {
     stop_stream(t);
     requeue_task(t, slice_up ? AttemptOutcome::interrupted : AttemptOutcome::preempted, std::nullopt,
-                 change(Phase::pending, why), true);
+                 domain::change_to(Phase::pending, why), true);
   }
   return true;
 }
@@ -212,7 +214,7 @@ void JobDriver::wake(std::optional<std::int64_t> worker, bool doubt_slice) {
     if (doubt_slice && w->job.phase == Phase::running && w->job.desired == DesiredState::run) {
       // The task may have ended because the slice is going (a preemption's SIGTERM): take the next one only after
       // the next listing says it is still ACTIVE.
-      w->seen_valid = false;
+      w->seen.valid = false;
     }
   }
 }

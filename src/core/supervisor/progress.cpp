@@ -1,6 +1,7 @@
 // The job driver and training progress: the steps the workers print (job.progress) are read on the stream's thread as
 // they reach home, and written to the store by the loop, a few seconds at a time, for every job in one transaction.
 #include "job_driver.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/util/system.hpp"
 
 #include <spdlog/spdlog.h>
@@ -51,7 +52,7 @@ void JobDriver::record_progress_now(Driven& d) {
     }
   }
   if (!last.empty()) {
-    store().record_progress(last);
+    store().attempts().record_progress(last);
   }
 }
 

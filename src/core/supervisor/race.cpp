@@ -4,6 +4,8 @@
 // rival is a held slice until its deletion is confirmed, so at most one slice outlives the race.
 #include "job_driver.hpp"
 #include "jobman/core/plan.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/rivals.hpp"
 #include "jobman/util/strings.hpp"
 
 #include <algorithm>
@@ -69,7 +71,7 @@ void JobDriver::start_race(Driven& d, const std::vector<config::Candidate>& list
     rivals.push_back(placement(i));
     labels.push_back(list[i].label());
   }
-  store().begin_race(d.job.id, placement(0), rivals);
+  store().rivals().begin_race(d.job.id, placement(0), rivals);
   reload(d);
   d.rival_seen.clear();
   event(d, "action",
@@ -108,13 +110,13 @@ bool JobDriver::run_race(Driven& d) {
     return util::format_duration(std::max<std::int64_t>(0, host_.now_ms() - since) / 1000);
   };
   if (!racing().empty()) {
-    if (d.seen_valid && verdict_of(d.seen) == SliceVerdict::active) {
+    if (d.seen.valid && verdict_of(d.seen.view) == SliceVerdict::active) {
       outrun_rivals(d, open->slice_name() + " (" + open->accelerator + " " + open->pricing + " in " + open->zone +
                            ") came up first, " + waited(open->started_ms) + " after the request");
     } else {
       for (const auto& r : racing()) {
         const auto seen = d.rival_seen.find(r.name);
-        if (seen != d.rival_seen.end() && seen->second.valid && verdict_of(seen->second.seen) == SliceVerdict::active) {
+        if (seen != d.rival_seen.end() && seen->second.valid && verdict_of(seen->second.view) == SliceVerdict::active) {
           const std::string why = r.name + " (" + describe_rival(r) + ") came up first, " + waited(r.requested_ms) +
                                   " after the request; it becomes attempt " + std::to_string(open->number) + "'s slice";
           promote(d, r.name, RivalOutcome::outrun, why);
@@ -127,20 +129,20 @@ bool JobDriver::run_race(Driven& d) {
   // Rivals that failed (or vanished) before they came up leave the race.
   for (const auto& r : racing()) {
     const auto seen = d.rival_seen.find(r.name);
-    if (seen != d.rival_seen.end() && seen->second.valid && seen->second.seen_once &&
-        verdict_of(seen->second.seen) == SliceVerdict::lost) {
-      store().end_rival(d.job.id, r.name, RivalOutcome::lost);
+    if (seen != d.rival_seen.end() && seen->second.valid && seen->second.once &&
+        verdict_of(seen->second.view) == SliceVerdict::lost) {
+      store().rivals().end(d.job.id, r.name, RivalOutcome::lost);
       event(d, "action", r.name + " (" + describe_rival(r) + ") is " + seen->second.state + "; it leaves the race",
             {{"queued_resource", r.name}, {"state", seen->second.state}});
       reload(d);
     }
   }
   // The attempt's own request failed before it came up while a rival still races: the first of them takes its place.
-  if (const auto* now_open = d.open_slice(); now_open != nullptr && !now_open->active_ms && d.seen_valid &&
-                                             d.seen_once && verdict_of(d.seen) == SliceVerdict::lost) {
+  if (const auto* now_open = d.open_slice(); now_open != nullptr && !now_open->active_ms && d.seen.valid &&
+                                             d.seen.once && verdict_of(d.seen.view) == SliceVerdict::lost) {
     if (const auto left = racing(); !left.empty()) {
       promote(d, left.front().name, RivalOutcome::lost,
-              now_open->slice_name() + " is " + d.seen_state + slice_error(d) + "; " + left.front().name + " (" +
+              now_open->slice_name() + " is " + d.seen.state + slice_error(d) + "; " + left.front().name + " (" +
                   describe_rival(left.front()) + ") races on as attempt " + std::to_string(now_open->number) +
                   "'s slice");
     }
@@ -151,17 +153,13 @@ bool JobDriver::run_race(Driven& d) {
 void JobDriver::promote(Driven& d, const std::string& name, RivalOutcome outcome, const std::string& why) {
   const auto* open = d.open_slice();
   const std::string old_name = open->slice_name();
-  store().promote_rival(d.job.id, open->number, name, outcome, why);
+  store().rivals().promote(d.job.id, open->number, name, outcome, why);
   // What the listings said of each swaps with the names.
-  RivalSeen was_primary{d.seen_valid, d.seen, d.seen_once, d.seen_state, d.delete_sent_ms};
-  const RivalSeen won = d.rival_seen[name];
+  const SliceSeen was_primary = d.seen;
+  d.seen = d.rival_seen[name];
+  d.seen.delete_sent_ms = 0;
   d.rival_seen.erase(name);
   d.rival_seen[old_name] = was_primary;
-  d.seen_valid = won.valid;
-  d.seen = won.seen;
-  d.seen_once = won.seen_once;
-  d.seen_state = won.state;
-  d.delete_sent_ms = 0;
   d.node_health.reset();
   reload(d);
 }
@@ -174,7 +172,7 @@ void JobDriver::outrun_rivals(Driven& d, const std::string& why) {
       others.push_back(r.name + " (" + r.zone + ", " +
                        (seen != d.rival_seen.end() && !seen->second.state.empty() ? seen->second.state : "requested") +
                        ")");
-      store().end_rival(d.job.id, r.name, RivalOutcome::outrun);
+      store().rivals().end(d.job.id, r.name, RivalOutcome::outrun);
     }
   }
   event(d, "action", why + (others.empty() ? std::string() : "; deleting " + util::join(others, ", ")),
@@ -189,7 +187,7 @@ bool JobDriver::let_rivals_go(Driven& d) {
   bool abandoned = false;
   for (const auto& r : d.rivals) {
     if (r.outcome == RivalOutcome::racing) {
-      store().end_rival(d.job.id, r.name, RivalOutcome::abandoned);
+      store().rivals().end(d.job.id, r.name, RivalOutcome::abandoned);
       abandoned = true;
     }
   }
@@ -208,13 +206,13 @@ bool JobDriver::delete_rivals(Driven& d) {
       continue;
     }
     auto& seen = d.rival_seen[r.name];
-    if (seen.valid && !seen.seen && (seen.seen_once || seen.delete_sent_ms > 0)) {
-      store().mark_released(d.job.id, r.name, seen.delete_sent_ms > 0 ? "deleted" : "gone from the cloud");
+    if (seen.valid && !seen.view && (seen.once || seen.delete_sent_ms > 0)) {
+      store().attempts().mark_released(d.job.id, r.name, seen.delete_sent_ms > 0 ? "deleted" : "gone from the cloud");
       d.rival_seen.erase(r.name);
       released = true;
       continue;
     }
-    const bool deleting = seen.valid && seen.seen && seen.seen->verdict == SliceVerdict::deleting;
+    const bool deleting = seen.valid && seen.view && seen.view->verdict == SliceVerdict::deleting;
     const bool resend = seen.delete_sent_ms > 0 && host_.now_ms() - seen.delete_sent_ms > host_.scaled(600).count();
     if (seen.delete_sent_ms == 0 || (resend && !deleting)) {
       to_delete.push_back(r);
@@ -250,7 +248,7 @@ bool JobDriver::delete_rivals(Driven& d) {
           seen.delete_sent_ms = host_.now_ms();
           seen.valid = false;
         } else if (problem->empty()) {
-          store().mark_released(id, name, "already gone");
+          store().attempts().mark_released(id, name, "already gone");
           live->rival_seen.erase(name);
         } else {
           error_event(*live, "deleting " + name + ": " + *problem);
@@ -298,11 +296,11 @@ void JobDriver::request_rivals(Driven& d, const std::vector<domain::RivalRecord>
       bool retry = false;
       for (const auto& result : results) {
         if (result.created) {
-          store().confirm_rival_created(id, result.name);
+          store().rivals().confirm_created(id, result.name);
         } else if (result.refused) {
           // Never created: it leaves the race with nothing to delete.
-          store().end_rival(id, result.name, RivalOutcome::lost);
-          store().mark_released(id, result.name, "the TPU API refused it: " + result.error);
+          store().rivals().end(id, result.name, RivalOutcome::lost);
+          store().attempts().mark_released(id, result.name, "the TPU API refused it: " + result.error);
         } else {
           error_event(*live, "requesting " + result.name + ": " + result.error);
           retry = true;
@@ -326,7 +324,7 @@ bool JobDriver::promote_after_refusal(Driven& d, const std::string& refused, con
   promote(d, rival.name, RivalOutcome::lost,
           refused + " was refused (" + message + "); " + rival.name + " (" + describe_rival(rival) +
               ") races on as the attempt's slice");
-  store().mark_released(d.job.id, refused, "the TPU API refused it");
+  store().attempts().mark_released(d.job.id, refused, "the TPU API refused it");
   reload(d);
   return true;
 }

@@ -1,8 +1,12 @@
 // The orphan sweep (see loop.hpp and core/orphans.hpp): when the supervisor starts and then every sweep interval, the
 // queued resources and nodes with this user's jobman labels that no attempt holds, created longer ago than the grace,
-// are deleted. The listings and the deletions run on the action pool, never on the loop's thread; the store is read
+// are deleted. The listings and the deletions run on the action threads, never on the loop's thread; the store is read
 // on the loop's thread once the listings are in. A failure is a warning: the next sweep tries again.
 #include "jobman/core/plan.hpp"
+#include "jobman/domain/job.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/events.hpp"
+#include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
@@ -30,7 +34,7 @@ void SupervisorLoop::sweep_if_due(std::chrono::steady_clock::time_point now) {
     return;
   }
   sweeping = true;
-  pool.submit([this, access = access, inbox = inbox, zones] {
+  actions.submit([this, access = access, inbox = inbox, zones] {
     std::vector<ZoneListing> listings;
     std::vector<std::string> failures;
     for (const auto& zone : zones) {
@@ -58,12 +62,12 @@ void SupervisorLoop::sweep_listed(const std::vector<ZoneListing>& listings, cons
     filter.store = store_label_value(store_location);
     if (job_store->on_postgres()) {
       // A lab's store: the supervisor takes care of every user's slices, whoever it runs as.
-      for (const auto& user : job_store->users()) {
+      for (const auto& user : job_store->jobs().users()) {
         filter.owners.insert(owner_label_value(user));
       }
     }
     filter.now_ms = now_ms();
-    const auto all = find_orphans(listings, job_store->held_slices(), filter);
+    const auto all = find_orphans(listings, job_store->attempts().held_slices(), filter);
     for (const auto& orphan : all) {
       const auto age = orphan.age_ms(filter.now_ms);
       if (!age || *age <= options.orphan_grace.count()) {
@@ -83,8 +87,8 @@ void SupervisorLoop::sweep_listed(const std::vector<ZoneListing>& listings, cons
     sweeping = false;
     return;
   }
-  // One after another on one thread of the pool: a sweep that finds many never crowds out the jobs' operations.
-  pool.submit([this, access = access, inbox = inbox, counters = counters, orphans = std::move(orphans)] {
+  // One after another on one of the action threads: a sweep that finds many never crowds out the jobs' operations.
+  actions.submit([this, access = access, inbox = inbox, counters = counters, orphans = std::move(orphans)] {
     for (const auto& orphan : orphans) {
       std::string error;
       bool already_gone = false;
@@ -116,7 +120,7 @@ void SupervisorLoop::orphan_deleted(const Orphan& orphan, const std::string& err
     message += " (created " + util::format_duration(*age / 1000) + " ago)";
   }
   spdlog::info("orphan sweep: {}{}", message,
-               orphan.job_id ? " for job " + util::format_job_id(*orphan.job_id) : std::string());
+               orphan.job_id ? " for job " + domain::format_job_id(*orphan.job_id) : std::string());
   if (!orphan.job_id) {
     return;
   }
@@ -128,13 +132,13 @@ void SupervisorLoop::orphan_deleted(const Orphan& orphan, const std::string& err
     data["attempt_label"] = orphan.attempt;
   }
   try {
-    if (job_store->find_job(*orphan.job_id)) {
-      job_store->append_event(*orphan.job_id, "action", message, data.dump());
+    if (job_store->jobs().find(*orphan.job_id)) {
+      job_store->events().append(*orphan.job_id, "action", message, data.dump());
     }
-  } catch (const NoSuchJobError&) {
+  } catch (const domain::NoSuchJobError&) {
     // Removed meanwhile: the log line is the record.
   } catch (const std::exception& e) {
-    spdlog::warn("orphan sweep: recording the deletion on job {}: {}", util::format_job_id(*orphan.job_id), e.what());
+    spdlog::warn("orphan sweep: recording the deletion on job {}: {}", domain::format_job_id(*orphan.job_id), e.what());
   }
 }
 

@@ -2,6 +2,8 @@
 // delete the slice; release deletes a finished job's slice and confirms it gone.
 #include "job_driver.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/store/attempts.hpp"
+#include "jobman/store/jobs.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -19,7 +21,7 @@ bool JobDriver::workload_may_run(const Driven& d) const {
   const auto* current = d.current();
   return current != nullptr && !current->ended_ms && !current->released_ms &&
          (d.job.phase == Phase::running || d.job.phase == Phase::setup) &&
-         (!d.seen_valid || verdict_of(d.seen) == SliceVerdict::active);
+         (!d.seen.valid || verdict_of(d.seen.view) == SliceVerdict::active);
 }
 
 // Stops the workload on every worker, then runs `then` on the loop's thread.
@@ -74,13 +76,14 @@ void JobDriver::finish_cancel(Driven& d) {
     return;
   }
   if (d.job.kind == domain::JobKind::task) {
-    finish_task(d, change(Phase::cancelled, "paused by the user"));
+    finish_task(d, domain::change_to(Phase::cancelled, "paused by the user"));
     return;
   }
   const auto* open = d.open_slice();
   move(d, std::nullopt,
-       change(Phase::cancelled, open != nullptr ? "cancelled by the user; slice " + open->slice_name() + " kept"
-                                                : "cancelled by the user"));
+       domain::change_to(Phase::cancelled, open != nullptr
+                                               ? "cancelled by the user; slice " + open->slice_name() + " kept"
+                                               : "cancelled by the user"));
 }
 
 // Deletes the open slice (if any), then runs `done` once none is left.
@@ -93,20 +96,21 @@ void JobDriver::release(Driven& d, const std::function<void()>& done) {
     done();
     return;
   }
-  if (d.seen_valid && !d.seen && (d.seen_once || d.delete_sent_ms > 0)) {
-    store().mark_released(d.job.id, open->slice_name(), d.delete_sent_ms > 0 ? "deleted" : "gone from the cloud");
+  if (d.seen.valid && !d.seen.view && (d.seen.once || d.seen.delete_sent_ms > 0)) {
+    store().attempts().mark_released(d.job.id, open->slice_name(),
+                                     d.seen.delete_sent_ms > 0 ? "deleted" : "gone from the cloud");
     reload(d);
-    d.seen_valid = false;
-    d.seen_once = false;
-    d.delete_sent_ms = 0;
+    d.seen.valid = false;
+    d.seen.once = false;
+    d.seen.delete_sent_ms = 0;
     release(d, done);
     return;
   }
-  const bool deleting = d.seen_valid && d.seen && d.seen->verdict == SliceVerdict::deleting;
-  const bool resend = d.delete_sent_ms > 0 && host_.now_ms() - d.delete_sent_ms > host_.scaled(600).count();
-  if (d.delete_sent_ms == 0 || (resend && !deleting)) {
+  const bool deleting = d.seen.valid && d.seen.view && d.seen.view->verdict == SliceVerdict::deleting;
+  const bool resend = d.seen.delete_sent_ms > 0 && host_.now_ms() - d.seen.delete_sent_ms > host_.scaled(600).count();
+  if (d.seen.delete_sent_ms == 0 || (resend && !deleting)) {
     delete_slice(d, *open);
-  } else if (d.seen_valid && !d.seen && !d.seen_once) {
+  } else if (d.seen.valid && !d.seen.view && !d.seen.once) {
     confirm_absent(d, *open);
   }
   // Otherwise the listings will show it gone.
@@ -131,15 +135,15 @@ void JobDriver::delete_slice(Driven& d, const domain::AttemptRecord& open) {
           }
           live->retry_step = 0;
           if (already_gone) {
-            store().mark_released(id, slice.name, "already gone");
+            store().attempts().mark_released(id, slice.name, "already gone");
             reload(*live);
-            live->seen_valid = false;
-            live->seen_once = false;
-            live->delete_sent_ms = 0;
+            live->seen.valid = false;
+            live->seen.once = false;
+            live->seen.delete_sent_ms = 0;
             return;
           }
-          live->delete_sent_ms = host_.now_ms();
-          live->seen_valid = false;
+          live->seen.delete_sent_ms = host_.now_ms();
+          live->seen.valid = false;
           event(*live, "action", "deleting " + slice.label(),
                 {{slice.node_only ? "node" : "queued_resource", slice.name}});
         };
@@ -164,8 +168,8 @@ void JobDriver::tear_down(Driven& d) {
   release(d, [this, &d] {
     if (d.job.phase != Phase::deleted || d.job.cleanup_pending) {
       domain::PhaseChange c =
-          change(Phase::deleted,
-                 d.job.kind == domain::JobKind::task ? "deleted by the user" : "deleted by the user; no slice left");
+          domain::change_to(Phase::deleted, d.job.kind == domain::JobKind::task ? "deleted by the user"
+                                                                                : "deleted by the user; no slice left");
       c.cleanup_pending = false;
       if (d.job.kind == domain::JobKind::task) {
         finish_task(d, c);
@@ -175,7 +179,7 @@ void JobDriver::tear_down(Driven& d) {
     }
     if (d.job.desired == DesiredState::clean) {
       remove_job_directory(d.job.id);
-      store().remove_job_if_present(d.job.id); // The clean command may have removed it meanwhile.
+      store().jobs().remove_if_present(d.job.id); // The clean command may have removed it meanwhile.
       spdlog::info("{}: cleaned: its record and directory are removed", job_label(d.job.id));
       host_.forget_lease(d.job.id);
       d.lost = true; // Its lease went with the record.

@@ -41,7 +41,7 @@ int Outstanding::wait_for_none(std::chrono::milliseconds limit) {
   return count_;
 }
 
-ActionPool::ActionPool(int threads, const std::shared_ptr<Outstanding>& outstanding)
+ActionThreads::ActionThreads(int threads, const std::shared_ptr<Outstanding>& outstanding)
     : state_(std::make_shared<State>()) {
   for (int i = 0; i < threads; ++i) {
     std::thread([state = state_, outstanding] {
@@ -63,11 +63,11 @@ ActionPool::ActionPool(int threads, const std::shared_ptr<Outstanding>& outstand
   }
 }
 
-ActionPool::~ActionPool() {
+ActionThreads::~ActionThreads() {
   close();
 }
 
-void ActionPool::submit(std::function<void()> task) {
+void ActionThreads::submit(std::function<void()> task) {
   {
     const std::lock_guard lock(state_->mutex);
     state_->tasks.push_back(std::move(task));
@@ -75,7 +75,7 @@ void ActionPool::submit(std::function<void()> task) {
   state_->ready.notify_one();
 }
 
-void ActionPool::close() {
+void ActionThreads::close() {
   {
     const std::lock_guard lock(state_->mutex);
     state_->closed = true;

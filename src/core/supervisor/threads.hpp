@@ -1,5 +1,5 @@
-// The supervisor's thread plumbing: a fixed pool for cloud and worker operations, the inbox through which every
-// other thread hands its results to the loop, and the count of threads that may outlive the loop.
+// The supervisor's thread plumbing: a fixed set of threads for cloud and worker operations, the inbox through which
+// every other thread hands its results to the loop, and the count of threads that may outlive the loop.
 #pragma once
 
 #include <chrono>
@@ -65,13 +65,13 @@ private:
 
 // A fixed set of threads running cloud and worker operations. Its threads hold only shared state, so that they may
 // outlive the supervisor at shutdown (an operation in flight is bounded by its own timeout).
-class ActionPool {
+class ActionThreads {
 public:
   // Starts `threads` threads, each counted in `outstanding` while it runs an operation.
-  ActionPool(int threads, const std::shared_ptr<Outstanding>& outstanding);
-  ~ActionPool();
-  ActionPool(const ActionPool&) = delete;
-  ActionPool& operator=(const ActionPool&) = delete;
+  ActionThreads(int threads, const std::shared_ptr<Outstanding>& outstanding);
+  ~ActionThreads();
+  ActionThreads(const ActionThreads&) = delete;
+  ActionThreads& operator=(const ActionThreads&) = delete;
 
   // Queues `task` for the next free thread.
   void submit(std::function<void()> task);
