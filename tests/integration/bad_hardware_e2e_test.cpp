@@ -1,6 +1,6 @@
-// Bad hardware end to end on the mock: a slice whose workers print NaN losses, or that fails the preflight, is
-// replaced, and the job resumes from its checkpoint on its own budget; the machine is remembered, and a later slice on
-// it is rejected before setup.
+// Bad hardware end to end on the mock: a faulty slice mid-run is replaced and training resumes from its checkpoint with
+// the uninterrupted run's checksum, and a node that announces a maintenance is left before its window opens. NaN
+// lines, preflights, node health, the config's patterns and the budget are told in-process by tests/supervisor/.
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/events.hpp"
 #include "support/supervisor_home.hpp"

@@ -1,7 +1,7 @@
-// Failover end to end on the mock: a job with several candidate zones leaves one without capacity after its queueing
-// timeout, or one that refuses it for quota, and runs in the next; what the store learnt orders the next job's
-// candidates; spot falls back to on-demand after the preemptions recovery.fallback allows; first-ready asks every
-// candidate at once and keeps the first slice that comes up, deleting the others.
+// Failover end to end on the mock, where only the real mock and processes show it: a zone that does not offer the
+// accelerator is a refused candidate, not a failed job; a supervisor killed in the middle of a first-ready race leaves
+// the next one to finish it. The rest of failover (queue timeouts, quota, the learned order, spot falling back to
+// on-demand, first-ready) is told in-process by tests/supervisor/scenarios_test.cpp.
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/events.hpp"
 #include "jobman/store/rivals.hpp"

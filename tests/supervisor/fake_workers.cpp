@@ -50,6 +50,11 @@ void FakeWorkers::vanish(const std::string& job, int attempt) {
   }
 }
 
+void FakeWorkers::fail_stream(const std::string& job, int attempt, int worker) {
+  const std::lock_guard lock(mutex_);
+  stream_failures_.emplace(key(job, attempt), worker);
+}
+
 FakeWorkload FakeWorkers::workload(const std::string& job, int attempt, int worker) const {
   const std::lock_guard lock(mutex_);
   const auto it = workloads_.find(key(job, attempt));
@@ -64,6 +69,10 @@ bool FakeWorkers::has_news(const std::string& job, int attempt) const {
   const auto it = workloads_.find(key(job, attempt));
   if (it == workloads_.end()) {
     return true; // Nothing runs: a stream ends at once.
+  }
+  if (std::any_of(stream_failures_.begin(), stream_failures_.end(),
+                  [&](const auto& failure) { return failure.first == it->first; })) {
+    return true; // A stream that fails ends at once.
   }
   if (const auto node = node_of_.find(it->first); node != node_of_.end() && unreachable_.contains(node->second)) {
     return true;
@@ -225,7 +234,10 @@ std::vector<remote::StreamEnd> FakeWorkers::stream(const remote::SliceTarget& ta
       remote::StreamEnd end;
       end.worker = w;
       const auto s = status(target, k, w);
-      if (s.state == remote::WorkloadState::unreachable) {
+      if (stream_failures_.erase({k, w}) > 0) {
+        end.exit_code = 1;
+        end.diagnostic = "ERROR: (gcloud.compute.tpus.tpu-vm.ssh) HTTPError 503: Service Unavailable";
+      } else if (s.state == remote::WorkloadState::unreachable) {
         end.exit_code = 255;
         end.diagnostic = s.diagnostic;
       } else {

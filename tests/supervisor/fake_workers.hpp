@@ -37,6 +37,9 @@ public:
   void exit(const std::string& job, int attempt, int code, std::optional<int> worker = std::nullopt);
   // Its process vanishes on every worker (the host rebooted).
   void vanish(const std::string& job, int attempt);
+  // The next stream of it fails at once on `worker`, as gcloud does on an HTTP 503 (exit 1, no output), while the
+  // workload runs on.
+  void fail_stream(const std::string& job, int attempt, int worker);
 
   // ---- what the test reads ----
   [[nodiscard]] FakeWorkload workload(const std::string& job, int attempt, int worker) const;
@@ -77,6 +80,7 @@ private:
   std::set<std::string> unreachable_;
   std::optional<bool> setup_failure_; // The next setup's: a module failed (true) or the connection (false).
   std::map<int, std::pair<int, std::string>> preflight_;
+  std::set<std::pair<std::string, int>> stream_failures_; // By key(), then worker: the next stream fails there.
   std::vector<std::string> calls_;
 };
 

@@ -2,7 +2,10 @@
 // takes over, races between zones, failover, pools of workers and their tasks, a lost lease, and what users ask for.
 // In-process, on the fakes (tests/supervisor/rig.hpp).
 #include "jobman/config/loader.hpp"
+#include "jobman/core/availability.hpp"
+#include "jobman/core/jobs.hpp"
 #include "jobman/core/pool.hpp"
+#include "jobman/core/worker_shell.hpp"
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/events.hpp"
 #include "jobman/store/jobs.hpp"
@@ -10,7 +13,10 @@
 #include "rig.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <iterator>
 
 namespace jobman::test {
 namespace {
@@ -98,6 +104,25 @@ TEST_F(SupervisorStory, AZoneWithoutCapacityIsLeftAfterItsQueueTimeoutForTheNext
   EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::timed_out);
   EXPECT_EQ(r.attempts(id).back().zone, kZoneB);
   EXPECT_EQ(r.job(id).failures, 0);
+  EXPECT_EQ(r.job(id).preemptions, 0);
+
+  // What the two requests taught, as `jobman availability` reads it: zone A gave up its one request, zone B came up.
+  const auto stats = core::availability(r.store.attempts().since(0), r.host->now_ms());
+  const auto in = [&](const char* zone) {
+    return std::find_if(stats.begin(), stats.end(), [&](const auto& s) { return s.zone == zone; });
+  };
+  ASSERT_NE(in(kZoneA), stats.end());
+  EXPECT_EQ(in(kZoneA)->requests, 1);
+  EXPECT_EQ(in(kZoneA)->came_up, 0);
+  EXPECT_EQ(in(kZoneA)->gave_up, 1);
+  ASSERT_NE(in(kZoneB), stats.end());
+  EXPECT_EQ(in(kZoneB)->came_up, 1);
+  // And the next job that orders its zones by what was learned asks zone B first, though A is written first.
+  const auto next =
+      r.create(job_yaml("  queue_timeout: 60s\n  order: learned\n", "", "[us-central2-b, us-east1-d]")).front();
+  ASSERT_TRUE(reaches(next, Phase::running)) << r.job(next).phase_reason;
+  ASSERT_EQ(r.attempts(next).size(), 1U);
+  EXPECT_EQ(r.attempts(next).front().zone, kZoneB);
 }
 
 TEST_F(SupervisorStory, AZoneThatRefusesForQuotaIsAFailedCandidateAndTheNextIsAsked) {
@@ -159,21 +184,37 @@ TEST_F(SupervisorStory, CancelStopsTheWorkloadKeepsTheSliceAndResumeReusesIt) {
   EXPECT_EQ(r.workers->workload(Rig::wid(id), 1, 0).state, remote::WorkloadState::exited);
   EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::cancelled);
   EXPECT_EQ(r.slices->slices().size(), 1U) << "cancel keeps the slice";
+  EXPECT_FALSE(core::apply_request(r.store, id, core::Request::cancel).changed) << "a second cancel changes nothing";
   r.request(id, DesiredState::run);
   ASSERT_TRUE(reaches(id, Phase::running));
   EXPECT_EQ(without_ids(r.slices->mutations()), std::vector<std::string>{"create qr us-central2-b"})
       << "resume reused the kept slice";
+
+  // Delete: DELETED only once the cloud has confirmed the slice gone, however many tries that takes.
+  r.slices->fail_next("delete qr", 503, "backend unavailable");
   r.request(id, DesiredState::remove);
-  ASSERT_TRUE(reaches(id, Phase::deleted));
+  ASSERT_TRUE(r.tick_until([&] { return r.slices->mutations().size() >= 2; }));
+  EXPECT_NE(phase(id), Phase::deleted) << "the first delete was refused";
+  EXPECT_EQ(r.slices->slices().size(), 1U);
+  ASSERT_TRUE(reaches(id, Phase::deleted, 100)) << r.job(id).phase_reason;
   EXPECT_TRUE(r.slices->slices().empty());
   EXPECT_EQ(r.workers->workload(Rig::wid(id), 2, 0).state, remote::WorkloadState::exited);
+  EXPECT_FALSE(core::apply_request(r.store, id, core::Request::remove).changed) << "a second delete changes nothing";
 
-  // Clean: the slice released and the record gone.
+  // Clean: the slice released, the record and the job's directory gone; a second clean finds no such job (exit 3).
   const auto other = r.create(job_yaml()).front();
   ASSERT_TRUE(reaches(other, Phase::running));
+  ASSERT_TRUE(std::filesystem::is_directory(core::job_directory(other))) << "its logs are there";
   r.request(other, DesiredState::clean);
   ASSERT_TRUE(r.tick_until([&] { return !r.store.jobs().find(other).has_value(); }));
   EXPECT_TRUE(r.slices->slices().empty());
+  EXPECT_FALSE(std::filesystem::exists(core::job_directory(other)));
+  try {
+    core::apply_request(r.store, other, core::Request::clean);
+    ADD_FAILURE() << "a second clean of a removed job";
+  } catch (const domain::NoSuchJobError& e) {
+    EXPECT_EQ(e.code(), domain::job_exit::no_such_job);
+  }
 }
 
 TEST_F(SupervisorStory, ANodeCreatedDirectlyIsKeptByCancelReusedByResumeAndReleasedByDelete) {
@@ -183,13 +224,27 @@ TEST_F(SupervisorStory, ANodeCreatedDirectlyIsKeptByCancelReusedByResumeAndRelea
   r.request(id, DesiredState::stop);
   ASSERT_TRUE(reaches(id, Phase::cancelled));
   EXPECT_EQ(r.slices->slices().size(), 1U) << "cancel keeps the node";
+  EXPECT_EQ(r.workers->workload(Rig::wid(id), 1, 0).state, remote::WorkloadState::exited) << "cancel stops it";
+  EXPECT_EQ(r.job(id).phase_reason, "cancelled by the user; slice " + r.slice_of(id) + " kept");
   r.request(id, DesiredState::run);
   ASSERT_TRUE(reaches(id, Phase::running));
   EXPECT_EQ(r.workers->launches(Rig::wid(id), 2), 1);
+  // `jobman ssh` goes to the node the current attempt runs on: the kept one.
+  const auto live = core::live_attempt(r.store, r.job(id));
+  EXPECT_EQ(live.number, 2);
+  EXPECT_EQ(live.node, r.node_of(id));
   r.request(id, DesiredState::remove);
   ASSERT_TRUE(reaches(id, Phase::deleted));
   EXPECT_EQ(without_ids(r.slices->mutations()),
             (std::vector<std::string>{"create node us-central2-b", "delete node us-central2-b"}));
+
+  // Clean of a job on a node created directly: the node deleted and the record gone.
+  const auto other = r.create(job_yaml("  allocation_mode: tpu-vm\n")).front();
+  ASSERT_TRUE(reaches(other, Phase::running));
+  r.request(other, DesiredState::clean);
+  ASSERT_TRUE(r.tick_until([&] { return !r.store.jobs().find(other).has_value(); }));
+  EXPECT_TRUE(r.slices->slices().empty());
+  EXPECT_EQ(without_ids(r.slices->mutations()).back(), "delete node us-central2-b");
 }
 
 TEST_F(SupervisorStory, ANodeCreateThatFailsForCapacityIsAskedAgainUntilThereIsCapacity) {
@@ -217,6 +272,30 @@ TEST_F(SupervisorStory, AWorkerBehindWorkerZeroFinishesBeforeTheJobSucceeds) {
   EXPECT_EQ(phase(id), Phase::running) << "workers 1 to 3 still run";
   exit_with(id, 0);
   ASSERT_TRUE(reaches(id, Phase::succeeded));
+}
+
+// Worker 1's stream fails at once (gcloud's HTTP 503) while its workload runs on: the stream's end is not the
+// workload's, so worker 0 finishing does not end the job either.
+TEST_F(SupervisorStory, AWorkerWhoseStreamFailsAtOnceStillFinishesBeforeTheJobSucceeds) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml().replace(job_yaml().find("v4-8"), 4, "v4-32")).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  r.workers->fail_stream(Rig::wid(id), 1, 1);
+  r.workers->exit(Rig::wid(id), 1, 0, 0);
+  for (int i = 0; i < 5; ++i) {
+    r.advance(1);
+    r.tick();
+  }
+  EXPECT_EQ(phase(id), Phase::running) << r.job(id).phase_reason;
+  EXPECT_EQ(r.workers->workload(Rig::wid(id), 1, 1).state, remote::WorkloadState::running);
+  r.workers->print(Rig::wid(id), 1, 1, "step=400 loss=0.1\n");
+  exit_with(id, 0);
+  ASSERT_TRUE(reaches(id, Phase::succeeded)) << r.job(id).phase_reason;
+  EXPECT_EQ(r.attempts(id).size(), 1U);
+  EXPECT_EQ(r.workers->launches(Rig::wid(id), 1), 4) << "launched once on each worker, never again";
+  std::ifstream log(remote::worker_log_path(core::attempt_directory(id, 1), 1));
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("step=400 loss=0.1\n"), std::string::npos) << "worker 1's output came home after all: " << text;
 }
 
 TEST_F(SupervisorStory, FirstReadyWithCapacityEverywhereLeavesExactlyOneSlice) {
