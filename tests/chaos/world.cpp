@@ -149,9 +149,11 @@ bool ChaosCloud::kill_supervisor(std::size_t slot) {
     return false;
   }
   const pid_t pid = supervisors_[slot]->pid();
+  // The time of the signal, not of the reaping: a dead supervisor's leases are ended at once (by its neighbour's next
+  // look), so on a loaded machine another supervisor adopts its jobs before finish() returns.
+  killed_at_ms_[pid] = util::now_ms();
   supervisors_[slot]->send(SIGKILL);
   supervisors_[slot]->finish();
-  killed_at_ms_[pid] = util::now_ms();
   supervisor_live_[slot] = false;
   return true;
 }

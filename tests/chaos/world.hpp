@@ -80,7 +80,7 @@ public:
                                const std::string& machine = "");
   // SIGKILLs the supervisor in `slot` and reaps it; false when it was not running.
   bool kill_supervisor(std::size_t slot);
-  // When each supervisor killed so far died (ms since the epoch), by process id.
+  // When each supervisor killed so far was sent its SIGKILL (ms since the epoch), by process id.
   std::map<pid_t, std::int64_t> killed_at_ms() const;
   // The machine a slot's supervisor runs as ("" for the chaos home).
   std::string machine_of(std::size_t slot) const;
