@@ -67,7 +67,7 @@ void build_store(const std::string& home, int n) {
       job.user = i % 7 == 0 ? "bob" : "alice";
       job.accelerator = i % 3 == 0 ? "v4-32" : "v5litepod-16";
       job.zone = i % 3 == 0 ? "us-central2-b" : "us-central1-a";
-      job.pricing = "spot";
+      job.pricing = jobman::domain::Pricing::spot;
       job.tpu_name = "sweep";
       job.hosts = 4;
       job.config_path = "/home/alice/exp/sweep.yaml";

@@ -126,7 +126,7 @@ void build_store(const jobman::test::TempDir& dir, const fs::path& home, int tas
     offer.worker_id = id;
     offer.accelerator = "v4-8";
     offer.zone = kZone;
-    offer.pricing = "spot";
+    offer.pricing = jobman::domain::Pricing::spot;
     offer.placement = store.attempts().of(id).back().placement();
     if (const auto claimed = store.queue().claim(offer, "bench", 15'000, jobman::util::now_ms())) {
       store.jobs().transition(*claimed, Phase::setup, running);

@@ -49,7 +49,7 @@ int run_availability(Context& ctx, const AvailabilityOptions& options) {
     for (const auto& s : stats) {
       out.push_back({{"zone", s.zone},
                      {"accelerator", s.accelerator},
-                     {"pricing", s.pricing},
+                     {"pricing", domain::to_string(s.pricing)},
                      {"requests", s.requests},
                      {"came_up", s.came_up},
                      {"waiting_now", s.waiting_now},
@@ -72,10 +72,10 @@ int run_availability(Context& ctx, const AvailabilityOptions& options) {
   Table table({"ZONE", "ACCELERATOR", "TIER", "REQUESTS", "UP", "WAIT P50", "WAIT P90", "WAITING", "PREEMPT/H",
                "FAILED", "BAD HW"});
   for (const auto& s : stats) {
-    table.add_row({printable(s.zone), printable(s.accelerator), printable(s.pricing), std::to_string(s.requests),
-                   std::to_string(s.came_up), seconds_text(s.median_wait_seconds), seconds_text(s.p90_wait_seconds),
-                   std::to_string(s.waiting_now), rate_text(s.preemptions_per_hour()), std::to_string(s.failures),
-                   std::to_string(s.bad_hardware)});
+    table.add_row({printable(s.zone), printable(s.accelerator), domain::to_string(s.pricing),
+                   std::to_string(s.requests), std::to_string(s.came_up), seconds_text(s.median_wait_seconds),
+                   seconds_text(s.p90_wait_seconds), std::to_string(s.waiting_now), rate_text(s.preemptions_per_hour()),
+                   std::to_string(s.failures), std::to_string(s.bad_hardware)});
   }
   table.print(*ctx.out, ctx.color);
   return 0;

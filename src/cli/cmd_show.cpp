@@ -186,14 +186,14 @@ void print_fields(std::ostream& out, const ShowView& view, bool color) {
   if (task) {
     // What it asks of a worker, and the worker holding it now.
     field("Zone", (job.zone.empty() ? std::string("any") : job.zone) + " (" +
-                      (job.pricing.empty() ? std::string("any pricing") : job.pricing) + ")");
+                      (job.pricing ? domain::to_string(*job.pricing) : std::string("any pricing")) + ")");
     field("Priority", std::to_string(job.priority));
     field("Retries", std::to_string(job.failures) + "/" + std::to_string(job.max_failures));
     if (job.worker_id) {
       field("Worker", domain::format_job_id(*job.worker_id) + (view.worker ? "  " + printable(view.worker->name) : ""));
     }
   } else {
-    field("Zone", job.zone + " (" + job.pricing + ")");
+    field("Zone", job.zone + " (" + (job.pricing ? domain::to_string(*job.pricing) : std::string()) + ")");
     field("TPU name", printable(job.tpu_name));
   }
   if (job.kind == domain::JobKind::worker) {
@@ -271,7 +271,7 @@ void print_rivals(std::ostream& out, const std::vector<domain::RivalRecord>& riv
   out << "\nAlso requested (first-ready)\n";
   for (const auto& r : rivals) {
     out << "  attempt " << r.attempt << ": " << printable(r.name) << " in " << printable(r.zone) << " ("
-        << printable(r.accelerator) << " " << printable(r.pricing) << "), " << rival_state(r.outcome)
+        << printable(r.accelerator) << " " << domain::to_string(r.pricing) << "), " << rival_state(r.outcome)
         << (r.released_ms ? ", deleted " + util::format_local(*r.released_ms) : std::string()) << '\n';
   }
 }

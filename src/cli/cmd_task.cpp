@@ -101,7 +101,7 @@ std::vector<core::TaskToSubmit> tasks_of(const SubmitOptions& options) {
     core::TaskToSubmit task;
     // A config names its zone (or takes the settings'); it asks for a pricing only when --pricing says so.
     task.zone = config.tpu.zone;
-    task.pricing = o.pricing ? domain::to_string(config.tpu.pricing) : std::string();
+    task.pricing = o.pricing ? std::optional<domain::Pricing>(config.tpu.pricing) : std::nullopt;
     task.priority = o.priority.value_or(0);
     task.config = std::move(config);
     tasks.push_back(std::move(task));
@@ -140,8 +140,8 @@ int run_submit(Context& ctx, const SubmitOptions& options) {
              << "  Accelerator : " << task.config.tpu.accelerator.name << '\n'
              << "  Zone        : " << (task.zone.empty() ? std::string("any") : task.zone) << '\n'
              << "  Max retries : " << task.config.recovery.max_failures << '\n';
-    if (!task.pricing.empty()) {
-      *ctx.out << "  Pricing     : " << task.pricing << '\n';
+    if (task.pricing) {
+      *ctx.out << "  Pricing     : " << domain::to_string(*task.pricing) << '\n';
     }
     if (task.priority != 0) {
       *ctx.out << "  Priority    : " << task.priority << '\n';

@@ -43,12 +43,6 @@ std::string one_worker(Context& ctx, const std::string& ref) {
   return domain::format_job_id(core::select_records(ctx.store(), domain::JobKind::worker, selection).front().id);
 }
 
-// A --pricing by the name jobman gives it (jobman-lite's "standard" is on-demand); as given when it is none.
-std::string pricing_text(const std::string& flag) {
-  const auto pricing = domain::parse_pricing(flag);
-  return pricing ? domain::to_string(*pricing) : flag;
-}
-
 config::JobConfig worker_config(const StartOptions& options) {
   const auto settings = config::load_settings();
   config::LoadOptions load;
@@ -64,7 +58,8 @@ config::JobConfig worker_config(const StartOptions& options) {
              {"--zone", "tpu.zone", options.flags.zone},
              {"--tpu-name", "job.name", options.flags.name}, // A worker's name is its slices' name, as in jobman-lite.
              {"--tpu-name", "tpu.name", options.flags.name},
-             {"--pricing", "tpu.pricing", pricing_text(options.flags.pricing)},
+             // By the name jobman gives it (jobman-lite's "standard" is on-demand).
+             {"--pricing", "tpu.pricing", options.flags.pricing ? domain::to_string(*options.flags.pricing) : ""},
              {"--allocation-mode", "tpu.allocation_mode", options.flags.allocation_mode},
              {"--version", "tpu.version", options.flags.version},
              {"--ssh-user", "job.remote_user", options.flags.ssh_user},
@@ -122,7 +117,7 @@ int run_start(Context& ctx, StartOptions options) {
   *ctx.out << "Worker " << domain::format_job_id(id) << " '" << printable(job.name) << "' started\n"
            << "  Accelerator : " << job.accelerator << '\n'
            << "  Zone        : " << job.zone << '\n'
-           << "  Pricing     : " << job.pricing << '\n'
+           << "  Pricing     : " << domain::to_string(config.tpu.pricing) << '\n'
            << "  Mode        : " << config::to_string(config.tpu.allocation_mode) << '\n';
   if (config.setup) {
     *ctx.out << "  Setup       : "
@@ -140,7 +135,10 @@ void add_start(CLI::App& worker, Context& ctx) {
   cmd->add_option("-z,--zone", options->flags.zone, "Zone (us-central2-b)");
   cmd->add_option("-n,--tpu-name", options->flags.name,
                   "The worker's name, also its slices' name prefix (default <accelerator>-<zone>-<n>)");
-  cmd->add_option("-p,--pricing", options->flags.pricing, "spot (default), preemptible or standard (on demand)")
+  // pricing_check refuses a spelling parse_pricing does not accept before the value is read.
+  cmd->add_option_function<std::string>(
+         "-p,--pricing", [options](const std::string& value) { options->flags.pricing = domain::parse_pricing(value); },
+         "spot (default), preemptible or standard (on demand)")
       ->check(pricing_check());
   cmd->add_option("-m,--allocation-mode", options->flags.allocation_mode, "queued-resources (default) or tpu-vm")
       ->check(CLI::IsMember({"queued-resources", "tpu-vm"}));

@@ -26,7 +26,7 @@ void append_job_json(std::string& out, const domain::JobRecord& job) {
       .field("user", job.user)
       .field("accelerator", job.accelerator)
       .field("zone", job.zone)
-      .field("pricing", job.pricing)
+      .field("pricing", job.pricing ? domain::to_string(*job.pricing) : std::string())
       .field("hosts", std::int64_t{job.hosts})
       .field("tpu_name", job.tpu_name)
       .field("status", domain::to_string(job.phase))
@@ -87,7 +87,7 @@ nlohmann::ordered_json attempt_json(const domain::AttemptRecord& attempt) {
   j["worker_id"] = json_or_null(attempt.worker_id);
   j["active_at"] = time_or_null(attempt.active_ms);
   j["accelerator"] = attempt.accelerator;
-  j["pricing"] = attempt.pricing;
+  j["pricing"] = domain::to_string(attempt.pricing);
   j["physical_hosts"] = attempt.physical_hosts;
   return j;
 }
@@ -97,7 +97,7 @@ nlohmann::ordered_json rival_json(const domain::RivalRecord& rival) {
   j["queued_resource"] = rival.name;
   j["zone"] = rival.zone;
   j["accelerator"] = rival.accelerator;
-  j["pricing"] = rival.pricing;
+  j["pricing"] = domain::to_string(rival.pricing);
   j["requested_at"] = util::format_utc(rival.requested_ms);
   j["released_at"] = time_or_null(rival.released_ms);
   j["outcome"] = text_or_null(std::string(domain::to_string(rival.outcome)));

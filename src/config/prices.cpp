@@ -141,7 +141,7 @@ void read_table(const std::string& text, const std::string& file, PriceTable& ta
 
 } // namespace
 
-std::optional<double> PriceTable::chip_hour(const std::string& accelerator, const std::string& tier) const {
+std::optional<double> PriceTable::chip_hour(const std::string& accelerator, domain::Pricing tier) const {
   const auto type = find_accelerator(accelerator);
   if (!type || type->generation == nullptr) {
     return std::nullopt;
@@ -151,12 +151,15 @@ std::optional<double> PriceTable::chip_hour(const std::string& accelerator, cons
     return std::nullopt;
   }
   const auto& prices = generation->second;
-  if (const auto it = prices.find(tier); it != prices.end()) {
+  if (const auto it = prices.find(domain::to_string(tier)); it != prices.end()) {
     return it->second;
   }
   // Spot is what preemptible became: one stands in for the other.
-  const std::string other = tier == "spot" ? "preemptible" : tier == "preemptible" ? "spot" : "";
-  if (const auto it = prices.find(other); !other.empty() && it != prices.end()) {
+  if (tier == domain::Pricing::ondemand) {
+    return std::nullopt;
+  }
+  const auto other = tier == domain::Pricing::spot ? domain::Pricing::preemptible : domain::Pricing::spot;
+  if (const auto it = prices.find(domain::to_string(other)); it != prices.end()) {
     return it->second;
   }
   return std::nullopt;

@@ -185,13 +185,11 @@ std::optional<std::string> check_zone(Problems& p, const Origin& at, const std::
   return value;
 }
 
-// spot, preemptible, or on-demand under any of its names ("standard" is jobman-lite's), in any case: "spot",
-// "preemptible" or "ondemand".
-std::optional<std::string> check_pricing(Problems& p, const Origin& at, const std::string& path,
-                                         const std::string& value) {
+// spot, preemptible, or on-demand under any of its names ("standard" is jobman-lite's), in any case.
+std::optional<Pricing> check_pricing(Problems& p, const Origin& at, const std::string& path, const std::string& value) {
   const std::string word = util::to_lower(value);
   if (const auto pricing = domain::parse_pricing(word)) {
-    return to_string(*pricing);
+    return pricing;
   }
   p.error(at, path, "unknown pricing '" + value + "'", detail::suggestion(word, domain::pricing_spellings()));
   return std::nullopt;
@@ -450,8 +448,8 @@ std::string config_document(const TaskRequest& task, const std::string& cmd) {
   if (!task.tpu_version.empty()) {
     tpu["version"] = text(task.tpu_version);
   }
-  if (!task.pricing.empty()) {
-    tpu["pricing"] = task.pricing;
+  if (task.pricing) {
+    tpu["pricing"] = domain::to_string(*task.pricing);
   }
   doc["tpu"] = tpu;
   doc["command"] = json{{"cmd", text(cmd)}, {"workers", task.all_hosts ? json("all") : json::array({0})}};
@@ -533,7 +531,7 @@ TaskRequest read_task_script(const std::string& path, const TaskOverrides& overr
   std::optional<std::string> accelerator = headers.accelerator;
   std::optional<std::string> zone = headers.zone;
   std::optional<std::string> tpu_version = headers.tpu_version;
-  std::optional<std::string> pricing = headers.pricing;
+  std::optional<Pricing> pricing = headers.pricing;
   std::optional<int> max_retries = headers.max_retries;
   std::optional<int> priority = headers.priority;
   if (given("name", overrides.name)) {
@@ -577,7 +575,7 @@ TaskRequest read_task_script(const std::string& path, const TaskOverrides& overr
   }
   task.accelerator = *accelerator;
   task.zone = zone.value_or("");
-  task.pricing = pricing.value_or("");
+  task.pricing = pricing;
   task.tpu_version = tpu_version.value_or("");
   task.max_retries = max_retries.value_or(3);
   task.priority = priority.value_or(0);

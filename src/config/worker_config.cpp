@@ -19,10 +19,8 @@ std::string worker_config_yaml(const WorkerFlags& flags) {
   out << YAML::Key << "name" << YAML::Value << flags.name;
   out << YAML::Key << "accelerator" << YAML::Value << flags.accelerator;
   out << YAML::Key << "zone" << YAML::Value << flags.zone;
-  if (!flags.pricing.empty()) {
-    // Written by the name jobman gives it (jobman-lite's "standard" is on-demand capacity).
-    const auto pricing = domain::parse_pricing(flags.pricing);
-    out << YAML::Key << "pricing" << YAML::Value << (pricing ? to_string(*pricing) : flags.pricing);
+  if (flags.pricing) {
+    out << YAML::Key << "pricing" << YAML::Value << domain::to_string(*flags.pricing);
   }
   if (!flags.allocation_mode.empty()) {
     out << YAML::Key << "allocation_mode" << YAML::Value << flags.allocation_mode;

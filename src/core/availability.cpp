@@ -18,9 +18,8 @@ double quantile(const std::vector<double>& sorted, double q) {
 }
 
 const PlaceStats* find_stats(const std::vector<PlaceStats>& stats, const config::Candidate& c) {
-  const auto pricing = domain::to_string(c.pricing);
   for (const auto& s : stats) {
-    if (s.zone == c.zone && s.accelerator == c.accelerator.name && s.pricing == pricing) {
+    if (s.zone == c.zone && s.accelerator == c.accelerator.name && s.pricing == c.pricing) {
       return &s;
     }
   }
@@ -40,7 +39,8 @@ std::vector<PlaceStats> availability(const std::vector<store::PlaceRecord>& atte
   std::map<std::tuple<std::string, std::string, std::string>, PlaceStats> by_place;
   std::map<std::tuple<std::string, std::string, std::string>, std::vector<double>> waits;
   for (const auto& a : attempts) {
-    const auto key = std::make_tuple(a.zone, a.accelerator, a.pricing);
+    // Keyed by the tier's name, which sorts the places.
+    const auto key = std::make_tuple(a.zone, a.accelerator, domain::to_string(a.pricing));
     auto& s = by_place[key];
     s.zone = a.zone;
     s.accelerator = a.accelerator;

@@ -49,7 +49,7 @@ std::optional<Tier> parse_tier(const std::string& text, std::string* why) {
   for (const auto& known : config::tpu_generations()) {
     if (known.name == generation ||
         std::find(known.aliases.begin(), known.aliases.end(), generation) != known.aliases.end()) {
-      return Tier{known.name, domain::to_string(*pricing)};
+      return Tier{known.name, *pricing};
     }
   }
   std::string names;
@@ -59,7 +59,7 @@ std::optional<Tier> parse_tier(const std::string& text, std::string* why) {
   return fail("'" + generation + "' is not a TPU generation: " + names);
 }
 
-std::optional<std::pair<Tier, int>> tier_of(const std::string& accelerator, const std::string& pricing) {
+std::optional<std::pair<Tier, int>> tier_of(const std::string& accelerator, domain::Pricing pricing) {
   const auto type = config::find_accelerator(accelerator);
   if (!type || type->generation == nullptr) {
     return std::nullopt;
@@ -141,7 +141,7 @@ int ChipsInFlight::of_lab(const Tier& tier) const {
 }
 
 std::string FairShare::refusal(const ChipsInFlight& chips, const std::string& user, domain::JobKind kind,
-                               const std::string& accelerator, const std::string& pricing) const {
+                               const std::string& accelerator, domain::Pricing pricing) const {
   const auto tier = tier_of(accelerator, pricing);
   if (!tier) {
     return {};
@@ -173,13 +173,13 @@ std::string FairShare::refusal(const ChipsInFlight& chips, const std::string& us
 }
 
 std::string FairShare::refusal(const std::vector<store::SliceUse>& in_flight, const std::string& user,
-                               domain::JobKind kind, const std::string& accelerator, const std::string& pricing) const {
+                               domain::JobKind kind, const std::string& accelerator, domain::Pricing pricing) const {
   return refusal(ChipsInFlight(in_flight), user, kind, accelerator, pricing);
 }
 
 std::vector<std::string> FairShare::claim_order(const std::vector<store::SliceUse>& in_flight,
                                                 const std::vector<std::string>& users, const std::string& accelerator,
-                                                const std::string& pricing) const {
+                                                domain::Pricing pricing) const {
   const ChipsInFlight chips(in_flight);
   const auto tier = tier_of(accelerator, pricing);
   std::vector<std::pair<int, std::string>> ranked;
@@ -202,12 +202,14 @@ std::string share_wait_of_task(const FairShare& share, const ChipsInFlight& chip
                                const std::vector<domain::JobRecord>& workers) {
   std::string first;
   for (const auto& worker : workers) {
+    // A worker's record always names its pricing, as its offer to the queue does; only a task's may name none.
+    const auto pricing = worker.pricing.value_or(domain::Pricing::spot);
     if (worker.kind != domain::JobKind::worker || domain::is_terminal(worker.phase) ||
         worker.accelerator != task.accelerator || (!task.zone.empty() && task.zone != worker.zone) ||
-        (!task.pricing.empty() && task.pricing != worker.pricing)) {
+        (task.pricing && *task.pricing != pricing)) {
       continue;
     }
-    auto why = share.refusal(chips, task.user, domain::JobKind::task, worker.accelerator, worker.pricing);
+    auto why = share.refusal(chips, task.user, domain::JobKind::task, worker.accelerator, pricing);
     if (why.empty()) {
       return {};
     }

@@ -265,12 +265,12 @@ private:
   }
 
   void usage() {
+    // Zone, accelerator, the tier's name (which orders the usage) and whether the slice was borrowed.
     using Key = std::tuple<std::string, std::string, std::string, bool>;
     std::map<Key, ChipUsage> by_kind;
     const bool settled = domain::is_terminal(job_.phase) && !job_.cleanup_pending;
     for (const auto& attempt : attempts_) {
       const std::string accelerator = attempt.accelerator.empty() ? job_.accelerator : attempt.accelerator;
-      const std::string tier = attempt.pricing.empty() ? job_.pricing : attempt.pricing;
       std::int64_t from = 0;
       std::int64_t to = 0;
       bool estimated = false;
@@ -303,10 +303,10 @@ private:
       } else {
         out_.notes.push_back("unknown accelerator '" + accelerator + "': no chips counted");
       }
-      auto& entry = by_kind[{attempt.zone, accelerator, tier, borrowed}];
+      auto& entry = by_kind[{attempt.zone, accelerator, domain::to_string(attempt.pricing), borrowed}];
       entry.zone = attempt.zone;
       entry.accelerator = accelerator;
-      entry.tier = tier;
+      entry.tier = attempt.pricing;
       entry.chips = chips;
       entry.borrowed = borrowed;
       entry.estimated = entry.estimated || estimated;

@@ -190,7 +190,7 @@ domain::NewJob to_new_job(const config::JobConfig& config, const std::string& us
   job.user = user;
   job.accelerator = config.tpu.accelerator.name;
   job.zone = config.tpu.zone;
-  job.pricing = domain::to_string(config.tpu.pricing);
+  job.pricing = config.tpu.pricing;
   job.tpu_name = config.tpu.name;
   job.hosts = config.tpu.accelerator.hosts;
   job.config_path = config.source_path.empty()

@@ -181,7 +181,7 @@ void append_account_json(std::string& out, const core::JobAccount& account, cons
     util::JsonObjectWriter one(out);
     one.field("zone", u.zone)
         .field("accelerator", u.accelerator)
-        .field("tier", u.tier)
+        .field("tier", domain::to_string(u.tier))
         .field("chips", static_cast<std::int64_t>(u.chips))
         .number("chip_hours", u.chip_hours)
         .number("price_per_chip_hour", price)
@@ -288,7 +288,7 @@ void print_account(std::ostream& out, const core::JobAccount& account, const con
     out << "Chip-hours\n";
     for (const auto& u : account.usage) {
       const auto price = prices.chip_hour(u.accelerator, u.tier);
-      out << "  " << printable(u.accelerator) << " " << printable(u.tier) << " in " << printable(u.zone) << ": "
+      out << "  " << printable(u.accelerator) << " " << domain::to_string(u.tier) << " in " << printable(u.zone) << ": "
           << u.chips << (u.chips == 1 ? " chip, " : " chips, ") << decimal(u.chip_hours, 2) << " chip-hours";
       if (u.borrowed) {
         out << " on its worker's slice (the worker's cost)";

@@ -186,9 +186,10 @@ void attempts_table(std::ostream& out, const std::vector<domain::AttemptRecord>&
     const auto first = a.progress.first();
     const auto last = a.progress.latest();
     out << "<tr><td>" << a.number << "</td><td class=\"l\">" << html_escape(a.zone) << "</td><td class=\"l mono\">"
-        << html_escape(a.slice_name()) << "</td><td class=\"l\">" << html_escape(a.pricing) << "</td><td class=\"l\">"
-        << html_escape(short_time(a.started_ms, now_ms)) << "</td><td class=\"l\">" << time_cell(a.active_ms, now_ms)
-        << "</td><td class=\"l\">" << time_cell(a.ended_ms, now_ms) << "</td><td class=\"l\">"
+        << html_escape(a.slice_name()) << "</td><td class=\"l\">" << html_escape(domain::to_string(a.pricing))
+        << "</td><td class=\"l\">" << html_escape(short_time(a.started_ms, now_ms)) << "</td><td class=\"l\">"
+        << time_cell(a.active_ms, now_ms) << "</td><td class=\"l\">" << time_cell(a.ended_ms, now_ms)
+        << "</td><td class=\"l\">"
         << (a.outcome == domain::AttemptOutcome::none ? std::string(a.ended_ms ? "-" : "current")
                                                       : html_escape(std::string(domain::to_string(a.outcome))))
         << "</td><td>"

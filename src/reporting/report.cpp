@@ -393,7 +393,7 @@ void write_report_text(std::ostream& out, const Report& report, const config::Pr
     Table kinds({"ACCELERATOR", "TIER", "CHIP-HOURS", "PRICE/CHIP-HOUR", "COST"});
     for (const auto& [key, group] : report.by_kind) {
       const auto price = prices.chip_hour(key.first, key.second);
-      kinds.add_row({printable(key.first), printable(key.second),
+      kinds.add_row({printable(key.first), domain::to_string(key.second),
                      decimal(group.chip_hours, 2) + (group.estimated ? "*" : ""), price ? money(*price, prices) : "-",
                      price ? money(group.cost, prices) : "no price"});
     }
@@ -464,7 +464,7 @@ void append_report_csv_row(std::string& out, const ReportRow& row, const config:
   field(domain::to_string(row.job.phase));
   field(csv_quote(row.job.accelerator));
   field(csv_quote(row.job.zone));
-  field(csv_quote(row.job.pricing));
+  field(csv_quote(row.job.pricing ? domain::to_string(*row.job.pricing) : std::string()));
   field(util::format_utc(row.job.created_ms));
   field(row.job.finished_ms ? util::format_utc(*row.job.finished_ms) : std::string());
   field(decimal(static_cast<double>(a.wall_ms()) / 1000.0, 3));
@@ -540,7 +540,7 @@ void write_report_json_tail(std::ostream& out, const Report& report, const confi
     const auto price = prices.chip_hour(key.first, key.second);
     nlohmann::ordered_json kind;
     kind["accelerator"] = key.first;
-    kind["tier"] = key.second;
+    kind["tier"] = domain::to_string(key.second);
     kind["chip_hours"] = group.chip_hours;
     kind["price_per_chip_hour"] = json_or_null(price);
     kind["cost"] = json_or_null(price ? std::optional<double>(group.cost) : std::nullopt);

@@ -111,8 +111,8 @@ void cards(std::ostream& out, const Report& report, const config::PriceTable& pr
 
 std::string place_of(const domain::JobRecord& job) {
   std::string place = job.accelerator;
-  if (!job.pricing.empty()) {
-    place += " " + job.pricing;
+  if (job.pricing) {
+    place += " " + domain::to_string(*job.pricing);
   }
   return place + (job.zone.empty() ? std::string(" in any zone") : " in " + job.zone);
 }
@@ -232,8 +232,9 @@ void groups(std::ostream& out, const Report& report, const config::PriceTable& p
            "<th class=\"l\">tier</th><th>chip-hours</th><th>price per chip-hour</th><th>cost</th></tr>\n";
     for (const auto& [key, group] : report.by_kind) {
       const auto price = prices.chip_hour(key.first, key.second);
-      out << "<tr><td class=\"l\">" << html_escape(key.first) << "</td><td class=\"l\">" << html_escape(key.second)
-          << "</td><td>" << decimal(group.chip_hours, 2) << (group.estimated ? "*" : "") << "</td><td>"
+      out << "<tr><td class=\"l\">" << html_escape(key.first) << "</td><td class=\"l\">"
+          << html_escape(domain::to_string(key.second)) << "</td><td>" << decimal(group.chip_hours, 2)
+          << (group.estimated ? "*" : "") << "</td><td>"
           << (price ? html_escape(money(*price, prices)) : std::string("-")) << "</td><td>"
           << (price ? html_escape(money(group.cost, prices)) : std::string("no price")) << "</td></tr>\n";
     }

@@ -16,7 +16,7 @@ using sql::Transaction;
 
 AttemptRecord Attempts::begin(std::int64_t job_id, const std::string& queued_resource, const std::string& node,
                               const std::string& zone, bool create_pending) {
-  return begin(job_id, Placement{queued_resource, node, zone, {}, 0, std::nullopt, {}}, create_pending);
+  return begin(job_id, Placement{queued_resource, node, zone, {}, 0, std::nullopt, std::nullopt}, create_pending);
 }
 
 AttemptRecord Attempts::begin(std::int64_t job_id, const Placement& where, bool create_pending) {
@@ -52,21 +52,25 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
     if (place.hosts <= 0) {
       place.hosts = query->column_int(2);
     }
-    if (place.pricing.empty()) {
-      place.pricing = query->column_text(3);
+    if (!place.pricing) {
+      place.pricing = detail::job_pricing_column(db, *query, 3);
     }
     if (create_pending && !place.worker_id && share_policy && share_policy->limits_anything()) {
       // A new slice of its own: counted against the fair share under the store's write lock, where no other
       // supervisor hands chips out meanwhile.
       const auto user = query->column_text(6);
       const auto kind = domain::parse_job_kind(query->column_text_view(7)).value_or(domain::JobKind::job);
-      const auto why = share_policy->refusal(slices_in_flight(), user, kind, place.accelerator, place.pricing);
+      const auto why = share_policy->refusal(slices_in_flight(), user, kind, place.accelerator,
+                                             place.pricing.value_or(detail::kUnrecordedPricing));
       if (!why.empty()) {
         throw ShareExceededError(why);
       }
     }
   }
   const auto& [queued_resource, node, zone, accelerator, hosts, worker_id, pricing] = place;
+  // Recorded as "" when neither the placement nor the job names one (a task of any pricing begun on no worker's
+  // slice), which reads back as kUnrecordedPricing.
+  const std::string stored = detail::stored_pricing(pricing);
   {
     // Worker 0's address and exit code belonged to the previous attempt.
     auto update =
@@ -90,11 +94,11 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
     insert->bind(8, now);
     insert->bind(9, create_pending ? 1 : 0);
     insert->bind(10, worker_id);
-    insert->bind(11, pricing);
+    insert->bind(11, stored);
     insert->run();
   }
   nlohmann::json data = {
-      {"attempt", number}, {"node", node}, {"zone", zone}, {"accelerator", accelerator}, {"pricing", pricing}};
+      {"attempt", number}, {"node", node}, {"zone", zone}, {"accelerator", accelerator}, {"pricing", stored}};
   if (!queued_resource.empty()) {
     data["queued_resource"] = queued_resource;
   }
@@ -121,7 +125,7 @@ AttemptRecord JobStore::Impl::insert_attempt(std::int64_t job_id, const Placemen
   attempt.started_ms = now;
   attempt.create_pending = create_pending;
   attempt.worker_id = worker_id;
-  attempt.pricing = pricing;
+  attempt.pricing = pricing.value_or(detail::kUnrecordedPricing);
   return attempt;
 }
 
@@ -172,7 +176,7 @@ std::vector<AttemptRecord> Attempts::of(std::int64_t job_id) const {
   query->bind(1, job_id);
   std::vector<AttemptRecord> attempts;
   while (query->step()) {
-    attempts.push_back(detail::read_attempt(*query));
+    attempts.push_back(detail::read_attempt(impl_->db, *query));
   }
   return attempts;
 }

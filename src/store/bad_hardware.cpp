@@ -120,7 +120,7 @@ std::vector<PlaceRecord> Attempts::since(std::int64_t since_ms, const std::strin
     PlaceRecord r;
     r.zone = query->column_text(0);
     r.accelerator = query->column_text(1);
-    r.pricing = query->column_text(2);
+    r.pricing = detail::slice_pricing_column(impl_->db, *query, 2);
     r.outcome = detail::attempt_outcome_column(*query, 3);
     r.started_ms = query->column_int64(4);
     r.active_ms = query->column_optional_int64(5);

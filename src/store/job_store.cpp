@@ -403,11 +403,12 @@ std::vector<std::int64_t> Jobs::create(const std::vector<NewJob>& jobs,
   impl_->statements.get(std::string(JobStore::Impl::insert_event_sql));
   Transaction transaction(impl_->db);
   for (const NewJob& job : jobs) {
+    const std::string stored = detail::stored_pricing(job.pricing);
     insert->bind(1, job.name);
     insert->bind(2, job.user);
     insert->bind(3, job.accelerator);
     insert->bind(4, job.zone);
-    insert->bind(5, job.pricing);
+    insert->bind(5, stored);
     insert->bind(6, job.tpu_name);
     insert->bind(7, job.hosts);
     insert->bind(8, now);
@@ -424,7 +425,7 @@ std::vector<std::int64_t> Jobs::create(const std::vector<NewJob>& jobs,
     insert_config->bind(2, job.config_yaml);
     insert_config->run();
     insert_config->reset();
-    nlohmann::json data = {{"accelerator", job.accelerator}, {"zone", job.zone}, {"pricing", job.pricing}};
+    nlohmann::json data = {{"accelerator", job.accelerator}, {"zone", job.zone}, {"pricing", stored}};
     if (!job.sweep_label.empty()) {
       data["sweep_label"] = job.sweep_label;
     }

@@ -53,7 +53,7 @@ void Attempts::for_each(std::int64_t first, std::int64_t last,
   query->bind(1, first);
   query->bind(2, last);
   while (query->step()) {
-    fn(detail::read_attempt(*query));
+    fn(detail::read_attempt(impl_->db, *query));
   }
 }
 
@@ -64,7 +64,7 @@ std::vector<AttemptRecord> Attempts::on_worker(std::int64_t worker_id) const {
   query->bind(1, worker_id);
   std::vector<AttemptRecord> attempts;
   while (query->step()) {
-    attempts.push_back(detail::read_attempt(*query));
+    attempts.push_back(detail::read_attempt(impl_->db, *query));
   }
   return attempts;
 }

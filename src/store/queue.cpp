@@ -59,7 +59,7 @@ std::vector<std::string> claiming_users(JobStore::Impl& store, const WorkerOffer
     auto query = store.statements.get(waiting_users_query());
     query->bind(1, worker.accelerator);
     query->bind(2, worker.zone);
-    query->bind(3, worker.pricing);
+    query->bind(3, domain::to_string(worker.pricing));
     while (query->step()) {
       users.push_back(query->column_text(0));
     }
@@ -76,7 +76,7 @@ std::optional<std::int64_t> Queue::first_for(const WorkerOffer& worker) const {
   auto peek = impl_->statements.get(pick_query());
   peek->bind(1, worker.accelerator);
   peek->bind(2, worker.zone);
-  peek->bind(3, worker.pricing);
+  peek->bind(3, domain::to_string(worker.pricing));
   if (!peek->step()) {
     return std::nullopt;
   }
@@ -113,7 +113,7 @@ std::optional<std::int64_t> Queue::claim(const WorkerOffer& worker, const std::s
     auto query = impl_->statements.get(user.empty() ? pick : pick_of_user_query());
     query->bind(1, worker.accelerator);
     query->bind(2, worker.zone);
-    query->bind(3, worker.pricing);
+    query->bind(3, domain::to_string(worker.pricing));
     if (!user.empty()) {
       query->bind(4, user);
     }

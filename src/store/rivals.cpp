@@ -1,6 +1,7 @@
 // The store's rivals: queued resources requested alongside an attempt's own (tpu.strategy: first-ready), the first of
 // which to come up becomes the attempt's slice.
 #include "jobman/domain/job.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "store_impl.hpp"
@@ -19,6 +20,8 @@ AttemptRecord Rivals::begin_race(std::int64_t job_id, const Placement& where, co
   auto attempt = impl_->insert_attempt(job_id, where, true, now);
   std::vector<std::string> names;
   for (const auto& rival : rivals) {
+    // A rival that names no pricing asks in the attempt's.
+    const std::string stored = domain::to_string(rival.pricing.value_or(attempt.pricing));
     auto insert = impl_->statements.get("INSERT INTO rivals (job_id, attempt, name, zone, accelerator, hosts, pricing, "
                                         "requested_ms) VALUES (?1, ?2, ?3, "
                                         "?4, ?5, ?6, ?7, ?8)");
@@ -28,10 +31,10 @@ AttemptRecord Rivals::begin_race(std::int64_t job_id, const Placement& where, co
     insert->bind(4, rival.zone);
     insert->bind(5, rival.accelerator);
     insert->bind(6, rival.hosts);
-    insert->bind(7, rival.pricing);
+    insert->bind(7, stored);
     insert->bind(8, now);
     insert->run();
-    names.push_back(rival.accelerator + " " + rival.pricing + " in " + rival.zone + " (" + rival.queued_resource + ")");
+    names.push_back(rival.accelerator + " " + stored + " in " + rival.zone + " (" + rival.queued_resource + ")");
   }
   if (!rivals.empty()) {
     impl_->insert_event(job_id, now, "action", std::nullopt, std::nullopt,
@@ -58,7 +61,7 @@ std::vector<RivalRecord> Rivals::of(std::int64_t job_id, std::optional<int> atte
     r.zone = query->column_text(3);
     r.accelerator = query->column_text(4);
     r.hosts = query->column_int(5);
-    r.pricing = query->column_text(6);
+    r.pricing = detail::slice_pricing_column(impl_->db, *query, 6);
     r.requested_ms = query->column_int64(7);
     r.create_pending = query->column_int(8) != 0;
     r.released_ms = query->column_optional_int64(9);
@@ -92,8 +95,9 @@ void Rivals::promote(std::int64_t job_id, int number, const std::string& name, d
                      const std::string& why) {
   const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
-  // Where the attempt asked until now, and where the rival did.
+  // Where the attempt asked until now, and where the rival did. Their pricings change places as the store spells them.
   Placement old;
+  std::string old_pricing;
   bool old_pending = false;
   std::int64_t started = 0;
   {
@@ -112,11 +116,12 @@ void Rivals::promote(std::int64_t job_id, int number, const std::string& name, d
     old.zone = read->column_text(2);
     old.accelerator = read->column_text(3);
     old.hosts = read->column_int(4);
-    old.pricing = read->column_text(5);
+    old_pricing = read->column_text(5);
     old_pending = read->column_int(6) != 0;
     started = read->column_int64(7);
   }
   Placement won;
+  std::string won_pricing;
   bool pending = false;
   {
     auto rival = impl_->statements.get("SELECT zone, accelerator, hosts, pricing, create_pending FROM rivals WHERE "
@@ -131,7 +136,7 @@ void Rivals::promote(std::int64_t job_id, int number, const std::string& name, d
     won.zone = rival->column_text(0);
     won.accelerator = rival->column_text(1);
     won.hosts = rival->column_int(2);
-    won.pricing = rival->column_text(3);
+    won_pricing = rival->column_text(3);
     pending = rival->column_int(4) != 0;
   }
   {
@@ -144,7 +149,7 @@ void Rivals::promote(std::int64_t job_id, int number, const std::string& name, d
     update->bind(4, won.zone);
     update->bind(5, won.accelerator);
     update->bind(6, won.hosts);
-    update->bind(7, won.pricing);
+    update->bind(7, won_pricing);
     update->bind(8, pending ? 1 : 0);
     update->run();
   }
@@ -159,7 +164,7 @@ void Rivals::promote(std::int64_t job_id, int number, const std::string& name, d
     update->bind(4, old.zone);
     update->bind(5, old.accelerator);
     update->bind(6, old.hosts);
-    update->bind(7, old.pricing);
+    update->bind(7, old_pricing);
     update->bind(8, old_pending ? 1 : 0);
     update->bind(9, started);
     update->bind(10, domain::to_string(outcome));
@@ -170,7 +175,7 @@ void Rivals::promote(std::int64_t job_id, int number, const std::string& name, d
                                      {"queued_resource", name},
                                      {"zone", won.zone},
                                      {"accelerator", won.accelerator},
-                                     {"pricing", won.pricing},
+                                     {"pricing", won_pricing},
                                      {"replaces", old.queued_resource}}
                           .dump());
   transaction.commit();

@@ -33,7 +33,7 @@ std::vector<SliceUse> JobStore::Impl::slices_in_flight() {
     use.user = query->column_text(0);
     use.kind = domain::parse_job_kind(query->column_text_view(1)).value_or(domain::JobKind::job);
     use.accelerator = query->column_text(2);
-    use.pricing = query->column_text(3);
+    use.pricing = detail::slice_pricing_column(db, *query, 3);
     use.count = query->column_int(4);
     out.push_back(std::move(use));
   }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "jobman/domain/job.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/store/access.hpp"
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/bad_hardware.hpp"
@@ -141,6 +142,38 @@ inline Phase phase_column(const Database& db, const Statement& row, int column) 
   throw Error(db.path() + ": unknown phase '" + std::string(text) + "' in the database");
 }
 
+// The text the store keeps for a pricing: the name domain::to_string gives it, "" for none (a task that runs on a
+// worker of any pricing, or an attempt placed where the job names none).
+inline std::string stored_pricing(const std::optional<domain::Pricing>& pricing) {
+  return pricing ? domain::to_string(*pricing) : std::string();
+}
+
+// A job's pricing as the store spells it: "" is none, which only a task that runs on a worker of any pricing has; any
+// spelling domain::parse_pricing accepts is its pricing. Other text fails the read, as an unknown phase does: no
+// pricing would stand for it.
+inline std::optional<domain::Pricing> job_pricing_column(const Database& db, const Statement& row, int column) {
+  const auto text = row.column_text_view(column);
+  if (text.empty()) {
+    return std::nullopt;
+  }
+  if (auto pricing = domain::parse_pricing(text)) {
+    return *pricing;
+  }
+  throw Error(db.path() + ": unknown pricing '" + std::string(text) + "' in the database");
+}
+
+// What an attempt whose row names no pricing is read as: spot, the pricing a worker takes when its flags name none.
+// Only the attempt of a task that runs on a worker of any pricing can name none: one recorded before version 12
+// (which copied the job's pricing, the task's none, into its attempts), or one begun on no worker's slice. The pricing
+// of the worker's slice it ran on was not kept.
+inline constexpr domain::Pricing kUnrecordedPricing = domain::Pricing::spot;
+
+// The pricing of a slice asked for (an attempt's, a rival's) as the store spells it: "" reads as kUnrecordedPricing,
+// and any spelling domain::parse_pricing accepts as its pricing. Other text fails the read, as an unknown phase does.
+inline domain::Pricing slice_pricing_column(const Database& db, const Statement& row, int column) {
+  return job_pricing_column(db, row, column).value_or(kUnrecordedPricing);
+}
+
 // Fills `job` from a row selected with job_columns(); reusing one record keeps its strings' buffers across rows.
 inline void read_job(const Database& db, const Statement& row, bool with_config, JobRecord& job) {
   job.id = row.column_int64(job_column("jobs.id"));
@@ -148,7 +181,7 @@ inline void read_job(const Database& db, const Statement& row, bool with_config,
   job.user.assign(row.column_text_view(job_column("user")));
   job.accelerator.assign(row.column_text_view(job_column("accelerator")));
   job.zone.assign(row.column_text_view(job_column("zone")));
-  job.pricing.assign(row.column_text_view(job_column("pricing")));
+  job.pricing = job_pricing_column(db, row, job_column("pricing"));
   job.tpu_name.assign(row.column_text_view(job_column("tpu_name")));
   job.hosts = row.column_int(job_column("hosts"));
   job.phase = phase_column(db, row, job_column("phase"));
@@ -225,7 +258,7 @@ inline const std::string& attempt_columns() {
   return list;
 }
 
-inline AttemptRecord read_attempt(const Statement& row) {
+inline AttemptRecord read_attempt(const Database& db, const Statement& row) {
   AttemptRecord attempt;
   attempt.job_id = row.column_int64(attempt_column("job_id"));
   attempt.number = row.column_int(attempt_column("number"));
@@ -245,7 +278,7 @@ inline AttemptRecord read_attempt(const Statement& row) {
   if (const auto hosts = row.column_text_view(attempt_column("physical_hosts")); !hosts.empty()) {
     attempt.physical_hosts = util::split(hosts, ',');
   }
-  attempt.pricing = row.column_text(attempt_column("pricing"));
+  attempt.pricing = slice_pricing_column(db, row, attempt_column("pricing"));
   attempt.progress = domain::ProgressSeries::parse(row.column_text_view(attempt_column("progress")));
   return attempt;
 }

@@ -91,7 +91,7 @@ protected:
     job.user = kUser;
     job.accelerator = "v4-8";
     job.zone = zone;
-    job.pricing = "spot";
+    job.pricing = domain::Pricing::spot;
     job.tpu_name = "held";
     job.hosts = 1;
     job.config_yaml = "job:\n  name: held\n";

@@ -27,7 +27,7 @@ reporting::ReportRow row(std::int64_t id, const std::string& name, Phase phase, 
   r.job.phase = phase;
   r.job.accelerator = "v5litepod-256";
   r.job.zone = "us-east5-b";
-  r.job.pricing = "spot";
+  r.job.pricing = domain::Pricing::spot;
   r.job.preemptions = 3;
   const std::int64_t now = util::now_ms();
   const std::array<std::int64_t, core::kBucketCount> ms = {
@@ -44,7 +44,7 @@ reporting::ReportRow row(std::int64_t id, const std::string& name, Phase phase, 
   core::ChipUsage usage;
   usage.zone = r.job.zone;
   usage.accelerator = r.job.accelerator;
-  usage.tier = "spot";
+  usage.tier = domain::Pricing::spot;
   usage.chips = 256;
   usage.chip_hours = 198'765.43 * static_cast<double>(scale);
   r.account.usage.push_back(usage);
@@ -66,7 +66,7 @@ protected:
         report.ms[b] += r.account.ms[b];
       }
       report.cost += r.cost.amount;
-      auto& group = report.by_kind[{r.job.accelerator, r.job.pricing}];
+      auto& group = report.by_kind[{r.job.accelerator, *r.job.pricing}];
       group.chip_hours += r.account.usage.front().chip_hours;
       group.cost += r.cost.amount;
       auto& zone = report.by_zone[r.job.zone];

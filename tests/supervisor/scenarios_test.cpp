@@ -144,7 +144,7 @@ TEST_F(SupervisorStory, SpotFallsBackToOnDemandAfterThePreemptionsAllowed) {
   ASSERT_TRUE(r.tick_until([&] { return r.job(id).preemptions == 1 && phase(id) == Phase::running; }));
   ASSERT_EQ(r.slices->slices().size(), 1U);
   EXPECT_FALSE(r.slices->slices().front().spot) << "the new slice is on-demand";
-  EXPECT_EQ(r.attempts(id).back().pricing, "ondemand");
+  EXPECT_EQ(r.attempts(id).back().pricing, domain::Pricing::ondemand);
 }
 
 TEST_F(SupervisorStory, AWorkerWithAFailedPreflightReplacesItsSliceBeforeLaunching) {
@@ -340,7 +340,8 @@ TEST_F(SupervisorStory, AnIdleWorkerReleasesItsSliceAndAQueuedTaskBringsANewOne)
   ASSERT_TRUE(r.tick_until([&] { return r.slices->slices().empty(); }));
   const auto task_config = r.dir.write("task.yaml", job_yaml());
   const auto task =
-      core::submit_tasks(r.store, {{config::load_job_configs(task_config.string()).front(), "", "", 0}}, "alice")
+      core::submit_tasks(r.store, {{config::load_job_configs(task_config.string()).front(), "", std::nullopt, 0}},
+                         "alice")
           .front();
   ASSERT_TRUE(reaches(task, Phase::running));
   const auto slices = r.attempts(worker);
@@ -410,7 +411,7 @@ TEST_F(SupervisorStory, AWorkerRunsItsQueueOneTaskAtATimeAndRetriesAFailedOne) {
   const auto task_config = r.dir.write("task.yaml", job_yaml("", "recovery:\n  max_failures: 1\n"));
   std::vector<core::TaskToSubmit> tasks;
   for (int i = 0; i < 2; ++i) {
-    tasks.push_back({config::load_job_configs(task_config.string()).front(), kZoneA, "", 0});
+    tasks.push_back({config::load_job_configs(task_config.string()).front(), kZoneA, std::nullopt, 0});
   }
   const auto ids = core::submit_tasks(r.store, tasks, "alice");
   ASSERT_TRUE(reaches(worker, Phase::running));

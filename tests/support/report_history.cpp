@@ -24,7 +24,7 @@ domain::NewJob new_job(const std::string& name, JobKind kind) {
   job.user = "alice";
   job.accelerator = "v4-8";
   job.zone = kZone;
-  job.pricing = "spot";
+  job.pricing = domain::Pricing::spot;
   job.tpu_name = name;
   job.hosts = 1;
   job.max_failures = 3;
@@ -69,7 +69,7 @@ ReportHistory add_report_history(store::JobStore& store, int count) {
   offer.worker_id = history.worker;
   offer.accelerator = "v4-8";
   offer.zone = kZone;
-  offer.pricing = "spot";
+  offer.pricing = domain::Pricing::spot;
   offer.placement = domain::Placement{"pool", "pool", kZone, "v4-8", 1, std::nullopt, {}};
   for (int i = 0; i < count; ++i) {
     const auto id = history.jobs[static_cast<std::size_t>(i)];

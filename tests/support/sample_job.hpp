@@ -14,7 +14,7 @@ inline domain::NewJob make_job(const std::string& name, const std::string& user 
   job.user = user;
   job.accelerator = "v4-8";
   job.zone = "us-central2-b";
-  job.pricing = "spot";
+  job.pricing = domain::Pricing::spot;
   job.tpu_name = "jobman-" + name;
   job.hosts = 1;
   job.config_path = "/home/" + user + "/" + name + ".yaml";

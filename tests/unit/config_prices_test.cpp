@@ -34,12 +34,12 @@ TEST(Prices, AChipHourIsPricedByTheAcceleratorsGenerationAndTier) {
   PriceTable table;
   table.per_chip_hour["v4"] = {{"ondemand", 3.0}, {"spot", 1.0}};
   table.per_chip_hour["v2"] = {{"ondemand", 1.5}, {"preemptible", 0.5}};
-  EXPECT_EQ(table.chip_hour("v4-32", "spot"), 1.0);
-  EXPECT_EQ(table.chip_hour("v4-8", "ondemand"), 3.0);
-  EXPECT_EQ(table.chip_hour("v4-8", "preemptible"), 1.0) << "spot stands in for preemptible";
-  EXPECT_EQ(table.chip_hour("v2-8", "spot"), 0.5) << "and preemptible for spot";
-  EXPECT_FALSE(table.chip_hour("v6e-8", "spot"));
-  EXPECT_FALSE(table.chip_hour("nonsense", "spot"));
+  EXPECT_EQ(table.chip_hour("v4-32", domain::Pricing::spot), 1.0);
+  EXPECT_EQ(table.chip_hour("v4-8", domain::Pricing::ondemand), 3.0);
+  EXPECT_EQ(table.chip_hour("v4-8", domain::Pricing::preemptible), 1.0) << "spot stands in for preemptible";
+  EXPECT_EQ(table.chip_hour("v2-8", domain::Pricing::spot), 0.5) << "and preemptible for spot";
+  EXPECT_FALSE(table.chip_hour("v6e-8", domain::Pricing::spot));
+  EXPECT_FALSE(table.chip_hour("nonsense", domain::Pricing::spot));
 }
 
 // Generations are named as accelerators are, aliases included ("v5e" is v5litepod).
@@ -49,8 +49,9 @@ TEST(Prices, AUsersTableGoesOverTheBuiltInOne) {
   write(path, "region: europe-west4\ngenerations:\n  v5e:\n    spot: 0.5\n");
   const auto table = load_prices(path);
   EXPECT_EQ(table.region, "europe-west4");
-  EXPECT_EQ(table.chip_hour("v5litepod-16", "spot"), 0.5);
-  EXPECT_EQ(table.chip_hour("v5litepod-16", "ondemand"), builtin_prices().chip_hour("v5litepod-16", "ondemand"));
+  EXPECT_EQ(table.chip_hour("v5litepod-16", domain::Pricing::spot), 0.5);
+  EXPECT_EQ(table.chip_hour("v5litepod-16", domain::Pricing::ondemand),
+            builtin_prices().chip_hour("v5litepod-16", domain::Pricing::ondemand));
   EXPECT_EQ(table.files, (std::vector<std::string>{"built-in", path.string()}));
 }
 
@@ -60,8 +61,8 @@ TEST(Prices, ATiersOtherSpellingsAreReadAsItsName) {
   const auto path = dir.path() / "prices.yaml";
   write(path, "generations:\n  v4:\n    on-demand: 9.5\n  v5e:\n    standard: 8.5\n");
   const auto table = load_prices(path);
-  EXPECT_EQ(table.chip_hour("v4-8", "ondemand"), 9.5);
-  EXPECT_EQ(table.chip_hour("v5litepod-16", "ondemand"), 8.5);
+  EXPECT_EQ(table.chip_hour("v4-8", domain::Pricing::ondemand), 9.5);
+  EXPECT_EQ(table.chip_hour("v5litepod-16", domain::Pricing::ondemand), 8.5);
   EXPECT_FALSE(table.per_chip_hour.at("v4").contains("on-demand"));
 }
 

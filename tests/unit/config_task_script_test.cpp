@@ -133,7 +133,7 @@ TEST(TaskHeaders, EveryKeyIsRead) {
   EXPECT_EQ(h.name, "my-task");
   EXPECT_EQ(h.tpu_version, "tpu-ubuntu2204-base");
   EXPECT_EQ(h.max_retries, 5);
-  EXPECT_EQ(h.pricing, "ondemand"); // jobman-lite's "standard".
+  EXPECT_EQ(h.pricing, Pricing::ondemand); // jobman-lite's "standard".
   EXPECT_EQ(h.mail_user, "you@example.com");
   EXPECT_EQ(h.mail_types, (std::vector<std::string>{"BEGIN", "END", "FAIL"}));
   EXPECT_TRUE(h.mail_type_given);
@@ -256,10 +256,10 @@ TEST(TaskHeaders, AcceleratorOffTheCatalogIsAWarning) {
 }
 
 TEST(TaskHeaders, PricingSpellings) {
-  const std::map<std::string, std::string> spellings{{"spot", "spot"},          {"preemptible", "preemptible"},
-                                                     {"standard", "ondemand"},  {"ondemand", "ondemand"},
-                                                     {"on-demand", "ondemand"}, {"SPOT", "spot"},
-                                                     {"on_demand", "ondemand"}, {"On-Demand", "ondemand"}};
+  const std::map<std::string, Pricing> spellings{
+      {"spot", Pricing::spot},          {"preemptible", Pricing::preemptible}, {"standard", Pricing::ondemand},
+      {"ondemand", Pricing::ondemand},  {"on-demand", Pricing::ondemand},      {"SPOT", Pricing::spot},
+      {"on_demand", Pricing::ondemand}, {"On-Demand", Pricing::ondemand}};
   for (const auto& [written, read] : spellings) {
     EXPECT_EQ(headers_of("#JOBMAN --pricing=" + written + "\n").pricing, read) << written;
   }
@@ -401,7 +401,7 @@ TEST(TaskRequest, DefaultsApply) {
   EXPECT_EQ(r.name, "train-small");
   EXPECT_EQ(r.accelerator, "v4-8");
   EXPECT_EQ(r.zone, "");
-  EXPECT_EQ(r.pricing, "");
+  EXPECT_EQ(r.pricing, std::nullopt);
   EXPECT_EQ(r.tpu_version, "");
   EXPECT_EQ(r.max_retries, 3);
   EXPECT_EQ(r.priority, 0);
@@ -436,7 +436,7 @@ TEST(TaskRequest, HeadersAreTaken) {
   EXPECT_EQ(r.name, "my-task");
   EXPECT_EQ(r.accelerator, "v4-8");
   EXPECT_EQ(r.zone, "us-central2-b");
-  EXPECT_EQ(r.pricing, "ondemand");
+  EXPECT_EQ(r.pricing, Pricing::ondemand);
   EXPECT_EQ(r.tpu_version, "tpu-ubuntu2204-base");
   EXPECT_EQ(r.max_retries, 5);
   EXPECT_EQ(r.priority, -2);
@@ -459,7 +459,7 @@ TEST(TaskRequest, FlagsWinOverHeaders) {
   EXPECT_EQ(r.accelerator, "v5litepod-8");
   EXPECT_EQ(r.zone, "us-west4-a");
   EXPECT_EQ(r.tpu_version, "v2-alpha-tpuv5-lite");
-  EXPECT_EQ(r.pricing, "spot");
+  EXPECT_EQ(r.pricing, Pricing::spot);
   EXPECT_EQ(r.max_retries, 0);
   EXPECT_EQ(r.priority, 9);
   const SourceLocation& at = r.origins.at("accelerator");

@@ -12,7 +12,7 @@ constexpr std::int64_t kNow = 1'000 * kMinute;
 
 store::PlaceRecord record(const std::string& zone, std::int64_t started, std::optional<std::int64_t> active,
                           std::optional<std::int64_t> ended, domain::AttemptOutcome outcome) {
-  return {zone, "v4-8", "spot", outcome, started, active, ended};
+  return {zone, "v4-8", domain::Pricing::spot, outcome, started, active, ended};
 }
 
 TEST(CoreAvailability, WaitsPreemptionsAndGivenUpRequestsPerPlace) {

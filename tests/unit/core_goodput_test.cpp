@@ -27,7 +27,7 @@ struct History {
     job.id = 7;
     job.kind = kind;
     job.accelerator = "v4-8";
-    job.pricing = "spot";
+    job.pricing = domain::Pricing::spot;
     job.created_ms = at(0);
     job.phase_since_ms = at(0);
   }
@@ -52,7 +52,7 @@ struct History {
     a.node = a.queued_resource;
     a.zone = "us-central2-b";
     a.accelerator = "v4-8";
-    a.pricing = "spot";
+    a.pricing = domain::Pricing::spot;
     a.started_ms = at(started);
     if (active) {
       a.active_ms = at(*active);

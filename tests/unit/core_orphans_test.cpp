@@ -166,7 +166,7 @@ TEST(CoreOrphans, ZonesInUseAreEveryJobsAndAttemptsZoneAndTheSettingsZone) {
   job.user = "alice";
   job.accelerator = "v4-8";
   job.zone = "us-central2-b";
-  job.pricing = "spot";
+  job.pricing = domain::Pricing::spot;
   job.tpu_name = "j";
   job.hosts = 1;
   const auto ids = store.jobs().create({job, job});

@@ -22,7 +22,7 @@ protected:
     job.user = "alice";
     job.accelerator = "v4-32";
     job.zone = "us-central2-b";
-    job.pricing = "spot";
+    job.pricing = domain::Pricing::spot;
     job.tpu_name = "train";
     job.hosts = 4;
     id = store.jobs().create({job}).front();

@@ -17,13 +17,15 @@ namespace {
 using domain::JobKind;
 using domain::NewJob;
 using domain::Phase;
+using domain::Pricing;
 using store::SliceUse;
 
 TEST(FairShareTiers, ATierIsAGenerationAndAPricingWithTheGenerationsAliases) {
   std::string why;
-  EXPECT_EQ(parse_tier("v4:spot", &why), (Tier{"v4", "spot"}));
-  EXPECT_EQ(parse_tier("v5e:ondemand", &why), (Tier{"v5litepod", "ondemand"}));
-  EXPECT_EQ(parse_tier("v5e:on-demand", &why), (Tier{"v5litepod", "ondemand"})) << "kept by the name jobman gives it";
+  EXPECT_EQ(parse_tier("v4:spot", &why), (Tier{"v4", Pricing::spot}));
+  EXPECT_EQ(parse_tier("v5e:ondemand", &why), (Tier{"v5litepod", Pricing::ondemand}));
+  EXPECT_EQ(parse_tier("v5e:on-demand", &why), (Tier{"v5litepod", Pricing::ondemand}))
+      << "kept by the name jobman gives it";
   EXPECT_EQ(parse_tier("v4:spot", &why)->label(), "v4 spot");
   EXPECT_FALSE(parse_tier("v4", &why));
   EXPECT_NE(why.find("GENERATION:PRICING"), std::string::npos) << why;
@@ -31,16 +33,16 @@ TEST(FairShareTiers, ATierIsAGenerationAndAPricingWithTheGenerationsAliases) {
   EXPECT_NE(why.find("'v9' is not a TPU generation: v2, v3, v4"), std::string::npos) << why;
   EXPECT_FALSE(parse_tier("v4:cheap", &why));
   EXPECT_NE(why.find("'cheap' is not a pricing"), std::string::npos) << why;
-  const auto v4_32 = tier_of("v4-32", "spot");
+  const auto v4_32 = tier_of("v4-32", Pricing::spot);
   ASSERT_TRUE(v4_32);
-  EXPECT_EQ(v4_32->first, (Tier{"v4", "spot"}));
+  EXPECT_EQ(v4_32->first, (Tier{"v4", Pricing::spot}));
   EXPECT_EQ(v4_32->second, 16) << "v4 sizes count TensorCores, two a chip";
-  EXPECT_EQ(tier_of("v5litepod-16", "ondemand")->second, 16);
-  EXPECT_FALSE(tier_of("v99-8", "spot"));
+  EXPECT_EQ(tier_of("v5litepod-16", Pricing::ondemand)->second, 16);
+  EXPECT_FALSE(tier_of("v99-8", Pricing::spot));
 }
 
 SliceUse use(const std::string& user, JobKind kind, const std::string& accelerator, int count,
-             const std::string& pricing = "spot") {
+             Pricing pricing = Pricing::spot) {
   return SliceUse{user, kind, accelerator, pricing, count};
 }
 
@@ -49,19 +51,19 @@ TEST(FairShareArithmetic, JobsAndTasksCountAgainstTheirUserAndJobsAndWorkersAgai
   // workers (8) and an on-demand v4-8 job of bob's (4, another tier).
   const ChipsInFlight chips({use("alice", JobKind::job, "v4-32", 2), use("alice", JobKind::task, "v4-8", 1),
                              use("bob", JobKind::task, "v4-8", 1), use("lab", JobKind::worker, "v4-8", 2),
-                             use("bob", JobKind::job, "v4-8", 1, "ondemand")});
-  const Tier spot{"v4", "spot"};
+                             use("bob", JobKind::job, "v4-8", 1, Pricing::ondemand)});
+  const Tier spot{"v4", Pricing::spot};
   EXPECT_EQ(chips.of("alice", spot), 36);
   EXPECT_EQ(chips.of("bob", spot), 4);
   EXPECT_EQ(chips.of("lab", spot), 0) << "a worker's slice is nobody's until a task runs on it";
   EXPECT_EQ(chips.of_lab(spot), 40) << "jobs' and workers' slices; a task borrows chips the lab holds already";
-  EXPECT_EQ(chips.of("bob", Tier{"v4", "ondemand"}), 4);
-  EXPECT_EQ(chips.of_lab(Tier{"v4", "ondemand"}), 4);
+  EXPECT_EQ(chips.of("bob", Tier{"v4", Pricing::ondemand}), 4);
+  EXPECT_EQ(chips.of_lab(Tier{"v4", Pricing::ondemand}), 4);
 }
 
 TEST(FairShareArithmetic, AShareOfOnesOwnOverridesEveryUsersAndTheCapHoldsJobsAndWorkersNotTasks) {
   ShareLimits limits;
-  const Tier spot{"v4", "spot"};
+  const Tier spot{"v4", Pricing::spot};
   limits.every_user[spot] = 8;
   limits.per_user[{"alice", spot}] = 16;
   limits.lab_cap[spot] = 20;
@@ -69,32 +71,34 @@ TEST(FairShareArithmetic, AShareOfOnesOwnOverridesEveryUsersAndTheCapHoldsJobsAn
   ASSERT_TRUE(share.limits_anything());
   const std::vector<SliceUse> in_flight = {use("alice", JobKind::job, "v4-16", 1), use("bob", JobKind::job, "v4-8", 2)};
   // alice holds 8 of her own 16; bob 8 of everyone's 8; the lab 16 of 20.
-  EXPECT_EQ(share.refusal(in_flight, "alice", JobKind::task, "v4-8", "spot"), "");
-  EXPECT_EQ(share.refusal(in_flight, "bob", JobKind::task, "v4-8", "spot"), "bob holds 8 of their 8 v4 spot chips");
-  EXPECT_EQ(share.refusal(in_flight, "carol", JobKind::task, "v4-8", "spot"), "");
-  EXPECT_EQ(share.refusal(in_flight, "alice", JobKind::job, "v4-16", "spot"),
+  EXPECT_EQ(share.refusal(in_flight, "alice", JobKind::task, "v4-8", Pricing::spot), "");
+  EXPECT_EQ(share.refusal(in_flight, "bob", JobKind::task, "v4-8", Pricing::spot),
+            "bob holds 8 of their 8 v4 spot chips");
+  EXPECT_EQ(share.refusal(in_flight, "carol", JobKind::task, "v4-8", Pricing::spot), "");
+  EXPECT_EQ(share.refusal(in_flight, "alice", JobKind::job, "v4-16", Pricing::spot),
             "the lab holds 16 of its 20 v4 spot chips");
-  EXPECT_EQ(share.refusal(in_flight, "alice", JobKind::job, "v4-8", "spot"), "") << "16 + 4 is the cap, not over";
-  EXPECT_EQ(share.refusal(in_flight, "carol", JobKind::worker, "v4-16", "spot"),
+  EXPECT_EQ(share.refusal(in_flight, "alice", JobKind::job, "v4-8", Pricing::spot), "")
+      << "16 + 4 is the cap, not over";
+  EXPECT_EQ(share.refusal(in_flight, "carol", JobKind::worker, "v4-16", Pricing::spot),
             "the lab holds 16 of its 20 v4 spot chips")
       << "a worker's slice counts against the lab's cap";
-  EXPECT_EQ(share.refusal(in_flight, "carol", JobKind::worker, "v4-8", "ondemand"), "") << "another tier";
-  EXPECT_EQ(share.refusal(in_flight, "carol", JobKind::job, "v4-32", "spot"),
+  EXPECT_EQ(share.refusal(in_flight, "carol", JobKind::worker, "v4-8", Pricing::ondemand), "") << "another tier";
+  EXPECT_EQ(share.refusal(in_flight, "carol", JobKind::job, "v4-32", Pricing::spot),
             "carol may hold 8 v4 spot chips, and v4-32 has 16");
   EXPECT_FALSE(FairShare(ShareLimits{}).limits_anything());
 }
 
 TEST(FairShareArithmetic, UsersClaimAWorkerFewestChipsFirstAndThoseAtTheirShareNotAtAll) {
   ShareLimits limits;
-  limits.every_user[Tier{"v4", "spot"}] = 8;
+  limits.every_user[Tier{"v4", Pricing::spot}] = 8;
   const FairShare share(limits);
   const std::vector<SliceUse> in_flight = {use("alice", JobKind::task, "v4-8", 1), use("bob", JobKind::task, "v4-8", 2),
                                            use("dan", JobKind::task, "v4-8", 1)};
   // Queue order alice, bob, carol, dan: carol holds nothing, alice and dan 4 each (alice queued first), bob his 8.
-  EXPECT_EQ(share.claim_order(in_flight, {"alice", "bob", "carol", "dan"}, "v4-8", "spot"),
+  EXPECT_EQ(share.claim_order(in_flight, {"alice", "bob", "carol", "dan"}, "v4-8", Pricing::spot),
             (std::vector<std::string>{"carol", "alice", "dan"}));
   // Without limits, still fewest chips first.
-  EXPECT_EQ(FairShare(ShareLimits{}).claim_order(in_flight, {"bob", "alice", "carol"}, "v4-8", "spot"),
+  EXPECT_EQ(FairShare(ShareLimits{}).claim_order(in_flight, {"bob", "alice", "carol"}, "v4-8", Pricing::spot),
             (std::vector<std::string>{"carol", "alice", "bob"}));
 }
 
@@ -106,7 +110,7 @@ NewJob record(JobKind kind, const std::string& name, const std::string& user, co
   job.user = user;
   job.accelerator = accelerator;
   job.zone = kind == JobKind::task ? "" : "us-central2-b";
-  job.pricing = kind == JobKind::task ? "" : "spot";
+  job.pricing = kind == JobKind::task ? std::nullopt : std::optional<Pricing>(Pricing::spot);
   job.tpu_name = name;
   job.hosts = 1;
   job.priority = priority;
@@ -120,9 +124,9 @@ store::WorkerOffer offer(std::int64_t id) {
   o.worker_id = id;
   o.accelerator = "v4-8";
   o.zone = "us-central2-b";
-  o.pricing = "spot";
+  o.pricing = Pricing::spot;
   o.placement = domain::Placement{
-      "w-" + std::to_string(id), "w-" + std::to_string(id), "us-central2-b", "v4-8", 1, std::nullopt, "spot"};
+      "w-" + std::to_string(id), "w-" + std::to_string(id), "us-central2-b", "v4-8", 1, std::nullopt, Pricing::spot};
   return o;
 }
 
@@ -175,11 +179,11 @@ TEST_P(FairShareStoreTest, SlicesInFlightAreThoseHeldOrAskedForUntilReleased) {
   EXPECT_EQ(in_flight[0].user, "alice");
   EXPECT_EQ(in_flight[0].kind, JobKind::job);
   EXPECT_EQ(in_flight[0].accelerator, "v4-32");
-  EXPECT_EQ(in_flight[0].pricing, "spot");
+  EXPECT_EQ(in_flight[0].pricing, Pricing::spot);
   EXPECT_EQ(in_flight[1].user, "bob");
   EXPECT_EQ(in_flight[1].kind, JobKind::task);
   EXPECT_EQ(in_flight[1].accelerator, "v4-8") << "the worker's slice, which the task borrows";
-  EXPECT_EQ(in_flight[1].pricing, "spot");
+  EXPECT_EQ(in_flight[1].pricing, Pricing::spot);
   EXPECT_EQ(in_flight[1].count, 1) << "t2 waits in the queue";
   EXPECT_EQ(in_flight[2].user, "carol");
   EXPECT_EQ(in_flight[3].user, "ops");
@@ -191,7 +195,7 @@ TEST_P(FairShareStoreTest, SlicesInFlightAreThoseHeldOrAskedForUntilReleased) {
 
 TEST_P(FairShareStoreTest, AUserAtTheirShareWaitsAndAnotherUsersTaskTakesTheWorkerTheirOwnByPriority) {
   auto store = open_store();
-  ASSERT_TRUE(set_share_limit(store, "*", Tier{"v4", "spot"}, 4)); // One v4-8 each.
+  ASSERT_TRUE(set_share_limit(store, "*", Tier{"v4", Pricing::spot}, 4)); // One v4-8 each.
   auto share = std::make_shared<const FairShare>(read_share_limits(store));
   store.shares().set_policy(share);
   const auto workers = store.jobs().create({record(JobKind::worker, "w1", "ops"), record(JobKind::worker, "w2", "ops"),
@@ -217,10 +221,10 @@ TEST_P(FairShareStoreTest, AUserAtTheirShareWaitsAndAnotherUsersTaskTakesTheWork
   finish(store, tasks[1]);
   EXPECT_EQ(store.queue().claim(offer(workers[2]), "sup", kTtl, now), tasks[0]);
   // The share raised: nothing waits for it any more.
-  ASSERT_TRUE(set_share_limit(store, "alice", Tier{"v4", "spot"}, 8));
-  EXPECT_EQ(read_share_limits(store).share_of("alice", Tier{"v4", "spot"}), 8);
-  EXPECT_EQ(read_share_limits(store).share_of("bob", Tier{"v4", "spot"}), 4);
-  EXPECT_FALSE(set_share_limit(store, "alice", Tier{"v4", "spot"}, 8)) << "unchanged";
+  ASSERT_TRUE(set_share_limit(store, "alice", Tier{"v4", Pricing::spot}, 8));
+  EXPECT_EQ(read_share_limits(store).share_of("alice", Tier{"v4", Pricing::spot}), 8);
+  EXPECT_EQ(read_share_limits(store).share_of("bob", Tier{"v4", Pricing::spot}), 4);
+  EXPECT_FALSE(set_share_limit(store, "alice", Tier{"v4", Pricing::spot}, 8)) << "unchanged";
 }
 
 TEST_P(FairShareStoreTest, WithoutLimitsUsersStillTakeTurnsFewestChipsFirst) {
@@ -240,7 +244,7 @@ TEST_P(FairShareStoreTest, WithoutLimitsUsersStillTakeTurnsFewestChipsFirst) {
 
 TEST_P(FairShareStoreTest, ANewSliceBeyondTheLabsCapIsRefusedWhereTheAttemptWouldBeRecorded) {
   auto store = open_store();
-  ASSERT_TRUE(set_share_limit(store, "", Tier{"v4", "spot"}, 8));
+  ASSERT_TRUE(set_share_limit(store, "", Tier{"v4", Pricing::spot}, 8));
   store.shares().set_policy(std::make_shared<const FairShare>(read_share_limits(store)));
   const auto ids = store.jobs().create({record(JobKind::job, "first", "alice"), record(JobKind::worker, "w", "ops"),
                                         record(JobKind::job, "third", "bob")});
@@ -259,8 +263,8 @@ TEST_P(FairShareStoreTest, ANewSliceBeyondTheLabsCapIsRefusedWhereTheAttemptWoul
   request_slice(store, ids[2]);
   EXPECT_EQ(store.attempts().of(ids[2]).size(), 1U);
   // Removing the cap; a setting that is not there is not removed twice.
-  EXPECT_TRUE(set_share_limit(store, "", Tier{"v4", "spot"}, std::nullopt));
-  EXPECT_FALSE(set_share_limit(store, "", Tier{"v4", "spot"}, std::nullopt));
+  EXPECT_TRUE(set_share_limit(store, "", Tier{"v4", Pricing::spot}, std::nullopt));
+  EXPECT_FALSE(set_share_limit(store, "", Tier{"v4", Pricing::spot}, std::nullopt));
   EXPECT_TRUE(read_share_limits(store).empty());
 }
 

@@ -22,7 +22,7 @@ using test::make_job;
 struct Planned {
   std::string zone;
   std::string accelerator;
-  std::string pricing;
+  domain::Pricing pricing = domain::Pricing::spot;
   bool came_up = false;
   domain::AttemptOutcome outcome = domain::AttemptOutcome::none;
 };
@@ -53,8 +53,9 @@ void record(JobStore& store, std::int64_t id, const std::vector<Planned>& attemp
 std::vector<std::string> as_text(const std::vector<PlaceRecord>& records) {
   std::vector<std::string> out;
   for (const auto& r : records) {
-    out.push_back(r.zone + " " + r.accelerator + " " + r.pricing + " '" + std::string(domain::to_string(r.outcome)) +
-                  "' " + std::to_string(r.started_ms) + " " + (r.active_ms ? std::to_string(*r.active_ms) : "-") + " " +
+    out.push_back(r.zone + " " + r.accelerator + " " + domain::to_string(r.pricing) + " '" +
+                  std::string(domain::to_string(r.outcome)) + "' " + std::to_string(r.started_ms) + " " +
+                  (r.active_ms ? std::to_string(*r.active_ms) : "-") + " " +
                   (r.ended_ms ? std::to_string(*r.ended_ms) : "-"));
   }
   std::sort(out.begin(), out.end());
@@ -65,9 +66,9 @@ std::vector<std::string> as_text(const std::vector<PlaceRecord>& records) {
 std::vector<std::string> as_text(const std::vector<core::PlaceStats>& stats) {
   std::vector<std::string> out;
   for (const auto& s : stats) {
-    out.push_back(s.zone + " " + s.accelerator + " " + s.pricing + " requests=" + std::to_string(s.requests) +
-                  " up=" + std::to_string(s.came_up) + " waiting=" + std::to_string(s.waiting_now) +
-                  " gave_up=" + std::to_string(s.gave_up) +
+    out.push_back(s.zone + " " + s.accelerator + " " + domain::to_string(s.pricing) +
+                  " requests=" + std::to_string(s.requests) + " up=" + std::to_string(s.came_up) +
+                  " waiting=" + std::to_string(s.waiting_now) + " gave_up=" + std::to_string(s.gave_up) +
                   " median=" + (s.median_wait_seconds ? std::to_string(*s.median_wait_seconds) : "-") +
                   " p90=" + (s.p90_wait_seconds ? std::to_string(*s.p90_wait_seconds) : "-") +
                   " running_h=" + std::to_string(s.running_hours) + " preemptions=" + std::to_string(s.preemptions) +
@@ -110,23 +111,23 @@ TEST_P(StoreAttemptHistoryTest, RemovingJobsLeavesTheAvailabilityAndTheLearnedRa
       {make_job("a"), make_job("b"), make_job("c"), make_job("d", "bob"), make_job("e"), worker, task});
   // a and b: preempted, then up again in us-east1-d; one had bad hardware.
   record(store, ids[0],
-         {{"us-east1-d", "v4-8", "spot", true, domain::AttemptOutcome::preempted},
-          {"us-east1-d", "v4-8", "spot", true, domain::AttemptOutcome::succeeded}});
+         {{"us-east1-d", "v4-8", domain::Pricing::spot, true, domain::AttemptOutcome::preempted},
+          {"us-east1-d", "v4-8", domain::Pricing::spot, true, domain::AttemptOutcome::succeeded}});
   record(store, ids[1],
-         {{"us-east1-d", "v4-8", "spot", true, domain::AttemptOutcome::bad_hardware},
-          {"us-east1-d", "v4-8", "spot", true, domain::AttemptOutcome::failed}});
+         {{"us-east1-d", "v4-8", domain::Pricing::spot, true, domain::AttemptOutcome::bad_hardware},
+          {"us-east1-d", "v4-8", domain::Pricing::spot, true, domain::AttemptOutcome::failed}});
   // c: waited out and refused for quota in us-central2-b, then fell back to on-demand there.
   record(store, ids[2],
-         {{"us-central2-b", "v4-8", "spot", false, domain::AttemptOutcome::timed_out},
-          {"us-central2-b", "v4-8", "spot", false, domain::AttemptOutcome::quota},
-          {"us-central2-b", "v4-8", "ondemand", true, domain::AttemptOutcome::succeeded}});
+         {{"us-central2-b", "v4-8", domain::Pricing::spot, false, domain::AttemptOutcome::timed_out},
+          {"us-central2-b", "v4-8", domain::Pricing::spot, false, domain::AttemptOutcome::quota},
+          {"us-central2-b", "v4-8", domain::Pricing::ondemand, true, domain::AttemptOutcome::succeeded}});
   // d (bob's): a v4-16 up in us-central2-b, cancelled.
-  record(store, ids[3], {{"us-central2-b", "v4-16", "spot", true, domain::AttemptOutcome::cancelled}});
+  record(store, ids[3], {{"us-central2-b", "v4-16", domain::Pricing::spot, true, domain::AttemptOutcome::cancelled}});
   // e: still waiting in us-central2-b (not removed).
-  record(store, ids[4], {{"us-central2-b", "v4-8", "spot", false, domain::AttemptOutcome::none}});
+  record(store, ids[4], {{"us-central2-b", "v4-8", domain::Pricing::spot, false, domain::AttemptOutcome::none}});
   // The worker's own slice, and the task's attempt on it, which borrows it and never counts as a request.
-  record(store, ids[5], {{"us-east1-d", "v4-8", "spot", true, domain::AttemptOutcome::succeeded}});
-  domain::Placement on_worker{"qr-w", "qr-w", "us-east1-d", "v4-8", 2, ids[5], "spot"};
+  record(store, ids[5], {{"us-east1-d", "v4-8", domain::Pricing::spot, true, domain::AttemptOutcome::succeeded}});
+  domain::Placement on_worker{"qr-w", "qr-w", "us-east1-d", "v4-8", 2, ids[5], domain::Pricing::spot};
   const auto task_attempt = store.attempts().begin(ids[6], on_worker);
   store.attempts().end(ids[6], task_attempt.number, domain::AttemptOutcome::succeeded, 0);
 
@@ -174,7 +175,7 @@ TEST_P(StoreAttemptHistoryTest, RemovingJobsLeavesTheAvailabilityAndTheLearnedRa
 TEST_P(StoreAttemptHistoryTest, ARequestOfARemovedJobNoLongerWaits) {
   auto store = open_store();
   const auto id = store.jobs().create({make_job("a")}).front();
-  record(store, id, {{"us-central2-b", "v4-8", "spot", false, domain::AttemptOutcome::none}});
+  record(store, id, {{"us-central2-b", "v4-8", domain::Pricing::spot, false, domain::AttemptOutcome::none}});
   const std::int64_t now = store.clock_ms() + 60'000;
   ASSERT_EQ(core::availability(store.attempts().since(0), now).front().waiting_now, 1);
 
@@ -210,7 +211,7 @@ TEST(StoreAttemptHistorySchema, APostgresStoreOfTheVersionBeforeIsMigrated) {
   auto store = JobStore::open_postgres(url);
   EXPECT_EQ(store.schema_version(), JobStore::current_schema_version());
   const auto id = store.jobs().create({make_job("a")}).front();
-  record(store, id, {{"us-central2-b", "v4-8", "spot", true, domain::AttemptOutcome::succeeded}});
+  record(store, id, {{"us-central2-b", "v4-8", domain::Pricing::spot, true, domain::AttemptOutcome::succeeded}});
   store.jobs().remove(id);
   EXPECT_EQ(store.attempts().since(0).size(), 1U);
 }

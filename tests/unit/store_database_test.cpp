@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <functional>
 #include <gtest/gtest.h>
 #include <set>
 #include <sys/stat.h>
@@ -184,8 +185,8 @@ TEST(StoreFile, OutcomesAreKeptInTheirWordsAndAWordNotKnownReadsAsUnknown) {
   const auto path = tmp / "jobman.db";
   auto store = JobStore::open(path);
   const auto id = store.jobs().create({make_job("a")}).front();
-  (void)store.rivals().begin_race(id, {"r-a1", "r-a1", "us-central2-b", "v4-8", 1, std::nullopt, "spot"},
-                                  {{"r-a1c2", "r-a1c2", "us-east1-d", "v4-8", 1, std::nullopt, "spot"}});
+  (void)store.rivals().begin_race(id, {"r-a1", "r-a1", "us-central2-b", "v4-8", 1, std::nullopt, domain::Pricing::spot},
+                                  {{"r-a1c2", "r-a1c2", "us-east1-d", "v4-8", 1, std::nullopt, domain::Pricing::spot}});
   store.rivals().end(id, "r-a1c2", domain::RivalOutcome::lost);
   store.attempts().end(id, 1, domain::AttemptOutcome::bad_hardware, std::nullopt);
 
@@ -201,6 +202,46 @@ TEST(StoreFile, OutcomesAreKeptInTheirWordsAndAWordNotKnownReadsAsUnknown) {
   EXPECT_EQ(store.attempts().of(id).front().outcome, domain::AttemptOutcome::unknown);
   EXPECT_EQ(store.attempts().since(0).front().outcome, domain::AttemptOutcome::unknown);
   EXPECT_EQ(store.rivals().of(id).front().outcome, domain::RivalOutcome::unknown);
+}
+
+TEST(StoreFile, PricingsAreKeptByTheirNamesAndAnAttemptThatRecordedNoneReadsAsSpot) {
+  test::TempDir tmp;
+  const auto path = tmp / "jobman.db";
+  auto store = JobStore::open(path);
+  NewJob job = make_job("a");
+  job.pricing = domain::Pricing::ondemand;
+  NewJob task = make_job("t");
+  task.kind = domain::JobKind::task;
+  task.pricing = std::nullopt; // Any worker's.
+  const auto ids = store.jobs().create({job, task});
+  store.attempts().begin(ids[0], "qr-a", "qr-a", "us-central2-b"); // In the job's pricing.
+  store.attempts().begin(ids[1], "qr-t", "qr-t", "us-central2-b"); // Of a task that names none, on no worker.
+
+  Database raw(path.string(), OpenMode::read_write_create, 1000);
+  EXPECT_EQ(raw.query_text("SELECT pricing FROM jobs WHERE id = 1"), "ondemand");
+  EXPECT_EQ(raw.query_text("SELECT pricing FROM jobs WHERE id = 2"), "");
+  EXPECT_EQ(raw.query_text("SELECT pricing FROM attempts WHERE job_id = 1"), "ondemand");
+  EXPECT_EQ(raw.query_text("SELECT pricing FROM attempts WHERE job_id = 2"), "");
+  EXPECT_EQ(store.jobs().get(ids[0]).pricing, domain::Pricing::ondemand);
+  EXPECT_EQ(store.jobs().get(ids[1]).pricing, std::nullopt);
+  EXPECT_EQ(store.attempts().of(ids[0]).front().pricing, domain::Pricing::ondemand);
+  EXPECT_EQ(store.attempts().of(ids[1]).front().pricing, domain::Pricing::spot);
+
+  // Any spelling of a pricing is read as it; a word that is none fails the read, naming it and the database.
+  raw.execute("UPDATE jobs SET pricing = 'on-demand' WHERE id = 1");
+  EXPECT_EQ(store.jobs().get(ids[0]).pricing, domain::Pricing::ondemand);
+  raw.execute("UPDATE jobs SET pricing = 'reserved' WHERE id = 1");
+  raw.execute("UPDATE attempts SET pricing = 'reserved' WHERE job_id = 2");
+  for (const auto& read : std::vector<std::function<void()>>{[&] { (void)store.jobs().get(ids[0]); },
+                                                             [&] { (void)store.attempts().of(ids[1]); }}) {
+    try {
+      read();
+      ADD_FAILURE() << "read an unknown pricing";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("jobman.db: unknown pricing 'reserved' in the database"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(StoreFile, EventsAreAppendOnly) {
@@ -373,7 +414,7 @@ TEST(StoreSchema, VersionEighteenDatabaseKeepsRemovedJobsAttemptsOnceMigrated) {
   store.jobs().remove(1);
   const auto after = store.attempts().since(0, "us-central2-b", "v4-16");
   ASSERT_EQ(after.size(), 1U) << "version 19 keeps a removed job's attempts for availability";
-  EXPECT_EQ(after[0].pricing, "spot");
+  EXPECT_EQ(after[0].pricing, domain::Pricing::spot);
   EXPECT_EQ(after[0].outcome, domain::AttemptOutcome::preempted);
   EXPECT_EQ(after[0].started_ms, 1000);
   EXPECT_EQ(after[0].active_ms, std::optional<std::int64_t>(4000));

@@ -96,7 +96,7 @@ TEST_P(JobStoreTest, EveryFieldRoundTrips) {
   NewJob fresh = make_job("train-lr0.1", "bob");
   fresh.accelerator = "v5litepod-16";
   fresh.zone = "europe-west4-b";
-  fresh.pricing = "ondemand";
+  fresh.pricing = domain::Pricing::ondemand;
   fresh.tpu_name = "jobman-000001";
   fresh.hosts = 4;
   fresh.config_path = "/home/bob/sweep.yaml";

@@ -27,7 +27,7 @@ std::int64_t create(JobStore& store, const std::string& name) {
   job.user = "alice";
   job.accelerator = "v4-8";
   job.zone = "us-central2-b";
-  job.pricing = "spot";
+  job.pricing = domain::Pricing::spot;
   job.hosts = 1;
   job.config_yaml = "name: " + name + "\n";
   job.config_path = "/tmp/" + name + ".yaml";

@@ -91,7 +91,7 @@ TEST_P(StoreProgressTest, AWorkersAccountReadsTheAttemptsOfTheTasksThatBorrowedI
   auto task = make_job("t");
   task.kind = domain::JobKind::task;
   const auto ids = store.jobs().create({worker, task, make_job("other")});
-  domain::Placement borrowed{"qr-w", "qr-w", "us-central2-b", "v4-8", 1, ids[0], "spot"};
+  domain::Placement borrowed{"qr-w", "qr-w", "us-central2-b", "v4-8", 1, ids[0], domain::Pricing::spot};
   store.attempts().begin(ids[1], borrowed);
   store.attempts().begin(ids[2], "qr-o", "qr-o", "us-central2-b");
   const auto on_worker = store.attempts().on_worker(ids[0]);

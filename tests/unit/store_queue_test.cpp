@@ -21,7 +21,7 @@ using domain::NewJob;
 using domain::Phase;
 
 NewJob task(const std::string& name, const std::string& accelerator = "v4-8", const std::string& zone = "",
-            const std::string& pricing = "", int priority = 0) {
+            std::optional<domain::Pricing> pricing = std::nullopt, int priority = 0) {
   NewJob job;
   job.kind = JobKind::task;
   job.name = name;
@@ -38,14 +38,14 @@ NewJob task(const std::string& name, const std::string& accelerator = "v4-8", co
 }
 
 NewJob worker(const std::string& name, const std::string& accelerator = "v4-8") {
-  NewJob job = task(name, accelerator, "us-central2-b", "spot");
+  NewJob job = task(name, accelerator, "us-central2-b", domain::Pricing::spot);
   job.kind = JobKind::worker;
   return job;
 }
 
 // A worker's offer of its slice.
 WorkerOffer offer(std::int64_t id, const std::string& accelerator = "v4-8", const std::string& zone = "us-central2-b",
-                  const std::string& pricing = "spot") {
+                  domain::Pricing pricing = domain::Pricing::spot) {
   WorkerOffer o;
   o.worker_id = id;
   o.accelerator = accelerator;
@@ -72,7 +72,7 @@ class TaskQueueTest : public test::StoreBackendTest {};
 TEST_P(TaskQueueTest, AWorkerTakesTheHighestPriorityFirstThenTheOldestAndOneTaskAtATime) {
   auto store = open_store();
   const auto w = store.jobs().create({worker("w")}).front();
-  const auto ids = store.jobs().create({task("a"), task("b"), task("urgent", "v4-8", "", "", 5), task("c")});
+  const auto ids = store.jobs().create({task("a"), task("b"), task("urgent", "v4-8", "", std::nullopt, 5), task("c")});
   const auto now = util::now_ms();
 
   const auto first = store.queue().claim(offer(w), "sup", kTtl, now);
@@ -102,13 +102,15 @@ TEST_P(TaskQueueTest, AWorkerTakesTheHighestPriorityFirstThenTheOldestAndOneTask
 TEST_P(TaskQueueTest, ATaskRunsOnlyOnAWorkerOfItsAcceleratorAndOfItsZoneAndPricingWhenItNamesThem) {
   auto store = open_store();
   const auto workers = store.jobs().create({worker("v4"), worker("v5", "v5litepod-4"), worker("v4b")});
-  const auto ids = store.jobs().create(
-      {task("needs-v5", "v5litepod-4"), task("east", "v4-8", "us-east1-d"), task("on-demand", "v4-8", "", "ondemand")});
+  const auto ids = store.jobs().create({task("needs-v5", "v5litepod-4"), task("east", "v4-8", "us-east1-d"),
+                                        task("on-demand", "v4-8", "", domain::Pricing::ondemand)});
   const auto now = util::now_ms();
   EXPECT_FALSE(store.queue().claim(offer(workers[0]), "sup", kTtl, now)) << "nothing for a spot v4-8 in us-central2-b";
   EXPECT_EQ(store.queue().claim(offer(workers[1], "v5litepod-4"), "sup", kTtl, now), ids[0]);
   EXPECT_EQ(store.queue().claim(offer(workers[0], "v4-8", "us-east1-d"), "sup", kTtl, now), ids[1]);
-  EXPECT_EQ(store.queue().claim(offer(workers[2], "v4-8", "us-central2-b", "ondemand"), "sup", kTtl, now), ids[2]);
+  EXPECT_EQ(
+      store.queue().claim(offer(workers[2], "v4-8", "us-central2-b", domain::Pricing::ondemand), "sup", kTtl, now),
+      ids[2]);
 }
 
 TEST_P(TaskQueueTest, AnInterruptedTaskGoesToTheHeadOfTheQueueAndAPausedOneIsNotTaken) {
@@ -213,7 +215,7 @@ TEST_P(TaskQueueTest, TheBoardShowsEveryTaskButTheQueuesTailWithTheIndexesTheCom
   const auto w = store.jobs().create({worker("w")}).front();
   std::vector<NewJob> batch;
   for (int i = 0; i < 12; ++i) {
-    batch.push_back(task("t" + std::to_string(i), "v4-8", "", "", i == 9 ? 7 : 0));
+    batch.push_back(task("t" + std::to_string(i), "v4-8", "", std::nullopt, i == 9 ? 7 : 0));
   }
   const auto ids = store.jobs().create(batch);
   const auto now = util::now_ms();

@@ -18,7 +18,7 @@ namespace {
 using test::make_job;
 
 domain::Placement place(const std::string& name, const std::string& zone, const std::string& accelerator = "v4-8") {
-  return {name, name, zone, accelerator, 1, std::nullopt, "spot"};
+  return {name, name, zone, accelerator, 1, std::nullopt, domain::Pricing::spot};
 }
 
 class StoreRivalsTest : public test::StoreBackendTest {};

@@ -3,6 +3,8 @@
 // prices before discounts, for one region.
 #pragma once
 
+#include "jobman/domain/pricing.hpp"
+
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -16,14 +18,14 @@ struct PriceTable {
   std::string source;   // Where the figures come from (a URL).
   std::string as_of;    // When they were taken from it.
   std::string region;   // Which region they are for.
-  // Generation ("v4", "v5litepod", as accelerator names begin) -> tier ("ondemand", "spot", "preemptible") -> price
-  // per chip-hour.
+  // Generation ("v4", "v5litepod", as accelerator names begin) -> tier (by the name domain::to_string gives it:
+  // "ondemand", "spot", "preemptible") -> price per chip-hour.
   std::map<std::string, std::map<std::string, double>> per_chip_hour;
   std::vector<std::string> files; // The tables it was read from, the built-in one first ("built-in").
 
   // The price of a chip-hour of `accelerator` ("v4-32") in `tier`; spot and preemptible stand in for each other
   // where a generation has one of them only. nullopt when the table has no price.
-  [[nodiscard]] std::optional<double> chip_hour(const std::string& accelerator, const std::string& tier) const;
+  [[nodiscard]] std::optional<double> chip_hour(const std::string& accelerator, domain::Pricing tier) const;
 };
 
 // The table jobman ships.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "jobman/config/job_config.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/util/error.hpp"
 
 #include <map>
@@ -23,7 +24,7 @@ struct TaskHeaders {
   std::optional<std::string> accelerator; // The catalog's name for it ("v5litepod-16" for "v5e-16").
   std::optional<std::string> zone;
   std::optional<std::string> tpu_version;
-  std::optional<std::string> pricing; // "spot", "preemptible" or "ondemand" (any spelling parse_pricing accepts).
+  std::optional<Pricing> pricing; // Written as any spelling parse_pricing accepts, in any case.
   std::optional<std::string> mail_user;
   std::optional<std::string> hosts;    // "all" (every host of the slice) or "0" (host 0 only).
   std::optional<int> max_retries;      // At least 0; jobman-lite's default, 3, is applied by read_task_script.
@@ -53,18 +54,18 @@ struct TaskOverrides {
   std::optional<std::string> accelerator;
   std::optional<std::string> zone;
   std::optional<std::string> tpu_version;
-  std::optional<std::string> pricing;
+  std::optional<std::string> pricing; // As typed; read_task_script parses it as it does the header.
   std::optional<int> max_retries;
   std::optional<int> priority;
 };
 
 // A task ready to record: what it asks for and the config document that runs it.
 struct TaskRequest {
-  std::string name;        // The override, else the header, else the script's file name without its extension.
-  std::string accelerator; // The catalog's name for it.
-  std::string zone;        // Empty: any zone (the caller's LoadOptions::default_zone applies to the config).
-  std::string pricing;     // Empty when neither header nor flag gave one (any worker); else spot|ondemand|preemptible.
-  std::string tpu_version; // Empty when not given.
+  std::string name;               // The override, else the header, else the script's file name without its extension.
+  std::string accelerator;        // The catalog's name for it.
+  std::string zone;               // Empty: any zone (the caller's LoadOptions::default_zone applies to the config).
+  std::optional<Pricing> pricing; // nullopt when neither header nor flag gave one: a worker of any pricing.
+  std::string tpu_version;        // Empty when not given.
   int max_retries = 3;
   int priority = 0;
   // The hosts header; without one, false when the script fans out itself (TaskHeaders::fanout_line), else true.

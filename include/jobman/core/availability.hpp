@@ -4,6 +4,7 @@
 #pragma once
 
 #include "jobman/config/job_config.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
 
@@ -18,7 +19,7 @@ namespace jobman::core {
 struct PlaceStats {
   std::string zone;
   std::string accelerator;
-  std::string pricing;
+  domain::Pricing pricing = domain::Pricing::spot;
   int requests = 0;    // Slices asked for.
   int came_up = 0;     // Of those, slices that became ACTIVE.
   int waiting_now = 0; // Asked for, not ACTIVE yet, not given up.
@@ -33,7 +34,7 @@ struct PlaceStats {
   [[nodiscard]] std::optional<double> preemptions_per_hour() const;
 };
 
-// The statistics of every place `attempts` name, sorted by zone, accelerator and tier.
+// The statistics of every place `attempts` name, sorted by zone, accelerator and tier (by its name).
 std::vector<PlaceStats> availability(const std::vector<store::PlaceRecord>& attempts, std::int64_t now_ms);
 
 // How long a candidate with no history is taken to wait, for the ordering.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "jobman/domain/job.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/store/shares.hpp"
 
@@ -16,19 +17,20 @@
 
 namespace jobman::core {
 
-// A tier of chips: a generation as accelerator names begin ("v4", "v5litepod") and a pricing ("spot", "ondemand",
-// "preemptible").
+// A tier of chips: a generation as accelerator names begin ("v4", "v5litepod") and a pricing.
 struct Tier {
   std::string generation;
-  std::string pricing;
+  domain::Pricing pricing = domain::Pricing::spot;
   bool operator==(const Tier&) const = default;
+  // By generation, then by the pricing's name ("ondemand", "preemptible", "spot"): the order tiers are listed in.
   bool operator<(const Tier& other) const {
-    return generation != other.generation ? generation < other.generation : pricing < other.pricing;
+    return generation != other.generation ? generation < other.generation
+                                          : domain::to_string(pricing) < domain::to_string(other.pricing);
   }
   // "v4 spot", as messages say it.
-  [[nodiscard]] std::string label() const { return generation + " " + pricing; }
+  [[nodiscard]] std::string label() const { return generation + " " + domain::to_string(pricing); }
   // "v4:spot", as commands and settings write it.
-  [[nodiscard]] std::string key() const { return generation + ":" + pricing; }
+  [[nodiscard]] std::string key() const { return generation + ":" + domain::to_string(pricing); }
 };
 
 // "v4:spot", "v5e:ondemand" (aliases of a generation and spellings of a pricing accepted, the tier keeping the names
@@ -37,7 +39,7 @@ std::optional<Tier> parse_tier(const std::string& text, std::string* why);
 // A number of chips as commands and settings write it: a whole number, 0 or more; nullopt otherwise.
 std::optional<int> parse_chips(std::string_view text);
 // The tier and chips of a slice of `accelerator` in `pricing`; nullopt for an accelerator jobman does not know.
-std::optional<std::pair<Tier, int>> tier_of(const std::string& accelerator, const std::string& pricing);
+std::optional<std::pair<Tier, int>> tier_of(const std::string& accelerator, domain::Pricing pricing);
 
 // The limits set in a store.
 struct ShareLimits {
@@ -74,14 +76,14 @@ public:
   [[nodiscard]] bool limits_anything() const override { return !limits_.empty(); }
   [[nodiscard]] std::string refusal(const std::vector<store::SliceUse>& in_flight, const std::string& user,
                                     domain::JobKind kind, const std::string& accelerator,
-                                    const std::string& pricing) const override;
+                                    domain::Pricing pricing) const override;
   [[nodiscard]] std::vector<std::string> claim_order(const std::vector<store::SliceUse>& in_flight,
                                                      const std::vector<std::string>& users,
                                                      const std::string& accelerator,
-                                                     const std::string& pricing) const override;
+                                                     domain::Pricing pricing) const override;
   // refusal() against chips counted already.
   [[nodiscard]] std::string refusal(const ChipsInFlight& chips, const std::string& user, domain::JobKind kind,
-                                    const std::string& accelerator, const std::string& pricing) const;
+                                    const std::string& accelerator, domain::Pricing pricing) const;
   [[nodiscard]] const ShareLimits& limits() const { return limits_; }
 
 private:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "jobman/domain/job.hpp"
+#include "jobman/domain/pricing.hpp"
 
 #include <array>
 #include <cstdint>
@@ -49,9 +50,9 @@ struct TimelineMark {
 // Chip-hours of slices up (READY, which is what Cloud TPU bills) for one zone, accelerator and tier.
 struct ChipUsage {
   std::string zone;
-  std::string accelerator; // "v4-32".
-  std::string tier;        // "spot", "ondemand", "preemptible".
-  int chips = 0;           // Of the accelerator.
+  std::string accelerator;                      // "v4-32".
+  domain::Pricing tier = domain::Pricing::spot; // The pricing its attempts' slices were asked in.
+  int chips = 0;                                // Of the accelerator.
   double chip_hours = 0;
   bool borrowed = false;  // A task's time on its worker's slice: the worker pays for the slice, not the task.
   bool estimated = false; // Some of it is inferred (see JobAccount::notes).
@@ -63,7 +64,7 @@ struct JobAccount {
   BucketTimes ms{};                      // By bucket.
   std::vector<TimelineSegment> timeline; // In time order; consecutive segments differ in bucket or attempt.
   std::vector<TimelineMark> marks;
-  std::vector<ChipUsage> usage;   // By zone, accelerator and tier.
+  std::vector<ChipUsage> usage;   // By zone, accelerator and tier (by its name).
   std::int64_t lost_steps = 0;    // Steps done again after resumes (bad hardware's included).
   std::int64_t excluded_ms = 0;   // Time the job sat finished before a `resume`: outside its wall time.
   std::vector<std::string> notes; // Why a figure is an estimate, or unknown.

@@ -5,9 +5,11 @@
 
 #include "jobman/config/job_config.hpp"
 #include "jobman/domain/job.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/store/job_store.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,9 +24,9 @@ std::vector<std::int64_t> start_workers(store::JobStore& store, const std::vecto
 // A task about to be queued: its config, and what it asks of a worker beyond the accelerator.
 struct TaskToSubmit {
   config::JobConfig config;
-  std::string zone;    // "" runs on a worker in any zone.
-  std::string pricing; // "" runs on a worker of any pricing; else "spot", "ondemand" or "preemptible".
-  int priority = 0;    // Higher runs first; FIFO within a priority.
+  std::string zone;                       // "" runs on a worker in any zone.
+  std::optional<domain::Pricing> pricing; // nullopt runs on a worker of any pricing.
+  int priority = 0;                       // Higher runs first; FIFO within a priority.
 };
 
 // Queues the tasks (the members of a sweep together, in one transaction) for `user`; returns their ids.

@@ -2,6 +2,7 @@
 // data that the store records, the supervisor drives and the commands show; it knows nothing of SQLite or the cloud.
 #pragma once
 
+#include "jobman/domain/pricing.hpp"
 #include "jobman/domain/progress.hpp"
 #include "jobman/util/error.hpp"
 
@@ -112,7 +113,9 @@ struct JobRecord {
   std::string user;
   std::string accelerator;
   std::string zone;
-  std::string pricing;  // "spot", "ondemand", "preemptible".
+  // How the slice asked for is paid for; nullopt for a task that runs on a worker of any pricing (a job and a worker
+  // always name one).
+  std::optional<Pricing> pricing;
   std::string tpu_name; // Name prefix for the slice's resources.
   int hosts = 0;        // Worker hosts of the accelerator.
   Phase phase = Phase::pending;
@@ -151,7 +154,7 @@ struct NewJob {
   std::string user;
   std::string accelerator;
   std::string zone;
-  std::string pricing;
+  std::optional<Pricing> pricing; // As JobRecord::pricing: nullopt for a task that runs on a worker of any pricing.
   std::string tpu_name;
   int hosts = 0;
   std::string config_path;
@@ -170,7 +173,7 @@ struct Placement {
   int hosts = 0;           // 0: the job's.
   // A task's attempt: the worker whose slice it borrows. The worker holds and releases the slice, never the task.
   std::optional<std::int64_t> worker_id;
-  std::string pricing; // Empty: the job's.
+  std::optional<Pricing> pricing; // nullopt: the job's.
 };
 
 // One attempt: one slice requested, set up and run. Its row is where the attempt runs (the job row keeps what was
@@ -190,7 +193,9 @@ struct AttemptRecord {
   std::optional<std::int64_t> released_ms; // When its queued resource and node (or its node) were confirmed gone.
   bool create_pending = false; // Its queued resource (or node) is being asked for; the API has not accepted it yet.
   std::optional<std::int64_t> worker_id; // A task's attempt: the worker whose slice it borrowed.
-  std::string pricing;                   // The tier it was asked in: "spot", "ondemand", "preemptible".
+  // The tier its slice was asked in (a task's: its worker's slice's). An attempt the store kept without one (a task's,
+  // whose task names no pricing, from before the store kept the tier of attempts) reads as spot.
+  Pricing pricing = Pricing::spot;
   std::optional<std::int64_t> active_ms; // When its slice was found ACTIVE with its node READY.
   // The physical machine of each worker host, by worker index, as the cloud told it when the slice came up; empty
   // when it did not say.
@@ -220,7 +225,7 @@ struct RivalRecord {
   std::string zone;
   std::string accelerator;
   int hosts = 0;
-  std::string pricing;
+  Pricing pricing = Pricing::spot; // The tier it was asked in.
   std::int64_t requested_ms = 0;
   bool create_pending = true; // The API has not accepted it yet.
   std::optional<std::int64_t> released_ms;

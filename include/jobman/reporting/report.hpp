@@ -3,12 +3,14 @@
 #pragma once
 
 #include "jobman/domain/job.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/reporting/accounting.hpp"
 
 #include <functional>
 #include <map>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace jobman::reporting {
@@ -48,6 +50,16 @@ struct ReportGroup {
   int bad_hardware = 0;   // (zones only)
 };
 
+// An accelerator and a tier, as the report groups slices.
+using AcceleratorTier = std::pair<std::string, domain::Pricing>;
+
+// Orders groups by accelerator, then by the tier's name ("ondemand", "preemptible", "spot"), as the report lists them.
+struct AcceleratorTierOrder {
+  bool operator()(const AcceleratorTier& a, const AcceleratorTier& b) const {
+    return a.first != b.first ? a.first < b.first : domain::to_string(a.second) < domain::to_string(b.second);
+  }
+};
+
 struct Report {
   std::int64_t now_ms = 0;
   std::int64_t since_ms = 0;
@@ -60,7 +72,7 @@ struct Report {
   double cost = 0;
   bool cost_complete = true;
   // Slices held by jobs and workers (tasks' borrowed time is their workers'), by "accelerator tier" and by zone.
-  std::map<std::pair<std::string, std::string>, ReportGroup> by_kind;
+  std::map<AcceleratorTier, ReportGroup, AcceleratorTierOrder> by_kind;
   std::map<std::string, ReportGroup> by_zone;
 
   [[nodiscard]] std::int64_t wall_ms() const { return core::wall_ms(ms); }

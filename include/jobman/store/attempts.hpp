@@ -2,6 +2,7 @@
 #pragma once
 
 #include "jobman/domain/job.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/domain/progress.hpp"
 #include "jobman/store/job_store.hpp"
 
@@ -26,7 +27,7 @@ struct HeldSlice {
 struct PlaceRecord {
   std::string zone;
   std::string accelerator;
-  std::string pricing;
+  domain::Pricing pricing = domain::Pricing::spot;               // As AttemptRecord::pricing.
   domain::AttemptOutcome outcome = domain::AttemptOutcome::none; // As AttemptRecord::outcome.
   std::int64_t started_ms = 0;
   std::optional<std::int64_t> active_ms;

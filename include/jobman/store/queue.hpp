@@ -2,6 +2,7 @@
 #pragma once
 
 #include "jobman/domain/job.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/store/job_store.hpp"
 
 #include <cstddef>
@@ -25,9 +26,9 @@ struct TaskBoard {
 // What a worker offers the queue: its slice, and what a task may ask of it.
 struct WorkerOffer {
   std::int64_t worker_id = 0;
-  std::string accelerator;     // A task runs on a worker of its accelerator only.
-  std::string zone;            // And of its zone, when it names one.
-  std::string pricing;         // And of its pricing, when it names one.
+  std::string accelerator;                         // A task runs on a worker of its accelerator only.
+  std::string zone;                                // And of its zone, when it names one.
+  domain::Pricing pricing = domain::Pricing::spot; // And of its pricing, when it names one.
   domain::Placement placement; // The worker's slice (its current attempt's), which the task's attempt borrows.
 };
 

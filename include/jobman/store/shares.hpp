@@ -2,6 +2,7 @@
 #pragma once
 
 #include "jobman/domain/job.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/error.hpp"
 
@@ -17,7 +18,7 @@ struct SliceUse {
   std::string user;
   domain::JobKind kind = domain::JobKind::job;
   std::string accelerator;
-  std::string pricing;
+  domain::Pricing pricing = domain::Pricing::spot;
   int count = 0;
 };
 
@@ -36,13 +37,13 @@ public:
   // worker asks the cloud for a slice of its own, a task borrows a worker's.
   [[nodiscard]] virtual std::string refusal(const std::vector<SliceUse>& in_flight, const std::string& user,
                                             domain::JobKind kind, const std::string& accelerator,
-                                            const std::string& pricing) const = 0;
+                                            domain::Pricing pricing) const = 0;
   // Of `users`, each with tasks waiting for a worker's slice of `accelerator` in `pricing` (in the order their first
   // task was queued), those who may claim it, in the order they claim: the fewest chips in flight first.
   [[nodiscard]] virtual std::vector<std::string> claim_order(const std::vector<SliceUse>& in_flight,
                                                              const std::vector<std::string>& users,
                                                              const std::string& accelerator,
-                                                             const std::string& pricing) const = 0;
+                                                             domain::Pricing pricing) const = 0;
 };
 
 // An attempt refused by the fair share (SharePolicy::refusal, which the message gives): the job waits for chips to

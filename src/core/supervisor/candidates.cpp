@@ -20,7 +20,7 @@ namespace {
 constexpr std::int64_t kHistoryMs = 30LL * 24 * 3600 * 1000;
 
 bool same_place(const domain::AttemptRecord& a, const config::Candidate& c) {
-  return a.zone == c.zone && a.accelerator == c.accelerator.name && a.pricing == domain::to_string(c.pricing);
+  return a.zone == c.zone && a.accelerator == c.accelerator.name && a.pricing == c.pricing;
 }
 
 } // namespace
@@ -85,7 +85,7 @@ std::vector<config::Candidate> JobDriver::choose_candidates(Driven& d, std::stri
                                             (last->outcome == AttemptOutcome::quota     ? "refused for quota "
                                              : last->outcome == AttemptOutcome::refused ? "does not offer "
                                                                                         : "waited out ") +
-                                            last->accelerator + " " + last->pricing);
+                                            last->accelerator + " " + domain::to_string(last->pricing));
         break;
       }
     }
@@ -101,7 +101,7 @@ bool JobDriver::refused_everywhere(const Driven& d) {
   }
   std::set<std::string> places;
   for (auto it = d.attempts.rbegin(); it != d.attempts.rend() && it->outcome == AttemptOutcome::refused; ++it) {
-    places.insert(it->zone + " " + it->accelerator + " " + it->pricing);
+    places.insert(it->zone + " " + it->accelerator + " " + domain::to_string(it->pricing));
   }
   return places.size() >= config::candidates(*d.config, d.config->tpu.pricing).size();
 }
@@ -122,7 +122,7 @@ bool JobDriver::outwaited(Driven& d, const domain::AttemptRecord& open) {
     return false;
   }
   give_up_candidate(d, AttemptOutcome::timed_out,
-                    open.accelerator + " " + open.pricing + " in " + open.zone + " waited " +
+                    open.accelerator + " " + domain::to_string(open.pricing) + " in " + open.zone + " waited " +
                         util::format_duration(*timeout) + " (tpu.queue_timeout)");
   return true;
 }

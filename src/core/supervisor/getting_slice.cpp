@@ -64,7 +64,7 @@ void JobDriver::create_slice(Driven& d) {
   store().attempts().begin(d.job.id,
                            domain::Placement{direct ? std::string() : name, name, candidate.zone,
                                              candidate.accelerator.name, candidate.accelerator.hosts, std::nullopt,
-                                             domain::to_string(candidate.pricing)},
+                                             candidate.pricing},
                            true);
   chips_in_flight_.reset();
   reload(d);
@@ -89,8 +89,8 @@ bool JobDriver::share_allows(Driven& d, const config::Candidate& candidate) {
   if (!chips_in_flight_) {
     chips_in_flight_.emplace(store().shares().in_flight());
   }
-  const auto why = fair_share_->refusal(*chips_in_flight_, d.job.user, d.job.kind, candidate.accelerator.name,
-                                        domain::to_string(candidate.pricing));
+  const auto why =
+      fair_share_->refusal(*chips_in_flight_, d.job.user, d.job.kind, candidate.accelerator.name, candidate.pricing);
   if (why.empty()) {
     return true;
   }

@@ -12,6 +12,7 @@
 #include "jobman/core/fair_share.hpp"
 #include "jobman/core/recovery.hpp"
 #include "jobman/domain/job.hpp"
+#include "jobman/domain/pricing.hpp"
 #include "jobman/remote/gcloud.hpp"
 #include "jobman/remote/workload.hpp"
 #include "jobman/store/job_store.hpp"
@@ -206,7 +207,7 @@ private:
   std::vector<config::Candidate> choose_candidates(Driven& d, std::string& why);
   // The candidate of an attempt or a rival: its zone, accelerator and tier.
   static config::Candidate candidate_at(const Driven& d, const std::string& zone, const std::string& accelerator,
-                                        const std::string& pricing);
+                                        domain::Pricing pricing);
   // Whether the API refused every candidate (400, 403, 404 on create) in the attempts just made: nothing is left to
   // try.
   [[nodiscard]] static bool refused_everywhere(const Driven& d);

@@ -25,7 +25,7 @@ store::WorkerOffer offer_of(const Driven& w, const std::string& zone, const doma
   offer.worker_id = w.job.id;
   offer.accelerator = w.job.accelerator;
   offer.zone = zone;
-  offer.pricing = w.job.pricing;
+  offer.pricing = w.job.pricing.value_or(domain::Pricing::spot); // A worker's record always names its pricing.
   offer.placement = placement;
   return offer;
 }

@@ -18,7 +18,7 @@ namespace {
 
 // "v5litepod-16 spot in us-east1-d".
 std::string describe_rival(const domain::RivalRecord& r) {
-  return r.accelerator + " " + r.pricing + " in " + r.zone;
+  return r.accelerator + " " + domain::to_string(r.pricing) + " in " + r.zone;
 }
 
 // A rival's slice, as an attempt's.
@@ -42,13 +42,10 @@ bool JobDriver::races(const Driven& d) {
 }
 
 config::Candidate JobDriver::candidate_at(const Driven& d, const std::string& zone, const std::string& accelerator,
-                                          const std::string& pricing) {
-  config::Candidate candidate{zone, d.config->tpu.accelerator, d.config->tpu.pricing};
+                                          domain::Pricing pricing) {
+  config::Candidate candidate{zone, d.config->tpu.accelerator, pricing};
   if (auto found = config::find_accelerator(accelerator)) {
     candidate.accelerator = *found;
-  }
-  if (auto tier = domain::parse_pricing(pricing)) {
-    candidate.pricing = *tier;
   }
   return candidate;
 }
@@ -57,13 +54,8 @@ void JobDriver::start_race(Driven& d, const std::vector<config::Candidate>& list
   const int number = d.job.attempt + 1;
   auto placement = [&](std::size_t i) {
     const auto name = resource_id(d.job.tpu_name, d.job.id, number, static_cast<int>(i) + 1);
-    return domain::Placement{name,
-                             name,
-                             list[i].zone,
-                             list[i].accelerator.name,
-                             list[i].accelerator.hosts,
-                             std::nullopt,
-                             domain::to_string(list[i].pricing)};
+    return domain::Placement{
+        name, name, list[i].zone, list[i].accelerator.name, list[i].accelerator.hosts, std::nullopt, list[i].pricing};
   };
   std::vector<domain::Placement> rivals;
   std::vector<std::string> labels{list.front().label()};
@@ -111,8 +103,8 @@ bool JobDriver::run_race(Driven& d) {
   };
   if (!racing().empty()) {
     if (d.seen.valid && verdict_of(d.seen.view) == SliceVerdict::active) {
-      outrun_rivals(d, open->slice_name() + " (" + open->accelerator + " " + open->pricing + " in " + open->zone +
-                           ") came up first, " + waited(open->started_ms) + " after the request");
+      outrun_rivals(d, open->slice_name() + " (" + open->accelerator + " " + domain::to_string(open->pricing) + " in " +
+                           open->zone + ") came up first, " + waited(open->started_ms) + " after the request");
     } else {
       for (const auto& r : racing()) {
         const auto seen = d.rival_seen.find(r.name);
