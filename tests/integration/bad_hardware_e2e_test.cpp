@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::test {
-namespace {
+namespace bad_hardware_e2e_test {
 
 namespace fs = std::filesystem;
 using domain::Phase;
@@ -107,5 +107,5 @@ TEST_F(BadHardwareTest, ANodeThatAnnouncesAMaintenanceIsLeftBeforeItsWindowOpens
   EXPECT_EQ(checksums(id, 2, 1), std::vector<std::string>{uninterrupted_checksum(300)});
 }
 
-} // namespace
+} // namespace bad_hardware_e2e_test
 } // namespace jobman::test

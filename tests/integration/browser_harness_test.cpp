@@ -11,7 +11,7 @@
 #include <string>
 
 namespace jobman::test {
-namespace {
+namespace browser_harness_test {
 
 using std::chrono::seconds;
 
@@ -177,5 +177,5 @@ TEST(HeadlessBrowser, WritesPngScreenshotsOfTheViewportAndOfTheWholePage) {
   EXPECT_EQ(browser->evaluate("[innerWidth, innerHeight]"), nlohmann::json::array({1200, 800}));
 }
 
-} // namespace
+} // namespace browser_harness_test
 } // namespace jobman::test

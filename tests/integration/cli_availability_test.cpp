@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 namespace jobman::test {
-namespace {
+namespace cli_availability_test {
 
 const std::string kTrain = std::string(JOBMAN_TEST_DATA_DIR) + "/cli/train.yaml"; // A spot v4-32 in us-central2-b.
 
@@ -94,5 +94,5 @@ TEST_F(CliAvailability, CleanRemovesJobsButNotWhatAvailabilityLearntOfThem) {
   EXPECT_EQ(create(), 4) << "ids are never reused";
 }
 
-} // namespace
+} // namespace cli_availability_test
 } // namespace jobman::test

@@ -8,7 +8,7 @@
 #include <sstream>
 
 namespace jobman::test {
-namespace {
+namespace cli_completion_test {
 
 std::string read(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -110,5 +110,5 @@ TEST(InstalledCompletions, CmakeInstallPutsEachShellsScriptWhereTheShellLooks) {
   EXPECT_EQ(read(dir / "share/fish/vendor_completions.d/jobman.fish"), read(kCompletions / "jobman.fish"));
 }
 
-} // namespace
+} // namespace cli_completion_test
 } // namespace jobman::test

@@ -9,7 +9,7 @@
 #include <thread>
 
 namespace jobman::test {
-namespace {
+namespace cli_concurrency_test {
 
 TEST(CliConcurrency, ThirtyTwoCreatesAtOnceGetDistinctIdsAndLoseNothing) {
   TempDir dir;
@@ -46,5 +46,5 @@ TEST(CliConcurrency, ThirtyTwoCreatesAtOnceGetDistinctIdsAndLoseNothing) {
   EXPECT_EQ(nlohmann::json::parse(list.out).size(), static_cast<std::size_t>(kProcesses));
 }
 
-} // namespace
+} // namespace cli_concurrency_test
 } // namespace jobman::test

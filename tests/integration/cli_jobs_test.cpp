@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 namespace jobman::test {
-namespace {
+namespace cli_jobs_test {
 
 const std::string kData = std::string(JOBMAN_TEST_DATA_DIR) + "/cli/";
 
@@ -356,11 +356,11 @@ TEST_F(CliJobs, StoreFilesAreReadableByTheOwnerOnly) {
   EXPECT_EQ(st.st_mode & 0777, 0700);
 }
 
-} // namespace
+} // namespace cli_jobs_test
 } // namespace jobman::test
 
 namespace jobman::test {
-namespace {
+namespace cli_jobs_test {
 
 // Runs `jobman list` on a pseudo-terminal (util-linux `script`) so that colour decisions see a TTY.
 RunResult list_on_terminal(const TempDir& dir, bool no_color) {
@@ -390,5 +390,5 @@ TEST(CliColor, ColourOnATerminalUnlessNoColor) {
   EXPECT_EQ(plain.out.find("\x1b["), std::string::npos) << plain.out;
 }
 
-} // namespace
+} // namespace cli_jobs_test
 } // namespace jobman::test

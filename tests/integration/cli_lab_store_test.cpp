@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 namespace jobman::test {
-namespace {
+namespace cli_lab_store_test {
 
 constexpr const char* kTrain = JOBMAN_TEST_DATA_DIR "/cli/train.yaml";
 
@@ -177,5 +177,5 @@ TEST_F(CliLabStore, LogsOfAnAttemptDrivenOnAnotherMachineSayWhereTheyAre) {
   EXPECT_NE(logs.err.find("on gpu-host-7"), std::string::npos) << logs.err;
 }
 
-} // namespace
+} // namespace cli_lab_store_test
 } // namespace jobman::test

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::test {
-namespace {
+namespace cli_logs_test {
 
 using domain::Phase;
 
@@ -339,5 +339,5 @@ TEST_F(CliLogs, CtrlCEndsFollowingWithExitCode130) {
   EXPECT_FALSE(logs->killed_by_signal()) << "jobman answers SIGINT itself, with its exit code for it";
 }
 
-} // namespace
+} // namespace cli_logs_test
 } // namespace jobman::test

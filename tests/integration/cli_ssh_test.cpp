@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 namespace jobman::test {
-namespace {
+namespace cli_ssh_test {
 
 using domain::Phase;
 
@@ -149,5 +149,5 @@ TEST_F(CliSshOnMock, RunsACommandAndAShellOnTheWorker) {
   EXPECT_NE(shell.out.find(slice.remote_home(1, "alice").string()), std::string::npos) << shell.out;
 }
 
-} // namespace
+} // namespace cli_ssh_test
 } // namespace jobman::test

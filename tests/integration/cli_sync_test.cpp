@@ -17,7 +17,7 @@
 #include <sstream>
 
 namespace jobman::test {
-namespace {
+namespace cli_sync_test {
 
 namespace fs = std::filesystem;
 using domain::Phase;
@@ -452,5 +452,5 @@ TEST_F(SyncTest, OnlyCommandsThatCallTheApiLoadLibcurl) {
   EXPECT_NE(trace.find("file=libcurl"), std::string::npos) << "sync lists the zones through libcurl:\n" << trace;
 }
 
-} // namespace
+} // namespace cli_sync_test
 } // namespace jobman::test

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::test {
-namespace {
+namespace cli_version_test {
 
 TEST(CliVersion, PrintsTheProjectVersion) {
   const auto r = run_jobman({"--version"});
@@ -11,5 +11,5 @@ TEST(CliVersion, PrintsTheProjectVersion) {
   EXPECT_EQ(r.out, std::string("jobman ") + JOBMAN_VERSION + "\n");
 }
 
-} // namespace
+} // namespace cli_version_test
 } // namespace jobman::test

@@ -19,7 +19,7 @@
 #include <vector>
 
 namespace jobman::cloud {
-namespace {
+namespace cloud_auth_test {
 
 using std::chrono::milliseconds;
 
@@ -179,5 +179,5 @@ TEST_F(CloudAuthTest, OneTokenFetchServesManyCalls) {
   EXPECT_EQ(fetches.load(), 1);
 }
 
-} // namespace
+} // namespace cloud_auth_test
 } // namespace jobman::cloud

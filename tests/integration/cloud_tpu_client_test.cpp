@@ -19,7 +19,7 @@
 #include <vector>
 
 namespace jobman::cloud {
-namespace {
+namespace cloud_tpu_client_test {
 
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -273,5 +273,5 @@ TEST_F(CloudTpuClientTest, UnreachableEndpointIsAnErrorNamingTheCall) {
   }
 }
 
-} // namespace
+} // namespace cloud_tpu_client_test
 } // namespace jobman::cloud

@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::test {
-namespace {
+namespace dashboard_e2e_test {
 
 using domain::Phase;
 using namespace std::chrono_literals;
@@ -136,5 +136,5 @@ TEST_F(DashboardBrowserTest, TheTableFollowsTheStoreWithoutAReloadAndAPanelShows
   EXPECT_EQ(ui.finish(), 0);
 }
 
-} // namespace
+} // namespace dashboard_e2e_test
 } // namespace jobman::test

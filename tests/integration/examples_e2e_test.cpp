@@ -12,7 +12,7 @@
 #include <vector>
 
 namespace jobman::test {
-namespace {
+namespace examples_e2e_test {
 
 namespace fs = std::filesystem;
 
@@ -124,5 +124,5 @@ TEST_F(ExamplesTest, ValidateAsksTheBundledMockAndKnowsItsTiers) {
   EXPECT_EQ(jm({"list", "--all", "--json"}).out, "[]\n");
 }
 
-} // namespace
+} // namespace examples_e2e_test
 } // namespace jobman::test

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::test {
-namespace {
+namespace failover_e2e_test {
 
 using domain::Phase;
 using nlohmann::json;
@@ -137,5 +137,5 @@ TEST_F(FailoverTest, ASupervisorKilledMidRaceLeavesTheNextOneToFinishIt) {
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 
-} // namespace
+} // namespace failover_e2e_test
 } // namespace jobman::test

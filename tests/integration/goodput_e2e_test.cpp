@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::test {
-namespace {
+namespace goodput_e2e_test {
 
 using nlohmann::json;
 
@@ -152,5 +152,5 @@ TEST_F(GoodputTest, AReportOfNothingAndBadArgumentsSayWhatIsWrong) {
   EXPECT_FALSE(std::filesystem::exists(dir / "no-such-dir"));
 }
 
-} // namespace
+} // namespace goodput_e2e_test
 } // namespace jobman::test

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::test {
-namespace {
+namespace mock_host_filesystem_e2e_test {
 
 namespace fs = std::filesystem;
 
@@ -103,5 +103,5 @@ TEST_F(MockHostFilesystemE2eTest, TheBundledMockIsStartedWithTheSupervisorsIdleE
   EXPECT_EQ(*(option + 1), "600");
 }
 
-} // namespace
+} // namespace mock_host_filesystem_e2e_test
 } // namespace jobman::test

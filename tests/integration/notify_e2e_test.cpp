@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 namespace jobman::test {
-namespace {
+namespace notify_e2e_test {
 
 namespace fs = std::filesystem;
 using domain::Phase;
@@ -200,5 +200,5 @@ TEST(NotifyTest, MailWebhooksAndSmtpGoOutForBeginEndAndFailAndAFailedSendIsRetri
   EXPECT_EQ(jm({"worker", "delete", "--all"}).exit_code, 0);
 }
 
-} // namespace
+} // namespace notify_e2e_test
 } // namespace jobman::test

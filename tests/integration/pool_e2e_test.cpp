@@ -13,7 +13,7 @@
 #include <thread>
 
 namespace jobman::test {
-namespace {
+namespace pool_e2e_test {
 
 namespace fs = std::filesystem;
 using domain::JobKind;
@@ -484,5 +484,5 @@ TEST_F(PoolTest, AJobBeyondTheLabsCapWaitsBeforeAskingForASlice) {
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 
-} // namespace
+} // namespace pool_e2e_test
 } // namespace jobman::test

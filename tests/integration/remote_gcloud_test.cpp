@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-namespace {
+namespace remote_gcloud_test {
 
 using jobman::remote::run_on_workers;
 using jobman::remote::shell_quote;
@@ -92,4 +92,4 @@ TEST_F(RemoteGcloudTest, GcloudGetsTheTargetsVariablesWithoutThemInThisProcess) 
   EXPECT_EQ(std::getenv("CLOUDSDK_CONFIG"), nullptr) << "nothing was put into this process's environment";
 }
 
-} // namespace
+} // namespace remote_gcloud_test

@@ -16,7 +16,7 @@
 #include <map>
 #include <sys/stat.h>
 
-namespace {
+namespace remote_setup_test {
 
 namespace fs = std::filesystem;
 using jobman::remote::ModuleOutcome;
@@ -306,4 +306,4 @@ TEST_F(RemoteSetupTest, ADockerCommandRunsInItsContainerAndStopReachesIt) {
   EXPECT_TRUE(eventually([&] { return slice.processes_running() == 0; }));
 }
 
-} // namespace
+} // namespace remote_setup_test

@@ -19,7 +19,7 @@
 #include <thread>
 #include <unistd.h>
 
-namespace {
+namespace remote_workload_test {
 
 namespace fs = std::filesystem;
 using jobman::remote::WorkloadState;
@@ -330,4 +330,4 @@ TEST_F(RemoteWorkloadTest, APreemptionEndsTheStreamsWith255AndLeavesCompleteLine
   }));
 }
 
-} // namespace
+} // namespace remote_workload_test

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::test {
-namespace {
+namespace report_html_browser_test {
 
 using domain::Phase;
 
@@ -123,5 +123,5 @@ TEST_F(ReportHtmlBrowserTest, TheJobTableFitsA1400PixelWindowWithChipHoursAndCos
   EXPECT_TRUE(browser.problems().empty()) << browser.problems().front();
 }
 
-} // namespace
+} // namespace report_html_browser_test
 } // namespace jobman::test

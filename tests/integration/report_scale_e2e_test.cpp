@@ -14,7 +14,7 @@
 #include <vector>
 
 namespace jobman::test {
-namespace {
+namespace report_scale_e2e_test {
 
 using nlohmann::json;
 
@@ -75,5 +75,5 @@ TEST(ReportScaleTest, AReportOfThousandsOfJobsHasEveryRowOnceInOrderAndTotalsTha
   EXPECT_EQ(k, all.size());
 }
 
-} // namespace
+} // namespace report_scale_e2e_test
 } // namespace jobman::test

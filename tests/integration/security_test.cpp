@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 namespace jobman::test {
-namespace {
+namespace security_test {
 
 namespace fs = std::filesystem;
 using domain::Phase;
@@ -512,5 +512,5 @@ TEST(SecurityErrors, ErrorMessagesShowControlCharactersInsteadOfObeyingThem) {
   EXPECT_EQ(cancelled.err.find('\x1b'), std::string::npos) << cancelled.err;
 }
 
-} // namespace
+} // namespace security_test
 } // namespace jobman::test

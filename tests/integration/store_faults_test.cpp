@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 namespace jobman::test {
-namespace {
+namespace store_faults_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -123,5 +123,5 @@ TEST_F(StoreFaultsTest, AFullDiskFailsTheCommandWithAClearErrorAndWritesNothingH
   EXPECT_TRUE(store.integrity_ok());
 }
 
-} // namespace
+} // namespace store_faults_test
 } // namespace jobman::test

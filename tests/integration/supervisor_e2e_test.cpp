@@ -25,7 +25,7 @@
 #include <thread>
 
 namespace jobman::test {
-namespace {
+namespace supervisor_e2e_test {
 
 namespace fs = std::filesystem;
 using domain::Phase;
@@ -717,5 +717,5 @@ TEST_F(TpuVmSupervisorTest, PreemptibleAndOnDemandNodesCarryTheirPricingAndSucce
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 
-} // namespace
+} // namespace supervisor_e2e_test
 } // namespace jobman::test

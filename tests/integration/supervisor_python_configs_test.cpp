@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::test {
-namespace {
+namespace supervisor_python_configs_test {
 
 namespace fs = std::filesystem;
 using domain::Phase;
@@ -168,5 +168,5 @@ TEST_F(SupervisorPythonConfigsTest, TemplateGetsToItsGitCloneInDockerAndFailsWit
   EXPECT_NE(outcome.setup_log(0).find("jobman-setup: docker changed"), std::string::npos) << outcome.setup_log(0);
 }
 
-} // namespace
+} // namespace supervisor_python_configs_test
 } // namespace jobman::test

@@ -14,7 +14,7 @@
 #include <sys/types.h>
 
 namespace jobman::test {
-namespace {
+namespace supervisor_replacement_test {
 
 namespace fs = std::filesystem;
 using domain::Phase;
@@ -226,5 +226,5 @@ TEST_F(SupervisorReplacementTest, MigrateRightAfterWaitAndWithAJobRunningKeepsTh
   EXPECT_EQ(shown["attempts"].size(), 1U) << "the same attempt, not a new slice";
 }
 
-} // namespace
+} // namespace supervisor_replacement_test
 } // namespace jobman::test

@@ -17,7 +17,7 @@
 #include <vector>
 
 namespace jobman::test {
-namespace {
+namespace admin_token_test {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -250,5 +250,5 @@ TEST(MockAdminToken, AuthorizationHeaderMatchesOnlyTheExactToken) {
   EXPECT_FALSE(mock::admin_token_matches("", ""));
 }
 
-} // namespace
+} // namespace admin_token_test
 } // namespace jobman::test

@@ -18,7 +18,7 @@
 #include <thread>
 
 namespace jobman::mock {
-namespace {
+namespace auth_test {
 
 using namespace std::chrono_literals;
 
@@ -529,5 +529,5 @@ TEST_F(AuthRoutesTest, MetadataDirectoriesListWhatTheMockAnswersAndRedirectWitho
   }
 }
 
-} // namespace
+} // namespace auth_test
 } // namespace jobman::mock

@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace {
+namespace data_plane_test {
 
 using jobman::test::eventually;
 using jobman::test::MockCloudProcess;
@@ -688,4 +688,4 @@ TEST_F(MockDataPlaneTest, WithoutNamespacesHomeIsTheSandboxAndTheWorkerAnswerSay
   EXPECT_EQ(home.out, sandbox + "\n" + sandbox + "\n");
 }
 
-} // namespace
+} // namespace data_plane_test

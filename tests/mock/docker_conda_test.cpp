@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <vector>
 
-namespace {
+namespace docker_conda_test {
 
 using jobman::test::eventually;
 using jobman::test::RunResult;
@@ -556,4 +556,4 @@ TEST_F(MockCondaTest, UnknownSubcommandsAndOptionsExit2) {
   EXPECT_NE(option.err.find("--bogus"), std::string::npos) << option.err;
 }
 
-} // namespace
+} // namespace docker_conda_test

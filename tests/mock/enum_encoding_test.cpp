@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::mock {
-namespace {
+namespace enum_encoding_test {
 
 using nlohmann::json;
 
@@ -68,5 +68,5 @@ TEST(EnumEncoding, UnknownValuesAndMethodsAreLeftAlone) {
   EXPECT_EQ(runtime, before);
 }
 
-} // namespace
+} // namespace enum_encoding_test
 } // namespace jobman::mock

@@ -12,7 +12,7 @@
 #include <vector>
 
 namespace jobman::mock {
-namespace {
+namespace fuzz_regressions_test {
 
 using nlohmann::json;
 
@@ -98,5 +98,5 @@ TEST(MockFuzzRegressions, ADeeplyNestedBodyOrTokenIsRefusedNotAStackOverflow) {
   EXPECT_FALSE(parse_jwt(util::base64url_encode(R"({"alg": "RS256"})") + "." + claims + ".c2ln"));
 }
 
-} // namespace
+} // namespace fuzz_regressions_test
 } // namespace jobman::mock

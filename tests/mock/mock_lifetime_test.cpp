@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include <vector>
 
-namespace {
+namespace mock_lifetime_test {
 
 using jobman::test::eventually;
 using jobman::test::MockCloudProcess;
@@ -235,4 +235,4 @@ TEST_F(MockLifetimeTest, IdleExitCountsEveryRequestAsUse) {
   EXPECT_EQ(server->stop(), 0);
 }
 
-} // namespace
+} // namespace mock_lifetime_test

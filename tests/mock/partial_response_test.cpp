@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace {
+namespace partial_response_test {
 
 using jobman::mock::select_fields;
 using nlohmann::json;
@@ -50,4 +50,4 @@ TEST(PartialResponse, MalformedSelectionsAreRefused) {
   }
 }
 
-} // namespace
+} // namespace partial_response_test

@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-namespace {
+namespace query_parameters_test {
 
 using nlohmann::json;
 
@@ -63,4 +63,4 @@ TEST(MockQueryParameters, SystemParametersBindEverywhereWithOrWithoutTheDollar) 
   EXPECT_FALSE(unbound_query_parameter("admin.preempt", "anything=1")) << "methods outside the API are not checked";
 }
 
-} // namespace
+} // namespace query_parameters_test

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace {
+namespace server_api_nodes_test {
 
 using jobman::test::eventually;
 using nlohmann::json;
@@ -279,4 +279,4 @@ TEST_F(MockServerSlowNodesTest, OperationsCanBeCancelledAndDeleted) {
   expect_error(api("GET", kBase + "/operations?filter=done%3Dtrue"), 400, "INVALID_ARGUMENT");
 }
 
-} // namespace
+} // namespace server_api_nodes_test

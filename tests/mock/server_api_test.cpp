@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <vector>
 
-namespace {
+namespace server_api_test {
 
 using nlohmann::json;
 
@@ -894,4 +894,4 @@ TEST_F(MockServerApiLifecycleTest, DeletingTheResourceFinishesAPendingNodeDelete
   EXPECT_EQ(node_state("both-node"), "404");
 }
 
-} // namespace
+} // namespace server_api_test

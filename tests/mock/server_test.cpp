@@ -16,7 +16,7 @@
 #include <thread>
 #include <unistd.h>
 
-namespace {
+namespace server_test {
 
 using nlohmann::json;
 
@@ -302,10 +302,12 @@ TEST(MockServerCommand, RefusesRemoteHostWithoutAllowRemote) {
   EXPECT_EQ(result.out, "");
 }
 
-} // namespace
+} // namespace server_test
 
 namespace jobman::mock {
-namespace {
+namespace server_test {
+
+using namespace ::server_test;
 
 TEST(MockServerAuth, OnlyTokensTheMockIssuedOpenTheApi) {
   jobman::test::TempDir dir;
@@ -347,5 +349,5 @@ TEST(MockServerAuth, OnlyTokensTheMockIssuedOpenTheApi) {
   EXPECT_EQ(call(client, "GET", list, nullptr, {{"Authorization", "Bearer " + sa_token}}).status, 200);
 }
 
-} // namespace
+} // namespace server_test
 } // namespace jobman::mock

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace {
+namespace systolic_array_test {
 
 using jobman::systolic::Matrix;
 using jobman::systolic::MxuFault;
@@ -227,4 +227,4 @@ TEST(SystolicArray, MismatchedShapesAreRejected) {
   EXPECT_THROW(SystolicArray(0), std::invalid_argument);
 }
 
-} // namespace
+} // namespace systolic_array_test

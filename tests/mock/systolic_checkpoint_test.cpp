@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace systolic_checkpoint_test {
 
 namespace fs = std::filesystem;
 using jobman::systolic::Checkpoint;
@@ -249,4 +249,4 @@ TEST(SystolicCheckpoint, SetAsideMovesADamagedFileOutOfTheWay) {
   EXPECT_TRUE(checkpoints.list().empty());
 }
 
-} // namespace
+} // namespace systolic_checkpoint_test

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace systolic_model_test {
 
 using jobman::systolic::Matrix;
 using jobman::systolic::ModelConfig;
@@ -248,4 +248,4 @@ TEST(SystolicCommandLine, HelpDescribesTheOptionsAndSucceeds) {
   }
 }
 
-} // namespace
+} // namespace systolic_model_test

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace systolic_run_test {
 
 namespace fs = std::filesystem;
 using jobman::systolic::CheckpointDirectory;
@@ -309,4 +309,4 @@ TEST(SystolicRun, FaultyHardwareEndsTheRunWithoutCheckpointingItsResult) {
   EXPECT_TRUE(loaded->checkpoint.state.weights.all_finite());
 }
 
-} // namespace
+} // namespace systolic_run_test

@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <vector>
 
-namespace {
+namespace systolic_train_test {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -382,4 +382,4 @@ TEST(SystolicTrain, CheckpointsOfADifferentRunExitTwo) {
   EXPECT_NE(other.out.find("--dim 10 there, 12 here"), std::string::npos) << other.out;
 }
 
-} // namespace
+} // namespace systolic_train_test

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace worker_host_filesystem_test {
 
 using jobman::test::eventually;
 using jobman::test::MockCloudProcess;
@@ -290,4 +290,4 @@ TEST_F(WorkerHostFilesystemTest, WithoutNamespacesTheMocksToolsRefusePathsOutsid
   EXPECT_EQ(jobman::util::read_file(dir / "state" / "buckets" / "demo" / "f"), "x\n");
 }
 
-} // namespace
+} // namespace worker_host_filesystem_test

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <set>
 
-namespace {
+namespace world_catalog_test {
 
 using jobman::mock::ListQuery;
 using jobman::mock::MockConfig;
@@ -164,4 +164,4 @@ TEST(MockCatalog, ServiceIdentityIsStablePerProject) {
   expect_status(world.generate_service_identity("p", "nowhere-1-a"), 404, "NOT_FOUND");
 }
 
-} // namespace
+} // namespace world_catalog_test

@@ -13,7 +13,7 @@
 #include <regex>
 #include <set>
 
-namespace {
+namespace world_machines_test {
 
 using jobman::mock::MockConfig;
 using jobman::mock::Reply;
@@ -374,4 +374,4 @@ TEST(MockConfigFile, HardwareFaultyFractionIsAFractionBetweenZeroAndOne) {
   }
 }
 
-} // namespace
+} // namespace world_machines_test

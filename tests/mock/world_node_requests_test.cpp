@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <set>
 
-namespace {
+namespace world_node_requests_test {
 
 using jobman::mock::World;
 using jobman::test::chips_in_use;
@@ -213,4 +213,4 @@ TEST_F(MockNodeRequests, DeletedOperationsAreGoneButTheirWorkGoesOn) {
   }
 }
 
-} // namespace
+} // namespace world_node_requests_test

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-namespace {
+namespace world_standalone_test {
 
 using jobman::mock::World;
 using jobman::test::chips_in_use;
@@ -281,4 +281,4 @@ TEST(MockStandaloneNode, ARestartedWorldKeepsStandaloneNodesAndTheirChips) {
             uninterrupted.list_nodes("p", kStandaloneZone, 0, "", later).body);
 }
 
-} // namespace
+} // namespace world_standalone_test

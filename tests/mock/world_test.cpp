@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 #include <optional>
 
-namespace {
+namespace world_test {
 
 using jobman::mock::DelayDistribution;
 using jobman::mock::MockConfig;
@@ -383,4 +383,4 @@ TEST(MockConfigFile, BundledConfigLoadsAndBadKeysNameFileAndKey) {
   }
 }
 
-} // namespace
+} // namespace world_test

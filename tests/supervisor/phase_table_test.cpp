@@ -12,7 +12,7 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 namespace jobman::test {
-namespace {
+namespace phase_table_test {
 
 using cloud::NodeHealth;
 using cloud::QueuedResourceState;
@@ -259,5 +259,5 @@ TEST_P(PhaseTable, Row) {
 INSTANTIATE_TEST_SUITE_P(Supervisor, PhaseTable, ::testing::ValuesIn(rows()),
                          [](const ::testing::TestParamInfo<Row>& row) { return row.param.name; });
 
-} // namespace
+} // namespace phase_table_test
 } // namespace jobman::test

@@ -19,7 +19,7 @@
 #include <iterator>
 
 namespace jobman::test {
-namespace {
+namespace scenarios_test {
 
 using domain::DesiredState;
 using domain::Phase;
@@ -436,5 +436,5 @@ TEST_F(SupervisorStory, AWorkerRunsItsQueueOneTaskAtATimeAndRetriesAFailedOne) {
       << "every task borrowed the worker's one slice";
 }
 
-} // namespace
+} // namespace scenarios_test
 } // namespace jobman::test

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::config {
-namespace {
+namespace accelerator_test {
 
 AcceleratorType must_find(const std::string& name) {
   std::string why;
@@ -140,5 +140,5 @@ TEST(AcceleratorCatalog, MalformedNamesAreRejected) {
   EXPECT_FALSE(find_accelerator("v4-7").has_value()) << "why may be omitted";
 }
 
-} // namespace
+} // namespace accelerator_test
 } // namespace jobman::config

@@ -10,7 +10,7 @@
 #include <sstream>
 
 namespace jobman::cli {
-namespace {
+namespace cli_readme_test {
 
 // One line of the block: its commands (a line of alternatives, `jobman cancel 42 | delete 42`, has several), each
 // split into words, and its comment with the comment lines that continue it.
@@ -161,5 +161,5 @@ TEST(CliReadme, AllFinishedIsForDeleteAndCleanAndNoWaitForAllButResume) {
   EXPECT_NE(parse_problem({"jobman", "resume", "42", "--no-wait"}), "");
 }
 
-} // namespace
+} // namespace cli_readme_test
 } // namespace jobman::cli

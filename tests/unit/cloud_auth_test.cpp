@@ -24,7 +24,7 @@
 #include <vector>
 
 namespace jobman::cloud {
-namespace {
+namespace cloud_auth_test {
 
 using EvpKey = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
 
@@ -195,11 +195,11 @@ TEST(CloudTokenSource, DescriptionsNeverContainTheToken) {
   EXPECT_NE(source->describe().find("JOBMAN_ACCESS_TOKEN"), std::string::npos);
 }
 
-} // namespace
+} // namespace cloud_auth_test
 } // namespace jobman::cloud
 
 namespace jobman::cloud {
-namespace {
+namespace cloud_auth_test {
 
 using jobman::test::ScopedEnv;
 
@@ -247,5 +247,5 @@ TEST(CloudDefaultTokenSource, TakesTheFirstSourceThatApplies) {
   std::filesystem::remove_all(dir);
 }
 
-} // namespace
+} // namespace cloud_auth_test
 } // namespace jobman::cloud

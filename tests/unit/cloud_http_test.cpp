@@ -11,7 +11,7 @@
 #include <string>
 
 namespace jobman::cloud {
-namespace {
+namespace cloud_http_test {
 
 // One client, two requests at once: the second is answered while the first still waits for its answer. (With one
 // shared handle, a queuedResources.create the API did not answer held up every other call of the supervisor,
@@ -62,5 +62,5 @@ TEST(HttpClient, ASlowRequestDoesNotHoldUpAnother) {
   EXPECT_EQ(again.status, 200) << again.error;
 }
 
-} // namespace
+} // namespace cloud_http_test
 } // namespace jobman::cloud

@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace jobman::cloud {
-namespace {
+namespace cloud_retry_test {
 
 using std::chrono::milliseconds;
 
@@ -135,5 +135,5 @@ TEST(CloudRetryAfter, ParsesSecondsAndHttpDates) {
   }
 }
 
-} // namespace
+} // namespace cloud_retry_test
 } // namespace jobman::cloud

@@ -7,7 +7,7 @@
 #include <vector>
 
 namespace jobman::cloud {
-namespace {
+namespace cloud_tpu_client_nodes_test {
 
 using nlohmann::json;
 
@@ -104,5 +104,5 @@ TEST(TpuClientNodes, CreateRefusedSaysWhichMethodAndNode) {
   }
 }
 
-} // namespace
+} // namespace cloud_tpu_client_nodes_test
 } // namespace jobman::cloud

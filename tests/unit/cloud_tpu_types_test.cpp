@@ -10,7 +10,7 @@
 #include <string>
 
 namespace jobman::cloud {
-namespace {
+namespace cloud_tpu_types_test {
 
 using nlohmann::json;
 
@@ -136,5 +136,5 @@ TEST(CloudTpuEndpoint, DefaultsToGoogleAndAddsTheApiVersionToAnOverride) {
   ::unsetenv("JOBMAN_API_ENDPOINT");
 }
 
-} // namespace
+} // namespace cloud_tpu_types_test
 } // namespace jobman::cloud

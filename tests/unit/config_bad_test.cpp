@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::config {
-namespace {
+namespace config_bad_test {
 
 std::filesystem::path bad_dir() {
   return JOBMAN_TEST_DATA_DIR "/configs/bad";
@@ -193,5 +193,5 @@ TEST(ConfigBadFiles, MissingFileIsAnIoErrorNotAConfigError) {
   }
 }
 
-} // namespace
+} // namespace config_bad_test
 } // namespace jobman::config

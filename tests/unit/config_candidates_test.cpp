@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::config {
-namespace {
+namespace config_candidates_test {
 
 JobConfig parse(const std::string& tpu, const std::string& recovery = "") {
   return parse_job_configs("job:\n  name: f\ntpu:\n" + tpu + "command:\n  cmd: train\n" + recovery, "f.yaml").front();
@@ -98,5 +98,5 @@ TEST(ConfigCandidates, FallbackToOnDemandAfterPreemptionsOrWaiting) {
             std::string::npos);
 }
 
-} // namespace
+} // namespace config_candidates_test
 } // namespace jobman::config

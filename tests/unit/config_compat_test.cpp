@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::config {
-namespace {
+namespace config_compat_test {
 
 std::string compat_dir() {
   return JOBMAN_SHARED_DIR "/compat";
@@ -287,5 +287,5 @@ TEST(ConfigExamples, SweepV6eMakesOneJobPerLearningRate) {
   }
 }
 
-} // namespace
+} // namespace config_compat_test
 } // namespace jobman::config

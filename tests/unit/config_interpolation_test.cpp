@@ -7,7 +7,7 @@
 #include <optional>
 
 namespace jobman::config {
-namespace {
+namespace config_interpolation_test {
 
 // A valid config whose command (and optional extra sections) a test chooses.
 std::string config_with(const std::string& cmd_yaml, const std::string& extra = "") {
@@ -277,5 +277,5 @@ TEST(ConfigInterpolation, FailedReferencesDoNotCascade) {
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
 }
 
-} // namespace
+} // namespace config_interpolation_test
 } // namespace jobman::config

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 namespace jobman::config {
-namespace {
+namespace config_model_test {
 
 std::string minimal() {
   return "job:\n  name: demo\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
@@ -596,5 +596,5 @@ TEST(ConfigModel, SetupScriptCanBeSetFromTheCommandLine) {
   EXPECT_EQ(c.setup->script, "echo from --set\n");
 }
 
-} // namespace
+} // namespace config_model_test
 } // namespace jobman::config

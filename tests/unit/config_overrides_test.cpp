@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::config {
-namespace {
+namespace config_overrides_test {
 
 std::string base() {
   return "job:\n  name: mnist\n"
@@ -212,5 +212,5 @@ TEST(ConfigSweep, MemberSpecificErrorsNameTheValue) {
             "v4-256, v4-512, v4-1024, v4-2048, v4-4096)");
 }
 
-} // namespace
+} // namespace config_overrides_test
 } // namespace jobman::config

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::config {
-namespace {
+namespace config_prices_test {
 
 void write(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path) << text;
@@ -87,5 +87,5 @@ TEST(Prices, MistakesInAUsersTableNameTheFileLineAndKey) {
   EXPECT_THROW((void)load_prices(dir.path() / "absent.yaml"), Error);
 }
 
-} // namespace
+} // namespace config_prices_test
 } // namespace jobman::config

@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace jobman::config {
-namespace {
+namespace config_task_script_test {
 
 namespace fs = std::filesystem;
 using test::TempDir;
@@ -824,5 +824,5 @@ TEST(TaskScriptFiles, OtherNamesAreReadByTheirContent) {
   EXPECT_FALSE(is_task_script(dir.path().string()));
 }
 
-} // namespace
+} // namespace config_task_script_test
 } // namespace jobman::config

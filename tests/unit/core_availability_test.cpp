@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::core {
-namespace {
+namespace core_availability_test {
 
 constexpr std::int64_t kMinute = 60'000;
 constexpr std::int64_t kNow = 1'000 * kMinute;
@@ -80,5 +80,5 @@ TEST(CoreAvailability, CandidatesAreRankedByTheirRecordAndUnknownOnesByAPrior) {
   EXPECT_EQ(unranked[2].zone, "europe-west4-a");
 }
 
-} // namespace
+} // namespace core_availability_test
 } // namespace jobman::core

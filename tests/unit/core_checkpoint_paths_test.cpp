@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::core {
-namespace {
+namespace core_checkpoint_paths_test {
 
 TEST(CheckpointPaths, TheValuesOfCheckpointFlagsAreFoundInEitherForm) {
   EXPECT_EQ(checkpoint_paths("systolic-train --steps 10 --ckpt-dir ~/bucket/ckpt/a --ckpt-every 5"),
@@ -85,5 +85,5 @@ TEST(StoreFiles, EachStoreOfAHomeHasItsOwnJobDirectories) {
   EXPECT_NE(alice, other);
 }
 
-} // namespace
+} // namespace core_checkpoint_paths_test
 } // namespace jobman::core

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 namespace jobman::core {
-namespace {
+namespace core_daemon_test {
 
 namespace fs = std::filesystem;
 
@@ -117,5 +117,5 @@ TEST(DaemonLog, AnotherProcessesRotationIsFollowed) {
   EXPECT_EQ(util::read_file(dir / "daemon.log.1"), "before\n");
 }
 
-} // namespace
+} // namespace core_daemon_test
 } // namespace jobman::core

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::core {
-namespace {
+namespace core_goodput_test {
 
 using domain::Phase;
 
@@ -279,5 +279,5 @@ TEST(Goodput, ASliceWhoseDeletionWasNeverConfirmedIsCountedToItsAttemptsEndAndSa
   EXPECT_FALSE(a.notes.empty());
 }
 
-} // namespace
+} // namespace core_goodput_test
 } // namespace jobman::core

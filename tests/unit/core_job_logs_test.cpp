@@ -7,7 +7,7 @@
 #include <sstream>
 
 namespace jobman::core {
-namespace {
+namespace core_job_logs_test {
 
 void append(const std::filesystem::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::app | std::ios::binary);
@@ -80,5 +80,5 @@ TEST(CoreLogPaths, WorkerAndSetupLogsOfAnAttempt) {
   EXPECT_EQ(log_path("/h/jobs/000042/attempt-2", LogKind::setup, 0), "/h/jobs/000042/attempt-2/setup-0.log");
 }
 
-} // namespace
+} // namespace core_job_logs_test
 } // namespace jobman::core

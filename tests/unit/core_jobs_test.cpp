@@ -15,7 +15,7 @@
 #include <thread>
 
 namespace jobman::core {
-namespace {
+namespace core_jobs_test {
 
 using domain::DesiredState;
 using domain::Phase;
@@ -94,11 +94,11 @@ TEST_F(CoreRequests, MissingJobIsNoSuchJob) {
   EXPECT_THROW(apply_request(store, 999, Request::cancel), domain::NoSuchJobError);
 }
 
-} // namespace
+} // namespace core_jobs_test
 } // namespace jobman::core
 
 namespace jobman::core {
-namespace {
+namespace core_jobs_test {
 
 TEST(CoreCreate, EverySweepMemberBecomesAJobRecordingItsConfig) {
   auto store = store::JobStore::open_in_memory();
@@ -156,5 +156,5 @@ TEST_F(CoreRequests, TwoCleansRemovingTheSameJobDirectoryAtOnceBothSucceed) {
   }
 }
 
-} // namespace
+} // namespace core_jobs_test
 } // namespace jobman::core

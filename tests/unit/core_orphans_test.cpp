@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::core {
-namespace {
+namespace core_orphans_test {
 
 using cloud::Node;
 using cloud::QueuedResource;
@@ -176,5 +176,5 @@ TEST(CoreOrphans, ZonesInUseAreEveryJobsAndAttemptsZoneAndTheSettingsZone) {
             (std::vector<std::string>{"asia-east1-c", "europe-west4-a", "us-central2-b"}));
 }
 
-} // namespace
+} // namespace core_orphans_test
 } // namespace jobman::core

@@ -6,7 +6,7 @@
 #include <regex>
 
 namespace jobman::core {
-namespace {
+namespace core_plan_test {
 
 config::JobConfig load(const std::string& yaml) {
   auto configs = config::parse_job_configs(yaml, "plan.yaml");
@@ -138,5 +138,5 @@ TEST(PlanSetupSteps, TheSetupScriptRunsLastOnEveryHostBeforeTheCommand) {
   EXPECT_EQ(steps[1].module, "command");
 }
 
-} // namespace
+} // namespace core_plan_test
 } // namespace jobman::core

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::core {
-namespace {
+namespace core_recovery_test {
 
 using domain::Phase;
 using remote::WorkerStatus;
@@ -224,5 +224,5 @@ TEST(CoreRecovery, BadHardwarePatternsExpandTheDefaultsWhereTheConfigSaysSo) {
   EXPECT_TRUE(config::bad_hardware_patterns(job_config("recovery:\n  bad_hardware: []\n").recovery).empty());
 }
 
-} // namespace
+} // namespace core_recovery_test
 } // namespace jobman::core

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::core {
-namespace {
+namespace core_worker_shell_test {
 
 using domain::Phase;
 
@@ -125,5 +125,5 @@ TEST_F(CoreWorkerShell, GcloudsVariablesTravelWithTheSliceTarget) {
                                     {"CLOUDSDK_CONFIG", "/home/a/.jobman/mock/gcloud"}}));
 }
 
-} // namespace
+} // namespace core_worker_shell_test
 } // namespace jobman::core

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::core {
-namespace {
+namespace core_zone_offers_test {
 
 using nlohmann::json;
 
@@ -174,5 +174,5 @@ TEST(ZoneOffers, SweepMembersSharingAProblemReportItOnce) {
   EXPECT_EQ(check_zone_offers(store, cloud.offer(), swept, kNow).problems.size(), 1U);
 }
 
-} // namespace
+} // namespace core_zone_offers_test
 } // namespace jobman::core

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::domain {
-namespace {
+namespace domain_job_test {
 
 TEST(DomainPhase, NamesRoundTrip) {
   for (Phase phase : all_phases()) {
@@ -124,5 +124,5 @@ TEST(DomainJob, ExitCodesSpeakOfJobs) {
   EXPECT_EQ(NoSuchJobError("no job 000042").code(), job_exit::no_such_job);
 }
 
-} // namespace
+} // namespace domain_job_test
 } // namespace jobman::domain

@@ -5,7 +5,7 @@
 #include <set>
 
 namespace jobman::domain {
-namespace {
+namespace domain_pricing_test {
 
 TEST(Pricing, EverySpellingAnyReaderTookIsAccepted) {
   // The union of what the loader, task scripts, worker and task flags, price tables and fair-share tiers took.
@@ -55,5 +55,5 @@ TEST(Pricing, NamesRoundTrip) {
   }
 }
 
-} // namespace
+} // namespace domain_pricing_test
 } // namespace jobman::domain

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::domain {
-namespace {
+namespace domain_progress_test {
 
 TEST(ProgressSeries, KeepsTheFirstAndLatestReadingAndPointsSpacedBetween) {
   ProgressSeries series;
@@ -77,5 +77,5 @@ TEST(ProgressSeries, AReadingNeverGoesBackInTime) {
   EXPECT_EQ(series.latest(), (ProgressPoint{2, 5000}));
 }
 
-} // namespace
+} // namespace domain_progress_test
 } // namespace jobman::domain

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::core {
-namespace {
+namespace fair_share_test {
 
 using domain::JobKind;
 using domain::NewJob;
@@ -270,5 +270,5 @@ TEST_P(FairShareStoreTest, ANewSliceBeyondTheLabsCapIsRefusedWhereTheAttemptWoul
 
 JOBMAN_STORE_BACKENDS(FairShareStoreTest);
 
-} // namespace
+} // namespace fair_share_test
 } // namespace jobman::core

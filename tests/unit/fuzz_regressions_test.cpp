@@ -13,7 +13,7 @@
 #include <vector>
 
 namespace jobman {
-namespace {
+namespace fuzz_regressions_test {
 
 const std::string kConfig = "job:\n  name: mnist\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\n"
                             "command:\n  cmd: train\n";
@@ -252,5 +252,5 @@ TEST(CloudFuzzRegressions, ADeeplyNestedAnswerIsAnApiErrorNotAStackOverflow) {
   EXPECT_EQ(util::parse_json_bounded(std::string(128, '[') + std::string(128, ']')).size(), 1U);
 }
 
-} // namespace
+} // namespace fuzz_regressions_test
 } // namespace jobman

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 namespace jobman {
-namespace {
+namespace notify_test {
 
 const std::string kBase = "job:\n  name: n\ntpu:\n  accelerator: v4-8\n  zone: us-central2-b\ncommand:\n  cmd: run\n";
 
@@ -194,5 +194,5 @@ TEST(NotifySenders, AWebhookGetsSlackJsonAndAFailureNamesItsHostOnly) {
   EXPECT_EQ(notify::redact_url("smtps://user:pw@mail.lab.org:465"), "smtps://mail.lab.org:465");
 }
 
-} // namespace
+} // namespace notify_test
 } // namespace jobman

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace remote_plan_test {
 
 namespace fs = std::filesystem;
 using jobman::config::EnvType;
@@ -989,4 +989,4 @@ TEST(RemoteWorkloadId, LaunchRejectsAnExtraVariableThatIsNotAShellName) {
   }
 }
 
-} // namespace
+} // namespace remote_plan_test

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace {
+namespace remote_quote_test {
 
 using jobman::remote::shell_quote;
 
@@ -108,4 +108,4 @@ TEST(RemoteSshArgv, TheCommandIsOneArgumentAndTheTargetIsComplete) {
   EXPECT_EQ(std::count_if(plain.begin(), plain.end(), [](const auto& a) { return a.rfind("--project", 0) == 0; }), 0);
 }
 
-} // namespace
+} // namespace remote_quote_test

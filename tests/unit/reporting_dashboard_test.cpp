@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 namespace jobman::reporting {
-namespace {
+namespace reporting_dashboard_test {
 
 using domain::Phase;
 using nlohmann::json;
@@ -171,5 +171,5 @@ TEST(DashboardToken, IsThirtyTwoHexDigitsAndNewEachTime) {
   EXPECT_NE(a, new_dashboard_token());
 }
 
-} // namespace
+} // namespace reporting_dashboard_test
 } // namespace jobman::reporting

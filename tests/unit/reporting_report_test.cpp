@@ -14,7 +14,7 @@
 #include <vector>
 
 namespace jobman::reporting {
-namespace {
+namespace reporting_report_test {
 
 using domain::JobKind;
 
@@ -147,5 +147,5 @@ TEST_F(ReportChunksTest, ASinkThatThrowsEndsTheReportWithItsError) {
   }
 }
 
-} // namespace
+} // namespace reporting_report_test
 } // namespace jobman::reporting

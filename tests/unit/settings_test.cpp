@@ -11,7 +11,7 @@
 #include <optional>
 
 namespace jobman::config {
-namespace {
+namespace settings_test {
 
 constexpr std::array<const char*, 12> variables{
     "XDG_CONFIG_HOME",  "JOBMAN_CLOUD",          "JOBMAN_PROJECT",      "JOBMAN_ZONE",
@@ -220,5 +220,5 @@ TEST_F(SettingsLoad, EmptyFileGivesDefaults) {
   EXPECT_EQ(load_settings().cloud, CloudKind::mock);
 }
 
-} // namespace
+} // namespace settings_test
 } // namespace jobman::config

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::store {
-namespace {
+namespace store_attempt_history_test {
 
 using test::make_job;
 
@@ -216,5 +216,5 @@ TEST(StoreAttemptHistorySchema, APostgresStoreOfTheVersionBeforeIsMigrated) {
   EXPECT_EQ(store.attempts().since(0).size(), 1U);
 }
 
-} // namespace
+} // namespace store_attempt_history_test
 } // namespace jobman::store

@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::store {
-namespace {
+namespace store_bad_hardware_test {
 
 using test::make_job;
 
@@ -86,5 +86,5 @@ TEST_P(StoreBadHardwareTest, ABadSliceIsCountedApartFromFailuresAndPreemptions) 
 
 JOBMAN_STORE_BACKENDS(StoreBadHardwareTest);
 
-} // namespace
+} // namespace store_bad_hardware_test
 } // namespace jobman::store

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::store {
-namespace {
+namespace store_changes_test {
 
 using domain::Phase;
 using test::make_job;
@@ -149,5 +149,5 @@ TEST(StoreChanges, AskingReadsIndexesNotTheTable) {
 
 JOBMAN_STORE_BACKENDS(StoreChangesTest);
 
-} // namespace
+} // namespace store_changes_test
 } // namespace jobman::store

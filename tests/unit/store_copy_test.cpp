@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::store {
-namespace {
+namespace store_copy_test {
 
 using test::make_job;
 
@@ -213,5 +213,5 @@ TEST_F(StoreCopyTest, AJobACopyBroughtBackIsRemovedAgainAndCountedOnce) {
   EXPECT_EQ(target.attempts().since(0).size(), 1U);
 }
 
-} // namespace
+} // namespace store_copy_test
 } // namespace jobman::store

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 namespace jobman::store {
-namespace {
+namespace store_database_test {
 
 using domain::NewJob;
 using domain::Phase;
@@ -828,5 +828,5 @@ TEST(SqliteBusyWait, AWriterGivesUpAfterItsPatienceWhenNothingMoves) {
   EXPECT_LT(waited, 1500ms);
 }
 
-} // namespace
+} // namespace store_database_test
 } // namespace jobman::store

@@ -17,7 +17,7 @@
 #include <string>
 
 namespace jobman::store {
-namespace {
+namespace store_job_store_test {
 
 using domain::DesiredState;
 using domain::EventRecord;
@@ -779,5 +779,5 @@ JOBMAN_STORE_BACKENDS(JobStoreFilterTest);
 JOBMAN_STORE_BACKENDS(JobStoreLeaseTest);
 JOBMAN_STORE_BACKENDS(JobStoreSupervisorTest);
 
-} // namespace
+} // namespace store_job_store_test
 } // namespace jobman::store

@@ -17,7 +17,7 @@
 #include <vector>
 
 namespace jobman::store {
-namespace {
+namespace store_postgres_test {
 
 using postgres::translate_for_postgres;
 
@@ -219,5 +219,5 @@ TEST_F(PostgresConnectionTest, TheListenerListensAgainAfterARestart) {
   EXPECT_TRUE(listener.wait(std::chrono::seconds(30)));
 }
 
-} // namespace
+} // namespace store_postgres_test
 } // namespace jobman::store

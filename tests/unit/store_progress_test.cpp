@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::store {
-namespace {
+namespace store_progress_test {
 
 using test::make_job;
 
@@ -102,5 +102,5 @@ TEST_P(StoreProgressTest, AWorkersAccountReadsTheAttemptsOfTheTasksThatBorrowedI
 
 JOBMAN_STORE_BACKENDS(StoreProgressTest);
 
-} // namespace
+} // namespace store_progress_test
 } // namespace jobman::store

@@ -14,7 +14,7 @@
 #include <thread>
 
 namespace jobman::store {
-namespace {
+namespace store_queue_test {
 
 using domain::JobKind;
 using domain::NewJob;
@@ -246,5 +246,5 @@ TEST_P(TaskQueueTest, TheBoardShowsEveryTaskButTheQueuesTailWithTheIndexesTheCom
 
 JOBMAN_STORE_BACKENDS(TaskQueueTest);
 
-} // namespace
+} // namespace store_queue_test
 } // namespace jobman::store

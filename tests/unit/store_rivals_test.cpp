@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::store {
-namespace {
+namespace store_rivals_test {
 
 using test::make_job;
 
@@ -99,5 +99,5 @@ TEST_P(StoreRivalsTest, TheRivalThatComesUpFirstBecomesTheAttemptsSlice) {
 
 JOBMAN_STORE_BACKENDS(StoreRivalsTest);
 
-} // namespace
+} // namespace store_rivals_test
 } // namespace jobman::store

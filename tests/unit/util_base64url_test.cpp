@@ -5,7 +5,7 @@
 #include <string>
 
 namespace jobman::util {
-namespace {
+namespace util_base64url_test {
 
 TEST(Base64Url, RoundTripsEveryLengthWithoutPadding) {
   const std::string bytes("\x00\xff\xfe\x10 jobman?>~", 14);
@@ -40,5 +40,5 @@ TEST(Base64Url, RefusesPaddingForeignCharactersAndImpossibleLengths) {
   EXPECT_EQ(base64url_decode("YQ"), "a");
 }
 
-} // namespace
+} // namespace util_base64url_test
 } // namespace jobman::util

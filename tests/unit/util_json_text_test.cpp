@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 namespace jobman::util {
-namespace {
+namespace util_json_text_test {
 
 std::string as_json_string(std::string_view text) {
   std::string out;
@@ -64,5 +64,5 @@ TEST(JsonText, NumbersAreTheShortestTextThatReadsBackAndStayFloats) {
   EXPECT_TRUE(parsed["b"].is_number_float());
 }
 
-} // namespace
+} // namespace util_json_text_test
 } // namespace jobman::util

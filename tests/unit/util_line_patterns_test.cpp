@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::util {
-namespace {
+namespace util_line_patterns_test {
 
 const LinePatterns& defaults() {
   static const LinePatterns patterns(config::default_bad_hardware_patterns());
@@ -150,5 +150,5 @@ TEST(ProgressPattern, AHugeLineIsReadOnlyToItsBound) {
   EXPECT_FALSE(read_default(std::string(LinePatterns::kMaxLineBytes, ' ') + "step=5"));
 }
 
-} // namespace
+} // namespace util_line_patterns_test
 } // namespace jobman::util

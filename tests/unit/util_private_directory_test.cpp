@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 
 namespace jobman::util {
-namespace {
+namespace util_private_directory_test {
 
 unsigned mode_of(const std::filesystem::path& path) {
   struct stat info {};
@@ -36,5 +36,5 @@ TEST(EnsureDirectory, AnExistingDirectoryMoreOpenThanAskedIsClosed) {
   ::chmod((dir / "home").c_str(), 0700);
 }
 
-} // namespace
+} // namespace util_private_directory_test
 } // namespace jobman::util

@@ -23,7 +23,7 @@
 #include <vector>
 
 namespace jobman::util {
-namespace {
+namespace util_process_test {
 
 namespace fs = std::filesystem;
 using test::ScopedEnv;
@@ -394,5 +394,5 @@ TEST(UtilProcess, PipesAreRefusedWhereNoProcessCouldReadThem) {
   EXPECT_THROW((void)ProcessBuilder(std::vector<std::string>{}), std::invalid_argument);
 }
 
-} // namespace
+} // namespace util_process_test
 } // namespace jobman::util

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::util {
-namespace {
+namespace util_shared_library_test {
 
 TEST(SharedLibrary, OpensOnTheFirstLookupAndReturnsTheLibrarysOwnFunction) {
   SharedLibrary libm("libm.so.6", "libc6");
@@ -42,5 +42,5 @@ TEST(SharedLibrary, AMissingLibraryOrFunctionIsAnErrorThatNamesIt) {
   EXPECT_TRUE(libm.opened()) << "the library itself was there";
 }
 
-} // namespace
+} // namespace util_shared_library_test
 } // namespace jobman::util

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace jobman::util {
-namespace {
+namespace util_strings_test {
 
 TEST(Strings, ClosestMatchSuggestsTypos) {
   const std::vector<std::string> keys{"accelerator", "zone", "name", "version", "pricing"};
@@ -76,5 +76,5 @@ TEST(EscapeControls, ControlCharactersBecomeVisibleAndTextStays) {
             "\\x80 \\xc0\\xaf \\xed\\xa0\\x80 \\xe2\\x9c");
 }
 
-} // namespace
+} // namespace util_strings_test
 } // namespace jobman::util

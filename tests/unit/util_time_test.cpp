@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace jobman::util {
-namespace {
+namespace util_time_test {
 
 TEST(UtilParseUtc, ReadsWholeAndFractionalSecondsAsUtc) {
   EXPECT_EQ(parse_utc("1970-01-01T00:00:00Z"), 0);
@@ -63,5 +63,5 @@ TEST(UtilParseUtc, RefusesAnythingButAUtcTime) {
   }
 }
 
-} // namespace
+} // namespace util_time_test
 } // namespace jobman::util
