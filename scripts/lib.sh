@@ -7,7 +7,7 @@ JOBMAN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Debian packages the build, the tests and the tools need.
 JOBMAN_PACKAGES=(
-  g++ cmake ninja-build pkg-config
+  g++ cmake ninja-build pkg-config lld
   libcurl4-openssl-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev libspdlog-dev
   libyaml-cpp-dev libcpp-httplib-dev libssl-dev libgtest-dev libgmock-dev libpq-dev
   clang-format clang-tidy ccache
