@@ -13,15 +13,16 @@ JOBMAN_PACKAGES=(
   clang-format clang-tidy ccache
   zsh fish curl python3
   python3-googleapi python3-google-auth python3-google-auth-httplib2 python3-httplib2 nodejs
-  python3-aiosmtpd chromium postgresql
+  python3-aiosmtpd chromium postgresql openssh-server openssh-client
 )
 
 # What building jobman and running it on the bundled mock need (scripts/demo): the compiler, the build tools and the
-# libraries, and curl for the demo's admin calls; not the test tools, browsers and servers above.
+# libraries, curl for the demo's admin calls, and OpenSSH (the mock's worker hosts run its server, jobman connects
+# with its client); not the test tools, browsers and servers above.
 JOBMAN_BUILD_PACKAGES=(
   g++ cmake ninja-build pkg-config
   libcurl4-openssl-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev libspdlog-dev
-  libyaml-cpp-dev libcpp-httplib-dev libssl-dev libpq-dev curl
+  libyaml-cpp-dev libcpp-httplib-dev libssl-dev libpq-dev curl openssh-server openssh-client
 )
 
 # Progress for people, with the time of day, so that a CI log shows where its minutes went.

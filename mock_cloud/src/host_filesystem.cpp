@@ -12,6 +12,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <utility>
 
@@ -171,6 +172,60 @@ void map_to_self(uid_t uid, gid_t gid) {
   write_proc("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1\n");
 }
 
+// Writes `text` to the /proc file `path` without throwing (in a forked child); true when it was all written.
+bool write_proc_quietly(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  const bool written = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  if (fd >= 0) {
+    ::close(fd);
+  }
+  return written;
+}
+
+// Root moves this process into a new user (and mount) namespace that maps every uid and gid to itself, so that a
+// server there (sshd) can switch to any of the host's accounts, which are the same ids on this machine. Mapping more
+// than one's own id takes CAP_SETUID in the namespace the new one comes from, which a process loses by entering the
+// new one: a child left behind writes the maps. 0, or the errno of what failed.
+int unshare_mapping_every_id() {
+  std::array<int, 2> go{};
+  if (::pipe2(go.data(), O_CLOEXEC) != 0) {
+    return errno;
+  }
+  const pid_t self = ::getpid();
+  const pid_t helper = ::fork();
+  if (helper < 0) {
+    const int saved = errno;
+    ::close(go[0]);
+    ::close(go[1]);
+    return saved;
+  }
+  if (helper == 0) {
+    ::close(go[1]);
+    char entered = 0;
+    if (::read(go[0], &entered, 1) != 1) {
+      ::_exit(1);
+    }
+    const auto proc = "/proc/" + std::to_string(self);
+    const bool mapped = write_proc_quietly(proc + "/uid_map", "0 0 4294967295\n") &&
+                        write_proc_quietly(proc + "/gid_map", "0 0 4294967295\n");
+    ::_exit(mapped ? 0 : 1);
+  }
+  ::close(go[0]);
+  const int entered = ::unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 ? 0 : errno;
+  if (entered == 0) {
+    const char signal = 1;
+    static_cast<void>(::write(go[1], &signal, 1));
+  }
+  ::close(go[1]);
+  int status = 0;
+  while (::waitpid(helper, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (entered != 0) {
+    return entered;
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : EPERM;
+}
+
 // Makes `name` in the host's root the symbolic link `target` (as this machine's /bin -> usr/bin), replacing a link
 // or an empty directory the host left there.
 void link_beneath(const Descriptor& root, const std::string& name, const fs::path& target) {
@@ -228,7 +283,7 @@ bool valid_host_user(std::string_view user) {
 }
 
 void enter_host_filesystem(const HostFilesystem& host) {
-  if (!valid_host_user(host.user)) {
+  if (host.homes.empty() && !valid_host_user(host.user)) {
     errno = EINVAL;
     fail("'" + host.user + "' is not a user name");
   }
@@ -310,16 +365,33 @@ void enter_host_filesystem(const HostFilesystem& host) {
   }
   bind(open_path("/sys"), beneath("sys", 0755), Access::read_only, "/sys");
 
-  // /home: a fresh tmpfs holding /home/USER, the host's home, and the kept directories that lie under /home.
+  // /home: the host's directory of homes, or a fresh tmpfs holding /home/USER alone; with the kept directories that
+  // lie under /home either way.
   const auto home_mount_point = beneath("home", 0755);
-  if (::mount("tmpfs", home_mount_point.path().c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=755") != 0) {
+  if (!host.homes.empty()) {
+    bind(open_path(host.homes), home_mount_point, Access::read_write, "the host's homes " + host.homes.string());
+  } else if (::mount("tmpfs", home_mount_point.path().c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=755") != 0) {
     fail("cannot mount a tmpfs on /home");
   }
   const auto homes = directory_beneath(root, "home", 0755, Missing::fail, "/home on the host");
   bind_kept(homes, "/home", kept);
-  bind(open_path(host.home_source),
-       directory_beneath(homes, host.user, 0755, Missing::create, "/home/" + host.user + " on the host"),
-       Access::read_write, "the host's home " + host.home_source.string());
+  if (host.homes.empty()) {
+    bind(open_path(host.home_source),
+         directory_beneath(homes, host.user, 0755, Missing::create, "/home/" + host.user + " on the host"),
+         Access::read_write, "the host's home " + host.home_source.string());
+  }
+  // The host's accounts over this machine's.
+  if (!host.accounts.empty()) {
+    const auto etc = directory_beneath(root, "etc", 0, Missing::fail, "/etc on the host");
+    for (const char* name : {"passwd", "group", "shadow"}) {
+      const auto own = host.accounts / name;
+      Descriptor target(::openat(etc.get(), name, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+      if (target.get() < 0 || ::access(own.c_str(), F_OK) != 0) {
+        continue;
+      }
+      bind(open_path(own, Kind::any), target, Access::read_only, own.string());
+    }
+  }
   // The other kept directories, at their paths; those under /proc, /dev and /sys are this machine's already.
   std::vector<KeptDirectory> elsewhere;
   std::copy_if(kept.begin(), kept.end(), std::back_inserter(elsewhere), [](const KeptDirectory& keep) {
@@ -350,15 +422,25 @@ void enter_host_filesystem(const HostFilesystem& host) {
   // Root gets a user namespace of its own last: the mounts made above are locked in it (none can be made writable,
   // moved or unmounted) and this machine's processes, with their /proc/PID/root, are out of its reach. Where this
   // machine has no user namespaces for root, the mounts stay read-only but unlocked.
-  if (uid == 0) {
+  if (uid == 0 && host.every_user) {
+    if (const int failed = unshare_mapping_every_id(); failed != 0) {
+      errno = failed;
+      fail("cannot make a user namespace mapping every id");
+    }
+  } else if (uid == 0) {
     if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0) {
       map_to_self(uid, gid);
     } else if (errno != EPERM && errno != EINVAL && errno != ENOSPC && errno != EUSERS) {
       fail("cannot make a user namespace");
     }
   }
+  if (!host.hostname.empty()) {
+    if (::unshare(CLONE_NEWUTS) != 0 || ::sethostname(host.hostname.data(), host.hostname.size()) != 0) {
+      fail("cannot name the host " + host.hostname);
+    }
+  }
   ::setenv(kOwnFilesystemVariable, "1", 1);
-  const auto home = "/home/" + host.user;
+  const auto home = host.homes.empty() ? "/home/" + host.user : std::string("/");
   if (::chdir(home.c_str()) != 0) {
     fail("cannot enter " + home);
   }

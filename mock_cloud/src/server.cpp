@@ -6,6 +6,7 @@
 #include "jobman/util/system.hpp"
 #include "mock_cloud/admin_token.hpp"
 #include "mock_cloud/enum_encoding.hpp"
+#include "mock_cloud/host_sshd.hpp"
 #include "mock_cloud/partial_response.hpp"
 #include "mock_cloud/query_parameters.hpp"
 #include "mock_cloud/workload_reaper.hpp"
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <iostream>
 #include <pthread.h>
+#include <random>
 #include <unistd.h>
 
 namespace jobman::mock {
@@ -147,6 +149,7 @@ MockServer::MockServer(ServerOptions options) : options_(std::move(options)) {
     throw UsageError("--time-scale must be a positive number");
   }
   world_ = std::make_unique<World>(load_mock_config(options_.config_file), options_.time_scale, options_.seed);
+  world_->start_addresses_at(std::random_device{}());
   if (!options_.state_dir.empty()) {
     util::ensure_directory(options_.state_dir, 0700);
     world_->attach_store(options_.state_dir / "state.db", util::now_ms());
@@ -531,6 +534,22 @@ void MockServer::start_data_plane(int port) {
               << "); HOME is each host's sandbox directory, and absolute paths in a config (/home/USER, /mnt, /tmp, "
                  "...) are this machine's: the mock's gcsfuse, scp and venvs refuse those outside the sandbox\n";
   }
+  // Each host's sshd, on its own filesystem: as root on port 22, as any other user on one free high port, which the
+  // hosts publish as the guest attribute mock/ssh-port.
+  std::error_code ec;
+  if (options_.sshd != "none" && std::filesystem::exists(options_.sshd, ec)) {
+    if (hosts.home_mode != HomeMode::namespace_) {
+      std::cerr << "jobman-mock-cloud: worker hosts run no sshd, since they have no filesystem of their own\n";
+    } else {
+      hosts.sshd = options_.sshd;
+      // Port 22 is root's only, and not free where this machine runs an sshd of its own on every address.
+      const bool own_22 = ::geteuid() == 0 && host_sshd::port_free("127.0.0.1", 22);
+      hosts.ssh_port = options_.ssh_port != 0 ? options_.ssh_port : own_22 ? 22 : host_sshd::free_port();
+    }
+  } else if (options_.sshd != "none") {
+    std::cerr << "jobman-mock-cloud: worker hosts run no sshd: " << options_.sshd.string()
+              << " is missing (Debian's openssh-server)\n";
+  }
   workers_ = std::make_unique<WorkerHosts>(hosts);
   world_->set_listener(workers_.get());
   workers_->prune();
@@ -670,6 +689,13 @@ void define_options(CLI::App& app, ServerOptions& options) {
       "--sandbox-homes", options.sandbox_homes,
       "Give worker hosts their sandbox directory as HOME instead of a filesystem of their own (/home/USER, "
       "/mnt, /tmp, ... in a mount namespace): what the mock does by itself where namespaces are not available");
+  app.add_option("--sshd", options.sshd,
+                 "The OpenSSH server each worker host runs on its own addresses (none: no SSH servers)")
+      ->default_str(options.sshd.string());
+  app.add_option("--ssh-port", options.ssh_port,
+                 "The port of the hosts' sshd (default: 22 as root, else a free high port, published as the guest "
+                 "attribute mock/ssh-port)")
+      ->check(CLI::Range(1, 65535));
   app.add_option("--visible-to-hosts", options.visible_to_hosts,
                  "A directory of this machine every worker host with a filesystem of its own sees, read-only, at its "
                  "own path (repeatable): how a test hands files to a workload");

@@ -1,16 +1,24 @@
 #include "mock_cloud/worker_hosts.hpp"
 
+#include "jobman/util/error.hpp"
 #include "jobman/util/process.hpp"
 #include "jobman/util/system.hpp"
 #include "mock_cloud/host_filesystem.hpp"
+#include "mock_cloud/host_sshd.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <sstream>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -146,9 +154,35 @@ WorkerHosts::WorkerHosts(WorkerHostsOptions options) : options_(std::move(option
   for (auto& dir : options_.visible) {
     dir = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec);
   }
+  if (!options_.sshd.empty()) {
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (epoll_fd_ < 0 || wake_fd_ < 0) {
+      throw Error(std::string("cannot watch the hosts' SSH ports: ") + std::strerror(errno));
+    }
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = wake_fd_;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &event);
+    agent_ = std::thread([this] { agent_loop(); });
+  }
 }
 
 WorkerHosts::~WorkerHosts() {
+  if (agent_.joinable()) {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_agent();
+    agent_.join();
+    for (const auto& door : doors_) {
+      ::close(door.first);
+    }
+    doors_.clear();
+    ::close(epoll_fd_);
+    ::close(wake_fd_);
+  }
   wait_idle();
   // Every process any slice of this mock started: SIGTERM, the grace period, then SIGKILL. Sandboxes stay, so a
   // mock restarted on the same state directory finds its slices' disks as a rebooted VM would.
@@ -170,16 +204,200 @@ void WorkerHosts::slice_ready(const SliceHosts& slice) {
   if (known.hosts.numeric_id == slice.numeric_id) {
     return;
   }
-  known = Slice{slice, slice_dir(slice)};
+  known = Slice{slice, slice_dir(slice), false, {}};
+  known.published.resize(static_cast<std::size_t>(slice.hosts()));
   for (int w = 0; w < slice.hosts(); ++w) {
     const auto dir = known.dir / ("worker-" + std::to_string(w));
     util::ensure_directory(dir / "home", 0700);
     util::ensure_directory(dir / "root", 0755);
     util::ensure_directory(dir / "tmp", 0700);
-    util::ensure_directory(dir / ".mock", 0700);
+    util::ensure_directory(dir / ".mock", 0755);
     // A host placed on a machine that is faulty already sees the fault from the start.
     if (slice.machines[static_cast<std::size_t>(w)].faulty) {
       util::write_file_atomic(dir / ".mock" / "faulty", "", 0600);
+    }
+  }
+  if (agent_.joinable()) {
+    pending_.insert(slice.node_name);
+    wake_agent();
+  }
+}
+
+void WorkerHosts::slice_keys(const std::string& node_name, const std::vector<SshKey>& keys) {
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(node_name);
+  if (it == slices_.end() || it->second.hosts.ssh_keys == keys) {
+    return;
+  }
+  it->second.hosts.ssh_keys = keys;
+  if (agent_.joinable()) {
+    pending_.insert(node_name);
+    wake_agent();
+  }
+}
+
+std::optional<std::map<std::string, std::string>> WorkerHosts::ssh_attributes(const std::string& node_name,
+                                                                              int worker) {
+  if (options_.sshd.empty()) {
+    return std::nullopt;
+  }
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(node_name);
+  if (it == slices_.end() || worker < 0 || worker >= static_cast<int>(it->second.published.size())) {
+    return std::map<std::string, std::string>{};
+  }
+  return it->second.published[static_cast<std::size_t>(worker)];
+}
+
+bool WorkerHosts::address_free(const std::string& address) {
+  return options_.sshd.empty() || host_sshd::port_free(address, options_.ssh_port);
+}
+
+std::string WorkerHosts::host_marker(const SliceHosts& slice, int worker) const {
+  return marker_prefix() + slice.numeric_id + "/" + std::to_string(worker);
+}
+
+void WorkerHosts::wake_agent() {
+  const std::uint64_t one = 1;
+  static_cast<void>(::write(wake_fd_, &one, sizeof one));
+}
+
+void WorkerHosts::agent_loop() {
+  constexpr int kEvents = 64;
+  std::array<epoll_event, kEvents> events{};
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    const int ready = ::epoll_wait(epoll_fd_, events.data(), kEvents, 200);
+    lock.lock();
+    // The sshd processes whose connection ended: nobody's zombies.
+    std::erase_if(sshd_pids_, [](pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) != 0; });
+    for (int i = 0; i < ready; ++i) {
+      const int fd = events.at(static_cast<std::size_t>(i)).data.fd;
+      if (fd == wake_fd_) {
+        std::uint64_t count = 0;
+        static_cast<void>(::read(wake_fd_, &count, sizeof count));
+        continue;
+      }
+      accept_connections_locked(fd);
+    }
+    while (!stopping_ && !pending_.empty()) {
+      const auto name = *pending_.begin();
+      pending_.erase(pending_.begin());
+      try {
+        serve_slice(lock, name);
+      } catch (const std::exception& e) {
+        std::cerr << "jobman-mock-cloud: the hosts of " << name << " cannot serve SSH: " << e.what() << "\n";
+      }
+    }
+  }
+}
+
+void WorkerHosts::accept_connections_locked(int listener) {
+  const auto door = doors_.find(listener);
+  for (;;) {
+    const int connection = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (connection < 0) {
+      return; // None waiting (or the socket is gone).
+    }
+    if (door == doors_.end()) {
+      ::close(connection);
+      continue;
+    }
+    try {
+      sshd_pids_.push_back(host_sshd::serve_connection(options_.sshd, options_.tools / "jobman-mock-host-login",
+                                                       door->second.host, connection));
+    } catch (const std::exception& e) {
+      std::cerr << "jobman-mock-cloud: cannot serve an SSH connection to " << door->second.host.hostname << ": "
+                << e.what() << "\n";
+    }
+    ::close(connection);
+  }
+}
+
+void WorkerHosts::close_doors_locked(const std::string& node_name) {
+  std::erase_if(doors_, [&node_name](const auto& door) {
+    if (door.second.node_name != node_name) {
+      return false;
+    }
+    ::close(door.first); // Also takes it out of the epoll set.
+    return true;
+  });
+}
+
+void WorkerHosts::serve_slice(std::unique_lock<std::mutex>& lock, const std::string& node_name) {
+  auto it = slices_.find(node_name);
+  if (it == slices_.end()) {
+    return;
+  }
+  const SliceHosts slice = it->second.hosts;
+  const auto slice_path = it->second.dir;
+  const bool start = !it->second.started;
+  it->second.started = true;
+  lock.unlock();
+  // Each host's accounts and keys, its host key and its sshd's configuration, before it takes a connection.
+  std::vector<host_sshd::SshHost> hosts;
+  std::vector<std::string> host_keys;
+  try {
+    for (int w = 0; w < slice.hosts(); ++w) {
+      host_sshd::SshHost host;
+      host.dir = slice_path / ("worker-" + std::to_string(w));
+      host.hostname = slice.hostnames.at(static_cast<std::size_t>(w));
+      const auto& [internal, external] = slice.addresses.at(static_cast<std::size_t>(w));
+      host.addresses = {internal};
+      if (external != internal) {
+        host.addresses.push_back(external);
+      }
+      host.port = options_.ssh_port;
+      const auto described = host_description(slice, slice_path, w, "root");
+      host.env = described.env;
+      host.keep = described.keep;
+      host.keep_read_only = described.keep_read_only;
+      for (const auto& [variable, value] : described.env) {
+        if (variable != "HOME" && variable != "USER" && variable != "LOGNAME" && variable != "SHELL" &&
+            variable != "TMPDIR" && variable != "CLOUDSDK_CONFIG") {
+          host.session_env[variable] = value;
+        }
+      }
+      host.session_env["PATH"] =
+          options_.tools.string() + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+      host.session_env[kOwnFilesystemVariable] = "1";
+      host_sshd::sync_accounts(host, slice.ssh_keys);
+      if (start) {
+        host_keys.push_back(host_sshd::ensure_host_key(options_.ssh_keygen, host));
+        host_sshd::write_config(host);
+      }
+      hosts.push_back(std::move(host));
+    }
+  } catch (...) {
+    lock.lock();
+    throw;
+  }
+  lock.lock();
+  it = slices_.find(node_name);
+  if (!start || it == slices_.end() || it->second.hosts.numeric_id != slice.numeric_id) {
+    return; // Keys only, or the slice went meanwhile.
+  }
+  // The hosts answer on their addresses from now on and publish their keys, as a booted VM's guest agent does.
+  for (std::size_t w = 0; w < hosts.size(); ++w) {
+    std::vector<int> sockets;
+    try {
+      sockets = host_sshd::listen_on(hosts[w]);
+    } catch (const std::exception& e) {
+      std::cerr << "jobman-mock-cloud: worker " << w << " of " << node_name << " is unreachable: " << e.what() << "\n";
+      continue;
+    }
+    for (const int fd : sockets) {
+      epoll_event event{};
+      event.events = EPOLLIN;
+      event.data.fd = fd;
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
+      doors_[fd] = Door{node_name, hosts[w]};
+    }
+    auto& published = it->second.published.at(w);
+    published["hostkeys/ssh-ed25519"] = host_keys.at(w);
+    if (options_.ssh_port != 22) {
+      published["mock/ssh-port"] = std::to_string(options_.ssh_port);
     }
   }
 }
@@ -191,6 +409,8 @@ void WorkerHosts::slice_lost(const std::string& node_name) {
     if (it == slices_.end()) {
       return;
     }
+    // No new connection: the host is gone for whoever dials it.
+    close_doors_locked(node_name);
     const auto prefix = marker_prefix() + it->second.hosts.numeric_id + "/";
     // One thread per slice: a mass preemption ends every slice within one grace period, not one after another.
     // The thread shares only the counter (kept alive by its own reference) and copies of what it needs.
@@ -250,14 +470,19 @@ std::optional<WorkerHost> WorkerHosts::host(const std::string& node_name, int wo
   if (it == slices_.end() || worker < 0 || worker >= it->second.hosts.hosts()) {
     return std::nullopt;
   }
+  return host_description(it->second.hosts, it->second.dir, worker, user);
+}
+
+WorkerHost WorkerHosts::host_description(const SliceHosts& slice, const std::filesystem::path& slice_path, int worker,
+                                         const std::string& user) const {
   WorkerHost host;
   host.worker = worker;
-  host.physical_host = it->second.hosts.machines[static_cast<std::size_t>(worker)].physical_host;
-  host.dir = it->second.dir / ("worker-" + std::to_string(worker));
+  host.physical_host = slice.machines[static_cast<std::size_t>(worker)].physical_host;
+  host.dir = slice_path / ("worker-" + std::to_string(worker));
+  const std::string name = user.empty() ? "tpu" : user;
   host.sandbox_home = host.dir / "home";
   host.home = host.sandbox_home;
-  host.marker = marker_prefix() + it->second.hosts.numeric_id + "/" + std::to_string(worker);
-  const std::string name = user.empty() ? "tpu" : user;
+  host.marker = host_marker(slice, worker);
   host.root = host.dir / "root";
   host.keep = {host.dir, options_.buckets};
   host.keep_read_only = {options_.tools};

@@ -1,14 +1,18 @@
 // The World's core: construction, how calls begin (lock_at, settle_at), pools, random draws, changes, the listener.
 #include "mock_cloud/world.hpp"
 
+#include "jobman/util/system.hpp"
 #include "mock_cloud/world_store.hpp"
 #include "world_internal.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <iomanip>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <utility>
 
 namespace jobman::mock {
@@ -32,6 +36,13 @@ World::World(MockConfig config, double time_scale, std::uint64_t seed)
     }
   }
   next_host_ = static_cast<std::uint32_t>(rng_() % 40000);
+  // Apart from the generator, so that no draw moves; a server spreads it further (start_addresses_at).
+  address_offset_ = static_cast<std::uint32_t>(seed * 0x9E3779B1ULL);
+}
+
+void World::start_addresses_at(std::uint32_t offset) {
+  std::lock_guard lock(mutex_);
+  address_offset_ = offset;
 }
 
 World::~World() = default;
@@ -123,6 +134,15 @@ void World::announce_ready_locked(const Node& node) {
     const auto& machine = *machines_.at(id);
     slice.machines.push_back({machine.id, machine.faulty});
   }
+  slice.addresses = node.endpoints;
+  // Google's form: t1v-n-, eight hex digits of the node, -w- and the worker's index.
+  std::ostringstream hash;
+  hash << std::hex << std::setw(8) << std::setfill('0')
+       << (std::hash<std::string>{}(node.numeric_id) & std::size_t{0xffffffff});
+  for (std::size_t w = 0; w < node.endpoints.size(); ++w) {
+    slice.hostnames.push_back("t1v-n-" + hash.str() + "-w-" + std::to_string(w));
+  }
+  slice.ssh_keys = ssh_keys_locked(node, util::now_ms());
   listener_->slice_ready(slice);
 }
 

@@ -1,5 +1,6 @@
 // What a client does to a node besides create and delete: nodes.stop, start, patch and getGuestAttributes.
 #include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
 #include "mock_cloud/world.hpp"
 #include "world_internal.hpp"
 
@@ -105,6 +106,16 @@ std::string base64(const std::string& bytes) {
   return out;
 }
 
+// True for a name the guest agent makes an account for: letters, digits, '.', '_' and '-', at most 32, not starting
+// with '-' or '.'.
+bool valid_account_name(const std::string& name) {
+  return !name.empty() && name.size() <= 32 && name.front() != '-' && name.front() != '.' &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                  c == '-';
+         });
+}
+
 // One guest attribute a worker host publishes.
 struct GuestAttribute {
   std::string space; // The namespace: "hostkeys" or "host".
@@ -123,6 +134,50 @@ std::vector<std::pair<std::string, std::string>> host_keys(const std::string& ho
 }
 
 } // namespace
+
+std::vector<SshKey> parse_ssh_keys(const std::string& value, std::int64_t now_ms) {
+  std::vector<SshKey> keys;
+  for (const auto& raw : util::split(value, '\n')) {
+    const auto line = std::string(util::trim(raw));
+    const auto colon = line.find(':');
+    if (line.empty() || colon == std::string::npos || colon == 0) {
+      continue;
+    }
+    SshKey key{line.substr(0, colon), std::string(util::trim(line.substr(colon + 1)))};
+    const auto parts = util::split(key.key, ' ');
+    if (parts.size() < 2 || !valid_account_name(key.user)) {
+      continue;
+    }
+    // gcloud's and the console's expiring keys: "TYPE BASE64 google-ssh {"userName":..., "expireOn":TIME}".
+    if (const auto mark = key.key.find(" google-ssh {"); mark != std::string::npos) {
+      const auto details = json::parse(key.key.substr(mark + 12), nullptr, false);
+      if (details.is_object() && details.contains("expireOn") && details["expireOn"].is_string()) {
+        const auto expires = util::parse_utc(details["expireOn"].get<std::string>());
+        if (expires && *expires <= now_ms) {
+          continue;
+        }
+      }
+    }
+    keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+std::vector<SshKey> World::ssh_keys_locked(const Node& node, std::int64_t now) const {
+  std::vector<SshKey> keys;
+  const auto metadata = node.spec.is_object() ? node.spec.value("metadata", json::object()) : json::object();
+  if (!metadata.is_object()) {
+    return keys;
+  }
+  for (const char* name : {"ssh-keys", "sshKeys"}) {
+    if (metadata.contains(name) && metadata[name].is_string()) {
+      for (auto& key : parse_ssh_keys(metadata[name].get<std::string>(), now)) {
+        keys.push_back(std::move(key));
+      }
+    }
+  }
+  return keys;
+}
 
 Reply World::stop_node(const std::string& project, const std::string& zone, const std::string& id,
                        std::int64_t now_ms) {
@@ -247,6 +302,10 @@ Reply World::patch_node(const std::string& project, const std::string& zone, con
       }
     }
     touch_locked(name);
+    if (listener_ != nullptr && node->state == "READY" &&
+        std::find(paths.begin(), paths.end(), "metadata") != paths.end()) {
+      listener_->slice_keys(name, ssh_keys_locked(*node, now_ms));
+    }
     const auto op_name = new_operation(project, zone, "update", name, now_ms);
     auto response = node_json(*node);
     response["@type"] = kNodeType;
@@ -305,8 +364,17 @@ Reply World::get_guest_attributes(const std::string& project, const std::string&
     // The host's SSH keys, then the physical machine it runs on.
     const auto identity = node->numeric_id + "/" + std::to_string(node->incarnation) + "/" + std::to_string(worker);
     std::vector<GuestAttribute> published;
-    for (const auto& [key, value] : host_keys(identity)) {
-      published.push_back({"hostkeys", key, value});
+    // What the host's own sshd publishes where the data plane runs one (nothing until it is up), else host keys of
+    // the world's own making.
+    if (auto ssh = listener_ != nullptr ? listener_->ssh_attributes(name, worker) : std::nullopt) {
+      for (const auto& [attribute_path, value] : *ssh) {
+        const auto slash = attribute_path.find('/');
+        published.push_back({attribute_path.substr(0, slash), attribute_path.substr(slash + 1), value});
+      }
+    } else {
+      for (const auto& [key, value] : host_keys(identity)) {
+        published.push_back({"hostkeys", key, value});
+      }
     }
     published.push_back({"host", "physical_host", node->machines.at(static_cast<std::size_t>(worker))});
     json items = json::array();

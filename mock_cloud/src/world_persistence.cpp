@@ -61,6 +61,7 @@ json World::globals_locked() const {
   out["version"] = 1;
   out["nextSequence"] = next_sequence_;
   out["nextHost"] = next_host_;
+  out["addressOffset"] = address_offset_;
   out["nextRelease"] = next_release_;
   out["faultyFraction"] = faulty_fraction_;
   std::ostringstream rng;
@@ -187,6 +188,7 @@ void World::restore(const json& snapshot) {
   auto tier_of = [](const json& value) { return value.get<std::string>() == "spot" ? Tier::spot : Tier::on_demand; };
   next_sequence_ = snapshot.value("nextSequence", std::int64_t{1});
   next_host_ = snapshot.value("nextHost", std::uint32_t{0});
+  address_offset_ = snapshot.value("addressOffset", address_offset_);
   next_release_ = snapshot.value("nextRelease", std::int64_t{1});
   faulty_fraction_ = snapshot.value("faultyFraction", config_.faulty_fraction);
   request_ids_ = snapshot.value("requestIds", std::map<std::string, std::string>{});

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace jobman::mock {
@@ -203,16 +204,38 @@ void World::step_locked(std::int64_t now) {
   admit_locked(now);
 }
 
+namespace {
+
+// Host number `n` of a world starting at `offset`, as an address of 127.FIRST.0.0 to 127.(FIRST+SPAN-1).255.254:
+// the last octet runs from 1 to 254, so no address ends in 0 or 255.
+std::string loopback_address(std::uint32_t first, std::uint32_t span, std::uint32_t offset, std::uint32_t n) {
+  constexpr std::uint32_t kPerSecond = 256U * 254U; // Addresses under one second octet.
+  const std::uint32_t index =
+      static_cast<std::uint32_t>((std::uint64_t{offset} + n) % (std::uint64_t{span} * kPerSecond));
+  return "127." + std::to_string(first + index / kPerSecond) + "." + std::to_string((index / 254) % 256) + "." +
+         std::to_string(index % 254 + 1);
+}
+
+} // namespace
+
 void World::place_hosts_locked(Node& node, int hosts) {
   node.numeric_id = std::to_string(1'000'000'000'000'000ULL + rng_() % 8'000'000'000'000'000ULL);
-  int zi = zone_index(node.zone);
+  // Internal addresses in 127.16.0.0 to 127.127.255.255, external ones in 127.128.0.0 to 127.254.255.255: never off
+  // this machine, since real ssh and gcloud connect wherever the API says. An address something here already
+  // listens on (another mock's host) is skipped.
+  constexpr int kTries = 1000;
   for (int h = 0; h < hosts; ++h) {
-    std::uint32_t n = next_host_++;
-    std::string internal =
-        "10." + std::to_string(zi) + "." + std::to_string((n / 254) % 256) + "." + std::to_string(n % 254 + 1);
-    auto r = rng_();
-    std::string external = "34." + std::to_string(r % 256) + "." + std::to_string((r >> 8) % 256) + "." +
-                           std::to_string((r >> 16) % 254 + 1);
+    std::string internal;
+    std::string external;
+    for (int attempt = 0; attempt < kTries; ++attempt) {
+      const std::uint32_t n = next_host_++;
+      internal = loopback_address(16, 112, address_offset_, n);
+      external = loopback_address(128, 127, address_offset_, n);
+      if (listener_ == nullptr || (listener_->address_free(internal) && listener_->address_free(external))) {
+        break;
+      }
+    }
+    rng_(); // The draw the external address once took: later draws stay where a seed put them.
     node.endpoints.emplace_back(internal, external);
   }
 }

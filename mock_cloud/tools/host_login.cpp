@@ -3,11 +3,16 @@
 // /home/USER the host's home, the mock's directories bound back at their paths), then execs the command there:
 //
 //   jobman-mock-host-login --root DIR --home-source DIR --user USER [--keep DIR]... [--keep-read-only DIR]...
-//                          -- PROGRAM [ARG...]
+//                          [--hostname NAME] -- PROGRAM [ARG...]
+//   jobman-mock-host-login --root DIR --homes DIR [--accounts DIR] [--every-user] [--hostname NAME] [--keep DIR]...
+//                          [--keep-read-only DIR]... -- PROGRAM [ARG...]
 //   jobman-mock-host-login --probe
 //
 // Every descendant of the command, however it detaches, stays on that filesystem, so a workload launched under setsid
 // and nohup keeps the host's /mnt and home after its ssh session ends, and finds there what an earlier session made.
+//
+// The second form is how the host's sshd starts: /home is the host's directory of homes, /etc/passwd, group and
+// shadow are the host's own accounts (--accounts), and every id is mapped so that sshd can switch to them.
 //
 // --probe enters a host made of temporary directories and checks that files written at /home/USER/... and /mnt/...
 // land in them and that /usr cannot be written: exit 0 when this machine can give hosts filesystems of their own,
@@ -76,7 +81,11 @@ int probe() {
   const pid_t child = ::fork();
   if (child == 0) {
     try {
-      jobman::mock::enter_host_filesystem({dir / "root", dir / "home", "jobman-probe", {}, {}});
+      jobman::mock::HostFilesystem host;
+      host.root = dir / "root";
+      host.home_source = dir / "home";
+      host.user = "jobman-probe";
+      jobman::mock::enter_host_filesystem(host);
       ::_exit(probe_on_host() ? 0 : 1);
     } catch (const jobman::mock::HostEntryError& e) {
       std::fprintf(stderr, "%s\n", e.what());
@@ -95,8 +104,9 @@ int probe() {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: jobman-mock-host-login --root DIR --home-source DIR --user USER [--keep DIR]... "
-                       "[--keep-read-only DIR]... -- PROGRAM [ARG...]\n       jobman-mock-host-login --probe\n");
+  std::fprintf(stderr, "usage: jobman-mock-host-login --root DIR (--home-source DIR --user USER | --homes DIR "
+                       "[--accounts DIR] [--every-user]) [--hostname NAME] [--keep DIR]... [--keep-read-only DIR]... "
+                       "-- PROGRAM [ARG...]\n       jobman-mock-host-login --probe\n");
   return 2;
 }
 
@@ -110,6 +120,10 @@ int main(int argc, char** argv) {
   jobman::mock::HostFilesystem host;
   std::size_t i = 0;
   for (; i < args.size() && args[i] != "--"; ++i) {
+    if (args[i] == "--every-user") {
+      host.every_user = true;
+      continue;
+    }
     if (i + 1 >= args.size()) {
       return usage();
     }
@@ -119,6 +133,12 @@ int main(int argc, char** argv) {
       host.home_source = args[++i];
     } else if (args[i] == "--user") {
       host.user = args[++i];
+    } else if (args[i] == "--homes") {
+      host.homes = args[++i];
+    } else if (args[i] == "--accounts") {
+      host.accounts = args[++i];
+    } else if (args[i] == "--hostname") {
+      host.hostname = args[++i];
     } else if (args[i] == "--keep") {
       host.keep.emplace_back(args[++i]);
     } else if (args[i] == "--keep-read-only") {
@@ -127,7 +147,8 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (host.root.empty() || host.home_source.empty() || host.user.empty() || i + 1 >= args.size()) {
+  const bool one_home = !host.home_source.empty() && !host.user.empty();
+  if (host.root.empty() || one_home == !host.homes.empty() || i + 1 >= args.size()) {
     return usage();
   }
   try {

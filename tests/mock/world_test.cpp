@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <gtest/gtest.h>
 #include <optional>
+#include <regex>
+#include <set>
 
 namespace world_test {
 
@@ -107,12 +109,21 @@ TEST(MockWorld, WorkerEndpointsOnePerHost) {
     ASSERT_TRUE(create(world, id, cases[i].first, true, kStart).ok());
   }
   world.tick(kStart + 20'000);
+  // Real ssh and gcloud connect wherever the API says: every address is this machine's loopback, and each is one
+  // host's alone.
+  const std::regex internal("127\\.(1[6-9]|[2-9][0-9]|1[01][0-9]|12[0-7])\\.[0-9]{1,3}\\.[0-9]{1,3}");
+  const std::regex external("127\\.(1[3-9][0-9]|2[0-4][0-9]|25[0-4])\\.[0-9]{1,3}\\.[0-9]{1,3}");
+  std::set<std::string> seen;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     auto node = world.get_node(kProject, kZone, "e" + std::to_string(i) + "-node", kStart + 20'000).body;
     ASSERT_EQ(node["networkEndpoints"].size(), cases[i].second) << cases[i].first;
     for (const auto& endpoint : node["networkEndpoints"]) {
-      EXPECT_EQ(endpoint["ipAddress"].get<std::string>().rfind("10.0.", 0), 0U);
-      EXPECT_EQ(endpoint["accessConfig"]["externalIp"].get<std::string>().rfind("34.", 0), 0U);
+      const auto address = endpoint["ipAddress"].get<std::string>();
+      const auto external_address = endpoint["accessConfig"]["externalIp"].get<std::string>();
+      EXPECT_TRUE(std::regex_match(address, internal)) << address;
+      EXPECT_TRUE(std::regex_match(external_address, external)) << external_address;
+      EXPECT_TRUE(seen.insert(address).second) << address;
+      EXPECT_TRUE(seen.insert(external_address).second) << external_address;
     }
   }
 }

@@ -21,6 +21,17 @@ struct HostFilesystem {
   std::string user;                                  // USER: the one directory under /home.
   std::vector<std::filesystem::path> keep;           // The mock's directories the host writes to, at their own paths.
   std::vector<std::filesystem::path> keep_read_only; // The mock's directories the host only reads (its tools).
+  // When set, /home is this directory of this machine, holding one home per account, instead of a tmpfs holding
+  // home_source alone; the process then starts in /, and `user` is not needed.
+  std::filesystem::path homes;
+  // When set, a directory holding the host's own passwd, group and shadow, bound over /etc's (each that exists in
+  // both): the host's accounts. The mock rewrites them in place, so the bound files stay the same files.
+  std::filesystem::path accounts;
+  // When set, the host's hostname, in a UTS namespace of its own.
+  std::string hostname;
+  // For a server that switches to the host's accounts (its sshd): root's last user namespace maps every uid and gid
+  // to itself and keeps setgroups, instead of mapping root alone.
+  bool every_user = false;
 };
 
 // A step of entering a host that failed, in words that name the step and the system's reason.
@@ -42,10 +53,10 @@ bool is_system_directory(std::string_view name);
 bool valid_host_user(std::string_view user);
 
 // Moves this process, which must be single-threaded, onto the host's filesystem (see the top of this file) and into
-// /home/USER, in a mount namespace of its own that every descendant inherits. As root a user namespace mapping root
-// to itself is made last, which locks the mounts (a job cannot remount /usr writable or reach this machine's root
-// through /proc/1/root); any other user gets one first, mapping its own uid and gid, and runs without privileges.
-// Throws HostEntryError when a step fails; the process is then half-moved and should exit.
+// /home/USER (/ with `homes`), in a mount namespace of its own that every descendant inherits. As root a user namespace
+// mapping root to itself is made last, which locks the mounts (a job cannot remount /usr writable or reach this
+// machine's root through /proc/1/root); any other user gets one first, mapping its own uid and gid, and runs without
+// privileges. Throws HostEntryError when a step fails; the process is then half-moved and should exit.
 void enter_host_filesystem(const HostFilesystem& host);
 
 } // namespace jobman::mock

@@ -36,6 +36,9 @@ struct ServerOptions {
   std::chrono::seconds idle_exit{0};         // Stops once no request came for this long and no slice is live; 0: never.
   // Directories of this machine that hosts with filesystems of their own see read-only, at their own paths.
   std::vector<std::filesystem::path> visible_to_hosts;
+  // The OpenSSH server every worker host runs; "none", or a program that is not there, runs none.
+  std::filesystem::path sshd = "/usr/sbin/sshd";
+  int ssh_port = 0; // The hosts' SSH port; 0: 22 as root, else a free high port.
 };
 
 // True for 127.0.0.0/8, ::1 and "localhost".

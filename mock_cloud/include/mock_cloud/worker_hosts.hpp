@@ -1,6 +1,7 @@
 // The mock cloud's data plane: one sandbox per TPU worker host, the processes started there, and their end.
 #pragma once
 
+#include "mock_cloud/host_sshd.hpp"
 #include "mock_cloud/world.hpp"
 
 #include <chrono>
@@ -10,8 +11,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <sys/types.h>
+#include <thread>
 #include <vector>
 
 namespace jobman::mock {
@@ -62,6 +65,11 @@ struct WorkerHostsOptions {
   std::string home_mode_reason;            // Why the mode is sandbox (the probe's answer, or an option).
   // Directories of this machine that hosts with filesystems of their own see read-only, at their own paths.
   std::vector<std::filesystem::path> visible;
+  // The OpenSSH server each host runs (Debian's /usr/sbin/sshd), on its own filesystem; empty for none. Needs
+  // namespace mode.
+  std::filesystem::path sshd;
+  std::filesystem::path ssh_keygen = "/usr/bin/ssh-keygen"; // What makes each host's host key.
+  int ssh_port = 22; // The port every host's sshd listens on: 22 as root, a high one for any other user.
 };
 
 // Worker hosts of every READY slice. A command started on a worker (by the mock's gcloud) carries the host's marker
@@ -84,6 +92,13 @@ public:
   void slice_lost(const std::string& node_name) override;
   // Makes the MXUs of the slice's worker `worker` faulty: the workload there sees MOCK_TPU_FAULT_FILE appear.
   void slice_faulty(const std::string& node_name, int worker) override;
+  // The slice's hosts authorize `keys` from now on (within moments: the agent thread writes them).
+  void slice_keys(const std::string& node_name, const std::vector<SshKey>& keys) override;
+  // With SSH servers: the guest attributes worker `worker` publishes once its sshd listens ("hostkeys/ssh-ed25519",
+  // and "mock/ssh-port" when the port is not 22), empty before; nullopt without SSH servers.
+  std::optional<std::map<std::string, std::string>> ssh_attributes(const std::string& node_name, int worker) override;
+  // With SSH servers: whether nothing listens on address:ssh_port; always true without.
+  bool address_free(const std::string& address) override;
   // Removes sandboxes under the root that belong to no READY slice, and kills what still runs there (both left by
   // a mock that was killed).
   void prune();
@@ -103,8 +118,11 @@ public:
 private:
   // A READY slice.
   struct Slice {
-    SliceHosts hosts;          // As given to slice_ready.
+    SliceHosts hosts;          // As given to slice_ready, with the keys slice_keys gave since.
     std::filesystem::path dir; // Its sandboxes' parent.
+    bool started = false;      // The agent has started its hosts' sshd.
+    // What each host publishes once its sshd listens, by worker (empty before).
+    std::vector<std::map<std::string, std::string>> published;
   };
 
   // Lost slices being ended right now, shared with the threads that end them.
@@ -116,12 +134,42 @@ private:
 
   // SIGTERM, the grace period, SIGKILL and the wipe for one lost slice; runs on a thread of its own.
   static void end_slice(const std::string& prefix, const std::filesystem::path& dir, std::chrono::milliseconds grace);
+  // One host's SSH port, as the agent thread listens on it.
+  struct Door {
+    std::string node_name;   // The slice.
+    host_sshd::SshHost host; // What a connection there is served with.
+  };
+
+  // The agent thread: what each host's guest agent and inetd do. For every slice in pending_ it makes accounts and
+  // writes keys (and, the first time, the host key and sshd's configuration, then listens on the host's addresses);
+  // each connection to a host is served by an `sshd -i` of its own on the host's filesystem; and it reaps those.
+  void agent_loop();
+  // Wakes the agent thread (pending_ grew, or it must stop).
+  void wake_agent();
+  // Serves every connection waiting on the listening socket `listener`.
+  void accept_connections_locked(int listener);
+  // Stops listening on the slice's hosts' addresses.
+  void close_doors_locked(const std::string& node_name);
+  // One pass of the agent over the slice `node_name`, with `lock` (of mutex_) held on entry and exit.
+  void serve_slice(std::unique_lock<std::mutex>& lock, const std::string& node_name);
+  // Worker `worker` of `slice` (whose sandboxes are under `slice_path`) as `user` finds it.
+  [[nodiscard]] WorkerHost host_description(const SliceHosts& slice, const std::filesystem::path& slice_path,
+                                            int worker, const std::string& user) const;
+  // MOCK_TPU_HOST of worker `worker` of `slice`.
+  [[nodiscard]] std::string host_marker(const SliceHosts& slice, int worker) const;
 
   WorkerHostsOptions options_;                                  // As constructed, with canonical paths.
   std::string tag_;                                             // The root's tag, the first part of every marker.
   mutable std::mutex mutex_;                                    // Guards slices_.
   std::map<std::string, Slice> slices_;                         // READY slices; key: node name.
   std::shared_ptr<Ending> ending_ = std::make_shared<Ending>(); // Slices being ended.
+  std::set<std::string> pending_;                               // Slices the agent has work for; guarded by mutex_.
+  bool stopping_ = false;                                       // The agent must end; guarded by mutex_.
+  std::map<int, Door> doors_;                                   // Listening sockets; guarded by mutex_.
+  std::vector<pid_t> sshd_pids_;                                // The agent's sshd children, to reap.
+  int epoll_fd_ = -1;                                           // The agent's epoll set: doors_ and wake_fd_.
+  int wake_fd_ = -1;                                            // An eventfd that wakes the agent.
+  std::thread agent_;                                           // The agent thread (only with SSH servers).
 };
 
 } // namespace jobman::mock

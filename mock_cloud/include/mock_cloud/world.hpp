@@ -57,11 +57,29 @@ struct HostMachine {
   bool faulty = false;       // The machine's hardware is faulty: the host's workload sees MOCK_TPU_FAULT_FILE.
 };
 
+// One key of Google's `ssh-keys` metadata: the account it opens and the key, as an authorized_keys line.
+struct SshKey {
+  std::string user; // The account: "tester" of "tester:ssh-ed25519 AAAA... tester".
+  std::string key;  // The rest of the line: TYPE BASE64 [COMMENT].
+  // Equal when both parts are.
+  bool operator==(const SshKey&) const = default;
+};
+
+// The keys of an `ssh-keys` metadata value: one "USER:KEY" per line, as Google's guest agent reads them. Blank and
+// malformed lines are skipped, and so is a key whose `google-ssh {"expireOn": TIME}` comment says it expired by
+// `now_ms`.
+std::vector<SshKey> parse_ssh_keys(const std::string& value, std::int64_t now_ms);
+
 // One slice whose worker hosts just came up, as the data plane needs it.
 struct SliceHosts {
   std::string node_name;             // projects/P/locations/Z/nodes/ID
   std::string numeric_id;            // The node's id: tells this incarnation from a later node of the same name.
   std::vector<HostMachine> machines; // One per worker host (networkEndpoints), by worker index.
+  // Each host's addresses, by worker index: networkEndpoints[].ipAddress and accessConfig.externalIp, all in
+  // 127.0.0.0/8.
+  std::vector<std::pair<std::string, std::string>> addresses;
+  std::vector<std::string> hostnames; // Each host's hostname, Google's t1v-n-HASH-w-N, by worker index.
+  std::vector<SshKey> ssh_keys; // What the hosts authorize: the node's keys and, unless it blocks them, the project's.
 
   // The number of worker hosts.
   [[nodiscard]] int hosts() const { return static_cast<int>(machines.size()); }
@@ -78,6 +96,17 @@ public:
   virtual void slice_lost(const std::string& node_name) = 0;
   // The machine under worker `worker` of the node was marked faulty.
   virtual void slice_faulty(const std::string& node_name, int worker) = 0;
+  // The keys the node's hosts authorize changed: its metadata or its project's was written.
+  virtual void slice_keys(const std::string& /*node_name*/, const std::vector<SshKey>& /*keys*/) {}
+  // The guest attributes worker `worker` of the node publishes about its SSH server, by "NAMESPACE/KEY"
+  // ("hostkeys/ssh-ed25519" -> "ssh-ed25519 BASE64"), empty until the server is up; nullopt from a data plane
+  // without SSH servers, where the world publishes host keys of its own making.
+  virtual std::optional<std::map<std::string, std::string>> ssh_attributes(const std::string& /*node_name*/,
+                                                                           int /*worker*/) {
+    return std::nullopt;
+  }
+  // Whether a new host may be given `address`: nothing on this machine listens there on the hosts' SSH port.
+  virtual bool address_free(const std::string& /*address*/) { return true; }
 };
 
 // The state of the emulated TPU API, advanced by `tick(now)`; every method takes the wall-clock time.
@@ -94,6 +123,9 @@ public:
   // Tells `listener` (which must outlive the world, or be replaced by nullptr) about slices from now on, starting
   // with every READY node the world already has.
   void set_listener(SliceListener* listener);
+  // Where the addresses of new hosts start in 127.0.0.0/8: a random offset keeps two mocks of the same seed on one
+  // machine apart. Call before attach_store; a restored world keeps the offset it had.
+  void start_addresses_at(std::uint32_t offset);
 
   // Advances timers: creation, provisioning, preemption, maintenance, suspension, deletion, queue admission.
   void tick(std::int64_t now_ms);
@@ -282,8 +314,11 @@ private:
   void release_capacity(Node& node);
   // The node called `name`, or nullptr with `missing` set to its 404.
   Node* find_node_locked(const std::string& name, Reply* missing);
-  // Gives a new node its numeric id and one internal and external address per worker host.
+  // Gives a new node its numeric id and one internal and one external address per worker host, both in
+  // 127.0.0.0/8 and free on this machine (SliceListener::address_free).
   void place_hosts_locked(Node& node, int hosts);
+  // The keys the node's hosts authorize: its metadata's `ssh-keys` (and the older `sshKeys`).
+  std::vector<SshKey> ssh_keys_locked(const Node& node, std::int64_t now) const;
   // A standalone node becomes READY and HEALTHY (hosts announced, preemption or maintenance drawn); ends `op`.
   void standalone_ready_locked(Node& node, std::string& op, std::int64_t now);
   // A standalone node is taken back (PREEMPTED or TERMINATED): its hosts end and its chips are freed.
@@ -329,7 +364,8 @@ private:
   std::map<std::string, std::map<std::string, std::int64_t>> request_counts_; // method -> status -> count.
   std::int64_t queued_resources_created_ = 0; // Created since start, not counting replays of a requestId.
   std::int64_t next_sequence_ = 1;            // Queue order and operation suffixes.
-  std::uint32_t next_host_ = 0;               // Next internal host address.
+  std::uint32_t next_host_ = 0;               // The next host's number: its addresses follow from it.
+  std::uint32_t address_offset_ = 0;          // This world's start in 127.0.0.0/8, drawn apart from the seed.
   std::int64_t next_release_ = 1;             // The free list's order: each released machine takes the next number.
   double faulty_fraction_ = 0;                // The chance that a newly minted machine is faulty.
   std::unique_ptr<WorldStore> store_;         // Where changes are committed, or null.
