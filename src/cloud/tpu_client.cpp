@@ -299,35 +299,41 @@ std::optional<Operation> TpuClient::delete_node(const Location& where, const std
 
 std::vector<std::string> TpuClient::guest_attribute(const Location& where, const std::string& id,
                                                     const std::string& namespace_key) {
+  std::vector<std::string> values;
+  for (const auto& worker : guest_attributes(where, id, namespace_key)) {
+    const auto found = worker.find(namespace_key);
+    values.push_back(found == worker.end() ? std::string() : found->second);
+  }
+  return values;
+}
+
+std::vector<std::map<std::string, std::string>>
+TpuClient::guest_attributes(const Location& where, const std::string& id, const std::string& query_path) {
   const std::string name = where.name() + "/nodes/" + id;
-  const json request = {{"queryPath", namespace_key}};
+  const json request = {{"queryPath", query_path}};
   const Answer answer = impl_->execute(
       Call{"nodes.getGuestAttributes", name, "POST", impl_->url(name + ":getGuestAttributes"), request.dump()},
       {400, 404});
-  std::vector<std::string> values;
+  std::vector<std::map<std::string, std::string>> workers;
   if (answer.status == 400 || answer.status == 404 || !answer.body.contains("guestAttributes") ||
       !answer.body["guestAttributes"].is_array()) {
-    return values;
+    return workers;
   }
-  const auto slash = namespace_key.find('/');
-  const std::string ns = namespace_key.substr(0, slash);
-  const std::string key = slash == std::string::npos ? "" : namespace_key.substr(slash + 1);
   for (const auto& worker : answer.body["guestAttributes"]) {
-    std::string value;
+    std::map<std::string, std::string> attributes;
     const json* items = nullptr;
     if (worker.is_object() && worker.contains("queryValue") && worker["queryValue"].is_object() &&
         worker["queryValue"].contains("items") && worker["queryValue"]["items"].is_array()) {
       items = &worker["queryValue"]["items"];
     }
     for (const auto& item : items != nullptr ? *items : json::array()) {
-      if (item.value("namespace", "") == ns && item.value("key", "") == key && item.contains("value") &&
-          item["value"].is_string()) {
-        value = item["value"].get<std::string>();
+      if (item.is_object() && item.contains("value") && item["value"].is_string()) {
+        attributes[item.value("namespace", "") + "/" + item.value("key", "")] = item["value"].get<std::string>();
       }
     }
-    values.push_back(value);
+    workers.push_back(std::move(attributes));
   }
-  return values;
+  return workers;
 }
 
 namespace {

@@ -54,6 +54,7 @@ const std::vector<Key>& keys() {
       {"project", "JOBMAN_PROJECT"},
       {"zone", "JOBMAN_ZONE"},
       {"gcloud", "JOBMAN_GCLOUD"},
+      {"transport", "JOBMAN_TRANSPORT"},
       {"poll_interval", "JOBMAN_POLL_INTERVAL"},
       {"api_endpoint", "JOBMAN_API_ENDPOINT"},
       {"mock_time_scale", "JOBMAN_MOCK_TIME_SCALE"},
@@ -168,6 +169,13 @@ Settings load_settings() {
       } else {
         settings.gcloud = text;
       }
+    } else if (key == "transport") {
+      if (text == "ssh" || text == "gcloud") {
+        settings.transport = text == "ssh" ? Transport::ssh : Transport::gcloud;
+      } else {
+        report(g, key, "'" + text + "' is not one of ssh, gcloud",
+               "ssh connects to each host with OpenSSH; gcloud runs gcloud compute tpus tpu-vm ssh");
+      }
     } else if (key == "poll_interval") {
       const auto seconds = util::parse_duration_seconds(text);
       if (!seconds || *seconds < 1) {
@@ -232,6 +240,7 @@ Settings load_settings() {
       {"project", settings.project},
       {"zone", settings.zone},
       {"gcloud", settings.gcloud},
+      {"transport", settings.transport == Transport::ssh ? "ssh" : "gcloud"},
       {"poll_interval", detail::exact_duration(settings.poll_interval_seconds)},
       {"api_endpoint", settings.api_endpoint},
       {"mock_time_scale", format_scale(settings.mock_time_scale)},

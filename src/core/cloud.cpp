@@ -1,8 +1,12 @@
 #include "jobman/core/cloud.hpp"
 
 #include "jobman/cloud/auth.hpp"
+#include "jobman/core/jobs.hpp"
 #include "jobman/core/mock_cloud.hpp"
+#include "jobman/core/plan.hpp"
+#include "jobman/core/slice_hosts.hpp"
 #include "jobman/util/error.hpp"
+#include "jobman/util/system.hpp"
 
 #include <chrono>
 
@@ -78,6 +82,33 @@ remote::SliceTarget slice_target(const CloudAccess& access, const config::JobCon
   target.gcloud = access.gcloud;
   target.project = access.project;
   target.environment.assign(access.gcloud_env.begin(), access.gcloud_env.end());
+  if (target.transport == config::Transport::ssh) {
+    // The hosts as the supervisor found them when the slice came up; asked of the API again when they are not kept
+    // here (another machine's supervisor brought the slice up) or some host had not published its key yet.
+    const auto dir = attempt_directory(attempt.job_id, attempt.number);
+    auto hosts = load_slice_hosts(dir);
+    if ((!hosts || !hosts->complete()) && access.client) {
+      const cloud::Location where{access.project, target.zone};
+      if (const auto node = access.client->get_node(where, attempt.node)) {
+        hosts = slice_hosts_of(*node, access.client->guest_attributes(where, attempt.node), config.tpu.internal_ips);
+        save_slice_hosts(dir, *hosts);
+      }
+    }
+    if (hosts) {
+      target.hosts = hosts->hosts;
+    }
+    target.known_hosts = known_hosts_file(dir).string();
+    // Sockets live in a short directory of jobman's home: a socket's path has room for 107 bytes.
+    const auto control = config::jobman_home() / "cm";
+    util::ensure_directory(control, 0700);
+    target.control_dir = control.string();
+    if (target.ssh_key_file.empty()) {
+      target.ssh_key_file = default_ssh_identity().string();
+    }
+    if (target.user.empty()) {
+      target.user = remote_user(config);
+    }
+  }
   return target;
 }
 

@@ -2,9 +2,11 @@
 
 #include "jobman/cloud/tpu_client.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/core/slice_hosts.hpp"
 #include "jobman/domain/job.hpp"
 #include "jobman/util/digest.hpp"
 #include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -119,6 +121,51 @@ std::map<std::string, std::string> job_labels(const config::JobConfig& config, s
   labels[kAttemptLabel] = std::to_string(attempt);
   labels[kStoreLabel] = store_label_value(store_location());
   return labels;
+}
+
+void add_ssh_key(nlohmann::json& body, const std::string& entry) {
+  const auto add = [&entry](nlohmann::json& node) {
+    if (!node.is_object()) {
+      return;
+    }
+    auto& metadata = node["metadata"];
+    if (!metadata.is_object()) {
+      metadata = nlohmann::json::object();
+    }
+    std::string keys = metadata.contains("ssh-keys") && metadata["ssh-keys"].is_string()
+                           ? metadata["ssh-keys"].get<std::string>()
+                           : std::string();
+    for (const auto& line : util::split(keys, '\n')) {
+      if (util::trim(line) == entry) {
+        return;
+      }
+    }
+    if (!keys.empty() && keys.back() != '\n') {
+      keys += '\n';
+    }
+    metadata["ssh-keys"] = keys + entry;
+  };
+  if (body.contains("tpu") && body["tpu"].is_object() && body["tpu"].contains("nodeSpec") &&
+      body["tpu"]["nodeSpec"].is_array()) {
+    for (auto& spec : body["tpu"]["nodeSpec"]) {
+      if (spec.is_object() && spec.contains("node")) {
+        add(spec["node"]);
+      }
+    }
+  } else {
+    add(body);
+  }
+}
+
+std::filesystem::path ssh_identity(const config::JobConfig& config) {
+  if (config.ssh && !config.ssh->private_key.empty()) {
+    return util::expand_user(config.ssh->private_key);
+  }
+  return default_ssh_identity();
+}
+
+std::string remote_user(const config::JobConfig& config) {
+  return config.job.remote_user.empty() ? util::current_user() : config.job.remote_user;
 }
 
 nlohmann::json create_request_body(const config::JobConfig& config, const std::string& project, std::int64_t job_id,

@@ -37,6 +37,50 @@ void add_common_flags(std::vector<std::string>& argv, const SliceTarget& target,
   argv.emplace_back("--quiet");
 }
 
+// The OpenSSH options every ssh and scp of a target shares, for worker `worker`: no prompt, the host key checked
+// against the target's known_hosts under the host's alias, one shared connection per host kept two minutes after
+// its last use, a dead connection noticed within a minute, and the target's key when it names one.
+std::vector<std::string> openssh_options(const SliceTarget& target, int worker) {
+  if (worker < 0 || worker >= static_cast<int>(target.hosts.size())) {
+    throw Error("no address is known for worker " + std::to_string(worker) + " of " + target.node + " (it has " +
+                std::to_string(target.hosts.size()) + " known host(s))");
+  }
+  const auto& host = target.hosts[static_cast<std::size_t>(worker)];
+  std::vector<std::string> options = {"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes"};
+  const auto option = [&options](const std::string& setting) {
+    options.emplace_back("-o");
+    options.push_back(setting);
+  };
+  if (!target.known_hosts.empty()) {
+    option("UserKnownHostsFile=" + target.known_hosts);
+  }
+  if (!host.host_key_alias.empty()) {
+    option("HostKeyAlias=" + host.host_key_alias);
+  }
+  if (!target.control_dir.empty()) {
+    option("ControlMaster=auto");
+    option("ControlPath=" + target.control_dir + "/%C");
+    option("ControlPersist=120");
+  }
+  option("ServerAliveInterval=15");
+  option("ServerAliveCountMax=4");
+  option("ConnectTimeout=30");
+  option("LogLevel=ERROR");
+  if (!target.ssh_key_file.empty()) {
+    options.insert(options.end(), {"-i", target.ssh_key_file});
+    option("IdentitiesOnly=yes");
+  }
+  if (!target.user.empty()) {
+    option("User=" + target.user);
+  }
+  return options;
+}
+
+// The worker's address as ssh and scp name it.
+const std::string& openssh_address(const SliceTarget& target, int worker) {
+  return target.hosts.at(static_cast<std::size_t>(worker)).address;
+}
+
 // Pairs each worker with its child's run.
 std::vector<WorkerRun> collect(const std::vector<int>& workers, std::vector<detail::ChildRun> runs) {
   std::vector<WorkerRun> out;
@@ -73,6 +117,7 @@ SliceTarget slice_target(const config::Settings& settings, const config::JobConf
   target.project = settings.project;
   target.zone = config.tpu.zone;
   target.node = node;
+  target.transport = settings.transport;
   target.user = config.job.remote_user;
   if (config.ssh && !config.ssh->private_key.empty()) {
     target.ssh_key_file = util::expand_user(config.ssh->private_key).string();
@@ -81,6 +126,14 @@ SliceTarget slice_target(const config::Settings& settings, const config::JobConf
 }
 
 std::vector<std::string> shell_argv(const SliceTarget& target, int worker) {
+  if (target.transport == config::Transport::ssh) {
+    std::vector<std::string> argv = {"ssh"};
+    const auto options = openssh_options(target, worker);
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), {"-p", std::to_string(target.hosts[static_cast<std::size_t>(worker)].port), "--",
+                             openssh_address(target, worker)});
+    return argv;
+  }
   std::vector<std::string> argv = {target.gcloud, "compute",
                                    "tpus",        "tpu-vm",
                                    "ssh",         target.user.empty() ? target.node : target.user + "@" + target.node};
@@ -90,12 +143,25 @@ std::vector<std::string> shell_argv(const SliceTarget& target, int worker) {
 
 std::vector<std::string> ssh_argv(const SliceTarget& target, int worker, const std::string& command) {
   auto argv = shell_argv(target, worker);
-  argv.push_back("--command=" + command);
+  if (target.transport == config::Transport::ssh) {
+    argv.push_back(command);
+  } else {
+    argv.push_back("--command=" + command);
+  }
   return argv;
 }
 
 std::vector<std::string> scp_argv(const SliceTarget& target, int worker, const std::vector<std::string>& sources,
                                   const std::string& remote_path) {
+  if (target.transport == config::Transport::ssh) {
+    std::vector<std::string> argv = {"scp"};
+    const auto options = openssh_options(target, worker);
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), {"-P", std::to_string(target.hosts[static_cast<std::size_t>(worker)].port), "--"});
+    argv.insert(argv.end(), sources.begin(), sources.end());
+    argv.push_back(openssh_address(target, worker) + ":" + remote_path);
+    return argv;
+  }
   std::vector<std::string> argv = {target.gcloud, "compute", "tpus", "tpu-vm", "scp"};
   argv.insert(argv.end(), sources.begin(), sources.end());
   argv.push_back((target.user.empty() ? target.node : target.user + "@" + target.node) + ":" + remote_path);

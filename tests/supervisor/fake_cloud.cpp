@@ -322,16 +322,19 @@ std::optional<cloud::Operation> FakeSlices::delete_node(const std::string& zone,
   return remove(zone, id, true);
 }
 
-std::vector<std::string> FakeSlices::guest_attribute(const std::string& zone, const std::string& id,
-                                                     const std::string& namespace_key) {
+std::vector<std::map<std::string, std::string>> FakeSlices::guest_attributes(const std::string& zone,
+                                                                             const std::string& id) {
   const std::lock_guard lock(mutex_);
-  record("guest " + zone + "/" + id + " " + namespace_key);
+  record("guest " + zone + "/" + id);
+  std::vector<std::map<std::string, std::string>> workers;
   for (const auto& s : slices_) {
     if (s.zone == zone && s.node_id == id) {
-      return s.physical_hosts;
+      for (const auto& physical_host : s.physical_hosts) {
+        workers.push_back({{"host/physical_host", physical_host}});
+      }
     }
   }
-  return {};
+  return workers;
 }
 
 cloud::Operation FakeSlices::get_operation(const std::string& name) {

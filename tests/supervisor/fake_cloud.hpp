@@ -84,8 +84,8 @@ public:
   std::optional<cloud::Node> get_node(const std::string& zone, const std::string& id) override;
   std::vector<cloud::Node> list_nodes(const std::string& zone) override;
   std::optional<cloud::Operation> delete_node(const std::string& zone, const std::string& id) override;
-  std::vector<std::string> guest_attribute(const std::string& zone, const std::string& id,
-                                           const std::string& namespace_key) override;
+  std::vector<std::map<std::string, std::string>> guest_attributes(const std::string& zone,
+                                                                   const std::string& id) override;
   cloud::Operation get_operation(const std::string& name) override;
 
 private:

@@ -50,6 +50,20 @@ TEST(PlanRequestBody, SpotQueuedResourceUsesTheApiFieldNames) {
   EXPECT_EQ(spec["node"]["metadata"]["startup-script"], "echo boot");
 }
 
+TEST(PlanRequestBody, TheSshKeyJoinsTheNodesMetadataOnce) {
+  const auto config = load(kBase + "  pricing: spot\n  metadata:\n    ssh-keys: \"bob:ssh-rsa AAAB bob\"\n"
+                                   "command:\n  cmd: run\n");
+  auto body = create_request_body(config, "proj", 42, "alice", 2);
+  add_ssh_key(body, "alice:ssh-ed25519 AAAC alice");
+  add_ssh_key(body, "alice:ssh-ed25519 AAAC alice");
+  EXPECT_EQ(body["tpu"]["nodeSpec"][0]["node"]["metadata"]["ssh-keys"],
+            "bob:ssh-rsa AAAB bob\nalice:ssh-ed25519 AAAC alice");
+  // A node's own create request (tpu-vm mode) carries its metadata at the top.
+  nlohmann::json node = {{"acceleratorType", "v4-8"}};
+  add_ssh_key(node, "alice:ssh-ed25519 AAAC alice");
+  EXPECT_EQ(node["metadata"]["ssh-keys"], "alice:ssh-ed25519 AAAC alice");
+}
+
 TEST(PlanRequestBody, OnDemandIsGuaranteedAndQueueTimeoutIsValidUntilDuration) {
   const auto config = load(kBase + "  pricing: ondemand\n  queue_timeout: 2h\ncommand:\n  cmd: run\n");
   const auto body = create_request_body(config, "proj", 1, "alice", 1);

@@ -1,7 +1,9 @@
 // Quoting for the remote shell and the gcloud command line jobman runs on workers.
 #include "jobman/remote/gcloud.hpp"
+#include "jobman/util/error.hpp"
 #include "support/run.hpp"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <random>
 #include <string>
@@ -106,6 +108,43 @@ TEST(RemoteSshArgv, TheCommandIsOneArgumentAndTheTargetIsComplete) {
   const auto plain = jobman::remote::ssh_argv(target, 0, "true");
   EXPECT_EQ(plain[5], "job-7-a1");
   EXPECT_EQ(std::count_if(plain.begin(), plain.end(), [](const auto& a) { return a.rfind("--project", 0) == 0; }), 0);
+}
+
+TEST(RemoteSshArgv, OverOpenSshEachWorkerIsItsOwnAddressCheckedAgainstItsKeyOnOneSharedConnection) {
+  jobman::remote::SliceTarget target{"gcloud", "proj", "us-central2-b", "job-7-a1", "alice", "/keys/id", {}};
+  target.transport = jobman::config::Transport::ssh;
+  target.hosts = {{"127.200.0.1", 22, "tpu.42-0"}, {"127.200.0.2", 2222, "tpu.42-1"}};
+  target.known_hosts = "/home/a/.jobman/jobs/000007/attempt-1/known_hosts";
+  target.control_dir = "/home/a/.jobman/cm";
+  const auto argv = jobman::remote::ssh_argv(target, 1, "echo 'hi'; exit 2");
+  ASSERT_GE(argv.size(), 4U);
+  EXPECT_EQ(argv.front(), "ssh");
+  // The host comes after "--", the command last and whole: ssh hands it to the remote shell as it is.
+  EXPECT_EQ(argv[argv.size() - 2], "127.200.0.2");
+  EXPECT_EQ(argv[argv.size() - 3], "--");
+  EXPECT_EQ(argv.back(), "echo 'hi'; exit 2");
+  const auto has = [&argv](const std::string& word) { return std::find(argv.begin(), argv.end(), word) != argv.end(); };
+  for (const auto* option :
+       {"StrictHostKeyChecking=yes", "BatchMode=yes", "HostKeyAlias=tpu.42-1", "ControlMaster=auto",
+        "UserKnownHostsFile=/home/a/.jobman/jobs/000007/attempt-1/known_hosts", "ControlPath=/home/a/.jobman/cm/%C",
+        "User=alice", "IdentitiesOnly=yes"}) {
+    EXPECT_TRUE(has(option)) << option;
+  }
+  const auto port = std::find(argv.begin(), argv.end(), "-p");
+  ASSERT_NE(port, argv.end());
+  EXPECT_EQ(*(port + 1), "2222");
+  const auto key = std::find(argv.begin(), argv.end(), "-i");
+  ASSERT_NE(key, argv.end());
+  EXPECT_EQ(*(key + 1), "/keys/id");
+
+  // A copy goes over the same connection: scp with the same options, the port as -P, the destination last.
+  const auto copy = jobman::remote::scp_argv(target, 0, {"/tmp/a b", "/tmp/c"}, ".jobman/files");
+  EXPECT_EQ(copy.front(), "scp");
+  EXPECT_EQ(copy.back(), "127.200.0.1:.jobman/files");
+  EXPECT_EQ(*(std::find(copy.begin(), copy.end(), "-P") + 1), "22");
+  EXPECT_NE(std::find(copy.begin(), copy.end(), "HostKeyAlias=tpu.42-0"), copy.end());
+  // A worker the target has no address for is an error, not a connection to somewhere else.
+  EXPECT_THROW(jobman::remote::ssh_argv(target, 2, "true"), jobman::Error);
 }
 
 } // namespace remote_quote_test

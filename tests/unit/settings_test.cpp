@@ -13,10 +13,11 @@
 namespace jobman::config {
 namespace settings_test {
 
-constexpr std::array<const char*, 12> variables{
+constexpr std::array<const char*, 13> variables{
     "XDG_CONFIG_HOME",  "JOBMAN_CLOUD",          "JOBMAN_PROJECT",      "JOBMAN_ZONE",
     "JOBMAN_GCLOUD",    "JOBMAN_POLL_INTERVAL",  "JOBMAN_API_ENDPOINT", "JOBMAN_MOCK_TIME_SCALE",
-    "JOBMAN_AUTOSTART", "JOBMAN_BREVO_ENDPOINT", "JOBMAN_STORE",        "JOBMAN_HOME"};
+    "JOBMAN_AUTOSTART", "JOBMAN_BREVO_ENDPOINT", "JOBMAN_STORE",        "JOBMAN_HOME",
+    "JOBMAN_TRANSPORT"};
 
 // Points XDG_CONFIG_HOME at a fresh directory and clears JOBMAN_*; restores everything afterwards.
 class SettingsLoad : public ::testing::Test {
@@ -76,16 +77,19 @@ TEST_F(SettingsLoad, MissingFileGivesDefaults) {
   EXPECT_EQ(s.api_endpoint, "");
   EXPECT_EQ(s.mock_time_scale, 60);
   EXPECT_TRUE(s.autostart);
-  ASSERT_EQ(s.sources.size(), 10u);
+  EXPECT_EQ(s.transport, Transport::gcloud);
+  ASSERT_EQ(s.sources.size(), 11u);
   std::vector<std::string> keys;
   for (const auto& source : s.sources) {
     keys.push_back(source.key);
     EXPECT_TRUE(source.origin.starts_with("default")) << source.key << ": " << source.origin;
   }
-  EXPECT_EQ(keys, (std::vector<std::string>{"cloud", "project", "zone", "gcloud", "poll_interval", "api_endpoint",
-                                            "mock_time_scale", "autostart", "brevo_endpoint", "store"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"cloud", "project", "zone", "gcloud", "transport", "poll_interval",
+                                      "api_endpoint", "mock_time_scale", "autostart", "brevo_endpoint", "store"}));
   EXPECT_EQ(s.sources[0].value, "mock");
-  EXPECT_EQ(s.sources[4].value, "30s");
+  EXPECT_EQ(s.sources[4].value, "gcloud");
+  EXPECT_EQ(s.sources[5].value, "30s");
 }
 
 TEST_F(SettingsLoad, FileValuesAreReadWithTheirLines) {
@@ -102,7 +106,22 @@ TEST_F(SettingsLoad, FileValuesAreReadWithTheirLines) {
   EXPECT_EQ(origin_of(s, "api_endpoint"), path + ":6");
   EXPECT_EQ(origin_of(s, "cloud"), "default (a project is set)");
   EXPECT_EQ(s.sources[0].value, "google");
-  EXPECT_EQ(s.sources[4].value, "2m");
+  EXPECT_EQ(s.sources[5].value, "2m");
+}
+
+TEST_F(SettingsLoad, TransportIsSshOrGcloud) {
+  const auto path = write_settings("transport: ssh\n");
+  EXPECT_EQ(load_settings().transport, Transport::ssh);
+  EXPECT_EQ(origin_of(load_settings(), "transport"), path + ":1");
+  ::setenv("JOBMAN_TRANSPORT", "gcloud", 1);
+  EXPECT_EQ(load_settings().transport, Transport::gcloud);
+  ::setenv("JOBMAN_TRANSPORT", "scp", 1);
+  try {
+    load_settings();
+    ADD_FAILURE() << "transport scp was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'scp' is not one of ssh, gcloud"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(SettingsLoad, MockTimeScaleIsANumberFromOneUp) {

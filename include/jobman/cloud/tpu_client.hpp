@@ -219,6 +219,10 @@ public:
   // worker order; "" for a worker that publishes none. A node that answers 400 or 404 (not READY, gone) has none.
   std::vector<std::string> guest_attribute(const Location& where, const std::string& id,
                                            const std::string& namespace_key);
+  // nodes.getGuestAttributes for every worker with `query_path` ("" for all): each worker's attributes by
+  // "NAMESPACE/KEY", in worker order. A node that answers 400 or 404 (not READY, gone) has none.
+  std::vector<std::map<std::string, std::string>> guest_attributes(const Location& where, const std::string& id,
+                                                                   const std::string& query_path = "");
 
   // locations.list, every page: the zones of `project` where the TPU API serves ("us-central2-b", ...), as their
   // `locationId` field.

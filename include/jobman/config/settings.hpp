@@ -15,6 +15,12 @@ std::filesystem::path jobman_config_dir();
 // Which cloud jobman talks to.
 enum class CloudKind { mock, google };
 
+// How jobman reaches a slice's worker hosts.
+enum class Transport {
+  ssh,    // OpenSSH's ssh and scp, straight to each host's address, one shared connection per host.
+  gcloud, // `gcloud compute tpus tpu-vm ssh` and `scp`, one gcloud process per command.
+};
+
 // One setting's effective value and where it came from.
 struct SettingSource {
   std::string key;    // "cloud", "project", ...
@@ -25,9 +31,10 @@ struct SettingSource {
 // The effective settings.
 struct Settings {
   CloudKind cloud = CloudKind::mock;
-  std::string project;           // Google Cloud project; required for google.
-  std::string zone;              // Default zone when a config gives none.
-  std::string gcloud = "gcloud"; // Program run for ssh/scp and access tokens.
+  std::string project;                     // Google Cloud project; required for google.
+  std::string zone;                        // Default zone when a config gives none.
+  std::string gcloud = "gcloud";           // Program run for ssh/scp and access tokens.
+  Transport transport = Transport::gcloud; // How commands reach the worker hosts.
   long long poll_interval_seconds = 30;
   std::string api_endpoint;    // TPU API base URL; empty means the cloud's default.
   double mock_time_scale = 60; // The bundled mock's --time-scale (and the supervisor's tick divisor there).

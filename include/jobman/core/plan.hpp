@@ -4,6 +4,7 @@
 #include "jobman/config/job_config.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -53,6 +54,19 @@ std::map<std::string, std::string> job_labels(const config::JobConfig& config, s
 // field names of the TPU v2 API. Its node is named `node_id` (empty: resource_id of the attempt).
 nlohmann::json create_request_body(const config::JobConfig& config, const std::string& project, std::int64_t job_id,
                                    const std::string& user, int attempt, const std::string& node_id = {});
+
+// Adds `entry` (a line of the `ssh-keys` metadata, "USER:KEY USER") to the metadata of every node a create request
+// body asks for (a queued resource's tpu.nodeSpec[].node, or the node itself), after the lines already there and
+// only once: the key reaches the hosts with the create request, at no extra call.
+void add_ssh_key(nlohmann::json& body, const std::string& entry);
+
+// The private key OpenSSH connects to a job's hosts with: the config's ssh.private_key ("~" expanded) when it names
+// one, else default_ssh_identity() (slice_hosts.hpp).
+std::filesystem::path ssh_identity(const config::JobConfig& config);
+
+// The account a job's commands run as on its hosts: job.remote_user, else this machine's user (as ssh and gcloud
+// choose).
+std::string remote_user(const config::JobConfig& config);
 
 // One step jobman runs on worker hosts.
 struct SetupStep {

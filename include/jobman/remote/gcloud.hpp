@@ -26,7 +26,14 @@ std::string shell_quote(std::string_view text);
 std::string gcloud_program(const config::Settings& settings,
                            const std::filesystem::path& exe_dir = util::executable_dir());
 
-// Where commands go: the gcloud program and the TPU node.
+// One worker host as OpenSSH reaches it.
+struct SshHost {
+  std::string address;        // Where ssh connects: the external address, or the internal one (remote.internal_ip).
+  int port = 22;              // Its SSH port.
+  std::string host_key_alias; // The name its host key is filed under in the target's known_hosts (HostKeyAlias).
+};
+
+// Where commands go: the transport, the TPU node and how to reach its hosts.
 struct SliceTarget {
   std::string gcloud = "gcloud"; // The program (Google's, or the mock's stand-in).
   std::string project;           // --project.
@@ -38,21 +45,30 @@ struct SliceTarget {
   // address and a configuration directory of its own). They travel with the target rather than through this
   // process's environment, which a multi-threaded process must not change (setenv races with getenv).
   std::vector<std::pair<std::string, std::string>> environment;
+  config::Transport transport = config::Transport::gcloud; // OpenSSH straight to the hosts, or gcloud.
+  // OpenSSH only: each worker host, by index; the known_hosts file holding their host keys (under their aliases);
+  // the directory of the shared connections' sockets (ControlPath), short enough for a socket's path.
+  std::vector<SshHost> hosts{};
+  std::string known_hosts{};
+  std::string control_dir{};
 };
 
 // The target for a job's node: gcloud_program(settings), the settings' project, the config's zone, its
 // job.remote_user, and its ssh.private_key (with "~" expanded) as the key gcloud connects with.
 SliceTarget slice_target(const config::Settings& settings, const config::JobConfig& config, const std::string& node);
 
-// The argv of `gcloud compute tpus tpu-vm ssh` running `command` on one worker. The command travels as one argv
-// element: no local shell ever sees it.
+// The argv of `ssh` (or `gcloud compute tpus tpu-vm ssh`) running `command` on one worker. The command travels as
+// one argv element: no local shell ever sees it. OpenSSH checks the host's key against the target's known_hosts and
+// shares one connection per host (ControlMaster) among every command, copy and shell. Throws jobman::Error when the
+// target has no address for the worker.
 std::vector<std::string> ssh_argv(const SliceTarget& target, int worker, const std::string& command);
 
-// The argv of an interactive `gcloud compute tpus tpu-vm ssh` session on one worker: ssh_argv without a command.
+// The argv of an interactive session on one worker: ssh_argv without a command (OpenSSH gives it a terminal when
+// this process has one).
 std::vector<std::string> shell_argv(const SliceTarget& target, int worker);
 
-// The argv of `gcloud compute tpus tpu-vm scp` copying local `sources` to `remote_path` on one worker (a path
-// relative to the remote user's home, or absolute).
+// The argv of `scp` (or `gcloud compute tpus tpu-vm scp`) copying local `sources` to `remote_path` on one worker (a
+// path relative to the remote user's home, or absolute).
 std::vector<std::string> scp_argv(const SliceTarget& target, int worker, const std::vector<std::string>& sources,
                                   const std::string& remote_path);
 

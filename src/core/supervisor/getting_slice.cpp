@@ -3,6 +3,7 @@
 #include "job_driver.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/plan.hpp"
+#include "jobman/core/slice_hosts.hpp"
 #include "jobman/domain/job.hpp"
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/jobs.hpp"
@@ -109,13 +110,25 @@ void JobDriver::wait_for_share(Driven& d, const std::string& why) {
   d.dirty = true;
 }
 
+void JobDriver::with_ssh_key(const Driven& d, nlohmann::json& body) const {
+  if (access_->settings.transport != config::Transport::ssh) {
+    return;
+  }
+  try {
+    add_ssh_key(body, ssh_keys_entry(ssh_identity(*d.config), remote_user(*d.config)));
+  } catch (const std::exception& e) {
+    spdlog::warn("{}: no SSH key goes with the request: {}", job_label(d.job.id), e.what());
+  }
+}
+
 void JobDriver::request_slice(Driven& d, const domain::AttemptRecord& attempt) {
   const SliceRef slice = SliceRef::of(attempt);
   const int number = attempt.number;
   // The body asks for the attempt's candidate: its zone, accelerator and tier.
   const auto candidate = candidate_at(d, attempt.zone, attempt.accelerator, attempt.pricing);
-  const auto body = create_request_body(config::candidate_config(*d.config, candidate), access_->project, d.job.id,
-                                        d.job.user, number, attempt.node);
+  auto body = create_request_body(config::candidate_config(*d.config, candidate), access_->project, d.job.id,
+                                  d.job.user, number, attempt.node);
+  with_ssh_key(d, body);
   const auto id = d.job.id;
   d.create_again = false;
   host_.dispatch(d, [this, slices = slices_, counters = counters_, slice, number, body, id]() -> std::function<void()> {
@@ -405,47 +418,67 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
   const auto node = open.node;
   const auto zone = open.zone;
   const int number = open.number;
-  host_.dispatch(d, [this, slices = slices_, counters = counters_, id, node, zone, number]() -> std::function<void()> {
-    ++counters->get_calls;
-    auto got = slices->get_node(zone, node);
-    std::vector<std::string> machines;
-    if (got && got->state == cloud::NodeState::ready) {
-      try {
-        ++counters->get_calls;
-        machines = slices->guest_attribute(zone, node, kPhysicalHostAttribute);
-      } catch (const std::exception& e) {
-        // The identity only sharpens what is remembered; the slice is used without it.
-        spdlog::warn("{}: reading the physical hosts of {}: {}", job_label(id), node, e.what());
-      }
-    }
-    return [this, id, got, node, number, machines] {
-      Driven* live = host_.find(id);
-      if (live == nullptr) {
-        return;
-      }
-      if (!got || got->state != cloud::NodeState::ready) {
-        // Not up yet (or already going away); the next listing decides.
-        live->seen.valid = false;
-        return;
-      }
-      store().attempts().record_slice_active(id, number, machines);
-      reload(*live);
-      if (const auto* current = live->current();
-          current != nullptr && current->number == number && rejects_known_bad(*live, *current, machines)) {
-        return;
-      }
-      live->create_operation.clear();
-      live->create_again = false;
-      live->retry_step = 0;
-      domain::PhaseChange c =
-          domain::change_to(Phase::setup, "node " + node + " is READY with " +
-                                              std::to_string(got->network_endpoints.size()) + " host(s)");
-      if (!got->network_endpoints.empty()) {
-        c.host0_ip = got->network_endpoints.front().ip_address;
-      }
-      move(*live, std::nullopt, c);
-    };
-  });
+  const bool over_ssh = access_->settings.transport == config::Transport::ssh;
+  const bool internal =
+      d.config->tpu.internal_ips; // A node without external addresses is reached on its internal ones.
+  const auto dir = attempt_directory(id, number);
+  host_.dispatch(d,
+                 [this, slices = slices_, counters = counters_, id, node, zone, number, over_ssh, internal,
+                  dir]() -> std::function<void()> {
+                   ++counters->get_calls;
+                   auto got = slices->get_node(zone, node);
+                   std::vector<std::string> machines;
+                   bool hosts_up = true;
+                   if (got && got->state == cloud::NodeState::ready) {
+                     try {
+                       // One call tells the machines under the hosts and, for OpenSSH, the hosts' keys.
+                       ++counters->get_calls;
+                       const auto attributes = slices->guest_attributes(zone, node);
+                       for (const auto& worker : attributes) {
+                         const auto found = worker.find(kPhysicalHostAttribute);
+                         machines.push_back(found == worker.end() ? std::string() : found->second);
+                       }
+                       if (over_ssh) {
+                         const auto hosts = slice_hosts_of(*got, attributes, internal);
+                         save_slice_hosts(dir, hosts);
+                         hosts_up = hosts.complete();
+                       }
+                     } catch (const std::exception& e) {
+                       // The identity only sharpens what is remembered; the slice is used without it. OpenSSH needs the
+                       // keys.
+                       spdlog::warn("{}: reading the guest attributes of {}: {}", job_label(id), node, e.what());
+                       hosts_up = !over_ssh;
+                     }
+                   }
+                   return [this, id, got, node, number, machines, hosts_up] {
+                     Driven* live = host_.find(id);
+                     if (live == nullptr) {
+                       return;
+                     }
+                     if (!got || got->state != cloud::NodeState::ready || !hosts_up) {
+                       // Not up yet (or already going away), or its hosts have not all published their keys: the next
+                       // listing decides.
+                       live->seen.valid = false;
+                       return;
+                     }
+                     store().attempts().record_slice_active(id, number, machines);
+                     reload(*live);
+                     if (const auto* current = live->current(); current != nullptr && current->number == number &&
+                                                                rejects_known_bad(*live, *current, machines)) {
+                       return;
+                     }
+                     live->create_operation.clear();
+                     live->create_again = false;
+                     live->retry_step = 0;
+                     domain::PhaseChange c = domain::change_to(
+                         Phase::setup, "node " + node + " is READY with " +
+                                           std::to_string(got->network_endpoints.size()) + " host(s)");
+                     if (!got->network_endpoints.empty()) {
+                       c.host0_ip = got->network_endpoints.front().ip_address;
+                     }
+                     move(*live, std::nullopt, c);
+                   };
+                 });
 }
 
 } // namespace jobman::core::supervision

@@ -154,6 +154,9 @@ private:
   void create_slice(Driven& d);
   // Sends the create request for the attempt's queued resource (a 409 means an earlier request got there).
   void request_slice(Driven& d, const domain::AttemptRecord& attempt);
+  // Over OpenSSH, adds the key jobman connects with to the nodes a create request body asks for (add_ssh_key). A key
+  // that cannot be made is left out, with a warning: the hosts are then reached only if they know it already.
+  void with_ssh_key(const Driven& d, nlohmann::json& body) const;
   // The API accepted the request: QUEUED (a node: PROVISIONING, its create's `operation` kept to learn whether it
   // finds capacity), or, for a job removed meanwhile, the resource deleted.
   void slice_created(std::int64_t id, const SliceRef& slice, int number, const std::string& operation);

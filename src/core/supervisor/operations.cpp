@@ -39,9 +39,9 @@ public:
   std::optional<cloud::Operation> delete_node(const std::string& zone, const std::string& id) override {
     return client_->delete_node(at(zone), id);
   }
-  std::vector<std::string> guest_attribute(const std::string& zone, const std::string& id,
-                                           const std::string& namespace_key) override {
-    return client_->guest_attribute(at(zone), id, namespace_key);
+  std::vector<std::map<std::string, std::string>> guest_attributes(const std::string& zone,
+                                                                   const std::string& id) override {
+    return client_->guest_attributes(at(zone), id);
   }
   cloud::Operation get_operation(const std::string& name) override { return client_->get_operation(name); }
 

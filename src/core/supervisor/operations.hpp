@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -45,9 +46,9 @@ public:
   virtual std::vector<cloud::Node> list_nodes(const std::string& zone) = 0;
   // nodes.delete; nullopt when it was already gone.
   virtual std::optional<cloud::Operation> delete_node(const std::string& zone, const std::string& id) = 0;
-  // nodes.getGuestAttributes: the value of `namespace_key` for every worker, in worker order.
-  virtual std::vector<std::string> guest_attribute(const std::string& zone, const std::string& id,
-                                                   const std::string& namespace_key) = 0;
+  // nodes.getGuestAttributes: every worker's attributes by "NAMESPACE/KEY", in worker order.
+  virtual std::vector<std::map<std::string, std::string>> guest_attributes(const std::string& zone,
+                                                                           const std::string& id) = 0;
   // operations.get by full name.
   virtual cloud::Operation get_operation(const std::string& name) = 0;
 

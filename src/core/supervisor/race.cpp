@@ -258,6 +258,7 @@ void JobDriver::request_rivals(Driven& d, const std::vector<domain::RivalRecord>
     const auto candidate = candidate_at(d, r.zone, r.accelerator, r.pricing);
     requests.emplace_back(r, create_request_body(config::candidate_config(*d.config, candidate), access_->project,
                                                  d.job.id, d.job.user, r.attempt, r.name));
+    with_ssh_key(d, requests.back().second);
   }
   const auto id = d.job.id;
   host_.dispatch(d, [this, slices = slices_, counters = counters_, id, requests]() -> std::function<void()> {

@@ -1,0 +1,59 @@
+// What OpenSSH needs to reach a slice's worker hosts: each host's address and port, from the node, and its host
+// key, from the guest attributes its guest agent publishes; kept beside the attempt's logs so that every later
+// command (setup, launch, the log stream, `jobman ssh`) connects without asking the API again.
+#pragma once
+
+#include "jobman/cloud/tpu_client.hpp"
+#include "jobman/remote/gcloud.hpp"
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace jobman::core {
+
+// Guest attributes of one worker, by "NAMESPACE/KEY" ("hostkeys/ssh-ed25519" -> "ssh-ed25519 BASE64").
+using WorkerAttributes = std::map<std::string, std::string>;
+
+// The guest attribute holding a host's ed25519 key, the one every TPU VM's guest agent publishes.
+inline constexpr const char* kHostKeyAttribute = "hostkeys/ssh-ed25519";
+// The guest attribute the bundled mock's hosts publish when their sshd is not on port 22 (a mock run by a user other
+// than root).
+inline constexpr const char* kSshPortAttribute = "mock/ssh-port";
+
+// A slice's hosts as OpenSSH reaches them.
+struct SliceHosts {
+  std::string node_id;                // The node's numeric id (Node.id): its hosts' key aliases start with it.
+  std::vector<remote::SshHost> hosts; // By worker index.
+  std::vector<std::string> host_keys; // "TYPE BASE64" by worker index; "" where none is published yet.
+
+  // True when every host has published its key: until then the slice's hosts are still booting.
+  [[nodiscard]] bool complete() const;
+};
+
+// The hosts of `node` with the guest attributes of its workers (in worker order): the external address of each, or
+// its internal one with `internal` (remote.internal_ip) or when it has no external one.
+SliceHosts slice_hosts_of(const cloud::Node& node, const std::vector<WorkerAttributes>& attributes, bool internal);
+
+// Keeps `hosts` in the attempt's directory: known_hosts (each key under its host's alias, as OpenSSH's
+// UserKnownHostsFile reads it) and hosts.json; each written whole, then renamed into place.
+void save_slice_hosts(const std::filesystem::path& attempt_dir, const SliceHosts& hosts);
+
+// The hosts kept in the attempt's directory, or nullopt when none are (or they are unreadable).
+std::optional<SliceHosts> load_slice_hosts(const std::filesystem::path& attempt_dir);
+
+// The known_hosts file save_slice_hosts writes in `attempt_dir`.
+std::filesystem::path known_hosts_file(const std::filesystem::path& attempt_dir);
+
+// The private key jobman connects with when a config names none: ~/.ssh/google_compute_engine when the user has it
+// (gcloud's key, already known to their nodes and projects), else JOBMAN_HOME/ssh/id_ed25519, made with ssh-keygen
+// the first time (mode 0600, no passphrase, in a directory of mode 0700). Throws jobman::Error when it cannot be made.
+std::filesystem::path default_ssh_identity();
+
+// The public half of `private_key` (its .pub file) as a line of the `ssh-keys` metadata for `user`:
+// "USER:TYPE BASE64 USER", as gcloud writes it. Throws jobman::Error when the .pub file cannot be read.
+std::string ssh_keys_entry(const std::filesystem::path& private_key, const std::string& user);
+
+} // namespace jobman::core

@@ -1,0 +1,126 @@
+#include "jobman/core/slice_hosts.hpp"
+
+#include "jobman/config/settings.hpp"
+#include "jobman/util/error.hpp"
+#include "jobman/util/process.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+namespace jobman::core {
+
+bool SliceHosts::complete() const {
+  return !hosts.empty() && host_keys.size() == hosts.size() &&
+         std::none_of(host_keys.begin(), host_keys.end(), [](const std::string& key) { return key.empty(); });
+}
+
+SliceHosts slice_hosts_of(const cloud::Node& node, const std::vector<WorkerAttributes>& attributes, bool internal) {
+  SliceHosts out;
+  out.node_id = node.raw.is_object() && node.raw.contains("id") && node.raw["id"].is_string()
+                    ? node.raw["id"].get<std::string>()
+                    : node.name.substr(node.name.rfind('/') + 1);
+  for (std::size_t w = 0; w < node.network_endpoints.size(); ++w) {
+    const auto& endpoint = node.network_endpoints[w];
+    remote::SshHost host;
+    host.address = internal || endpoint.external_ip.empty() ? endpoint.ip_address : endpoint.external_ip;
+    host.host_key_alias = "tpu." + out.node_id + "-" + std::to_string(w);
+    std::string key;
+    if (w < attributes.size()) {
+      const auto& published = attributes[w];
+      if (const auto found = published.find(kHostKeyAttribute); found != published.end()) {
+        key = found->second;
+      }
+      if (const auto port = published.find(kSshPortAttribute); port != published.end()) {
+        host.port = static_cast<int>(util::parse_int(port->second).value_or(22));
+      }
+    }
+    out.hosts.push_back(std::move(host));
+    out.host_keys.push_back(std::move(key));
+  }
+  return out;
+}
+
+std::filesystem::path known_hosts_file(const std::filesystem::path& attempt_dir) {
+  return attempt_dir / "known_hosts";
+}
+
+void save_slice_hosts(const std::filesystem::path& attempt_dir, const SliceHosts& hosts) {
+  util::ensure_directory(attempt_dir, 0700);
+  std::string known;
+  nlohmann::json saved = {{"node_id", hosts.node_id}, {"hosts", nlohmann::json::array()}};
+  for (std::size_t w = 0; w < hosts.hosts.size(); ++w) {
+    const auto& host = hosts.hosts[w];
+    const auto& key = w < hosts.host_keys.size() ? hosts.host_keys[w] : std::string();
+    if (!key.empty()) {
+      known += host.host_key_alias + " " + key + "\n";
+    }
+    saved["hosts"].push_back(
+        {{"address", host.address}, {"port", host.port}, {"alias", host.host_key_alias}, {"host_key", key}});
+  }
+  util::write_file_atomic(known_hosts_file(attempt_dir), known, 0600);
+  util::write_file_atomic(attempt_dir / "hosts.json", saved.dump(2) + "\n", 0600);
+}
+
+std::optional<SliceHosts> load_slice_hosts(const std::filesystem::path& attempt_dir) {
+  std::string text;
+  try {
+    text = util::read_file(attempt_dir / "hosts.json");
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const auto saved = nlohmann::json::parse(text, nullptr, false);
+  if (!saved.is_object() || !saved.contains("hosts") || !saved["hosts"].is_array()) {
+    return std::nullopt;
+  }
+  SliceHosts out;
+  out.node_id = saved.value("node_id", "");
+  for (const auto& host : saved["hosts"]) {
+    if (!host.is_object()) {
+      return std::nullopt;
+    }
+    out.hosts.push_back({host.value("address", ""), host.value("port", 22), host.value("alias", "")});
+    out.host_keys.push_back(host.value("host_key", ""));
+  }
+  return out;
+}
+
+std::filesystem::path default_ssh_identity() {
+  auto gcloud_key = util::home_dir() / ".ssh" / "google_compute_engine";
+  if (::access(gcloud_key.c_str(), R_OK) == 0 && ::access((gcloud_key.string() + ".pub").c_str(), R_OK) == 0) {
+    return gcloud_key;
+  }
+  const auto dir = config::jobman_home() / "ssh";
+  auto key = dir / "id_ed25519";
+  if (::access(key.c_str(), R_OK) == 0 && ::access((key.string() + ".pub").c_str(), R_OK) == 0) {
+    return key;
+  }
+  util::ensure_directory(dir, 0700);
+  // Made under a name of its own, then renamed: two processes making it at once leave one whole key.
+  const auto partial = dir / ("id_ed25519.partial-" + std::to_string(::getpid()));
+  util::ProcessBuilder make({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "jobman", "-f", partial.string()});
+  make.input(util::Stream::null()).output(util::Stream::null()).error(util::Stream::null());
+  const int status = util::wait_exit(make.spawn().pid);
+  std::error_code ec;
+  if (status != 0) {
+    std::filesystem::remove(partial, ec);
+    std::filesystem::remove(partial.string() + ".pub", ec);
+    throw Error("ssh-keygen could not make jobman's key " + key.string() + " (exit " + std::to_string(status) +
+                "); is OpenSSH's client installed?");
+  }
+  std::filesystem::rename(partial.string() + ".pub", key.string() + ".pub", ec);
+  std::filesystem::rename(partial, key, ec);
+  return key;
+}
+
+std::string ssh_keys_entry(const std::filesystem::path& private_key, const std::string& user) {
+  const auto parts = util::split(std::string(util::trim(util::read_file(private_key.string() + ".pub"))), ' ');
+  if (parts.size() < 2) {
+    throw Error(private_key.string() + ".pub is not an OpenSSH public key");
+  }
+  return user + ":" + parts[0] + " " + parts[1] + " " + user;
+}
+
+} // namespace jobman::core
