@@ -95,9 +95,10 @@ std::string alt_parameter(const httplib::Request& req) {
   return {};
 }
 
+// A bool query parameter: "true" in any case (gcloud's apitools sends "True"), or "1".
 bool flag(const httplib::Request& req, const char* name) {
   auto value = req.get_param_value(name);
-  return value == "true" || value == "1";
+  return util::to_lower(value) == "true" || value == "1";
 }
 
 std::optional<Tier> parse_tier(const std::string& text) {

@@ -894,4 +894,15 @@ TEST_F(MockServerApiLifecycleTest, DeletingTheResourceFinishesAPendingNodeDelete
   EXPECT_EQ(node_state("both-node"), "404");
 }
 
+TEST_F(MockServerApiTest, ForceIsTrueInAnyCaseAsGcloudSpellsIt) {
+  ASSERT_EQ(create("forced", qr_body("forced-node", "v4-8")).status, 200);
+  ASSERT_TRUE(reaches("forced", "ACTIVE"));
+  expect_error(api("DELETE", kBase + "/queuedResources/forced?force=False"), 400, "FAILED_PRECONDITION", "force=False");
+  // gcloud's apitools writes a bool query parameter as Python does: "True".
+  auto deleted = api("DELETE", kBase + "/queuedResources/forced?force=True");
+  ASSERT_EQ(deleted.status, 200) << deleted.text;
+  ASSERT_TRUE(operation_done(deleted.body["name"]));
+  EXPECT_EQ(qr_state("forced"), "404");
+}
+
 } // namespace server_api_test
