@@ -27,19 +27,21 @@ struct World::Pool {
 
 // One queued resource and its timers.
 struct World::QueuedResource {
-  std::string name;                // projects/P/locations/Z/queuedResources/ID
-  std::string project;             // P.
-  std::string zone;                // Z.
-  std::string id;                  // ID.
-  nlohmann::json request;          // The QueuedResource as the client sent it, minus output-only fields.
-  std::string state = "CREATING";  // The API's state name.
-  std::string initiator = "USER";  // The stateInitiator: USER or SERVICE.
-  std::string accelerator;         // The accelerator type ("v4-8").
-  std::string generation;          // Its TPU generation ("v4").
-  Tier tier = Tier::spot;          // Spot or on-demand.
-  int chips = 0;                   // Chips the slice takes from its pool.
-  int hosts = 0;                   // Worker hosts of the slice.
-  std::string node_name;           // The node's full name; empty once a nodes.delete took the node away.
+  std::string name;               // projects/P/locations/Z/queuedResources/ID
+  std::string project;            // P.
+  std::string zone;               // Z.
+  std::string id;                 // ID.
+  nlohmann::json request;         // The QueuedResource as the client sent it, minus output-only fields.
+  std::string state = "CREATING"; // The API's state name.
+  std::string initiator = "USER"; // The stateInitiator: USER or SERVICE.
+  std::string accelerator;        // The accelerator type ("v4-8").
+  std::string generation;         // Its TPU generation ("v4").
+  Tier tier = Tier::spot;         // Spot or on-demand.
+  int chips = 0;                  // Chips its slices take from its pool, all of them together.
+  int hosts = 0;                  // Worker hosts of each slice.
+  // The full names of its nodes, one per slice (tpu.nodeSpec[0].nodeId, or multisliceParams' nodeCount names
+  // "<nodeIdPrefix>-<index>"); a nodes.delete takes its node's name away until a reset.
+  std::vector<std::string> node_names;
   std::int64_t create_ms = 0;      // When it was created.
   std::int64_t next_ms = 0;        // When CREATING, PROVISIONING, SUSPENDING or DELETING ends.
   std::int64_t queued_seq = 0;     // Its place in the queue (strict FIFO per pool).
@@ -84,6 +86,7 @@ struct World::Node {
   std::string create_op;           // nodes.create's operation while it runs.
   std::string transition_op;       // nodes.stop's or nodes.start's operation while it runs.
   int incarnation = 0;             // Starts so far: each start brings fresh worker hosts.
+  bool multislice = false;         // One of the slices of a queued resource's multisliceParams (multisliceNode).
 
   // True for a node of nodes.create, false for one of a queued resource.
   [[nodiscard]] bool standalone() const { return queued_resource.empty(); }
@@ -187,6 +190,11 @@ template <typename Map> auto under_prefix(const Map& items, const std::string& p
       out.push_back(item.get());
     }
   }
+// The node ids a queued resource's request asks for: tpu.nodeSpec[0].nodeId, or "<nodeIdPrefix>-<index>" for each of
+// multisliceParams.nodeCount slices, the prefix being `queued_resource_id` when the request names none. Expects a
+// request create_queued_resource accepted.
+std::vector<std::string> requested_node_ids(const nlohmann::json& request, const std::string& queued_resource_id);
+
   return out;
 }
 

@@ -91,7 +91,7 @@ json World::record_of(const QueuedResource& qr) {
           {"tier", tier_name(qr.tier)},
           {"chips", qr.chips},
           {"hosts", qr.hosts},
-          {"node", qr.node_name},
+          {"nodes", qr.node_names},
           {"createMs", qr.create_ms},
           {"nextMs", qr.next_ms},
           {"queuedSeq", qr.queued_seq},
@@ -136,7 +136,8 @@ json World::record_of(const Node& node) {
           {"maintenanceWindowMs", node.maintenance_window_ms},
           {"createOp", node.create_op},
           {"transitionOp", node.transition_op},
-          {"incarnation", node.incarnation}};
+          {"incarnation", node.incarnation},
+          {"multislice", node.multislice}};
 }
 
 json World::record_of(const Operation& op) {
@@ -223,7 +224,11 @@ void World::restore(const json& snapshot) {
     qr->tier = tier_of(q["tier"]);
     qr->chips = q["chips"];
     qr->hosts = q["hosts"];
-    qr->node_name = q["node"];
+    if (q.contains("nodes")) {
+      qr->node_names = q["nodes"].get<std::vector<std::string>>();
+    } else if (const auto node = q.value("node", ""); !node.empty()) { // Written before multislice requests.
+      qr->node_names = {node};
+    }
     qr->create_ms = q["createMs"];
     qr->next_ms = q["nextMs"];
     qr->queued_seq = q["queuedSeq"];
@@ -317,6 +322,7 @@ void World::restore(const json& snapshot) {
     }
     auto id = machine->id;
     machines_[id] = std::move(machine);
+    node->multislice = n.value("multislice", false);
   }
   if (snapshot.contains("rng")) {
     // The generator's state, so a restarted world draws the same delays the original would have.

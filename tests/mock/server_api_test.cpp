@@ -905,4 +905,23 @@ TEST_F(MockServerApiTest, ForceIsTrueInAnyCaseAsGcloudSpellsIt) {
   EXPECT_EQ(qr_state("forced"), "404");
 }
 
+TEST_F(MockServerApiTest, MultisliceResourcesServeEveryNode) {
+  json body = qr_body("unused", "v4-8");
+  auto& spec = body["tpu"]["nodeSpec"][0];
+  spec.erase("nodeId");
+  spec["multisliceParams"] = {{"nodeCount", 2}, {"nodeIdPrefix", "ms"}};
+  ASSERT_EQ(create("multi", body).status, 200);
+  ASSERT_TRUE(reaches("multi", "ACTIVE"));
+  EXPECT_EQ(node_state("ms-0"), "READY");
+  EXPECT_EQ(node_state("ms-1"), "READY");
+  EXPECT_EQ(pool("spot")["inUse"], 8);
+  const auto qr = api("GET", kBase + "/queuedResources/multi").body;
+  EXPECT_EQ(qr["tpu"]["nodeSpec"][0]["multisliceParams"], json({{"nodeCount", 2}, {"nodeIdPrefix", "ms"}}));
+  auto deleted = api("DELETE", kBase + "/queuedResources/multi?force=true");
+  ASSERT_EQ(deleted.status, 200) << deleted.text;
+  ASSERT_TRUE(operation_done(deleted.body["name"]));
+  EXPECT_EQ(node_state("ms-0"), "404");
+  EXPECT_EQ(node_state("ms-1"), "404");
+}
+
 } // namespace server_api_test

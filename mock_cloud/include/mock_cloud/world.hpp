@@ -292,7 +292,9 @@ private:
   void step_standalone_locked(std::int64_t now);
   // The earliest timer of the standalone nodes, or INT64_MAX.
   std::int64_t next_standalone_event_locked() const;
-  // Starts SUSPENDING with the node in `node_state` (PREEMPTED or TERMINATED).
+  // The queued resource's nodes that exist, one per slice, in slice order.
+  std::vector<Node*> nodes_of_locked(const QueuedResource& qr);
+  // Starts SUSPENDING with its nodes (all its slices together) in `node_state` (PREEMPTED or TERMINATED).
   void start_suspending(QueuedResource& qr, const std::string& node_state, std::int64_t now);
   // The QueuedResource as the API returns it.
   nlohmann::json queued_resource_json(const QueuedResource& qr) const;
