@@ -249,6 +249,7 @@ void MockServer::register_routes() {
 
   register_catalog_routes();
   register_node_and_operation_routes();
+  register_compute_routes();
   http_.Post(loc + "/queuedResources", api("queuedResources.create")([this, m](const httplib::Request& req) {
                auto body = util::parse_json_bounded(req.body);
                if (body.is_discarded()) {

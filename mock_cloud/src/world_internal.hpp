@@ -110,6 +110,23 @@ struct World::Machine {
   std::int64_t release = 0; // Its place in the free list: the order of the last release; 0 before any.
 };
 
+// One project's Compute Engine settings that the mock keeps: its common instance metadata. A project has a record
+// once its metadata was first set; before that it has no items.
+struct World::ComputeProject {
+  std::string project;                                    // The project id.
+  std::vector<std::pair<std::string, std::string>> items; // commonInstanceMetadata.items, key and value, in order.
+  std::int64_t version = 0; // Changes so far: the fingerprint is derived from it and the items.
+};
+
+// One Compute Engine global operation: a setCommonInstanceMetadata. It is RUNNING until end_ms, DONE after.
+struct World::ComputeOperation {
+  std::string name;           // operation-<insert ms>-<16 hex digits>
+  std::string project;        // The project id.
+  std::string operation_type; // compute.projects.setCommonInstanceMetadata
+  std::int64_t insert_ms = 0; // When it was asked for.
+  std::int64_t end_ms = 0;    // When it is DONE.
+};
+
 // One long-running operation.
 struct World::Operation {
   std::string name;              // projects/P/locations/Z/operations/operation-...
@@ -164,10 +181,26 @@ inline std::string fleet_key(const std::string& zone, const std::string& generat
 // How the store's names of machine records begin; resources' names begin with "projects/".
 constexpr std::string_view kMachineRecordPrefix = "machines/";
 
+// How the store's names of Compute Engine records begin: "compute/projects/P" and
+// "compute/projects/P/global/operations/NAME".
+constexpr std::string_view kComputeRecordPrefix = "compute/";
+
 // The store's name for the record of machine `id`.
 inline std::string machine_record_name(const std::string& id) {
   return std::string(kMachineRecordPrefix) + id;
 }
+
+// The node ids a queued resource's request asks for: tpu.nodeSpec[0].nodeId, or "<nodeIdPrefix>-<index>" for each of
+// multisliceParams.nodeCount slices, the prefix being `queued_resource_id` when the request names none. Expects a
+// request create_queued_resource accepted.
+std::vector<std::string> requested_node_ids(const nlohmann::json& request, const std::string& queued_resource_id);
+
+// A 64-bit FNV-1a hash: stable across runs and machines, unlike std::hash.
+std::uint64_t stable_hash(std::string_view text);
+
+// The project's number (12 digits), derived from its id: what Google's service identities and Compute Engine's
+// project id and default service account are named after.
+std::uint64_t project_number(const std::string& project);
 
 // SHA-256 of `text`, as raw bytes.
 std::string sha256(const std::string& text);
@@ -190,11 +223,6 @@ template <typename Map> auto under_prefix(const Map& items, const std::string& p
       out.push_back(item.get());
     }
   }
-// The node ids a queued resource's request asks for: tpu.nodeSpec[0].nodeId, or "<nodeIdPrefix>-<index>" for each of
-// multisliceParams.nodeCount slices, the prefix being `queued_resource_id` when the request names none. Expects a
-// request create_queued_resource accepted.
-std::vector<std::string> requested_node_ids(const nlohmann::json& request, const std::string& queued_resource_id);
-
   return out;
 }
 

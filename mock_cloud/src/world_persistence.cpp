@@ -13,6 +13,7 @@ namespace jobman::mock {
 
 using nlohmann::json;
 using world_internal::fleet_key;
+using world_internal::kComputeRecordPrefix;
 using world_internal::kMachineRecordPrefix;
 using world_internal::machine_record_name;
 using world_internal::pool_key;
@@ -43,6 +44,12 @@ void World::attach_store(const std::filesystem::path& file, std::int64_t now_ms)
     }
     for (const auto& [id, machine] : machines_) {
       changed_.insert(machine_record_name(id));
+    }
+    for (const auto& [name, project] : compute_projects_) {
+      changed_.insert(name);
+    }
+    for (const auto& [name, op] : compute_operations_) {
+      changed_.insert(name);
     }
     new_request_ids_.assign(request_ids_.begin(), request_ids_.end());
   }
@@ -161,6 +168,28 @@ json World::record_of(const Machine& machine) {
           {"release", machine.release}};
 }
 
+json World::record_of(const ComputeProject& project) {
+  json items = json::array();
+  for (const auto& [key, value] : project.items) {
+    items.push_back({key, value});
+  }
+  return {{"kind", "computeProjects"},
+          {"name", std::string(kComputeRecordPrefix) + "projects/" + project.project},
+          {"project", project.project},
+          {"items", items},
+          {"version", project.version}};
+}
+
+json World::record_of(const ComputeOperation& op) {
+  return {{"kind", "computeOperations"},
+          {"name", std::string(kComputeRecordPrefix) + "projects/" + op.project + "/global/operations/" + op.name},
+          {"operation", op.name},
+          {"project", op.project},
+          {"operationType", op.operation_type},
+          {"insertMs", op.insert_ms},
+          {"endMs", op.end_ms}};
+}
+
 json World::snapshot_locked() const {
   json out = globals_locked();
   out["requestIds"] = request_ids_;
@@ -179,6 +208,14 @@ json World::snapshot_locked() const {
   out["machines"] = json::array();
   for (const auto& [id, machine] : machines_) {
     out["machines"].push_back(record_of(*machine));
+  }
+  out["computeProjects"] = json::array();
+  for (const auto& [name, project] : compute_projects_) {
+    out["computeProjects"].push_back(record_of(*project));
+  }
+  out["computeOperations"] = json::array();
+  for (const auto& [name, op] : compute_operations_) {
+    out["computeOperations"].push_back(record_of(*op));
   }
   return out;
 }
@@ -210,6 +247,8 @@ void World::restore(const json& snapshot) {
   machines_.clear();
   free_machines_.clear();
   machines_minted_.clear();
+  compute_projects_.clear();
+  compute_operations_.clear();
   for (const auto& q : snapshot.value("queuedResources", json::array())) {
     auto qr = std::make_unique<QueuedResource>();
     qr->name = q["name"];
@@ -283,6 +322,7 @@ void World::restore(const json& snapshot) {
     node->create_op = n.value("createOp", "");
     node->transition_op = n.value("transitionOp", "");
     node->incarnation = n.value("incarnation", 0);
+    node->multislice = n.value("multislice", false);
     if (node->holds_capacity) {
       if (auto* pool = pool_for(node->zone, node->generation, node->tier)) {
         pool->used += node->chips;
@@ -322,7 +362,26 @@ void World::restore(const json& snapshot) {
     }
     auto id = machine->id;
     machines_[id] = std::move(machine);
-    node->multislice = n.value("multislice", false);
+  }
+  for (const auto& p : snapshot.value("computeProjects", json::array())) {
+    auto project = std::make_unique<ComputeProject>();
+    project->project = p["project"];
+    for (const auto& item : p["items"]) {
+      project->items.emplace_back(item[0].get<std::string>(), item[1].get<std::string>());
+    }
+    project->version = p["version"];
+    auto name = p["name"].get<std::string>();
+    compute_projects_[name] = std::move(project);
+  }
+  for (const auto& o : snapshot.value("computeOperations", json::array())) {
+    auto op = std::make_unique<ComputeOperation>();
+    op->name = o["operation"];
+    op->project = o["project"];
+    op->operation_type = o["operationType"];
+    op->insert_ms = o["insertMs"];
+    op->end_ms = o["endMs"];
+    auto name = o["name"].get<std::string>();
+    compute_operations_[name] = std::move(op);
   }
   if (snapshot.contains("rng")) {
     // The generator's state, so a restarted world draws the same delays the original would have.
@@ -341,6 +400,9 @@ void World::restore(const json& snapshot) {
       }
     }
   }
+  for (const auto& [name, project] : compute_projects_) {
+    common_metadata_changed_locked(project->project);
+  }
   touch_locked();
 }
 
@@ -357,6 +419,10 @@ void World::persist_locked() {
       changes.upserts.emplace_back(name, record_of(*node->second).dump());
     } else if (auto op = operations_.find(name); op != operations_.end()) {
       changes.upserts.emplace_back(name, record_of(*op->second).dump());
+    } else if (auto project = compute_projects_.find(name); project != compute_projects_.end()) {
+      changes.upserts.emplace_back(name, record_of(*project->second).dump());
+    } else if (auto compute_op = compute_operations_.find(name); compute_op != compute_operations_.end()) {
+      changes.upserts.emplace_back(name, record_of(*compute_op->second).dump());
     } else if (name.starts_with(kMachineRecordPrefix)) { // Machines are never removed.
       changes.upserts.emplace_back(name, record_of(*machines_.at(name.substr(kMachineRecordPrefix.size()))).dump());
     } else {

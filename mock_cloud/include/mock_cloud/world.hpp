@@ -161,6 +161,21 @@ public:
   Reply list_operations(const std::string& project, const std::string& zone, int page_size,
                         const std::string& page_token, std::int64_t now_ms);
 
+  // Compute Engine's projects.get: the project with its commonInstanceMetadata ({fingerprint, items, kind}), what
+  // gcloud reads before it connects to a TPU VM.
+  Reply get_compute_project(const std::string& project, std::int64_t now_ms);
+  // Compute Engine's projects.setCommonInstanceMetadata: `body` is a Metadata whose fingerprint must be the current
+  // one (else 412 conditionNotMet, as at Google); replaces the items at once and returns a compute Operation that
+  // is RUNNING until the change has propagated.
+  Reply set_common_instance_metadata(const std::string& project, const nlohmann::json& body, std::int64_t now_ms);
+  // Compute Engine's globalOperations.get: a compute Operation, RUNNING or DONE.
+  Reply get_compute_operation(const std::string& project, const std::string& operation, std::int64_t now_ms);
+  // When the compute operation is DONE (wall milliseconds), or nullopt when there is no such operation: what
+  // globalOperations.wait waits for.
+  std::optional<std::int64_t> compute_operation_end_ms(const std::string& project, const std::string& operation);
+  // The project's common instance metadata (projects.setCommonInstanceMetadata's items): key -> value.
+  std::map<std::string, std::string> common_metadata(const std::string& project);
+
   // Admin: preempts an ACTIVE slice now (node PREEMPTED, queued resource SUSPENDING).
   Reply preempt_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
   // Admin: marks the machines under a READY node's worker hosts faulty, every worker's or only `worker`'s (their
@@ -206,6 +221,11 @@ private:
   struct Operation;      // One long-running operation.
   struct Pool;           // Chips, quota and use of one zone, generation and tier.
   struct Machine;        // One physical machine, which carries one worker host at a time.
+
+  // One project's Compute Engine settings: its common instance metadata.
+  struct ComputeProject;
+  // One Compute Engine global operation (setCommonInstanceMetadata).
+  struct ComputeOperation;
 
   // Takes the mutex and replays the timers up to `now`: how every call that sees the time begins.
   [[nodiscard]] std::unique_lock<std::mutex> lock_at(std::int64_t now);
@@ -261,6 +281,19 @@ private:
   static nlohmann::json record_of(const Operation& op);
   // A machine as stored.
   static nlohmann::json record_of(const Machine& machine);
+  // A project's Compute Engine settings as stored.
+  static nlohmann::json record_of(const ComputeProject& project);
+  // A compute operation as stored.
+  static nlohmann::json record_of(const ComputeOperation& op);
+  // The project's common instance metadata changed (a setCommonInstanceMetadata, or a restore): called after every
+  // change, with the mutex held.
+  void common_metadata_changed_locked(const std::string& project);
+  // The Compute Engine settings of `project`, or nullptr while nothing was set.
+  const ComputeProject* compute_project_locked(const std::string& project) const;
+  // The compute Project as the API returns it.
+  nlohmann::json compute_project_json(const std::string& project) const;
+  // The compute Operation as the API returns it, RUNNING or DONE at `now`.
+  static nlohmann::json compute_operation_json(const ComputeOperation& op, std::int64_t now);
   // Simulated seconds as wall milliseconds (divided by the time scale).
   double scaled_ms(double seconds) const;
   // One draw of a delay, in wall milliseconds.
@@ -340,6 +373,10 @@ private:
   bool dirty_ = false;                                               // Something changed since the last commit.
   std::int64_t due_ms_ = 0;           // No tick before this time can change anything; 0 after any change.
   SliceListener* listener_ = nullptr; // The data plane, or null.
+  // Projects' Compute Engine settings; key: the record name ("compute/projects/P").
+  std::map<std::string, std::unique_ptr<ComputeProject>> compute_projects_;
+  // Compute operations; key: the record name ("compute/projects/P/global/operations/NAME").
+  std::map<std::string, std::unique_ptr<ComputeOperation>> compute_operations_;
 
 public:
   // Frees the world.
