@@ -61,7 +61,8 @@ std::string node_state(World& world, const std::string& id, std::int64_t now) {
 
 // The spot v4 chips of the zone held now (the metrics' capacity.inUse).
 int chips_in_use(World& world, std::int64_t now) {
-  for (const auto& pool : world.metrics(now)["capacity"]) {
+  const auto metrics = world.metrics(now);
+  for (const auto& pool : metrics["capacity"]) {
     if (pool["generation"] == "v4" && pool["tier"] == "spot") {
       return pool["inUse"].get<int>();
     }
