@@ -50,6 +50,9 @@ const std::map<std::string_view, Names>& method_table() {
       {"compute.projects.setCommonInstanceMetadata", {"requestId"}},
       {"compute.globalOperations.get", {}},
       {"compute.globalOperations.wait", {}},
+      // OS Login's (oslogin v1).
+      {"oslogin.users.getLoginProfile", {"projectId", "systemId"}},
+      {"oslogin.users.importSshPublicKey", {"projectId", "regions"}},
   };
   return table;
 }

@@ -1,5 +1,6 @@
-// The Compute Engine routes gcloud reads around a TPU VM (/compute/v1/...): the project with its common instance
-// metadata, setCommonInstanceMetadata, and the global operations it returns (get and wait).
+// The Compute Engine and OS Login routes gcloud calls around a TPU VM: the project with its common instance metadata,
+// setCommonInstanceMetadata and the global operations it returns (/compute/v1/...), and the user's login profile and
+// SSH keys (/oslogin/v1/...).
 #include "jobman/util/json_text.hpp"
 #include "jobman/util/system.hpp"
 #include "mock_cloud/server.hpp"
@@ -53,6 +54,21 @@ void MockServer::register_compute_routes() {
                  }
                }
                return world_->get_compute_operation(match(req, 1), match(req, 2), util::now_ms());
+             }));
+
+  // OS Login: users/{user} is the user's email.
+  const std::string user = "/oslogin/v1/users/([^/:]+)";
+  http_.Get(user + "/loginProfile", api("oslogin.users.getLoginProfile")([this](const httplib::Request& req) {
+              return world_->get_login_profile(match(req, 1), req.get_param_value("projectId"), util::now_ms());
+            }));
+  http_.Post(user + ":importSshPublicKey", api("oslogin.users.importSshPublicKey")([this](const httplib::Request& req) {
+               const auto body = util::parse_json_bounded(req.body);
+               if (body.is_discarded()) {
+                 return error_reply(400, "Invalid JSON payload received: the body is not JSON, or nests deeper "
+                                         "than 128 levels");
+               }
+               return world_->import_ssh_public_key(match(req, 1), req.get_param_value("projectId"), body,
+                                                    util::now_ms());
              }));
 }
 

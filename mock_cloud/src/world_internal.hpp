@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -127,6 +129,14 @@ struct World::ComputeOperation {
   std::int64_t end_ms = 0;    // When it is DONE.
 };
 
+// One OS Login user (an email): its SSH public keys and the projects where it has a POSIX account.
+struct World::OsLoginUser {
+  std::string email; // The user, as the API's users/{user} names it.
+  // fingerprint (SHA-256 of the key, hex) -> the key as imported and when it expires (microseconds, 0: never).
+  std::map<std::string, std::pair<std::string, std::int64_t>> keys;
+  std::set<std::string> projects; // The projects it has a POSIX account in (an import with projectId made it).
+};
+
 // One long-running operation.
 struct World::Operation {
   std::string name;              // projects/P/locations/Z/operations/operation-...
@@ -184,6 +194,9 @@ constexpr std::string_view kMachineRecordPrefix = "machines/";
 // How the store's names of Compute Engine records begin: "compute/projects/P" and
 // "compute/projects/P/global/operations/NAME".
 constexpr std::string_view kComputeRecordPrefix = "compute/";
+
+// How the store's names of OS Login records begin: "oslogin/users/EMAIL".
+constexpr std::string_view kOsLoginRecordPrefix = "oslogin/users/";
 
 // The store's name for the record of machine `id`.
 inline std::string machine_record_name(const std::string& id) {

@@ -15,6 +15,7 @@ using nlohmann::json;
 using world_internal::fleet_key;
 using world_internal::kComputeRecordPrefix;
 using world_internal::kMachineRecordPrefix;
+using world_internal::kOsLoginRecordPrefix;
 using world_internal::machine_record_name;
 using world_internal::pool_key;
 
@@ -49,6 +50,9 @@ void World::attach_store(const std::filesystem::path& file, std::int64_t now_ms)
       changed_.insert(name);
     }
     for (const auto& [name, op] : compute_operations_) {
+      changed_.insert(name);
+    }
+    for (const auto& [name, user] : oslogin_users_) {
       changed_.insert(name);
     }
     new_request_ids_.assign(request_ids_.begin(), request_ids_.end());
@@ -190,6 +194,18 @@ json World::record_of(const ComputeOperation& op) {
           {"endMs", op.end_ms}};
 }
 
+json World::record_of(const OsLoginUser& user) {
+  json keys = json::array();
+  for (const auto& [print, key] : user.keys) {
+    keys.push_back({print, key.first, key.second});
+  }
+  return {{"kind", "osloginUsers"},
+          {"name", std::string(kOsLoginRecordPrefix) + user.email},
+          {"email", user.email},
+          {"keys", keys},
+          {"projects", user.projects}};
+}
+
 json World::snapshot_locked() const {
   json out = globals_locked();
   out["requestIds"] = request_ids_;
@@ -216,6 +232,10 @@ json World::snapshot_locked() const {
   out["computeOperations"] = json::array();
   for (const auto& [name, op] : compute_operations_) {
     out["computeOperations"].push_back(record_of(*op));
+  }
+  out["osloginUsers"] = json::array();
+  for (const auto& [name, user] : oslogin_users_) {
+    out["osloginUsers"].push_back(record_of(*user));
   }
   return out;
 }
@@ -249,6 +269,7 @@ void World::restore(const json& snapshot) {
   machines_minted_.clear();
   compute_projects_.clear();
   compute_operations_.clear();
+  oslogin_users_.clear();
   for (const auto& q : snapshot.value("queuedResources", json::array())) {
     auto qr = std::make_unique<QueuedResource>();
     qr->name = q["name"];
@@ -383,6 +404,16 @@ void World::restore(const json& snapshot) {
     auto name = o["name"].get<std::string>();
     compute_operations_[name] = std::move(op);
   }
+  for (const auto& u : snapshot.value("osloginUsers", json::array())) {
+    auto user = std::make_unique<OsLoginUser>();
+    user->email = u["email"];
+    for (const auto& key : u["keys"]) {
+      user->keys[key[0].get<std::string>()] = {key[1].get<std::string>(), key[2].get<std::int64_t>()};
+    }
+    user->projects = u["projects"].get<std::set<std::string>>();
+    auto name = u["name"].get<std::string>();
+    oslogin_users_[name] = std::move(user);
+  }
   if (snapshot.contains("rng")) {
     // The generator's state, so a restarted world draws the same delays the original would have.
     std::istringstream in(snapshot["rng"].get<std::string>());
@@ -423,6 +454,8 @@ void World::persist_locked() {
       changes.upserts.emplace_back(name, record_of(*project->second).dump());
     } else if (auto compute_op = compute_operations_.find(name); compute_op != compute_operations_.end()) {
       changes.upserts.emplace_back(name, record_of(*compute_op->second).dump());
+    } else if (auto user = oslogin_users_.find(name); user != oslogin_users_.end()) {
+      changes.upserts.emplace_back(name, record_of(*user->second).dump());
     } else if (name.starts_with(kMachineRecordPrefix)) { // Machines are never removed.
       changes.upserts.emplace_back(name, record_of(*machines_.at(name.substr(kMachineRecordPrefix.size()))).dump());
     } else {

@@ -12,6 +12,7 @@ Every part runs even when an earlier one failed, so that one run names every com
 """
 
 import argparse
+import base64
 import concurrent.futures
 import json
 import os
@@ -54,6 +55,7 @@ class Gcloud:
             "CLOUDSDK_CORE_PROJECT": project,
             "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": root_url,
             "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": root_url + "compute/v1/",
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN": root_url + "oslogin/",
             "HTTPS_PROXY": f"http://127.0.0.1:{CLOSED_PORT}",
             "HTTP_PROXY": f"http://127.0.0.1:{CLOSED_PORT}",
             "https_proxy": f"http://127.0.0.1:{CLOSED_PORT}",
@@ -207,6 +209,26 @@ class Flow:
         expect(info["commonInstanceMetadata"]["fingerprint"] != common["fingerprint"],
                "the fingerprint did not change with the metadata")
 
+    def os_login(self):
+        # An ed25519 public key in OpenSSH's format (what `ssh-keygen -t ed25519` writes; nothing signs with it).
+        blob = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + bytes(range(32))
+        public_key = "ssh-ed25519 " + base64.b64encode(blob).decode() + " tester@lab"
+        key_file = os.path.join(self.g.env["HOME"], "id_ed25519.pub")
+        with open(key_file, "w", encoding="utf-8") as f:
+            f.write(public_key + "\n")
+        before = self.g.run("compute", "os-login", "describe-profile")
+        expect(not before.get("posixAccounts") and not before.get("sshPublicKeys"), f"a fresh profile: {before}")
+        added = self.g.run("compute", "os-login", "ssh-keys", "add", "--key-file", key_file)
+        accounts = added["loginProfile"].get("posixAccounts", [])
+        expect(len(accounts) == 1 and accounts[0].get("accountId") == self.project
+               and accounts[0]["username"].startswith("sa_") and accounts[0].get("primary") is True,
+               f"ssh-keys add: POSIX accounts {accounts}")
+        profile = self.g.run("compute", "os-login", "describe-profile")
+        keys = [k["key"] for k in profile.get("sshPublicKeys", {}).values()]
+        expect(keys == [public_key], f"describe-profile: keys {keys}")
+        expect([a["username"] for a in profile.get("posixAccounts", [])] == [accounts[0]["username"]],
+               f"describe-profile: POSIX accounts {profile.get('posixAccounts')}")
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -227,6 +249,7 @@ def main():
         flow.part("nodes", flow.nodes)
         flow.part("queued resources", flow.queued_resources)
         flow.part("project metadata", flow.project_metadata)
+        flow.part("OS Login", flow.os_login)
         print(f"{gcloud.calls} gcloud calls in {time.monotonic() - started:.1f} s; "
               f"{len(flow.failures)} parts failed: {flow.failures}")
         return 1 if flow.failures else 0

@@ -175,6 +175,13 @@ public:
   std::optional<std::int64_t> compute_operation_end_ms(const std::string& project, const std::string& operation);
   // The project's common instance metadata (projects.setCommonInstanceMetadata's items): key -> value.
   std::map<std::string, std::string> common_metadata(const std::string& project);
+  // OS Login's users.getLoginProfile: the user's (an email) POSIX accounts, of `project_id` only when it is not empty,
+  // and SSH public keys that have not expired.
+  Reply get_login_profile(const std::string& user, const std::string& project_id, std::int64_t now_ms);
+  // OS Login's users.importSshPublicKey: adds `key` (an SshPublicKey: key, expirationTimeUsec) to the user's keys and
+  // gives the user a POSIX account in `project_id` (when not empty); returns {"loginProfile"}.
+  Reply import_ssh_public_key(const std::string& user, const std::string& project_id, const nlohmann::json& key,
+                              std::int64_t now_ms);
 
   // Admin: preempts an ACTIVE slice now (node PREEMPTED, queued resource SUSPENDING).
   Reply preempt_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
@@ -226,6 +233,8 @@ private:
   struct ComputeProject;
   // One Compute Engine global operation (setCommonInstanceMetadata).
   struct ComputeOperation;
+  // One OS Login user: SSH public keys and the projects it has a POSIX account in.
+  struct OsLoginUser;
 
   // Takes the mutex and replays the timers up to `now`: how every call that sees the time begins.
   [[nodiscard]] std::unique_lock<std::mutex> lock_at(std::int64_t now);
@@ -294,6 +303,11 @@ private:
   nlohmann::json compute_project_json(const std::string& project) const;
   // The compute Operation as the API returns it, RUNNING or DONE at `now`.
   static nlohmann::json compute_operation_json(const ComputeOperation& op, std::int64_t now);
+  // An OS Login user as stored.
+  static nlohmann::json record_of(const OsLoginUser& user);
+  // The user's LoginProfile as OS Login returns it at `now`: POSIX accounts (of `project_id` only, when not empty)
+  // and the keys that have not expired.
+  static nlohmann::json login_profile_json(const OsLoginUser& user, const std::string& project_id, std::int64_t now);
   // Simulated seconds as wall milliseconds (divided by the time scale).
   double scaled_ms(double seconds) const;
   // One draw of a delay, in wall milliseconds.
@@ -377,6 +391,8 @@ private:
   std::map<std::string, std::unique_ptr<ComputeProject>> compute_projects_;
   // Compute operations; key: the record name ("compute/projects/P/global/operations/NAME").
   std::map<std::string, std::unique_ptr<ComputeOperation>> compute_operations_;
+  // OS Login's users; key: the record name ("oslogin/users/EMAIL").
+  std::map<std::string, std::unique_ptr<OsLoginUser>> oslogin_users_;
 
 public:
   // Frees the world.
