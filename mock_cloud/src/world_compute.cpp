@@ -46,8 +46,8 @@ Reply compute_error(int http_status, const std::string& reason, const std::strin
 
 // A fingerprint as Compute Engine's look: eight bytes in base64. Derived from the number of changes too, so that
 // metadata set back to what it was still gets a new one.
-std::string fingerprint(const std::string& project, std::int64_t version,
-                        const std::vector<std::pair<std::string, std::string>>& items) {
+std::string metadata_fingerprint(const std::string& project, std::int64_t version,
+                                 const std::vector<std::pair<std::string, std::string>>& items) {
   json text = {project, version, items};
   std::string digest = world_internal::sha256(text.dump()).substr(0, 8);
   std::string encoded = util::base64url_encode(digest);
@@ -82,7 +82,7 @@ json World::compute_project_json(const std::string& project) const {
   static const std::vector<std::pair<std::string, std::string>> kNone;
   const auto& items = settings != nullptr ? settings->items : kNone;
   json metadata = {{"kind", "compute#metadata"},
-                   {"fingerprint", fingerprint(project, settings != nullptr ? settings->version : 0, items)}};
+                   {"fingerprint", metadata_fingerprint(project, settings != nullptr ? settings->version : 0, items)}};
   if (!items.empty()) {
     metadata["items"] = json::array();
     for (const auto& [key, value] : items) {

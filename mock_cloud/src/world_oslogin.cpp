@@ -20,12 +20,12 @@ namespace {
 constexpr std::uint64_t kFirstUid = 1'000'000'000;
 
 // A google.rpc Status reply with OS Login's wording.
-Reply invalid(const std::string& message) {
+Reply oslogin_invalid(const std::string& message) {
   return error_reply(400, message);
 }
 
 // The hex SHA-256 of a key's type and data (its comment left out): the key's fingerprint in the profile.
-std::string fingerprint(const std::string& type, const std::string& data) {
+std::string key_fingerprint(const std::string& type, const std::string& data) {
   static constexpr std::string_view kDigits = "0123456789abcdef";
   std::string out;
   for (const char byte : world_internal::sha256(type + " " + data)) {
@@ -102,7 +102,7 @@ json World::login_profile_json(const OsLoginUser& user, const std::string& proje
 Reply World::get_login_profile(const std::string& user, const std::string& project_id, std::int64_t now_ms) {
   const auto lock = settle_at(now_ms);
   if (!valid_user(user)) {
-    return invalid("Invalid user '" + user + "': users/{user} names a user by email");
+    return oslogin_invalid("Invalid user '" + user + "': users/{user} names a user by email");
   }
   const auto it = oslogin_users_.find(std::string(kOsLoginRecordPrefix) + user);
   if (it == oslogin_users_.end()) {
@@ -115,13 +115,13 @@ Reply World::import_ssh_public_key(const std::string& user, const std::string& p
                                    std::int64_t now_ms) {
   return mutate_at(now_ms, [&]() -> Reply {
     if (!valid_user(user)) {
-      return invalid("Invalid user '" + user + "': users/{user} names a user by email");
+      return oslogin_invalid("Invalid user '" + user + "': users/{user} names a user by email");
     }
     if (!is_utf8(project_id)) {
-      return invalid("Invalid projectId: not UTF-8 text");
+      return oslogin_invalid("Invalid projectId: not UTF-8 text");
     }
     if (!key.is_object() || !key.contains("key") || !key["key"].is_string()) {
-      return invalid("The request body must be an SshPublicKey with a key");
+      return oslogin_invalid("The request body must be an SshPublicKey with a key");
     }
     // As a key file holds it, often with its line's end: the profile keeps the key without surrounding space.
     const std::string text(util::trim(key["key"].get<std::string>()));
@@ -129,7 +129,7 @@ Reply World::import_ssh_public_key(const std::string& user, const std::string& p
     const bool known_type = !fields.empty() && (fields[0].starts_with("ssh-") || fields[0].starts_with("ecdsa-") ||
                                                 fields[0].starts_with("sk-"));
     if (fields.size() < 2 || !known_type || fields[1].empty()) {
-      return invalid("Invalid SSH public key: expected 'TYPE BASE64 [COMMENT]' in OpenSSH's format");
+      return oslogin_invalid("Invalid SSH public key: expected 'TYPE BASE64 [COMMENT]' in OpenSSH's format");
     }
     std::int64_t expires_usec = 0;
     if (key.contains("expirationTimeUsec")) {
@@ -138,7 +138,7 @@ Reply World::import_ssh_public_key(const std::string& user, const std::string& p
                           : value.is_string()       ? util::parse_int(value.get<std::string>())
                                                     : std::nullopt;
       if (!parsed || *parsed < 0) {
-        return invalid("Invalid expirationTimeUsec: a whole number of microseconds since the epoch");
+        return oslogin_invalid("Invalid expirationTimeUsec: a whole number of microseconds since the epoch");
       }
       expires_usec = *parsed;
     }
@@ -148,7 +148,7 @@ Reply World::import_ssh_public_key(const std::string& user, const std::string& p
       entry = std::make_unique<OsLoginUser>();
       entry->email = user;
     }
-    entry->keys[fingerprint(fields[0], fields[1])] = {text, expires_usec};
+    entry->keys[key_fingerprint(fields[0], fields[1])] = {text, expires_usec};
     if (!project_id.empty()) {
       entry->projects.insert(project_id);
     }
