@@ -25,8 +25,8 @@ constexpr const char* kComputeBase = "https://www.googleapis.com/compute/v1/proj
 // How long a metadata change takes to reach every VM, in simulated seconds: its operation is RUNNING meanwhile.
 constexpr double kMetadataPropagationSeconds = 2;
 // Compute Engine's limits on metadata: a value's size, and all keys and values together.
-constexpr std::size_t kMaxValueBytes = 256 * 1024;
-constexpr std::size_t kMaxMetadataBytes = 512 * 1024;
+constexpr std::size_t kMaxValueBytes = std::size_t{256} * 1024;
+constexpr std::size_t kMaxMetadataBytes = std::size_t{512} * 1024;
 
 std::string project_record_name(const std::string& project) {
   return std::string(kComputeRecordPrefix) + "projects/" + project;

@@ -27,8 +27,10 @@ Reply oslogin_invalid(const std::string& message) {
 // The hex SHA-256 of a key's type and data (its comment left out): the key's fingerprint in the profile.
 std::string key_fingerprint(const std::string& type, const std::string& data) {
   static constexpr std::string_view kDigits = "0123456789abcdef";
+  std::string key = type;
+  key.append(" ").append(data);
   std::string out;
-  for (const char byte : world_internal::sha256(type + " " + data)) {
+  for (const char byte : world_internal::sha256(key)) {
     out += kDigits[static_cast<unsigned char>(byte) >> 4U];
     out += kDigits[static_cast<unsigned char>(byte) & 15U];
   }

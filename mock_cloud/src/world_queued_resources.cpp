@@ -240,7 +240,8 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
                                   "' (from multisliceParams.nodeIdPrefix): use lowercase "
                                   "letters, digits and hyphens, starting with a letter");
     }
-    node_names.push_back(loc + "/nodes/" + node_id);
+    node_names.push_back(loc);
+    node_names.back().append("/nodes/").append(node_id);
   }
   for (std::size_t i = 0; i < node_ids.size(); ++i) {
     if (nodes_.count(node_names[i]) != 0) {
