@@ -7,6 +7,7 @@
 #include "mock_cloud/jwt.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <vector>
 
@@ -18,6 +19,10 @@ constexpr std::string_view kTrustedKeyType = "jobman_mock_trusted_key";
 constexpr std::int64_t kClockSkewSeconds = 60;
 constexpr std::int64_t kMaxAssertionLifetimeSeconds = 3600;
 constexpr std::size_t kPruneEvery = 256;
+// The audiences Google's token endpoint accepts whatever URL the grant reached it at: its documented one, which
+// google-auth for Python (and so gcloud) always sends, and the older one oauth2client sent.
+constexpr std::array<std::string_view, 2> kGoogleTokenAudiences = {"https://oauth2.googleapis.com/token",
+                                                                   "https://www.googleapis.com/oauth2/v4/token"};
 
 std::string hex(std::string_view bytes) {
   static constexpr std::string_view kDigits = "0123456789abcdef";
@@ -352,7 +357,9 @@ GrantResult TokenAuthority::exchange(const std::map<std::string, std::string>& f
   }
 
   const auto aud = string_member(jwt->claims, "aud");
-  if (!aud || (*aud != request_url && (signer->token_uri.empty() || *aud != signer->token_uri))) {
+  const bool google_audience = aud && std::find(kGoogleTokenAudiences.begin(), kGoogleTokenAudiences.end(),
+                                                std::string_view(*aud)) != kGoogleTokenAudiences.end();
+  if (!aud || (!google_audience && *aud != request_url && (signer->token_uri.empty() || *aud != signer->token_uri))) {
     return refuse("invalid_grant",
                   "Invalid JWT: Failed audience check. The expected value was " + std::string(request_url) + ".");
   }

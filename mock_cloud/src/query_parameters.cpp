@@ -45,6 +45,14 @@ const std::map<std::string_view, Names>& method_table() {
       {"queuedResources.get", {}},
       {"queuedResources.list", {"pageSize", "pageToken"}},
       {"queuedResources.reset", {}},
+      // Compute Engine's (compute v1 discovery document).
+      {"compute.projects.get", {}},
+      {"compute.projects.setCommonInstanceMetadata", {"requestId"}},
+      {"compute.globalOperations.get", {}},
+      {"compute.globalOperations.wait", {}},
+      // OS Login's (oslogin v1).
+      {"oslogin.users.getLoginProfile", {"projectId", "systemId"}},
+      {"oslogin.users.importSshPublicKey", {"projectId", "regions"}},
   };
   return table;
 }

@@ -97,9 +97,10 @@ std::string alt_parameter(const httplib::Request& req) {
   return {};
 }
 
+// A bool query parameter: "true" in any case (gcloud's apitools sends "True"), or "1".
 bool flag(const httplib::Request& req, const char* name) {
   auto value = req.get_param_value(name);
-  return value == "true" || value == "1";
+  return util::to_lower(value) == "true" || value == "1";
 }
 
 std::optional<Tier> parse_tier(const std::string& text) {
@@ -251,6 +252,7 @@ void MockServer::register_routes() {
 
   register_catalog_routes();
   register_node_and_operation_routes();
+  register_compute_routes();
   http_.Post(loc + "/queuedResources", api("queuedResources.create")([this, m](const httplib::Request& req) {
                auto body = util::parse_json_bounded(req.body);
                if (body.is_discarded()) {

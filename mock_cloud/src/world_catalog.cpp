@@ -86,7 +86,10 @@ Reply list_reply(std::vector<json> items, const ListQuery& query, const std::set
       items.size(), [&](std::size_t i) { return items[i]; }, field, query.page_size, query.page_token);
 }
 
-// A 64-bit FNV-1a hash: stable across runs and machines, unlike std::hash.
+} // namespace
+
+namespace world_internal {
+
 std::uint64_t stable_hash(std::string_view text) {
   std::uint64_t hash = 14695981039346656037ULL;
   for (const char c : text) {
@@ -95,9 +98,10 @@ std::uint64_t stable_hash(std::string_view text) {
   return hash;
 }
 
-} // namespace
-
-namespace world_internal {
+std::uint64_t project_number(const std::string& project) {
+  // Google numbers a project; the mock derives a stable 12-digit number from its id.
+  return 100'000'000'000ULL + stable_hash(project) % 900'000'000'000ULL;
+}
 
 json accelerator_config(const config::AcceleratorType& accelerator) {
   const auto& shape = generation_shapes().at(accelerator.generation->name);
@@ -217,8 +221,8 @@ Reply World::generate_service_identity(const std::string& project, const std::st
   if (auto r = check_location(zone); !r.ok()) {
     return r;
   }
-  // Google names the identity after the project's number; the mock derives a stable 12-digit one from its id.
-  const auto number = 100'000'000'000ULL + stable_hash(project) % 900'000'000'000ULL;
+  // Google names the identity after the project's number.
+  const auto number = world_internal::project_number(project);
   return {200, {{"identity", {{"email", "service-" + std::to_string(number) + "@cloud-tpu.iam.gserviceaccount.com"}}}}};
 }
 

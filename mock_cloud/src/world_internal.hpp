@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,19 +29,21 @@ struct World::Pool {
 
 // One queued resource and its timers.
 struct World::QueuedResource {
-  std::string name;                // projects/P/locations/Z/queuedResources/ID
-  std::string project;             // P.
-  std::string zone;                // Z.
-  std::string id;                  // ID.
-  nlohmann::json request;          // The QueuedResource as the client sent it, minus output-only fields.
-  std::string state = "CREATING";  // The API's state name.
-  std::string initiator = "USER";  // The stateInitiator: USER or SERVICE.
-  std::string accelerator;         // The accelerator type ("v4-8").
-  std::string generation;          // Its TPU generation ("v4").
-  Tier tier = Tier::spot;          // Spot or on-demand.
-  int chips = 0;                   // Chips the slice takes from its pool.
-  int hosts = 0;                   // Worker hosts of the slice.
-  std::string node_name;           // The node's full name; empty once a nodes.delete took the node away.
+  std::string name;               // projects/P/locations/Z/queuedResources/ID
+  std::string project;            // P.
+  std::string zone;               // Z.
+  std::string id;                 // ID.
+  nlohmann::json request;         // The QueuedResource as the client sent it, minus output-only fields.
+  std::string state = "CREATING"; // The API's state name.
+  std::string initiator = "USER"; // The stateInitiator: USER or SERVICE.
+  std::string accelerator;        // The accelerator type ("v4-8").
+  std::string generation;         // Its TPU generation ("v4").
+  Tier tier = Tier::spot;         // Spot or on-demand.
+  int chips = 0;                  // Chips its slices take from its pool, all of them together.
+  int hosts = 0;                  // Worker hosts of each slice.
+  // The full names of its nodes, one per slice (tpu.nodeSpec[0].nodeId, or multisliceParams' nodeCount names
+  // "<nodeIdPrefix>-<index>"); a nodes.delete takes its node's name away until a reset.
+  std::vector<std::string> node_names;
   std::int64_t create_ms = 0;      // When it was created.
   std::int64_t next_ms = 0;        // When CREATING, PROVISIONING, SUSPENDING or DELETING ends.
   std::int64_t queued_seq = 0;     // Its place in the queue (strict FIFO per pool).
@@ -84,6 +88,7 @@ struct World::Node {
   std::string create_op;           // nodes.create's operation while it runs.
   std::string transition_op;       // nodes.stop's or nodes.start's operation while it runs.
   int incarnation = 0;             // Starts so far: each start brings fresh worker hosts.
+  bool multislice = false;         // One of the slices of a queued resource's multisliceParams (multisliceNode).
 
   // True for a node of nodes.create, false for one of a queued resource.
   [[nodiscard]] bool standalone() const { return queued_resource.empty(); }
@@ -105,6 +110,31 @@ struct World::Machine {
   std::string node;         // The node whose worker host it carries; empty while it is free.
   int worker = 0;           // That worker host's index.
   std::int64_t release = 0; // Its place in the free list: the order of the last release; 0 before any.
+};
+
+// One project's Compute Engine settings that the mock keeps: its common instance metadata. A project has a record
+// once its metadata was first set; before that it has no items.
+struct World::ComputeProject {
+  std::string project;                                    // The project id.
+  std::vector<std::pair<std::string, std::string>> items; // commonInstanceMetadata.items, key and value, in order.
+  std::int64_t version = 0; // Changes so far: the fingerprint is derived from it and the items.
+};
+
+// One Compute Engine global operation: a setCommonInstanceMetadata. It is RUNNING until end_ms, DONE after.
+struct World::ComputeOperation {
+  std::string name;           // operation-<insert ms>-<16 hex digits>
+  std::string project;        // The project id.
+  std::string operation_type; // compute.projects.setCommonInstanceMetadata
+  std::int64_t insert_ms = 0; // When it was asked for.
+  std::int64_t end_ms = 0;    // When it is DONE.
+};
+
+// One OS Login user (an email): its SSH public keys and the projects where it has a POSIX account.
+struct World::OsLoginUser {
+  std::string email; // The user, as the API's users/{user} names it.
+  // fingerprint (SHA-256 of the key, hex) -> the key as imported and when it expires (microseconds, 0: never).
+  std::map<std::string, std::pair<std::string, std::int64_t>> keys;
+  std::set<std::string> projects; // The projects it has a POSIX account in (an import with projectId made it).
 };
 
 // One long-running operation.
@@ -161,10 +191,29 @@ inline std::string fleet_key(const std::string& zone, const std::string& generat
 // How the store's names of machine records begin; resources' names begin with "projects/".
 constexpr std::string_view kMachineRecordPrefix = "machines/";
 
+// How the store's names of Compute Engine records begin: "compute/projects/P" and
+// "compute/projects/P/global/operations/NAME".
+constexpr std::string_view kComputeRecordPrefix = "compute/";
+
+// How the store's names of OS Login records begin: "oslogin/users/EMAIL".
+constexpr std::string_view kOsLoginRecordPrefix = "oslogin/users/";
+
 // The store's name for the record of machine `id`.
 inline std::string machine_record_name(const std::string& id) {
   return std::string(kMachineRecordPrefix) + id;
 }
+
+// The node ids a queued resource's request asks for: tpu.nodeSpec[0].nodeId, or "<nodeIdPrefix>-<index>" for each of
+// multisliceParams.nodeCount slices, the prefix being `queued_resource_id` when the request names none. Expects a
+// request create_queued_resource accepted.
+std::vector<std::string> requested_node_ids(const nlohmann::json& request, const std::string& queued_resource_id);
+
+// A 64-bit FNV-1a hash: stable across runs and machines, unlike std::hash.
+std::uint64_t stable_hash(std::string_view text);
+
+// The project's number (12 digits), derived from its id: what Google's service identities and Compute Engine's
+// project id and default service account are named after.
+std::uint64_t project_number(const std::string& project);
 
 // SHA-256 of `text`, as raw bytes.
 std::string sha256(const std::string& text);

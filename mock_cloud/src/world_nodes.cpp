@@ -38,6 +38,9 @@ json World::node_json(const Node& node) const {
   if (!node.standalone()) {
     out["queuedResource"] = node.queued_resource;
   }
+  if (node.multislice) {
+    out["multisliceNode"] = true;
+  }
   if (auto accelerator = config::find_accelerator(node.accelerator)) {
     out["acceleratorConfig"] = world_internal::accelerator_config(*accelerator);
   }
@@ -132,6 +135,17 @@ Reply World::delete_node(const std::string& project, const std::string& zone, co
       qr->second->preempt_ms = 0;
       qr->second->maintenance_ms = 0;
       touch_locked(qr->first);
+      // The other slices of a multislice request go down with it, as they would be preempted with it: their hosts
+      // end, and they stay TERMINATED until the queued resource is deleted or reset.
+      for (auto* sibling : nodes_of_locked(*qr->second)) {
+        if (sibling != &node) {
+          sibling->state = "TERMINATED";
+          sibling->clear_health();
+          sibling->maintenance_window_ms = 0;
+          touch_locked(sibling->name);
+          hosts_lost_locked(*sibling);
+        }
+      }
     }
     auto op_name = node.delete_op;
     touch_locked(name);

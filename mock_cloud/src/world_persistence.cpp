@@ -13,7 +13,9 @@ namespace jobman::mock {
 
 using nlohmann::json;
 using world_internal::fleet_key;
+using world_internal::kComputeRecordPrefix;
 using world_internal::kMachineRecordPrefix;
+using world_internal::kOsLoginRecordPrefix;
 using world_internal::machine_record_name;
 using world_internal::pool_key;
 
@@ -43,6 +45,15 @@ void World::attach_store(const std::filesystem::path& file, std::int64_t now_ms)
     }
     for (const auto& [id, machine] : machines_) {
       changed_.insert(machine_record_name(id));
+    }
+    for (const auto& [name, project] : compute_projects_) {
+      changed_.insert(name);
+    }
+    for (const auto& [name, op] : compute_operations_) {
+      changed_.insert(name);
+    }
+    for (const auto& [name, user] : oslogin_users_) {
+      changed_.insert(name);
     }
     new_request_ids_.assign(request_ids_.begin(), request_ids_.end());
   }
@@ -92,7 +103,7 @@ json World::record_of(const QueuedResource& qr) {
           {"tier", tier_name(qr.tier)},
           {"chips", qr.chips},
           {"hosts", qr.hosts},
-          {"node", qr.node_name},
+          {"nodes", qr.node_names},
           {"createMs", qr.create_ms},
           {"nextMs", qr.next_ms},
           {"queuedSeq", qr.queued_seq},
@@ -137,7 +148,8 @@ json World::record_of(const Node& node) {
           {"maintenanceWindowMs", node.maintenance_window_ms},
           {"createOp", node.create_op},
           {"transitionOp", node.transition_op},
-          {"incarnation", node.incarnation}};
+          {"incarnation", node.incarnation},
+          {"multislice", node.multislice}};
 }
 
 json World::record_of(const Operation& op) {
@@ -161,6 +173,40 @@ json World::record_of(const Machine& machine) {
           {"release", machine.release}};
 }
 
+json World::record_of(const ComputeProject& project) {
+  json items = json::array();
+  for (const auto& [key, value] : project.items) {
+    items.push_back({key, value});
+  }
+  return {{"kind", "computeProjects"},
+          {"name", std::string(kComputeRecordPrefix) + "projects/" + project.project},
+          {"project", project.project},
+          {"items", items},
+          {"version", project.version}};
+}
+
+json World::record_of(const ComputeOperation& op) {
+  return {{"kind", "computeOperations"},
+          {"name", std::string(kComputeRecordPrefix) + "projects/" + op.project + "/global/operations/" + op.name},
+          {"operation", op.name},
+          {"project", op.project},
+          {"operationType", op.operation_type},
+          {"insertMs", op.insert_ms},
+          {"endMs", op.end_ms}};
+}
+
+json World::record_of(const OsLoginUser& user) {
+  json keys = json::array();
+  for (const auto& [print, key] : user.keys) {
+    keys.push_back({print, key.first, key.second});
+  }
+  return {{"kind", "osloginUsers"},
+          {"name", std::string(kOsLoginRecordPrefix) + user.email},
+          {"email", user.email},
+          {"keys", keys},
+          {"projects", user.projects}};
+}
+
 json World::snapshot_locked() const {
   json out = globals_locked();
   out["requestIds"] = request_ids_;
@@ -179,6 +225,18 @@ json World::snapshot_locked() const {
   out["machines"] = json::array();
   for (const auto& [id, machine] : machines_) {
     out["machines"].push_back(record_of(*machine));
+  }
+  out["computeProjects"] = json::array();
+  for (const auto& [name, project] : compute_projects_) {
+    out["computeProjects"].push_back(record_of(*project));
+  }
+  out["computeOperations"] = json::array();
+  for (const auto& [name, op] : compute_operations_) {
+    out["computeOperations"].push_back(record_of(*op));
+  }
+  out["osloginUsers"] = json::array();
+  for (const auto& [name, user] : oslogin_users_) {
+    out["osloginUsers"].push_back(record_of(*user));
   }
   return out;
 }
@@ -211,6 +269,9 @@ void World::restore(const json& snapshot) {
   machines_.clear();
   free_machines_.clear();
   machines_minted_.clear();
+  compute_projects_.clear();
+  compute_operations_.clear();
+  oslogin_users_.clear();
   for (const auto& q : snapshot.value("queuedResources", json::array())) {
     auto qr = std::make_unique<QueuedResource>();
     qr->name = q["name"];
@@ -225,7 +286,11 @@ void World::restore(const json& snapshot) {
     qr->tier = tier_of(q["tier"]);
     qr->chips = q["chips"];
     qr->hosts = q["hosts"];
-    qr->node_name = q["node"];
+    if (q.contains("nodes")) {
+      qr->node_names = q["nodes"].get<std::vector<std::string>>();
+    } else if (const auto node = q.value("node", ""); !node.empty()) { // Written before multislice requests.
+      qr->node_names = {node};
+    }
     qr->create_ms = q["createMs"];
     qr->next_ms = q["nextMs"];
     qr->queued_seq = q["queuedSeq"];
@@ -280,6 +345,7 @@ void World::restore(const json& snapshot) {
     node->create_op = n.value("createOp", "");
     node->transition_op = n.value("transitionOp", "");
     node->incarnation = n.value("incarnation", 0);
+    node->multislice = n.value("multislice", false);
     if (node->holds_capacity) {
       if (auto* pool = pool_for(node->zone, node->generation, node->tier)) {
         pool->used += node->chips;
@@ -320,6 +386,36 @@ void World::restore(const json& snapshot) {
     auto id = machine->id;
     machines_[id] = std::move(machine);
   }
+  for (const auto& p : snapshot.value("computeProjects", json::array())) {
+    auto project = std::make_unique<ComputeProject>();
+    project->project = p["project"];
+    for (const auto& item : p["items"]) {
+      project->items.emplace_back(item[0].get<std::string>(), item[1].get<std::string>());
+    }
+    project->version = p["version"];
+    auto name = p["name"].get<std::string>();
+    compute_projects_[name] = std::move(project);
+  }
+  for (const auto& o : snapshot.value("computeOperations", json::array())) {
+    auto op = std::make_unique<ComputeOperation>();
+    op->name = o["operation"];
+    op->project = o["project"];
+    op->operation_type = o["operationType"];
+    op->insert_ms = o["insertMs"];
+    op->end_ms = o["endMs"];
+    auto name = o["name"].get<std::string>();
+    compute_operations_[name] = std::move(op);
+  }
+  for (const auto& u : snapshot.value("osloginUsers", json::array())) {
+    auto user = std::make_unique<OsLoginUser>();
+    user->email = u["email"];
+    for (const auto& key : u["keys"]) {
+      user->keys[key[0].get<std::string>()] = {key[1].get<std::string>(), key[2].get<std::int64_t>()};
+    }
+    user->projects = u["projects"].get<std::set<std::string>>();
+    auto name = u["name"].get<std::string>();
+    oslogin_users_[name] = std::move(user);
+  }
   if (snapshot.contains("rng")) {
     // The generator's state, so a restarted world draws the same delays the original would have.
     std::istringstream in(snapshot["rng"].get<std::string>());
@@ -337,6 +433,9 @@ void World::restore(const json& snapshot) {
       }
     }
   }
+  for (const auto& [name, project] : compute_projects_) {
+    common_metadata_changed_locked(project->project);
+  }
   touch_locked();
 }
 
@@ -353,6 +452,12 @@ void World::persist_locked() {
       changes.upserts.emplace_back(name, record_of(*node->second).dump());
     } else if (auto op = operations_.find(name); op != operations_.end()) {
       changes.upserts.emplace_back(name, record_of(*op->second).dump());
+    } else if (auto project = compute_projects_.find(name); project != compute_projects_.end()) {
+      changes.upserts.emplace_back(name, record_of(*project->second).dump());
+    } else if (auto compute_op = compute_operations_.find(name); compute_op != compute_operations_.end()) {
+      changes.upserts.emplace_back(name, record_of(*compute_op->second).dump());
+    } else if (auto user = oslogin_users_.find(name); user != oslogin_users_.end()) {
+      changes.upserts.emplace_back(name, record_of(*user->second).dump());
     } else if (name.starts_with(kMachineRecordPrefix)) { // Machines are never removed.
       changes.upserts.emplace_back(name, record_of(*machines_.at(name.substr(kMachineRecordPrefix.size()))).dump());
     } else {

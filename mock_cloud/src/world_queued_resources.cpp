@@ -1,5 +1,6 @@
 // Queued resources: queuedResources.create, get, list, delete and reset, quota, and the QueuedResource the API returns.
 #include "jobman/config/accelerator.hpp"
+#include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "mock_cloud/world.hpp"
 #include "world_internal.hpp"
@@ -24,6 +25,9 @@ using world_internal::under_prefix;
 using world_internal::valid_id;
 
 namespace {
+
+// The most slices one multislice request may ask for.
+constexpr std::int64_t kMaxMultisliceNodes = 64;
 
 // "3600s" or "1.5s" (protobuf Duration JSON) into seconds.
 std::optional<double> parse_proto_duration(const json& value) {
@@ -53,6 +57,23 @@ namespace world_internal {
 bool valid_id(const std::string& id) {
   static const std::regex pattern("[a-z]([-a-z0-9]{0,61}[a-z0-9])?");
   return std::regex_match(id, pattern);
+}
+
+std::vector<std::string> requested_node_ids(const json& request, const std::string& queued_resource_id) {
+  const json& spec = request["tpu"]["nodeSpec"][0];
+  if (spec.contains("nodeId")) {
+    return {spec["nodeId"].get<std::string>()};
+  }
+  const json& params = spec["multisliceParams"];
+  const json& count = params["nodeCount"];
+  const long long nodes =
+      count.is_string() ? util::parse_int(count.get<std::string>()).value_or(0) : count.get<long long>();
+  const std::string prefix = params.value("nodeIdPrefix", queued_resource_id);
+  std::vector<std::string> ids;
+  for (long long i = 0; i < nodes; ++i) {
+    ids.push_back(prefix + "-" + std::to_string(i));
+  }
+  return ids;
 }
 
 bool is_utf8(const std::string& text) {
@@ -126,12 +147,40 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
     return error_reply(400, "tpu.nodeSpec must list one node");
   }
   if (specs->size() != 1) {
-    return error_reply(400, "tpu.nodeSpec: the mock cloud supports one node per queued resource (no multislice)");
+    return error_reply(400, "tpu.nodeSpec: the mock cloud supports one node spec per queued resource (several "
+                            "slices of one spec are asked for with multisliceParams)");
   }
   const json& spec = (*specs)[0];
-  if (!spec.is_object() || !spec.contains("nodeId") || !spec["nodeId"].is_string() ||
-      !valid_id(spec["nodeId"].get<std::string>())) {
-    return error_reply(400, "tpu.nodeSpec[0].nodeId is missing or not a valid id");
+  if (!spec.is_object()) {
+    return error_reply(400, "tpu.nodeSpec[0] must be a NodeSpec object");
+  }
+  const bool multislice = spec.contains("multisliceParams");
+  if (multislice == spec.contains("nodeId")) {
+    return error_reply(400, "tpu.nodeSpec[0] needs either nodeId (one node) or multisliceParams (a multislice "
+                            "request), not both");
+  }
+  if (!multislice && (!spec["nodeId"].is_string() || !valid_id(spec["nodeId"].get<std::string>()))) {
+    return error_reply(400, "tpu.nodeSpec[0].nodeId is not a valid id");
+  }
+  if (multislice) {
+    const json& params = spec["multisliceParams"];
+    // int32 in Google's JSON mapping: a number, or a decimal string.
+    std::optional<long long> count;
+    if (params.is_object() && params.contains("nodeCount")) {
+      const json& value = params["nodeCount"];
+      if (value.is_number_integer()) {
+        count = value.get<long long>();
+      } else if (value.is_string()) {
+        count = util::parse_int(value.get<std::string>());
+      }
+    }
+    if (!count || *count < 2 || *count > kMaxMultisliceNodes) {
+      return error_reply(400, "tpu.nodeSpec[0].multisliceParams.nodeCount must be a whole number from 2 to " +
+                                  std::to_string(kMaxMultisliceNodes));
+    }
+    if (params.contains("nodeIdPrefix") && !params["nodeIdPrefix"].is_string()) {
+      return error_reply(400, "tpu.nodeSpec[0].multisliceParams.nodeIdPrefix must be a string");
+    }
   }
   if (spec.contains("parent") && spec["parent"] != loc) {
     return error_reply(400, "tpu.nodeSpec[0].parent must be '" + loc + "'");
@@ -183,16 +232,31 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
       valid_until = *when;
     }
   }
-  std::string node_name = loc + "/nodes/" + spec["nodeId"].get<std::string>();
-  if (nodes_.count(node_name) != 0) {
-    return error_reply(409, "Node '" + node_name + "' already exists");
+  const auto node_ids = world_internal::requested_node_ids(body, id);
+  std::vector<std::string> node_names;
+  for (const auto& node_id : node_ids) {
+    if (!valid_id(node_id)) {
+      return error_reply(400, "Invalid node id '" + node_id +
+                                  "' (from multisliceParams.nodeIdPrefix): use lowercase "
+                                  "letters, digits and hyphens, starting with a letter");
+    }
+    node_names.push_back(loc);
+    node_names.back().append("/nodes/").append(node_id);
   }
-  for (const auto& [other_name, other] : queued_resources_) {
-    if (other->project == project && other->zone == zone &&
-        other->request["tpu"]["nodeSpec"][0]["nodeId"] == spec["nodeId"] && other->state != "DELETING") {
-      std::string message = "Node '";
-      message.append(node_name).append("' is already requested by queued resource '").append(other_name).append("'");
-      return error_reply(409, message);
+  for (std::size_t i = 0; i < node_ids.size(); ++i) {
+    if (nodes_.count(node_names[i]) != 0) {
+      return error_reply(409, "Node '" + node_names[i] + "' already exists");
+    }
+    for (const auto& [other_name, other] : queued_resources_) {
+      if (other->project == project && other->zone == zone && other->state != "DELETING" &&
+          std::ranges::count(world_internal::requested_node_ids(other->request, other->id), node_ids[i]) != 0) {
+        std::string message = "Node '";
+        message.append(node_names[i])
+            .append("' is already requested by queued resource '")
+            .append(other_name)
+            .append("'");
+        return error_reply(409, message);
+      }
     }
   }
   auto* pool = pool_for(zone, accelerator->generation->name, tier);
@@ -200,7 +264,8 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
     return error_reply(400, "Accelerator type " + accelerator->name + " (" + std::string(tier_name(tier)) +
                                 ") is not offered in zone " + zone);
   }
-  if (auto r = check_quota(project, *pool, accelerator->chips); !r.ok()) {
+  const int chips = accelerator->chips * static_cast<int>(node_ids.size());
+  if (auto r = check_quota(project, *pool, chips); !r.ok()) {
     return r;
   }
   auto qr = std::make_unique<QueuedResource>();
@@ -216,12 +281,15 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
                                   "queuedResource", "id", "apiVersion", "symptoms", "multisliceNode"}) {
     qr->request["tpu"]["nodeSpec"][0]["node"].erase(output_only);
   }
+  if (multislice) { // An int32 is a JSON number in the replies, whichever form the request used.
+    qr->request["tpu"]["nodeSpec"][0]["multisliceParams"]["nodeCount"] = static_cast<int>(node_ids.size());
+  }
   qr->accelerator = accelerator->name;
   qr->generation = accelerator->generation->name;
   qr->tier = tier;
-  qr->chips = accelerator->chips;
+  qr->chips = chips;
   qr->hosts = accelerator->hosts;
-  qr->node_name = node_name;
+  qr->node_names = node_names;
   qr->create_ms = now_ms;
   qr->next_ms = now_ms + static_cast<std::int64_t>(scaled_ms(config_.creating_seconds));
   qr->valid_until_ms = valid_until;
@@ -311,11 +379,13 @@ Reply World::delete_queued_resource(const std::string& project, const std::strin
     qr.preempt_ms = 0;
     qr.maintenance_ms = 0;
     qr.next_ms = now_ms + static_cast<std::int64_t>(scaled_ms(config_.deleting_seconds));
-    if (auto node = nodes_.find(qr.node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
-      node->second->state = "DELETING";
-      node->second->clear_health();
-      touch_locked(node->first);
-      hosts_lost_locked(*node->second);
+    for (const auto& node_name : qr.node_names) {
+      if (auto node = nodes_.find(node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
+        node->second->state = "DELETING";
+        node->second->clear_health();
+        touch_locked(node->first);
+        hosts_lost_locked(*node->second);
+      }
     }
     qr.delete_op = new_operation(project, zone, "delete", name, now_ms);
     if (!request_id.empty()) {
@@ -346,12 +416,17 @@ Reply World::reset_queued_resource(const std::string& project, const std::string
         return r;
       }
     }
-    if (auto node = nodes_.find(qr.node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
-      touch_locked(node->first);
-      hosts_lost_locked(*node->second);
-      nodes_.erase(node);
+    for (const auto& node_name : qr.node_names) {
+      if (auto node = nodes_.find(node_name); node != nodes_.end() && node->second->queued_resource == qr.name) {
+        touch_locked(node->first);
+        hosts_lost_locked(*node->second);
+        nodes_.erase(node);
+      }
     }
-    qr.node_name = location(project, zone) + "/nodes/" + qr.request["tpu"]["nodeSpec"][0]["nodeId"].get<std::string>();
+    qr.node_names.clear();
+    for (const auto& node_id : world_internal::requested_node_ids(qr.request, qr.id)) {
+      qr.node_names.push_back(location(project, zone) + "/nodes/" + node_id);
+    }
     release_capacity(qr);
     qr.state = "WAITING_FOR_RESOURCES";
     qr.initiator = "USER";

@@ -117,8 +117,8 @@ Reply World::create_node(const std::string& project, const std::string& zone, co
     // The id a queued resource asks for stays taken while the resource lives, also after nodes.delete took its node
     // (a reset brings the node back).
     for (const auto& [qr_name, qr] : queued_resources_) {
-      if (qr->project == project && qr->zone == zone && qr->request["tpu"]["nodeSpec"][0]["nodeId"] == id &&
-          qr->state != "DELETING") {
+      if (qr->project == project && qr->zone == zone && qr->state != "DELETING" &&
+          std::ranges::count(world_internal::requested_node_ids(qr->request, qr->id), id) != 0) {
         std::string message = "Node '";
         message.append(name).append("' is already requested by queued resource '").append(qr_name).append("'");
         return error_reply(409, message);

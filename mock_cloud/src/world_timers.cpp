@@ -32,9 +32,9 @@ std::optional<std::int64_t> World::announce_ms_locked(const QueuedResource& qr) 
   if (qr.maintenance_ms <= 0 || config_.maintenance_notice_seconds <= 0) {
     return std::nullopt;
   }
-  const auto node = nodes_.find(qr.node_name);
+  const auto node = qr.node_names.empty() ? nodes_.end() : nodes_.find(qr.node_names.front());
   if (node == nodes_.end() || node->second->maintenance_window_ms == qr.maintenance_ms) {
-    return std::nullopt; // No node to announce it, or announced already.
+    return std::nullopt; // No node to announce it, or announced already (its slices announce it together).
   }
   return std::max<std::int64_t>(1, qr.maintenance_ms -
                                        static_cast<std::int64_t>(scaled_ms(config_.maintenance_notice_seconds)));
@@ -46,13 +46,23 @@ void World::start_suspending(QueuedResource& qr, const std::string& node_state, 
   qr.next_ms = now + static_cast<std::int64_t>(scaled_ms(config_.suspending_seconds));
   qr.preempt_ms = 0;
   qr.maintenance_ms = 0;
-  if (auto it = nodes_.find(qr.node_name); it != nodes_.end()) {
-    it->second->state = node_state;
-    it->second->maintenance_window_ms = 0;
-    touch_locked(it->first);
-    hosts_lost_locked(*it->second);
+  for (auto* node : nodes_of_locked(qr)) { // A multislice request's slices go together.
+    node->state = node_state;
+    node->maintenance_window_ms = 0;
+    touch_locked(node->name);
+    hosts_lost_locked(*node);
   }
   touch_locked(qr.name);
+}
+
+std::vector<World::Node*> World::nodes_of_locked(const QueuedResource& qr) {
+  std::vector<Node*> out;
+  for (const auto& name : qr.node_names) {
+    if (auto it = nodes_.find(name); it != nodes_.end() && it->second->queued_resource == qr.name) {
+      out.push_back(it->second.get());
+    }
+  }
+  return out;
 }
 
 void World::tick(std::int64_t now_ms) {
@@ -111,8 +121,7 @@ void World::tick_locked(std::int64_t now) {
 void World::step_locked(std::int64_t now) {
   for (auto it = queued_resources_.begin(); it != queued_resources_.end();) {
     auto& qr = *it->second;
-    auto node_it = nodes_.find(qr.node_name);
-    Node* node = node_it == nodes_.end() ? nullptr : node_it->second.get();
+    const auto nodes = nodes_of_locked(qr);
     if (qr.state == "CREATING" && now >= qr.next_ms) {
       qr.state = "WAITING_FOR_RESOURCES";
       qr.queued_seq = next_sequence_++;
@@ -129,7 +138,7 @@ void World::step_locked(std::int64_t now) {
       touch_locked(qr.name);
     } else if (qr.state == "PROVISIONING" && now >= qr.next_ms) {
       qr.state = "ACTIVE";
-      if (node != nullptr) {
+      for (auto* node : nodes) {
         node_ready_locked(*node);
       }
       if (qr.tier == Tier::spot) {
@@ -145,22 +154,25 @@ void World::step_locked(std::int64_t now) {
     } else if (qr.state == "ACTIVE" && qr.maintenance_ms > 0 && now >= qr.maintenance_ms) {
       start_suspending(qr, "TERMINATED", now);
     } else if (const auto announce = qr.state == "ACTIVE" ? announce_ms_locked(qr) : std::nullopt;
-               announce && now >= *announce && node != nullptr) {
-      node->maintenance_window_ms = qr.maintenance_ms;
-      touch_locked(node->name);
+               announce && now >= *announce && !nodes.empty()) {
+      for (auto* node : nodes) {
+        node->maintenance_window_ms = qr.maintenance_ms;
+        touch_locked(node->name);
+      }
     } else if (qr.state == "SUSPENDING" && now >= qr.next_ms) {
       qr.state = "SUSPENDED";
       release_capacity(qr);
       touch_locked(qr.name);
     } else if (qr.state == "DELETING" && now >= qr.next_ms) {
       release_capacity(qr);
-      if (node != nullptr && node->queued_resource == qr.name) {
+      for (auto* node : nodes) {
         if (!node->delete_op.empty()) {
           finish_operation(node->delete_op, now, {{"@type", kEmptyType}}); // The node went with its resource.
         }
-        touch_locked(node->name);
+        const std::string node_name = node->name;
+        touch_locked(node_name);
         hosts_lost_locked(*node);
-        nodes_.erase(node_it);
+        nodes_.erase(node_name);
       }
       finish_operation(qr.delete_op, now, {{"@type", kEmptyType}});
       if (!qr.create_op.empty()) {
@@ -190,7 +202,7 @@ void World::step_locked(std::int64_t now) {
           qr.maintenance_ms = 0;
           release_capacity(qr);
         }
-        qr.node_name.clear();
+        std::erase(qr.node_names, node.name);
         touch_locked(qr.name);
       }
       touch_locked(node.name);
@@ -263,23 +275,28 @@ void World::admit_locked(std::int64_t now) {
     pool->used += qr->chips;
     qr->holds_capacity = true;
     qr->state = "PROVISIONING";
+    // A multislice request's slices are provisioned together: one delay, every node READY at once.
     qr->next_ms = now + static_cast<std::int64_t>(draw_delay_ms(config_.provisioning_for(qr->generation)));
-    auto node = std::make_unique<Node>();
     const auto& spec = qr->request["tpu"]["nodeSpec"][0];
-    node->id = spec["nodeId"].get<std::string>();
-    node->name = location(qr->project, qr->zone) + "/nodes/" + node->id;
-    node->project = qr->project;
-    node->zone = qr->zone;
-    node->queued_resource = qr->name;
-    node->spec = spec.value("node", json::object());
-    node->accelerator = qr->accelerator;
-    node->tier = qr->tier;
-    node->create_ms = now;
-    place_hosts_locked(*node, qr->hosts);
-    qr->node_name = node->name;
+    qr->node_names.clear();
+    for (const auto& node_id : world_internal::requested_node_ids(qr->request, qr->id)) {
+      auto node = std::make_unique<Node>();
+      node->id = node_id;
+      node->name = location(qr->project, qr->zone) + "/nodes/" + node->id;
+      node->project = qr->project;
+      node->zone = qr->zone;
+      node->queued_resource = qr->name;
+      node->spec = spec.value("node", json::object());
+      node->accelerator = qr->accelerator;
+      node->tier = qr->tier;
+      node->create_ms = now;
+      node->multislice = spec.contains("multisliceParams");
+      place_hosts_locked(*node, qr->hosts);
+      qr->node_names.push_back(node->name);
+      touch_locked(node->name);
+      nodes_[node->name] = std::move(node);
+    }
     touch_locked(qr->name);
-    touch_locked(node->name);
-    nodes_[node->name] = std::move(node);
   }
 }
 

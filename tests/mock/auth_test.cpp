@@ -402,10 +402,19 @@ TEST_F(AuthRoutesTest, RefusesExpiredAndOverlongAndFutureAssertions) {
   expect_refused(post_grant(sign(text_times, key_->key_file)), "invalid_grant", "short-lived");
 }
 
+TEST_F(AuthRoutesTest, AcceptsTheAudiencesGooglesTokenEndpointAccepts) {
+  // google-auth for Python (gcloud's) signs for Google's endpoint whatever the key file's token_uri says.
+  for (const char* aud : {"https://oauth2.googleapis.com/token", "https://www.googleapis.com/oauth2/v4/token"}) {
+    const auto [status, body] = post_grant(sign(valid_assertion(key_->key_file, aud), key_->key_file));
+    EXPECT_EQ(status, 200) << aud << ": " << body.dump();
+  }
+}
+
 TEST_F(AuthRoutesTest, RefusesAWrongAudience) {
-  expect_refused(
-      post_grant(sign(valid_assertion(key_->key_file, "https://oauth2.googleapis.com/token"), key_->key_file)),
-      "invalid_grant", "audience");
+  for (const char* aud : {"https://oauth2.googleapis.com/token/", "https://oauth2.googleapis.com/revoke",
+                          "http://oauth2.googleapis.com/token", "https://example.com/token", ""}) {
+    expect_refused(post_grant(sign(valid_assertion(key_->key_file, aud), key_->key_file)), "invalid_grant", "audience");
+  }
   Assertion no_aud = valid_assertion(key_->key_file, token_url_);
   no_aud.claims.erase("aud");
   expect_refused(post_grant(sign(no_aud, key_->key_file)), "invalid_grant", "audience");

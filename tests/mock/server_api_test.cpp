@@ -894,4 +894,66 @@ TEST_F(MockServerApiLifecycleTest, DeletingTheResourceFinishesAPendingNodeDelete
   EXPECT_EQ(node_state("both-node"), "404");
 }
 
+TEST_F(MockServerApiTest, ForceIsTrueInAnyCaseAsGcloudSpellsIt) {
+  ASSERT_EQ(create("forced", qr_body("forced-node", "v4-8")).status, 200);
+  ASSERT_TRUE(reaches("forced", "ACTIVE"));
+  expect_error(api("DELETE", kBase + "/queuedResources/forced?force=False"), 400, "FAILED_PRECONDITION", "force=False");
+  // gcloud's apitools writes a bool query parameter as Python does: "True".
+  auto deleted = api("DELETE", kBase + "/queuedResources/forced?force=True");
+  ASSERT_EQ(deleted.status, 200) << deleted.text;
+  ASSERT_TRUE(operation_done(deleted.body["name"]));
+  EXPECT_EQ(qr_state("forced"), "404");
+}
+
+TEST_F(MockServerApiTest, MultisliceResourcesServeEveryNode) {
+  json body = qr_body("unused", "v4-8");
+  auto& spec = body["tpu"]["nodeSpec"][0];
+  spec.erase("nodeId");
+  spec["multisliceParams"] = {{"nodeCount", 2}, {"nodeIdPrefix", "ms"}};
+  ASSERT_EQ(create("multi", body).status, 200);
+  ASSERT_TRUE(reaches("multi", "ACTIVE"));
+  EXPECT_EQ(node_state("ms-0"), "READY");
+  EXPECT_EQ(node_state("ms-1"), "READY");
+  EXPECT_EQ(pool("spot")["inUse"], 8);
+  const auto qr = api("GET", kBase + "/queuedResources/multi").body;
+  EXPECT_EQ(qr["tpu"]["nodeSpec"][0]["multisliceParams"], json({{"nodeCount", 2}, {"nodeIdPrefix", "ms"}}));
+  auto deleted = api("DELETE", kBase + "/queuedResources/multi?force=true");
+  ASSERT_EQ(deleted.status, 200) << deleted.text;
+  ASSERT_TRUE(operation_done(deleted.body["name"]));
+  EXPECT_EQ(node_state("ms-0"), "404");
+  EXPECT_EQ(node_state("ms-1"), "404");
+}
+
+TEST_F(MockServerApiTest, ComputeProjectMetadataIsSetWithItsFingerprint) {
+  const std::string project = "/compute/v1/projects/p";
+  expect_error(api("GET", project, nullptr, {}), 401, "UNAUTHENTICATED", "no bearer");
+  auto read = api("GET", project + "?alt=json");
+  ASSERT_EQ(read.status, 200) << read.text;
+  EXPECT_EQ(read.body["kind"], "compute#project");
+  const auto fingerprint = read.body["commonInstanceMetadata"]["fingerprint"].get<std::string>();
+
+  const json stale = {{"fingerprint", "AAAAAAAAAAA="}, {"items", {{{"key", "a"}, {"value", "1"}}}}};
+  expect_error(api("POST", project + "/setCommonInstanceMetadata", stale), 412, "FAILED_PRECONDITION", "stale");
+  expect_error(api("POST", project + "/setCommonInstanceMetadata?force=true", stale), 400, "INVALID_ARGUMENT",
+               "an unbound parameter");
+  const json change = {{"kind", "compute#metadata"},
+                       {"fingerprint", fingerprint},
+                       {"items", {{{"key", "enable-oslogin"}, {"value", "TRUE"}}}}};
+  auto op = api("POST", project + "/setCommonInstanceMetadata?alt=json", change);
+  ASSERT_EQ(op.status, 200) << op.text;
+  EXPECT_EQ(op.body["kind"], "compute#operation");
+  const auto name = op.body["name"].get<std::string>();
+  // wait answers once the operation is DONE (after 2 simulated seconds: 2 ms here).
+  auto waited = api("POST", project + "/global/operations/" + name + "/wait", json::object());
+  ASSERT_EQ(waited.status, 200) << waited.text;
+  EXPECT_EQ(waited.body["status"], "DONE");
+  EXPECT_EQ(api("GET", project + "/global/operations/" + name).body["status"], "DONE");
+  expect_error(api("POST", project + "/global/operations/operation-1-2/wait", json::object()), 404, "NOT_FOUND",
+               "wait for an unknown operation");
+  const auto after = api("GET", project).body["commonInstanceMetadata"];
+  EXPECT_EQ(after["items"], json::parse(R"([{"key": "enable-oslogin", "value": "TRUE"}])"));
+  EXPECT_NE(after["fingerprint"], fingerprint);
+  EXPECT_GE(metrics()["requests"]["compute.projects.setCommonInstanceMetadata"]["200"].get<int>(), 1);
+}
+
 } // namespace server_api_test

@@ -322,7 +322,8 @@ void first_twenty_seconds(World& world) {
 // The number of records a snapshot holds: resources and machines.
 std::size_t resource_count(const json& snapshot) {
   return snapshot["queuedResources"].size() + snapshot["nodes"].size() + snapshot["operations"].size() +
-         snapshot["machines"].size();
+         snapshot["machines"].size() + snapshot["computeProjects"].size() + snapshot["computeOperations"].size() +
+         snapshot["osloginUsers"].size();
 }
 
 // Hours of spot preemptions, each answered by deleting the suspended resource and creating it again.

@@ -99,6 +99,10 @@ private:
   void register_catalog_routes();
   // Registers nodes.create, stop, start, patch and getGuestAttributes, operations.cancel and delete.
   void register_node_and_operation_routes();
+  // Registers Compute Engine's projects.get, projects.setCommonInstanceMetadata and globalOperations.get and wait
+  // under /compute/v1, and OS Login's users.getLoginProfile and importSshPublicKey under /oslogin/v1
+  // (src/server_compute.cpp).
+  void register_compute_routes();
   // A /v2 route: bearer check, injected faults, then `handler`, then `fields`; counted under `method` in the metrics.
   httplib::Server::Handler api_route(const std::string& method, Handler handler);
   // Advances the world every 20 ms until stopped (or idle, with idle_exit), then stops the HTTP server (see stop()).

@@ -193,6 +193,28 @@ public:
   Reply list_operations(const std::string& project, const std::string& zone, int page_size,
                         const std::string& page_token, std::int64_t now_ms);
 
+  // Compute Engine's projects.get: the project with its commonInstanceMetadata ({fingerprint, items, kind}), what
+  // gcloud reads before it connects to a TPU VM.
+  Reply get_compute_project(const std::string& project, std::int64_t now_ms);
+  // Compute Engine's projects.setCommonInstanceMetadata: `body` is a Metadata whose fingerprint must be the current
+  // one (else 412 conditionNotMet, as at Google); replaces the items at once and returns a compute Operation that
+  // is RUNNING until the change has propagated.
+  Reply set_common_instance_metadata(const std::string& project, const nlohmann::json& body, std::int64_t now_ms);
+  // Compute Engine's globalOperations.get: a compute Operation, RUNNING or DONE.
+  Reply get_compute_operation(const std::string& project, const std::string& operation, std::int64_t now_ms);
+  // When the compute operation is DONE (wall milliseconds), or nullopt when there is no such operation: what
+  // globalOperations.wait waits for.
+  std::optional<std::int64_t> compute_operation_end_ms(const std::string& project, const std::string& operation);
+  // The project's common instance metadata (projects.setCommonInstanceMetadata's items): key -> value.
+  std::map<std::string, std::string> common_metadata(const std::string& project);
+  // OS Login's users.getLoginProfile: the user's (an email) POSIX accounts, of `project_id` only when it is not empty,
+  // and SSH public keys that have not expired.
+  Reply get_login_profile(const std::string& user, const std::string& project_id, std::int64_t now_ms);
+  // OS Login's users.importSshPublicKey: adds `key` (an SshPublicKey: key, expirationTimeUsec) to the user's keys and
+  // gives the user a POSIX account in `project_id` (when not empty); returns {"loginProfile"}.
+  Reply import_ssh_public_key(const std::string& user, const std::string& project_id, const nlohmann::json& key,
+                              std::int64_t now_ms);
+
   // Admin: preempts an ACTIVE slice now (node PREEMPTED, queued resource SUSPENDING).
   Reply preempt_node(const std::string& project, const std::string& zone, const std::string& id, std::int64_t now_ms);
   // Admin: marks the machines under a READY node's worker hosts faulty, every worker's or only `worker`'s (their
@@ -238,6 +260,13 @@ private:
   struct Operation;      // One long-running operation.
   struct Pool;           // Chips, quota and use of one zone, generation and tier.
   struct Machine;        // One physical machine, which carries one worker host at a time.
+
+  // One project's Compute Engine settings: its common instance metadata.
+  struct ComputeProject;
+  // One Compute Engine global operation (setCommonInstanceMetadata).
+  struct ComputeOperation;
+  // One OS Login user: SSH public keys and the projects it has a POSIX account in.
+  struct OsLoginUser;
 
   // Takes the mutex and replays the timers up to `now`: how every call that sees the time begins.
   [[nodiscard]] std::unique_lock<std::mutex> lock_at(std::int64_t now);
@@ -293,6 +322,24 @@ private:
   static nlohmann::json record_of(const Operation& op);
   // A machine as stored.
   static nlohmann::json record_of(const Machine& machine);
+  // A project's Compute Engine settings as stored.
+  static nlohmann::json record_of(const ComputeProject& project);
+  // A compute operation as stored.
+  static nlohmann::json record_of(const ComputeOperation& op);
+  // The project's common instance metadata changed (a setCommonInstanceMetadata, or a restore): called after every
+  // change, with the mutex held.
+  void common_metadata_changed_locked(const std::string& project);
+  // The Compute Engine settings of `project`, or nullptr while nothing was set.
+  const ComputeProject* compute_project_locked(const std::string& project) const;
+  // The compute Project as the API returns it.
+  nlohmann::json compute_project_json(const std::string& project) const;
+  // The compute Operation as the API returns it, RUNNING or DONE at `now`.
+  static nlohmann::json compute_operation_json(const ComputeOperation& op, std::int64_t now);
+  // An OS Login user as stored.
+  static nlohmann::json record_of(const OsLoginUser& user);
+  // The user's LoginProfile as OS Login returns it at `now`: POSIX accounts (of `project_id` only, when not empty)
+  // and the keys that have not expired.
+  static nlohmann::json login_profile_json(const OsLoginUser& user, const std::string& project_id, std::int64_t now);
   // Simulated seconds as wall milliseconds (divided by the time scale).
   double scaled_ms(double seconds) const;
   // One draw of a delay, in wall milliseconds.
@@ -327,7 +374,9 @@ private:
   void step_standalone_locked(std::int64_t now);
   // The earliest timer of the standalone nodes, or INT64_MAX.
   std::int64_t next_standalone_event_locked() const;
-  // Starts SUSPENDING with the node in `node_state` (PREEMPTED or TERMINATED).
+  // The queued resource's nodes that exist, one per slice, in slice order.
+  std::vector<Node*> nodes_of_locked(const QueuedResource& qr);
+  // Starts SUSPENDING with its nodes (all its slices together) in `node_state` (PREEMPTED or TERMINATED).
   void start_suspending(QueuedResource& qr, const std::string& node_state, std::int64_t now);
   // The QueuedResource as the API returns it.
   nlohmann::json queued_resource_json(const QueuedResource& qr) const;
@@ -374,6 +423,12 @@ private:
   bool dirty_ = false;                                               // Something changed since the last commit.
   std::int64_t due_ms_ = 0;           // No tick before this time can change anything; 0 after any change.
   SliceListener* listener_ = nullptr; // The data plane, or null.
+  // Projects' Compute Engine settings; key: the record name ("compute/projects/P").
+  std::map<std::string, std::unique_ptr<ComputeProject>> compute_projects_;
+  // Compute operations; key: the record name ("compute/projects/P/global/operations/NAME").
+  std::map<std::string, std::unique_ptr<ComputeOperation>> compute_operations_;
+  // OS Login's users; key: the record name ("oslogin/users/EMAIL").
+  std::map<std::string, std::unique_ptr<OsLoginUser>> oslogin_users_;
 
 public:
   // Frees the world.

@@ -1,0 +1,259 @@
+#!/usr/bin/python3
+"""Google's own gcloud (the Cloud SDK installed on this machine, unmodified) against the mock cloud. Run by
+run_client.py, which sets the JOBMAN_* variables and checks every TPU API response gcloud got.
+
+    gcloud_client.py [--gcloud /usr/bin/gcloud]
+
+gcloud gets a configuration directory and a HOME of its own (temporary), no prompts, no update checks and no usage
+reports, and reaches only 127.0.0.1: the TPU and Compute APIs through api_endpoint_overrides, the token endpoint
+through the key file's token_uri, and any other address through a proxy that refuses every connection. It logs in
+with the mock's service-account key, then runs the commands of the flow below, each checked for what it printed.
+Every part runs even when an earlier one failed, so that one run names every command that fails.
+"""
+
+import argparse
+import base64
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+DEADLINE_S = 120
+# States of nodes and queued resources that only a request changes.
+RESTING_STATES = {"SUSPENDED", "FAILED", "PREEMPTED", "TERMINATED", "STOPPED"}
+# A port nothing listens on: gcloud's HTTPS proxy, so that a request to any address but 127.0.0.1 fails at once.
+CLOSED_PORT = 9
+
+
+class Failure(Exception):
+    """A command that failed, or printed what it should not have."""
+
+
+class Gcloud:
+    """Runs gcloud with a configuration of its own, pointed at the mock."""
+
+    def __init__(self, binary, scratch, root_url, project):
+        config = os.path.join(scratch, "gcloud-config")
+        home = os.path.join(scratch, "gcloud-home")
+        os.makedirs(config)
+        os.makedirs(home)
+        self.binary = binary
+        self.calls = 0
+        # Nothing of the machine's user: only the variables a process needs, then gcloud's properties as variables
+        # (CLOUDSDK_<SECTION>_<PROPERTY>), which gcloud reads before its configuration files.
+        self.env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR")}
+        self.env.update({
+            "HOME": home,
+            "CLOUDSDK_CONFIG": config,
+            "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+            "CLOUDSDK_CORE_DISABLE_USAGE_REPORTING": "true",
+            "CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK": "true",
+            "CLOUDSDK_CORE_CHECK_GCE_METADATA": "false",
+            "CLOUDSDK_CORE_PROJECT": project,
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU": root_url,
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE": root_url + "compute/v1/",
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN": root_url + "oslogin/",
+            "HTTPS_PROXY": f"http://127.0.0.1:{CLOSED_PORT}",
+            "HTTP_PROXY": f"http://127.0.0.1:{CLOSED_PORT}",
+            "https_proxy": f"http://127.0.0.1:{CLOSED_PORT}",
+            "http_proxy": f"http://127.0.0.1:{CLOSED_PORT}",
+            "NO_PROXY": "127.0.0.1",
+            "no_proxy": "127.0.0.1",
+        })
+
+    def run(self, *args, expect_failure=False):
+        """Runs `gcloud ARGS --format=json`; returns the parsed output (None when empty). Raises Failure when it exits
+        non-zero (or zero, with expect_failure), with what it printed on stderr."""
+        command = [self.binary, *args, "--format=json"]
+        self.calls += 1
+        result = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=DEADLINE_S)
+        shown = "gcloud " + " ".join(args)
+        if (result.returncode != 0) != expect_failure:
+            raise Failure(f"{shown}: exit {result.returncode}\n{result.stderr.strip()}")
+        if expect_failure:
+            return result.stderr
+        try:
+            return json.loads(result.stdout) if result.stdout.strip() else None
+        except ValueError:
+            raise Failure(f"{shown}: printed no JSON: {result.stdout[:300]!r}") from None
+
+    def parallel(self, *calls):
+        """Runs several independent commands (each a tuple of arguments) at once; returns their outputs in order, or
+        raises the first Failure once all have ended."""
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(calls)) as pool:
+            futures = [pool.submit(self.run, *call) for call in calls]
+            concurrent.futures.wait(futures)
+        return [future.result() for future in futures]
+
+
+def expect(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def short(name):
+    """The last segment of a resource name."""
+    return name.rsplit("/", 1)[-1]
+
+
+class Flow:
+    def __init__(self, gcloud, project, zone, key_file):
+        self.g = gcloud
+        self.project = project
+        self.zone = zone
+        self.key_file = key_file
+        self.failures = []
+
+    def part(self, name, fn):
+        started = time.monotonic()
+        try:
+            fn()
+            print(f"ok   {name} ({time.monotonic() - started:.1f} s)", flush=True)
+        except Failure as e:
+            self.failures.append(name)
+            print(f"FAIL {name}: {e}", flush=True)
+
+    def wait_for_state(self, what, describe, state):
+        """Polls `gcloud ... describe` until its state is `state`; returns the last description. A state it cannot
+        leave by itself, or the deadline, fails."""
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            out = self.g.run(*describe)
+            current = out.get("state")
+            current = current.get("state") if isinstance(current, dict) else current
+            if current == state:
+                return out
+            if current in RESTING_STATES or time.monotonic() > deadline:
+                raise Failure(f"{what} is {current}, not {state}: {out}")
+
+    def login(self):
+        self.g.run("auth", "activate-service-account", "--key-file", self.key_file)
+        with open(self.key_file, encoding="utf-8") as f:
+            email = json.load(f)["client_email"]
+        accounts = self.g.run("auth", "list")
+        active = [a["account"] for a in accounts or [] if a.get("status") == "ACTIVE"]
+        expect(active == [email], f"auth list: active accounts {active}, expected [{email}]")
+
+    def offer(self):
+        zone = ["--zone", self.zone]
+        types, versions = self.g.parallel(("compute", "tpus", "tpu-vm", "accelerator-types", "list", *zone),
+                                          ("compute", "tpus", "tpu-vm", "versions", "list", *zone))
+        type_names = {t.get("type") for t in types}
+        expect({"v4-8", "v4-32"} <= type_names, f"accelerator-types list: no v4-8 or v4-32 in {sorted(type_names)}")
+        expect(all(t["name"].startswith(f"projects/{self.project}/locations/{self.zone}/acceleratorTypes/")
+                   for t in types), "accelerator-types list: names outside the zone")
+        version_names = {v.get("version") for v in versions}
+        expect("tpu-ubuntu2204-base" in version_names, f"versions list: {sorted(version_names)}")
+
+    def nodes(self):
+        zone = ["--zone", self.zone]
+        node = "gcloud-node"
+        created = self.g.run("compute", "tpus", "tpu-vm", "create", node, *zone, "--accelerator-type", "v4-8",
+                             "--version", "tpu-ubuntu2204-base")
+        expect(created and short(created.get("name", "")) == node, f"tpu-vm create printed {created}")
+        described = self.wait_for_state(node, ("compute", "tpus", "tpu-vm", "describe", node, *zone), "READY")
+        expect(described.get("acceleratorType") == "v4-8" and described.get("runtimeVersion") == "tpu-ubuntu2204-base",
+               f"tpu-vm describe: {described}")
+        listed = self.g.run("compute", "tpus", "tpu-vm", "list", *zone)
+        expect(node in [short(n["name"]) for n in listed], f"tpu-vm list: no {node} in {listed}")
+        self.g.run("compute", "tpus", "tpu-vm", "delete", node, *zone, "--quiet")
+        error = self.g.run("compute", "tpus", "tpu-vm", "describe", node, *zone, expect_failure=True)
+        expect("NOT_FOUND" in error or "not found" in error.lower(), f"describe after delete: {error}")
+
+    def queued_resources(self):
+        zone = ["--zone", self.zone]
+        qr = ["compute", "tpus", "queued-resources"]
+        common = [*zone, "--accelerator-type", "v4-8", "--runtime-version", "tpu-ubuntu2204-base", "--spot"]
+        self.g.parallel((*qr, "create", "gcloud-qr", *common, "--node-id", "gcloud-qr-node"),
+                        (*qr, "create", "gcloud-ms", *common, "--node-count", "2", "--node-prefix", "ms"))
+        single = self.wait_for_state("gcloud-qr", (*qr, "describe", "gcloud-qr", *zone), "ACTIVE")
+        spec = single["tpu"]["nodeSpec"]
+        expect(len(spec) == 1 and spec[0].get("nodeId") == "gcloud-qr-node" and "spot" in single,
+               f"queued-resources describe gcloud-qr: {single}")
+        multi = self.wait_for_state("gcloud-ms", (*qr, "describe", "gcloud-ms", *zone), "ACTIVE")
+        spec = multi["tpu"]["nodeSpec"]
+        expect(len(spec) == 1 and spec[0].get("multisliceParams") == {"nodeCount": 2, "nodeIdPrefix": "ms"}
+               and "nodeId" not in spec[0], f"queued-resources describe gcloud-ms: nodeSpec {spec}")
+        listed, nodes = self.g.parallel((*qr, "list", *zone), ("compute", "tpus", "tpu-vm", "list", *zone))
+        names = sorted(short(q["name"]) for q in listed)
+        expect(names == ["gcloud-ms", "gcloud-qr"], f"queued-resources list: {names}")
+        by_name = {short(n["name"]): n for n in nodes}
+        expect(sorted(by_name) == ["gcloud-qr-node", "ms-0", "ms-1"], f"tpu-vm list: {sorted(by_name)}")
+        for name in ("ms-0", "ms-1"):
+            node = by_name[name]
+            expect(node.get("state") == "READY" and node.get("multisliceNode") is True
+                   and short(node.get("queuedResource", "")) == "gcloud-ms", f"{name}: {node}")
+        expect("multisliceNode" not in by_name["gcloud-qr-node"], f"gcloud-qr-node: {by_name['gcloud-qr-node']}")
+        self.g.parallel((*qr, "delete", "gcloud-qr", *zone, "--force", "--quiet"),
+                        (*qr, "delete", "gcloud-ms", *zone, "--force", "--quiet"))
+        left = self.g.run("compute", "tpus", "tpu-vm", "list", *zone)
+        expect(not left, f"tpu-vm list after the deletes: {[short(n['name']) for n in left]}")
+        left = self.g.run(*qr, "list", *zone)
+        expect(not left, f"queued-resources list after the deletes: {[short(q['name']) for q in left]}")
+
+    def project_metadata(self):
+        info = self.g.run("compute", "project-info", "describe")
+        expect(info.get("name") == self.project and info.get("kind") == "compute#project",
+               f"project-info describe: {info}")
+        common = info.get("commonInstanceMetadata", {})
+        expect(common.get("kind") == "compute#metadata" and common.get("fingerprint"),
+               f"project-info describe: commonInstanceMetadata {common}")
+        self.g.run("compute", "project-info", "add-metadata", "--metadata", "team=lab,enable-oslogin=FALSE")
+        self.g.run("compute", "project-info", "remove-metadata", "--keys", "team")
+        info = self.g.run("compute", "project-info", "describe")
+        items = {i["key"]: i["value"] for i in info["commonInstanceMetadata"].get("items", [])}
+        expect(items == {"enable-oslogin": "FALSE"}, f"project metadata after add and remove: {items}")
+        expect(info["commonInstanceMetadata"]["fingerprint"] != common["fingerprint"],
+               "the fingerprint did not change with the metadata")
+
+    def os_login(self):
+        # An ed25519 public key in OpenSSH's format (what `ssh-keygen -t ed25519` writes; nothing signs with it).
+        blob = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + bytes(range(32))
+        public_key = "ssh-ed25519 " + base64.b64encode(blob).decode() + " tester@lab"
+        key_file = os.path.join(self.g.env["HOME"], "id_ed25519.pub")
+        with open(key_file, "w", encoding="utf-8") as f:
+            f.write(public_key + "\n")
+        before = self.g.run("compute", "os-login", "describe-profile")
+        expect(not before.get("posixAccounts") and not before.get("sshPublicKeys"), f"a fresh profile: {before}")
+        added = self.g.run("compute", "os-login", "ssh-keys", "add", "--key-file", key_file)
+        accounts = added["loginProfile"].get("posixAccounts", [])
+        expect(len(accounts) == 1 and accounts[0].get("accountId") == self.project
+               and accounts[0]["username"].startswith("sa_") and accounts[0].get("primary") is True,
+               f"ssh-keys add: POSIX accounts {accounts}")
+        profile = self.g.run("compute", "os-login", "describe-profile")
+        keys = [k["key"] for k in profile.get("sshPublicKeys", {}).values()]
+        expect(keys == [public_key], f"describe-profile: keys {keys}")
+        expect([a["username"] for a in profile.get("posixAccounts", [])] == [accounts[0]["username"]],
+               f"describe-profile: POSIX accounts {profile.get('posixAccounts')}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gcloud", default="/usr/bin/gcloud")
+    args = parser.parse_args()
+    root_url = os.environ["JOBMAN_TPU_ROOT_URL"]
+    if not root_url.startswith("http://127.0.0.1:"):
+        raise SystemExit(f"refusing to point gcloud at {root_url}: only 127.0.0.1 is allowed")
+    project = os.environ["JOBMAN_TPU_PROJECT"]
+    with tempfile.TemporaryDirectory(prefix="jobman-gcloud-") as scratch:
+        gcloud = Gcloud(args.gcloud, scratch, root_url, project)
+        flow = Flow(gcloud, project, os.environ["JOBMAN_TPU_ZONE"], os.environ["JOBMAN_SA_KEY_FILE"])
+        started = time.monotonic()
+        flow.part("login", flow.login)
+        if flow.failures:
+            return 1  # Nothing else can work without a token.
+        flow.part("the zone's offer", flow.offer)
+        flow.part("nodes", flow.nodes)
+        flow.part("queued resources", flow.queued_resources)
+        flow.part("project metadata", flow.project_metadata)
+        flow.part("OS Login", flow.os_login)
+        print(f"{gcloud.calls} gcloud calls in {time.monotonic() - started:.1f} s; "
+              f"{len(flow.failures)} parts failed: {flow.failures}")
+        return 1 if flow.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
