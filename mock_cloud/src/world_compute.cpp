@@ -234,8 +234,17 @@ std::map<std::string, std::string> World::common_metadata(const std::string& pro
   return out;
 }
 
-void World::common_metadata_changed_locked(const std::string& /*project*/) {
-  // Nothing follows the project's metadata as it changes yet.
+void World::common_metadata_changed_locked(const std::string& project) {
+  // The project's ssh-keys reach every READY node of the project that does not block them, at once.
+  if (listener_ == nullptr) {
+    return;
+  }
+  const auto now = util::now_ms();
+  for (const auto& [name, node] : nodes_) {
+    if (node->project == project && node->state == "READY") {
+      listener_->slice_keys(name, ssh_keys_locked(*node, now));
+    }
+  }
 }
 
 } // namespace jobman::mock

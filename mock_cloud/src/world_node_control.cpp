@@ -176,6 +176,20 @@ std::vector<SshKey> World::ssh_keys_locked(const Node& node, std::int64_t now) c
       }
     }
   }
+  // The project's keys too, unless the node blocks them, as the guest agent reads them.
+  const auto block = metadata.value("block-project-ssh-keys", json("false"));
+  if (block.is_string() && (block.get<std::string>() == "true" || block.get<std::string>() == "TRUE")) {
+    return keys;
+  }
+  if (const auto* project = compute_project_locked(node.project)) {
+    for (const auto& [name, value] : project->items) {
+      if (name == "ssh-keys" || name == "sshKeys") {
+        for (auto& key : parse_ssh_keys(value, now)) {
+          keys.push_back(std::move(key));
+        }
+      }
+    }
+  }
   return keys;
 }
 

@@ -190,6 +190,29 @@ TEST_F(HostSshTest, KeysInTheMetadataOpenAccountsAndARemovedKeyStopsWorking) {
   EXPECT_EQ(ssh("root", address, "stat -c %U /home/tester/mine").out, "tester\n");
 }
 
+TEST_F(HostSshTest, TheProjectsKeysOpenEveryNodeThatDoesNotBlockThem) {
+  const auto open = create_node("open", "v4-8", "");
+  const auto closed = create_node("closed", "v4-8", "");
+  auto patched = api("PATCH", "/v2/" + kLoc + "/nodes/closed?updateMask=metadata",
+                     json{{"metadata", {{"block-project-ssh-keys", "TRUE"}}}});
+  ASSERT_EQ(patched.status, 200) << patched.text;
+  const auto open_address = open["networkEndpoints"][0]["ipAddress"].get<std::string>();
+  const auto closed_address = closed["networkEndpoints"][0]["ipAddress"].get<std::string>();
+  EXPECT_EQ(ssh("root", open_address, "true").exit_code, 255);
+
+  // setCommonInstanceMetadata, with the fingerprint projects.get gave, as gcloud sends it.
+  const auto project = api("GET", "/compute/v1/projects/p");
+  ASSERT_EQ(project.status, 200) << project.text;
+  const auto fingerprint = project.body["commonInstanceMetadata"].value("fingerprint", "");
+  const auto set =
+      api("POST", "/compute/v1/projects/p/setCommonInstanceMetadata",
+          json{{"fingerprint", fingerprint},
+               {"items", json::array({{{"key", "ssh-keys"}, {"value", "root:" + public_key + " root"}}})}});
+  ASSERT_EQ(set.status, 200) << set.text;
+  EXPECT_TRUE(eventually([&] { return ssh("root", open_address, "true").exit_code == 0; }));
+  EXPECT_EQ(ssh("root", closed_address, "true").exit_code, 255);
+}
+
 TEST_F(HostSshTest, APreemptedSliceClosesItsConnectionsAndRefusesNewOnes) {
   const auto node = create_node("gone", "v4-8", "root:" + public_key + " root");
   const auto address = node["networkEndpoints"][0]["ipAddress"].get<std::string>();

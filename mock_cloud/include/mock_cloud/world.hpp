@@ -364,7 +364,8 @@ private:
   // Gives a new node its numeric id and one internal and one external address per worker host, both in
   // 127.0.0.0/8 and free on this machine (SliceListener::address_free).
   void place_hosts_locked(Node& node, int hosts);
-  // The keys the node's hosts authorize: its metadata's `ssh-keys` (and the older `sshKeys`).
+  // The keys the node's hosts authorize: its metadata's `ssh-keys` (and the older `sshKeys`), then the project's
+  // common metadata's unless the node's block-project-ssh-keys is true.
   std::vector<SshKey> ssh_keys_locked(const Node& node, std::int64_t now) const;
   // A standalone node becomes READY and HEALTHY (hosts announced, preemption or maintenance drawn); ends `op`.
   void standalone_ready_locked(Node& node, std::string& op, std::int64_t now);
