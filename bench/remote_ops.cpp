@@ -1,9 +1,8 @@
 // bench/remote_ops [ACCELERATOR] [RUNS]: on one mock slice (default v4-32, 4 hosts), times the remote layer's
-// operations over the mock's gcloud on every host at once: a full setup (ssh identity, gcsfuse mount, conda
-// environment) and a second setup that finds nothing to do, launch, query, stop, and how long a line written on
-// a worker takes to reach the local log while attached. Last line:
-// hosts=.. setup_first_ms=.. setup_again_ms=.. launch_ms=.. query_ms=.. stop_ms=.. line_lag_p50_ms=..
-// line_lag_p99_ms=..
+// operations over OpenSSH on every host at once (one shared connection per host): a full setup (ssh identity, gcsfuse
+// mount, conda environment) and a second setup that finds nothing to do, launch, query, stop, and how long a line
+// written on a worker takes to reach the local log while attached. Last line: hosts=.. setup_first_ms=..
+// setup_again_ms=.. launch_ms=.. query_ms=.. stop_ms=.. line_lag_p50_ms=.. line_lag_p99_ms=..
 #include "jobman/config/loader.hpp"
 #include "jobman/remote/setup.hpp"
 #include "jobman/remote/workload.hpp"

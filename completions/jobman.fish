@@ -41,7 +41,7 @@ complete -c jobman -n '__fish_seen_subcommand_from logs' -l attempt -x -d 'Which
 complete -c jobman -n '__fish_seen_subcommand_from logs' -l setup -d 'Print the setup logs (ssh, gcsfuse, environment) instead of the output'
 complete -c jobman -n '__fish_seen_subcommand_from logs' -l raw -d 'On a terminal too, write control characters as they are instead of escaping them (\x1b)'
 complete -c jobman -n '__fish_seen_subcommand_from logs' -x -a '(jobman list --all -q 2>/dev/null)'
-complete -c jobman -n '__fish_use_subcommand' -a ssh -d 'Open a shell on a worker of a job'\''s slice through gcloud, or run a command'
+complete -c jobman -n '__fish_use_subcommand' -a ssh -d 'Open a shell on a worker of a job'\''s slice, or run a command there'
 complete -c jobman -n '__fish_seen_subcommand_from ssh' -l help -s h -d 'Print this help message and exit'
 complete -c jobman -n '__fish_seen_subcommand_from ssh' -l worker -x -d 'Which worker host of the slice (default 0)'
 complete -c jobman -n '__fish_seen_subcommand_from ssh' -x -a '(jobman list --all -q 2>/dev/null)'

@@ -1,6 +1,7 @@
 #include "mock_cloud/auth.hpp"
 
 #include <httplib.h>
+#include <nlohmann/json.hpp>
 
 namespace jobman::mock {
 namespace {
@@ -99,22 +100,43 @@ void register_auth_routes(httplib::Server& server, TokenAuthority& authority, co
   server.Post("/token", token_handler);
   server.Post("/oauth2/v4/token", token_handler);
 
-  server.Get("/computeMetadata/v1/instance/service-accounts/default/token",
-             [&authority](const httplib::Request& req, httplib::Response& res) {
-               if (metadata_request_allowed(req, res)) {
-                 send_token(res, authority.issue(authority.now()));
+  // Each service account of the VM answers under its email and under "default", as the metadata server's do; gcloud
+  // on a VM lists them and asks for its account by email.
+  const auto account = [email = options.metadata_email](const httplib::Request& req) {
+    return req.matches[1] == "default" || req.matches[1] == email;
+  };
+  server.Get("/computeMetadata/v1/instance/service-accounts/([^/]+)/token",
+             [&authority, account](const httplib::Request& req, httplib::Response& res) {
+               if (!metadata_request_allowed(req, res)) {
+                 return;
                }
+               if (!account(req)) {
+                 res.status = 404;
+                 return;
+               }
+               send_token(res, authority.issue(authority.now()));
              });
-  server.Get("/computeMetadata/v1/instance/service-accounts/default/email",
-             [email = options.metadata_email](const httplib::Request& req, httplib::Response& res) {
-               if (metadata_request_allowed(req, res)) {
-                 send_metadata_text(res, email);
+  server.Get("/computeMetadata/v1/instance/service-accounts/([^/]+)/email",
+             [email = options.metadata_email, account](const httplib::Request& req, httplib::Response& res) {
+               if (!metadata_request_allowed(req, res)) {
+                 return;
                }
+               if (!account(req)) {
+                 res.status = 404;
+                 return;
+               }
+               send_metadata_text(res, email);
              });
   server.Get("/computeMetadata/v1/project/project-id",
              [project = options.project_id](const httplib::Request& req, httplib::Response& res) {
                if (metadata_request_allowed(req, res)) {
                  send_metadata_text(res, project);
+               }
+             });
+  server.Get("/computeMetadata/v1/project/numeric-project-id",
+             [number = options.numeric_project_id](const httplib::Request& req, httplib::Response& res) {
+               if (metadata_request_allowed(req, res)) {
+                 send_metadata_text(res, number);
                }
              });
   // google-auth-library asks which universe its credentials belong to; a VM outside a sovereign cloud says this.
@@ -124,9 +146,36 @@ void register_auth_routes(httplib::Server& server, TokenAuthority& authority, co
     }
   });
   serve_metadata_directory(server, "/computeMetadata/v1/instance", "service-accounts/\n");
-  serve_metadata_directory(server, "/computeMetadata/v1/instance/service-accounts", "default/\n");
-  serve_metadata_directory(server, "/computeMetadata/v1/instance/service-accounts/default", "email\ntoken\n");
-  serve_metadata_directory(server, "/computeMetadata/v1/project", "project-id\n");
+  serve_metadata_directory(server, "/computeMetadata/v1/instance/service-accounts",
+                           "default/\n" + options.metadata_email + "/\n");
+  // A service account's directory; with ?recursive=true, as JSON (google-auth reads the account's email and scopes
+  // so).
+  server.Get("/computeMetadata/v1/instance/service-accounts/([^/]+)/",
+             [email = options.metadata_email, account](const httplib::Request& req, httplib::Response& res) {
+               if (!metadata_request_allowed(req, res)) {
+                 return;
+               }
+               if (!account(req)) {
+                 res.status = 404;
+                 return;
+               }
+               if (req.get_param_value("recursive") == "true") {
+                 const nlohmann::json info = {{"aliases", {"default"}},
+                                              {"email", email},
+                                              {"scopes", {"https://www.googleapis.com/auth/cloud-platform"}}};
+                 res.status = 200;
+                 res.set_content(info.dump(), "application/json");
+                 return;
+               }
+               send_metadata_text(res, "email\ntoken\n");
+             });
+  server.Get("/computeMetadata/v1/instance/service-accounts/([^/]+)",
+             [](const httplib::Request& req, httplib::Response& res) {
+               if (metadata_request_allowed(req, res)) {
+                 res.set_redirect(req.path + "/", 301);
+               }
+             });
+  serve_metadata_directory(server, "/computeMetadata/v1/project", "numeric-project-id\nproject-id\n");
   serve_metadata_directory(server, "/computeMetadata/v1/universe", "universe-domain\n");
 }
 

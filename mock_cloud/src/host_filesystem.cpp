@@ -330,6 +330,14 @@ void enter_host_filesystem(const HostFilesystem& host) {
                                                                                  {"root", 0700}}}) {
     beneath(name, mode);
   }
+  for (const auto& [source, name] : {std::pair{host.gcs, "mock-gcs"}, std::pair{host.sandbox, "mock-host"}}) {
+    if (!source.empty()) {
+      const auto run = directory_beneath(root, "run", 0, Missing::fail, "/run on the host");
+      bind(open_path(source),
+           directory_beneath(run, name, 0755, Missing::create, std::string("/run/") + name + " on the host"),
+           Access::read_write, source.string());
+    }
+  }
   // This machine's system directories, read-only; the links among them (/bin -> usr/bin) as they are here.
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/", ec)) {

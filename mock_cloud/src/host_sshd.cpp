@@ -298,6 +298,9 @@ pid_t serve_connection(const fs::path& sshd, const fs::path& host_login, const S
                                    (host.dir / ".mock" / "accounts").string(),
                                    "--hostname",
                                    host.hostname};
+  if (!host.gcs.empty()) {
+    argv.insert(argv.end(), {"--gcs", host.gcs.string(), "--sandbox", host.dir.string()});
+  }
   if (::geteuid() == 0) {
     argv.emplace_back("--every-user");
   }

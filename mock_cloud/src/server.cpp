@@ -11,6 +11,7 @@
 #include "mock_cloud/query_parameters.hpp"
 #include "mock_cloud/workload_reaper.hpp"
 #include "server_internal.hpp"
+#include "world_internal.hpp"
 
 #include <CLI/CLI.hpp>
 #include <arpa/inet.h>
@@ -61,7 +62,7 @@ bool BearerCheck::authorized(const httplib::Request& request) const {
 namespace {
 
 // Threads serving HTTP. cpp-httplib keeps a thread on each kept-alive connection until its keep-alive timeout, and
-// every jobman process, gcloud stand-in and test client may hold one: its default (8 on this machine) would make
+// every jobman process, gcloud and test client may hold one: its default (8 on this machine) would make
 // the next caller wait seconds.
 constexpr std::size_t kHttpThreads = 64;
 
@@ -166,7 +167,9 @@ MockServer::MockServer(ServerOptions options) : options_(std::move(options)) {
   http_.set_keep_alive_max_count(100'000);
   http_.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
   register_routes();
-  register_auth_routes(http_, authority_, AuthRouteOptions{});
+  AuthRouteOptions auth;
+  auth.numeric_project_id = std::to_string(world_internal::project_number(auth.project_id));
+  register_auth_routes(http_, authority_, auth);
   bearer_.set_validator([this](std::string_view token) { return authority_.valid(token, authority_.now()); });
 }
 
@@ -341,8 +344,8 @@ void MockServer::register_routes() {
                return world_->set_node_health(m(req, 1), m(req, 2), m(req, 3), body["health"].get<std::string>(),
                                               body.value("healthDescription", ""), util::now_ms());
              }));
-  // Where a worker host lives and the environment a command there gets: what the mock's gcloud needs to run
-  // ssh and scp. 404 while the node is not READY.
+  // Where a worker host lives and the environment a command there gets (tests look at a host's files so). 404 while the
+  // node is not READY.
   http_.Get(admin_node + "/workers/([0-9]+)", admin("admin.worker", [this, m](const httplib::Request& req) {
               const auto node = "projects/" + m(req, 1) + "/locations/" + m(req, 2) + "/nodes/" + m(req, 3);
               const auto worker = util::parse_int(m(req, 4));
@@ -659,10 +662,11 @@ void define_options(CLI::App& app, ServerOptions& options) {
       "The first line on stdout is \"listening on http://HOST:PORT\", the second \"admin token in FILE\". SIGTERM or "
       "SIGINT stops it (exit 0).\n"
       "Admin calls for demos and tests live under /mock/v1/ (preempt, markFaulty, setHealth, faults, capacity,\n"
-      "hardware, metrics, tokens, and the worker hosts the mock's gcloud reaches); they need 'Authorization: Bearer "
-      "TOKEN'\nwith the token in FILE\n"
+      "hardware, metrics, tokens, and where each worker host lives); they need 'Authorization: Bearer TOKEN'\n"
+      "with the token in FILE\n"
       "(STATE_DIR/admin-token by default; a temporary directory without --state-dir), never an API access token.\n"
-      "The mock's gcloud reads that file from $JOBMAN_MOCK_ADMIN_TOKEN_FILE.");
+      "The worker hosts are reached as on Google: SSH to the addresses the API gives, with a key in the ssh-keys "
+      "metadata.");
   app.add_option("--host", options.host, "Address to listen on; a non-loopback one needs --allow-remote")
       ->default_str(options.host);
   app.add_option("--port", options.port, "Port; 0 picks a free one")->check(CLI::Range(0, 65535))->default_str("0");
@@ -685,7 +689,7 @@ void define_options(CLI::App& app, ServerOptions& options) {
       ->check(CLI::NonNegativeNumber) // The unsigned conversion alone would wrap "-3" around.
       ->default_str("1");
   app.add_option("--tools-dir", options.tools_dir,
-                 "The mock's tools (gcloud, gcsfuse, systolic-train), first on every worker host's PATH")
+                 "The mock's tools (gcsfuse, docker, conda, systolic-train), first on every worker host's PATH")
       ->default_str(options.tools_dir.string());
   app.add_flag(
       "--sandbox-homes", options.sandbox_homes,

@@ -4,6 +4,7 @@
 #include "jobman/util/json_text.hpp"
 #include "jobman/util/system.hpp"
 #include "mock_cloud/server.hpp"
+#include "world_internal.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -32,6 +33,9 @@ void MockServer::register_compute_routes() {
   http_.Get(project, api("compute.projects.get")([this](const httplib::Request& req) {
               return world_->get_compute_project(compute_match(req, 1), util::now_ms());
             }));
+  http_.Get(project + "/zones/([^/]+)", api("compute.zones.get")([this](const httplib::Request& req) {
+              return world_->get_compute_zone(compute_match(req, 1), compute_match(req, 2));
+            }));
   http_.Post(project + "/setCommonInstanceMetadata",
              api("compute.projects.setCommonInstanceMetadata")([this](const httplib::Request& req) {
                const auto body = util::parse_json_bounded(req.body);
@@ -55,6 +59,18 @@ void MockServer::register_compute_routes() {
                }
                return world_->get_compute_operation(compute_match(req, 1), compute_match(req, 2), util::now_ms());
              }));
+
+  // Cloud Resource Manager's projects.get: what gcloud asks when told to use a project (`gcloud config set project`).
+  http_.Get("/cloudresourcemanager/v1/projects/([^/]+)",
+            api("cloudresourcemanager.projects.get")([](const httplib::Request& req) {
+              const auto project = compute_match(req, 1);
+              return Reply{200,
+                           {{"projectNumber", std::to_string(world_internal::project_number(project))},
+                            {"projectId", project},
+                            {"lifecycleState", "ACTIVE"},
+                            {"name", project},
+                            {"createTime", "2024-01-01T00:00:00.000Z"}}};
+            }));
 
   // OS Login: users/{user} is the user's email.
   const std::string user = "/oslogin/v1/users/([^/:]+)";

@@ -7,6 +7,7 @@
 #include "mock_cloud/host_sshd.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <cerrno>
 #include <csignal>
@@ -70,7 +71,7 @@ std::optional<std::string> probe_home_namespaces(const std::filesystem::path& to
   return said.empty() ? "the probe exited with " + std::to_string(status) : said;
 }
 
-std::vector<pid_t> find_marked_processes(const std::string& prefix) {
+std::vector<pid_t> find_marked_processes(const std::string& prefix, Marked which) {
   const std::string wanted = std::string(kMarkerVariable) + "=" + prefix;
   const pid_t self = ::getpid();
   std::vector<pid_t> found;
@@ -90,6 +91,9 @@ std::vector<pid_t> find_marked_processes(const std::string& prefix) {
     std::getline(stat, stat_line);
     const auto close_paren = stat_line.rfind(')');
     if (close_paren == std::string::npos || close_paren + 2 >= stat_line.size() || stat_line[close_paren + 2] == 'Z') {
+      continue;
+    }
+    if (which == Marked::workload && stat_line.compare(stat_line.find('(') + 1, 5, "sshd)") == 0) {
       continue;
     }
     std::ifstream environ(entry.path() / "environ", std::ios::binary);
@@ -142,6 +146,9 @@ std::string root_tag(const std::filesystem::path& root) {
 WorkerHosts::WorkerHosts(WorkerHostsOptions options) : options_(std::move(options)) {
   util::ensure_directory(options_.root, 0700);
   util::ensure_directory(options_.buckets, 0700);
+  // Every account of every host may make and write buckets, as every user with the project's credentials may in
+  // Cloud Storage. This machine's other users are kept out by the mock's own directory (mode 0700) around it.
+  std::filesystem::permissions(options_.buckets, std::filesystem::perms::all);
   // A host sees the mock's directories at these paths, and a path through a symbolic link of this machine (/lib ->
   // usr/lib) could not be bound there. The marker keeps the root's tag as given, so markers stay as they were.
   tag_ = root_tag(options_.root);
@@ -182,6 +189,12 @@ WorkerHosts::~WorkerHosts() {
     doors_.clear();
     ::close(epoll_fd_);
     ::close(wake_fd_);
+    // Every open connection drops with the hosts.
+    for (const auto& sshd : sshd_pids_) {
+      ::kill(-sshd.first, SIGKILL);
+      ::waitpid(sshd.first, nullptr, 0);
+    }
+    sshd_pids_.clear();
   }
   wait_idle();
   // Every process any slice of this mock started: SIGTERM, the grace period, then SIGKILL. Sandboxes stay, so a
@@ -208,10 +221,13 @@ void WorkerHosts::slice_ready(const SliceHosts& slice) {
   known.published.resize(static_cast<std::size_t>(slice.hosts()));
   for (int w = 0; w < slice.hosts(); ++w) {
     const auto dir = known.dir / ("worker-" + std::to_string(w));
-    util::ensure_directory(dir / "home", 0700);
+    util::ensure_directory(dir / "homes", 0755);
     util::ensure_directory(dir / "root", 0755);
     util::ensure_directory(dir / "tmp", 0700);
     util::ensure_directory(dir / ".mock", 0755);
+    // The mock's docker keeps the host's images and containers here, whichever account runs it.
+    util::ensure_directory(dir / ".mock" / "docker", 0700);
+    std::filesystem::permissions(dir / ".mock" / "docker", std::filesystem::perms::all);
     // A host placed on a machine that is faulty already sees the fault from the start.
     if (slice.machines[static_cast<std::size_t>(w)].faulty) {
       util::write_file_atomic(dir / ".mock" / "faulty", "", 0600);
@@ -271,7 +287,7 @@ void WorkerHosts::agent_loop() {
     const int ready = ::epoll_wait(epoll_fd_, events.data(), kEvents, 200);
     lock.lock();
     // The sshd processes whose connection ended: nobody's zombies.
-    std::erase_if(sshd_pids_, [](pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) != 0; });
+    std::erase_if(sshd_pids_, [](const auto& sshd) { return ::waitpid(sshd.first, nullptr, WNOHANG) != 0; });
     for (int i = 0; i < ready; ++i) {
       const int fd = events.at(static_cast<std::size_t>(i)).data.fd;
       if (fd == wake_fd_) {
@@ -305,8 +321,9 @@ void WorkerHosts::accept_connections_locked(int listener) {
       continue;
     }
     try {
-      sshd_pids_.push_back(host_sshd::serve_connection(options_.sshd, options_.tools / "jobman-mock-host-login",
-                                                       door->second.host, connection));
+      sshd_pids_.emplace_back(host_sshd::serve_connection(options_.sshd, options_.tools / "jobman-mock-host-login",
+                                                          door->second.host, connection),
+                              door->second.node_name);
     } catch (const std::exception& e) {
       std::cerr << "jobman-mock-cloud: cannot serve an SSH connection to " << door->second.host.hostname << ": "
                 << e.what() << "\n";
@@ -362,6 +379,10 @@ void WorkerHosts::serve_slice(std::unique_lock<std::mutex>& lock, const std::str
       host.session_env["PATH"] =
           options_.tools.string() + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
       host.session_env[kOwnFilesystemVariable] = "1";
+      host.gcs = options_.buckets;
+      host.session_env["MOCK_GCS_ROOT"] = host_sshd::kHostGcsPath;
+      host.session_env["MOCK_TPU_WORKER_DIR"] = host_sshd::kHostSandboxPath;
+      host.session_env["MOCK_TPU_FAULT_FILE"] = std::string(host_sshd::kHostSandboxPath) + "/.mock/faulty";
       host_sshd::sync_accounts(host, slice.ssh_keys);
       if (start) {
         host_keys.push_back(host_sshd::ensure_host_key(options_.ssh_keygen, host));
@@ -409,8 +430,13 @@ void WorkerHosts::slice_lost(const std::string& node_name) {
     if (it == slices_.end()) {
       return;
     }
-    // No new connection: the host is gone for whoever dials it.
+    // No new connection: the host is gone for whoever dials it; and every open one drops, as the VM's network goes.
     close_doors_locked(node_name);
+    for (const auto& [pid, node] : sshd_pids_) {
+      if (node == node_name) {
+        ::kill(-pid, SIGKILL); // Not reaped yet (only the agent reaps, under this lock): the group is still its.
+      }
+    }
     const auto prefix = marker_prefix() + it->second.hosts.numeric_id + "/";
     // One thread per slice: a mass preemption ends every slice within one grace period, not one after another.
     // The thread shares only the counter (kept alive by its own reference) and copies of what it needs.
@@ -418,7 +444,17 @@ void WorkerHosts::slice_lost(const std::string& node_name) {
       std::lock_guard count(ending_->mutex);
       ++ending_->count;
     }
-    std::thread([ending = ending_, prefix, dir = it->second.dir, grace = options_.grace] {
+    // The disks move out of the way at once: a node started again (its id unchanged) gets fresh ones at the same
+    // place while these are still being wiped.
+    static std::atomic<unsigned> ended{0};
+    auto dir = it->second.dir;
+    const auto away = dir.parent_path() / (dir.filename().string() + ".ended-" + std::to_string(++ended));
+    std::error_code ec;
+    std::filesystem::rename(dir, away, ec);
+    if (!ec) {
+      dir = away;
+    }
+    std::thread([ending = ending_, prefix, dir, grace = options_.grace] {
       end_slice(prefix, dir, grace);
       std::lock_guard done(ending->mutex);
       if (--ending->count == 0) {
@@ -442,7 +478,8 @@ void WorkerHosts::prune() {
   }
   for (const auto& dir : stale) {
     // The slice died with an earlier mock that was killed before it could end it: end what still runs there.
-    const auto name = dir.filename().string();
+    auto name = dir.filename().string();
+    name = name.substr(0, name.find(".ended-")); // Disks a lost slice left being wiped.
     const auto numeric_id = name.substr(name.rfind('-') + 1);
     signal_all(marker_prefix() + numeric_id + "/", SIGKILL);
     std::filesystem::remove_all(dir, ec);
@@ -479,8 +516,9 @@ WorkerHost WorkerHosts::host_description(const SliceHosts& slice, const std::fil
   host.worker = worker;
   host.physical_host = slice.machines[static_cast<std::size_t>(worker)].physical_host;
   host.dir = slice_path / ("worker-" + std::to_string(worker));
-  const std::string name = user.empty() ? "tpu" : user;
-  host.sandbox_home = host.dir / "home";
+  const std::string name = user.empty() ? "root" : user;
+  // Each user's home is homes/USER, /home/USER on the host, as the host's sshd makes it when the user's key appears.
+  host.sandbox_home = host.dir / "homes" / (valid_host_user(name) ? name : "root");
   host.home = host.sandbox_home;
   host.marker = host_marker(slice, worker);
   host.root = host.dir / "root";
@@ -524,13 +562,25 @@ WorkerHost WorkerHosts::host_description(const SliceHosts& slice, const std::fil
       {"CLOUDSDK_CONFIG", (host.home / ".config" / "gcloud").string()},
   };
   if (!options_.api_endpoint.empty()) {
+    // Google's gcloud and client libraries on the host reach the mock as they reach Google from a TPU VM: the VM's
+    // service account through the metadata server, the APIs at their (overridden) endpoints. Nothing else is asked
+    // of the network: no metadata server by name, no update check, no usage report.
+    const auto authority = options_.api_endpoint.substr(options_.api_endpoint.find("://") + 3);
+    const auto host_port = authority.substr(0, authority.find('/'));
     host.env["CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"] = options_.api_endpoint;
+    host.env["CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE"] = options_.api_endpoint + "compute/v1/";
+    host.env["CLOUDSDK_API_ENDPOINT_OVERRIDES_OSLOGIN"] = options_.api_endpoint + "oslogin/";
+    host.env["CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDRESOURCEMANAGER"] = options_.api_endpoint + "cloudresourcemanager/";
+    host.env["GCE_METADATA_ROOT"] = host_port;
+    host.env["GCE_METADATA_HOST"] = host_port;
+    host.env["CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK"] = "true";
+    host.env["CLOUDSDK_CORE_DISABLE_USAGE_REPORTING"] = "true";
   }
   return host;
 }
 
 int WorkerHosts::processes_running() const {
-  return static_cast<int>(find_marked_processes(marker_prefix()).size());
+  return static_cast<int>(find_marked_processes(marker_prefix(), Marked::workload).size());
 }
 
 std::string WorkerHosts::marker_prefix() const {

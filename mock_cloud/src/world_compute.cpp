@@ -128,6 +128,25 @@ Reply World::get_compute_project(const std::string& project, std::int64_t now_ms
   return {200, compute_project_json(project)};
 }
 
+Reply World::get_compute_zone(const std::string& project, const std::string& zone) {
+  const auto known = std::any_of(config_.zones.begin(), config_.zones.end(),
+                                 [&](const auto& candidate) { return candidate.name == zone; });
+  if (!known) {
+    return compute_error(404, "notFound", "The resource 'projects/" + project + "/zones/" + zone + "' was not found");
+  }
+  const auto region = zone.substr(0, zone.rfind('-'));
+  return {200,
+          {{"kind", "compute#zone"},
+           {"id", std::to_string(stable_hash("compute zone " + zone) % 1'000'000'000'000ULL)},
+           {"name", zone},
+           {"description", zone},
+           {"status", "UP"},
+           {"region", kComputeBase + project + "/regions/" + region},
+           {"selfLink", kComputeBase + project + "/zones/" + zone},
+           {"availableCpuPlatforms", json::array()},
+           {"supportsPzs", false}}};
+}
+
 Reply World::set_common_instance_metadata(const std::string& project, const json& body, std::int64_t now_ms) {
   return mutate_at(now_ms, [&]() -> Reply {
     if (!is_utf8(project)) {

@@ -132,9 +132,16 @@ int mount(const std::vector<std::string>& args) {
     std::cerr << "gcsfuse: Error while mounting gcsfuse: mountpoint " << dir.string() << " is not empty\n";
     return 1;
   }
-  // Every bucket exists in the mock's Cloud Storage; the first mount creates it.
+  // Every bucket exists in the mock's Cloud Storage; the first mount creates it, writable by every host's accounts
+  // (a bucket has no owner among them).
   const auto root = fs::weakly_canonical(bucket_root(), ec);
-  fs::create_directories(root / bucket, ec);
+  if (fs::create_directories(root / bucket, ec)) {
+    fs::permissions(root / bucket, fs::perms::all, ec);
+  }
+  if (ec) {
+    std::cerr << "gcsfuse: cannot create bucket " << bucket << ": " << ec.message() << "\n";
+    return 1;
+  }
   fs::remove(dir, ec);
   fs::create_directory_symlink(root / bucket, dir, ec);
   if (ec) {

@@ -24,12 +24,14 @@
 #include "mock_cloud/host_filesystem.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -137,6 +139,10 @@ int main(int argc, char** argv) {
       host.homes = args[++i];
     } else if (args[i] == "--accounts") {
       host.accounts = args[++i];
+    } else if (args[i] == "--gcs") {
+      host.gcs = args[++i];
+    } else if (args[i] == "--sandbox") {
+      host.sandbox = args[++i];
     } else if (args[i] == "--hostname") {
       host.hostname = args[++i];
     } else if (args[i] == "--keep") {
@@ -151,10 +157,17 @@ int main(int argc, char** argv) {
   if (host.root.empty() || one_home == !host.homes.empty() || i + 1 >= args.size()) {
     return usage();
   }
+  const pid_t parent = ::getppid();
   try {
     jobman::mock::enter_host_filesystem(host);
   } catch (const jobman::mock::HostEntryError& e) {
     std::fprintf(stderr, "jobman-mock-host-login: %s\n", e.what());
+    return kSetupFailure;
+  }
+  // A host's sshd goes with the mock that started it, however the mock ends (SIGKILL too): its connections drop as
+  // the hosts lose power. (sshd's process titles overwrite the environment that marks a host's processes, so the
+  // mock's reaper could not find it.) Set last: a change of credentials would clear it.
+  if (!host.homes.empty() && (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent)) {
     return kSetupFailure;
   }
   std::vector<char*> command;

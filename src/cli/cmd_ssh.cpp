@@ -1,4 +1,5 @@
-// `jobman ssh ID`: a shell (or one command) on a worker of the job's slice; jobman becomes gcloud's ssh.
+// `jobman ssh ID`: a shell (or one command) on a worker of the job's slice, with the worker's JOBMAN_* variables;
+// jobman becomes ssh (or gcloud's ssh).
 #include "commands.hpp"
 #include "jobman/config/settings.hpp"
 #include "jobman/core/cloud.hpp"
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 namespace jobman::cli {
 
@@ -23,7 +25,8 @@ namespace {
                                   const std::map<std::string, std::string>& environment) {
   const int error = util::ProcessBuilder(argv).env(environment).exec();
   throw Error("cannot run " + argv[0] + ": " + std::strerror(error) +
-              "; install the Google Cloud CLI, or name it with 'gcloud' in the settings");
+              (argv[0] == "ssh" ? "; install OpenSSH's client"
+                                : "; install the Google Cloud CLI, or name it with 'gcloud' in the settings"));
 }
 
 } // namespace
@@ -39,7 +42,8 @@ int run_ssh(Context& ctx, const SshOptions& options) {
   const auto attempt = core::live_attempt(store, job);
   const auto config = core::recorded_config(job);
   const auto access = core::connect_cloud(config::load_settings(), *ctx.err);
-  const auto argv = core::worker_shell_argv(access, config, attempt, options.worker, util::join(options.command, " "));
+  const auto argv = core::worker_shell_argv(access, config, attempt, options.worker, util::join(options.command, " "),
+                                            ::isatty(STDIN_FILENO) != 0 && ::isatty(STDOUT_FILENO) != 0);
   spdlog::debug("running {}", util::join(argv, " "));
   ctx.out->flush();
   ctx.err->flush();
@@ -49,7 +53,7 @@ int run_ssh(Context& ctx, const SshOptions& options) {
 
 void add_ssh_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<SshOptions>();
-  auto* cmd = app.add_subcommand("ssh", "Open a shell on a worker of a job's slice through gcloud, or run a command");
+  auto* cmd = app.add_subcommand("ssh", "Open a shell on a worker of a job's slice, or run a command there");
   cmd->add_option("ID", options->id, "Job id (000042 or 42)")->required();
   cmd->add_option("--worker", options->worker, "Which worker host of the slice (default 0)")->type_name("N");
   cmd->add_option("COMMAND", options->command,
@@ -59,8 +63,11 @@ void add_ssh_command(CLI::App& app, Context& ctx) {
               "  jobman ssh 42 --worker 3\n"
               "  jobman ssh 42 -- df -h /mnt/bucket\n"
               "  jobman ssh 42 --worker 1 -- 'ps aux | grep train'\n"
-              "Runs 'gcloud compute tpus tpu-vm ssh' on the node of the job's current attempt; its exit code is\n"
-              "jobman's. Exit code 1 when the job has no slice, 3 when there is no such job.");
+              "Connects with ssh (or 'gcloud compute tpus tpu-vm ssh' with 'transport: gcloud' in the settings) to\n"
+              "the node of the job's current attempt, over the connection jobman already holds to that host. The\n"
+              "shell or command has the worker's JOBMAN_* variables once the command was launched there; a shell\n"
+              "gets a terminal when jobman runs in one. The exit code is the command's (255 when the host cannot be\n"
+              "reached); 1 when the job has no slice, 3 when there is no such job.");
   cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_ssh(ctx, *options); }; });
 }
 

@@ -318,6 +318,9 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
   if (const Section s = open("setup", Presence::optional); s.present()) {
     config.setup = build_setup(p, s, ctx);
   }
+  if (const Section s = open("remote", Presence::optional); s.present()) {
+    config.remote = RemoteSection{s.boolean("internal_ip").value_or(false)};
+  }
 
   const Section command = open("command", Presence::required);
   // An empty command runs as the Python jobman runs it: the workers are set up, and nothing more.

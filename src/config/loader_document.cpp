@@ -126,6 +126,9 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
   doc["setup"] = c.setup ? json{{"script", purpose == Purpose::snapshot ? json(escape_script(c.setup->script))
                                                                         : json(c.setup->script)}}
                          : json(nullptr);
+  if (c.remote) { // Only when given: documents of configs without it stay as they were.
+    doc["remote"] = json{{"internal_ip", c.remote->internal_ip}};
+  }
   json workers = "all";
   if (!c.command.workers.all) {
     workers = json(c.command.workers.indices);

@@ -14,7 +14,7 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& schema() {
   static const std::map<std::string, std::vector<std::string>, std::less<>> table{
       {"",
        {"job", "tpu", "gcsfuse", "ssh", "docker", "conda", "venv", "setup", "command", "recovery", "vars", "sweep",
-        "brevo_email", "notify"}},
+        "brevo_email", "notify", "remote"}},
       {"job", {"name", "env_type", "loop", "remote_user", "queue", "progress"}},
       {"job.queue", {"enabled", "config", "prefix"}},
       {"tpu", {"allocation_mode", "accelerator",    "name",     "zone",         "version",
@@ -29,6 +29,7 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& schema() {
       {"conda", {"name", "config_file"}},
       {"venv", {"name", "requirements_file", "python"}},
       {"setup", {"script"}},
+      {"remote", {"internal_ip"}},
       {"command", {"cmd", "workers"}},
       {"recovery",
        {"max_preemptions", "max_failures", "restart_exit_codes", "poll_interval", "backoff", "max_bad_hardware",

@@ -21,7 +21,7 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
   CloudAccess access;
   access.settings = settings;
   access.mock = settings.cloud == config::CloudKind::mock;
-  access.gcloud = remote::gcloud_program(settings);
+  access.gcloud = settings.gcloud;
   cloud::TpuClientOptions options;
   if (patience == CloudPatience::quick) {
     options.retry.max_attempts = 2;
@@ -90,7 +90,7 @@ remote::SliceTarget slice_target(const CloudAccess& access, const config::JobCon
     if ((!hosts || !hosts->complete()) && access.client) {
       const cloud::Location where{access.project, target.zone};
       if (const auto node = access.client->get_node(where, attempt.node)) {
-        hosts = slice_hosts_of(*node, access.client->guest_attributes(where, attempt.node), config.tpu.internal_ips);
+        hosts = slice_hosts_of(*node, access.client->guest_attributes(where, attempt.node), reached_internally(config));
         save_slice_hosts(dir, *hosts);
       }
     }

@@ -87,6 +87,10 @@ std::optional<SliceHosts> load_slice_hosts(const std::filesystem::path& attempt_
   return out;
 }
 
+bool reached_internally(const config::JobConfig& config) {
+  return config.tpu.internal_ips || (config.remote && config.remote->internal_ip);
+}
+
 std::filesystem::path default_ssh_identity() {
   auto gcloud_key = util::home_dir() / ".ssh" / "google_compute_engine";
   if (::access(gcloud_key.c_str(), R_OK) == 0 && ::access((gcloud_key.string() + ".pub").c_str(), R_OK) == 0) {

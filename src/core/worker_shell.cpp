@@ -1,7 +1,9 @@
 #include "jobman/core/worker_shell.hpp"
 
+#include "jobman/core/jobs.hpp"
 #include "jobman/domain/job.hpp"
 #include "jobman/remote/gcloud.hpp"
+#include "jobman/remote/workload.hpp"
 #include "jobman/store/attempts.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
@@ -38,10 +40,14 @@ domain::AttemptRecord live_attempt(const store::JobStore& store, const domain::J
 }
 
 std::vector<std::string> worker_shell_argv(const CloudAccess& access, const config::JobConfig& config,
-                                           const domain::AttemptRecord& attempt, int worker,
-                                           const std::string& command) {
+                                           const domain::AttemptRecord& attempt, int worker, const std::string& command,
+                                           bool terminal) {
   const auto target = slice_target(access, config, attempt);
-  return command.empty() ? remote::shell_argv(target, worker) : remote::ssh_argv(target, worker, command);
+  const auto variables = remote::workload_variables_script(workload_id(attempt.job_id, attempt.number));
+  // A shell that is not a login shell: a login shell's profile may set PATH anew, and lose what the host's own
+  // session environment put there.
+  return command.empty() ? remote::shell_argv(target, worker, variables + "exec \"${SHELL:-/bin/bash}\"", terminal)
+                         : remote::ssh_argv(target, worker, variables + command);
 }
 
 } // namespace jobman::core

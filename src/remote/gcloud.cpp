@@ -34,6 +34,9 @@ void add_common_flags(std::vector<std::string>& argv, const SliceTarget& target,
   if (!target.ssh_key_file.empty()) {
     argv.push_back("--ssh-key-file=" + target.ssh_key_file);
   }
+  if (target.internal_ip) {
+    argv.emplace_back("--internal-ip");
+  }
   argv.emplace_back("--quiet");
 }
 
@@ -93,62 +96,51 @@ std::vector<WorkerRun> collect(const std::vector<int>& workers, std::vector<deta
 
 } // namespace
 
-std::string gcloud_program(const config::Settings& settings, const std::filesystem::path& exe_dir) {
-  const bool user_set = std::any_of(settings.sources.begin(), settings.sources.end(), [](const auto& source) {
-    return source.key == "gcloud" && source.origin != "default";
-  });
-  if (user_set || settings.cloud == config::CloudKind::google) {
-    return settings.gcloud;
-  }
-  const auto built = exe_dir / "mock_cloud" / "tools" / "gcloud";
-  const auto installed = exe_dir.parent_path() / "lib" / "jobman" / "mock-tools" / "gcloud";
-  for (const auto& candidate : {built, installed}) {
-    if (::access(candidate.c_str(), X_OK) == 0) {
-      return candidate.string();
-    }
-  }
-  throw Error("the mock cloud's gcloud stand-in is missing: looked for " + built.string() + " and " +
-              installed.string() + " (set gcloud in the settings to use another program)");
-}
-
 SliceTarget slice_target(const config::Settings& settings, const config::JobConfig& config, const std::string& node) {
   SliceTarget target;
-  target.gcloud = gcloud_program(settings);
+  target.gcloud = settings.gcloud;
   target.project = settings.project;
   target.zone = config.tpu.zone;
   target.node = node;
   target.transport = settings.transport;
   target.user = config.job.remote_user;
+  target.internal_ip = config.remote && config.remote->internal_ip;
   if (config.ssh && !config.ssh->private_key.empty()) {
     target.ssh_key_file = util::expand_user(config.ssh->private_key).string();
   }
   return target;
 }
 
-std::vector<std::string> shell_argv(const SliceTarget& target, int worker) {
+std::vector<std::string> shell_argv(const SliceTarget& target, int worker, const std::string& command, bool terminal) {
   if (target.transport == config::Transport::ssh) {
     std::vector<std::string> argv = {"ssh"};
+    if (terminal) {
+      argv.emplace_back("-t");
+    }
     const auto options = openssh_options(target, worker);
     argv.insert(argv.end(), options.begin(), options.end());
     argv.insert(argv.end(), {"-p", std::to_string(target.hosts[static_cast<std::size_t>(worker)].port), "--",
                              openssh_address(target, worker)});
+    if (!command.empty()) {
+      argv.push_back(command);
+    }
     return argv;
   }
   std::vector<std::string> argv = {target.gcloud, "compute",
                                    "tpus",        "tpu-vm",
                                    "ssh",         target.user.empty() ? target.node : target.user + "@" + target.node};
   add_common_flags(argv, target, worker);
+  if (terminal && !command.empty()) {
+    argv.emplace_back("--ssh-flag=-t");
+  }
+  if (!command.empty()) {
+    argv.push_back("--command=" + command);
+  }
   return argv;
 }
 
 std::vector<std::string> ssh_argv(const SliceTarget& target, int worker, const std::string& command) {
-  auto argv = shell_argv(target, worker);
-  if (target.transport == config::Transport::ssh) {
-    argv.push_back(command);
-  } else {
-    argv.push_back("--command=" + command);
-  }
-  return argv;
+  return shell_argv(target, worker, command, false);
 }
 
 std::vector<std::string> scp_argv(const SliceTarget& target, int worker, const std::vector<std::string>& sources,

@@ -54,6 +54,10 @@ bash "$d/run.sh" >> "$d/output.log" 2>&1 < /dev/null
 rc=$?
 echo "$rc" > "$d/exit_code.tmp" && mv "$d/exit_code.tmp" "$d/exit_code")sh";
 
+// The lines around run.sh's exports: a shell opened on the worker later (jobman ssh) reads its variables between them.
+constexpr const char* kVariablesBegin = "# jobman: variables";
+constexpr const char* kVariablesEnd = "# jobman: end of variables";
+
 // The last line of every run.sh: a launch that did not read it got a cut-off script and starts nothing.
 constexpr const char* kEndOfScript = "# jobman: end of run.sh";
 
@@ -61,9 +65,13 @@ constexpr const char* kEndOfScript = "# jobman: end of run.sh";
 // once its current command has ended (a training program gets to save its checkpoint first).
 std::string run_script(const LaunchSpec& spec, int worker) {
   std::string script = "#!/bin/bash\ntrap 'exit 143' TERM\ntrap 'exit 129' HUP\ntrap 'exit 130' INT\n";
+  script += kVariablesBegin;
+  script += '\n';
   for (const auto& [name, value] : workload_environment(spec, worker)) {
     script += "export " + name + "=" + shell_quote(value) + "\n";
   }
+  script += kVariablesEnd;
+  script += '\n';
   script += "cd \"$HOME\" || exit 1\n";
   script += spec.command;
   if (!spec.command.ends_with('\n')) {
@@ -233,6 +241,12 @@ std::map<std::string, std::string> workload_environment(const LaunchSpec& spec, 
     env["JOBMAN_CONTAINER"] = container_name(spec.id, worker);
   }
   return env;
+}
+
+std::string workload_variables_script(const WorkloadId& id) {
+  check_id(id);
+  return "f=" + remote_dir_expr(id) + "/run.sh; if [ -r \"$f\" ]; then eval \"$(sed -n '/^" +
+         std::string(kVariablesBegin) + "$/,/^" + kVariablesEnd + "$/p' \"$f\")\"; fi; unset f; ";
 }
 
 std::string to_string(WorkloadState state) {

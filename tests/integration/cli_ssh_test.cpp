@@ -1,4 +1,7 @@
-// `jobman ssh`: the real binary handing itself over to a gcloud stand-in that records how it was called.
+// `jobman ssh`: the real binary handing itself over to Debian's ssh, on a mock slice's hosts; and what it refuses
+// before it connects anywhere.
+#include "jobman/core/jobs.hpp"
+#include "jobman/remote/workload.hpp"
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/store/jobs.hpp"
@@ -18,21 +21,11 @@ using domain::Phase;
 
 constexpr const char* kTrain = JOBMAN_TEST_DATA_DIR "/cli/train.yaml"; // v4-32: 4 hosts.
 
+// A job on Google's cloud (nothing is ever contacted: every command here is refused first).
 class CliSsh : public ::testing::Test {
 protected:
   TempDir dir;
   void SetUp() override {
-    // Records its arguments, one a line, and its parent (jobman's parent when jobman exec'd it), then exits 7.
-    const auto script = dir.write("gcloud", "#!/bin/sh\n"
-                                            "printf '%s\\n' \"$@\" > '" +
-                                                (dir / "args").string() +
-                                                "'\n"
-                                                "echo \"$PPID\" > '" +
-                                                (dir / "parent").string() +
-                                                "'\n"
-                                                "echo 'gcloud ran'\n"
-                                                "exit 7\n");
-    std::filesystem::permissions(script, std::filesystem::perms::owner_all);
     const auto r = jm({"create", kTrain});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
@@ -43,7 +36,6 @@ protected:
                    {"JOBMAN_CLOUD", "google"},
                    {"JOBMAN_PROJECT", "p"},
                    {"JOBMAN_ACCESS_TOKEN", "x"},
-                   {"JOBMAN_GCLOUD", (dir / "gcloud").string()},
                    {"JOBMAN_ZONE", ""},
                    {"JOBMAN_AUTOSTART", "false"},
                    {"USER", "alice"}};
@@ -60,36 +52,9 @@ protected:
     change.reason = "set by the test";
     ASSERT_TRUE(open_store().jobs().transition(1, std::nullopt, change));
   }
-  [[nodiscard]] std::string file(const std::string& name) const {
-    std::ifstream in(dir / name);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
 };
 
-TEST_F(CliSsh, RunsTheCommandOnTheChosenWorkerAsGcloudAndExitsWithItsCode) {
-  start_running();
-  const auto r = jm({"ssh", "1", "--worker", "2", "--", "hostname"});
-  EXPECT_EQ(r.exit_code, 7) << r.err;
-  EXPECT_EQ(file("args"), "compute\ntpus\ntpu-vm\nssh\ncli-train-000001-a1\n--zone=us-central2-b\n--project=p\n"
-                          "--worker=2\n--quiet\n--command=hostname\n");
-  EXPECT_EQ(file("parent"), std::to_string(::getpid()) + "\n") << "jobman replaced itself with gcloud";
-  EXPECT_EQ(r.out, "gcloud ran\n");
-
-  const auto words = jm({"ssh", "1", "--", "ls", "-l", "/mnt/a b"});
-  EXPECT_EQ(words.exit_code, 7) << words.err;
-  EXPECT_NE(file("args").find("\n--worker=0\n--quiet\n--command=ls -l /mnt/a b\n"), std::string::npos) << file("args");
-}
-
-TEST_F(CliSsh, WithoutACommandItOpensAShellOnWorkerZero) {
-  start_running();
-  const auto r = jm({"ssh", "000001"});
-  EXPECT_EQ(r.exit_code, 7) << r.err;
-  EXPECT_EQ(
-      file("args"),
-      "compute\ntpus\ntpu-vm\nssh\ncli-train-000001-a1\n--zone=us-central2-b\n--project=p\n--worker=0\n--quiet\n");
-}
-
-TEST_F(CliSsh, AJobWithoutASliceOrABadWorkerIsRefusedBeforeGcloudRuns) {
+TEST_F(CliSsh, AJobWithoutASliceOrABadWorkerIsRefusedBeforeAnythingRuns) {
   const auto pending = jm({"ssh", "1"});
   EXPECT_EQ(pending.exit_code, 1);
   EXPECT_NE(pending.err.find("job 000001 has no slice: it has not started yet (PENDING)"), std::string::npos)
@@ -107,46 +72,94 @@ TEST_F(CliSsh, AJobWithoutASliceOrABadWorkerIsRefusedBeforeGcloudRuns) {
   const auto deleted = jm({"ssh", "1"});
   EXPECT_EQ(deleted.exit_code, 1);
   EXPECT_NE(deleted.err.find("job 000001 has no slice: it is DELETED"), std::string::npos) << deleted.err;
-  EXPECT_FALSE(std::filesystem::exists(dir / "args")) << "gcloud must not have run";
 }
 
-// On the mock cloud: jobman finds the mock's gcloud stand-in and gives it the mock's address itself.
+// On the mock cloud, as alice, with the key the slice's hosts know for her as jobman's own: jobman finds the hosts
+// and their keys through the API and execs ssh.
 class CliSshOnMock : public MockSliceTest {
 protected:
+  void SetUp() override {
+    MockSliceTest::SetUp();
+    std::filesystem::create_directories(dir / "home" / "ssh");
+    for (const std::string suffix : {"", ".pub"}) {
+      std::filesystem::copy_file(target.ssh_key_file + suffix, (dir / "home" / "ssh" / "id_ed25519").string() + suffix);
+    }
+    ASSERT_EQ(jm({"create", kTrain}).exit_code, 0);
+    auto store = store::JobStore::open(dir / "home" / "jobman.db");
+    store.attempts().begin(1, "slice", "slice-node", "us-central2-b");
+    domain::PhaseChange running;
+    running.to = Phase::running;
+    running.reason = "set by the test";
+    ASSERT_TRUE(store.jobs().transition(1, std::nullopt, running));
+  }
+
   RunResult jm(const std::vector<std::string>& args, const std::string& input = "") {
     RunOptions options;
-    options.env = {{"JOBMAN_HOME", (dir / "home").string()},
-                   {"XDG_CONFIG_HOME", (dir / "config").string()},
-                   {"JOBMAN_CLOUD", "mock"},
-                   {"JOBMAN_PROJECT", "p"},
-                   {"JOBMAN_API_ENDPOINT", "http://127.0.0.1:" + std::to_string(slice.server().port()) + "/v2/"},
-                   {"JOBMAN_GCLOUD", ""},
-                   {"JOBMAN_ZONE", ""},
-                   {"JOBMAN_AUTOSTART", "false"},
-                   {"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", ""}, // The slice fixture's, which jobman must set itself.
-                   {"CLOUDSDK_CONFIG", ""},
-                   {"USER", "alice"}};
+    options.env = jobman_env();
     options.input = input;
     return run_jobman(args, options);
+  }
+
+  [[nodiscard]] std::map<std::string, std::string> jobman_env() {
+    return {{"JOBMAN_HOME", (dir / "home").string()},
+            {"XDG_CONFIG_HOME", (dir / "config").string()},
+            {"HOME", (dir / "user-home").string()}, // No ~/.ssh/google_compute_engine: jobman's own key.
+            {"JOBMAN_CLOUD", "mock"},
+            {"JOBMAN_PROJECT", "p"},
+            {"JOBMAN_API_ENDPOINT", "http://127.0.0.1:" + std::to_string(slice.server().port()) + "/v2/"},
+            {"JOBMAN_ZONE", ""},
+            {"JOBMAN_AUTOSTART", "false"},
+            {"USER", "alice"}};
   }
 };
 
 TEST_F(CliSshOnMock, RunsACommandAndAShellOnTheWorker) {
-  ASSERT_EQ(jm({"create", kTrain}).exit_code, 0);
-  auto store = store::JobStore::open(dir / "home" / "jobman.db");
-  store.attempts().begin(1, "slice", "slice-node", "us-central2-b");
-  domain::PhaseChange running;
-  running.to = Phase::running;
-  running.reason = "set by the test";
-  ASSERT_TRUE(store.jobs().transition(1, std::nullopt, running));
-
-  const auto command = jm({"ssh", "1", "--worker", "2", "--", "pwd"});
+  const auto command = jm({"ssh", "1", "--worker", "2", "--", "pwd;", "hostname"});
   EXPECT_EQ(command.exit_code, 0) << command.err;
-  EXPECT_EQ(command.out, slice.remote_home(2, "alice").string() + "\n");
+  EXPECT_EQ(command.out.substr(0, command.out.find('\n') + 1), slice.remote_home(2, "alice").string() + "\n");
+  EXPECT_EQ(command.out.substr(command.out.size() - 5), "-w-2\n") << command.out;
+  EXPECT_EQ(jm({"ssh", "1", "--", "exit", "7"}).exit_code, 7) << "the command's exit code is jobman's";
 
   const auto shell = jm({"ssh", "1", "--worker", "1"}, "pwd\nexit 3\n");
   EXPECT_EQ(shell.exit_code, 3) << shell.err;
   EXPECT_NE(shell.out.find(slice.remote_home(1, "alice").string()), std::string::npos) << shell.out;
+}
+
+TEST_F(CliSshOnMock, TheSessionHasTheWorkersVariablesOnceItsCommandWasLaunched) {
+  const auto variables = "echo \"[$JOBMAN_WORKER_ID/$JOBMAN_NUM_WORKERS $JOBMAN_ATTEMPT $MY_SETTING]\"";
+  EXPECT_EQ(jm({"ssh", "1", "--worker", "2", "--", variables}).out, "[/  ]\n") << "nothing launched there yet";
+  // The attempt's command, launched on every worker as the supervisor launches it.
+  remote::LaunchSpec spec;
+  spec.id = core::workload_id(1, 1);
+  spec.command = "true";
+  spec.num_workers = 4;
+  spec.tpu_name = "slice-node";
+  spec.zone = "us-central2-b";
+  spec.accelerator = "v4-32";
+  spec.extra_env = {{"MY_SETTING", "a value with 'quotes' and $dollars"}};
+  auto as_alice = target;
+  as_alice.user = "alice";
+  for (const auto& worker : remote::launch(as_alice, {0, 1, 2, 3}, spec, std::chrono::seconds(60))) {
+    ASSERT_NE(worker.state, remote::WorkloadState::unreachable) << worker.diagnostic;
+  }
+  EXPECT_EQ(jm({"ssh", "1", "--worker", "2", "--", variables}).out, "[2/4 1 a value with 'quotes' and $dollars]\n");
+  const auto shell = jm({"ssh", "1", "--worker", "3"}, std::string(variables) + "\n");
+  EXPECT_EQ(shell.out, "[3/4 1 a value with 'quotes' and $dollars]\n") << shell.err;
+}
+
+TEST_F(CliSshOnMock, InATerminalTheShellHasOneOnTheWorkerToo) {
+  // jobman in a pseudo-terminal of its own (script(1)), as a person runs it: the worker's shell gets a terminal too.
+  std::string line;
+  for (const auto& [name, value] : jobman_env()) {
+    line += name + "=" + remote::shell_quote(value) + " ";
+  }
+  line += remote::shell_quote(jobman_binary()) + " ssh 1 --worker 1";
+  RunOptions options;
+  options.input = "tty; test -t 0 && echo interactive; exit 4\n";
+  const auto session = run_program({"script", "-q", "-e", "-c", "env " + line, "/dev/null"}, options);
+  EXPECT_EQ(session.exit_code, 4) << session.out << session.err;
+  EXPECT_NE(session.out.find("/dev/pts/"), std::string::npos) << session.out;
+  EXPECT_NE(session.out.find("interactive"), std::string::npos) << session.out;
 }
 
 } // namespace cli_ssh_test

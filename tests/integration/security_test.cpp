@@ -99,7 +99,7 @@ std::vector<std::string> private_key_lines(const fs::path& key_file) {
 struct ProcessScan {
   std::vector<std::string> leaks; // "pid N cmdline: what".
   int processes = 0;
-  bool saw_gcloud_ssh = false; // A gcloud tpu-vm ssh was running: the scan ran while the workers were reached.
+  bool saw_ssh = false; // An ssh to a worker was running: the scan ran while the workers were reached.
 };
 
 ProcessScan scan_processes(Secrets& secrets) {
@@ -109,7 +109,8 @@ ProcessScan scan_processes(Secrets& secrets) {
       const auto text = read_bytes(fs::path("/proc") / pid / part);
       if (std::string(part) == "cmdline" && !text.empty()) {
         ++scan.processes;
-        scan.saw_gcloud_ssh = scan.saw_gcloud_ssh || text.find(std::string("tpu-vm\0ssh", 10)) != std::string::npos;
+        scan.saw_ssh = scan.saw_ssh || (text.rfind(std::string("ssh\0", 4), 0) == 0 &&
+                                        text.find("HostKeyAlias=tpu.") != std::string::npos);
       }
       for (const auto& what : secrets.found_in(text)) {
         scan.leaks.push_back("pid " + pid + " " + part + ": " + what + ": " + text.substr(0, 200));
@@ -214,7 +215,7 @@ protected:
   }
 
   // Authenticates as Google's client does, with the service-account key the mock wrote (a JWT exchanged at its
-  // token endpoint), and reaches the workers through the mock's gcloud.
+  // token endpoint), and reaches the workers with ssh and a key of jobman's own (HOME has no gcloud key).
   void use_service_account_key() {
     const auto url = "http://127.0.0.1:" + std::to_string(mock->port());
     env["JOBMAN_CLOUD"] = "google";
@@ -223,9 +224,7 @@ protected:
     env["GOOGLE_APPLICATION_CREDENTIALS"] = (dir / "key.json").string();
     env["JOBMAN_ACCESS_TOKEN"] = "";
     env["GCE_METADATA_HOST"] = "";
-    env["JOBMAN_GCLOUD"] = (fs::path(mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
-    env["CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"] = url + "/";
-    env["CLOUDSDK_CONFIG"] = (dir / "gcloud").string();
+    env["HOME"] = (dir / "user-home").string();
   }
 
   RunResult jm(const std::vector<std::string>& args) { return run_jobman(args, RunOptions{env, "", ""}); }
@@ -276,7 +275,7 @@ protected:
     EXPECT_EQ(db().jobs().get(id).phase, Phase::succeeded) << db().jobs().get(id).phase_reason;
   }
 
-  // The access tokens the mock has issued so far (to jobman, the mock's gcloud, anyone).
+  // The access tokens the mock has issued so far (to jobman, anyone).
   std::vector<std::string> issued_tokens() {
     const auto answer = http_call(*client, "GET", "/mock/v1/tokens", nullptr, mock->admin_headers());
     return answer.status == 200 ? answer.body["issued"].get<std::vector<std::string>>() : std::vector<std::string>{};
@@ -345,7 +344,7 @@ TEST_F(SecurityTest, NoSecretReachesACommandLineTheStoreOrTheLogsAndEverythingIs
       auto scan = scan_processes(secrets);
       leaks.insert(leaks.end(), scan.leaks.begin(), scan.leaks.end());
       processes = std::max(processes, scan.processes);
-      rounds_with_ssh += scan.saw_gcloud_ssh ? 1 : 0;
+      rounds_with_ssh += scan.saw_ssh ? 1 : 0;
       ++rounds;
     }
   });
@@ -374,10 +373,10 @@ TEST_F(SecurityTest, NoSecretReachesACommandLineTheStoreOrTheLogsAndEverythingIs
   EXPECT_TRUE(leaks.empty()) << leaks.size() << " leaks in process arguments or environments, the first: "
                              << (leaks.empty() ? "" : leaks.front());
 
-  // The store (with its WAL), every log and job directory, the daemon's output, gcloud's configuration.
+  // The store (with its WAL), every log and job directory (the slice's known hosts too), the daemon's output.
   ASSERT_TRUE(fs::exists(home / "jobman.db"));
   int files = 0;
-  for (const auto& root : {home, dir / "gcloud"}) {
+  for (const auto& root : {home}) {
     const auto found = scan_files(root, secrets, &files);
     EXPECT_TRUE(found.empty()) << found.front();
   }

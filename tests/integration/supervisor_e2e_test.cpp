@@ -6,6 +6,7 @@
 #include "jobman/store/job_store.hpp"
 #include "jobman/store/jobs.hpp"
 #include "jobman/store/leases.hpp"
+#include "jobman/util/system.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
@@ -129,6 +130,15 @@ private:
 };
 
 // The supervisor's end-to-end fixture (support/supervisor_home.hpp), with a proxy that holds creates.
+// Puts an `ssh` first on the daemon's PATH that runs `body` (bash, with the arguments in "$@") and then this
+// machine's ssh: how a test holds or cuts one of jobman's connections.
+void wrap_ssh(const TempDir& dir, std::map<std::string, std::string>& env, const std::string& body) {
+  const auto wrapper = dir.write("ssh-wrapper/ssh", "#!/bin/bash\n" + body + "exec /usr/bin/ssh \"$@\"\n");
+  fs::permissions(wrapper, fs::perms::owner_all);
+  const char* path = std::getenv("PATH");
+  env["PATH"] = wrapper.parent_path().string() + ":" + (path != nullptr ? path : "/usr/bin:/bin");
+}
+
 class SupervisorTest : public SupervisorHome {
 protected:
   // Starts a daemon that reaches the API through `proxy`, which holds queued-resource creates as `hold`; creates a
@@ -167,18 +177,13 @@ TEST_F(SupervisorTest, AnOnDemandJobRunsToSuccessAndLeavesNothingBehind) {
 }
 
 TEST_F(SupervisorTest, ASpotJobPreemptedDuringSetupAndWhileRunningFinishesWithTheUninterruptedChecksum) {
-  // A gcloud that holds the first setup step until the test lets it go: the preemption lands inside the setup.
-  const auto real_gcloud = (fs::path(mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
+  // An ssh that holds the first setup step until the test lets it go: the preemption lands inside the setup.
   const auto gate = dir / "gate";
-  const auto wrapper =
-      dir.write("gcloud-gate", "#!/bin/bash\n"
-                               "if [[ \"$*\" == *jobman-setup* ]] && [ -e '" +
-                                   gate.string() + ".armed' ]; then\n  rm -f '" + gate.string() + ".armed'\n  touch '" +
-                                   gate.string() + ".held'\n  while [ -e '" + gate.string() +
-                                   ".held' ]; do sleep 0.02; done\nfi\nexec '" + real_gcloud + "' \"$@\"\n");
-  fs::permissions(wrapper, fs::perms::owner_all);
+  wrap_ssh(dir, env,
+           "if [[ \"$*\" == *jobman-setup* ]] && [ -e '" + gate.string() + ".armed' ]; then\n  rm -f '" +
+               gate.string() + ".armed'\n  touch '" + gate.string() + ".held'\n  while [ -e '" + gate.string() +
+               ".held' ]; do sleep 0.02; done\nfi\n");
   dir.write("gate.armed", "");
-  env["JOBMAN_GCLOUD"] = wrapper.string();
   start_daemon();
   const auto id = create(config(training(400, 10), "spot", "v4-16"));
 
@@ -219,8 +224,9 @@ TEST_F(SupervisorTest, ANewDaemonAfterKillNineFinishesTheJobWithTheSameWorkloadP
   ASSERT_TRUE(await_phase(id, Phase::running));
   ASSERT_TRUE(await_log(id, 1, "step=50 "));
   const auto node = node_of(id);
-  const auto worker = http_call(*client, "GET", std::string(kLocation) + "/nodes/" + node + "/workers/0", nullptr,
-                                mock->admin_headers());
+  const auto worker =
+      http_call(*client, "GET", std::string(kLocation) + "/nodes/" + node + "/workers/0?user=" + util::current_user(),
+                nullptr, mock->admin_headers());
   ASSERT_EQ(worker.status, 200);
   char name[16];
   std::snprintf(name, sizeof name, "%06lld", static_cast<long long>(id));
@@ -561,20 +567,15 @@ TEST_F(SupervisorTest, ListAndShowStartASupervisorForJobsNobodyDrives) {
 // workload went on; when the workload finished, the job was recorded SUCCEEDED with that worker's log cut short,
 // its last lines and checksum missing.
 TEST_F(SupervisorTest, OutputABrokenStreamMissedIsFetchedBeforeTheAttemptIsRecordedAsOver) {
-  const auto real_gcloud = (fs::path(mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
-  // The first stream of worker 0 is cut after a second, and the next one fails at once as a dropped connection
-  // does (255); every other gcloud call runs normally.
+  // The first stream of worker 0 (its host key's alias ends in -0) is cut after a second, and the next one fails at
+  // once as a dropped connection does (255); every other ssh runs normally.
   const std::string cut = (dir / "cut").string();
   const std::string dropped = (dir / "dropped").string();
-  const auto wrapper = dir.write("gcloud-cut", "#!/bin/bash\n"
-                                               "if [[ \"$*\" == *--worker=0* && \"$*\" == *'tail -c'* ]]; then\n"
-                                               "  if mkdir '" +
-                                                   cut + "' 2> /dev/null; then exec timeout -s KILL 1 '" + real_gcloud +
-                                                   "' \"$@\"; fi\n  if mkdir '" + dropped +
-                                                   "' 2> /dev/null; then echo closed >&2; exit 255; fi\nfi\nexec '" +
-                                                   real_gcloud + "' \"$@\"\n");
-  fs::permissions(wrapper, fs::perms::owner_all);
-  env["JOBMAN_GCLOUD"] = wrapper.string();
+  wrap_ssh(dir, env,
+           "if [[ \"$*\" =~ HostKeyAlias=tpu\\.[0-9]+-0\\  && \"$*\" == *'tail -c'* ]]; then\n"
+           "  if mkdir '" +
+               cut + "' 2> /dev/null; then exec timeout -s KILL 1 /usr/bin/ssh \"$@\"; fi\n  if mkdir '" + dropped +
+               "' 2> /dev/null; then echo closed >&2; exit 255; fi\nfi\n");
   start_daemon();
   const auto id = create(config(training(300, 10), "ondemand", "v4-16"));
   const auto done = wait_for(id, 0, 120);

@@ -123,30 +123,6 @@ TEST_F(MockAdminTokenTest, AdminAndExecPathsRefuseNoTokenAWrongTokenAndApiTokens
   }
 }
 
-TEST_F(MockAdminTokenTest, GcloudReachesWorkersOnlyWithTheAdminTokenFile) {
-  const auto gcloud = [&](const std::map<std::string, std::string>& env) {
-    RunOptions options;
-    options.env = env;
-    return run_program({target.gcloud, "compute", "tpus", "tpu-vm", "ssh", "slice-node", "--zone", "us-central2-b",
-                        "--project", "p", "--worker=0", "--command", "echo reached"},
-                       options);
-  };
-  const auto ok = gcloud({});
-  EXPECT_EQ(ok.exit_code, 0) << ok.err;
-  EXPECT_EQ(ok.out, "reached\n");
-
-  const auto unset = gcloud({{"JOBMAN_MOCK_ADMIN_TOKEN_FILE", ""}});
-  EXPECT_EQ(unset.exit_code, 1);
-  EXPECT_NE(unset.err.find("JOBMAN_MOCK_ADMIN_TOKEN_FILE"), std::string::npos) << unset.err;
-  EXPECT_EQ(unset.out, "");
-
-  const auto wrong = dir.write("wrong-token", std::string(64, 'f') + "\n");
-  const auto refused = gcloud({{"JOBMAN_MOCK_ADMIN_TOKEN_FILE", wrong.string()}});
-  EXPECT_EQ(refused.exit_code, 1);
-  EXPECT_NE(refused.err.find("refused its admin token"), std::string::npos) << refused.err;
-  EXPECT_EQ(refused.out, "");
-}
-
 TEST(MockAdminToken, TheTokenFileIsPrivateAndKeptAcrossRestartsUnlessOthersCouldReadIt) {
   TempDir dir;
   const auto file = dir / "state" / "admin-token";

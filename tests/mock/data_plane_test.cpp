@@ -1,10 +1,10 @@
-// The mock cloud's data plane, end to end: worker hosts per accelerator, the gcloud stand-in's ssh and scp forms and
-// exit codes, live output, processes ended and disks wiped on preemption and delete, buckets kept, gcsfuse.
+// The mock cloud's data plane, end to end, reached with Debian's ssh and scp: worker hosts per accelerator, exit codes,
+// live output, processes ended and disks wiped on preemption and delete, buckets kept, gcsfuse.
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
-#include "mock_cloud/gcloud_shim.hpp"
 #include "mock_cloud/worker_hosts.hpp"
 #include "mock_cloud/world.hpp"
+#include "support/host_ssh.hpp"
 #include "support/line_process.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
@@ -45,13 +45,14 @@ const std::string kWorld = jobman::test::test_world(1, R"(  us-central2-b:
       spot: {chips: 256}
 )");
 
-std::string gcloud_binary() {
-  return (fs::path(jobman::test::mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
+// The mock's tools directory (systolic-train is there).
+fs::path tools_dir() {
+  return fs::path(jobman::test::mock_cloud_binary()).parent_path() / "tools";
 }
 
-// The pids on the slice or host `prefix` names, from the process table.
+// The pids sessions started on the slice or host `prefix` names, from the process table (the hosts' sshd aside).
 std::vector<pid_t> processes_marked(const std::string& prefix) {
-  return jobman::mock::find_marked_processes(prefix);
+  return jobman::mock::find_marked_processes(prefix, jobman::mock::Marked::workload);
 }
 
 using StreamingProcess = jobman::test::LineReadingProcess;
@@ -61,6 +62,8 @@ protected:
   jobman::test::TempDir dir;
   std::unique_ptr<MockCloudProcess> server;
   std::unique_ptr<httplib::Client> client;
+  // A key of the test's own, authorized for root, zephyr and alice on every host of project p.
+  std::unique_ptr<jobman::test::MockHostSsh> hosts;
 
   void SetUp() override { start(); }
 
@@ -68,26 +71,23 @@ protected:
     server = jobman::test::start_test_mock(dir, kWorld, 1, options);
     ASSERT_GT(server->port(), 0) << server->first_line();
     client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
+    hosts =
+        std::make_unique<jobman::test::MockHostSsh>(dir, *server, std::vector<std::string>{"root", "zephyr", "alice"});
+    ASSERT_EQ(hosts->error(), "");
   }
 
-  [[nodiscard]] std::map<std::string, std::string> gcloud_env() const {
-    return {{"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "http://127.0.0.1:" + std::to_string(server->port()) + "/"},
-            {"CLOUDSDK_CONFIG", (dir / "gcloud-config").string()},
-            {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", server->admin_token_file()}};
+  // `ssh` as `user` to the workers `selection` names ("all", "2", "1,3", "1-3") of `node`, running `command`.
+  RunResult ssh(const std::string& node, const std::string& selection, const std::string& command,
+                const std::string& user = "root") {
+    return hosts->ssh(kZone, node, selection, command, user);
   }
 
-  // Runs the gcloud stand-in as jobman does.
-  RunResult gcloud(std::vector<std::string> args) {
-    args.insert(args.begin(), gcloud_binary());
-    jobman::test::RunOptions options;
-    options.env = gcloud_env();
-    return jobman::test::run_program(args, options);
-  }
-
-  // `gcloud compute tpus tpu-vm ssh NODE --worker=W --command=CMD` with the project and zone.
-  RunResult ssh(const std::string& node, const std::string& worker, const std::string& command) {
-    return gcloud({"compute", "tpus", "tpu-vm", "ssh", node, "--zone", kZone, "--project", "p", "--worker=" + worker,
-                   "--command", command});
+  // The argv of ssh running `command` on one worker of `node` as `user`, for a test that reads its output live.
+  std::vector<std::string> ssh_argv(const std::string& node, int worker, const std::string& command,
+                                    const std::string& user = "root") {
+    const auto target = hosts->target(kZone, node, user);
+    EXPECT_TRUE(target) << node << " is not up";
+    return target ? jobman::remote::ssh_argv(*target, worker, command) : std::vector<std::string>{"false"};
   }
 
   jobman::test::HttpAnswer api(const std::string& method, const std::string& path, const json& body = nullptr,
@@ -128,39 +128,15 @@ protected:
   }
 };
 
-TEST(GcloudWorkerSelection, AllSingleListsRangesAndErrors) {
-  std::string error;
-  EXPECT_EQ(jobman::mock::parse_worker_selection("all", 4, &error), (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(jobman::mock::parse_worker_selection("2", 4, &error), (std::vector<int>{2}));
-  EXPECT_EQ(jobman::mock::parse_worker_selection("1,3", 4, &error), (std::vector<int>{1, 3}));
-  EXPECT_EQ(jobman::mock::parse_worker_selection("1-3", 4, &error), (std::vector<int>{1, 2, 3}));
-  EXPECT_EQ(jobman::mock::parse_worker_selection("3,0-1,1", 4, &error), (std::vector<int>{3, 0, 1}));
-  for (const auto* bad : {"", "x", "-1", "3-1", "1,,2", "4", "0-4", "1-"}) {
-    EXPECT_FALSE(jobman::mock::parse_worker_selection(bad, 4, &error)) << bad;
-    EXPECT_NE(error.find("--worker"), std::string::npos) << error;
-  }
-}
-
-TEST(GcloudRemotePath, SplitsUserNodeAndPath) {
-  auto remote = jobman::mock::parse_remote_path("me@tpu-1:logs/x.txt");
-  ASSERT_TRUE(remote);
-  EXPECT_EQ(remote->user, "me");
-  EXPECT_EQ(remote->node, "tpu-1");
-  EXPECT_EQ(remote->path, "logs/x.txt");
-  EXPECT_EQ(jobman::mock::parse_remote_path("tpu-1:/abs")->path, "/abs");
-  EXPECT_FALSE(jobman::mock::parse_remote_path("local/file:with-colon"));
-  EXPECT_FALSE(jobman::mock::parse_remote_path("plain"));
-}
-
 TEST_F(MockDataPlaneTest, EachAcceleratorHasOneHostPerEndpoint) {
   const std::vector<std::pair<std::string, int>> cases = {
       {"v4-8", 1}, {"v4-32", 4}, {"v5litepod-16", 4}, {"v6e-256", 64}};
-  for (const auto& [accelerator, hosts] : cases) {
+  for (const auto& [accelerator, count] : cases) {
     std::string id = accelerator;
     std::replace(id.begin(), id.end(), '-', 'x');
     create_active(id, accelerator);
     auto node = api("GET", "/v2/" + kLoc + "/nodes/" + id + "-node");
-    EXPECT_EQ(node.body["networkEndpoints"].size(), static_cast<std::size_t>(hosts)) << accelerator;
+    EXPECT_EQ(node.body["networkEndpoints"].size(), static_cast<std::size_t>(count)) << accelerator;
     auto result = ssh(id + "-node", "all", "echo host-$MOCK_TPU_HOST");
     EXPECT_EQ(result.exit_code, 0) << result.err;
     std::set<std::string> seen;
@@ -168,21 +144,22 @@ TEST_F(MockDataPlaneTest, EachAcceleratorHasOneHostPerEndpoint) {
     for (std::string line; std::getline(lines, line);) {
       seen.insert(line);
     }
-    EXPECT_EQ(seen.size(), static_cast<std::size_t>(hosts)) << accelerator << ": " << result.out;
-    EXPECT_EQ(worker(id + "-node", hosts - 1).value("worker", -1), hosts - 1);
-    EXPECT_TRUE(worker(id + "-node", hosts).contains("error")) << accelerator;
+    EXPECT_EQ(seen.size(), static_cast<std::size_t>(count)) << accelerator << ": " << result.out;
+    EXPECT_EQ(worker(id + "-node", count - 1).value("worker", -1), count - 1);
+    EXPECT_TRUE(worker(id + "-node", count).contains("error")) << accelerator;
   }
 }
 
 TEST_F(MockDataPlaneTest, SshFormsSelectWorkersAndReturnTheCommandsExitCode) {
   create_active("s", "v4-32");
-  auto one = ssh("s-node", "2", "echo $MOCK_TPU_HOST; pwd");
+  auto one = ssh("s-node", "2", "echo $MOCK_TPU_HOST; pwd; hostname");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_NE(one.out.find("/2\n"), std::string::npos) << one.out;
-  // ssh without USER@ logs in as this machine's user, as gcloud does.
-  EXPECT_NE(one.out.find(worker("s-node", 2, jobman::util::current_user())["home"].get<std::string>() + "\n"),
-            std::string::npos)
+  // A session starts in the user's home, on a host named as Google names a TPU VM's workers.
+  EXPECT_NE(one.out.find("\n" + worker("s-node", 2, "root")["home"].get<std::string>() + "\n"), std::string::npos)
       << one.out;
+  EXPECT_NE(one.out.find("t1v-n-"), std::string::npos) << one.out;
+  EXPECT_EQ(one.out.substr(one.out.size() - 5), "-w-2\n") << one.out;
 
   auto list = ssh("s-node", "1,3", "echo w${MOCK_TPU_HOST##*/}");
   EXPECT_EQ(list.exit_code, 0);
@@ -192,12 +169,10 @@ TEST_F(MockDataPlaneTest, SshFormsSelectWorkersAndReturnTheCommandsExitCode) {
   auto range = ssh("s-node", "1-3", "echo w${MOCK_TPU_HOST##*/}");
   EXPECT_EQ(std::count(range.out.begin(), range.out.end(), '\n'), 3) << range.out;
 
-  // The forms jobman uses: alpha, USER@NODE, --ssh-flag, --quiet, --flag=value.
-  auto full = gcloud({"alpha", "compute", "tpus", "tpu-vm", "ssh", "alice@s-node", "--zone=" + kZone, "--project=p",
-                      "--worker=0", "--ssh-flag=-o ServerAliveInterval=5", "--ssh-flag=-n", "--quiet",
-                      "--command=echo $USER $HOME"});
-  ASSERT_EQ(full.exit_code, 0) << full.err;
-  EXPECT_EQ(full.out.rfind("alice ", 0), 0U) << full.out;
+  // Another user whose key the metadata holds has an account and a home of their own.
+  auto alice = ssh("s-node", "0", "echo $USER $HOME; id -un", "alice");
+  ASSERT_EQ(alice.exit_code, 0) << alice.err;
+  EXPECT_EQ(alice.out, "alice /home/alice\nalice\n");
 
   // The command's own status comes back; on several workers, the first failure.
   EXPECT_EQ(ssh("s-node", "0", "exit 7").exit_code, 7);
@@ -207,45 +182,37 @@ TEST_F(MockDataPlaneTest, SshFormsSelectWorkersAndReturnTheCommandsExitCode) {
   EXPECT_EQ(quoted.out, "a b|$HOME|x|");
   // Standard input reaches a single worker.
   jobman::test::RunOptions with_input;
-  with_input.env = gcloud_env();
   with_input.input = "from stdin\n";
-  auto piped = jobman::test::run_program({gcloud_binary(), "compute", "tpus", "tpu-vm", "ssh", "s-node", "--zone",
-                                          kZone, "--project", "p", "--command", "cat"},
-                                         with_input);
+  auto piped = jobman::test::run_program(ssh_argv("s-node", 0, "cat"), with_input);
   EXPECT_EQ(piped.out, "from stdin\n");
 }
 
-TEST_F(MockDataPlaneTest, UnreachableHostsAndBadArgumentsAreReportedAsGcloudDoes) {
+TEST_F(MockDataPlaneTest, AKeyNotInTheMetadataIsRefusedAndALostHostRefusesConnections) {
   create_active("u", "v4-8");
-  auto missing = ssh("nope", "0", "true");
-  EXPECT_EQ(missing.exit_code, 1);
-  EXPECT_NE(missing.err.find("NOT_FOUND"), std::string::npos) << missing.err;
-  auto out_of_range = ssh("u-node", "3", "true");
-  EXPECT_EQ(out_of_range.exit_code, 1);
-  EXPECT_NE(out_of_range.err.find("--worker"), std::string::npos) << out_of_range.err;
+  auto target = hosts->target(kZone, "u-node", "root");
+  ASSERT_TRUE(target);
+  // bob has no key in the metadata, so no account: ssh is refused before any command runs.
+  auto bob = *target;
+  bob.user = "bob";
+  bob.control_dir.clear();
+  const auto refused = jobman::test::run_program(jobman::remote::ssh_argv(bob, 0, "true"));
+  EXPECT_EQ(refused.exit_code, 255);
+  EXPECT_NE(refused.err.find("Permission denied"), std::string::npos) << refused.err;
+  // A preempted host's address takes no connection: ssh's 255.
+  ASSERT_EQ(ssh("u-node", "0", "true").exit_code, 0);
   preempt("u-node");
-  auto gone = ssh("u-node", "0", "true");
+  target->control_dir.clear();
+  const auto gone = jobman::test::run_program(jobman::remote::ssh_argv(*target, 0, "true"));
   EXPECT_EQ(gone.exit_code, 255) << gone.err;
-  EXPECT_NE(gone.err.find("port 22"), std::string::npos) << gone.err;
-  auto unset = jobman::test::run_program({gcloud_binary(), "compute", "tpus", "tpu-vm", "ssh", "u-node", "--zone",
-                                          kZone, "--project", "p", "--command", "true"},
-                                         {{{"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", ""}}, "", ""});
-  EXPECT_EQ(unset.exit_code, 1);
-  EXPECT_NE(unset.err.find("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU"), std::string::npos) << unset.err;
-  EXPECT_EQ(gcloud({"compute", "instances", "list"}).exit_code, 2);
+  EXPECT_NE(gone.err.find("Connection refused"), std::string::npos) << gone.err;
 }
 
 TEST_F(MockDataPlaneTest, OutputStreamsLiveWhileTheCommandRuns) {
   create_active("live", "v4-8");
   const auto gate = dir / "gate";
-  std::vector<std::string> argv = {
-      gcloud_binary(), "compute",
-      "tpus",          "tpu-vm",
-      "ssh",           "live-node",
-      "--zone",        kZone,
-      "--project",     "p",
-      "--command",     "echo first; while [ ! -e " + gate.string() + " ]; do sleep 0.01; done; echo second"};
-  StreamingProcess running(argv, gcloud_env());
+  StreamingProcess running(
+      ssh_argv("live-node", 0, "echo first; while [ ! -e " + gate.string() + " ]; do sleep 0.01; done; echo second"),
+      {});
   // The first line arrives while the command is still blocked on the gate: nothing is buffered until the end.
   EXPECT_EQ(running.next_line(), "first");
   EXPECT_FALSE(fs::exists(gate));
@@ -268,28 +235,21 @@ TEST_F(MockDataPlaneTest, PreemptionEndsEveryProcessWipesDisksAndKeepsBuckets) {
   ASSERT_EQ(
       ssh("p-node", "all", "setsid nohup bash -c 'trap \"\" TERM; sleep 600' >/dev/null 2>&1 < /dev/null &").exit_code,
       0);
-  std::vector<std::string> argv = {gcloud_binary(),
-                                   "compute",
-                                   "tpus",
-                                   "tpu-vm",
-                                   "ssh",
-                                   "p-node",
-                                   "--zone",
-                                   kZone,
-                                   "--project",
-                                   "p",
-                                   "--worker=all",
-                                   "--command",
-                                   "echo up; sleep 600"};
-  StreamingProcess foreground(argv, gcloud_env());
-  ASSERT_EQ(foreground.next_line(), "up");
+  std::vector<std::unique_ptr<StreamingProcess>> foreground;
+  for (int w = 0; w < 4; ++w) {
+    foreground.push_back(std::make_unique<StreamingProcess>(ssh_argv("p-node", w, "echo up; sleep 600"),
+                                                            std::map<std::string, std::string>{}));
+    ASSERT_EQ(foreground.back()->next_line(), "up");
+  }
   // One sleep per worker in the foreground and one detached per worker (bash execs the last command it runs).
   ASSERT_TRUE(eventually([&] { return processes_marked(slice_prefix).size() >= 8; }))
       << processes_marked(slice_prefix).size();
 
   preempt("p-node");
-  // The foreground command's connection drops: ssh's 255.
-  EXPECT_EQ(foreground.finish(), 255);
+  // The foreground commands' connections drop: ssh's 255.
+  for (auto& session : foreground) {
+    EXPECT_EQ(session->finish(), 255);
+  }
   // Every process of the slice is gone from the process table, the detached one that ignored SIGTERM included.
   EXPECT_TRUE(eventually([&] { return processes_marked(slice_prefix).empty(); }))
       << processes_marked(slice_prefix).size() << " left";
@@ -328,7 +288,7 @@ TEST_F(MockDataPlaneTest, AStandaloneNodesHostsEndOnStopAndComeBackFreshOnStart)
   const auto fresh = worker("solo", 0);
   EXPECT_NE(fresh["marker"], marker);
   auto listing = ssh("solo", "0", "test -e before && echo stale || echo fresh");
-  EXPECT_EQ(listing.exit_code, 0);
+  EXPECT_EQ(listing.exit_code, 0) << listing.err;
   EXPECT_NE(listing.out.find("fresh"), std::string::npos) << listing.out;
 
   // A preempted standalone node keeps its record, but its processes end as a preempted slice's do.
@@ -387,21 +347,17 @@ TEST_F(MockDataPlaneTest, ScpCopiesToAndFromSelectedWorkers) {
   create_active("c", "v4-32");
   dir.write("upload/a.txt", "alpha\n");
   dir.write("upload/sub/b.txt", "beta\n");
-  auto file = gcloud({"compute", "tpus", "tpu-vm", "scp", (dir / "upload" / "a.txt").string(), "c-node:a.txt", "--zone",
-                      kZone, "--project", "p", "--worker=all"});
+  auto file = hosts->scp_to(kZone, "c-node", "all", {(dir / "upload" / "a.txt").string()}, "a.txt");
   ASSERT_EQ(file.exit_code, 0) << file.err;
   EXPECT_EQ(ssh("c-node", "all", "cat ~/a.txt").out, "alpha\nalpha\nalpha\nalpha\n");
-  auto no_recurse = gcloud(
-      {"compute", "tpus", "tpu-vm", "scp", (dir / "upload").string(), "c-node:up", "--zone", kZone, "--project", "p"});
+  auto no_recurse = hosts->scp_to(kZone, "c-node", "0", {(dir / "upload").string()}, "up");
   EXPECT_NE(no_recurse.exit_code, 0);
-  auto tree = gcloud({"alpha", "compute", "tpus", "tpu-vm", "scp", "--recurse", (dir / "upload").string(),
-                      "me@c-node:up", "--zone", kZone, "--project", "p", "--worker=1,2"});
+  auto tree = hosts->scp_to(kZone, "c-node", "1,2", {(dir / "upload").string()}, "up", "root", true);
   ASSERT_EQ(tree.exit_code, 0) << tree.err;
   EXPECT_EQ(ssh("c-node", "2", "cat ~/up/sub/b.txt").out, "beta\n");
   EXPECT_NE(ssh("c-node", "3", "cat ~/up/sub/b.txt").exit_code, 0);
   ASSERT_EQ(ssh("c-node", "3", "echo from-3 > ~/result.txt").exit_code, 0);
-  auto back = gcloud({"compute", "tpus", "tpu-vm", "scp", "c-node:result.txt", (dir / "result.txt").string(), "--zone",
-                      kZone, "--project", "p", "--worker=3"});
+  auto back = hosts->scp_from(kZone, "c-node", 3, "result.txt", (dir / "result.txt").string());
   ASSERT_EQ(back.exit_code, 0) << back.err;
   EXPECT_EQ(jobman::util::read_file(dir / "result.txt"), "from-3\n");
 }
@@ -417,20 +373,21 @@ TEST_F(MockDataPlaneTest, GcsfuseMountsUnmountsAndRefusesABusyMountpoint) {
   EXPECT_EQ(jobman::util::read_file(dir / "state" / "buckets" / "bkt" / "f"), "x\n");
 }
 
-TEST_F(MockDataPlaneTest, AuthAndConfigWorkAsOnAWorkstation) {
-  auto token = gcloud({"auth", "print-access-token"});
-  ASSERT_EQ(token.exit_code, 0) << token.err;
-  const auto bearer = std::string(jobman::util::trim(token.out));
-  EXPECT_EQ(api("GET", "/v2/" + kLoc + "/queuedResources", nullptr, {{"Authorization", "Bearer " + bearer}}).status,
-            200);
-  EXPECT_EQ(gcloud({"config", "set", "project", "p"}).exit_code, 0);
-  EXPECT_EQ(gcloud({"config", "set", "compute/zone", kZone}).exit_code, 0);
-  EXPECT_EQ(gcloud({"config", "get-value", "project"}).out, "p\n");
-  // With project and zone configured, ssh needs neither flag.
+// Google's gcloud on a host finds what it finds on a TPU VM: the VM's service account through the metadata server,
+// and the project and zone it is told to use checked against the Compute API.
+TEST_F(MockDataPlaneTest, GcloudOnAHostHasTheVmsServiceAccount) {
+  if (!fs::exists("/usr/bin/gcloud")) {
+    GTEST_SKIP() << "no /usr/bin/gcloud on this machine";
+  }
   create_active("cfg", "v4-8");
-  auto result = gcloud({"compute", "tpus", "tpu-vm", "ssh", "cfg-node", "--command", "echo ok"});
-  EXPECT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(result.out, "ok\n");
+  auto configured = ssh("cfg-node", "0",
+                        "gcloud config set project p && gcloud config set compute/zone " + kZone +
+                            " && gcloud auth list --filter=status:ACTIVE --format='value(account)' && gcloud config "
+                            "get-value project && gcloud config get-value compute/zone");
+  ASSERT_EQ(configured.exit_code, 0) << configured.out << configured.err;
+  EXPECT_NE(configured.err.find("Updated property [compute/zone]."), std::string::npos) << configured.err;
+  EXPECT_EQ(configured.err.find("WARNING"), std::string::npos) << "the zone is known: " << configured.err;
+  EXPECT_EQ(configured.out, "default@jobman-mock.iam.gserviceaccount.com\np\n" + kZone + "\n");
 }
 
 TEST_F(MockDataPlaneTest, AFaultyNodeShowsItsWorkloadTheFaultFile) {
@@ -463,14 +420,14 @@ TEST_F(MockDataPlaneTest, OnlyTheWorkerOnAFaultyMachineSeesTheFaultFileAndFailsT
   const auto guest = api("POST", "/v2/" + kLoc + "/nodes/m-node:getGuestAttributes", json{{"queryPath", "host/"}});
   ASSERT_EQ(guest.status, 200) << guest.text;
   ASSERT_EQ(guest.body["guestAttributes"].size(), 4U);
-  std::set<std::string> hosts;
+  std::set<std::string> machines;
   for (int w = 0; w < 4; ++w) {
     const auto id = guest.body["guestAttributes"][w]["queryValue"]["items"][0]["value"].get<std::string>();
     EXPECT_EQ(worker("m-node", w)["physical_host"], id);
     EXPECT_EQ(ssh("m-node", std::to_string(w), "echo $MOCK_TPU_PHYSICAL_HOST").out, id + "\n");
-    hosts.insert(id);
+    machines.insert(id);
   }
-  EXPECT_EQ(hosts.size(), 4U);
+  EXPECT_EQ(machines.size(), 4U);
   EXPECT_EQ(marked.body["machines"][0]["physicalHost"], worker("m-node", 1)["physical_host"]);
 }
 
@@ -519,8 +476,8 @@ std::string checksum_of(const std::string& output) {
 TEST_F(MockDataPlaneTest, TrainingSurvivesAPreemptionAndEndsWithTheUninterruptedChecksum) {
   const std::string train = "systolic-train --steps 60 --ckpt-every 5 --dim 16 --array 4";
   // The reference: the same run on this machine, never interrupted.
-  auto reference = jobman::test::run_program({(fs::path(gcloud_binary()).parent_path() / "systolic-train").string(),
-                                              "--steps", "60", "--ckpt-every", "5", "--dim", "16", "--array", "4"});
+  auto reference = jobman::test::run_program(
+      {(tools_dir() / "systolic-train").string(), "--steps", "60", "--ckpt-every", "5", "--dim", "16", "--array", "4"});
   ASSERT_EQ(reference.exit_code, 0) << reference.err;
   const auto expected = checksum_of(reference.out);
   ASSERT_EQ(expected.size(), 16U) << reference.out;
@@ -529,17 +486,20 @@ TEST_F(MockDataPlaneTest, TrainingSurvivesAPreemptionAndEndsWithTheUninterrupted
   create_active("t1", "v4-32");
   const std::string mount = "mkdir -p ~/b && (mountpoint -q ~/b || gcsfuse runs ~/b) && ";
   const std::string run = mount + "JOBMAN_WORKER_ID=${MOCK_TPU_HOST##*/} " + train + " --ckpt-dir ~/b/ckpt";
-  StreamingProcess first({gcloud_binary(), "compute", "tpus", "tpu-vm", "ssh", "t1-node", "--zone", kZone, "--project",
-                          "p", "--worker=all", "--command", run + " --step-time-ms 20"},
-                         gcloud_env());
-  // Wait until worker 0 has written a checkpoint past step 10, then preempt.
-  for (auto line = first.next_line(); line; line = first.next_line()) {
-    if (line->rfind("checkpoint step=15", 0) == 0) {
-      break;
-    }
+  std::vector<std::unique_ptr<StreamingProcess>> first;
+  for (int w = 0; w < 4; ++w) {
+    first.push_back(std::make_unique<StreamingProcess>(ssh_argv("t1-node", w, run + " --step-time-ms 20"),
+                                                       std::map<std::string, std::string>{}));
   }
+  // Wait until worker 0 has written a checkpoint past step 10, then preempt.
+  ASSERT_TRUE(first[0]->read_until("checkpoint step=15"));
   preempt("t1-node");
-  EXPECT_EQ(first.finish(), 255) << "the slice went away under the command";
+  // The slice went away under the command: ssh's 255, or the command's own 143 when it saved its checkpoint on the
+  // SIGTERM and exited before the connection dropped.
+  for (auto& session : first) {
+    const int status = session->finish();
+    EXPECT_TRUE(status == 255 || status == 143) << status;
+  }
 
   // Attempt 2 on a new slice: it resumes from the newest checkpoint in the bucket and finishes.
   create_active("t2", "v4-32");
@@ -581,50 +541,47 @@ protected:
     }
   }
 
-  // `gcloud ... ssh zephyr@h-node --worker=W --command=CMD`.
+  // `ssh zephyr@HOST-W CMD`.
   RunResult as_zephyr(int worker, const std::string& command) {
-    return gcloud({"compute", "tpus", "tpu-vm", "ssh", "zephyr@h-node", "--zone", kZone, "--project", "p",
-                   "--worker=" + std::to_string(worker), "--command", command});
+    return ssh("h-node", std::to_string(worker), command, "zephyr");
   }
 
-  // The directory of this machine that holds host W's home.
-  fs::path sandbox_home(int w) { return worker("h-node", w)["sandbox_home"].get<std::string>(); }
+  // The directory of this machine that holds zephyr's home on host W.
+  fs::path sandbox_home(int w) { return worker("h-node", w, "zephyr")["sandbox_home"].get<std::string>(); }
 };
 
 TEST_F(MockWorkerHomesTest, TwoHostsOfASliceEachSeeTheirOwnHomeUnderHomeUser) {
   const auto host = worker("h-node", 0);
-  EXPECT_EQ(host["home"], "/home/tpu") << "the answer without a user names the default one";
+  EXPECT_EQ(host["home"], "/home/root") << "the answer without a user names root";
   auto zero = as_zephyr(0, "echo $HOME; pwd; echo from-0 > /home/zephyr/x; ls -A /home");
   ASSERT_EQ(zero.exit_code, 0) << zero.err;
-  // Only the user's own home is under /home: not this machine's homes, not another host's.
-  EXPECT_EQ(zero.out, "/home/zephyr\n/home/zephyr\nzephyr\n");
+  // Only the homes of the host's own accounts (one per user with a key) are under /home, not this machine's.
+  EXPECT_EQ(zero.out, "/home/zephyr\n/home/zephyr\nalice\nroot\nzephyr\n");
   EXPECT_EQ(jobman::util::read_file(sandbox_home(0) / "x"), "from-0\n") << "host 0's file is in its sandbox";
   auto one = as_zephyr(1, "test -e /home/zephyr/x && echo seen || echo unseen; ls -A /home");
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  EXPECT_EQ(one.out, "unseen\nzephyr\n") << "host 1 has a home of its own";
+  EXPECT_EQ(one.out, "unseen\nalice\nroot\nzephyr\n") << "host 1 has a home of its own";
   EXPECT_FALSE(fs::exists(sandbox_home(1) / "x"));
-  // HOME's dependants follow it.
-  auto env =
-      as_zephyr(2, "echo $USER $CLOUDSDK_CONFIG; case :$PATH: in *:/home/zephyr/.local/bin:*) echo on-path;; esac");
-  EXPECT_EQ(env.out, "zephyr /home/zephyr/.config/gcloud\non-path\n") << env.err;
+  auto env = as_zephyr(2, "echo $USER $LOGNAME $HOME; id -un");
+  EXPECT_EQ(env.out, "zephyr zephyr /home/zephyr\nzephyr\n") << env.err;
 }
 
 TEST_F(MockWorkerHomesTest, ScpToAndFromHomeUserUsesTheHostsSandbox) {
   dir.write("upload/a.txt", "alpha\n");
   auto scp = [&](const std::string& from, const std::string& to) {
-    return gcloud({"compute", "tpus", "tpu-vm", "scp", from, to, "--zone", kZone, "--project", "p", "--worker=1"});
+    return hosts->scp_to(kZone, "h-node", "1", {from}, to, "zephyr");
   };
   ASSERT_EQ(as_zephyr(1, "mkdir -p /home/zephyr/in").exit_code, 0);
-  auto sent = scp((dir / "upload" / "a.txt").string(), "zephyr@h-node:/home/zephyr/in/a.txt");
+  auto sent = scp((dir / "upload" / "a.txt").string(), "/home/zephyr/in/a.txt");
   ASSERT_EQ(sent.exit_code, 0) << sent.err;
   EXPECT_EQ(jobman::util::read_file(sandbox_home(1) / "in" / "a.txt"), "alpha\n");
   EXPECT_EQ(as_zephyr(1, "cat /home/zephyr/in/a.txt").out, "alpha\n");
   ASSERT_EQ(as_zephyr(1, "echo beta > /home/zephyr/b.txt").exit_code, 0);
-  auto back = scp("zephyr@h-node:/home/zephyr/b.txt", (dir / "b.txt").string());
+  auto back = hosts->scp_from(kZone, "h-node", 1, "/home/zephyr/b.txt", (dir / "b.txt").string(), "zephyr");
   ASSERT_EQ(back.exit_code, 0) << back.err;
   EXPECT_EQ(jobman::util::read_file(dir / "b.txt"), "beta\n");
   // Another user's home does not exist on the host, and nothing reaches this machine's /home.
-  auto elsewhere = scp((dir / "upload" / "a.txt").string(), "zephyr@h-node:/home/someone-else/a.txt");
+  auto elsewhere = scp((dir / "upload" / "a.txt").string(), "/home/someone-else/a.txt");
   EXPECT_EQ(elsewhere.exit_code, 1);
   EXPECT_NE(elsewhere.err.find("No such file or directory"), std::string::npos) << elsewhere.err;
   EXPECT_FALSE(fs::exists("/home/someone-else/a.txt"));
@@ -673,7 +630,7 @@ TEST_F(MockWorkerHomesTest, DockerGcsfuseAndCondaWorkWithHomeUserPaths) {
   EXPECT_TRUE(fs::is_directory(sandbox_home(0) / "miniconda3" / "envs" / "fms"));
 }
 
-TEST_F(MockDataPlaneTest, WithoutNamespacesHomeIsTheSandboxAndTheWorkerAnswerSaysSo) {
+TEST_F(MockDataPlaneTest, WithoutNamespacesTheHostsRunNoSshAndTheWorkerAnswerSaysWhy) {
   server.reset();
   start({"--sandbox-homes"});
   create_active("f", "v4-8");
@@ -681,11 +638,10 @@ TEST_F(MockDataPlaneTest, WithoutNamespacesHomeIsTheSandboxAndTheWorkerAnswerSay
   EXPECT_EQ(host["home_mode"], "sandbox");
   EXPECT_EQ(host["home"], host["sandbox_home"]);
   EXPECT_NE(host["home_mode_reason"].get<std::string>().find("--sandbox-homes"), std::string::npos) << host;
-  auto home = gcloud({"compute", "tpus", "tpu-vm", "ssh", "zephyr@f-node", "--zone", kZone, "--project", "p",
-                      "--command", "echo $HOME; pwd"});
-  ASSERT_EQ(home.exit_code, 0) << home.err;
-  const auto sandbox = worker("f-node", 0)["sandbox_home"].get<std::string>();
-  EXPECT_EQ(home.out, sandbox + "\n" + sandbox + "\n");
+  // No sshd: a host without a filesystem of its own takes no session.
+  const auto refused = ssh("f-node", "0", "true");
+  EXPECT_EQ(refused.exit_code, 255);
+  EXPECT_NE(refused.err.find("Connection refused"), std::string::npos) << refused.err;
 }
 
 } // namespace data_plane_test

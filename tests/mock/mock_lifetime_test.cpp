@@ -5,6 +5,7 @@
 #include "jobman/util/system.hpp"
 #include "mock_cloud/worker_hosts.hpp"
 #include "mock_cloud/workload_reaper.hpp"
+#include "support/host_ssh.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -95,6 +96,8 @@ protected:
     server = std::make_unique<MockCloudProcess>(args);
     ASSERT_GT(server->port(), 0) << server->first_line();
     client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
+    hosts = std::make_unique<jobman::test::MockHostSsh>(dir, *server);
+    ASSERT_EQ(hosts->error(), "");
   }
 
   jobman::test::HttpAnswer api(const std::string& method, const std::string& path, const json& body = nullptr) {
@@ -124,16 +127,10 @@ protected:
   // Starts on worker 0 a workload that ignores SIGTERM, detached as jobman launches one (setsid, nohup, its ssh
   // session ended at once); returns its pid, which it writes to its home.
   pid_t start_stubborn_workload() {
-    const auto gcloud = (fs::path(jobman::test::mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
-    jobman::test::RunOptions options;
-    options.env = {{"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "http://127.0.0.1:" + std::to_string(server->port()) + "/"},
-                   {"CLOUDSDK_CONFIG", (dir / "gcloud-config").string()},
-                   {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", server->admin_token_file()}};
-    const auto started = jobman::test::run_program(
-        {gcloud, "compute", "tpus", "tpu-vm", "ssh", "w-node", "--zone", kZone, "--project", "p", "--command",
-         "setsid nohup bash -c 'trap \"\" TERM; echo $$ > ~/pid.part && mv ~/pid.part ~/pid; "
-         "while :; do sleep 1; done' > /dev/null 2>&1 < /dev/null &"},
-        options);
+    const auto started =
+        hosts->ssh(kZone, "w-node", "0",
+                   "setsid nohup bash -c 'trap \"\" TERM; echo $$ > ~/pid.part && mv ~/pid.part ~/pid; "
+                   "while :; do sleep 1; done' > /dev/null 2>&1 < /dev/null &");
     EXPECT_EQ(started.exit_code, 0) << started.err;
     const fs::path pid_file = fs::path(worker()["sandbox_home"].get<std::string>()) / "pid";
     EXPECT_TRUE(eventually([&] { return fs::exists(pid_file); }));
@@ -144,6 +141,7 @@ protected:
   jobman::test::TempDir dir;
   std::unique_ptr<MockCloudProcess> server;
   std::unique_ptr<httplib::Client> client;
+  std::unique_ptr<jobman::test::MockHostSsh> hosts; // A key for root on every host.
 };
 
 TEST_F(MockLifetimeTest, SigtermThenSigkillASecondLaterEndsEveryWorkloadOfItsHosts) {

@@ -1,8 +1,9 @@
 // A worker host's own filesystem: /mnt, /srv, /opt, /tmp and any top-level directory a job makes are the host's
 // (kept across its ssh sessions, private from other hosts, wiped with it), this machine's system directories are
-// read-only there, and nothing a job, the mock's gcsfuse or scp does on a host reaches this machine. Without
-// namespaces (--sandbox-homes) the mock's tools refuse paths outside the host's sandbox.
+// read-only there, and nothing a job, the mock's gcsfuse or scp does on a host reaches this machine. Sessions are
+// Debian's ssh and scp as root (who may write /mnt, as a TPU VM's user may with sudo); zephyr has an account too.
 #include "jobman/util/system.hpp"
+#include "support/host_ssh.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
@@ -42,6 +43,8 @@ protected:
     server = jobman::test::start_test_mock(dir, kWorld, 1, options);
     ASSERT_GT(server->port(), 0) << server->first_line();
     client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
+    hosts = std::make_unique<jobman::test::MockHostSsh>(dir, *server, std::vector<std::string>{"root", "zephyr"});
+    ASSERT_EQ(hosts->error(), "");
     const json body = {{"tpu",
                         {{"nodeSpec",
                           {{{"parent", kLoc},
@@ -71,21 +74,9 @@ protected:
         .body;
   }
 
-  RunResult gcloud(std::vector<std::string> args) {
-    args.insert(args.begin(),
-                (fs::path(jobman::test::mock_cloud_binary()).parent_path() / "tools" / "gcloud").string());
-    args.insert(args.end(), {"--zone", kZone, "--project", "p"});
-    jobman::test::RunOptions options;
-    options.env = {{"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "http://127.0.0.1:" + std::to_string(server->port()) + "/"},
-                   {"CLOUDSDK_CONFIG", (dir / "gcloud-config").string()},
-                   {"JOBMAN_MOCK_ADMIN_TOKEN_FILE", server->admin_token_file()}};
-    return jobman::test::run_program(args, options);
-  }
-
-  // One ssh session on host `index` as zephyr, running `command`.
+  // One ssh session on host `index` as root, running `command`.
   RunResult ssh(int index, const std::string& command) {
-    return gcloud({"compute", "tpus", "tpu-vm", "ssh", "zephyr@h-node", "--worker=" + std::to_string(index),
-                   "--command", command});
+    return hosts->ssh(kZone, "h-node", std::to_string(index), command, "root");
   }
 
   jobman::test::TempDir dir;
@@ -94,6 +85,7 @@ protected:
   std::string unique = dir.path().filename().string() + "-host";
   std::unique_ptr<MockCloudProcess> server;
   std::unique_ptr<httplib::Client> client;
+  std::unique_ptr<jobman::test::MockHostSsh> hosts;
 };
 
 TEST_F(WorkerHostFilesystemTest, WhatAJobWritesOutsideItsHomeStaysOnItsHostAcrossSessionsAndGoesWithIt) {
@@ -231,63 +223,28 @@ TEST_F(WorkerHostFilesystemTest, ScpReadsAndWritesTheHostsOwnPathsNeverThisMachi
   ASSERT_FALSE(exists_here(path));
   ASSERT_EQ(ssh(1, "mkdir -p " + path + " && echo from-host > " + path + "/b.txt").exit_code, 0);
   dir.write("upload/a.txt", "alpha\n");
-  auto sent = gcloud({"compute", "tpus", "tpu-vm", "scp", (dir / "upload" / "a.txt").string(),
-                      "zephyr@h-node:" + path + "/a.txt", "--worker=1"});
+  const auto scp_to = [&](const std::string& from, const std::string& to, bool recursive = false) {
+    return hosts->scp_to(kZone, "h-node", "1", {from}, to, "root", recursive);
+  };
+  auto sent = scp_to((dir / "upload" / "a.txt").string(), path + "/a.txt");
   ASSERT_EQ(sent.exit_code, 0) << sent.err;
   EXPECT_EQ(ssh(1, "cat " + path + "/a.txt").out, "alpha\n");
-  auto tree = gcloud({"compute", "tpus", "tpu-vm", "scp", "--recurse", (dir / "upload").string(),
-                      "zephyr@h-node:" + path, "--worker=1"});
+  auto tree = scp_to((dir / "upload").string(), path, true);
   ASSERT_EQ(tree.exit_code, 0) << tree.err;
   EXPECT_EQ(ssh(1, "cat " + path + "/upload/a.txt").out, "alpha\n");
-  auto back = gcloud(
-      {"compute", "tpus", "tpu-vm", "scp", "zephyr@h-node:" + path + "/b.txt", (dir / "b.txt").string(), "--worker=1"});
+  auto back = hosts->scp_from(kZone, "h-node", 1, path + "/b.txt", (dir / "b.txt").string(), "root");
   ASSERT_EQ(back.exit_code, 0) << back.err;
   EXPECT_EQ(jobman::util::read_file(dir / "b.txt"), "from-host\n");
-  fs::create_directory(dir / "into");
-  auto into = gcloud(
-      {"compute", "tpus", "tpu-vm", "scp", "zephyr@h-node:" + path + "/b.txt", (dir / "into").string(), "--worker=1"});
-  ASSERT_EQ(into.exit_code, 0) << into.err;
-  EXPECT_EQ(jobman::util::read_file(dir / "into" / "b.txt"), "from-host\n");
   // A path the host cannot write is refused there, and a source it lacks is missing.
-  auto system =
-      gcloud({"compute", "tpus", "tpu-vm", "scp", (dir / "upload" / "a.txt").string(), "zephyr@h-node:/usr/" + unique});
+  auto system = scp_to((dir / "upload" / "a.txt").string(), "/usr/" + unique);
   EXPECT_EQ(system.exit_code, 1);
-  EXPECT_NE(system.err.find("Read-only file system"), std::string::npos) << system.err;
-  auto missing = gcloud({"compute", "tpus", "tpu-vm", "scp", "zephyr@h-node:/srv/" + unique, (dir / "m").string()});
+  EXPECT_NE(system.err.find("dest open \"/usr/" + unique + "\""), std::string::npos) << system.err;
+  auto missing = hosts->scp_from(kZone, "h-node", 1, "/srv/" + unique, (dir / "m").string(), "root");
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.err.find("No such file or directory"), std::string::npos) << missing.err;
   EXPECT_FALSE(exists_here(path));
   EXPECT_FALSE(exists_here("/usr/" + unique));
   EXPECT_EQ(ssh(0, "test -e " + path + " && echo seen || echo unseen").out, "unseen\n") << "host 0 got none of it";
-}
-
-TEST_F(WorkerHostFilesystemTest, WithoutNamespacesTheMocksToolsRefusePathsOutsideTheSandbox) {
-  server.reset();
-  start({"--sandbox-homes"});
-  ASSERT_EQ(worker(0)["home_mode"], "sandbox");
-  const auto path = "/mnt/" + unique;
-  ASSERT_FALSE(exists_here(path));
-  const auto mounted = ssh(0, "gcsfuse --implicit-dirs demo " + path);
-  EXPECT_EQ(mounted.exit_code, 1);
-  EXPECT_NE(mounted.err.find("mountpoint " + path + " is outside this worker host's sandbox"), std::string::npos)
-      << mounted.err;
-  const auto unmounted = ssh(0, "fusermount -u " + path);
-  EXPECT_EQ(unmounted.exit_code, 1);
-  EXPECT_NE(unmounted.err.find("outside this worker host's sandbox"), std::string::npos) << unmounted.err;
-  const auto venv = ssh(0, "python3 -m venv /tmp/" + unique);
-  EXPECT_EQ(venv.exit_code, 1);
-  EXPECT_NE(venv.err.find("outside this worker host's sandbox"), std::string::npos) << venv.err;
-  dir.write("upload/a.txt", "alpha\n");
-  const auto sent =
-      gcloud({"compute", "tpus", "tpu-vm", "scp", (dir / "upload" / "a.txt").string(), "zephyr@h-node:" + path});
-  EXPECT_EQ(sent.exit_code, 1);
-  EXPECT_NE(sent.err.find("outside the worker host's sandbox"), std::string::npos) << sent.err;
-  EXPECT_FALSE(exists_here(path));
-  EXPECT_FALSE(exists_here("/tmp/" + unique));
-  // Inside the sandbox they work as before.
-  const auto home_mount = ssh(0, "mkdir -p ~/m && gcsfuse demo ~/m && echo x > ~/m/f && python3 -m venv ~/venv");
-  EXPECT_EQ(home_mount.exit_code, 0) << home_mount.err;
-  EXPECT_EQ(jobman::util::read_file(dir / "state" / "buckets" / "demo" / "f"), "x\n");
 }
 
 } // namespace worker_host_filesystem_test

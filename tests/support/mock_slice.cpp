@@ -1,5 +1,7 @@
 #include "support/mock_slice.hpp"
 
+#include "jobman/util/system.hpp"
+
 #include <nlohmann/json.hpp>
 
 namespace jobman::test {
@@ -13,8 +15,6 @@ const httplib::Headers& auth() {
   return headers;
 }
 
-constexpr const char* kNode = "/v2/projects/p/locations/us-central2-b/nodes/slice-node";
-
 } // namespace
 
 MockSlice::MockSlice(const TempDir& dir, const std::string& accelerator) {
@@ -24,14 +24,14 @@ MockSlice::MockSlice(const TempDir& dir, const std::string& accelerator) {
     return;
   }
   client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
-  endpoint_ = std::make_unique<ScopedEnv>("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU",
-                                          "http://127.0.0.1:" + std::to_string(server_->port()) + "/");
-  gcloud_config_ = std::make_unique<ScopedEnv>("CLOUDSDK_CONFIG", (dir / "gcloud").string());
-  admin_token_ = std::make_unique<ScopedEnv>("JOBMAN_MOCK_ADMIN_TOKEN_FILE", server_->admin_token_file());
-  target_.gcloud = (std::filesystem::path(mock_cloud_binary()).parent_path() / "tools" / "gcloud").string();
-  target_.project = "p";
-  target_.zone = "us-central2-b";
-  target_.node = "slice-node";
+  std::vector<std::string> users = {util::current_user()};
+  if (users.front() != "alice") {
+    users.emplace_back("alice");
+  }
+  hosts_ = std::make_unique<MockHostSsh>(dir, *server_, users);
+  if (!hosts_->error().empty()) {
+    return;
+  }
   const json body = {{"tpu",
                       {{"nodeSpec",
                         {{{"parent", "projects/p/locations/us-central2-b"},
@@ -43,10 +43,10 @@ MockSlice::MockSlice(const TempDir& dir, const std::string& accelerator) {
           .status != 200) {
     return;
   }
-  ready_ = eventually([&] {
-    auto node = http_call(*client_, "GET", kNode, nullptr, auth());
-    return node.status == 200 && node.body["state"] == "READY";
-  });
+  if (auto target = hosts_->target("us-central2-b", "slice-node", util::current_user(), std::chrono::seconds(60))) {
+    target_ = *target;
+    ready_ = true;
+  }
 }
 
 std::filesystem::path MockSlice::worker_path(int worker, const char* key, const std::string& user) {
@@ -62,7 +62,7 @@ std::filesystem::path MockSlice::worker_dir(int worker) {
 }
 
 std::filesystem::path MockSlice::worker_home(int worker) {
-  return worker_path(worker, "sandbox_home");
+  return worker_path(worker, "sandbox_home", util::current_user());
 }
 
 std::filesystem::path MockSlice::remote_home(int worker, const std::string& user) {

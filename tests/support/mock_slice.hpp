@@ -1,10 +1,9 @@
-// A mock cloud with one READY slice, and the environment the mock's gcloud needs to reach it: what tests of the
-// remote layer run against.
+// A mock cloud with one READY slice whose hosts OpenSSH reaches: what tests of the remote layer run against.
 #pragma once
 
 #include "jobman/remote/gcloud.hpp"
+#include "support/host_ssh.hpp"
 #include "support/mock_cloud.hpp"
-#include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
 #include <filesystem>
@@ -14,16 +13,16 @@
 
 namespace jobman::test {
 
-// Starts a mock (state in dir/), creates queued resource "slice" with node "slice-node" of `accelerator` in
-// us-central2-b, waits until the node is READY, and points CLOUDSDK_* (and JOBMAN_MOCK_ADMIN_TOKEN_FILE) at the mock
-// for this object's lifetime. Check ready() before use.
+// Starts a mock (state in dir/), authorizes a key of the test's own for this machine's user and for alice on its
+// hosts, creates queued resource "slice" with node "slice-node" of `accelerator` in us-central2-b, and waits until
+// the node is READY and its hosts have published their keys. Check ready() before use.
 class MockSlice {
 public:
   explicit MockSlice(const TempDir& dir, const std::string& accelerator = "v4-32");
 
   // The node came up READY.
   [[nodiscard]] bool ready() const { return ready_; }
-  // Where commands for the slice go: the mock's gcloud, project p, the zone and the node.
+  // Where commands for the slice go: OpenSSH as this machine's user, to project p's node in its zone.
   [[nodiscard]] const remote::SliceTarget& target() const { return target_; }
   // The mock's admin and API client.
   httplib::Client& client() { return *client_; }
@@ -32,7 +31,8 @@ public:
 
   // One worker host's directory, from the mock's admin API (empty when the worker is not up).
   std::filesystem::path worker_dir(int worker);
-  // The directory of this machine that holds one worker host's home (empty when the worker is not up).
+  // The directory of this machine that holds this machine's user's home on one worker host (empty when the worker
+  // is not up).
   std::filesystem::path worker_home(int worker);
   // HOME as the commands of `user` (who logs in by ssh) on one worker host see it: /home/USER where hosts have homes
   // of their own (empty when the worker is not up).
@@ -48,9 +48,7 @@ private:
 
   std::unique_ptr<MockCloudProcess> server_;
   std::unique_ptr<httplib::Client> client_;
-  std::unique_ptr<ScopedEnv> endpoint_;
-  std::unique_ptr<ScopedEnv> gcloud_config_;
-  std::unique_ptr<ScopedEnv> admin_token_;
+  std::unique_ptr<MockHostSsh> hosts_;
   remote::SliceTarget target_;
   bool ready_ = false;
 };

@@ -1,10 +1,13 @@
 // Which slice `jobman ssh` may reach, and the gcloud command that reaches it.
 #include "jobman/config/loader.hpp"
+#include "jobman/core/jobs.hpp"
 #include "jobman/core/worker_shell.hpp"
+#include "jobman/remote/workload.hpp"
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 namespace jobman::core {
@@ -91,17 +94,28 @@ TEST_F(CoreWorkerShell, TheArgvIsAShellWithoutACommandAndRunsOneWithIt) {
                           .front();
   CloudAccess access;
   access.settings.cloud = config::CloudKind::google;
+  access.settings.transport = config::Transport::gcloud;
   access.mock = false;
   access.project = "proj";
   access.gcloud = "/opt/gcloud";
   domain::AttemptRecord attempt;
-  attempt.node = "train-000001-a1";
+  attempt.job_id = 1;
+  attempt.number = 2;
+  attempt.node = "train-000001-a2";
   attempt.zone = "us-central2-a";
+  // Both read the variables attempt 2's workload got on the worker before the shell or the command.
+  const auto variables = remote::workload_variables_script(workload_id(1, 2));
+  EXPECT_NE(variables.find(remote::remote_workload_dir(workload_id(1, 2)) + "/run.sh"), std::string::npos) << variables;
   EXPECT_EQ(worker_shell_argv(access, config, attempt, 2, ""),
-            (std::vector<std::string>{"/opt/gcloud", "compute", "tpus", "tpu-vm", "ssh", "train-000001-a1",
-                                      "--zone=us-central2-a", "--project=proj", "--worker=2", "--quiet"}))
+            (std::vector<std::string>{"/opt/gcloud", "compute", "tpus", "tpu-vm", "ssh", "train-000001-a2",
+                                      "--zone=us-central2-a", "--project=proj", "--worker=2", "--quiet",
+                                      "--command=" + variables + "exec \"${SHELL:-/bin/bash}\""}))
       << "the attempt's zone wins over the config's";
-  EXPECT_EQ(worker_shell_argv(access, config, attempt, 0, "df -h /tmp").back(), "--command=df -h /tmp");
+  const auto terminal = worker_shell_argv(access, config, attempt, 2, "", true);
+  EXPECT_NE(std::find(terminal.begin(), terminal.end(), "--ssh-flag=-t"), terminal.end())
+      << "a shell in a terminal gets one on the worker";
+  EXPECT_EQ(worker_shell_argv(access, config, attempt, 0, "df -h /tmp").back(),
+            "--command=" + variables + "df -h /tmp");
 }
 
 TEST_F(CoreWorkerShell, GcloudsVariablesTravelWithTheSliceTarget) {
@@ -111,6 +125,7 @@ TEST_F(CoreWorkerShell, GcloudsVariablesTravelWithTheSliceTarget) {
                           .front();
   CloudAccess access;
   access.settings.cloud = config::CloudKind::google;
+  access.settings.transport = config::Transport::gcloud;
   access.project = "proj";
   access.gcloud = "/opt/gcloud";
   access.gcloud_env = {{"CLOUDSDK_CONFIG", "/home/a/.jobman/mock/gcloud"},

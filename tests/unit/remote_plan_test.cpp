@@ -200,38 +200,6 @@ TEST(RemoteSshArgv, AKeyFileGoesBeforeQuietAndTheCommandStaysLast) {
                                       "--quiet", "--command=true"}));
 }
 
-TEST(RemoteGcloudProgram, AUserSetGcloudWinsAndGoogleUsesTheSettingsGcloud) {
-  const TempDir dir;
-  jobman::config::Settings settings;
-  settings.gcloud = "/opt/my gcloud";
-  settings.sources = {{"gcloud", "/opt/my gcloud", "env JOBMAN_GCLOUD"}};
-  EXPECT_EQ(jobman::remote::gcloud_program(settings, dir / "bin"), "/opt/my gcloud") << "mock cloud, no stand-in";
-  settings.cloud = jobman::config::CloudKind::google;
-  settings.gcloud = "gcloud";
-  settings.sources = {{"gcloud", "gcloud", "default"}};
-  EXPECT_EQ(jobman::remote::gcloud_program(settings, dir / "bin"), "gcloud");
-}
-
-TEST(RemoteGcloudProgram, TheMockCloudFindsItsStandInInTheBuildTreeFirstThenTheInstall) {
-  const TempDir dir;
-  jobman::config::Settings settings;
-  settings.sources = {{"gcloud", "gcloud", "default"}};
-  const auto installed = write_executable(dir, "lib/jobman/mock-tools/gcloud", "#!/bin/sh\n");
-  EXPECT_EQ(jobman::remote::gcloud_program(settings, dir / "bin"), installed.string());
-  const auto built = write_executable(dir, "bin/mock_cloud/tools/gcloud", "#!/bin/sh\n");
-  EXPECT_EQ(jobman::remote::gcloud_program(settings, dir / "bin"), built.string());
-}
-
-TEST(RemoteGcloudProgram, AMissingOrNonExecutableStandInIsAnErrorNamingBothPlaces) {
-  const TempDir dir;
-  jobman::config::Settings settings;
-  settings.sources = {{"gcloud", "gcloud", "default"}};
-  dir.write("bin/mock_cloud/tools/gcloud", "#!/bin/sh\n"); // Mode 0644: not a program.
-  const auto message = error_of([&] { jobman::remote::gcloud_program(settings, dir / "bin"); });
-  EXPECT_NE(message.find((dir / "bin/mock_cloud/tools/gcloud").string()), std::string::npos) << message;
-  EXPECT_NE(message.find((dir / "lib/jobman/mock-tools/gcloud").string()), std::string::npos) << message;
-}
-
 TEST(RemotePathExpr, TildeIsTheRemoteHomeAndEverythingElseIsQuoted) {
   using jobman::remote::remote_path_expr;
   EXPECT_EQ(remote_path_expr("~"), "\"$HOME\"");

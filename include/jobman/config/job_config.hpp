@@ -136,6 +136,13 @@ struct VenvSection {
   std::string python; // "3.10" or "python3.10".
 };
 
+// `remote:` — how jobman reaches the worker hosts.
+struct RemoteSection {
+  // Connect to the hosts' internal addresses even where they have external ones (gcloud's --internal-ip): from a
+  // machine inside the VPC, or through a bastion host the user's ~/.ssh/config names.
+  bool internal_ip = false;
+};
+
 // `setup:` — jobman's own: a bootstrap script run on every worker after the environment is set up, before the command.
 struct SetupSection {
   // The script's text, ending with a newline. A config may give the text or the path of a local file (relative to
@@ -245,6 +252,7 @@ struct JobConfig {
   std::optional<CondaSection> conda;
   std::optional<VenvSection> venv;
   std::optional<SetupSection> setup;
+  std::optional<RemoteSection> remote;
   CommandSection command;
   RecoverySection recovery;
   std::optional<EmailSection> email;

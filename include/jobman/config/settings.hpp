@@ -31,10 +31,10 @@ struct SettingSource {
 // The effective settings.
 struct Settings {
   CloudKind cloud = CloudKind::mock;
-  std::string project;                     // Google Cloud project; required for google.
-  std::string zone;                        // Default zone when a config gives none.
-  std::string gcloud = "gcloud";           // Program run for ssh/scp and access tokens.
-  Transport transport = Transport::gcloud; // How commands reach the worker hosts.
+  std::string project;                  // Google Cloud project; required for google.
+  std::string zone;                     // Default zone when a config gives none.
+  std::string gcloud = "gcloud";        // Program run for ssh/scp and access tokens.
+  Transport transport = Transport::ssh; // How commands reach the worker hosts.
   long long poll_interval_seconds = 30;
   std::string api_endpoint;    // TPU API base URL; empty means the cloud's default.
   double mock_time_scale = 60; // The bundled mock's --time-scale (and the supervisor's tick divisor there).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "jobman/cloud/tpu_client.hpp"
+#include "jobman/config/job_config.hpp"
 #include "jobman/remote/gcloud.hpp"
 
 #include <filesystem>
@@ -32,6 +33,10 @@ struct SliceHosts {
   // True when every host has published its key: until then the slice's hosts are still booting.
   [[nodiscard]] bool complete() const;
 };
+
+// Whether a job's hosts are reached on their internal addresses: remote.internal_ip, or a node made without external
+// ones (tpu.internal_ips).
+bool reached_internally(const config::JobConfig& config);
 
 // The hosts of `node` with the guest attributes of its workers (in worker order): the external address of each, or
 // its internal one with `internal` (remote.internal_ip) or when it has no external one.

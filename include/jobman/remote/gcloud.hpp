@@ -19,13 +19,6 @@ namespace jobman::remote {
 // (quotes, $, backticks, newlines, any bytes).
 std::string shell_quote(std::string_view text);
 
-// The gcloud program for ssh and scp: the settings' `gcloud` when the user set it; otherwise "gcloud" for Google's
-// cloud, and for the mock cloud its stand-in, found from `exe_dir` (the jobman binary's directory) as
-// mock_cloud/tools/gcloud in a build tree or ../lib/jobman/mock-tools/gcloud when installed. Throws jobman::Error
-// naming both places when the mock's stand-in is in neither.
-std::string gcloud_program(const config::Settings& settings,
-                           const std::filesystem::path& exe_dir = util::executable_dir());
-
 // One worker host as OpenSSH reaches it.
 struct SshHost {
   std::string address;        // Where ssh connects: the external address, or the internal one (remote.internal_ip).
@@ -35,7 +28,7 @@ struct SshHost {
 
 // Where commands go: the transport, the TPU node and how to reach its hosts.
 struct SliceTarget {
-  std::string gcloud = "gcloud"; // The program (Google's, or the mock's stand-in).
+  std::string gcloud = "gcloud"; // Google's gcloud: the settings' `gcloud`.
   std::string project;           // --project.
   std::string zone;              // --zone.
   std::string node;              // The TPU node's name.
@@ -51,9 +44,10 @@ struct SliceTarget {
   std::vector<SshHost> hosts{};
   std::string known_hosts{};
   std::string control_dir{};
+  bool internal_ip{false}; // gcloud's --internal-ip (remote.internal_ip); OpenSSH's hosts carry their address.
 };
 
-// The target for a job's node: gcloud_program(settings), the settings' project, the config's zone, its
+// The target for a job's node: the settings' gcloud and project, the config's zone, its
 // job.remote_user, and its ssh.private_key (with "~" expanded) as the key gcloud connects with.
 SliceTarget slice_target(const config::Settings& settings, const config::JobConfig& config, const std::string& node);
 
@@ -63,9 +57,10 @@ SliceTarget slice_target(const config::Settings& settings, const config::JobConf
 // target has no address for the worker.
 std::vector<std::string> ssh_argv(const SliceTarget& target, int worker, const std::string& command);
 
-// The argv of an interactive session on one worker: ssh_argv without a command (OpenSSH gives it a terminal when
-// this process has one).
-std::vector<std::string> shell_argv(const SliceTarget& target, int worker);
+// The argv of an interactive session on one worker: the user's login shell without `command`; with it, `command`
+// with a terminal of its own when `terminal` (ssh -t), as a shell started by a command needs one.
+std::vector<std::string> shell_argv(const SliceTarget& target, int worker, const std::string& command = "",
+                                    bool terminal = false);
 
 // The argv of `scp` (or `gcloud compute tpus tpu-vm scp`) copying local `sources` to `remote_path` on one worker (a
 // path relative to the remote user's home, or absolute).

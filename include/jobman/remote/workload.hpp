@@ -46,6 +46,11 @@ std::string container_name(const WorkloadId& id, int worker);
 // The JOBMAN_* variables one worker's command sees (and JOBMAN_CONTAINER for a docker workload).
 std::map<std::string, std::string> workload_environment(const LaunchSpec& spec, int worker);
 
+// Shell text that exports, in the shell running it on a worker, the variables the workload `id` got there (read from
+// its run.sh, so that no value travels in an argument); nothing when the worker has no such workload. What
+// `jobman ssh` runs before the user's shell or command.
+std::string workload_variables_script(const WorkloadId& id);
+
 // Where a workload stands on one worker.
 enum class WorkloadState {
   absent,      // Never launched there (or the worker's disk was wiped).

@@ -147,10 +147,12 @@ struct AuthRouteOptions {
   std::string project_id = "jobman-mock";
   // Answered at /computeMetadata/v1/instance/service-accounts/default/email.
   std::string metadata_email = "default@jobman-mock.iam.gserviceaccount.com";
+  // Answered at /computeMetadata/v1/project/numeric-project-id: how gcloud on a VM learns that it is on one.
+  std::string numeric_project_id = "1";
 };
 
-// Registers POST /token and /oauth2/v4/token (JWT-bearer grant) and the metadata server's token, email and
-// project-id paths on `server`; `authority` must outlive the server.
+// Registers POST /token and /oauth2/v4/token (JWT-bearer grant) and the metadata server's token, email,
+// project-id and numeric-project-id paths on `server`; `authority` must outlive the server.
 void register_auth_routes(httplib::Server& server, TokenAuthority& authority, const AuthRouteOptions& options = {});
 
 } // namespace jobman::mock

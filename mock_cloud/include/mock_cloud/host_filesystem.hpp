@@ -27,6 +27,12 @@ struct HostFilesystem {
   // When set, a directory holding the host's own passwd, group and shadow, bound over /etc's (each that exists in
   // both): the host's accounts. The mock rewrites them in place, so the bound files stay the same files.
   std::filesystem::path accounts;
+  // When set, the mock's Cloud Storage (its directory of buckets), bound at /run/mock-gcs too: a path every account of
+  // the host can reach, whatever the modes of the directories around the mock's own.
+  std::filesystem::path gcs;
+  // When set, the host's sandbox, bound at /run/mock-host too, for the same reason: the mock's tools keep the host's
+  // own state there (docker's images and containers), whichever account runs them.
+  std::filesystem::path sandbox;
   // When set, the host's hostname, in a UTS namespace of its own.
   std::string hostname;
   // For a server that switches to the host's accounts (its sshd): root's last user namespace maps every uid and gid

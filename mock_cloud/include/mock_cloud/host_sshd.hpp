@@ -34,7 +34,13 @@ struct SshHost {
   std::map<std::string, std::string> session_env;    // What every session gets (sshd's SetEnv).
   std::vector<std::filesystem::path> keep;           // The mock's directories the host writes to.
   std::vector<std::filesystem::path> keep_read_only; // The mock's directories the host only reads.
+  std::filesystem::path gcs;                         // The mock's buckets, also at /run/mock-gcs on the host.
 };
+
+// Where sessions find the mock's buckets on a host (MOCK_GCS_ROOT there) and the host's sandbox
+// (MOCK_TPU_WORKER_DIR there).
+inline constexpr const char* kHostGcsPath = "/run/mock-gcs";
+inline constexpr const char* kHostSandboxPath = "/run/mock-host";
 
 // The host's public key ("ssh-ed25519 BASE64"), made with `keygen` (ssh-keygen) the first time. Throws
 // jobman::Error when ssh-keygen fails.

@@ -22,7 +22,7 @@ namespace jobman::mock {
 // How a worker host's files appear to the commands started there.
 enum class HomeMode {
   sandbox,   // HOME is the sandbox's home/ directory itself, and every other path is this machine's.
-  namespace_ // The host's own filesystem (host_filesystem.hpp): / is the sandbox's root/, HOME /home/USER its home/.
+  namespace_ // The host's own filesystem (host_filesystem.hpp): / is the sandbox's root/, /home its homes/.
 };
 
 // "namespace" or "sandbox", as the worker-host answer names the mode.
@@ -31,9 +31,9 @@ const char* to_string(HomeMode mode);
 // Where a worker host lives and what a command started there sees.
 struct WorkerHost {
   int worker = 0;                          // Its index in the slice.
-  std::filesystem::path dir;               // The sandbox: home/, root/, tmp/ and .mock/ inside.
+  std::filesystem::path dir;               // The sandbox: homes/, root/, tmp/ and .mock/ inside.
   std::filesystem::path home;              // HOME, as the host's commands see it (/home/USER in namespace mode).
-  std::filesystem::path sandbox_home;      // The directory of this machine that holds the home: dir/home.
+  std::filesystem::path sandbox_home;      // The directory of this machine that holds the home: dir/homes/USER.
   std::filesystem::path root;              // The directory of this machine that is / in namespace mode: dir/root.
   HomeMode home_mode = HomeMode::sandbox;  // How the host's files appear.
   std::string home_mode_reason;            // Why the mode is sandbox; empty in namespace mode.
@@ -50,9 +50,16 @@ struct WorkerHost {
 // nullopt when it can, else why not (the probe's own words).
 std::optional<std::string> probe_home_namespaces(const std::filesystem::path& tools);
 
+// Which marked processes to find.
+enum class Marked {
+  every,    // Everything on the host, its sshd (one per connection) included: what preemption ends.
+  workload, // What sessions started: every marked process but the hosts' sshd, which stays while a connection is
+            // shared (ControlMaster) after its commands ended.
+};
+
 // The live (not zombie) processes whose environment has MOCK_TPU_HOST starting with `prefix`: a host's marker, or a
 // slice's ("TAG/NUMERIC_ID/"), read from the process table.
-std::vector<pid_t> find_marked_processes(const std::string& prefix);
+std::vector<pid_t> find_marked_processes(const std::string& prefix, Marked which = Marked::every);
 
 // How the data plane is set up.
 struct WorkerHostsOptions {
@@ -105,7 +112,7 @@ public:
 
   // Worker `worker` of a READY slice, or nullopt when the slice is not (or no longer) up or has no such worker.
   std::optional<WorkerHost> host(const std::string& node_name, int worker, const std::string& user);
-  // The number of live (not zombie) processes on all slices.
+  // The number of live (not zombie) processes that sessions started on all slices (their sshd aside).
   int processes_running() const;
   // The start of the marker of every host of this mock (and of a mock restarted on the same root): what to look for
   // to find all their processes.
@@ -166,7 +173,9 @@ private:
   std::set<std::string> pending_;                               // Slices the agent has work for; guarded by mutex_.
   bool stopping_ = false;                                       // The agent must end; guarded by mutex_.
   std::map<int, Door> doors_;                                   // Listening sockets; guarded by mutex_.
-  std::vector<pid_t> sshd_pids_;                                // The agent's sshd children, to reap.
+  // The agent's sshd children (each leads a process group of its own), to reap, with the node each serves: its
+  // hosts' sshd are ended with it, since sshd's process titles overwrite the environment that carries the marker.
+  std::vector<std::pair<pid_t, std::string>> sshd_pids_;
   int epoll_fd_ = -1;                                           // The agent's epoll set: doors_ and wake_fd_.
   int wake_fd_ = -1;                                            // An eventfd that wakes the agent.
   std::thread agent_;                                           // The agent thread (only with SSH servers).

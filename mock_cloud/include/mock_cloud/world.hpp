@@ -193,6 +193,9 @@ public:
   Reply list_operations(const std::string& project, const std::string& zone, int page_size,
                         const std::string& page_token, std::int64_t now_ms);
 
+  // Compute Engine's zones.get: a zone of the world config, UP, in its region (gcloud on a VM checks the zone it
+  // is told to use so).
+  Reply get_compute_zone(const std::string& project, const std::string& zone);
   // Compute Engine's projects.get: the project with its commonInstanceMetadata ({fingerprint, items, kind}), what
   // gcloud reads before it connects to a TPU VM.
   Reply get_compute_project(const std::string& project, std::int64_t now_ms);

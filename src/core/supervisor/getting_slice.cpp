@@ -419,8 +419,7 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
   const auto zone = open.zone;
   const int number = open.number;
   const bool over_ssh = access_->settings.transport == config::Transport::ssh;
-  const bool internal =
-      d.config->tpu.internal_ips; // A node without external addresses is reached on its internal ones.
+  const bool internal = reached_internally(*d.config);
   const auto dir = attempt_directory(id, number);
   host_.dispatch(d,
                  [this, slices = slices_, counters = counters_, id, node, zone, number, over_ssh, internal,

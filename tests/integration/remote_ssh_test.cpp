@@ -1,5 +1,5 @@
-// Commands on a mock slice's workers through the gcloud command line, as jobman runs them: in parallel, each
-// worker's output apart, hostile text quoted end to end, and a step that outlives its timeout stopped.
+// Commands on a mock slice's workers over OpenSSH, as jobman runs them: in parallel, each worker's output apart,
+// hostile text quoted end to end, and a step that outlives its timeout stopped.
 #include "jobman/remote/gcloud.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/mock_slice.hpp"
@@ -12,16 +12,16 @@
 #include <memory>
 #include <vector>
 
-namespace remote_gcloud_test {
+namespace remote_ssh_test {
 
 using jobman::remote::run_on_workers;
 using jobman::remote::shell_quote;
 using jobman::test::eventually;
 namespace fs = std::filesystem;
 
-using RemoteGcloudTest = jobman::test::MockSliceTest;
+using RemoteSshTest = jobman::test::MockSliceTest;
 
-TEST_F(RemoteGcloudTest, HostileTextArrivesIntactOnEveryWorkerAndRunsNothing) {
+TEST_F(RemoteSshTest, HostileTextArrivesIntactOnEveryWorkerAndRunsNothing) {
   const auto canary = dir / "pwned";
   const std::string hostile = "a'b\"c $(touch " + canary.string() + ") ; `touch " + canary.string() +
                               "` ${HOME} \\\n ünïcødé ✓ | touch " + canary.string();
@@ -38,20 +38,21 @@ TEST_F(RemoteGcloudTest, HostileTextArrivesIntactOnEveryWorkerAndRunsNothing) {
   EXPECT_FALSE(fs::exists(canary)) << "something in the text was executed";
 }
 
-TEST_F(RemoteGcloudTest, ExitCodesComeBackPerWorker) {
+TEST_F(RemoteSshTest, ExitCodesComeBackPerWorker) {
   auto runs = run_on_workers(target, {1, 3}, "exit $(( ${MOCK_TPU_HOST##*/} + 10 ))", std::chrono::seconds(60));
   ASSERT_EQ(runs.size(), 2U);
   EXPECT_EQ(runs[0].worker, 1);
   EXPECT_EQ(runs[0].exit_code, 11);
   EXPECT_EQ(runs[1].worker, 3);
   EXPECT_EQ(runs[1].exit_code, 13);
-  target.node = "no-such-node";
+  // A host that takes no connection is ssh's 255. (The address is on this machine's loopback, where nothing listens.)
+  target.hosts[0].address = "127.255.255.254";
   auto missing = run_on_workers(target, {0}, "true", std::chrono::seconds(60));
-  EXPECT_NE(missing[0].exit_code, 0);
-  EXPECT_NE(missing[0].output.find("NOT_FOUND"), std::string::npos) << missing[0].output;
+  EXPECT_EQ(missing[0].exit_code, 255);
+  EXPECT_NE(missing[0].output.find("Connection refused"), std::string::npos) << missing[0].output;
 }
 
-TEST_F(RemoteGcloudTest, AStepPastItsTimeoutIsStoppedOnTheWorkersToo) {
+TEST_F(RemoteSshTest, AStepPastItsTimeoutIsStoppedOnTheWorkersToo) {
   // Time enough for both sessions to start and print on a loaded machine; far less than the sleep.
   auto runs = run_on_workers(target, {0, 1}, "echo started; sleep 600", std::chrono::seconds(3));
   ASSERT_EQ(runs.size(), 2U);
@@ -64,32 +65,24 @@ TEST_F(RemoteGcloudTest, AStepPastItsTimeoutIsStoppedOnTheWorkersToo) {
   EXPECT_TRUE(eventually([&] { return slice.processes_running() == 0; }));
 }
 
-TEST_F(RemoteGcloudTest, GcloudGetsTheTargetsVariablesWithoutThemInThisProcess) {
-  // The fixture's variables move from this process's environment into the target's.
-  auto own = target;
-  std::vector<std::unique_ptr<jobman::test::ScopedEnv>> unset;
-  for (const char* name : {"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "CLOUDSDK_CONFIG", "JOBMAN_MOCK_ADMIN_TOKEN_FILE"}) {
-    const char* value = std::getenv(name);
-    ASSERT_NE(value, nullptr) << name;
-    own.environment.emplace_back(name, value);
-    unset.push_back(std::make_unique<jobman::test::ScopedEnv>(name, nullptr));
-  }
-  const auto without = run_on_workers(target, {0}, "echo reached", std::chrono::seconds(60));
-  EXPECT_NE(without[0].exit_code, 0) << "without the variables gcloud cannot reach the mock: " << without[0].output;
-
-  auto runs = run_on_workers(own, {0, 1}, "mkdir -p uploads && echo reached", std::chrono::seconds(60));
-  ASSERT_EQ(runs.size(), 2U);
-  for (const auto& run : runs) {
-    EXPECT_EQ(run.exit_code, 0) << run.output;
-    EXPECT_EQ(run.output, "reached\n");
-  }
+TEST_F(RemoteSshTest, CopiesLandOnTheirWorkerOnlyAndAHostKeyThatDiffersIsRefused) {
   const auto file = dir / "payload.txt";
   std::ofstream(file) << "payload\n";
-  const auto copies = jobman::remote::copy_to_workers(own, {{1, {file.string()}}}, "uploads", std::chrono::seconds(60));
+  ASSERT_EQ(run_on_workers(target, {0, 1}, "mkdir -p uploads", std::chrono::seconds(60))[1].exit_code, 0);
+  const auto copies =
+      jobman::remote::copy_to_workers(target, {{1, {file.string()}}}, "uploads", std::chrono::seconds(60));
   ASSERT_EQ(copies.size(), 1U);
   EXPECT_EQ(copies[0].exit_code, 0) << copies[0].output;
-  EXPECT_EQ(run_on_workers(own, {1}, "cat uploads/payload.txt", std::chrono::seconds(60))[0].output, "payload\n");
-  EXPECT_EQ(std::getenv("CLOUDSDK_CONFIG"), nullptr) << "nothing was put into this process's environment";
+  EXPECT_EQ(run_on_workers(target, {1}, "cat uploads/payload.txt", std::chrono::seconds(60))[0].output, "payload\n");
+  EXPECT_NE(run_on_workers(target, {0}, "cat uploads/payload.txt", std::chrono::seconds(60))[0].exit_code, 0);
+  // Host key checking stays on: worker 2 under worker 3's alias is another host, and ssh refuses it.
+  auto swapped = target;
+  swapped.control_dir.clear(); // A fresh connection, so that the key is checked now.
+  swapped.hosts[2].host_key_alias = target.hosts[3].host_key_alias;
+  const auto refused = run_on_workers(swapped, {2}, "echo reached", std::chrono::seconds(60));
+  EXPECT_EQ(refused[0].exit_code, 255);
+  EXPECT_EQ(refused[0].output.find("reached"), std::string::npos) << refused[0].output;
+  EXPECT_NE(refused[0].output.find("Host key verification failed"), std::string::npos) << refused[0].output;
 }
 
-} // namespace remote_gcloud_test
+} // namespace remote_ssh_test

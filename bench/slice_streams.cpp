@@ -1,0 +1,198 @@
+// bench/slice_streams [ACCELERATOR] [JOBS] [TRANSPORT] [SECONDS]: JOBS jobs (default 1) of ACCELERATOR (default
+// v6e-256, 64 hosts) on a mock cloud at time scale 1000, driven by one `jobman daemon --tick 100ms` over TRANSPORT
+// (ssh, the default, or gcloud: Google's /usr/bin/gcloud). Each job mounts a bucket at /mnt/bucket and then prints
+// a line every 100 ms on every host. Times SETUP -> RUNNING of every job from the store's events, then, for SECONDS
+// (default 20) while every host streams, samples once a second the proportional set size (PSS, from
+// /proc/PID/smaps_rollup) of the supervisor and every process working for it: its descendants (the ssh or gcloud
+// clients) and the shared ssh connections' masters, which OpenSSH detaches from it. Also the CPU those processes
+// used over the window. Last line:
+// transport=.. jobs=.. hosts=.. setup_to_running_p50_ms=.. setup_to_running_max_ms=.. pss_peak_mib=..
+// pss_median_mib=.. processes=.. cpu_share=.. pss_per_host_kib=.. cpu_per_host_ms_per_s=..
+#include "jobman/store/events.hpp"
+#include "jobman/store/job_store.hpp"
+#include "jobman/store/jobs.hpp"
+#include "jobman/util/strings.hpp"
+#include "jobman/util/system.hpp"
+#include "process_stats.hpp"
+#include "stats.hpp"
+#include "support/line_process.hpp"
+#include "support/mock_cloud.hpp"
+#include "support/run.hpp"
+#include "support/temp_dir.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using jobman::bench::cpu_seconds;
+using jobman::bench::median;
+using jobman::bench::proc_text;
+using jobman::domain::Phase;
+
+// The pid in $JOBMAN_HOME/daemon.lock.
+pid_t daemon_pid(const fs::path& home) {
+  const auto text = proc_text(home / "daemon.lock");
+  return text.empty() ? 0 : static_cast<pid_t>(std::stol(text));
+}
+
+// Every process's parent, from /proc.
+std::map<pid_t, pid_t> parents() {
+  std::map<pid_t, pid_t> out;
+  for (const auto& id : jobman::test::process_ids()) {
+    const auto text = proc_text("/proc/" + id + "/stat");
+    const auto paren = text.rfind(')');
+    if (paren == std::string::npos) {
+      continue;
+    }
+    const auto fields = jobman::util::split(text.substr(paren + 2), ' ');
+    if (fields.size() > 1) {
+      out[static_cast<pid_t>(std::stol(id))] = static_cast<pid_t>(std::stol(fields[1]));
+    }
+  }
+  return out;
+}
+
+// The supervisor and the processes working for it: its descendants, and the ssh connection masters whose command
+// line names the home's socket directory (OpenSSH detaches them from the ssh that started them).
+std::set<pid_t> working_for(pid_t daemon, const fs::path& home) {
+  std::set<pid_t> out = {daemon};
+  const auto family = parents();
+  bool grew = true;
+  while (grew) {
+    grew = false;
+    for (const auto& [pid, parent] : family) {
+      if (out.count(parent) != 0 && out.insert(pid).second) {
+        grew = true;
+      }
+    }
+  }
+  const auto sockets = (home / "cm").string();
+  for (const auto& [pid, parent] : family) {
+    if (proc_text("/proc/" + std::to_string(pid) + "/cmdline").find(sockets) != std::string::npos) {
+      out.insert(pid);
+    }
+  }
+  return out;
+}
+
+// Pss of one process in KiB (0 when it is gone).
+long pss_kib(pid_t pid) {
+  const auto text = proc_text("/proc/" + std::to_string(pid) + "/smaps_rollup");
+  const auto at = text.find("\nPss:");
+  return at == std::string::npos ? 0 : std::stol(text.substr(at + 5));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const std::string accelerator = argc > 1 ? argv[1] : "v6e-256";
+  const int jobs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 1;
+  const std::string transport = argc > 3 ? argv[3] : "ssh";
+  const int seconds = argc > 4 ? std::max(1, std::atoi(argv[4])) : 20;
+  const auto generation = accelerator.substr(0, accelerator.find('-'));
+  const int chips = std::stoi(accelerator.substr(accelerator.find('-') + 1));
+  jobman::test::TempDir dir;
+  auto mock = jobman::test::start_test_mock(
+      dir, jobman::test::test_world(1, "  us-east1-d:\n    " + generation +
+                                           ":\n      spot: {chips: " + std::to_string(chips * jobs) + "}\n"));
+  if (mock->port() <= 0) {
+    std::fprintf(stderr, "slice_streams: the mock did not start: %s\n", mock->first_line().c_str());
+    return 1;
+  }
+  const auto home = dir / "jobman";
+  auto env = jobman::test::mock_home_environment(*mock, home, dir / "config");
+  env["HOME"] = (dir / "user-home").string();
+  env["JOBMAN_TRANSPORT"] = transport;
+  const auto config = dir.write(
+      "job.yaml", "job:\n  name: streams\ntpu:\n  accelerator: " + accelerator +
+                      "\n  zone: us-east1-d\n  pricing: spot\ngcsfuse:\n  bucket_name: bench-data\n  mount_path: "
+                      "/mnt/bucket\ncommand:\n  cmd: |\n    i=0\n    while true; do i=$((i+1)); echo \"line=$i\"; "
+                      "sleep 0.1; done\n");
+  jobman::test::LineReadingProcess daemon({jobman::test::jobman_binary(), "daemon", "--tick", "100ms"}, env,
+                                          dir / "daemon.log");
+  std::vector<std::int64_t> ids;
+  for (int j = 0; j < jobs; ++j) {
+    const auto created = jobman::test::run_jobman({"create", config.string()}, {env, "", ""});
+    if (created.exit_code != 0) {
+      std::fprintf(stderr, "slice_streams: create failed: %s\n", created.err.c_str());
+      return 1;
+    }
+    ids.push_back(std::stoll(created.out));
+  }
+  auto store = jobman::store::JobStore::open(home / "jobman.db");
+  const bool all_running = jobman::test::eventually(
+      [&] {
+        for (const auto id : ids) {
+          if (store.jobs().get(id, true).phase != Phase::running) {
+            return false;
+          }
+        }
+        return true;
+      },
+      std::chrono::minutes(10));
+  if (!all_running) {
+    std::fprintf(stderr, "slice_streams: not every job got to RUNNING; see %s\n", (dir / "daemon.log").c_str());
+    return 1;
+  }
+  std::vector<double> setup_ms;
+  int hosts = 0;
+  for (const auto id : ids) {
+    std::int64_t setup_at = 0;
+    std::int64_t running_at = 0;
+    for (const auto& event : store.events().of(id)) {
+      if (event.kind == "phase" && event.to == Phase::setup) {
+        setup_at = event.ts_ms;
+      } else if (event.kind == "phase" && event.to == Phase::running) {
+        running_at = event.ts_ms;
+      }
+    }
+    setup_ms.push_back(static_cast<double>(running_at - setup_at));
+    hosts += store.jobs().get(id, true).hosts;
+  }
+  // Every host's stream has its first lines home before the window opens.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const pid_t supervisor = daemon_pid(home);
+  std::vector<double> pss_mib;
+  std::map<pid_t, double> cpu_at_start;
+  for (const auto pid : working_for(supervisor, home)) {
+    cpu_at_start[pid] = cpu_seconds(pid);
+  }
+  std::map<pid_t, double> cpu_last = cpu_at_start;
+  std::size_t processes = 0;
+  for (int s = 0; s < seconds; ++s) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    long total = 0;
+    const auto now = working_for(supervisor, home);
+    processes = std::max(processes, now.size());
+    for (const auto pid : now) {
+      total += pss_kib(pid);
+      cpu_last[pid] = cpu_seconds(pid);
+    }
+    pss_mib.push_back(static_cast<double>(total) / 1024.0);
+  }
+  double cpu = 0;
+  for (const auto& [pid, last] : cpu_last) {
+    const auto start = cpu_at_start.find(pid);
+    cpu += last - (start == cpu_at_start.end() ? 0.0 : start->second);
+  }
+  for (const auto id : ids) {
+    jobman::test::run_jobman({"delete", std::to_string(id)}, {env, "", ""});
+  }
+  const double peak = *std::max_element(pss_mib.begin(), pss_mib.end());
+  std::printf("transport=%s jobs=%d hosts=%d setup_to_running_p50_ms=%.0f setup_to_running_max_ms=%.0f "
+              "pss_peak_mib=%.1f pss_median_mib=%.1f processes=%zu cpu_share=%.3f pss_per_host_kib=%.0f "
+              "cpu_per_host_ms_per_s=%.2f\n",
+              transport.c_str(), jobs, hosts, median(setup_ms), *std::max_element(setup_ms.begin(), setup_ms.end()),
+              peak, median(pss_mib), processes, cpu / seconds, peak * 1024.0 / hosts, cpu * 1000.0 / seconds / hosts);
+  return 0;
+}
