@@ -46,8 +46,13 @@ protected:
                    {"JOBMAN_GCLOUD", (dir / "gcloud").string()},
                    {"JOBMAN_ZONE", ""},
                    {"JOBMAN_AUTOSTART", "false"},
+                   {"HOME", (dir / "user-home").string()}, // No ~/.ssh/google_compute_engine: jobman makes its key.
                    {"USER", "alice"}};
     return run_jobman(args, options);
+  }
+  // The --ssh-key-file gcloud is given: jobman's own key, made before gcloud runs.
+  [[nodiscard]] std::string key_flag() const {
+    return "--ssh-key-file=" + (dir / "home" / "ssh" / "id_ed25519").string();
   }
   [[nodiscard]] store::JobStore open_store() const { return store::JobStore::open(dir / "home" / "jobman.db"); }
   void start_running() const {
@@ -71,22 +76,25 @@ TEST_F(CliSsh, RunsTheCommandOnTheChosenWorkerAsGcloudAndExitsWithItsCode) {
   const auto r = jm({"ssh", "1", "--worker", "2", "--", "hostname"});
   EXPECT_EQ(r.exit_code, 7) << r.err;
   EXPECT_EQ(file("args"), "compute\ntpus\ntpu-vm\nssh\ncli-train-000001-a1\n--zone=us-central2-b\n--project=p\n"
-                          "--worker=2\n--quiet\n--command=hostname\n");
+                          "--worker=2\n" +
+                              key_flag() + "\n--quiet\n--command=hostname\n");
   EXPECT_EQ(file("parent"), std::to_string(::getpid()) + "\n") << "jobman replaced itself with gcloud";
   EXPECT_EQ(r.out, "gcloud ran\n");
 
   const auto words = jm({"ssh", "1", "--", "ls", "-l", "/mnt/a b"});
   EXPECT_EQ(words.exit_code, 7) << words.err;
-  EXPECT_NE(file("args").find("\n--worker=0\n--quiet\n--command=ls -l /mnt/a b\n"), std::string::npos) << file("args");
+  EXPECT_NE(file("args").find("\n--worker=0\n" + key_flag() + "\n--quiet\n--command=ls -l /mnt/a b\n"),
+            std::string::npos)
+      << file("args");
 }
 
 TEST_F(CliSsh, WithoutACommandItOpensAShellOnWorkerZero) {
   start_running();
   const auto r = jm({"ssh", "000001"});
   EXPECT_EQ(r.exit_code, 7) << r.err;
-  EXPECT_EQ(
-      file("args"),
-      "compute\ntpus\ntpu-vm\nssh\ncli-train-000001-a1\n--zone=us-central2-b\n--project=p\n--worker=0\n--quiet\n");
+  EXPECT_EQ(file("args"),
+            "compute\ntpus\ntpu-vm\nssh\ncli-train-000001-a1\n--zone=us-central2-b\n--project=p\n--worker=0\n" +
+                key_flag() + "\n--quiet\n");
 }
 
 TEST_F(CliSsh, AJobWithoutASliceOrABadWorkerIsRefusedBeforeGcloudRuns) {
