@@ -199,7 +199,38 @@ bool TokenAuthority::valid(std::string_view token, AuthClock::time_point now) co
     return true;
   }
   const auto it = issued_.find(std::string(token));
-  return it != issued_.end() && now < it->second;
+  if (it != issued_.end()) {
+    return now < it->second;
+  }
+  return self_signed_jwt_valid(token, now);
+}
+
+bool TokenAuthority::self_signed_jwt_valid(std::string_view token, AuthClock::time_point now) const {
+  const auto jwt = parse_jwt(token);
+  if (!jwt || string_member(jwt->header, "alg") != "RS256") {
+    return false;
+  }
+  const auto kid = string_member(jwt->header, "kid");
+  const auto iss = string_member(jwt->claims, "iss");
+  if (!kid || !iss || string_member(jwt->claims, "sub") != iss) {
+    return false;
+  }
+  const auto key = keys_.find(*kid);
+  if (key == keys_.end() || key->second.client_email != *iss ||
+      !verify_rs256(jwt->signing_input, jwt->signature, key->second.public_key_pem)) {
+    return false;
+  }
+  const auto iat = integer_member(jwt->claims, "iat");
+  const auto exp = integer_member(jwt->claims, "exp");
+  const std::int64_t now_s = epoch_seconds(now);
+  if (!iat || !exp || *exp <= now_s || *iat > now_s + kClockSkewSeconds || *exp <= *iat ||
+      *exp - *iat > kMaxAssertionLifetimeSeconds) {
+    return false;
+  }
+  // Scoped (the scope claim, as gcloud signs it) or for one API (aud its URL).
+  const auto scope = string_member(jwt->claims, "scope");
+  const auto aud = string_member(jwt->claims, "aud");
+  return (scope && !util::trim(*scope).empty()) || (aud && !aud->empty());
 }
 
 std::vector<std::string> TokenAuthority::issued_tokens(AuthClock::time_point now) const {

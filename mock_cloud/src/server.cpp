@@ -5,6 +5,7 @@
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 #include "mock_cloud/admin_token.hpp"
+#include "mock_cloud/api_version.hpp"
 #include "mock_cloud/enum_encoding.hpp"
 #include "mock_cloud/host_sshd.hpp"
 #include "mock_cloud/partial_response.hpp"
@@ -190,7 +191,12 @@ MockServer::~MockServer() {
 httplib::Server::Handler MockServer::api_route(const std::string& method, Handler handler) {
   return [this, method, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
     Reply reply;
-    if (!bearer_.authorized(req)) {
+    const auto version = api_version_of(req.path);
+    if (!serves_method(version, method)) {
+      // Google's front end answers a method a version lacks with NOT_FOUND, before it looks at the credential.
+      reply = error_reply(404, "The mock cloud does not serve " + method + " in the TPU API's " +
+                                   std::string(api_version_name(version)) + " yet; call it under /v2/");
+    } else if (!bearer_.authorized(req)) {
       reply = error_reply(401, "Request is missing required authentication credential. Expected OAuth 2 access "
                                "token, login cookie or other valid authentication credential.");
       res.set_header("WWW-Authenticate", "Bearer realm=\"https://accounts.google.com/\"");
@@ -205,6 +211,9 @@ httplib::Server::Handler MockServer::api_route(const std::string& method, Handle
         reply = error_reply(fault.fail_status, "Injected fault (mock cloud fault injection)");
       } else {
         reply = handler(req);
+      }
+      if (reply.ok()) {
+        reply_in_version(version, method, reply.body);
       }
       if (reply.ok() && req.has_param("fields")) {
         const auto fields = req.get_param_value("fields");
@@ -224,7 +233,7 @@ httplib::Server::Handler MockServer::api_route(const std::string& method, Handle
 }
 
 void MockServer::register_routes() {
-  const std::string loc = "/v2/projects/([^/]+)/locations/([^/]+)";
+  const std::string loc = std::string(kTpuVersionRoute) + "/projects/([^/]+)/locations/([^/]+)";
   const std::string id = "([^/:]+)";
   auto api = [this](const std::string& method) {
     return [this, method](const Handler& handler) { return api_route(method, handler); };

@@ -3,6 +3,7 @@
 // and delete.
 #include "jobman/util/json_text.hpp"
 #include "jobman/util/system.hpp"
+#include "mock_cloud/api_version.hpp"
 #include "mock_cloud/server.hpp"
 #include "server_internal.hpp"
 
@@ -12,12 +13,15 @@ using server_internal::list_query;
 
 namespace {
 
-constexpr const char* kProject = "/v2/projects/([^/]+)";
+// The route of a project in every version of the API: /v2/projects/P or /v2alpha1/projects/P.
+std::string project_route() {
+  return std::string(kTpuVersionRoute) + "/projects/([^/]+)";
+}
 constexpr const char* kId = "([^/:]+)";
 
-// The route of a location: /v2/projects/P/locations/Z.
+// The route of a location: /v2/projects/P/locations/Z (or /v2alpha1/...).
 std::string location_route() {
-  return std::string(kProject) + "/locations/([^/:]+)";
+  return project_route() + "/locations/([^/:]+)";
 }
 
 std::string match(const httplib::Request& req, int i) {
@@ -41,7 +45,7 @@ Reply bad_page() {
 
 void MockServer::register_catalog_routes() {
   const auto location = location_route();
-  http_.Get(std::string(kProject) + "/locations", api_route("locations.list", [this](const httplib::Request& req) {
+  http_.Get(project_route() + "/locations", api_route("locations.list", [this](const httplib::Request& req) {
               auto query = list_query(req);
               return query ? world_->list_locations(match(req, 1), *query) : bad_page();
             }));

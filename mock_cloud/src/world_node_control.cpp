@@ -352,6 +352,9 @@ Reply World::get_guest_attributes(const std::string& project, const std::string&
     return error_reply(400, "workerIds must be a list of worker ids");
   }
   for (const auto& worker : ids) {
+    if (worker.is_string() && worker.get_ref<const std::string&>().empty()) {
+      continue; // No worker named: gcloud's `tpu-vm ssh --worker=all` asks for every worker with [""].
+    }
     auto number = worker.is_string() ? util::parse_int(worker.get<std::string>()) : std::nullopt;
     if (!number || *number < 0 || *number >= hosts) {
       return error_reply(400, "workerIds: " + worker.dump() + " is not a worker of node '" + name + "' (0 to " +

@@ -1,6 +1,7 @@
 #include "jobman/core/cloud.hpp"
 
 #include "jobman/cloud/auth.hpp"
+#include "jobman/core/gcloud_setup.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/mock_cloud.hpp"
 #include "jobman/core/plan.hpp"
@@ -9,6 +10,8 @@
 #include "jobman/util/system.hpp"
 
 #include <chrono>
+#include <filesystem>
+#include <optional>
 
 namespace jobman::core {
 
@@ -52,13 +55,13 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
     options.poll_max = std::chrono::milliseconds(500);
     const auto host = server.url.substr(server.url.find("://") + 3);
     tokens = std::make_shared<cloud::CachedTokenSource>(cloud::make_metadata_token_source(host));
-    access.gcloud_env = {{"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", server.url + "/"},
-                         {"CLOUDSDK_CONFIG", (mock_cloud_directory() / "gcloud").string()},
-                         {"CLOUDSDK_CORE_PROJECT", access.project}};
-    // The mock's gcloud reaches the worker hosts with the mock's admin token, read from this file; a mock of one's
-    // own is reached with the file the user names in JOBMAN_MOCK_ADMIN_TOKEN_FILE.
+    // Google's gcloud, in a configuration directory of its own, logged in with the mock's service-account key (the
+    // bundled mock writes it at start; a mock of one's own names it in JOBMAN_MOCK_SERVICE_ACCOUNT_KEY).
+    access.gcloud_env = mock_gcloud_environment(server.url, access.project, mock_cloud_directory() / "gcloud");
     if (settings.api_endpoint.empty()) {
-      access.gcloud_env["JOBMAN_MOCK_ADMIN_TOKEN_FILE"] = mock_cloud_admin_token_path().string();
+      access.mock_key_file = mock_cloud_service_account_key_path();
+    } else if (auto given = util::getenv_nonempty("JOBMAN_MOCK_SERVICE_ACCOUNT_KEY")) {
+      access.mock_key_file = *given;
     }
   } else {
     if (settings.project.empty()) {
@@ -73,6 +76,37 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
   return access;
 }
 
+namespace {
+
+// The hosts of the attempt's slice as the supervisor found them when the slice came up; with `ask`, asked of the API
+// again when they are not kept here (another machine's supervisor brought the slice up) or some host had not
+// published its key yet. nullopt when none is known.
+std::optional<SliceHosts> attempt_hosts(const CloudAccess& access, const config::JobConfig& config,
+                                        const domain::AttemptRecord& attempt, const std::string& zone, bool ask) {
+  const auto dir = attempt_directory(attempt.job_id, attempt.number);
+  auto hosts = load_slice_hosts(dir);
+  if (ask && (!hosts || !hosts->complete()) && access.client) {
+    const cloud::Location where{access.project, zone};
+    if (const auto node = access.client->get_node(where, attempt.node)) {
+      hosts = slice_hosts_of(*node, access.client->guest_attributes(where, attempt.node), reached_internally(config));
+      save_slice_hosts(dir, *hosts);
+    }
+  }
+  return hosts;
+}
+
+// gcloud's HOME: the one its environment names, else this process's.
+std::filesystem::path gcloud_home(const remote::SliceTarget& target) {
+  for (const auto& [name, value] : target.environment) {
+    if (name == "HOME" && !value.empty()) {
+      return value;
+    }
+  }
+  return util::home_dir();
+}
+
+} // namespace
+
 remote::SliceTarget slice_target(const CloudAccess& access, const config::JobConfig& config,
                                  const domain::AttemptRecord& attempt) {
   auto target = remote::slice_target(access.settings, config, attempt.node);
@@ -82,32 +116,42 @@ remote::SliceTarget slice_target(const CloudAccess& access, const config::JobCon
   target.gcloud = access.gcloud;
   target.project = access.project;
   target.environment.assign(access.gcloud_env.begin(), access.gcloud_env.end());
-  if (target.transport == config::Transport::ssh) {
-    // The hosts as the supervisor found them when the slice came up; asked of the API again when they are not kept
-    // here (another machine's supervisor brought the slice up) or some host had not published its key yet.
-    const auto dir = attempt_directory(attempt.job_id, attempt.number);
-    auto hosts = load_slice_hosts(dir);
-    if ((!hosts || !hosts->complete()) && access.client) {
-      const cloud::Location where{access.project, target.zone};
-      if (const auto node = access.client->get_node(where, attempt.node)) {
-        hosts = slice_hosts_of(*node, access.client->guest_attributes(where, attempt.node), reached_internally(config));
-        save_slice_hosts(dir, *hosts);
-      }
+  // OpenSSH cannot go without them; gcloud finds the hosts itself, and checks their keys strictly when the supervisor
+  // kept them (it waits for every host's key before it sets a slice up).
+  const auto hosts = attempt_hosts(access, config, attempt, target.zone, target.transport == config::Transport::ssh);
+  if (hosts) {
+    target.hosts = hosts->hosts;
+  }
+  if (target.ssh_key_file.empty()) {
+    // Made once, safely, before any gcloud runs: gcloud would otherwise make ~/.ssh/google_compute_engine itself, in
+    // each of the processes that start at once for the workers of a slice, which would overwrite each other's.
+    target.ssh_key_file = default_ssh_identity().string();
+  }
+  if (target.transport == config::Transport::gcloud) {
+    // A mock of one's own whose key is not named is left to the configuration gcloud has (a real gcloud without an
+    // account there says so itself).
+    if (access.mock && !access.mock_key_file.empty()) {
+      const auto config_dir = access.gcloud_env.find("CLOUDSDK_CONFIG");
+      activate_service_account(access.gcloud, access.gcloud_env,
+                               config_dir == access.gcloud_env.end() ? std::filesystem::path()
+                                                                     : std::filesystem::path(config_dir->second),
+                               access.mock_key_file);
     }
-    if (hosts) {
-      target.hosts = hosts->hosts;
-    }
-    target.known_hosts = known_hosts_file(dir).string();
-    // Sockets live in a short directory of jobman's home: a socket's path has room for 107 bytes.
-    const auto control = config::jobman_home() / "cm";
-    util::ensure_directory(control, 0700);
-    target.control_dir = control.string();
-    if (target.ssh_key_file.empty()) {
-      target.ssh_key_file = default_ssh_identity().string();
-    }
-    if (target.user.empty()) {
-      target.user = remote_user(config);
-    }
+    // The hosts' keys from their guest attributes, where gcloud looks for them: it then checks them from the first
+    // connection instead of taking whatever key a host shows then. Until every host has published its key, gcloud
+    // does that, and records the keys in the same file (in a directory it would not make itself).
+    const auto home = gcloud_home(target);
+    util::ensure_directory(gcloud_known_hosts_file(home).parent_path(), 0700);
+    target.host_keys_known = hosts && add_gcloud_known_hosts(*hosts, home);
+    return target;
+  }
+  target.known_hosts = known_hosts_file(attempt_directory(attempt.job_id, attempt.number)).string();
+  // Sockets live in a short directory of jobman's home: a socket's path has room for 107 bytes.
+  const auto control = config::jobman_home() / "cm";
+  util::ensure_directory(control, 0700);
+  target.control_dir = control.string();
+  if (target.user.empty()) {
+    target.user = remote_user(config);
   }
   return target;
 }

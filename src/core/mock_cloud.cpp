@@ -141,7 +141,8 @@ MockCloudServer start_server(const config::Settings& settings) {
   try {
     // The program is a path, never looked up on PATH (a bare name is in the working directory).
     server_pid = util::ProcessBuilder({program.string(), "--state-dir", (dir / "state").string(), "--time-scale",
-                                       scale.str(), "--idle-exit", kIdleExitSeconds})
+                                       scale.str(), "--idle-exit", kIdleExitSeconds, "--write-service-account-key",
+                                       mock_cloud_service_account_key_path().string()})
                      .program(program.has_parent_path() ? program.string() : (fs::path(".") / program).string())
                      .input(util::Stream::null())
                      .output(util::Stream::file(out_path, util::FileMode::truncate))
@@ -186,6 +187,10 @@ fs::path mock_cloud_directory() {
 
 fs::path mock_cloud_admin_token_path() {
   return mock_cloud_directory() / "state" / "admin-token";
+}
+
+fs::path mock_cloud_service_account_key_path() {
+  return mock_cloud_directory() / "state" / "service-account.json";
 }
 
 std::optional<MockCloudServer> running_mock_cloud() {

@@ -114,6 +114,9 @@ std::filesystem::path default_ssh_identity() {
     throw Error("ssh-keygen could not make jobman's key " + key.string() + " (exit " + std::to_string(status) +
                 "); is OpenSSH's client installed?");
   }
+  // Everything under jobman's home is its user's alone, the public half too (ssh-keygen makes it 0644).
+  std::filesystem::permissions(partial.string() + ".pub",
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
   std::filesystem::rename(partial.string() + ".pub", key.string() + ".pub", ec);
   std::filesystem::rename(partial, key, ec);
   return key;

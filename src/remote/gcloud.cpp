@@ -24,8 +24,13 @@ std::string shell_quote(std::string_view text) {
 
 namespace {
 
-// --zone, --project, --worker, --ssh-key-file and --quiet, common to ssh and scp.
-void add_common_flags(std::vector<std::string>& argv, const SliceTarget& target, int worker) {
+// Which gcloud command a flag list is for.
+enum class GcloudCommand { ssh, scp };
+
+// The flags of `gcloud compute tpus tpu-vm ssh` and `scp` for one worker: --zone, --project, --worker, --ssh-key-file,
+// strict host key checking when the hosts' keys are known, the host's SSH port when it is not 22 (ssh's -p, scp's
+// -P), and --quiet.
+void add_common_flags(std::vector<std::string>& argv, const SliceTarget& target, int worker, GcloudCommand command) {
   argv.push_back("--zone=" + target.zone);
   if (!target.project.empty()) {
     argv.push_back("--project=" + target.project);
@@ -36,6 +41,20 @@ void add_common_flags(std::vector<std::string>& argv, const SliceTarget& target,
   }
   if (target.internal_ip) {
     argv.emplace_back("--internal-ip");
+  }
+  if (target.host_keys_known) {
+    argv.emplace_back("--strict-host-key-checking=yes");
+  }
+  if (worker >= 0 && worker < static_cast<int>(target.hosts.size())) {
+    const int port = target.hosts[static_cast<std::size_t>(worker)].port;
+    if (port != 22) {
+      // gcloud splits an --ssh-flag at spaces and passes each --scp-flag whole.
+      if (command == GcloudCommand::ssh) {
+        argv.push_back("--ssh-flag=-p " + std::to_string(port));
+      } else {
+        argv.insert(argv.end(), {"--scp-flag=-P", "--scp-flag=" + std::to_string(port)});
+      }
+    }
   }
   argv.emplace_back("--quiet");
 }
@@ -129,7 +148,7 @@ std::vector<std::string> shell_argv(const SliceTarget& target, int worker, const
   std::vector<std::string> argv = {target.gcloud, "compute",
                                    "tpus",        "tpu-vm",
                                    "ssh",         target.user.empty() ? target.node : target.user + "@" + target.node};
-  add_common_flags(argv, target, worker);
+  add_common_flags(argv, target, worker, GcloudCommand::ssh);
   if (terminal && !command.empty()) {
     argv.emplace_back("--ssh-flag=-t");
   }
@@ -157,7 +176,7 @@ std::vector<std::string> scp_argv(const SliceTarget& target, int worker, const s
   std::vector<std::string> argv = {target.gcloud, "compute", "tpus", "tpu-vm", "scp"};
   argv.insert(argv.end(), sources.begin(), sources.end());
   argv.push_back((target.user.empty() ? target.node : target.user + "@" + target.node) + ":" + remote_path);
-  add_common_flags(argv, target, worker);
+  add_common_flags(argv, target, worker, GcloudCommand::scp);
   return argv;
 }
 

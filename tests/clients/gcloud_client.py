@@ -6,8 +6,10 @@ run_client.py, which sets the JOBMAN_* variables and checks every TPU API respon
 
 gcloud gets a configuration directory and a HOME of its own (temporary), no prompts, no update checks and no usage
 reports, and reaches only 127.0.0.1: the TPU and Compute APIs through api_endpoint_overrides, the token endpoint
-through the key file's token_uri, and any other address through a proxy that refuses every connection. It logs in
-with the mock's service-account key, then runs the commands of the flow below, each checked for what it printed.
+through the key file's token_uri, and any other address through a proxy that refuses every connection; its ssh and
+scp reach the worker hosts' addresses, which the flow checks are on this machine's loopback (127.0.0.0/8) before it
+connects. It logs in with the mock's service-account key, then runs the commands of the flow below, each checked for
+what it printed.
 Every part runs even when an earlier one failed, so that one run names every command that fails.
 """
 
@@ -16,6 +18,7 @@ import base64
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -79,6 +82,16 @@ class Gcloud:
             return json.loads(result.stdout) if result.stdout.strip() else None
         except ValueError:
             raise Failure(f"{shown}: printed no JSON: {result.stdout[:300]!r}") from None
+
+    def run_text(self, *args):
+        """Runs `gcloud ARGS` (ssh or scp); returns what it printed on stdout. Raises Failure when it exits non-zero,
+        with what it printed on stderr."""
+        self.calls += 1
+        result = subprocess.run([self.binary, *args], env=self.env, capture_output=True, text=True,
+                                timeout=DEADLINE_S, stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            raise Failure(f"gcloud {' '.join(args)}: exit {result.returncode}\n{result.stderr.strip()}")
+        return result.stdout
 
     def parallel(self, *calls):
         """Runs several independent commands (each a tuple of arguments) at once; returns their outputs in order, or
@@ -230,6 +243,84 @@ class Flow:
                f"describe-profile: POSIX accounts {profile.get('posixAccounts')}")
 
 
+    def trust_host_keys(self, node):
+        """Writes the keys node's workers publish in their guest attributes to gcloud's known-hosts file, under the
+        alias gcloud checks them under (tpu.ID-WORKER-SUFFIX), so that --strict-host-key-checking=yes holds from the
+        first connection; returns the node's description. Fails unless every address of the node is on this machine's
+        loopback: a real ssh connects wherever the API says."""
+        zone = ["--zone", self.zone]
+        described = self.g.run("compute", "tpus", "tpu-vm", "describe", node, *zone)
+        for endpoint in described.get("networkEndpoints", []):
+            addresses = [endpoint.get("ipAddress", ""), endpoint.get("accessConfig", {}).get("externalIp", "")]
+            expect(all(a.startswith("127.") for a in addresses if a) and addresses[0],
+                   f"{node}: an address outside 127.0.0.0/8: {endpoint}")
+        attributes = self.g.run("compute", "tpus", "tpu-vm", "get-guest-attributes", node, *zone)
+        keys = {a["worker_id"]: a["value"] for a in attributes
+                if a.get("namespace") == "hostkeys" and a.get("key") == "ssh-ed25519"}
+        workers = len(described["networkEndpoints"])
+        expect(sorted(keys) == list(range(workers)), f"{node}: host keys of workers {sorted(keys)} of {workers}")
+        path = os.path.join(self.g.env["HOME"], ".ssh", "google_compute_known_hosts")
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            for worker, key in sorted(keys.items()):
+                f.write(f"tpu.{described['id']}-{worker}-{key[-6:]} {key}\n")
+        return described
+
+    def ssh_and_scp(self):
+        zone = ["--zone", self.zone]
+        qr = ["compute", "tpus", "queued-resources"]
+        # One slice of two hosts. (queued-resources ssh reaches the nodes its nodeSpec names by nodeId; a multislice
+        # request, which names them with multiNodeParams, it cannot.)
+        self.g.run(*qr, "create", "gcloud-sh", *zone, "--accelerator-type", "v4-16", "--runtime-version",
+                   "tpu-ubuntu2204-base", "--spot", "--node-id", "sh-node")
+        self.wait_for_state("gcloud-sh", (*qr, "describe", "gcloud-sh", *zone), "ACTIVE")
+        self.trust_host_keys("sh-node")
+        known_hosts = os.path.join(self.g.env["HOME"], ".ssh", "google_compute_known_hosts")
+        with open(known_hosts, encoding="utf-8") as f:
+            trusted = f.read()
+        strict = "--strict-host-key-checking=yes"
+        try:
+            out = self.g.run_text("compute", "tpus", "tpu-vm", "ssh", "tester@sh-node", *zone, "--worker=all", strict,
+                                  "--command=hostname; echo $HOME")
+            # gcloud makes its key first (ssh-keygen's report, on stdout, ends with the randomart's bottom line).
+            expect(out.startswith("Generating public/private rsa key pair.") and "+----[SHA256]-----+\n" in out,
+                   f"tpu-vm ssh: gcloud did not make its key: {out!r}")
+            expect(os.path.exists(os.path.join(self.g.env["HOME"], ".ssh", "google_compute_engine")),
+                   "tpu-vm ssh: no ~/.ssh/google_compute_engine in gcloud's HOME")
+            out = out.split("+----[SHA256]-----+\n", 1)[1]
+            lines = sorted(out.split())
+            expect(len(lines) == 4 and lines[:2] == ["/home/tester", "/home/tester"]
+                   and re.fullmatch(r"t1v-n-[0-9a-f]{8}-w-0", lines[2])
+                   and re.fullmatch(r"t1v-n-[0-9a-f]{8}-w-1", lines[3]) and lines[2][:-1] == lines[3][:-1],
+                   f"tpu-vm ssh --worker=all: every worker should print its hostname and HOME, printed {out!r}")
+
+            payload = os.path.join(self.g.env["HOME"], "payload.txt")
+            with open(payload, "w", encoding="utf-8") as f:
+                f.write("copied by gcloud scp\n")
+            self.g.run_text("compute", "tpus", "tpu-vm", "scp", payload, "tester@sh-node:payload-copy.txt", *zone,
+                            "--worker=all", strict)
+            out = self.g.run_text("compute", "tpus", "tpu-vm", "ssh", "tester@sh-node", *zone, "--worker=all", strict,
+                                  "--command=echo $(hostname) $(cat ~/payload-copy.txt)")
+            copies = sorted(out.strip().splitlines())
+            expect(len(copies) == 2 and all(c.endswith(" copied by gcloud scp") for c in copies)
+                   and copies[0].split()[0][-1] == "0" and copies[1].split()[0][-1] == "1",
+                   f"after tpu-vm scp --worker=all each worker should hold the file: {out!r}")
+
+            # The alpha command reads the queued resource and its node through v2alpha1; as another user it adds
+            # that user's key to the node through v2alpha1's nodes.patch.
+            out = self.g.run_text("alpha", "compute", "tpus", "queued-resources", "ssh", "alpha@gcloud-sh", *zone,
+                                  "--worker=all", "--node=all", strict, "--command=echo $(hostname) $USER")
+            names = sorted(out.strip().splitlines())
+            expect(len(names) == 2 and all(re.fullmatch(r"t1v-n-[0-9a-f]{8}-w-[01] alpha", n) for n in names)
+                   and names[0][-7] == "0" and names[1][-7] == "1" and names[0][:-8] == names[1][:-8],
+                   f"alpha queued-resources ssh --node=all --worker=all: both hosts as alpha, printed {out!r}")
+            with open(known_hosts, encoding="utf-8") as f:
+                expect(f.read() == trusted, "ssh added host keys of its own: some host showed a key its guest "
+                                            "attributes do not publish")
+        finally:
+            self.g.run(*qr, "delete", "gcloud-sh", *zone, "--force", "--quiet")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--gcloud", default="/usr/bin/gcloud")
@@ -250,6 +341,7 @@ def main():
         flow.part("queued resources", flow.queued_resources)
         flow.part("project metadata", flow.project_metadata)
         flow.part("OS Login", flow.os_login)
+        flow.part("ssh and scp", flow.ssh_and_scp)
         print(f"{gcloud.calls} gcloud calls in {time.monotonic() - started:.1f} s; "
               f"{len(flow.failures)} parts failed: {flow.failures}")
         return 1 if flow.failures else 0

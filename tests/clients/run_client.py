@@ -2,7 +2,7 @@
 """Runs one of Google's client libraries against jobman-mock-cloud and checks every API response it got.
 
     run_client.py --mock BINARY --discovery JSON [--mock-config YAML] [--record FILE] [--expect METHOD]...
-                  -- CLIENT_COMMAND...
+                  [--timeout SECONDS] -- CLIENT_COMMAND...
 
 The mock starts on a free port with a scratch state directory, a fast clock and a service-account key whose
 token_uri is the mock. The client reaches the TPU API through a recording proxy in this process and the token
@@ -150,6 +150,9 @@ def main():
     parser.add_argument("--expect", action="append", metavar="METHOD",
                         help="a discovery method id the client must call with success (repeated; default: the "
                              "queued-resource and node lifecycles and the catalog)")
+    parser.add_argument("--timeout", type=float, default=240,
+                        help="seconds the client may run (default 240); keep it under the CTest timeout, so that the "
+                             "mock is always stopped here")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -177,8 +180,7 @@ def main():
         })
         started = time.monotonic()
         try:
-            # Under the CTest timeout (300 s), so that the mock is always stopped here.
-            client = subprocess.run(command, env=env, timeout=240)
+            client = subprocess.run(command, env=env, timeout=args.timeout)
         finally:
             proxy.shutdown()
             mock.terminate()

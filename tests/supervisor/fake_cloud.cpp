@@ -329,8 +329,16 @@ std::vector<std::map<std::string, std::string>> FakeSlices::guest_attributes(con
   std::vector<std::map<std::string, std::string>> workers;
   for (const auto& s : slices_) {
     if (s.zone == zone && s.node_id == id) {
-      for (const auto& physical_host : s.physical_hosts) {
-        workers.push_back({{"host/physical_host", physical_host}});
+      // Every host has booted: it publishes its SSH host key (the supervisor waits for every host's), and the
+      // machine it runs on where the test named one.
+      const auto count = std::max(static_cast<std::size_t>(s.hosts), s.physical_hosts.size());
+      for (std::size_t w = 0; w < count; ++w) {
+        std::map<std::string, std::string> published = {
+            {"hostkeys/ssh-ed25519", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5" + s.node_id + "w" + std::to_string(w)}};
+        if (w < s.physical_hosts.size()) {
+          published["host/physical_host"] = s.physical_hosts[w];
+        }
+        workers.push_back(std::move(published));
       }
     }
   }

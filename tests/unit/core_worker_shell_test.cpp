@@ -6,6 +6,8 @@
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
+#include "support/scoped_env.hpp"
+#include "support/temp_dir.hpp"
 
 #include <algorithm>
 #include <gtest/gtest.h>
@@ -89,9 +91,13 @@ TEST_F(CoreWorkerShell, AFinishedJobHasASliceOnlyWhileItsReleaseIsPending) {
 
 TEST_F(CoreWorkerShell, TheArgvIsAShellWithoutACommandAndRunsOneWithIt) {
   const auto config = config::parse_job_configs("job:\n  name: train\ntpu:\n  accelerator: v4-32\n  zone: "
-                                                "us-central2-b\ncommand:\n  cmd: python3 train.py\n",
+                                                "us-central2-b\nssh:\n  private_key: /keys/lab\n"
+                                                "command:\n  cmd: python3 train.py\n",
                                                 "train.yaml")
                           .front();
+  const test::TempDir homes; // gcloud's ~/.ssh is made there.
+  const test::ScopedEnv home("HOME", homes.path().string());
+  const test::ScopedEnv jobman_home("JOBMAN_HOME", (homes / "jobman").string());
   CloudAccess access;
   access.settings.cloud = config::CloudKind::google;
   access.settings.transport = config::Transport::gcloud;
@@ -106,10 +112,11 @@ TEST_F(CoreWorkerShell, TheArgvIsAShellWithoutACommandAndRunsOneWithIt) {
   // Both read the variables attempt 2's workload got on the worker before the shell or the command.
   const auto variables = remote::workload_variables_script(workload_id(1, 2));
   EXPECT_NE(variables.find(remote::remote_workload_dir(workload_id(1, 2)) + "/run.sh"), std::string::npos) << variables;
-  EXPECT_EQ(worker_shell_argv(access, config, attempt, 2, ""),
-            (std::vector<std::string>{"/opt/gcloud", "compute", "tpus", "tpu-vm", "ssh", "train-000001-a2",
-                                      "--zone=us-central2-a", "--project=proj", "--worker=2", "--quiet",
-                                      "--command=" + variables + "exec \"${SHELL:-/bin/bash}\""}))
+  EXPECT_EQ(
+      worker_shell_argv(access, config, attempt, 2, ""),
+      (std::vector<std::string>{"/opt/gcloud", "compute", "tpus", "tpu-vm", "ssh", "train-000001-a2",
+                                "--zone=us-central2-a", "--project=proj", "--worker=2", "--ssh-key-file=/keys/lab",
+                                "--quiet", "--command=" + variables + "exec \"${SHELL:-/bin/bash}\""}))
       << "the attempt's zone wins over the config's";
   const auto terminal = worker_shell_argv(access, config, attempt, 2, "", true);
   EXPECT_NE(std::find(terminal.begin(), terminal.end(), "--ssh-flag=-t"), terminal.end())
@@ -123,9 +130,14 @@ TEST_F(CoreWorkerShell, GcloudsVariablesTravelWithTheSliceTarget) {
                                                 "us-central2-b\ncommand:\n  cmd: python3 train.py\n",
                                                 "train.yaml")
                           .front();
+  // jobman's own key is made for gcloud where the config names none: in this test's homes.
+  const test::TempDir homes;
+  const test::ScopedEnv home("HOME", homes.path().string());
+  const test::ScopedEnv jobman_home("JOBMAN_HOME", (homes / "jobman").string());
   CloudAccess access;
   access.settings.cloud = config::CloudKind::google;
   access.settings.transport = config::Transport::gcloud;
+  access.mock = false;
   access.project = "proj";
   access.gcloud = "/opt/gcloud";
   access.gcloud_env = {{"CLOUDSDK_CONFIG", "/home/a/.jobman/mock/gcloud"},
@@ -138,6 +150,8 @@ TEST_F(CoreWorkerShell, GcloudsVariablesTravelWithTheSliceTarget) {
   EXPECT_EQ(target.environment, (std::vector<std::pair<std::string, std::string>>{
                                     {"CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", "http://127.0.0.1:9/"},
                                     {"CLOUDSDK_CONFIG", "/home/a/.jobman/mock/gcloud"}}));
+  EXPECT_EQ(target.ssh_key_file, (homes / "jobman" / "ssh" / "id_ed25519").string());
+  EXPECT_FALSE(target.host_keys_known) << "no host of the slice is known yet";
 }
 
 } // namespace core_worker_shell_test

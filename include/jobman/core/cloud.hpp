@@ -8,6 +8,7 @@
 #include "jobman/domain/job.hpp"
 #include "jobman/remote/gcloud.hpp"
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -25,8 +26,10 @@ struct CloudAccess {
   std::string project;                           // The settings' project, or kMockProject on the mock.
   std::shared_ptr<cloud::TpuClient> client;      // Thread-safe.
   std::string gcloud;                            // The gcloud program (Google's, or the mock's stand-in).
-  std::map<std::string, std::string> gcloud_env; // Variables gcloud needs: on the mock, its address and a config
-                                                 // directory of its own.
+  std::map<std::string, std::string> gcloud_env; // Variables gcloud needs: on the mock, its addresses and a config
+                                                 // directory of its own (core/gcloud_setup.hpp).
+  std::filesystem::path mock_key_file{};         // On the mock: the service-account key gcloud logs in with (the
+                                                 // bundled mock's, or JOBMAN_MOCK_SERVICE_ACCOUNT_KEY); may be empty.
   double time_scale = 1;                         // How much faster than real time the cloud runs (the mock's scale).
 
   // The project and zone as an API location.
@@ -51,7 +54,11 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
                           CloudPatience patience = CloudPatience::normal);
 
 // Where commands for an attempt's slice go: access.gcloud and its project; the attempt's node and zone (the config's
-// zone only for an attempt that records none); the config's user and key; access.gcloud_env for every gcloud process.
+// zone only for an attempt that records none); the config's user and key (default_ssh_identity() when it names
+// none); access.gcloud_env for every gcloud process; the hosts' addresses, ports and keys (kept in the attempt's
+// directory, or asked of the API). With the gcloud transport, gcloud is first logged in with the mock's key on the
+// mock (once; not when no key is known), and the hosts' keys are added to its known-hosts file so that it checks them
+// strictly. Throws jobman::Error when either cannot be done.
 remote::SliceTarget slice_target(const CloudAccess& access, const config::JobConfig& config,
                                  const domain::AttemptRecord& attempt);
 

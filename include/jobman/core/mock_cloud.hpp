@@ -25,6 +25,10 @@ std::filesystem::path mock_cloud_directory();
 // The file the bundled mock keeps its admin token in (it makes it, mode 0600, in its state directory).
 std::filesystem::path mock_cloud_admin_token_path();
 
+// The service-account key the bundled mock writes when it starts (mode 0600, in its state directory; its token_uri is
+// the mock). The mock trusts every key it ever wrote there, so a gcloud logged in with an earlier one still works.
+std::filesystem::path mock_cloud_service_account_key_path();
+
 // The bundled mock serving this $JOBMAN_HOME, if one is running and answers.
 std::optional<MockCloudServer> running_mock_cloud();
 

@@ -39,12 +39,17 @@ struct SliceTarget {
   // process's environment, which a multi-threaded process must not change (setenv races with getenv).
   std::vector<std::pair<std::string, std::string>> environment;
   config::Transport transport = config::Transport::gcloud; // OpenSSH straight to the hosts, or gcloud.
-  // OpenSSH only: each worker host, by index; the known_hosts file holding their host keys (under their aliases);
-  // the directory of the shared connections' sockets (ControlPath), short enough for a socket's path.
+  // Each worker host, by index: OpenSSH connects to its address and port; gcloud finds the address itself and is told
+  // the port when it is not 22. May be empty for gcloud.
   std::vector<SshHost> hosts{};
+  // OpenSSH only: the known_hosts file holding the hosts' keys (under their aliases); the directory of the shared
+  // connections' sockets (ControlPath), short enough for a socket's path.
   std::string known_hosts{};
   std::string control_dir{};
   bool internal_ip{false}; // gcloud's --internal-ip (remote.internal_ip); OpenSSH's hosts carry their address.
+  // gcloud only: every host's key is in gcloud's known-hosts file, so gcloud checks them strictly from the first
+  // connection (--strict-host-key-checking=yes); otherwise gcloud's own default applies.
+  bool host_keys_known = false;
 };
 
 // The target for a job's node: the settings' gcloud and project, the config's zone, its

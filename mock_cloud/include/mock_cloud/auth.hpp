@@ -89,7 +89,8 @@ public:
   // Issues a fresh random token that expires one token lifetime after `now`.
   IssuedToken issue(AuthClock::time_point now);
 
-  // True when `token` is a static token, or one this authority issued that has not expired at `now`.
+  // True when `token` is a static token, one this authority issued that has not expired at `now`, or a self-signed
+  // JWT (self_signed_jwt_valid).
   [[nodiscard]] bool valid(std::string_view token, AuthClock::time_point now) const;
 
   // The issued tokens that have not expired at `now` (for the admin API: tests look for them where they must not be).
@@ -131,6 +132,11 @@ private:
     std::string token_uri;
   };
   void prune_expired(AuthClock::time_point now);
+  // True when `token` is a JWT that a trusted service-account key signed for its own account (RS256; kid the key's
+  // id; iss and sub its email), current at `now` and living at most an hour, with a scope claim or an audience: what
+  // Google's APIs take in place of an access token, and what gcloud's alpha and beta compute commands send. The
+  // caller holds mutex_.
+  [[nodiscard]] bool self_signed_jwt_valid(std::string_view token, AuthClock::time_point now) const;
 
   std::chrono::seconds lifetime_;
   std::function<AuthClock::time_point()> clock_;

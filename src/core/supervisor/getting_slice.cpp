@@ -430,21 +430,26 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
                    bool hosts_up = true;
                    if (got && got->state == cloud::NodeState::ready) {
                      try {
-                       // One call tells the machines under the hosts and, for OpenSSH, the hosts' keys.
+                       // One call tells the machines under the hosts and the hosts' keys.
                        ++counters->get_calls;
                        const auto attributes = slices->guest_attributes(zone, node);
                        for (const auto& worker : attributes) {
                          const auto found = worker.find(kPhysicalHostAttribute);
                          machines.push_back(found == worker.end() ? std::string() : found->second);
                        }
-                       if (over_ssh) {
-                         const auto hosts = slice_hosts_of(*got, attributes, internal);
-                         save_slice_hosts(dir, hosts);
-                         hosts_up = hosts.complete();
+                       // Workers at the end that name no machine say nothing about one.
+                       while (!machines.empty() && machines.back().empty()) {
+                         machines.pop_back();
                        }
+                       // For either transport: OpenSSH connects with them; gcloud is given the hosts' keys, so that
+                       // it checks them strictly from the first connection, and their ports. A host publishes its key
+                       // once it has booted and listens, so both wait for every host's.
+                       const auto hosts = slice_hosts_of(*got, attributes, internal);
+                       save_slice_hosts(dir, hosts);
+                       hosts_up = hosts.complete();
                      } catch (const std::exception& e) {
                        // The identity only sharpens what is remembered; the slice is used without it. OpenSSH needs the
-                       // keys.
+                       // keys; gcloud, left without them, takes the key each host shows the first time.
                        spdlog::warn("{}: reading the guest attributes of {}: {}", job_label(id), node, e.what());
                        hosts_up = !over_ssh;
                      }

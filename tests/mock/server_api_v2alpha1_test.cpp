@@ -1,0 +1,136 @@
+// The v2alpha1 methods the mock serves (what `gcloud alpha compute tpus queued-resources ssh` calls), through a
+// jobman-mock-cloud child process: the same world as v2, in v2alpha1's field names, and no v2alpha1 method beyond them.
+#include "mock_cloud/api_version.hpp"
+#include "support/mock_cloud.hpp"
+#include "support/temp_dir.hpp"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace server_api_v2alpha1_test {
+
+using jobman::test::eventually;
+using nlohmann::json;
+using Answer = jobman::test::HttpAnswer;
+
+const std::string kLoc = "projects/p/locations/us-central2-b";
+const std::string kV2 = "/v2/" + kLoc;
+const std::string kAlpha = "/v2alpha1/" + kLoc;
+const httplib::Headers kAuth = {{"Authorization", "Bearer test-token"}};
+
+const std::string kWorld = jobman::test::test_world(1, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n");
+
+class MockServerV2alpha1Test : public ::testing::Test {
+protected:
+  void SetUp() override {
+    server = jobman::test::start_test_mock(dir, kWorld, 5, {"--sshd", "none"});
+    ASSERT_GT(server->port(), 0) << server->first_line();
+    client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
+  }
+
+  Answer api(const std::string& method, const std::string& path, const json& body = nullptr) {
+    return jobman::test::http_call(*client, method, path, body, kAuth);
+  }
+
+  // Creates a spot multislice queued resource of two v4-16 slices, ms-0 and ms-1, and waits until it is ACTIVE.
+  void create_multislice() {
+    const json body = {{"tpu",
+                        {{"nodeSpec",
+                          {{{"parent", kLoc},
+                            {"multisliceParams", {{"nodeCount", 2}, {"nodeIdPrefix", "ms"}}},
+                            {"node", {{"acceleratorType", "v4-16"}, {"runtimeVersion", "tpu-ubuntu2204-base"}}}}}}}},
+                       {"spot", json::object()}};
+    const auto created = api("POST", kV2 + "/queuedResources?queuedResourceId=multi", body);
+    ASSERT_EQ(created.status, 200) << created.text;
+    ASSERT_TRUE(
+        eventually([&] { return api("GET", kV2 + "/queuedResources/multi").body["state"]["state"] == "ACTIVE"; },
+                   std::chrono::seconds(20)));
+  }
+
+  jobman::test::TempDir dir;
+  std::unique_ptr<jobman::test::MockCloudProcess> server;
+  std::unique_ptr<httplib::Client> client;
+};
+
+TEST_F(MockServerV2alpha1Test, AQueuedResourceAndItsNodesReadInV2alpha1sFieldNames) {
+  create_multislice();
+  const auto qr = api("GET", kAlpha + "/queuedResources/multi?alt=json");
+  ASSERT_EQ(qr.status, 200) << qr.text;
+  const auto& spec = qr.body["tpu"]["nodeSpec"][0];
+  EXPECT_EQ(spec["multiNodeParams"], json({{"nodeCount", 2}, {"nodeIdPrefix", "ms"}})) << qr.text;
+  EXPECT_FALSE(spec.contains("multisliceParams")) << qr.text;
+  EXPECT_EQ(qr.body["state"]["state"], "ACTIVE");
+  // The same resource under v2 keeps v2's name for it.
+  EXPECT_TRUE(api("GET", kV2 + "/queuedResources/multi").body["tpu"]["nodeSpec"][0].contains("multisliceParams"));
+
+  const auto node = api("GET", kAlpha + "/nodes/ms-1");
+  ASSERT_EQ(node.status, 200) << node.text;
+  EXPECT_EQ(node.body["apiVersion"], "V2_ALPHA1");
+  EXPECT_EQ(node.body["state"], "READY");
+  EXPECT_EQ(node.body["networkEndpoints"].size(), 2U);
+  EXPECT_EQ(api("GET", kV2 + "/nodes/ms-1").body["apiVersion"], "V2");
+}
+
+TEST_F(MockServerV2alpha1Test, GuestAttributesAndAMetadataPatchAnswerUnderV2alpha1) {
+  create_multislice();
+  // gcloud asks for every worker with an empty worker id.
+  const auto attributes =
+      api("POST", kAlpha + "/nodes/ms-0:getGuestAttributes", json{{"queryPath", ""}, {"workerIds", {""}}});
+  ASSERT_EQ(attributes.status, 200) << attributes.text;
+  ASSERT_EQ(attributes.body["guestAttributes"].size(), 2U) << attributes.text;
+  bool has_host_key = false;
+  for (const auto& item : attributes.body["guestAttributes"][1]["queryValue"]["items"]) {
+    has_host_key = has_host_key || (item["namespace"] == "hostkeys" && item["key"] == "ssh-ed25519");
+  }
+  EXPECT_TRUE(has_host_key) << attributes.text;
+
+  const auto patched = api("PATCH", kAlpha + "/nodes/ms-0?updateMask=metadata",
+                           json{{"metadata", {{"ssh-keys", "alice:ssh-ed25519 AAAA alice"}}}});
+  ASSERT_EQ(patched.status, 200) << patched.text;
+  EXPECT_EQ(patched.body["metadata"]["@type"], "type.googleapis.com/google.cloud.tpu.v2alpha1.OperationMetadata");
+  const auto name = patched.body["name"].get<std::string>();
+  const auto operation = api("GET", kAlpha + "/operations/" + name.substr(name.rfind('/') + 1));
+  ASSERT_EQ(operation.status, 200) << operation.text;
+  EXPECT_TRUE(operation.body.value("done", false)) << operation.text;
+  EXPECT_EQ(operation.body["response"]["@type"], "type.googleapis.com/google.cloud.tpu.v2alpha1.Node");
+  EXPECT_EQ(operation.body["response"]["apiVersion"], "V2_ALPHA1");
+  EXPECT_EQ(operation.body["response"]["metadata"]["ssh-keys"], "alice:ssh-ed25519 AAAA alice");
+  // The world is one: v2 sees the change.
+  EXPECT_EQ(api("GET", kV2 + "/nodes/ms-0").body["metadata"]["ssh-keys"], "alice:ssh-ed25519 AAAA alice");
+}
+
+TEST_F(MockServerV2alpha1Test, AV2alpha1MethodNotServedYetIsNotFoundAndChangesNothing) {
+  const json body = {{"tpu",
+                      {{"nodeSpec",
+                        {{{"parent", kLoc},
+                          {"nodeId", "n"},
+                          {"node", {{"acceleratorType", "v4-8"}, {"runtimeVersion", "tpu-ubuntu2204-base"}}}}}}}}};
+  const auto created = api("POST", kAlpha + "/queuedResources?queuedResourceId=qr", body);
+  EXPECT_EQ(created.status, 404) << created.text;
+  EXPECT_EQ(created.body["error"]["status"], "NOT_FOUND") << created.text;
+  EXPECT_EQ(api("GET", kV2 + "/queuedResources/qr").status, 404);
+  EXPECT_EQ(api("GET", kAlpha + "/queuedResources").status, 404);
+  EXPECT_EQ(api("GET", kAlpha + "/nodes/missing").status, 404);
+  // The version gate comes first, but a served method still needs a credential.
+  EXPECT_EQ(jobman::test::http_call(*client, "GET", kAlpha + "/nodes/missing", nullptr, {}).status, 401);
+}
+
+TEST(ApiVersion, ARequestPathNamesItsVersion) {
+  using jobman::mock::ApiVersion;
+  EXPECT_EQ(jobman::mock::api_version_of("/v2alpha1/projects/p"), ApiVersion::v2alpha1);
+  EXPECT_EQ(jobman::mock::api_version_of("/v2/projects/p"), ApiVersion::v2);
+  EXPECT_TRUE(jobman::mock::serves_method(ApiVersion::v2, "queuedResources.create"));
+  EXPECT_FALSE(jobman::mock::serves_method(ApiVersion::v2alpha1, "queuedResources.create"));
+  EXPECT_TRUE(jobman::mock::serves_method(ApiVersion::v2alpha1, "nodes.getGuestAttributes"));
+  // A user's metadata and labels are left as they are, whatever their keys.
+  json node = {{"apiVersion", "V2"}, {"metadata", {{"multisliceParams", "x"}}}, {"labels", {{"apiVersion", "V2"}}}};
+  jobman::mock::reply_in_version(ApiVersion::v2alpha1, "nodes.get", node);
+  EXPECT_EQ(node, json({{"apiVersion", "V2_ALPHA1"},
+                        {"metadata", {{"multisliceParams", "x"}}},
+                        {"labels", {{"apiVersion", "V2"}}}}));
+}
+
+} // namespace server_api_v2alpha1_test
