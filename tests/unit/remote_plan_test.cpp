@@ -200,6 +200,32 @@ TEST(RemoteSshArgv, AKeyFileGoesBeforeQuietAndTheCommandStaysLast) {
                                       "--quiet", "--command=true"}));
 }
 
+TEST(RemoteGcloudArgv, KnownHostKeysAreCheckedStrictlyAndAPortOtherThan22IsGivenToSshAndScp) {
+  jobman::remote::SliceTarget target{"gcloud", "proj", "us-central2-b", "node", "", "/k/id", {}};
+  target.hosts = {{"127.130.0.1", 22, ""}, {"127.130.0.2", 2222, ""}};
+  target.host_keys_known = true;
+  EXPECT_EQ(jobman::remote::ssh_argv(target, 0, "true"),
+            (std::vector<std::string>{"gcloud", "compute", "tpus", "tpu-vm", "ssh", "node", "--zone=us-central2-b",
+                                      "--project=proj", "--worker=0", "--ssh-key-file=/k/id",
+                                      "--strict-host-key-checking=yes", "--quiet", "--command=true"}));
+  // gcloud splits an --ssh-flag at its spaces; it passes each --scp-flag to scp as one argument.
+  EXPECT_EQ(jobman::remote::shell_argv(target, 1),
+            (std::vector<std::string>{"gcloud", "compute", "tpus", "tpu-vm", "ssh", "node", "--zone=us-central2-b",
+                                      "--project=proj", "--worker=1", "--ssh-key-file=/k/id",
+                                      "--strict-host-key-checking=yes", "--ssh-flag=-p 2222", "--quiet"}));
+  EXPECT_EQ(
+      jobman::remote::scp_argv(target, 1, {"f"}, "d"),
+      (std::vector<std::string>{"gcloud", "compute", "tpus", "tpu-vm", "scp", "f", "node:d", "--zone=us-central2-b",
+                                "--project=proj", "--worker=1", "--ssh-key-file=/k/id",
+                                "--strict-host-key-checking=yes", "--scp-flag=-P", "--scp-flag=2222", "--quiet"}));
+  // Keys not known: gcloud's own default; a worker beyond the known hosts: no port.
+  target.host_keys_known = false;
+  EXPECT_EQ(
+      jobman::remote::ssh_argv(target, 3, "true"),
+      (std::vector<std::string>{"gcloud", "compute", "tpus", "tpu-vm", "ssh", "node", "--zone=us-central2-b",
+                                "--project=proj", "--worker=3", "--ssh-key-file=/k/id", "--quiet", "--command=true"}));
+}
+
 TEST(RemotePathExpr, TildeIsTheRemoteHomeAndEverythingElseIsQuoted) {
   using jobman::remote::remote_path_expr;
   EXPECT_EQ(remote_path_expr("~"), "\"$HOME\"");
