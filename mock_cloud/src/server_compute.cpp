@@ -63,12 +63,12 @@ void MockServer::register_compute_routes() {
   // Cloud Resource Manager's projects.get: what gcloud asks when told to use a project (`gcloud config set project`).
   http_.Get("/cloudresourcemanager/v1/projects/([^/]+)",
             api("cloudresourcemanager.projects.get")([](const httplib::Request& req) {
-              const auto project = compute_match(req, 1);
+              const auto id = compute_match(req, 1);
               return Reply{200,
-                           {{"projectNumber", std::to_string(world_internal::project_number(project))},
-                            {"projectId", project},
+                           {{"projectNumber", std::to_string(world_internal::project_number(id))},
+                            {"projectId", id},
                             {"lifecycleState", "ACTIVE"},
-                            {"name", project},
+                            {"name", id},
                             {"createTime", "2024-01-01T00:00:00.000Z"}}};
             }));
 

@@ -7,8 +7,8 @@
 #include "mock_cloud/host_sshd.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>

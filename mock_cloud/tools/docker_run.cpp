@@ -76,8 +76,10 @@ struct RunRequest {
 // The PATH a container gets when the caller has none: docker's default.
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-// The variables a container takes from its caller: PATH and HOME, so that the host's tools keep working, and the
-// mock's MOCK_* (among them the host's marker, by which the mock finds and ends the container's processes).
+// The variables a container takes from its caller: PATH and HOME, so that the host's tools keep working; the mock's
+// MOCK_* (among them the host's marker, by which the mock finds and ends the container's processes); and what tells
+// Google's tools where the metadata server and the APIs are (GCE_METADATA_*, CLOUDSDK_*), which a container on a TPU
+// VM reaches through the VM's network.
 std::map<std::string, std::string> inherited_environment() {
   std::map<std::string, std::string> env;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -87,7 +89,8 @@ std::map<std::string, std::string> inherited_environment() {
       continue;
     }
     const std::string key(text.substr(0, equals));
-    if (key == "PATH" || key == "HOME" || key.starts_with("MOCK_")) {
+    if (key == "PATH" || key == "HOME" || key.starts_with("MOCK_") || key.starts_with("GCE_METADATA_") ||
+        key.starts_with("CLOUDSDK_")) {
       env[key] = std::string(text.substr(equals + 1));
     }
   }

@@ -178,8 +178,8 @@ TEST_F(RemoteSetupTest, AFailingModuleStopsTheSetupWithItsReason) {
     const auto log = jobman::util::read_file(attempt_dir / ("setup-" + std::to_string(worker.worker) + ".log"));
     EXPECT_NE(log.find("PackagesNotFoundError"), std::string::npos) << log;
   }
-  // A worker that cannot be reached says so.
-  target.node = "gone";
+  // A worker that cannot be reached says so. (Nothing listens at that address of this machine's loopback.)
+  target.hosts[0].address = "127.255.255.254";
   const auto unreachable = jobman::remote::run_setup(target, {0}, plan, attempt_dir, kStep);
   EXPECT_FALSE(unreachable[0].ok());
   EXPECT_NE(unreachable[0].error.find("checking worker 0 failed"), std::string::npos) << unreachable[0].error;

@@ -9,6 +9,7 @@
 #include "support/temp_dir.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fcntl.h>
 #include <filesystem>
 #include <gtest/gtest.h>
@@ -30,6 +31,15 @@ const std::vector<int> kAll = {0, 1, 2, 3};
 
 class RemoteWorkloadTest : public jobman::test::MockSliceTest {
 protected:
+  // Puts an `ssh` first on the PATH of the target's children that runs `body` (bash, the arguments in "$@"), then
+  // this machine's ssh.
+  void put_ssh_first(const std::string& body) {
+    const auto wrapper = dir.write("bin/ssh", "#!/bin/bash\n" + body + "exec /usr/bin/ssh \"$@\"\n");
+    fs::permissions(wrapper, fs::perms::owner_all);
+    const char* path = std::getenv("PATH");
+    target.environment.emplace_back("PATH", wrapper.parent_path().string() + ":" + (path != nullptr ? path : "/bin"));
+  }
+
   jobman::remote::LaunchSpec spec(const std::string& command, int attempt = 1) {
     jobman::remote::LaunchSpec out;
     out.id = {"7", attempt};
@@ -106,12 +116,9 @@ TEST_F(RemoteWorkloadTest, EveryWorkerSeesTheContractVariables) {
 }
 
 TEST_F(RemoteWorkloadTest, TheCommandTravelsOnStdinAndNeverInAnArgumentList) {
-  // A gcloud that records every argument it is given, then does its job.
-  const auto log = dir / "gcloud-argv.log";
-  target.gcloud = dir.write("gcloud-recording", "#!/bin/bash\nprintf '%s\\n' \"$@\" >> " + log.string() + "\nexec " +
-                                                    slice.target().gcloud + " \"$@\"\n")
-                      .string();
-  fs::permissions(target.gcloud, fs::perms::owner_all);
+  // An ssh first on the children's PATH that records every argument it is given, then does its job.
+  const auto log = dir / "ssh-argv.log";
+  put_ssh_first("printf '%s\\n' \"$@\" >> " + log.string() + "\n");
   auto command = spec("echo token=s3cr3t-launch-value");
   command.extra_env["API_TOKEN"] = "s3cr3t-env-value";
   for (const auto& status : jobman::remote::launch(target, kAll, command, kStep)) {
@@ -120,7 +127,7 @@ TEST_F(RemoteWorkloadTest, TheCommandTravelsOnStdinAndNeverInAnArgumentList) {
   jobman::remote::attach(target, kAll, {"7", 1}, attempt_dir);
   EXPECT_EQ(local_log(2), "token=s3cr3t-launch-value\n");
   const auto arguments = jobman::util::read_file(log);
-  EXPECT_NE(arguments.find("--command="), std::string::npos);
+  EXPECT_NE(arguments.find("HostKeyAlias="), std::string::npos) << arguments;
   EXPECT_EQ(arguments.find("s3cr3t"), std::string::npos) << arguments;
 }
 
@@ -170,12 +177,8 @@ TEST_F(RemoteWorkloadTest, AScriptCutOffOnTheWayStartsNothingAndTheNextLaunchRun
   // killed mid-write. Before, the truncated run.sh ran, ended at once with status 0, and a job SUCCEEDED with
   // empty logs (RELIABILITY bug 35).
   const auto marker = dir / "cut-once";
-  const std::string real = target.gcloud;
-  target.gcloud =
-      dir.write("gcloud-cutting", "#!/bin/bash\nif [ ! -e " + marker.string() + " ]; then touch " + marker.string() +
-                                      "; head -c 40 | " + real + " \"$@\"; exit $?; fi\nexec " + real + " \"$@\"\n")
-          .string();
-  fs::permissions(target.gcloud, fs::perms::owner_all);
+  put_ssh_first("if [ ! -e " + marker.string() + " ]; then touch " + marker.string() +
+                "; head -c 40 | /usr/bin/ssh \"$@\"; exit $?; fi\n");
   const auto command = spec("echo trained whole");
   const auto cut = jobman::remote::launch(target, {1}, command, kStep);
   ASSERT_EQ(cut.size(), 1U);

@@ -33,13 +33,13 @@ protected:
     env = mock_home_environment(*mock, dir / "jobman", dir / "config");
     env["HOME"] = user_home.string();
     env["XDG_DATA_HOME"] = (dir / "data").string();
-    // The keys the configs name (~/.ssh/id_rsa, ~/.ssh/id_ed25519_github), as ssh-keygen leaves them.
+    // The keys the configs name (~/.ssh/id_rsa, ~/.ssh/id_ed25519_github), made by ssh-keygen: jobman connects to
+    // the workers with ssh.private_key, and copies it there.
+    fs::create_directories(user_home / ".ssh");
     for (const std::string key : {"id_rsa", "id_ed25519_github"}) {
-      const auto path =
-          dir.write("user-home/.ssh/" + key, "-----BEGIN OPENSSH PRIVATE KEY-----\n" + key +
-                                                 " of the test's user\n-----END OPENSSH PRIVATE KEY-----\n");
-      fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
-      dir.write("user-home/.ssh/" + key + ".pub", "ssh-ed25519 AAAA" + key + " researcher@laptop\n");
+      const auto made = run_program({"ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "researcher@laptop", "-f",
+                                     (user_home / ".ssh" / key).string()});
+      ASSERT_EQ(made.exit_code, 0) << made.err;
     }
     daemon = std::make_unique<LineReadingProcess>(
         std::vector<std::string>{jobman_binary(), "daemon", "--tick", "50ms", "--lease-ttl", "2s"}, env,

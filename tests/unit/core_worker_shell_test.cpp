@@ -111,7 +111,7 @@ TEST_F(CoreWorkerShell, TheArgvIsAShellWithoutACommandAndRunsOneWithIt) {
   attempt.zone = "us-central2-a";
   // Both read the variables attempt 2's workload got on the worker before the shell or the command.
   const auto variables = remote::workload_variables_script(workload_id(1, 2));
-  EXPECT_NE(variables.find(remote::remote_workload_dir(workload_id(1, 2)) + "/run.sh"), std::string::npos) << variables;
+  EXPECT_NE(variables.find("/jobs/000001/attempt-2'/run.sh"), std::string::npos) << variables;
   EXPECT_EQ(
       worker_shell_argv(access, config, attempt, 2, ""),
       (std::vector<std::string>{"/opt/gcloud", "compute", "tpus", "tpu-vm", "ssh", "train-000001-a2",

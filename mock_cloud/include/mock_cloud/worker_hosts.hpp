@@ -176,9 +176,9 @@ private:
   // The agent's sshd children (each leads a process group of its own), to reap, with the node each serves: its
   // hosts' sshd are ended with it, since sshd's process titles overwrite the environment that carries the marker.
   std::vector<std::pair<pid_t, std::string>> sshd_pids_;
-  int epoll_fd_ = -1;                                           // The agent's epoll set: doors_ and wake_fd_.
-  int wake_fd_ = -1;                                            // An eventfd that wakes the agent.
-  std::thread agent_;                                           // The agent thread (only with SSH servers).
+  int epoll_fd_ = -1; // The agent's epoll set: doors_ and wake_fd_.
+  int wake_fd_ = -1;  // An eventfd that wakes the agent.
+  std::thread agent_; // The agent thread (only with SSH servers).
 };
 
 } // namespace jobman::mock
