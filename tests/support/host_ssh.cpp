@@ -5,6 +5,7 @@
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
+#include <functional>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -159,8 +160,10 @@ RunResult run_each(const std::vector<std::vector<std::string>>& argvs, const rem
 
 } // namespace
 
-RunResult MockHostSsh::ssh(const std::string& zone, const std::string& node, const std::string& selection,
-                           const std::string& command, const std::string& user) {
+RunResult
+MockHostSsh::on_workers(const std::string& zone, const std::string& node, const std::string& selection,
+                        const std::string& user,
+                        const std::function<std::vector<std::string>(const remote::SliceTarget&, int)>& argv) {
   const auto slice = target(zone, node, user, std::chrono::seconds(10));
   if (!slice) {
     return {255, "", "node " + node + " in " + zone + " is not up"};
@@ -171,31 +174,27 @@ RunResult MockHostSsh::ssh(const std::string& zone, const std::string& node, con
   }
   std::vector<std::vector<std::string>> argvs;
   for (const int w : workers) {
-    argvs.push_back(remote::ssh_argv(*slice, w, command));
+    argvs.push_back(argv(*slice, w));
   }
   return run_each(argvs, *slice);
+}
+
+RunResult MockHostSsh::ssh(const std::string& zone, const std::string& node, const std::string& selection,
+                           const std::string& command, const std::string& user) {
+  return on_workers(zone, node, selection, user,
+                    [&](const remote::SliceTarget& slice, int w) { return remote::ssh_argv(slice, w, command); });
 }
 
 RunResult MockHostSsh::scp_to(const std::string& zone, const std::string& node, const std::string& selection,
                               const std::vector<std::string>& sources, const std::string& remote_path,
                               const std::string& user, bool recursive) {
-  const auto slice = target(zone, node, user, std::chrono::seconds(10));
-  if (!slice) {
-    return {255, "", "node " + node + " in " + zone + " is not up"};
-  }
-  const auto workers = workers_of(selection, static_cast<int>(slice->hosts.size()));
-  if (workers.empty()) {
-    return {2, "", "no workers '" + selection + "' on " + node};
-  }
-  std::vector<std::vector<std::string>> argvs;
-  for (const int w : workers) {
-    auto argv = remote::scp_argv(*slice, w, sources, remote_path);
+  return on_workers(zone, node, selection, user, [&](const remote::SliceTarget& slice, int w) {
+    auto argv = remote::scp_argv(slice, w, sources, remote_path);
     if (recursive) {
       argv.insert(argv.begin() + 1, "-r");
     }
-    argvs.push_back(std::move(argv));
-  }
-  return run_each(argvs, *slice);
+    return argv;
+  });
 }
 
 RunResult MockHostSsh::scp_from(const std::string& zone, const std::string& node, int worker,

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,10 @@ public:
                      const std::string& local_path, const std::string& user = "root");
 
 private:
+  // Runs `argv` of each selected worker of the node's target at once (ssh and scp_to).
+  RunResult on_workers(const std::string& zone, const std::string& node, const std::string& selection,
+                       const std::string& user,
+                       const std::function<std::vector<std::string>(const remote::SliceTarget&, int)>& argv);
   // The workers `selection` names among `count`; empty when it is malformed or out of range.
   static std::vector<int> workers_of(const std::string& selection, int count);
 
