@@ -218,6 +218,10 @@ std::uint64_t project_number(const std::string& project);
 // SHA-256 of `text`, as raw bytes.
 std::string sha256(const std::string& text);
 
+// The POSIX username OS Login gives an account (an email): "sa_" and a number for a service account, else the email
+// with every character but letters and digits made '_', at most 32 characters.
+std::string oslogin_username(const std::string& email);
+
 // The resource called `name` in `items`, rendered; a 404 naming it as `kind` when there is none.
 template <typename Map, typename Render>
 Reply find_reply(const Map& items, const std::string& name, std::string_view kind, Render render) {

@@ -169,6 +169,33 @@ std::vector<SshKey> World::ssh_keys_locked(const Node& node, std::int64_t now) c
   if (!metadata.is_object()) {
     return keys;
   }
+  const auto* project = compute_project_locked(node.project);
+  // OS Login: the node's enable-oslogin, else the project's. When on, the hosts let in the keys OS Login profiles hold
+  // for the project, each as its account's POSIX user, and no key from metadata.
+  std::string oslogin;
+  if (metadata.contains("enable-oslogin") && metadata["enable-oslogin"].is_string()) {
+    oslogin = metadata["enable-oslogin"].get<std::string>();
+  } else if (project != nullptr) {
+    for (const auto& [name, value] : project->items) {
+      if (name == "enable-oslogin") {
+        oslogin = value;
+      }
+    }
+  }
+  if (util::to_lower(std::string(util::trim(oslogin))) == "true") {
+    for (const auto& [record, user] : oslogin_users_) {
+      if (user->projects.count(node.project) == 0) {
+        continue;
+      }
+      for (const auto& [print, key] : user->keys) {
+        const auto& [text, expires_usec] = key;
+        if (expires_usec == 0 || expires_usec > now * 1000) {
+          keys.push_back({world_internal::oslogin_username(user->email), text});
+        }
+      }
+    }
+    return keys;
+  }
   for (const char* name : {"ssh-keys", "sshKeys"}) {
     if (metadata.contains(name) && metadata[name].is_string()) {
       for (auto& key : parse_ssh_keys(metadata[name].get<std::string>(), now)) {
@@ -181,7 +208,7 @@ std::vector<SshKey> World::ssh_keys_locked(const Node& node, std::int64_t now) c
   if (block.is_string() && (block.get<std::string>() == "true" || block.get<std::string>() == "TRUE")) {
     return keys;
   }
-  if (const auto* project = compute_project_locked(node.project)) {
+  if (project != nullptr) {
     for (const auto& [name, value] : project->items) {
       if (name == "ssh-keys" || name == "sshKeys") {
         for (auto& key : parse_ssh_keys(value, now)) {

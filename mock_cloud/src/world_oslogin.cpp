@@ -37,9 +37,16 @@ std::string key_fingerprint(const std::string& type, const std::string& data) {
   return out;
 }
 
-// The POSIX username OS Login gives an account: "sa_" and the account's numeric id for a service account, else the
-// email with every character but letters and digits made '_', at most 32 characters.
-std::string posix_username(const std::string& email) {
+// A user in users/{user}: an email.
+bool valid_user(const std::string& user) {
+  const auto at = user.find('@');
+  return is_utf8(user) && at != std::string::npos && at > 0 && at + 1 < user.size() &&
+         user.find('/') == std::string::npos;
+}
+
+} // namespace
+
+std::string world_internal::oslogin_username(const std::string& email) {
   if (email.ends_with(".gserviceaccount.com")) {
     return "sa_" +
            std::to_string(100'000'000'000'000'000ULL + stable_hash("oslogin " + email) % 900'000'000'000'000'000ULL);
@@ -53,18 +60,9 @@ std::string posix_username(const std::string& email) {
   return out.substr(0, 32);
 }
 
-// A user in users/{user}: an email.
-bool valid_user(const std::string& user) {
-  const auto at = user.find('@');
-  return is_utf8(user) && at != std::string::npos && at > 0 && at + 1 < user.size() &&
-         user.find('/') == std::string::npos;
-}
-
-} // namespace
-
 json World::login_profile_json(const OsLoginUser& user, const std::string& project_id, std::int64_t now) {
   json out = {{"name", user.email}};
-  const auto username = posix_username(user.email);
+  const auto username = world_internal::oslogin_username(user.email);
   const auto uid = std::to_string(kFirstUid + stable_hash("uid " + user.email) % 1'000'000'000ULL);
   json accounts = json::array();
   for (const auto& project : user.projects) {
@@ -155,6 +153,10 @@ Reply World::import_ssh_public_key(const std::string& user, const std::string& p
       entry->projects.insert(project_id);
     }
     touch_locked(record);
+    if (!project_id.empty()) {
+      // The project's hosts that go by OS Login take the key at once, as the guest agent asks OS Login at each login.
+      common_metadata_changed_locked(project_id);
+    }
     return Reply{200, {{"loginProfile", login_profile_json(*entry, project_id, now_ms)}}};
   });
 }

@@ -122,6 +122,8 @@ public:
     return parse_token_answer(http_.send(request), key_.token_uri);
   }
 
+  std::string account() override { return key_.client_email; }
+
   [[nodiscard]] std::string describe() const override {
     return "service account " + key_.client_email + " (key " + key_file_ + ", token endpoint " + key_.token_uri + ")";
   }
@@ -174,6 +176,17 @@ public:
 
   [[nodiscard]] std::string describe() const override { return "`" + program_ + " auth print-access-token`"; }
 
+  // The account gcloud is logged in as (its core/account property).
+  std::string account() override {
+    auto [code, out] = run_capturing({program_, "config", "get-value", "account", "--quiet"});
+    const auto account = std::string(util::trim(out));
+    if (code != 0 || account.empty() || account == "(unset)") {
+      throw Error("`" + program_ + " config get-value account` names no account; log in with `" + program_ +
+                  " auth login`, or set JOBMAN_ACCOUNT");
+    }
+    return account;
+  }
+
 private:
   std::string program_;
 };
@@ -192,6 +205,19 @@ public:
   }
 
   [[nodiscard]] std::string describe() const override { return "the metadata server (" + url_ + ")"; }
+
+  // The default service account's email, from the path beside the token's.
+  std::string account() override {
+    HttpRequest request;
+    request.url = url_.substr(0, url_.rfind('/')) + "/email";
+    request.headers = {{"Metadata-Flavor", "Google"}};
+    const auto response = http_.send(request);
+    const auto email = std::string(util::trim(response.body));
+    if (response.failure != TransportFailure::none || response.status != 200 || email.empty()) {
+      throw Error("cannot read the service account's email from the metadata server (" + request.url + ")");
+    }
+    return email;
+  }
 
 private:
   std::string url_;
@@ -283,6 +309,20 @@ std::string build_jwt_assertion(const ServiceAccountKey& key, std::int64_t now_e
 
 CachedTokenSource::CachedTokenSource(std::unique_ptr<TokenSource> source, std::chrono::seconds margin)
     : source_(std::move(source)), margin_(margin) {}
+
+std::string CachedTokenSource::account() {
+  if (auto given = util::getenv_nonempty("JOBMAN_ACCOUNT")) {
+    return *given;
+  }
+  const std::lock_guard lock(mutex_);
+  if (account_.empty()) {
+    account_ = source_->account();
+    if (account_.empty()) {
+      throw Error("the account of " + source_->describe() + " is not known; set JOBMAN_ACCOUNT to its email");
+    }
+  }
+  return account_;
+}
 
 std::string CachedTokenSource::token() {
   const std::lock_guard lock(mutex_);

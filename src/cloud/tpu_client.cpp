@@ -4,6 +4,7 @@
 #include "jobman/util/system.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <mutex>
 #include <random>
 #include <set>
@@ -31,9 +32,21 @@ struct Answer {
   json body;
 };
 
+// The API a method belongs to, as messages name it: "compute.projects.get" is the Compute API's, "oslogin.users..."
+// OS Login's, the rest the TPU API's.
+std::string api_label(const std::string& method) {
+  if (method.starts_with("compute.")) {
+    return "Compute API";
+  }
+  if (method.starts_with("oslogin.")) {
+    return "OS Login API";
+  }
+  return "TPU API";
+}
+
 // "TPU API: <method> <resource>: <STATUS> (<http>): <message>" from a google.rpc error body.
 ApiError api_error(const Call& call, const HttpResponse& response) {
-  const std::string prefix = "TPU API: " + call.method + " " + call.resource + ": ";
+  const std::string prefix = api_label(call.method) + ": " + call.method + " " + call.resource + ": ";
   if (response.failure != TransportFailure::none) {
     return {prefix + "cannot reach " + call.url.substr(0, call.url.find('?')) + " (" + to_string(response.failure) +
                 "): " + response.error,
@@ -58,6 +71,22 @@ ApiError api_error(const Call& call, const HttpResponse& response) {
   const std::string code = status.empty() ? "HTTP " + std::to_string(response.status)
                                           : status + " (" + std::to_string(response.status) + ")";
   return {prefix + code + (message.empty() ? "" : ": " + message), response.status, status};
+}
+
+// `url` with one '/' at its end.
+std::string with_slash(std::string url) {
+  while (!url.empty() && url.back() == '/') {
+    url.pop_back();
+  }
+  return url + "/";
+}
+
+// An account for a users/{user} path: an email as it is, anything else percent-encoded.
+std::string user_path(const std::string& account) {
+  const bool plain = !account.empty() && std::all_of(account.begin(), account.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '@' || c == '.' || c == '-' || c == '_' || c == '+';
+  });
+  return plain ? account : url_encode(account);
 }
 
 std::string normalise_endpoint(std::string url) {
@@ -92,6 +121,8 @@ struct TpuClient::Impl {
   Impl(std::shared_ptr<CachedTokenSource> token_source, TpuClientOptions client_options)
       : tokens(std::move(token_source)), options(std::move(client_options)), http(options.http) {
     options.endpoint = normalise_endpoint(options.endpoint);
+    options.compute_endpoint = with_slash(options.compute_endpoint);
+    options.oslogin_endpoint = with_slash(options.oslogin_endpoint);
   }
 
   void sleep(milliseconds delay) {
@@ -123,7 +154,7 @@ struct TpuClient::Impl {
       request.method = call.http_method;
       request.url = call.url;
       request.headers = {{"Authorization", "Bearer " + tokens->token()}, {"Accept", "application/json"}};
-      if (call.http_method == "POST") {
+      if (call.http_method == "POST" || call.http_method == "PATCH") {
         request.headers.emplace_back("Content-Type", "application/json");
         request.body = call.body;
       }
@@ -132,7 +163,8 @@ struct TpuClient::Impl {
         if ((response.status >= 200 && response.status < 300) || accepted.count(response.status) > 0) {
           Answer answer{response.status, util::parse_json_bounded(response.body)};
           if (!answer.body.is_object()) {
-            throw ApiError("TPU API: " + call.method + " " + call.resource + ": the answer is not a JSON object",
+            throw ApiError(api_label(call.method) + ": " + call.method + " " + call.resource +
+                               ": the answer is not a JSON object",
                            response.status, "");
           }
           return answer;
@@ -244,6 +276,10 @@ const std::string& TpuClient::endpoint() const {
   return impl_->options.endpoint;
 }
 
+std::string TpuClient::account() {
+  return impl_->tokens->account();
+}
+
 CreateResult TpuClient::create_queued_resource(const Location& where, const std::string& id, const json& body) {
   CreateResult result;
   impl_->create("queuedResources.create", where, "queuedResources", "queuedResourceId", id, true, body, result,
@@ -295,6 +331,15 @@ std::vector<Node> TpuClient::list_nodes(const Location& where, int page_size) {
 
 std::optional<Operation> TpuClient::delete_node(const Location& where, const std::string& id) {
   return impl_->remove("nodes.delete", where.name() + "/nodes/" + id, ""); // nodes.delete binds no requestId.
+}
+
+Operation TpuClient::patch_node(const Location& where, const std::string& id, const json& fields,
+                                const std::string& update_mask) {
+  const std::string name = where.name() + "/nodes/" + id;
+  return parse_operation(impl_
+                             ->execute(Call{"nodes.patch", name, "PATCH",
+                                            impl_->url(name, "updateMask=" + url_encode(update_mask)), fields.dump()})
+                             .body);
 }
 
 std::vector<std::string> TpuClient::guest_attribute(const Location& where, const std::string& id,
@@ -358,6 +403,51 @@ std::vector<std::string> TpuClient::list_accelerator_types(const Location& where
 
 std::vector<std::string> TpuClient::list_runtime_versions(const Location& where) {
   return impl_->list<std::string>("runtimeVersions.list", where.name(), "runtimeVersions", 0, string_member("version"));
+}
+
+std::map<std::string, std::string> TpuClient::project_metadata(const std::string& project) {
+  const std::string name = "projects/" + project;
+  const Answer answer = impl_->execute(
+      Call{"compute.projects.get", name, "GET", impl_->options.compute_endpoint + name + "?prettyPrint=false", ""});
+  std::map<std::string, std::string> out;
+  const auto& common = answer.body.contains("commonInstanceMetadata") ? answer.body["commonInstanceMetadata"] : json();
+  if (common.is_object() && common.contains("items") && common["items"].is_array()) {
+    for (const auto& item : common["items"]) {
+      if (item.is_object() && item.contains("key") && item["key"].is_string() && item.contains("value") &&
+          item["value"].is_string()) {
+        out[item["key"].get<std::string>()] = item["value"].get<std::string>();
+      }
+    }
+  }
+  return out;
+}
+
+std::string TpuClient::import_ssh_public_key(const std::string& account, const std::string& project,
+                                             const std::string& public_key) {
+  const std::string name = "users/" + user_path(account);
+  const json body = {{"key", public_key}};
+  const Answer answer = impl_->execute(Call{"oslogin.users.importSshPublicKey", name, "POST",
+                                            impl_->options.oslogin_endpoint + name + ":importSshPublicKey?projectId=" +
+                                                url_encode(project) + "&prettyPrint=false",
+                                            body.dump()});
+  const auto& profile = answer.body.contains("loginProfile") ? answer.body["loginProfile"] : json();
+  const auto& accounts =
+      profile.is_object() && profile.contains("posixAccounts") ? profile["posixAccounts"] : json::array();
+  std::string username;
+  for (const auto& posix : accounts.is_array() ? accounts : json::array()) {
+    if (!posix.is_object() || !posix.contains("username") || !posix["username"].is_string()) {
+      continue;
+    }
+    // The primary one when the profile holds several.
+    if (username.empty() || posix.value("primary", false)) {
+      username = posix["username"].get<std::string>();
+    }
+  }
+  if (username.empty()) {
+    throw Error("OS Login API: the login profile of " + account + " has no POSIX account in project " + project +
+                " (does the account have roles/compute.osLogin there?)");
+  }
+  return username;
 }
 
 Operation TpuClient::get_operation(const std::string& name) {

@@ -145,6 +145,7 @@ Node parse_node(const json& object) {
     }
   }
   out.labels = string_map_at(object, "labels");
+  out.metadata = string_map_at(object, "metadata");
   return out;
 }
 

@@ -50,6 +50,9 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
     access.project = settings.project.empty() ? kMockProject : settings.project;
     access.time_scale = settings.mock_time_scale;
     options.endpoint = server.url + "/v2/";
+    // The mock serves the Compute and OS Login calls jobman makes beside the TPU API's.
+    options.compute_endpoint = server.url + "/compute/v1/";
+    options.oslogin_endpoint = server.url + "/oslogin/v1/";
     // The mock's operations finish in simulated time; poll them at its pace.
     options.poll_initial = std::chrono::milliseconds(50);
     options.poll_max = std::chrono::milliseconds(500);
@@ -80,15 +83,27 @@ namespace {
 
 // The hosts of the attempt's slice as the supervisor found them when the slice came up; with `ask`, asked of the API
 // again when they are not kept here (another machine's supervisor brought the slice up) or some host had not
-// published its key yet. nullopt when none is known.
+// published its key yet, with the account OS Login gives `key_file`'s key when OS Login is on for the node. nullopt
+// when none is known.
 std::optional<SliceHosts> attempt_hosts(const CloudAccess& access, const config::JobConfig& config,
-                                        const domain::AttemptRecord& attempt, const std::string& zone, bool ask) {
+                                        const domain::AttemptRecord& attempt, const std::string& zone,
+                                        const std::string& key_file, bool ask) {
   const auto dir = attempt_directory(attempt.job_id, attempt.number);
   auto hosts = load_slice_hosts(dir);
   if (ask && (!hosts || !hosts->complete()) && access.client) {
     const cloud::Location where{access.project, zone};
     if (const auto node = access.client->get_node(where, attempt.node)) {
       hosts = slice_hosts_of(*node, access.client->guest_attributes(where, attempt.node), reached_internally(config));
+      std::map<std::string, std::string> project;
+      try {
+        project = access.client->project_metadata(access.project);
+      } catch (const std::exception&) {
+        // Reading it needs the Compute API: without it, the node's own metadata decides, as for the supervisor.
+      }
+      if (os_login_enabled(node->metadata, project)) {
+        hosts->user =
+            access.client->import_ssh_public_key(access.client->account(), access.project, ssh_public_key(key_file));
+      }
       save_slice_hosts(dir, *hosts);
     }
   }
@@ -118,14 +133,15 @@ remote::SliceTarget slice_target(const CloudAccess& access, const config::JobCon
   target.environment.assign(access.gcloud_env.begin(), access.gcloud_env.end());
   // OpenSSH cannot go without them; gcloud finds the hosts itself, and checks their keys strictly when the supervisor
   // kept them (it waits for every host's key before it sets a slice up).
-  const auto hosts = attempt_hosts(access, config, attempt, target.zone, target.transport == config::Transport::ssh);
-  if (hosts) {
-    target.hosts = hosts->hosts;
-  }
   if (target.ssh_key_file.empty()) {
     // Made once, safely, before any gcloud runs: gcloud would otherwise make ~/.ssh/google_compute_engine itself, in
     // each of the processes that start at once for the workers of a slice, which would overwrite each other's.
     target.ssh_key_file = default_ssh_identity().string();
+  }
+  const auto hosts = attempt_hosts(access, config, attempt, target.zone, target.ssh_key_file,
+                                   target.transport == config::Transport::ssh);
+  if (hosts) {
+    target.hosts = hosts->hosts;
   }
   if (target.transport == config::Transport::gcloud) {
     // A mock of one's own whose key is not named is left to the configuration gcloud has (a real gcloud without an
@@ -150,7 +166,9 @@ remote::SliceTarget slice_target(const CloudAccess& access, const config::JobCon
   const auto control = config::jobman_home() / "cm";
   util::ensure_directory(control, 0700);
   target.control_dir = control.string();
-  if (target.user.empty()) {
+  if (hosts && !hosts->user.empty()) {
+    target.user = hosts->user; // OS Login names the account; no other opens the hosts to jobman's key.
+  } else if (target.user.empty()) {
     target.user = remote_user(config);
   }
   return target;

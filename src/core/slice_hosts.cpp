@@ -51,6 +51,9 @@ void save_slice_hosts(const std::filesystem::path& attempt_dir, const SliceHosts
   util::ensure_directory(attempt_dir, 0700);
   std::string known;
   nlohmann::json saved = {{"node_id", hosts.node_id}, {"hosts", nlohmann::json::array()}};
+  if (!hosts.user.empty()) {
+    saved["user"] = hosts.user;
+  }
   for (std::size_t w = 0; w < hosts.hosts.size(); ++w) {
     const auto& host = hosts.hosts[w];
     const auto& key = w < hosts.host_keys.size() ? hosts.host_keys[w] : std::string();
@@ -77,6 +80,7 @@ std::optional<SliceHosts> load_slice_hosts(const std::filesystem::path& attempt_
   }
   SliceHosts out;
   out.node_id = saved.value("node_id", "");
+  out.user = saved.contains("user") && saved["user"].is_string() ? saved["user"].get<std::string>() : std::string();
   for (const auto& host : saved["hosts"]) {
     if (!host.is_object()) {
       return std::nullopt;
@@ -122,12 +126,44 @@ std::filesystem::path default_ssh_identity() {
   return key;
 }
 
-std::string ssh_keys_entry(const std::filesystem::path& private_key, const std::string& user) {
+std::string ssh_public_key(const std::filesystem::path& private_key) {
   const auto parts = util::split(std::string(util::trim(util::read_file(private_key.string() + ".pub"))), ' ');
-  if (parts.size() < 2) {
+  if (parts.size() < 2 || parts[0].empty() || parts[1].empty()) {
     throw Error(private_key.string() + ".pub is not an OpenSSH public key");
   }
-  return user + ":" + parts[0] + " " + parts[1] + " " + user;
+  return parts[0] + " " + parts[1];
+}
+
+std::string ssh_keys_entry(const std::filesystem::path& private_key, const std::string& user) {
+  return user + ":" + ssh_public_key(private_key) + " " + user;
+}
+
+bool has_ssh_keys_entry(const std::map<std::string, std::string>& metadata, const std::string& entry) {
+  const auto keys = metadata.find("ssh-keys");
+  if (keys == metadata.end()) {
+    return false;
+  }
+  // "USER:TYPE BASE64": a line of the same user and key is the entry whatever its comment says.
+  const auto key_of = [](std::string_view line) {
+    const auto fields = util::split(std::string(util::trim(line)), ' ');
+    return fields.size() < 2 ? std::string() : fields[0] + " " + fields[1];
+  };
+  const auto wanted = key_of(entry);
+  const auto lines = util::split(keys->second, '\n');
+  return !wanted.empty() &&
+         std::any_of(lines.begin(), lines.end(), [&](const std::string& line) { return key_of(line) == wanted; });
+}
+
+bool os_login_enabled(const std::map<std::string, std::string>& node_metadata,
+                      const std::map<std::string, std::string>& project_metadata) {
+  auto found = node_metadata.find("enable-oslogin");
+  if (found == node_metadata.end()) {
+    found = project_metadata.find("enable-oslogin");
+    if (found == project_metadata.end()) {
+      return false;
+    }
+  }
+  return util::to_lower(std::string(util::trim(found->second))) == "true";
 }
 
 } // namespace jobman::core

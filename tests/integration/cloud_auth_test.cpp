@@ -140,6 +140,38 @@ TEST_F(CloudAuthTest, MetadataServerTokenIsAccepted) {
   expect_accepted(make_metadata_token_source(host()));
 }
 
+TEST_F(CloudAuthTest, EachSourceTellsTheAccountItsTokensBelongTo) {
+  // What OS Login knows the caller by: the key's client_email, the metadata server's account, gcloud's core/account.
+  const auto key = nlohmann::json::parse(util::read_file(dir / "key.json"));
+  EXPECT_EQ(CachedTokenSource(make_service_account_token_source((dir / "key.json").string())).account(),
+            key["client_email"].get<std::string>());
+  httplib::Client http("127.0.0.1", server->port());
+  const auto email = http.Get("/computeMetadata/v1/instance/service-accounts/default/email",
+                              httplib::Headers{{"Metadata-Flavor", "Google"}});
+  ASSERT_TRUE(email && email->status == 200);
+  EXPECT_EQ(CachedTokenSource(make_metadata_token_source(host())).account(), email->body);
+  if (std::filesystem::exists("/usr/bin/gcloud")) {
+    const ScopedEnv config("CLOUDSDK_CONFIG", (dir / "gcloud").string());
+    const ScopedEnv home("HOME", (dir / "home").string());
+    const ScopedEnv prompts("CLOUDSDK_CORE_DISABLE_PROMPTS", "1");
+    // Nothing leaves this machine: no probe of a metadata server, no update check, no usage report.
+    const ScopedEnv probe("CLOUDSDK_CORE_CHECK_GCE_METADATA", "false");
+    const ScopedEnv metadata("GCE_METADATA_HOST", host());
+    const ScopedEnv updates("CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK", "true");
+    const ScopedEnv reports("CLOUDSDK_CORE_DISABLE_USAGE_REPORTING", "true");
+    EXPECT_THROW(CachedTokenSource(make_gcloud_token_source("/usr/bin/gcloud")).account(), Error)
+        << "a gcloud logged in as nobody names no account";
+    const auto set = std::system("/usr/bin/gcloud config set account ada@example.com >/dev/null 2>&1");
+    ASSERT_EQ(set, 0);
+    EXPECT_EQ(CachedTokenSource(make_gcloud_token_source("/usr/bin/gcloud")).account(), "ada@example.com");
+  }
+  // A fixed token says nothing of its account: JOBMAN_ACCOUNT does, and overrides every source.
+  EXPECT_THROW(CachedTokenSource(make_static_token_source("lab-static-token", "test")).account(), Error);
+  const ScopedEnv account("JOBMAN_ACCOUNT", "bob@example.com");
+  EXPECT_EQ(CachedTokenSource(make_static_token_source("lab-static-token", "test")).account(), "bob@example.com");
+  EXPECT_EQ(CachedTokenSource(make_metadata_token_source(host())).account(), "bob@example.com");
+}
+
 TEST_F(CloudAuthTest, DefaultChainReachesEachSourceAgainstTheMock) {
   std::string gcloud = fake_gcloud(metadata_token()).string();
   {

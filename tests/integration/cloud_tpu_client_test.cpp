@@ -63,6 +63,8 @@ protected:
   std::unique_ptr<TpuClient> client(int max_attempts = 12) {
     TpuClientOptions options;
     options.endpoint = endpoint();
+    options.compute_endpoint = endpoint() + "/compute/v1/";
+    options.oslogin_endpoint = endpoint() + "/oslogin/v1/";
     options.retry.max_attempts = max_attempts;
     options.retry.initial_backoff = milliseconds(2);
     options.retry.max_backoff = milliseconds(20);
@@ -117,6 +119,50 @@ TEST_F(CloudTpuClientTest, ACreatedNodeBecomesReadyAndACreateWithoutCapacityFail
   EXPECT_FALSE(tpu->get_node(kWhere, "vm-c")) << "no node remains";
   for (const auto& name : {id, std::string("vm-b")}) {
     ASSERT_TRUE(tpu->delete_node(kWhere, name));
+  }
+}
+
+// What jobman asks beside the TPU API so that its key opens a node's hosts: nodes.patch of the node's metadata, the
+// project's common metadata from the Compute API, and OS Login's import of the key, which names the POSIX account.
+TEST_F(CloudTpuClientTest, ANodesMetadataIsPatchedAndOsLoginNamesTheAccountOfAnImportedKey) {
+  auto tpu = client();
+  const auto configs = config::parse_job_configs("job:\n  name: vm\ntpu:\n  accelerator: v4-8\n  zone: " + kZone +
+                                                     "\n  pricing: spot\n  allocation_mode: tpu-vm\n"
+                                                     "  metadata:\n    team: lab\ncommand:\n  cmd: run\n",
+                                                 "cloud-test.yaml");
+  ASSERT_EQ(configs.size(), 1U);
+  const std::string id = core::resource_id("vm", 4, 1);
+  const auto created = tpu->create_node(kWhere, id, core::create_request_body(configs.front(), "p", 4, "tester", 1));
+  ASSERT_TRUE(created.operation);
+  ASSERT_FALSE(tpu->wait_operation(created.operation->name, milliseconds(20'000)).error);
+  EXPECT_EQ(tpu->get_node(kWhere, id)->metadata, (std::map<std::string, std::string>{{"team", "lab"}}));
+  const auto patch = tpu->patch_node(
+      kWhere, id, {{"metadata", {{"team", "lab"}, {"ssh-keys", "me:ssh-ed25519 AAAA me"}}}}, "metadata");
+  EXPECT_FALSE(tpu->wait_operation(patch.name, milliseconds(20'000)).error);
+  EXPECT_EQ(tpu->get_node(kWhere, id)->metadata.at("ssh-keys"), "me:ssh-ed25519 AAAA me");
+
+  EXPECT_TRUE(tpu->project_metadata("p").empty()) << "a project nothing was set in has no common metadata";
+  httplib::Client compute("127.0.0.1", server->port());
+  const httplib::Headers auth = {{"Authorization", "Bearer test-token"}};
+  const auto project = test::http_call(compute, "GET", "/compute/v1/projects/p", nullptr, auth);
+  const auto set =
+      test::http_call(compute, "POST", "/compute/v1/projects/p/setCommonInstanceMetadata",
+                      json{{"fingerprint", project.body["commonInstanceMetadata"].value("fingerprint", "")},
+                           {"items", json::array({{{"key", "enable-oslogin"}, {"value", "TRUE"}}})}},
+                      auth);
+  ASSERT_EQ(set.status, 200) << set.text;
+  EXPECT_EQ(tpu->project_metadata("p"), (std::map<std::string, std::string>{{"enable-oslogin", "TRUE"}}));
+
+  EXPECT_EQ(tpu->import_ssh_public_key("ada@example.com", "p", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKk2"),
+            "ada_example_com");
+  try {
+    tpu->import_ssh_public_key("ada@example.com", "p", "not a key");
+    ADD_FAILURE() << "a bad key is refused";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.http_status(), 400);
+    EXPECT_NE(std::string(e.what()).find("OS Login API: oslogin.users.importSshPublicKey users/ada@example.com"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -117,5 +117,41 @@ TEST_F(SshTransportTest, APreemptedSliceIsReplacedAndReachedAgainAndJobmanSshRun
   EXPECT_EQ(jm({"cancel", "1"}).exit_code, 0);
 }
 
+TEST_F(SshTransportTest, WithOsLoginOnJobmanRegistersItsKeyAndRunsAsTheAccountOsLoginGives) {
+  // The project turns OS Login on: the hosts let in only the keys OS Login holds, each as its account's POSIX user.
+  httplib::Client api("127.0.0.1", mock->port());
+  const httplib::Headers auth = {{"Authorization", "Bearer test-token"}};
+  const auto project = http_call(api, "GET", "/compute/v1/projects/jobman-mock", nullptr, auth);
+  ASSERT_EQ(project.status, 200) << project.text;
+  const auto set =
+      http_call(api, "POST", "/compute/v1/projects/jobman-mock/setCommonInstanceMetadata",
+                nlohmann::json{{"fingerprint", project.body["commonInstanceMetadata"].value("fingerprint", "")},
+                               {"items", {{{"key", "enable-oslogin"}, {"value", "TRUE"}}}}},
+                auth);
+  ASSERT_EQ(set.status, 200) << set.text;
+  const auto config = dir.write("job.yaml", "job:\n  name: login\ntpu:\n  accelerator: v4-16\n"
+                                            "  zone: us-central2-b\n  pricing: spot\n"
+                                            "command:\n  cmd: echo \"as $(id -un) in $HOME\"; exec sleep 600\n");
+  ASSERT_EQ(jm({"create", config.string()}).exit_code, 0);
+  const std::regex as("as (sa_[0-9]+) in /home/(sa_[0-9]+)\n");
+  std::smatch match;
+  std::string log;
+  ASSERT_TRUE(eventually(
+      [&] {
+        log = file_text(attempt_dir(1, 1) / "worker-1.log");
+        return std::regex_search(log, match, as);
+      },
+      std::chrono::seconds(60)))
+      << log << file_text(dir / "daemon.log");
+  const auto user = match[1].str();
+  EXPECT_EQ(match[2].str(), user);
+  // The account OS Login named is kept with the hosts, and `jobman ssh` goes in as it too.
+  EXPECT_NE(file_text(attempt_dir(1, 1) / "hosts.json").find("\"user\": \"" + user + "\""), std::string::npos);
+  const auto shell = jm({"ssh", "1", "--worker", "0", "--", "id -un"});
+  EXPECT_EQ(shell.exit_code, 0) << shell.err;
+  EXPECT_EQ(shell.out, user + "\n");
+  EXPECT_EQ(jm({"cancel", "1"}).exit_code, 0);
+}
+
 } // namespace ssh_transport_e2e_test
 } // namespace jobman::test

@@ -213,6 +213,35 @@ TEST_F(HostSshTest, TheProjectsKeysOpenEveryNodeThatDoesNotBlockThem) {
   EXPECT_EQ(ssh("root", closed_address, "true").exit_code, 255);
 }
 
+TEST_F(HostSshTest, WithOsLoginTheHostsLetInTheKeysOsLoginHoldsAsTheirAccounts) {
+  // The metadata's key stops counting once OS Login is on for the node; OS Login's keys open its POSIX account.
+  const auto node = create_node("login", "v4-8", "tester:" + public_key + " tester");
+  const auto address = node["networkEndpoints"][0]["ipAddress"].get<std::string>();
+  ASSERT_EQ(ssh("tester", address, "true").exit_code, 0);
+  const auto patched =
+      api("PATCH", "/v2/" + kLoc + "/nodes/login?updateMask=metadata",
+          json{{"metadata", {{"ssh-keys", "tester:" + public_key + " tester"}, {"enable-oslogin", "TRUE"}}}});
+  ASSERT_EQ(patched.status, 200) << patched.text;
+  EXPECT_TRUE(eventually([&] { return ssh("tester", address, "true").exit_code == 255; }));
+
+  const auto imported =
+      api("POST", "/oslogin/v1/users/ada@example.com:importSshPublicKey?projectId=p", json{{"key", public_key}});
+  ASSERT_EQ(imported.status, 200) << imported.text;
+  const auto user = imported.body["loginProfile"]["posixAccounts"][0]["username"].get<std::string>();
+  EXPECT_EQ(user, "ada_example_com");
+  RunResult in;
+  EXPECT_TRUE(eventually([&] {
+    in = ssh(user, address, "id -un; echo \"$HOME\"");
+    return in.exit_code == 0;
+  })) << in.err;
+  EXPECT_EQ(in.out, user + "\n/home/" + user + "\n");
+  // A key imported for another project opens nothing here.
+  const auto other = api("POST", "/oslogin/v1/users/bob@example.com:importSshPublicKey?projectId=elsewhere",
+                         json{{"key", public_key}});
+  ASSERT_EQ(other.status, 200) << other.text;
+  EXPECT_EQ(ssh("bob_example_com", address, "true").exit_code, 255);
+}
+
 TEST_F(HostSshTest, APreemptedSliceClosesItsConnectionsAndRefusesNewOnes) {
   const auto node = create_node("gone", "v4-8", "root:" + public_key + " root");
   const auto address = node["networkEndpoints"][0]["ipAddress"].get<std::string>();

@@ -31,7 +31,7 @@ void FakeSlices::record(const std::string& call) {
     }
   }
   calls_.push_back(call);
-  if (call.rfind("create", 0) == 0 || call.rfind("delete", 0) == 0) {
+  if (call.rfind("create", 0) == 0 || call.rfind("delete", 0) == 0 || call.rfind("patch", 0) == 0) {
     mutations_.push_back(call);
   }
   for (auto it = failures_.begin(); it != failures_.end(); ++it) {
@@ -178,6 +178,7 @@ cloud::Node FakeSlices::as_node(const FakeSlice& s) const {
   node.upcoming_maintenance = s.maintenance;
   node.accelerator_type = s.accelerator;
   node.labels = s.labels;
+  node.metadata = s.metadata;
   if (!s.node_only) {
     node.queued_resource = parent(s.zone) + "/queuedResources/" + s.id;
   }
@@ -205,6 +206,9 @@ cloud::CreateResult FakeSlices::create_queued_resource(const std::string& zone, 
   }
   if (spec.at("node").contains("labels")) {
     s.labels = spec.at("node").at("labels").get<std::map<std::string, std::string>>();
+  }
+  if (spec.at("node").contains("metadata")) {
+    s.metadata = spec.at("node").at("metadata").get<std::map<std::string, std::string>>();
   }
   s.spot = body.contains("spot");
   if (body.contains("queueingPolicy")) {
@@ -281,6 +285,9 @@ cloud::NodeCreateResult FakeSlices::create_node(const std::string& zone, const s
   if (body.contains("labels")) {
     s.labels = body.at("labels").get<std::map<std::string, std::string>>();
   }
+  if (body.contains("metadata")) {
+    s.metadata = body.at("metadata").get<std::map<std::string, std::string>>();
+  }
   s.spot = body.contains("schedulingConfig") && body["schedulingConfig"].value("spot", false);
   if (capacity_[zone]) {
     s.node = cloud::NodeState::ready;
@@ -333,8 +340,10 @@ std::vector<std::map<std::string, std::string>> FakeSlices::guest_attributes(con
       // machine it runs on where the test named one.
       const auto count = std::max(static_cast<std::size_t>(s.hosts), s.physical_hosts.size());
       for (std::size_t w = 0; w < count; ++w) {
-        std::map<std::string, std::string> published = {
-            {"hostkeys/ssh-ed25519", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5" + s.node_id + "w" + std::to_string(w)}};
+        std::map<std::string, std::string> published;
+        if (static_cast<int>(w) < s.hosts - s.silent_hosts) {
+          published["hostkeys/ssh-ed25519"] = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5" + s.node_id + "w" + std::to_string(w);
+        }
         if (w < s.physical_hosts.size()) {
           published["host/physical_host"] = s.physical_hosts[w];
         }
@@ -343,6 +352,59 @@ std::vector<std::map<std::string, std::string>> FakeSlices::guest_attributes(con
     }
   }
   return workers;
+}
+
+cloud::Operation FakeSlices::set_node_metadata(const std::string& zone, const std::string& id,
+                                               const std::map<std::string, std::string>& metadata) {
+  const std::lock_guard lock(mutex_);
+  record("patch node " + zone + "/" + id);
+  for (auto& s : slices_) {
+    if (s.zone == zone && s.node_id == id && s.node) {
+      s.metadata = metadata;
+      cloud::Operation op;
+      op.name = parent(zone) + "/operations/patch-" + id;
+      op.done = true;
+      return op;
+    }
+  }
+  throw cloud::ApiError("TPU API: nodes.patch " + id + ": NOT_FOUND (404)", 404, "NOT_FOUND");
+}
+
+std::map<std::string, std::string> FakeSlices::project_metadata() {
+  const std::lock_guard lock(mutex_);
+  record("get project");
+  return project_metadata_;
+}
+
+std::string FakeSlices::os_login_user(const std::string& public_key) {
+  const std::lock_guard lock(mutex_);
+  record("import key");
+  const auto found = os_login_users_.find(public_key);
+  if (found == os_login_users_.end()) {
+    throw cloud::ApiError("OS Login API: oslogin.users.importSshPublicKey: PERMISSION_DENIED (403)", 403,
+                          "PERMISSION_DENIED");
+  }
+  return found->second;
+}
+
+void FakeSlices::set_metadata(const std::string& id, std::map<std::string, std::string> metadata) {
+  const std::lock_guard lock(mutex_);
+  named(id).metadata = std::move(metadata);
+}
+
+void FakeSlices::set_silent_hosts(const std::string& id, int count) {
+  const std::lock_guard lock(mutex_);
+  named(id).silent_hosts = count;
+}
+
+void FakeSlices::set_project_metadata(std::map<std::string, std::string> metadata) {
+  const std::lock_guard lock(mutex_);
+  project_metadata_ = std::move(metadata);
+}
+
+void FakeSlices::set_os_login_user(const std::string& public_key, const std::string& user) {
+  const std::lock_guard lock(mutex_);
+  os_login_users_[public_key] = user;
 }
 
 cloud::Operation FakeSlices::get_operation(const std::string& name) {

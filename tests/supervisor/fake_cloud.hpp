@@ -30,6 +30,8 @@ struct FakeSlice {
   std::vector<std::string> physical_hosts; // The guest attribute host/physical_host, by worker.
   std::int64_t valid_until_ms = 0;         // queueingPolicy.validUntilDuration after the create; 0: none.
   std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> metadata; // The node's, as the create asked for it and patches changed it.
+  int silent_hosts = 0;                        // Hosts (the last ones) that have not published their SSH host key.
 };
 
 // SliceOps over FakeSlices. A create makes a queued resource WAITING_FOR_RESOURCES (a node: CREATING, its create's
@@ -64,13 +66,21 @@ public:
   void set_next_physical_hosts(std::vector<std::vector<std::string>> each);
   // Removes a slice, as if someone deleted it by hand.
   void vanish(const std::string& id);
+  // Sets a slice's node metadata, as if someone changed it by hand.
+  void set_metadata(const std::string& id, std::map<std::string, std::string> metadata);
+  // The last `count` hosts of a slice have not published their SSH host keys (they never booted).
+  void set_silent_hosts(const std::string& id, int count);
+  // The project's common instance metadata.
+  void set_project_metadata(std::map<std::string, std::string> metadata);
+  // The POSIX username OS Login gives the account that registers `public_key` ("TYPE BASE64").
+  void set_os_login_user(const std::string& public_key, const std::string& user);
 
   // ---- what the test reads ----
   [[nodiscard]] std::optional<FakeSlice> slice(const std::string& id) const;
   [[nodiscard]] std::vector<FakeSlice> slices() const;
   // The calls so far, in order, and then forgets them.
   std::vector<std::string> take_calls();
-  // The calls so far that change something (create, delete), in order.
+  // The calls so far that change something (create, delete, patch), in order.
   [[nodiscard]] std::vector<std::string> mutations() const;
 
   // ---- SliceOps ----
@@ -86,7 +96,11 @@ public:
   std::optional<cloud::Operation> delete_node(const std::string& zone, const std::string& id) override;
   std::vector<std::map<std::string, std::string>> guest_attributes(const std::string& zone,
                                                                    const std::string& id) override;
+  cloud::Operation set_node_metadata(const std::string& zone, const std::string& id,
+                                     const std::map<std::string, std::string>& metadata) override;
   cloud::Operation get_operation(const std::string& name) override;
+  std::map<std::string, std::string> project_metadata() override;
+  std::string os_login_user(const std::string& public_key) override;
 
 private:
   // Records `call` and throws the failure injected for it, if any; fails the queued resources whose validUntil
@@ -108,6 +122,8 @@ private:
   std::vector<std::string> mutations_;
   std::map<std::string, std::optional<cloud::RpcStatus>> create_errors_; // A node create operation's error by id.
   std::vector<std::vector<std::string>> next_hosts_;
+  std::map<std::string, std::string> project_metadata_;
+  std::map<std::string, std::string> os_login_users_;
 };
 
 } // namespace jobman::test

@@ -5,11 +5,13 @@
 #include "jobman/core/availability.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/pool.hpp"
+#include "jobman/core/slice_hosts.hpp"
 #include "jobman/core/worker_shell.hpp"
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/events.hpp"
 #include "jobman/store/jobs.hpp"
 #include "jobman/store/rivals.hpp"
+#include "jobman/util/system.hpp"
 #include "rig.hpp"
 
 #include <algorithm>
@@ -434,6 +436,99 @@ TEST_F(SupervisorStory, AWorkerRunsItsQueueOneTaskAtATimeAndRetriesAFailedOne) {
   EXPECT_EQ(phase(worker), Phase::running);
   EXPECT_EQ(without_ids(r.slices->mutations()), std::vector<std::string>{"create qr us-central2-b"})
       << "every task borrowed the worker's one slice";
+}
+
+// Who may log in to a slice's hosts is decided as Google's guest agent decides it: jobman's key in the node's ssh-keys
+// (added at create), or else added by a patch of the node's metadata; OS Login's account when OS Login is on.
+TEST_F(SupervisorStory, ANodeWithoutJobmansKeyGetsItByAPatchBeforeSetup) {
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(id, Phase::queued));
+  const auto slice = r.slices->slices().front();
+  EXPECT_NE(slice.metadata.count("ssh-keys"), 0U) << "the create request carries jobman's key";
+  r.slices->set_metadata(slice.id, {{"startup-script", "true"}}); // Someone replaced the node's metadata.
+  r.slices->grant(slice.id);
+  ASSERT_TRUE(reaches(id, Phase::running));
+  const auto patched = r.slices->slice(slice.id)->metadata;
+  EXPECT_EQ(patched.at("startup-script"), "true") << "the rest of the metadata is kept";
+  const auto entry = core::ssh_keys_entry(core::default_ssh_identity(), util::current_user());
+  EXPECT_EQ(patched.at("ssh-keys"), entry);
+  EXPECT_EQ(without_ids(r.slices->mutations()),
+            (std::vector<std::string>{"create qr us-central2-b", "patch node us-central2-b"}));
+  const auto said = r.events(id, "observation");
+  EXPECT_TRUE(std::any_of(said.begin(), said.end(),
+                          [](const std::string& m) { return m.find("added jobman's SSH key") != std::string::npos; }));
+}
+
+TEST_F(SupervisorStory, AKeyInTheProjectsMetadataNeedsNoPatchUnlessTheNodeBlocksIt) {
+  const auto entry = core::ssh_keys_entry(core::default_ssh_identity(), util::current_user());
+  r.slices->set_project_metadata({{"ssh-keys", "someone:ssh-ed25519 AAAA someone\n" + entry}});
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(id, Phase::queued));
+  const auto slice = r.slices->slices().front();
+  r.slices->set_metadata(slice.id, {});
+  r.slices->grant(slice.id);
+  ASSERT_TRUE(reaches(id, Phase::running));
+  EXPECT_EQ(without_ids(r.slices->mutations()), std::vector<std::string>{"create qr us-central2-b"});
+
+  const auto blocked = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(blocked, Phase::queued));
+  const auto second = r.slices->slices().back();
+  r.slices->set_metadata(second.id, {{"block-project-ssh-keys", "TRUE"}});
+  r.slices->grant(second.id);
+  ASSERT_TRUE(reaches(blocked, Phase::running));
+  EXPECT_EQ(r.slices->slice(second.id)->metadata.at("ssh-keys"), entry);
+}
+
+TEST_F(SupervisorStory, WithOsLoginTheHostsAreReachedAsTheAccountItGives) {
+  r.slices->set_capacity(kZoneA, true);
+  r.slices->set_project_metadata({{"enable-oslogin", "TRUE"}});
+  r.slices->set_os_login_user(core::ssh_public_key(core::default_ssh_identity()), "sa_1234567890");
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  const auto hosts = core::load_slice_hosts(core::attempt_directory(id, 1));
+  ASSERT_TRUE(hosts.has_value());
+  EXPECT_EQ(hosts->user, "sa_1234567890");
+  EXPECT_EQ(without_ids(r.slices->mutations()), std::vector<std::string>{"create qr us-central2-b"})
+      << "OS Login decides: the node's ssh-keys are not patched";
+
+  // A node that turns OS Login off for itself goes by its ssh-keys, which the create filled.
+  const auto own = r.create(job_yaml("  metadata:\n    enable-oslogin: 'FALSE'\n")).front();
+  ASSERT_TRUE(reaches(own, Phase::running));
+  EXPECT_EQ(core::load_slice_hosts(core::attempt_directory(own, 1))->user, "");
+}
+
+TEST_F(SupervisorStory, OsLoginRefusingTheKeyIsSaidWhileTheJobWaits) {
+  r.slices->set_capacity(kZoneA, true);
+  r.slices->set_project_metadata({{"enable-oslogin", "true"}});
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(r.tick_until([&] { return r.job(id).phase_reason.find("OS Login") != std::string::npos; }))
+      << domain::to_string(phase(id)) << ": " << r.job(id).phase_reason;
+  EXPECT_TRUE(phase(id) == Phase::queued || phase(id) == Phase::provisioning) << domain::to_string(phase(id));
+  r.slices->set_os_login_user(core::ssh_public_key(core::default_ssh_identity()), "alice_example_com");
+  ASSERT_TRUE(reaches(id, Phase::running));
+}
+
+TEST_F(SupervisorStory, ASliceWhoseHostsNeverPublishTheirKeysIsReplaced) {
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(id, Phase::queued));
+  const auto first = r.slices->slices().front().id;
+  r.slices->set_silent_hosts(first, 1);
+  r.slices->grant(first);
+  r.tick();
+  r.tick();
+  EXPECT_EQ(r.job(id).phase_reason.find("SSH host keys"), std::string::npos) << "hosts take a moment to boot";
+  r.advance(core::supervision::kHostKeyLateSeconds);
+  ASSERT_TRUE(r.tick_until([&] { return r.job(id).phase_reason.find("1 of its hosts") != std::string::npos; }))
+      << r.job(id).phase_reason;
+  r.advance(core::supervision::kHostKeySeconds / 2);
+  r.tick();
+  EXPECT_EQ(r.attempts(id).size(), 1U) << "within the bound the hosts may still boot";
+  r.slices->set_capacity(kZoneA, true);
+  r.advance(core::supervision::kHostKeySeconds / 2);
+  ASSERT_TRUE(reaches(id, Phase::running, 100)) << domain::to_string(phase(id)) << ": " << r.job(id).phase_reason;
+  ASSERT_EQ(r.attempts(id).size(), 2U);
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::rejected);
+  EXPECT_EQ(r.job(id).failures, 0) << "the job never ran on it";
 }
 
 } // namespace scenarios_test

@@ -26,6 +26,9 @@ public:
   virtual AccessToken fetch() = 0;
   // Where tokens come from, for diagnostics; never contains a token.
   [[nodiscard]] virtual std::string describe() const = 0;
+  // The account (an email) the tokens belong to, what OS Login knows it by; "" when the source cannot tell. May ask
+  // the source (gcloud's configuration, the metadata server); throws jobman::Error when that fails.
+  virtual std::string account() { return {}; }
 };
 
 // A token given as is (JOBMAN_ACCESS_TOKEN); it never expires as far as jobman knows.
@@ -78,6 +81,9 @@ public:
   void invalidate();
   // The underlying source's description.
   [[nodiscard]] std::string describe() const;
+  // The account the tokens belong to: $JOBMAN_ACCOUNT when set, else the source's (asked once); throws jobman::Error
+  // when neither tells.
+  std::string account();
 
 private:
   std::unique_ptr<TokenSource> source_;
@@ -85,6 +91,7 @@ private:
   std::mutex mutex_;
   AccessToken cached_;
   bool have_ = false;
+  std::string account_;
 };
 
 // A random request id: a version 4 UUID from OpenSSL's RAND_bytes, e.g. "0f8fad5b-d9cb-469f-a165-70867728950e".

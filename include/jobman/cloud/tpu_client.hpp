@@ -20,6 +20,9 @@ namespace jobman::cloud {
 
 // Google's default TPU API base URL.
 inline constexpr const char* kDefaultTpuEndpoint = "https://tpu.googleapis.com/v2/";
+// Google's Compute Engine API (a project's common instance metadata) and OS Login API (a user's SSH keys).
+inline constexpr const char* kDefaultComputeEndpoint = "https://compute.googleapis.com/compute/v1/";
+inline constexpr const char* kDefaultOsLoginEndpoint = "https://oslogin.googleapis.com/v1/";
 
 // The base URL to use: JOBMAN_API_ENDPOINT, else `configured` (the settings' api_endpoint), else kDefaultTpuEndpoint;
 // "/v2/" is appended when the URL does not end with it (so a mock's "http://127.0.0.1:8471" works).
@@ -126,6 +129,7 @@ struct Node {
   std::string accelerator_type;                            // acceleratorType, e.g. "v4-32".
   std::vector<NetworkEndpoint> network_endpoints;          // networkEndpoints[], worker 0 first.
   std::map<std::string, std::string> labels;               // labels.
+  std::map<std::string, std::string> metadata;             // metadata ("ssh-keys", "enable-oslogin", ...).
   nlohmann::json raw;                                      // The whole object as received.
 };
 
@@ -162,6 +166,8 @@ private:
 // How a client retries and polls; waiting and sending are injectable so tests need neither wait nor a server.
 struct TpuClientOptions {
   std::string endpoint = kDefaultTpuEndpoint;                // Base URL ending in "/v2/".
+  std::string compute_endpoint = kDefaultComputeEndpoint;    // Base URL of the Compute API, ending in "/".
+  std::string oslogin_endpoint = kDefaultOsLoginEndpoint;    // Base URL of the OS Login API, ending in "/".
   RetryPolicy retry;                                         // For every request.
   HttpOptions http;                                          // Connection and request timeouts.
   std::chrono::milliseconds poll_initial{1000};              // First wait when polling an operation.
@@ -215,6 +221,10 @@ public:
   // gone.
   std::optional<Operation> delete_node(const Location& where, const std::string& id);
 
+  // nodes.patch of the fields `update_mask` names ("metadata"), taken from `fields` (a Node object); its operation.
+  Operation patch_node(const Location& where, const std::string& id, const nlohmann::json& fields,
+                       const std::string& update_mask);
+
   // nodes.getGuestAttributes for every worker: the value of `namespace_key` ("host/physical_host") by worker, in
   // worker order; "" for a worker that publishes none. A node that answers 400 or 404 (not READY, gone) has none.
   std::vector<std::string> guest_attribute(const Location& where, const std::string& id,
@@ -232,6 +242,14 @@ public:
   // runtimeVersions.list, every page: the runtime versions the zone offers, as their `version` field.
   std::vector<std::string> list_runtime_versions(const Location& where);
 
+  // The Compute API's projects.get: the project's common instance metadata, by key ("ssh-keys", "enable-oslogin").
+  std::map<std::string, std::string> project_metadata(const std::string& project);
+  // The OS Login API's users.importSshPublicKey: adds `public_key` ("TYPE BASE64 [COMMENT]") to the login profile of
+  // `account` (an email) for `project`, and returns the POSIX username the profile gives the account there. Throws
+  // jobman::Error when the profile has no POSIX account for the project.
+  std::string import_ssh_public_key(const std::string& account, const std::string& project,
+                                    const std::string& public_key);
+
   // operations.get by full name.
   Operation get_operation(const std::string& name);
   // Polls operations.get with backoff until done; throws jobman::Error when `timeout` passes first.
@@ -239,6 +257,8 @@ public:
 
   // The base URL, ending in "/v2/".
   [[nodiscard]] const std::string& endpoint() const;
+  // The account its tokens belong to (CachedTokenSource::account).
+  std::string account();
 
 private:
   struct Impl;

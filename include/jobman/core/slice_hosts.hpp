@@ -29,6 +29,7 @@ struct SliceHosts {
   std::string node_id;                // The node's numeric id (Node.id): its hosts' key aliases start with it.
   std::vector<remote::SshHost> hosts; // By worker index.
   std::vector<std::string> host_keys; // "TYPE BASE64" by worker index; "" where none is published yet.
+  std::string user;                   // The account OS Login gives jobman's key on these hosts; "" without OS Login.
 
   // True when every host has published its key: until then the slice's hosts are still booting.
   [[nodiscard]] bool complete() const;
@@ -57,8 +58,20 @@ std::filesystem::path known_hosts_file(const std::filesystem::path& attempt_dir)
 // the first time (mode 0600, no passphrase, in a directory of mode 0700). Throws jobman::Error when it cannot be made.
 std::filesystem::path default_ssh_identity();
 
-// The public half of `private_key` (its .pub file) as a line of the `ssh-keys` metadata for `user`:
-// "USER:TYPE BASE64 USER", as gcloud writes it. Throws jobman::Error when the .pub file cannot be read.
+// The public half of `private_key` (its .pub file) as "TYPE BASE64", without its comment. Throws jobman::Error when
+// the .pub file cannot be read or holds no key.
+std::string ssh_public_key(const std::filesystem::path& private_key);
+
+// The public half of `private_key` as a line of the `ssh-keys` metadata for `user`: "USER:TYPE BASE64 USER", as gcloud
+// writes it. Throws jobman::Error as ssh_public_key does.
 std::string ssh_keys_entry(const std::filesystem::path& private_key, const std::string& user);
+
+// Whether `metadata` (a node's, or a project's common metadata) holds `entry` as one of its `ssh-keys` lines.
+bool has_ssh_keys_entry(const std::map<std::string, std::string>& metadata, const std::string& entry);
+
+// Whether OS Login decides who may log in to a node: the node's `enable-oslogin` metadata when it has one, else the
+// project's; true for "TRUE" in any case, as Google's guest agent reads it.
+bool os_login_enabled(const std::map<std::string, std::string>& node_metadata,
+                      const std::map<std::string, std::string>& project_metadata);
 
 } // namespace jobman::core

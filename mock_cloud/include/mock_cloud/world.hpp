@@ -329,8 +329,8 @@ private:
   static nlohmann::json record_of(const ComputeProject& project);
   // A compute operation as stored.
   static nlohmann::json record_of(const ComputeOperation& op);
-  // The project's common instance metadata changed (a setCommonInstanceMetadata, or a restore): called after every
-  // change, with the mutex held.
+  // The project's common instance metadata changed (a setCommonInstanceMetadata, or a restore), or OS Login's keys for
+  // it did: called after every change, with the mutex held.
   void common_metadata_changed_locked(const std::string& project);
   // The Compute Engine settings of `project`, or nullptr while nothing was set.
   const ComputeProject* compute_project_locked(const std::string& project) const;
@@ -368,7 +368,8 @@ private:
   // 127.0.0.0/8 and free on this machine (SliceListener::address_free).
   void place_hosts_locked(Node& node, int hosts);
   // The keys the node's hosts authorize: its metadata's `ssh-keys` (and the older `sshKeys`), then the project's
-  // common metadata's unless the node's block-project-ssh-keys is true.
+  // common metadata's unless the node's block-project-ssh-keys is true; with OS Login on (the node's enable-oslogin,
+  // else the project's), the keys OS Login holds for the project instead, each for its account's POSIX user.
   std::vector<SshKey> ssh_keys_locked(const Node& node, std::int64_t now) const;
   // A standalone node becomes READY and HEALTHY (hosts announced, preemption or maintenance drawn); ends `op`.
   void standalone_ready_locked(Node& node, std::string& op, std::int64_t now);

@@ -116,6 +116,9 @@ struct Driven {
   // The current attempt's progress, kept past its stream until the store has it.
   std::shared_ptr<ProgressTracker> progress;
   int unreachable = 0;
+  // Since when the open slice's node has been READY with hosts that have not all published their SSH host keys (0:
+  // it is not waiting for them). Kept in memory only: a supervisor that takes the job over counts from when it does.
+  std::int64_t host_keys_since_ms = 0;
   // A task: its own config, before its worker lent it the connection and the environment (config); its setup
   // modules are the ones it runs on the worker's slice.
   std::shared_ptr<const config::JobConfig> own_config;

@@ -11,6 +11,7 @@
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 namespace jobman::core::supervision {
@@ -411,8 +412,99 @@ void JobDriver::create_failed(Driven& d, const SliceRef& slice, const cloud::Rpc
   d.dirty = true;
 }
 
-// The slice is ACTIVE: find worker 0's address and the machines of its hosts, reject it if one of them is known to be
-// bad, and go on to SETUP.
+namespace {
+
+// The key jobman connects to a job's hosts with: its public half, and its line in the `ssh-keys` metadata.
+struct SshKeyUse {
+  std::string public_key; // "TYPE BASE64"; "" when there is none (jobman then leaves the hosts' access alone).
+  std::string entry;      // "USER:TYPE BASE64 USER".
+};
+
+// What activate learns of a READY node's hosts, on an action thread.
+struct HostsFound {
+  std::vector<std::string> machines; // The machines under the hosts, by worker.
+  int without_keys = 0;              // Hosts that have not published their SSH host key yet.
+  bool usable = false;               // The hosts can be set up now.
+  std::string key_added;             // What was done so that jobman's key opens the hosts; "" when nothing was.
+  std::string problem;               // Why the hosts cannot be reached yet, when something failed.
+};
+
+// Makes sure jobman's key opens `node`'s hosts, as Google's guest agent decides who may log in: through OS Login when
+// it is enabled for the node (`hosts.user` becomes the account OS Login gives the key's owner); otherwise through the
+// node's `ssh-keys`, or the project's unless the node blocks them. A node whose metadata lacks the key, in a project
+// whose metadata lacks it too, gets it added to its metadata (nodes.patch). Returns what it did ("" when nothing was
+// needed); throws what the API said when a call fails.
+std::string open_hosts_to(SliceOps& slices, Counters& counters, const std::string& zone, const cloud::Node& node,
+                          const SshKeyUse& key, SliceHosts& hosts) {
+  std::map<std::string, std::string> project;
+  try {
+    project = slices.project_metadata();
+  } catch (const std::exception& e) {
+    // Reading it needs the Compute API: without it, the node's own metadata decides.
+    spdlog::warn("reading the project's metadata: {}; going by node {}'s own", e.what(), node.name);
+  }
+  if (os_login_enabled(node.metadata, project)) {
+    hosts.user = slices.os_login_user(key.public_key);
+    return {};
+  }
+  const auto block = node.metadata.find("block-project-ssh-keys");
+  const bool project_keys_apply =
+      block == node.metadata.end() || util::to_lower(std::string(util::trim(block->second))) != "true";
+  if (has_ssh_keys_entry(node.metadata, key.entry) || (project_keys_apply && has_ssh_keys_entry(project, key.entry))) {
+    return {};
+  }
+  auto metadata = node.metadata;
+  auto& keys = metadata["ssh-keys"];
+  if (!keys.empty() && keys.back() != '\n') {
+    keys += '\n';
+  }
+  keys += key.entry;
+  ++counters.mutations;
+  const auto id = resource_name_id(node.name);
+  slices.set_node_metadata(zone, id, metadata);
+  return "added jobman's SSH key (" + key.entry.substr(0, key.entry.find(':')) + ") to the metadata of node " + id +
+         ", which lacked it";
+}
+
+// What the activation of `node` finds: its machines and hosts (kept in `dir`), and whether jobman's key opens them.
+HostsFound find_hosts(SliceOps& slices, Counters& counters, const std::string& zone, const cloud::Node& node,
+                      const SshKeyUse& key, bool over_ssh, bool internal, const std::filesystem::path& dir) {
+  HostsFound found;
+  // One call tells the machines under the hosts and the hosts' keys.
+  ++counters.get_calls;
+  const auto attributes = slices.guest_attributes(zone, resource_name_id(node.name));
+  for (const auto& worker : attributes) {
+    const auto machine = worker.find(kPhysicalHostAttribute);
+    found.machines.push_back(machine == worker.end() ? std::string() : machine->second);
+  }
+  // Workers at the end that name no machine say nothing about one.
+  while (!found.machines.empty() && found.machines.back().empty()) {
+    found.machines.pop_back();
+  }
+  // For either transport: OpenSSH connects with them; gcloud is given the hosts' keys, so that it checks them strictly
+  // from the first connection, and their ports. A host publishes its key once it has booted and listens, so both wait
+  // for every host's.
+  auto hosts = slice_hosts_of(node, attributes, internal);
+  found.without_keys = static_cast<int>(
+      std::count_if(hosts.host_keys.begin(), hosts.host_keys.end(), [](const std::string& k) { return k.empty(); }));
+  // gcloud opens the hosts to its own key itself.
+  if (over_ssh && !key.public_key.empty()) {
+    try {
+      found.key_added = open_hosts_to(slices, counters, zone, node, key, hosts);
+    } catch (const std::exception& e) {
+      found.problem = std::string("jobman's SSH key cannot be given access to the hosts: ") + e.what();
+    }
+  }
+  save_slice_hosts(dir, hosts);
+  // A node just patched is read again: its hosts take the key from the metadata it then has.
+  found.usable = hosts.complete() && found.key_added.empty() && found.problem.empty();
+  return found;
+}
+
+} // namespace
+
+// The slice is ACTIVE: find worker 0's address and the machines of its hosts, make sure jobman's key opens them, reject
+// the slice if one of its machines is known to be bad or its hosts never boot, and go on to SETUP.
 void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
   const auto id = d.job.id;
   const auto node = open.node;
@@ -421,54 +513,54 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
   const bool over_ssh = access_->settings.transport == config::Transport::ssh;
   const bool internal = reached_internally(*d.config);
   const auto dir = attempt_directory(id, number);
+  SshKeyUse key;
+  if (over_ssh) {
+    try {
+      const auto identity = ssh_identity(*d.config);
+      key = {ssh_public_key(identity), ssh_keys_entry(identity, remote_user(*d.config))};
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: jobman's SSH key: {}", job_label(id), e.what());
+    }
+  }
   host_.dispatch(d,
-                 [this, slices = slices_, counters = counters_, id, node, zone, number, over_ssh, internal,
-                  dir]() -> std::function<void()> {
+                 [this, slices = slices_, counters = counters_, id, node, zone, number, over_ssh, internal, dir,
+                  key]() -> std::function<void()> {
                    ++counters->get_calls;
                    auto got = slices->get_node(zone, node);
-                   std::vector<std::string> machines;
-                   bool hosts_up = true;
+                   HostsFound found;
                    if (got && got->state == cloud::NodeState::ready) {
                      try {
-                       // One call tells the machines under the hosts and the hosts' keys.
-                       ++counters->get_calls;
-                       const auto attributes = slices->guest_attributes(zone, node);
-                       for (const auto& worker : attributes) {
-                         const auto found = worker.find(kPhysicalHostAttribute);
-                         machines.push_back(found == worker.end() ? std::string() : found->second);
-                       }
-                       // Workers at the end that name no machine say nothing about one.
-                       while (!machines.empty() && machines.back().empty()) {
-                         machines.pop_back();
-                       }
-                       // For either transport: OpenSSH connects with them; gcloud is given the hosts' keys, so that
-                       // it checks them strictly from the first connection, and their ports. A host publishes its key
-                       // once it has booted and listens, so both wait for every host's.
-                       const auto hosts = slice_hosts_of(*got, attributes, internal);
-                       save_slice_hosts(dir, hosts);
-                       hosts_up = hosts.complete();
+                       found = find_hosts(*slices, *counters, zone, *got, key, over_ssh, internal, dir);
                      } catch (const std::exception& e) {
-                       // The identity only sharpens what is remembered; the slice is used without it. OpenSSH needs the
-                       // keys; gcloud, left without them, takes the key each host shows the first time.
+                       // The identity only sharpens what is remembered; the slice is used without it. OpenSSH needs
+                       // the keys; gcloud, left without them, takes the key each host shows the first time.
                        spdlog::warn("{}: reading the guest attributes of {}: {}", job_label(id), node, e.what());
-                       hosts_up = !over_ssh;
+                       found.usable = !over_ssh;
                      }
                    }
-                   return [this, id, got, node, number, machines, hosts_up] {
+                   return [this, id, got, node, number, found] {
                      Driven* live = host_.find(id);
                      if (live == nullptr) {
                        return;
                      }
-                     if (!got || got->state != cloud::NodeState::ready || !hosts_up) {
-                       // Not up yet (or already going away), or its hosts have not all published their keys: the next
-                       // listing decides.
+                     if (!got || got->state != cloud::NodeState::ready) {
+                       // Not up yet (or already going away): the next listing decides.
+                       live->host_keys_since_ms = 0;
                        live->seen.valid = false;
                        return;
                      }
-                     store().attempts().record_slice_active(id, number, machines);
+                     if (!found.key_added.empty()) {
+                       event(*live, "observation", found.key_added, {{"node", node}});
+                     }
+                     if (!found.usable) {
+                       hosts_not_ready(*live, node, number, found.without_keys, found.problem);
+                       return;
+                     }
+                     live->host_keys_since_ms = 0;
+                     store().attempts().record_slice_active(id, number, found.machines);
                      reload(*live);
                      if (const auto* current = live->current(); current != nullptr && current->number == number &&
-                                                                rejects_known_bad(*live, *current, machines)) {
+                                                                rejects_known_bad(*live, *current, found.machines)) {
                        return;
                      }
                      live->create_operation.clear();
@@ -483,6 +575,40 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
                      move(*live, std::nullopt, c);
                    };
                  });
+}
+
+void JobDriver::hosts_not_ready(Driven& d, const std::string& node, int number, int without_keys,
+                                const std::string& problem) {
+  // The next listing looks again.
+  d.seen.valid = false;
+  const auto now = host_.now_ms();
+  if (d.host_keys_since_ms == 0) {
+    d.host_keys_since_ms = now;
+  }
+  const auto* current = d.current();
+  if (without_keys > 0 && current != nullptr && current->number == number &&
+      now - d.host_keys_since_ms >= static_cast<std::int64_t>(kHostKeySeconds * 1000)) {
+    // A host that has not booted in ten minutes never will: the slice is replaced, as one on bad hardware is.
+    d.host_keys_since_ms = 0;
+    const auto what = "node " + node + " is READY but " + std::to_string(without_keys) +
+                      " of its hosts published no SSH host key in " +
+                      util::format_duration(static_cast<long long>(kHostKeySeconds)) + "; replacing it";
+    end_open_attempt(d, AttemptOutcome::rejected, std::nullopt);
+    move(d, std::nullopt, domain::change_to(Phase::recovering, what));
+    backoff(d);
+    return;
+  }
+  // Said once, in the phase's reason (`jobman show` and `list` tell it), while it lasts: a problem at once, hosts that
+  // have not booted once they are late (most publish their keys within seconds of READY).
+  const bool late = now - d.host_keys_since_ms >= static_cast<std::int64_t>(kHostKeyLateSeconds * 1000);
+  const auto reason = !problem.empty() ? "node " + node + " is READY; " + problem
+                      : without_keys > 0 && late
+                          ? "node " + node + " is READY; waiting for " + std::to_string(without_keys) +
+                                " of its hosts to publish their SSH host keys"
+                          : std::string();
+  if (!reason.empty() && d.job.phase_reason != reason) {
+    move(d, d.job.phase, domain::change_to(d.job.phase, reason));
+  }
 }
 
 } // namespace jobman::core::supervision

@@ -47,6 +47,12 @@ inline constexpr double kCreatePollSeconds = 5;
 inline constexpr int kUnreachableLimit = 3;
 // The guest attribute (namespace/key) in which a worker publishes the physical machine it runs on.
 inline constexpr const char* kPhysicalHostAttribute = "host/physical_host";
+// How long a READY node's hosts have to publish their SSH host keys: a host that has not booted by then never will,
+// and the slice is replaced. In real seconds, unscaled: the mock's hosts start their sshd in real time, whatever the
+// pace of its simulated world.
+inline constexpr double kHostKeySeconds = 600;
+// How long a READY node's hosts may take to publish their keys before the job's phase reason says it waits for them.
+inline constexpr double kHostKeyLateSeconds = 60;
 // How long tpu.preflight may take on the workers.
 inline constexpr std::chrono::milliseconds kPreflightTimeout{10 * 60 * 1000};
 // How long a machine found bad is remembered: a new slice that lands on it within this time is rejected.
@@ -176,6 +182,10 @@ private:
   void create_failed(Driven& d, const SliceRef& slice, const cloud::RpcStatus& error);
   // The slice is ACTIVE: reads the node and moves to SETUP with worker 0's address.
   void activate(Driven& d, const domain::AttemptRecord& open);
+  // The READY node of attempt `number` cannot be set up yet: `without_keys` of its hosts have not published their SSH
+  // host keys, or jobman's key cannot be given access (`problem`). Says so in the phase's reason; replaces the slice
+  // when hosts have been missing for kHostKeySeconds.
+  void hosts_not_ready(Driven& d, const std::string& node, int number, int without_keys, const std::string& problem);
 
   // ---- on_workers.cpp ----
   // The workload of the job's current attempt, on `slice`.

@@ -2,6 +2,8 @@
 // workers' helper) for workers.
 #include "operations.hpp"
 
+#include <chrono>
+#include <mutex>
 #include <utility>
 
 namespace jobman::core::supervision {
@@ -43,13 +45,49 @@ public:
                                                                    const std::string& id) override {
     return client_->guest_attributes(at(zone), id);
   }
+  cloud::Operation set_node_metadata(const std::string& zone, const std::string& id,
+                                     const std::map<std::string, std::string>& metadata) override {
+    return client_->patch_node(at(zone), id, {{"metadata", metadata}}, "metadata");
+  }
   cloud::Operation get_operation(const std::string& name) override { return client_->get_operation(name); }
 
+  std::map<std::string, std::string> project_metadata() override {
+    const std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    if (!project_read_ || now - project_read_at_ >= kProjectMetadataAge) {
+      project_metadata_ = client_->project_metadata(project_);
+      project_read_ = true;
+      project_read_at_ = now;
+    }
+    return project_metadata_;
+  }
+
+  std::string os_login_user(const std::string& public_key) override {
+    const std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    if (const auto known = os_login_users_.find(public_key);
+        known != os_login_users_.end() && now - known->second.second < kOsLoginAge) {
+      return known->second.first;
+    }
+    auto user = client_->import_ssh_public_key(client_->account(), project_, public_key);
+    os_login_users_[public_key] = {user, now};
+    return user;
+  }
+
 private:
+  // How long what the project's metadata and OS Login said is believed: the calls grow with time, not with jobs.
+  static constexpr std::chrono::minutes kProjectMetadataAge{1};
+  static constexpr std::chrono::minutes kOsLoginAge{10};
+
   [[nodiscard]] cloud::Location at(const std::string& zone) const { return {project_, zone}; }
 
   std::shared_ptr<cloud::TpuClient> client_;
   std::string project_;
+  std::mutex mutex_; // Guards what follows. Held across the call that refreshes it: one call where many jobs ask.
+  bool project_read_ = false;
+  std::chrono::steady_clock::time_point project_read_at_;
+  std::map<std::string, std::string> project_metadata_;
+  std::map<std::string, std::pair<std::string, std::chrono::steady_clock::time_point>> os_login_users_;
 };
 
 class RemoteWorkerOps final : public WorkerOps {

@@ -49,8 +49,17 @@ public:
   // nodes.getGuestAttributes: every worker's attributes by "NAMESPACE/KEY", in worker order.
   virtual std::vector<std::map<std::string, std::string>> guest_attributes(const std::string& zone,
                                                                            const std::string& id) = 0;
+  // nodes.patch of the node's metadata: `metadata` becomes the whole of it. Its operation.
+  virtual cloud::Operation set_node_metadata(const std::string& zone, const std::string& id,
+                                             const std::map<std::string, std::string>& metadata) = 0;
   // operations.get by full name.
   virtual cloud::Operation get_operation(const std::string& name) = 0;
+
+  // The project's common instance metadata (the Compute API's projects.get), read at most once a minute.
+  virtual std::map<std::string, std::string> project_metadata() = 0;
+  // Registers `public_key` ("TYPE BASE64") with OS Login for the account jobman's tokens belong to, at most once in ten
+  // minutes per key; the POSIX username OS Login gives that account in the project.
+  virtual std::string os_login_user(const std::string& public_key) = 0;
 
 protected:
   SliceOps() = default;
