@@ -6,8 +6,10 @@
 // /proc/PID/smaps_rollup) of the supervisor and every process working for it: its descendants (the ssh or gcloud
 // clients) and the shared ssh connections' masters, which OpenSSH detaches from it. Also the CPU those processes
 // used over the window. Last line:
-// transport=.. jobs=.. hosts=.. setup_to_running_p50_ms=.. setup_to_running_max_ms=.. pss_peak_mib=..
+// transport=.. jobs=.. hosts=.. setup_to_running_p50_ms=.. setup_to_running_max_ms=.. setup_cpu_machine_s=..
+// setup_cpu_supervisor_s=.. pss_peak_mib=..
 // pss_median_mib=.. processes=.. cpu_share=.. pss_per_host_kib=.. cpu_per_host_ms_per_s=..
+// SLICE_STREAMS_KEEP=DIR keeps the supervisor's log and the attempts' logs there.
 #include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/store/jobs.hpp"
@@ -85,6 +87,32 @@ std::set<pid_t> working_for(pid_t daemon, const fs::path& home) {
   return out;
 }
 
+// The CPU time every process of the machine has used since boot (user, nice, system, irq, softirq), in seconds.
+double machine_cpu_seconds() {
+  const auto fields = jobman::util::split(proc_text("/proc/stat").substr(0, 200), ' ');
+  double ticks = 0;
+  // "cpu  user nice system idle iowait irq softirq ...": the split keeps the empty field after "cpu".
+  for (const std::size_t i : {2U, 3U, 4U, 7U, 8U}) {
+    ticks += i < fields.size() ? std::stod(fields[i]) : 0;
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// utime + stime of a process and of the children it has waited for, in seconds.
+double cpu_with_children_seconds(pid_t pid) {
+  const auto text = proc_text("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = text.rfind(')');
+  if (paren == std::string::npos) {
+    return 0;
+  }
+  const auto fields = jobman::util::split(text.substr(paren + 2), ' ');
+  double ticks = 0;
+  for (const std::size_t i : {11U, 12U, 13U, 14U}) {
+    ticks += std::stod(fields[i]);
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 // Pss of one process in KiB (0 when it is gone).
 long pss_kib(pid_t pid) {
   const auto text = proc_text("/proc/" + std::to_string(pid) + "/smaps_rollup");
@@ -103,8 +131,10 @@ int main(int argc, char** argv) {
   const int chips = std::stoi(accelerator.substr(accelerator.find('-') + 1));
   jobman::test::TempDir dir;
   auto mock = jobman::test::start_test_mock(
-      dir, jobman::test::test_world(1, "  us-east1-d:\n    " + generation +
-                                           ":\n      spot: {chips: " + std::to_string(chips * jobs) + "}\n"));
+      dir,
+      jobman::test::test_world(1, "  us-east1-d:\n    " + generation +
+                                      ":\n      spot: {chips: " + std::to_string(chips * jobs) + "}\n"),
+      1, {"--write-service-account-key", (dir / "mock-key.json").string()});
   if (mock->port() <= 0) {
     std::fprintf(stderr, "slice_streams: the mock did not start: %s\n", mock->first_line().c_str());
     return 1;
@@ -113,6 +143,7 @@ int main(int argc, char** argv) {
   auto env = jobman::test::mock_home_environment(*mock, home, dir / "config");
   env["HOME"] = (dir / "user-home").string();
   env["JOBMAN_TRANSPORT"] = transport;
+  env["JOBMAN_MOCK_SERVICE_ACCOUNT_KEY"] = (dir / "mock-key.json").string(); // What gcloud logs in with.
   const auto config = dir.write(
       "job.yaml", "job:\n  name: streams\ntpu:\n  accelerator: " + accelerator +
                       "\n  zone: us-east1-d\n  pricing: spot\ngcsfuse:\n  bucket_name: bench-data\n  mount_path: "
@@ -130,16 +161,40 @@ int main(int argc, char** argv) {
     ids.push_back(std::stoll(created.out));
   }
   auto store = jobman::store::JobStore::open(home / "jobman.db");
+  // The CPU spent from the first SETUP until every job is RUNNING: the whole machine's (the mock's hosts, their sshd
+  // and scripts included) and the supervisor's side (the daemon with the clients it has reaped, and the connection
+  // masters).
+  double machine_at_setup = -1;
+  double supervisor_at_setup = -1;
+  const auto supervisor_side = [&] {
+    const pid_t daemon_now = daemon_pid(home);
+    double cpu = daemon_now > 0 ? cpu_with_children_seconds(daemon_now) : 0;
+    for (const auto pid : working_for(daemon_now, home)) {
+      if (pid != daemon_now && parents()[pid] == 1) {
+        cpu += cpu_seconds(pid); // A connection master, detached from the ssh that started it.
+      }
+    }
+    return cpu;
+  };
   const bool all_running = jobman::test::eventually(
       [&] {
+        bool running = true;
         for (const auto id : ids) {
-          if (store.jobs().get(id, true).phase != Phase::running) {
-            return false;
+          const auto phase = store.jobs().get(id, true).phase;
+          if (phase != Phase::running) {
+            running = false;
+          }
+          if (machine_at_setup < 0 && phase != Phase::queued && phase != Phase::pending &&
+              phase != Phase::provisioning) {
+            machine_at_setup = machine_cpu_seconds();
+            supervisor_at_setup = supervisor_side();
           }
         }
-        return true;
+        return running;
       },
       std::chrono::minutes(10));
+  const double setup_machine_cpu = machine_cpu_seconds() - machine_at_setup;
+  const double setup_supervisor_cpu = supervisor_side() - supervisor_at_setup;
   if (!all_running) {
     std::fprintf(stderr, "slice_streams: not every job got to RUNNING; see %s\n", (dir / "daemon.log").c_str());
     return 1;
@@ -185,14 +240,24 @@ int main(int argc, char** argv) {
     const auto start = cpu_at_start.find(pid);
     cpu += last - (start == cpu_at_start.end() ? 0.0 : start->second);
   }
+  if (const char* keep = std::getenv("SLICE_STREAMS_KEEP")) {
+    // The supervisor's log and every attempt's logs, for a look at where the time went.
+    std::error_code ec;
+    fs::create_directories(keep, ec);
+    fs::copy(dir / "daemon.log", fs::path(keep) / "daemon.log", fs::copy_options::overwrite_existing, ec);
+    fs::copy(home / "jobs", fs::path(keep) / "jobs", fs::copy_options::recursive | fs::copy_options::overwrite_existing,
+             ec);
+  }
   for (const auto id : ids) {
     jobman::test::run_jobman({"delete", std::to_string(id)}, {env, "", ""});
   }
   const double peak = *std::max_element(pss_mib.begin(), pss_mib.end());
   std::printf("transport=%s jobs=%d hosts=%d setup_to_running_p50_ms=%.0f setup_to_running_max_ms=%.0f "
+              "setup_cpu_machine_s=%.1f setup_cpu_supervisor_s=%.1f "
               "pss_peak_mib=%.1f pss_median_mib=%.1f processes=%zu cpu_share=%.3f pss_per_host_kib=%.0f "
               "cpu_per_host_ms_per_s=%.2f\n",
               transport.c_str(), jobs, hosts, median(setup_ms), *std::max_element(setup_ms.begin(), setup_ms.end()),
-              peak, median(pss_mib), processes, cpu / seconds, peak * 1024.0 / hosts, cpu * 1000.0 / seconds / hosts);
+              setup_machine_cpu, setup_supervisor_cpu, peak, median(pss_mib), processes, cpu / seconds,
+              peak * 1024.0 / hosts, cpu * 1000.0 / seconds / hosts);
   return 0;
 }
