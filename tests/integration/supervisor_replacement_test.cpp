@@ -2,7 +2,9 @@
 // own: the background supervisors that create, list and wait start, killed with SIGKILL, on a real mock.
 #include "jobman/store/jobs.hpp"
 #include "jobman/store/leases.hpp"
+#include "jobman/util/strings.hpp"
 #include "support/line_process.hpp"
+#include "support/postgres_server.hpp"
 #include "support/run.hpp"
 #include "support/store_backends.hpp"
 #include "support/supervisor_home.hpp"
@@ -224,6 +226,33 @@ TEST_F(SupervisorReplacementTest, MigrateRightAfterWaitAndWithAJobRunningKeepsTh
   EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err;
   const auto shown = nlohmann::json::parse(on_lab({"show", std::to_string(running), "--json"}).out);
   EXPECT_EQ(shown["attempts"].size(), 1U) << "the same attempt, not a new slice";
+}
+
+// A supervisor started while the store's PostgreSQL server is down (started before it at boot, or while it restarts)
+// waits for the server, says so once, and then drives the store's jobs as any supervisor does.
+TEST_F(SupervisorReplacementTest, ASupervisorStartedWhileTheStoresServerIsDownWaitsForIt) {
+  if (!PostgresServer::available()) {
+    GTEST_SKIP() << "PostgreSQL 15 is not installed (Debian package postgresql)";
+  }
+  PostgresServer server;
+  auto lab_env = env;
+  lab_env["JOBMAN_STORE"] = server.admin_url();
+  lab_env["JOBMAN_AUTOSTART"] = "0";
+  const auto on_lab = [&](const std::vector<std::string>& args) {
+    return run_jobman(args, RunOptions{lab_env, "", ""});
+  };
+  const auto created = on_lab({"create", config(training(5, 10))});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  server.stop();
+  LineReadingProcess daemon({jobman_binary(), "daemon", "--tick", "50ms"}, lab_env, dir / "lab-daemon.log");
+  ASSERT_TRUE(eventually(
+      [&] { return file_text(dir / "lab-daemon.log").find("waiting for its server") != std::string::npos; }, kPatience))
+      << file_text(dir / "lab-daemon.log");
+  EXPECT_EQ(file_text(dir / "lab-daemon.log").find(server.admin_password()), std::string::npos)
+      << "the password stays out of the log";
+  server.start_again();
+  const auto waited = on_lab({"wait", std::string(util::trim(created.out)), "--timeout", "120"});
+  EXPECT_EQ(waited.exit_code, 0) << waited.out << waited.err << file_text(dir / "lab-daemon.log");
 }
 
 } // namespace supervisor_replacement_test

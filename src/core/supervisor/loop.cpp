@@ -13,7 +13,10 @@
 #include "observe.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <spdlog/spdlog.h>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -31,6 +34,26 @@ constexpr milliseconds kTickRetry{500};
 // How often the progress read from the workers' output is written: a trainer printing a hundred steps a second costs
 // the store one row per job every this often.
 constexpr milliseconds kProgressFlushEvery{3'000};
+
+// Whether `message` (a failed connection to the store's server) says the server is not up yet or is restarting, as
+// libpq and PostgreSQL put it; a wrong address, name or password says something else.
+bool server_not_up(std::string_view message) {
+  for (const std::string_view sign : {"Connection refused", "the database system is starting up",
+                                      "the database system is shutting down", "the database system is in recovery"}) {
+    if (message.find(sign) != std::string_view::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Waits `wait` or until `stop` is requested.
+void pause(const std::stop_token& stop, milliseconds wait) {
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::unique_lock lock(m);
+  cv.wait_for(lock, stop, wait, [] { return false; });
+}
 
 } // namespace
 
@@ -129,7 +152,25 @@ bool SupervisorLoop::tick_once(const std::stop_token& stop, TickTimes& times) {
 }
 
 void SupervisorLoop::run(const std::stop_token& stop) {
-  job_store.emplace(store::JobStore::open_location(store_location));
+  // A store whose server is not up yet, or is restarting, is waited for as a tick waits for it: a supervisor started
+  // then takes its jobs up once the server answers. Any other failure to open it ends the supervisor.
+  for (bool said = false; !job_store;) {
+    try {
+      job_store.emplace(store::JobStore::open_location(store_location));
+    } catch (const Error& e) {
+      if (!server_not_up(e.what())) {
+        throw;
+      }
+      if (!said) {
+        spdlog::warn("the store cannot be reached yet ({}); waiting for its server", e.what());
+        said = true;
+      }
+      pause(stop, kTickRetry);
+      if (stop.stop_requested()) {
+        return; // Stopped before it began: nothing to release.
+      }
+    }
+  }
   store_clock_offset_ms = job_store->clock_ms() - util::now_ms();
   std::jthread heartbeat([this](const std::stop_token& hb_stop) { heartbeat_loop(hb_stop); });
   std::jthread listener;
@@ -150,10 +191,7 @@ void SupervisorLoop::run(const std::stop_token& stop) {
       // The store (a server restarting, a network cut) or anything else this tick needed failed: nothing the tick
       // did is lost (each write is a transaction of its own), and the next tick starts over.
       spdlog::warn("this tick stopped short: {}; trying again", e.what());
-      std::mutex m;
-      std::condition_variable_any cv;
-      std::unique_lock lock(m);
-      cv.wait_for(lock, stop, kTickRetry, [] { return false; });
+      pause(stop, kTickRetry);
     }
   }
   shutdown();
