@@ -179,7 +179,7 @@ public:
   // The account gcloud is logged in as (its core/account property).
   std::string account() override {
     auto [code, out] = run_capturing({program_, "config", "get-value", "account", "--quiet"});
-    const auto account = std::string(util::trim(out));
+    auto account = std::string(util::trim(out));
     if (code != 0 || account.empty() || account == "(unset)") {
       throw Error("`" + program_ + " config get-value account` names no account; log in with `" + program_ +
                   " auth login`, or set JOBMAN_ACCOUNT");
@@ -212,7 +212,7 @@ public:
     request.url = url_.substr(0, url_.rfind('/')) + "/email";
     request.headers = {{"Metadata-Flavor", "Google"}};
     const auto response = http_.send(request);
-    const auto email = std::string(util::trim(response.body));
+    auto email = std::string(util::trim(response.body));
     if (response.failure != TransportFailure::none || response.status != 200 || email.empty()) {
       throw Error("cannot read the service account's email from the metadata server (" + request.url + ")");
     }
