@@ -132,18 +132,10 @@ void add_ssh_key(nlohmann::json& body, const std::string& entry) {
     if (!metadata.is_object()) {
       metadata = nlohmann::json::object();
     }
-    std::string keys = metadata.contains("ssh-keys") && metadata["ssh-keys"].is_string()
-                           ? metadata["ssh-keys"].get<std::string>()
-                           : std::string();
-    for (const auto& line : util::split(keys, '\n')) {
-      if (util::trim(line) == entry) {
-        return;
-      }
-    }
-    if (!keys.empty() && keys.back() != '\n') {
-      keys += '\n';
-    }
-    metadata["ssh-keys"] = keys + entry;
+    metadata["ssh-keys"] = with_ssh_keys_entry(metadata.contains("ssh-keys") && metadata["ssh-keys"].is_string()
+                                                   ? metadata["ssh-keys"].get<std::string>()
+                                                   : std::string(),
+                                               entry);
   };
   if (body.contains("tpu") && body["tpu"].is_object() && body["tpu"].contains("nodeSpec") &&
       body["tpu"]["nodeSpec"].is_array()) {

@@ -138,20 +138,35 @@ std::string ssh_keys_entry(const std::filesystem::path& private_key, const std::
   return user + ":" + ssh_public_key(private_key) + " " + user;
 }
 
-bool has_ssh_keys_entry(const std::map<std::string, std::string>& metadata, const std::string& entry) {
-  const auto keys = metadata.find("ssh-keys");
-  if (keys == metadata.end()) {
-    return false;
-  }
-  // "USER:TYPE BASE64": a line of the same user and key is the entry whatever its comment says.
+namespace {
+
+// Whether `keys` (an `ssh-keys` value) holds a line of `entry`'s user and key, whatever its comment says.
+bool holds_ssh_keys_entry(const std::string& keys, const std::string& entry) {
   const auto key_of = [](std::string_view line) {
     const auto fields = util::split(std::string(util::trim(line)), ' ');
     return fields.size() < 2 ? std::string() : fields[0] + " " + fields[1];
   };
   const auto wanted = key_of(entry);
-  const auto lines = util::split(keys->second, '\n');
+  const auto lines = util::split(keys, '\n');
   return !wanted.empty() &&
          std::any_of(lines.begin(), lines.end(), [&](const std::string& line) { return key_of(line) == wanted; });
+}
+
+} // namespace
+
+bool has_ssh_keys_entry(const std::map<std::string, std::string>& metadata, const std::string& entry) {
+  const auto keys = metadata.find("ssh-keys");
+  return keys != metadata.end() && holds_ssh_keys_entry(keys->second, entry);
+}
+
+std::string with_ssh_keys_entry(std::string keys, const std::string& entry) {
+  if (holds_ssh_keys_entry(keys, entry)) {
+    return keys;
+  }
+  if (!keys.empty() && keys.back() != '\n') {
+    keys += '\n';
+  }
+  return keys + entry;
 }
 
 bool os_login_enabled(const std::map<std::string, std::string>& node_metadata,

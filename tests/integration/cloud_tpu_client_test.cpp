@@ -44,6 +44,16 @@ json request_body(const std::string& name, const std::string& accelerator, long 
   return core::create_request_body(configs.front(), "p", job_id, "tester", 1);
 }
 
+// A job config's node in tpu-vm mode (`tpu_extra`: more lines of its tpu section), as core builds it for the API.
+json node_body(const std::string& accelerator, long long job_id, const std::string& tpu_extra = "") {
+  const auto configs = config::parse_job_configs(
+      "job:\n  name: vm\ntpu:\n  accelerator: " + accelerator + "\n  zone: " + kZone +
+          "\n  pricing: spot\n  allocation_mode: tpu-vm\n" + tpu_extra + "command:\n  cmd: run\n",
+      "cloud-test.yaml");
+  EXPECT_EQ(configs.size(), 1U);
+  return core::create_request_body(configs.front(), "p", job_id, "tester", 1);
+}
+
 class CloudTpuClientTest : public ::testing::Test {
 protected:
   test::TempDir dir;
@@ -88,12 +98,7 @@ protected:
 // a create without free chips ends with RESOURCE_EXHAUSTED and leaves no node.
 TEST_F(CloudTpuClientTest, ACreatedNodeBecomesReadyAndACreateWithoutCapacityFailsWithCodeEight) {
   auto tpu = client();
-  const auto configs = config::parse_job_configs("job:\n  name: vm\ntpu:\n  accelerator: v4-32\n  zone: " + kZone +
-                                                     "\n  pricing: spot\n  allocation_mode: tpu-vm\n"
-                                                     "command:\n  cmd: run\n",
-                                                 "cloud-test.yaml");
-  ASSERT_EQ(configs.size(), 1U);
-  const json body = core::create_request_body(configs.front(), "p", 3, "tester", 1);
+  const json body = node_body("v4-32", 3);
   const std::string id = core::resource_id("vm", 3, 1);
   const auto created = tpu->create_node(kWhere, id, body);
   ASSERT_TRUE(created.operation);
@@ -126,13 +131,8 @@ TEST_F(CloudTpuClientTest, ACreatedNodeBecomesReadyAndACreateWithoutCapacityFail
 // project's common metadata from the Compute API, and OS Login's import of the key, which names the POSIX account.
 TEST_F(CloudTpuClientTest, ANodesMetadataIsPatchedAndOsLoginNamesTheAccountOfAnImportedKey) {
   auto tpu = client();
-  const auto configs = config::parse_job_configs("job:\n  name: vm\ntpu:\n  accelerator: v4-8\n  zone: " + kZone +
-                                                     "\n  pricing: spot\n  allocation_mode: tpu-vm\n"
-                                                     "  metadata:\n    team: lab\ncommand:\n  cmd: run\n",
-                                                 "cloud-test.yaml");
-  ASSERT_EQ(configs.size(), 1U);
   const std::string id = core::resource_id("vm", 4, 1);
-  const auto created = tpu->create_node(kWhere, id, core::create_request_body(configs.front(), "p", 4, "tester", 1));
+  const auto created = tpu->create_node(kWhere, id, node_body("v4-8", 4, "  metadata:\n    team: lab\n"));
   ASSERT_TRUE(created.operation);
   ASSERT_FALSE(tpu->wait_operation(created.operation->name, milliseconds(20'000)).error);
   EXPECT_EQ(tpu->get_node(kWhere, id)->metadata, (std::map<std::string, std::string>{{"team", "lab"}}));

@@ -66,8 +66,12 @@ std::string ssh_public_key(const std::filesystem::path& private_key);
 // writes it. Throws jobman::Error as ssh_public_key does.
 std::string ssh_keys_entry(const std::filesystem::path& private_key, const std::string& user);
 
-// Whether `metadata` (a node's, or a project's common metadata) holds `entry` as one of its `ssh-keys` lines.
+// Whether `metadata` (a node's, or a project's common metadata) holds `entry` as one of its `ssh-keys` lines: one of
+// the same user and key, whatever its comment says.
 bool has_ssh_keys_entry(const std::map<std::string, std::string>& metadata, const std::string& entry);
+
+// `keys` (an `ssh-keys` value) with `entry` as its last line, unless a line of the same user and key is there already.
+std::string with_ssh_keys_entry(std::string keys, const std::string& entry);
 
 // Whether OS Login decides who may log in to a node: the node's `enable-oslogin` metadata when it has one, else the
 // project's; true for "TRUE" in any case, as Google's guest agent reads it.

@@ -454,11 +454,7 @@ std::string open_hosts_to(SliceOps& slices, Counters& counters, const std::strin
     return {};
   }
   auto metadata = node.metadata;
-  auto& keys = metadata["ssh-keys"];
-  if (!keys.empty() && keys.back() != '\n') {
-    keys += '\n';
-  }
-  keys += key.entry;
+  metadata["ssh-keys"] = with_ssh_keys_entry(metadata["ssh-keys"], key.entry);
   ++counters.mutations;
   const auto id = resource_name_id(node.name);
   slices.set_node_metadata(zone, id, metadata);
