@@ -156,6 +156,9 @@ TEST(HeadlessBrowser, WritesPngScreenshotsOfTheViewportAndOfTheWholePage) {
   TempDir dir;
   const auto browser = browser_on_page(dir, 1200, 800);
   ASSERT_TRUE(browser);
+  // The page's script adds a row 300 ms after it runs, which makes the page taller: the height read below and the
+  // one captured must be of the same page.
+  ASSERT_TRUE(browser->wait_until("window.appended === true", seconds(10)));
 
   browser->screenshot(dir / "viewport.png");
   const auto viewport = file_text(dir / "viewport.png");
