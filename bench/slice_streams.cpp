@@ -1,14 +1,14 @@
 // bench/slice_streams [ACCELERATOR] [JOBS] [TRANSPORT] [SECONDS]: JOBS jobs (default 1) of ACCELERATOR (default
 // v6e-256, 64 hosts) on a mock cloud at time scale 1000, driven by one `jobman daemon --tick 100ms` over TRANSPORT
 // (ssh, the default, or gcloud: Google's /usr/bin/gcloud). Each job mounts a bucket at /mnt/bucket and then prints
-// a line every 100 ms on every host. Times SETUP -> RUNNING of every job from the store's events, then, for SECONDS
-// (default 20) while every host streams, samples once a second the proportional set size (PSS, from
-// /proc/PID/smaps_rollup) of the supervisor and every process working for it: its descendants (the ssh or gcloud
-// clients) and the shared ssh connections' masters, which OpenSSH detaches from it. Also the CPU those processes
-// used over the window. Last line:
-// transport=.. jobs=.. hosts=.. setup_to_running_p50_ms=.. setup_to_running_max_ms=.. setup_cpu_machine_s=..
-// setup_cpu_supervisor_s=.. pss_peak_mib=..
-// pss_median_mib=.. processes=.. cpu_share=.. pss_per_host_kib=.. cpu_per_host_ms_per_s=..
+// a line every 100 ms on every host, from one process (perl) as a training program would: a shell loop starting a
+// `sleep` per line would cost the 64 hosts more CPU than the machine has, and slow the very setup measured. Times SETUP
+// -> RUNNING of every job from the store's events, then, for SECONDS (default 20) while every host streams, samples
+// once a second the proportional set size (PSS, from /proc/PID/smaps_rollup) of the supervisor and every process
+// working for it: its descendants (the ssh or gcloud clients) and the shared ssh connections' masters, which OpenSSH
+// detaches from it. Also the CPU those processes used over the window. Last line: transport=.. jobs=.. hosts=..
+// setup_to_running_p50_ms=.. setup_to_running_max_ms=.. setup_cpu_machine_s=.. setup_cpu_supervisor_s=..
+// pss_peak_mib=.. pss_median_mib=.. processes=.. cpu_share=.. pss_per_host_kib=.. cpu_per_host_ms_per_s=..
 // SLICE_STREAMS_KEEP=DIR keeps the supervisor's log and the attempts' logs there.
 #include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
@@ -124,9 +124,9 @@ long pss_kib(pid_t pid) {
 
 int main(int argc, char** argv) {
   const std::string accelerator = argc > 1 ? argv[1] : "v6e-256";
-  const int jobs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 1;
+  const int jobs = argc > 2 ? std::max(1, static_cast<int>(std::strtol(argv[2], nullptr, 10))) : 1;
   const std::string transport = argc > 3 ? argv[3] : "ssh";
-  const int seconds = argc > 4 ? std::max(1, std::atoi(argv[4])) : 20;
+  const int seconds = argc > 4 ? std::max(1, static_cast<int>(std::strtol(argv[4], nullptr, 10))) : 20;
   const auto generation = accelerator.substr(0, accelerator.find('-'));
   const int chips = std::stoi(accelerator.substr(accelerator.find('-') + 1));
   jobman::test::TempDir dir;
@@ -147,8 +147,8 @@ int main(int argc, char** argv) {
   const auto config = dir.write(
       "job.yaml", "job:\n  name: streams\ntpu:\n  accelerator: " + accelerator +
                       "\n  zone: us-east1-d\n  pricing: spot\ngcsfuse:\n  bucket_name: bench-data\n  mount_path: "
-                      "/mnt/bucket\ncommand:\n  cmd: |\n    i=0\n    while true; do i=$((i+1)); echo \"line=$i\"; "
-                      "sleep 0.1; done\n");
+                      "/mnt/bucket\ncommand:\n  cmd: |\n    exec perl -e '$| = 1; for (my $i = 1;; ++$i) { print "
+                      "\"line=$i\\n\"; select(undef, undef, undef, 0.1) }'\n");
   jobman::test::LineReadingProcess daemon({jobman::test::jobman_binary(), "daemon", "--tick", "100ms"}, env,
                                           dir / "daemon.log");
   std::vector<std::int64_t> ids;

@@ -55,13 +55,12 @@ void start_supervisor(Context& ctx) {
   if (!settings.autostart) {
     return;
   }
-  if (!core::daemon_running()) {
-    end_dead_supervisors(ctx);
-  }
   if (settings.cloud == config::CloudKind::mock && settings.api_endpoint.empty()) {
     core::ensure_mock_cloud(settings, *ctx.err);
   }
-  core::ensure_daemon(*ctx.err);
+  // The dead supervisors are looked for once no daemon runs, right before one is started: a daemon seen alive a
+  // moment earlier may have been killed since, and its jobs are then said to be taken over.
+  core::ensure_daemon(*ctx.err, [&ctx] { end_dead_supervisors(ctx); });
 }
 
 namespace {

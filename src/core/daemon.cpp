@@ -227,7 +227,7 @@ DaemonStop stop_daemons(std::chrono::milliseconds timeout) {
   }
 }
 
-bool ensure_daemon(std::ostream& notice) {
+bool ensure_daemon(std::ostream& notice, const std::function<void()>& before_start) {
   if (daemon_running()) {
     return false;
   }
@@ -243,6 +243,9 @@ bool ensure_daemon(std::ostream& notice) {
   } closer{lock_fd};
   if (daemon_running()) {
     return false;
+  }
+  if (before_start) {
+    before_start();
   }
   const auto log_path = daemon_log_path();
   const std::string exe = (util::executable_dir() / "jobman").string();

@@ -67,63 +67,78 @@ std::size_t write_some(int fd, std::string_view data) {
 }
 
 std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, const Environment& environment,
-                              std::chrono::milliseconds timeout, const std::vector<std::string>& inputs) {
-  std::vector<util::Child> children;
+                              std::chrono::milliseconds timeout, const std::vector<std::string>& inputs,
+                              std::size_t limit) {
+  using Clock = std::chrono::steady_clock;
+  // One child's course: its time, whether it was told to stop, and what is left to feed it.
+  struct Course {
+    util::Child child;
+    bool terminated = false;
+    Clock::time_point deadline;
+    std::string_view pending;
+  };
+  std::vector<Course> courses(argvs.size());
   std::vector<ChildRun> runs(argvs.size());
-  std::vector<std::string_view> pending(argvs.size());
-  children.reserve(argvs.size());
-  for (std::size_t i = 0; i < argvs.size(); ++i) {
-    const bool feed = i < inputs.size();
-    children.push_back(spawn(argvs[i], environment, true, feed));
-    if (feed) {
-      pending[i] = inputs[i];
-      if (pending[i].empty()) {
-        util::close_fd(children[i].in_fd);
-      }
-    }
-  }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool terminated = false;
+  const std::size_t at_once = limit == 0 ? argvs.size() : limit;
+  std::size_t next = 0;    // The next child to start.
+  std::size_t reading = 0; // Children started whose output is still open.
   for (;;) {
+    while (next < argvs.size() && reading < at_once) {
+      auto& course = courses[next];
+      const bool feed = next < inputs.size();
+      course.child = spawn(argvs[next], environment, true, feed);
+      course.deadline = Clock::now() + timeout;
+      if (feed) {
+        course.pending = inputs[next];
+        if (course.pending.empty()) {
+          util::close_fd(course.child.in_fd);
+        }
+      }
+      ++next;
+      ++reading;
+    }
+    if (reading == 0) {
+      break;
+    }
     std::vector<pollfd> open;
     std::vector<std::size_t> owner;
-    for (std::size_t i = 0; i < children.size(); ++i) {
-      if (children[i].out_fd >= 0) {
-        open.push_back({children[i].out_fd, POLLIN, 0});
+    for (std::size_t i = 0; i < next; ++i) {
+      if (courses[i].child.out_fd >= 0) {
+        open.push_back({courses[i].child.out_fd, POLLIN, 0});
         owner.push_back(i);
       }
     }
     const std::size_t readers = open.size();
-    for (std::size_t i = 0; i < children.size(); ++i) {
-      if (children[i].in_fd >= 0) {
-        open.push_back({children[i].in_fd, POLLOUT, 0});
+    for (std::size_t i = 0; i < next; ++i) {
+      if (courses[i].child.in_fd >= 0 && courses[i].child.out_fd >= 0) {
+        open.push_back({courses[i].child.in_fd, POLLOUT, 0});
         owner.push_back(i);
       }
     }
-    if (readers == 0) {
-      for (auto& child : children) {
-        util::close_fd(child.in_fd);
-      }
-      break;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    const auto limit = terminated ? deadline + kKillGrace : deadline;
-    if (now >= limit) {
-      // Time is up: SIGTERM to every run still writing; after the grace, SIGKILL and stop reading.
-      for (std::size_t i = 0; i < children.size(); ++i) {
-        if (children[i].out_fd >= 0) {
-          ::kill(-children[i].pid, terminated ? SIGKILL : SIGTERM);
-          runs[i].timed_out = true;
-          if (terminated) {
-            util::close_fd(children[i].out_fd);
-            util::close_fd(children[i].in_fd);
-          }
+    // A child whose time is up gets SIGTERM to its group; after the grace, SIGKILL, and it is no longer read.
+    const auto now = Clock::now();
+    auto soonest = Clock::time_point::max();
+    for (std::size_t k = 0; k < readers; ++k) {
+      auto& course = courses[owner[k]];
+      const auto limit_at = course.terminated ? course.deadline + kKillGrace : course.deadline;
+      if (now >= limit_at) {
+        ::kill(-course.child.pid, course.terminated ? SIGKILL : SIGTERM);
+        runs[owner[k]].timed_out = true;
+        if (course.terminated) {
+          util::close_fd(course.child.out_fd);
+          util::close_fd(course.child.in_fd);
+          --reading;
         }
+        course.terminated = true;
+        soonest = now;
+      } else {
+        soonest = std::min(soonest, limit_at);
       }
-      terminated = true;
+    }
+    if (soonest <= now) {
       continue;
     }
-    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(limit - now).count();
+    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(soonest - now).count();
     if (::poll(open.data(), open.size(), static_cast<int>(std::clamp<long long>(wait_ms, 1, 60'000))) < 0 &&
         errno != EINTR) {
       fail("poll");
@@ -132,29 +147,31 @@ std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs
       if (open[k].revents == 0) {
         continue;
       }
-      auto& child = children[owner[k]];
-      auto& rest = pending[owner[k]];
-      rest.remove_prefix((open[k].revents & POLLOUT) != 0 ? write_some(child.in_fd, rest) : rest.size());
-      if (rest.empty()) {
-        util::close_fd(child.in_fd);
+      auto& course = courses[owner[k]];
+      course.pending.remove_prefix((open[k].revents & POLLOUT) != 0 ? write_some(course.child.in_fd, course.pending)
+                                                                    : course.pending.size());
+      if (course.pending.empty()) {
+        util::close_fd(course.child.in_fd);
       }
     }
     for (std::size_t k = 0; k < readers; ++k) {
       if ((open[k].revents & (POLLIN | POLLHUP | POLLERR)) == 0) {
         continue;
       }
-      auto& child = children[owner[k]];
+      auto& course = courses[owner[k]];
       char chunk[8192];
-      const ssize_t got = ::read(child.out_fd, chunk, sizeof chunk);
+      const ssize_t got = ::read(course.child.out_fd, chunk, sizeof chunk);
       if (got > 0) {
         runs[owner[k]].output.append(chunk, static_cast<std::size_t>(got));
       } else if (got == 0 || errno != EINTR) {
-        util::close_fd(child.out_fd);
+        util::close_fd(course.child.out_fd);
+        util::close_fd(course.child.in_fd);
+        --reading;
       }
     }
   }
-  for (std::size_t i = 0; i < children.size(); ++i) {
-    runs[i].exit_code = util::wait_exit(children[i].pid);
+  for (std::size_t i = 0; i < courses.size(); ++i) {
+    runs[i].exit_code = util::wait_exit(courses[i].child.pid);
   }
   return runs;
 }

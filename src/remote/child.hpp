@@ -33,10 +33,12 @@ struct ChildRun {
   std::string output;
 };
 
-// Runs every argv at once (each with `environment` added) with stdout and stderr merged and waits for all of them;
-// inputs[i] (when given) is fed to child i's stdin, which is then closed. A child still writing after `timeout` gets
-// SIGTERM to its process group, then SIGKILL five seconds later, and is marked timed out.
+// Runs every argv (each with `environment` added), at most `limit` at a time (0: all at once), with stdout and stderr
+// merged, and waits for all of them; inputs[i] (when given) is fed to child i's stdin, which is then closed. A child
+// still writing `timeout` after it started gets SIGTERM to its process group, then SIGKILL five seconds later, and
+// is marked timed out.
 std::vector<ChildRun> run_all(const std::vector<std::vector<std::string>>& argvs, const Environment& environment,
-                              std::chrono::milliseconds timeout, const std::vector<std::string>& inputs = {});
+                              std::chrono::milliseconds timeout, const std::vector<std::string>& inputs = {},
+                              std::size_t limit = 0);
 
 } // namespace jobman::remote::detail

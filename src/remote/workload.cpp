@@ -30,26 +30,37 @@ std::string remote_dir_expr(const WorkloadId& id) {
 constexpr const char* kStateFunctions = R"sh(
 jobman_alive() {
   [ -n "${pid:-}" ] || return 1
-  set -- $(cut -d' ' -f3,22 "/proc/$pid/stat" 2>/dev/null)
-  [ "${2:-}" = "$start" ] && [ "$1" != Z ]
+  s=
+  read -r s 2> /dev/null < "/proc/$pid/stat" || return 1
+  set -- ${s##*) }
+  [ "${20:-}" = "$start" ] && [ "$1" != Z ]
+}
+jobman_exited() {
+  rc=
+  read -r rc < "$d/exit_code"
+  echo "jobman-state exited $rc"
 }
 jobman_state() {
   if [ ! -d "$d" ]; then echo "jobman-state absent"; return; fi
-  if [ -f "$d/exit_code" ]; then echo "jobman-state exited $(cat "$d/exit_code")"; return; fi
+  if [ -f "$d/exit_code" ]; then jobman_exited; return; fi
   if [ ! -f "$d/pid" ]; then echo "jobman-state starting"; return; fi
   read -r pid start < "$d/pid"
   if jobman_alive; then echo "jobman-state running $pid"; return; fi
-  if [ -f "$d/exit_code" ]; then echo "jobman-state exited $(cat "$d/exit_code")"; return; fi
+  if [ -f "$d/exit_code" ]; then jobman_exited; return; fi
   echo "jobman-state vanished $pid"
 }
 )sh";
 
-// The detached wrapper: it records its own pid and start time (it leads its session, so its pid is also the
-// process group), runs run.sh with output appended to output.log, and records the exit status atomically. It
-// outlives a SIGTERM to the group so that the status is always written.
+// The workload's wrapper, in a session of its own: records its pid and start time (the fields after the command's
+// name in /proc/PID/stat, which may itself hold spaces and parentheses, are read without starting a program), then
+// closes its stdout, which tells the launch it may report the workload running; then runs run.sh and records its
+// exit status.
 constexpr const char* kWrapper = R"sh(trap : TERM INT HUP
 d=$1
-echo "$$ $(cut -d' ' -f22 /proc/$$/stat)" > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
+read -r s < /proc/$$/stat
+set -- ${s##*) }
+echo "$$ ${20}" > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"
+exec > /dev/null
 bash "$d/run.sh" >> "$d/output.log" 2>&1 < /dev/null
 rc=$?
 echo "$rc" > "$d/exit_code.tmp" && mv "$d/exit_code.tmp" "$d/exit_code")sh";
@@ -87,26 +98,28 @@ std::string run_script(const LaunchSpec& spec, int worker) {
 std::string launch_script(const LaunchSpec& spec, int worker) {
   std::string s = "d=" + remote_dir_expr(spec.id) + "\n";
   s += kStateFunctions;
-  s += "mkdir -p \"$(dirname \"$d\")\" || exit 1\n";
   // run.sh arrives on stdin, so that the command and its variables appear in no process's arguments. It is read
   // whole into a directory of its own, and that directory becomes the workload's in one rename only if the script
   // arrived to its last line: of two launches, or a launch whose sender died, at most one workload starts, and
-  // never one from part of a script.
-  s += "t=$(mktemp -d \"$d.launch.XXXXXX\") || exit 1\n";
+  // never one from part of a script. The directory is named by this shell's pid, which no other launch running on
+  // the worker has. Each program started costs a worker tens of milliseconds of CPU on a small VM: what the shell
+  // can do itself (the parent directory's name, the script's last line) it does.
+  s += "t=\"$d.launch.$$\"\n";
+  s += "mkdir -p -m 700 \"$t\" || exit 1\n";
   s += "(umask 077 && cat > \"$t/run.sh\") || { rm -rf \"$t\"; exit 1; }\n";
-  s += "if [ \"$(tail -n 1 \"$t/run.sh\")\" != " + shell_quote(kEndOfScript) +
+  s += "last=; while IFS= read -r line; do last=$line; done < \"$t/run.sh\"\n";
+  s += "if [ \"$last\" != " + shell_quote(kEndOfScript) +
        " ]; then rm -rf \"$t\"; echo \"jobman: the script did not arrive whole\" >&2; exit 1; fi\n";
   if (spec.docker) {
     s += "printf '%s\\n' " + shell_quote(container_name(spec.id, worker)) + " > \"$t/container\"\n";
   }
   s += ": > \"$t/output.log\"\n";
   s += "if [ ! -e \"$d\" ] && mv -T \"$t\" \"$d\" 2>/dev/null; then\n";
-  // Only the setsid command goes to the background: a backgrounded list would leave a subshell holding this
-  // session's output open until the workload ends.
   s += "  cd \"$HOME\" || exit 1\n";
-  s += "  setsid bash -c " + shell_quote(kWrapper) + " jobman-workload \"$d\" < /dev/null > /dev/null 2>&1 &\n";
-  // Wait (at most 10 s) for the wrapper to record its pid, so that the state reported is "running".
-  s += "  i=0; while [ ! -f \"$d/pid\" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n";
+  // setsid forks (-f) and returns at once; reading the wrapper's stdout to its end waits until the wrapper has
+  // recorded its pid, so that the state reported is "running", without polling for the file. Nothing of the
+  // workload holds this session's output open.
+  s += "  started=$(setsid -f bash -c " + shell_quote(kWrapper) + " jobman-workload \"$d\" < /dev/null 2> /dev/null)\n";
   s += "  echo jobman-launched\n";
   s += "else\n  rm -rf \"$t\"\nfi\n";
   s += "jobman_state\n";

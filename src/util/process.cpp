@@ -8,10 +8,13 @@
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
+#include <spawn.h>
 #include <stdexcept>
 #include <string_view>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -175,6 +178,134 @@ Failure become(const Plan& plan) noexcept {
     ::execv(plan.program.c_str(), plan.argv.data());
   }
   return {errno, true};
+}
+
+// The file posix_spawn runs for the plan: its program when that names a path, else the first executable regular file
+// of that name in the directories of the child's PATH (its own environment's, else this process's), as execvp looks
+// it up. Empty when there is none (or no PATH): the fork path then runs the lookup and reports what it found.
+std::string program_file(const Plan& plan) {
+  if (!plan.search_path) {
+    return plan.program;
+  }
+  std::optional<std::string_view> path;
+  if (plan.envp.empty()) {
+    if (const char* value = ::getenv("PATH"); value != nullptr) {
+      path = value;
+    }
+  } else {
+    for (const char* entry : plan.envp) {
+      if (entry != nullptr && std::string_view(entry).starts_with("PATH=")) {
+        path = std::string_view(entry).substr(5);
+      }
+    }
+  }
+  if (!path) {
+    return "";
+  }
+  std::size_t from = 0;
+  for (;;) {
+    const auto colon = path->find(':', from);
+    const auto dir = path->substr(from, colon == std::string_view::npos ? std::string_view::npos : colon - from);
+    std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + plan.program;
+    struct stat info {};
+    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    if (colon == std::string_view::npos) {
+      return "";
+    }
+    from = colon + 1;
+  }
+}
+
+// Starts the plan's child with posix_spawn, which shares this process's memory with the child until its exec instead
+// of copying the page tables as fork does: a large, multi-threaded parent (the daemon, starting an ssh per worker)
+// pays for a fork in copy-on-write faults and cross-CPU TLB flushes in both processes. Only for the plans it can carry
+// out: no parent-death signal, terminal, descriptor kept or held start, and no source of a standard stream that is
+// itself one. Returns the child's pid once its program runs, or nullopt (nothing started) when the plan needs the
+// fork path or posix_spawn failed: the fork path then starts it, or reports why it cannot run.
+std::optional<pid_t> spawn_quickly(const Plan& plan) {
+  if (plan.parent_death_signal != 0 || plan.controlling_terminal || !plan.keep_open.empty()) {
+    return std::nullopt;
+  }
+  for (const auto& stream : plan.streams) {
+    if ((stream.kind == Stream::Kind::pipe || stream.kind == Stream::Kind::descriptor) && stream.fd <= STDERR_FILENO) {
+      return std::nullopt;
+    }
+  }
+  const auto file = program_file(plan);
+  if (file.empty()) {
+    return std::nullopt;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attributes;
+  if (::posix_spawn_file_actions_init(&actions) != 0) {
+    return std::nullopt;
+  }
+  if (::posix_spawnattr_init(&attributes) != 0) {
+    ::posix_spawn_file_actions_destroy(&actions);
+    return std::nullopt;
+  }
+  int error = 0;
+  const auto check = [&error](int result) {
+    if (error == 0) {
+      error = result;
+    }
+  };
+  for (std::size_t i = 0; i < plan.streams.size(); ++i) {
+    const auto& stream = plan.streams[i];
+    const int target = static_cast<int>(i);
+    switch (stream.kind) {
+    case Stream::Kind::inherit:
+    case Stream::Kind::output: break;
+    case Stream::Kind::pipe:
+    case Stream::Kind::descriptor: check(::posix_spawn_file_actions_adddup2(&actions, stream.fd, target)); break;
+    case Stream::Kind::null:
+    case Stream::Kind::file:
+      check(
+          ::posix_spawn_file_actions_addopen(&actions, target, stream.path.c_str(), stream.flags, stream.permissions));
+      break;
+    }
+  }
+  if (plan.streams[STDERR_FILENO].kind == Stream::Kind::output) {
+    check(::posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO));
+  }
+  if (!plan.directory.empty()) {
+    check(::posix_spawn_file_actions_addchdir_np(&actions, plan.directory.c_str()));
+  }
+  // As in become(): no signal blocked, and the plan's signals at their default disposition.
+  short flags = POSIX_SPAWN_SETSIGMASK;
+  sigset_t none;
+  sigemptyset(&none);
+  check(::posix_spawnattr_setsigmask(&attributes, &none));
+  if (plan.reset_signals) {
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    for (const int signal : plan.default_signals) {
+      sigaddset(&defaults, signal);
+    }
+    check(::posix_spawnattr_setsigdefault(&attributes, &defaults));
+    flags |= POSIX_SPAWN_SETSIGDEF;
+  }
+  if (plan.group == ProcessGroup::own) {
+    flags |= POSIX_SPAWN_SETPGROUP;
+    check(::posix_spawnattr_setpgroup(&attributes, 0));
+  } else if (plan.group == ProcessGroup::new_session) {
+    flags |= POSIX_SPAWN_SETSID;
+  }
+  check(::posix_spawnattr_setflags(&attributes, flags));
+  pid_t pid = -1;
+  if (error == 0) {
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): posix_spawn's signature predates const.
+    error = ::posix_spawn(&pid, file.c_str(), &actions, &attributes, plan.argv.data(),
+                          plan.envp.empty() ? environ : const_cast<char**>(plan.envp.data()));
+  }
+  ::posix_spawnattr_destroy(&attributes);
+  ::posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    return std::nullopt;
+  }
+  return pid;
 }
 
 // Reads the errno a child reports when it fails before its program runs; 0 when the report closed (at its exec).
@@ -417,6 +548,25 @@ Child ProcessBuilder::spawn() const {
       plan.streams[i].fd = fds[2 * i + (i == STDIN_FILENO ? 0 : 1)];
     }
   }
+  // The child of `pid`, with this process's ends of its pipes (the child's ends closed here).
+  const auto child_of = [&plan, &fds](pid_t pid) {
+    Child child;
+    child.pid = pid;
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (plan.streams[i].kind == Stream::Kind::pipe) {
+        const std::size_t mine = 2 * i + (i == STDIN_FILENO ? 1 : 0);
+        const std::size_t theirs = 2 * i + (i == STDIN_FILENO ? 0 : 1);
+        close_fd(fds[theirs]);
+        (i == STDIN_FILENO ? child.in_fd : i == STDOUT_FILENO ? child.out_fd : child.err_fd) = fds[mine];
+      }
+    }
+    return child;
+  };
+  if (!held_) {
+    if (const auto quick = spawn_quickly(plan)) {
+      return child_of(*quick);
+    }
+  }
   make_pipe(kReport);
   if (held_) {
     make_pipe(kGate);
@@ -454,16 +604,7 @@ Child ProcessBuilder::spawn() const {
     // Also here, so that the group exists when spawn returns, whichever process runs first.
     ::setpgid(pid, pid);
   }
-  Child child;
-  child.pid = pid;
-  for (std::size_t i = 0; i < 3; ++i) {
-    if (plan.streams[i].kind == Stream::Kind::pipe) {
-      const std::size_t mine = 2 * i + (i == STDIN_FILENO ? 1 : 0);
-      const std::size_t theirs = 2 * i + (i == STDIN_FILENO ? 0 : 1);
-      close_fd(fds[theirs]);
-      (i == STDIN_FILENO ? child.in_fd : i == STDOUT_FILENO ? child.out_fd : child.err_fd) = fds[mine];
-    }
-  }
+  Child child = child_of(pid);
   close_fd(fds[kReport + 1]);
   if (held_) {
     close_fd(fds[kGate]);

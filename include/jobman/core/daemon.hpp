@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -70,7 +71,9 @@ struct DaemonStop {
 DaemonStop stop_daemons(std::chrono::milliseconds timeout);
 
 // Starts `jobman daemon` in the background (its log: daemon_log_path()) unless one is running; says so on `notice`
-// when it starts one. Returns true when it started one.
-bool ensure_daemon(std::ostream& notice);
+// when it starts one. `before_start`, when given, runs just before, once no daemon runs (under the lock that lets one
+// caller at a time start one): a caller that looked a moment earlier may have seen a daemon that has died since.
+// Returns true when it started one.
+bool ensure_daemon(std::ostream& notice, const std::function<void()>& before_start = {});
 
 } // namespace jobman::core

@@ -80,8 +80,10 @@ struct WorkerRun {
   std::string output;     // Its stdout and stderr, interleaved as written.
 };
 
-// Runs `command` on each of `workers` in parallel, one gcloud process per worker with its output kept apart, and
-// waits for all of them. A run still going after `timeout` gets SIGTERM, then SIGKILL, and is marked timed out.
+// Runs `command` on each of `workers` in parallel, one client process (ssh or gcloud) per worker with its output kept
+// apart, and waits for all of them. ssh clients all start at once; gcloud's, which cost far more each, a few at a
+// time (twice the machine's cores, at least four). A run still going `timeout` after it started gets SIGTERM, then
+// SIGKILL, and is marked timed out.
 std::vector<WorkerRun> run_on_workers(const SliceTarget& target, const std::vector<int>& workers,
                                       const std::string& command, std::chrono::milliseconds timeout);
 

@@ -66,8 +66,9 @@ struct WorkerSetup {
   [[nodiscard]] bool changed() const;
 };
 
-// Sets up each of `workers` in parallel: checks which files each worker lacks, sends only those, then runs the
-// modules. Each worker's output is appended to <attempt_dir>/setup-<w>.log. `timeout` bounds each step.
+// Sets up each of `workers` in parallel: checks which files each worker lacks (when the plan has files), sends only
+// those, then runs the modules. Each worker's output is appended to <attempt_dir>/setup-<w>.log. `timeout` bounds each
+// step.
 std::vector<WorkerSetup> run_setup(const SliceTarget& target, const std::vector<int>& workers, const SetupPlan& plan,
                                    const std::filesystem::path& attempt_dir, std::chrono::milliseconds timeout);
 

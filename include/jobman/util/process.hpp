@@ -5,7 +5,8 @@
 // Between fork and exec, a child of a multi-threaded process may only make async-signal-safe calls: another thread
 // may have held a lock (malloc's, the environment's) at the fork, and the child would wait for it forever. So the
 // argument and environment arrays and every path are made before fork, and the child only opens, duplicates and
-// closes descriptors, changes directory and execs.
+// closes descriptors, changes directory and execs. spawn() starts the children it can with posix_spawn instead, which
+// does not copy this process's page tables (see spawn_quickly in process.cpp).
 #pragma once
 
 #include <filesystem>
