@@ -118,8 +118,11 @@ std::string launch_script(const LaunchSpec& spec, int worker) {
   s += "  cd \"$HOME\" || exit 1\n";
   // setsid forks (-f) and returns at once; reading the wrapper's stdout to its end waits until the wrapper has
   // recorded its pid, so that the state reported is "running", without polling for the file. Nothing of the
-  // workload holds this session's output open.
-  s += "  started=$(setsid -f bash -c " + shell_quote(kWrapper) + " jobman-workload \"$d\" < /dev/null 2> /dev/null)\n";
+  // workload holds this session's output open. A setsid without -f (an old util-linux) fails at once: the launch says
+  // so rather than leave a workload that never starts.
+  s += "  if ! started=$(setsid -f bash -c " + shell_quote(kWrapper) +
+       " jobman-workload \"$d\" < /dev/null 2> /dev/null); then\n";
+  s += "    rm -rf \"$d\"; echo \"jobman: setsid -f could not start the workload\" >&2; exit 1\n  fi\n";
   s += "  echo jobman-launched\n";
   s += "else\n  rm -rf \"$t\"\nfi\n";
   s += "jobman_state\n";
