@@ -403,10 +403,12 @@ TEST_F(PoolTest, AUsersTasksBeyondTheirShareWaitInTheQueueWhileAnotherUsersRun) 
   ASSERT_GT(w1, 0);
   ASSERT_GT(w2, 0);
   const std::string v4 = "#JOBMAN --accelerator=v4-8\n";
-  // alice queues two, bob one after them: bob's does not wait behind hers.
+  // alice queues two, bob one after them: bob's does not wait behind hers. Her first is the longer, so that her
+  // second waits long enough for `status` to be seen saying why on a loaded machine.
+  const std::vector<int> steps = {800, 200};
   std::vector<std::int64_t> alices;
-  for (int i = 0; i < 2; ++i) {
-    alices.push_back(submit_as("alice", "alice-" + std::to_string(i), v4, training(200, 10)));
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    alices.push_back(submit_as("alice", "alice-" + std::to_string(i), v4, training(steps[i], 10)));
   }
   const auto bobs = submit_as("bob", "bob-0", v4, training(200, 10));
 
@@ -451,8 +453,9 @@ TEST_F(PoolTest, AUsersTasksBeyondTheirShareWaitInTheQueueWhileAnotherUsersRun) 
   }
   EXPECT_LT(db().attempts().of(bobs).front().started_ms, db().attempts().of(alices[1]).front().started_ms);
   expect_no_overlap({alices[0], alices[1], bobs});
-  for (const auto id : {alices[0], alices[1], bobs}) {
-    EXPECT_EQ(checksums(id, static_cast<int>(db().attempts().of(id).size()), 1).front(), uninterrupted_checksum(200));
+  const std::vector<std::pair<std::int64_t, int>> runs = {{alices[0], steps[0]}, {alices[1], steps[1]}, {bobs, 200}};
+  for (const auto& [id, count] : runs) {
+    EXPECT_EQ(checksums(id, static_cast<int>(db().attempts().of(id).size()), 1).front(), uninterrupted_checksum(count));
   }
   EXPECT_EQ(jm({"worker", "delete", "--all"}).exit_code, 0);
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
