@@ -29,7 +29,10 @@ namespace {
 // The most slices one multislice request may ask for.
 constexpr std::int64_t kMaxMultisliceNodes = 64;
 
-// "3600s" or "1.5s" (protobuf Duration JSON) into seconds.
+// The longest protobuf Duration: 10,000 years.
+constexpr double kMaxDurationSeconds = 315'576'000'000.0;
+
+// "3600s" or "1.5s" (protobuf Duration JSON, at most kMaxDurationSeconds) into seconds.
 std::optional<double> parse_proto_duration(const json& value) {
   if (!value.is_string()) {
     return std::nullopt;
@@ -41,7 +44,7 @@ std::optional<double> parse_proto_duration(const json& value) {
   try {
     std::size_t used = 0;
     double seconds = std::stod(text.substr(0, text.size() - 1), &used);
-    if (used != text.size() - 1 || !std::isfinite(seconds) || seconds < 0) {
+    if (used != text.size() - 1 || !std::isfinite(seconds) || seconds < 0 || seconds > kMaxDurationSeconds) {
       return std::nullopt;
     }
     return seconds;
