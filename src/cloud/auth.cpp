@@ -12,7 +12,6 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <openssl/bio.h>
 #include <openssl/evp.h>
@@ -230,16 +229,7 @@ bool program_found(const std::string& program) {
     return ::access(program.c_str(), X_OK) == 0;
   }
   const auto path = util::getenv_nonempty("PATH");
-  if (!path) {
-    return false;
-  }
-  for (const auto& dir : util::split(*path, ':')) {
-    const auto candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0 && !std::filesystem::is_directory(candidate)) {
-      return true;
-    }
-  }
-  return false;
+  return path && !util::find_in_path(program, *path).empty();
 }
 
 } // namespace

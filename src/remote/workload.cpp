@@ -53,8 +53,9 @@ jobman_state() {
 
 // The workload's wrapper, in a session of its own: records its pid and start time (the fields after the command's
 // name in /proc/PID/stat, which may itself hold spaces and parentheses, are read without starting a program), then
-// closes its stdout, which tells the launch it may report the workload running; then runs run.sh and records its
-// exit status.
+// closes its stdout, which tells the launch it may report the workload running; then runs run.sh with output appended
+// to output.log and records its exit status atomically. It leads its session, so its pid is also the process group's,
+// and it outlives a SIGTERM to the group so that the status is always written.
 constexpr const char* kWrapper = R"sh(trap : TERM INT HUP
 d=$1
 read -r s < /proc/$$/stat

@@ -180,9 +180,9 @@ Failure become(const Plan& plan) noexcept {
   return {errno, true};
 }
 
-// The file posix_spawn runs for the plan: its program when that names a path, else the first executable regular file
-// of that name in the directories of the child's PATH (its own environment's, else this process's), as execvp looks
-// it up. Empty when there is none (or no PATH): the fork path then runs the lookup and reports what it found.
+// The file posix_spawn runs for the plan: its program when that names a path, else the program found in the
+// directories of the child's PATH (its own environment's, else this process's). Empty when there is none (or no
+// PATH): the fork path then runs execvp's lookup and reports what it found.
 std::string program_file(const Plan& plan) {
   if (!plan.search_path) {
     return plan.program;
@@ -199,23 +199,7 @@ std::string program_file(const Plan& plan) {
       }
     }
   }
-  if (!path) {
-    return "";
-  }
-  std::size_t from = 0;
-  for (;;) {
-    const auto colon = path->find(':', from);
-    const auto dir = path->substr(from, colon == std::string_view::npos ? std::string_view::npos : colon - from);
-    std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + plan.program;
-    struct stat info {};
-    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-    if (colon == std::string_view::npos) {
-      return "";
-    }
-    from = colon + 1;
-  }
+  return path ? find_in_path(plan.program, *path) : std::string();
 }
 
 // Starts the plan's child with posix_spawn, which shares this process's memory with the child until its exec instead
@@ -697,6 +681,23 @@ ExitStatus wait_child(pid_t pid) {
 
 int wait_exit(pid_t pid) {
   return wait_child(pid).code;
+}
+
+std::string find_in_path(const std::string& program, std::string_view path) {
+  std::size_t from = 0;
+  for (;;) {
+    const auto colon = path.find(':', from);
+    const auto dir = path.substr(from, colon == std::string_view::npos ? std::string_view::npos : colon - from);
+    std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + program;
+    struct stat info {};
+    if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    if (colon == std::string_view::npos) {
+      return "";
+    }
+    from = colon + 1;
+  }
 }
 
 void close_fd(int& fd) {

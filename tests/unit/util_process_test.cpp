@@ -168,6 +168,21 @@ TEST(UtilProcess, AClearedEnvironmentHoldsOnlyWhatIsSetAndItsPathFindsTheProgram
   EXPECT_EQ(env, (std::vector<std::string>{"PATH=" + bin.string(), "ONLY=this"}));
 }
 
+TEST(UtilProcess, APathLookupTakesTheFirstExecutableRegularFileAsExecvpWould) {
+  const TempDir dir;
+  for (const char* sub : {"a", "b/tool", "c", "d"}) {
+    fs::create_directories(dir / sub); // b holds a directory named like the program.
+  }
+  const auto plain = dir.write("c/tool", "not executable\n");
+  const auto wanted = dir.write("d/tool", "#!/bin/sh\n");
+  fs::permissions(plain, fs::perms::owner_read | fs::perms::owner_write);
+  fs::permissions(wanted, fs::perms::owner_all);
+  const auto path =
+      (dir / "a").string() + ":" + (dir / "b").string() + ":" + (dir / "c").string() + ":" + (dir / "d").string();
+  EXPECT_EQ(find_in_path("tool", path), wanted.string());
+  EXPECT_EQ(find_in_path("tool", (dir / "a").string() + ":" + (dir / "c").string()), "");
+}
+
 TEST(UtilProcess, AProgramThatCannotRunIsReportedAndExitsWith127) {
   auto missing = ProcessBuilder({"/nonexistent/jobman-process-test"}).spawn();
   EXPECT_EQ(missing.exec_error, ENOENT);

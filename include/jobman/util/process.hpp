@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <utility>
 #include <vector>
@@ -195,5 +196,9 @@ int wait_exit(pid_t pid);
 
 // Closes `fd` if open and sets it to -1.
 void close_fd(int& fd);
+
+// The first executable regular file named `program` in the directories of `path` (a PATH value, where an empty entry
+// is the current directory), as execvp looks a program up; empty when there is none.
+std::string find_in_path(const std::string& program, std::string_view path);
 
 } // namespace jobman::util
