@@ -2,6 +2,7 @@
 
 #include "job_queries.hpp"
 #include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
 #include "jobman/store/postgres.hpp"
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
@@ -296,6 +297,24 @@ std::int64_t JobStore::clock_ms() const {
   return impl_->clock_ms();
 }
 
+void JobStore::drive_as(std::string owner) {
+  impl_->driver = std::move(owner);
+}
+
+void JobStore::Impl::check_driving(std::int64_t job_id) {
+  if (driver.empty()) {
+    return;
+  }
+  // The owner alone decides, not the expiry: a lease that ran out with nobody taking it over leaves nothing written
+  // by another to be overlooked, and supervisors whose clocks disagree still never write for the same job.
+  auto query = statements.get("SELECT owner FROM leases WHERE job_id = ?1");
+  query->bind(1, job_id);
+  if (query->step() && query->column_text_view(0) == driver) {
+    return;
+  }
+  throw LeaseLostError("supervisor " + driver + " no longer holds the lease of job " + domain::format_job_id(job_id));
+}
+
 // The views: each a member of the shared implementation, as long-lived as the store.
 Jobs& JobStore::jobs() {
   return impl_->jobs;
@@ -533,6 +552,7 @@ bool Jobs::transition(std::int64_t id, std::optional<Phase> expected, const Phas
   if (expected && from != *expected) {
     return false;
   }
+  impl_->check_driving(id);
   if (!is_terminal(change.to)) {
     finished_ms.reset();
   } else if (from != change.to || !finished_ms) {
@@ -595,6 +615,17 @@ void Events::append(std::int64_t job_id, std::string_view kind, std::string_view
   transaction.commit();
 }
 
+void Events::append_as_driver(std::int64_t job_id, std::string_view kind, std::string_view message,
+                              std::string_view data_json) {
+  Transaction transaction(impl_->db);
+  if (!impl_->job_exists(job_id)) {
+    throw_no_such_job(job_id);
+  }
+  impl_->check_driving(job_id);
+  impl_->insert_event(job_id, impl_->clock_ms(), kind, std::nullopt, std::nullopt, message, data_json);
+  transaction.commit();
+}
+
 std::vector<EventRecord> Events::of(std::int64_t job_id) const {
   auto query =
       impl_->statements.get("SELECT " + detail::event_columns() + " FROM events WHERE job_id = ?1 ORDER BY id");
@@ -615,6 +646,10 @@ void Jobs::remove(std::int64_t id) {
 bool Jobs::remove_if_present(std::int64_t id) {
   const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
+  if (!impl_->job_exists(id)) {
+    return false;
+  }
+  impl_->check_driving(id);
   {
     // What `jobman availability` and the learned ranking read of the job's attempts outlives it (attempt_history,
     // schema 19): each attempt that asked for a slice of its own (a task's borrows its worker's). An attempt still

@@ -18,6 +18,7 @@ AttemptRecord Rivals::begin_race(std::int64_t job_id, const Placement& where, co
   const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   auto attempt = impl_->insert_attempt(job_id, where, true, now);
+  impl_->check_driving(job_id);
   std::vector<std::string> names;
   for (const auto& rival : rivals) {
     // A rival that names no pricing asks in the attempt's.
@@ -95,6 +96,9 @@ void Rivals::promote(std::int64_t job_id, int number, const std::string& name, d
                      const std::string& why) {
   const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
+  if (impl_->job_exists(job_id)) {
+    impl_->check_driving(job_id);
+  }
   // Where the attempt asked until now, and where the rival did. Their pricings change places as the store spells them.
   Placement old;
   std::string old_pricing;

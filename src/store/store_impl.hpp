@@ -331,6 +331,7 @@ struct JobStore::Impl {
   sql::StatementCache statements;                  // After the connection: finalized before it closes.
   std::string identity_name;                       // identity(), read on first use.
   std::shared_ptr<const SharePolicy> share_policy; // Shares::set_policy.
+  std::string driver;                              // JobStore::drive_as; empty: this handle drives nothing.
 
   Jobs jobs{*this};
   Events events{*this};
@@ -347,6 +348,9 @@ struct JobStore::Impl {
 
   // JobStore::clock_ms.
   [[nodiscard]] std::int64_t clock_ms() const;
+  // In a write transaction that acts on the job: throws LeaseLostError when this handle drives as a supervisor
+  // (JobStore::drive_as) and the job's lease names another, or none (released, or gone with its record).
+  void check_driving(std::int64_t job_id);
   // JobStore::identity.
   const std::string& identity();
 

@@ -110,6 +110,13 @@ void FakeHost::lose_lease(std::int64_t id) {
   }
 }
 
+void FakeHost::lease_taken(Driven& d) {
+  if (!d.lost) {
+    d.lost = true;
+    leases_taken_.push_back(d.job.id);
+  }
+}
+
 void FakeHost::apply(Result& result) {
   auto it = driven_.find(result.id);
   if (it != driven_.end() && it->second.lost) {
@@ -130,7 +137,12 @@ void FakeHost::apply(Result& result) {
     return;
   }
   if (Driven* again = find(result.id)) {
-    again->dirty = true;
+    if (again->lost && !again->busy) {
+      driver_->stop_stream(*again);
+      driven_.erase(result.id);
+    } else {
+      again->dirty = true;
+    }
   }
 }
 
@@ -200,13 +212,15 @@ void FakeHost::prune() {
 
 // ---- Rig ----
 
-Rig::Rig() : home("JOBMAN_HOME", dir.path().string()), store(core::open_store()) {
+Rig::Rig() : home("JOBMAN_HOME", dir.path().string()), store(core::open_store()), supervisor_store(core::open_store()) {
   spdlog::set_level(spdlog::level::warn);
   start_supervisor(util::now_ms());
 }
 
 void Rig::start_supervisor(std::int64_t now_ms) {
-  host = std::make_unique<FakeHost>(store, "in-process:" + std::to_string(++supervisors_) + ":1:00000000", now_ms);
+  const std::string owner = "in-process:" + std::to_string(++supervisors_) + ":1:00000000";
+  host = std::make_unique<FakeHost>(supervisor_store, owner, now_ms);
+  supervisor_store.drive_as(owner);
   driver = std::make_unique<core::supervision::JobDriver>(
       *host, fake_access(), core::supervision::JobDriver::Operations{slices, workers}, counters);
   host->set_driver(driver.get());

@@ -54,6 +54,8 @@ public:
   std::function<void(std::int64_t id)> on_dispatch;
 
   std::map<std::int64_t, core::supervision::Driven>& driven() { return driven_; }
+  // The jobs a refused write told this supervisor it no longer holds (lease_taken), in order.
+  [[nodiscard]] const std::vector<std::int64_t>& leases_taken() const { return leases_taken_; }
   [[nodiscard]] std::size_t streams_waiting() const { return watches_.size(); }
 
   // ---- DriverHost ----
@@ -67,6 +69,7 @@ public:
   core::supervision::Driven* find(std::int64_t id) override;
   void drop_later(std::int64_t id) override { to_drop_.insert(id); }
   void forget_lease(std::int64_t) override {}
+  void lease_taken(core::supervision::Driven& d) override;
   [[nodiscard]] std::int64_t now_ms() const override { return now_ms_; }
   [[nodiscard]] std::chrono::milliseconds scaled(double seconds) const override;
 
@@ -93,6 +96,7 @@ private:
   std::deque<Result> results_;
   std::vector<std::function<void()>> detached_;
   std::set<std::int64_t> to_drop_;
+  std::vector<std::int64_t> leases_taken_;
 };
 
 // A home, a store, the fakes, the host and the driver.
@@ -130,7 +134,9 @@ public:
 
   TempDir dir;
   ScopedEnv home;
-  store::JobStore store;
+  store::JobStore store; // The user's and the test's.
+  // The supervisor's, on the same file: its writes for a job need the job's lease (JobStore::drive_as).
+  store::JobStore supervisor_store;
   std::shared_ptr<FakeSlices> slices =
       std::make_shared<FakeSlices>([this] { return host ? host->now_ms() : std::int64_t{0}; });
   std::shared_ptr<FakeWorkers> workers = std::make_shared<FakeWorkers>();

@@ -10,6 +10,7 @@
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/events.hpp"
 #include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
 #include "jobman/store/rivals.hpp"
 #include "jobman/util/system.hpp"
 #include "rig.hpp"
@@ -392,6 +393,28 @@ TEST_F(SupervisorStory, ALostLeaseLeavesTheResultOfTheOperationInFlightUnrecorde
   EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::none);
   EXPECT_EQ(r.host->driven().count(id), 0U);
   EXPECT_EQ(r.slices->slices().size(), 1U) << "nor does it release the slice";
+}
+
+TEST_F(SupervisorStory, ASupervisorWhoseLeaseWasTakenUnbeknownToItWritesNothingMoreForTheJob) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml()).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  exit_with(id, 0);
+  // While this supervisor asks the workers how the workload ended, it stalls past its lease and another takes the job;
+  // no renewal has told it yet. The store refuses what it would record.
+  const std::string other = "another:2:1:00000000";
+  r.host->on_dispatch = [&](std::int64_t busy) {
+    ASSERT_TRUE(r.store.leases().try_acquire(busy, other, 60'000, r.host->now_ms() + 3'600'000));
+  };
+  r.advance(1);
+  r.tick();
+  EXPECT_EQ(phase(id), Phase::running) << "no phase written for a job another holds";
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::none);
+  EXPECT_FALSE(r.attempts(id).front().ended_ms.has_value());
+  EXPECT_EQ(r.host->leases_taken(), std::vector<std::int64_t>{id});
+  EXPECT_EQ(r.host->driven().count(id), 0U) << "let go";
+  EXPECT_EQ(r.store.leases().of(id)->owner, other) << "without giving up the other's lease";
+  EXPECT_EQ(r.slices->slices().size(), 1U) << "nor its slice";
 }
 
 TEST_F(SupervisorStory, ANodeCreatedDirectlyIsReplacedWhenPreempted) {

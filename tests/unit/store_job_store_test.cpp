@@ -532,6 +532,52 @@ TEST_P(JobStoreLeaseTest, AcquireRenewReleaseAndExpiry) {
   EXPECT_TRUE(store.leases().try_acquire(id, "host-a/100/1", 30'000, t0 + 52'000)) << "a released lease is free";
 }
 
+TEST_P(JobStoreLeaseTest, AStoreDrivingAsASupervisorWritesForAJobOnlyWhileItsLeaseNamesThatSupervisor) {
+  auto store = open_store();
+  const auto ids = store.jobs().create({make_job("a"), make_job("b")});
+  const auto id = ids[0];
+  const std::int64_t t0 = 1'000'000;
+  // A handle that drives nothing (the CLI's) writes without a lease.
+  EXPECT_TRUE(store.jobs().transition(ids[1], Phase::pending, to_phase(Phase::cancelled)));
+  store.drive_as("host-a/100/1");
+  // No lease at all: nothing is written for it.
+  EXPECT_THROW(store.jobs().transition(id, Phase::pending, to_phase(Phase::queued)), store::LeaseLostError);
+  EXPECT_THROW(store.attempts().begin(id, "qr-1", "node-1", "us-central2-b"), store::LeaseLostError);
+  EXPECT_EQ(store.jobs().get(id).phase, Phase::pending);
+  EXPECT_TRUE(store.attempts().of(id).empty()) << "the refused attempt was rolled back";
+
+  ASSERT_TRUE(store.leases().try_acquire(id, "host-a/100/1", 2'000, t0));
+  EXPECT_NO_THROW(store.events().append_as_driver(id, "action", "driven by supervisor host-a/100/1"));
+  EXPECT_TRUE(store.jobs().transition(id, Phase::pending, to_phase(Phase::queued)));
+  EXPECT_EQ(store.attempts().begin(id, "qr-1", "node-1", "us-central2-b").number, 1);
+
+  // The lease ran out and nobody took it: the holder's writes still land (no one else wrote since).
+  EXPECT_TRUE(store.jobs().transition(id, Phase::queued, to_phase(Phase::provisioning)));
+
+  // Another supervisor took it over: every driving write of the old holder is refused, and nothing of it is kept.
+  ASSERT_TRUE(store.leases().try_acquire(id, "host-b/200/1", 2'000, t0 + 2'000));
+  const auto events_before = store.events().of(id).size();
+  EXPECT_THROW(store.jobs().transition(id, Phase::provisioning, to_phase(Phase::setup)), store::LeaseLostError);
+  EXPECT_THROW(store.jobs().transition(id, std::nullopt, to_phase(Phase::failed)), store::LeaseLostError);
+  EXPECT_THROW(store.attempts().begin(id, "qr-2", "node-2", "us-central2-b"), store::LeaseLostError);
+  EXPECT_THROW(store.events().append_as_driver(id, "action", "driven by supervisor host-a/100/1"),
+               store::LeaseLostError);
+  EXPECT_THROW((void)store.jobs().remove_if_present(id), store::LeaseLostError);
+  EXPECT_EQ(store.jobs().get(id).phase, Phase::provisioning);
+  EXPECT_EQ(store.attempts().of(id).size(), 1U);
+  EXPECT_EQ(store.events().of(id).size(), events_before);
+  // What is not driving is still written: the record of the lost lease, a user's request.
+  EXPECT_NO_THROW(store.events().append(id, "action", "supervisor host-a/100/1 lost its lease"));
+  EXPECT_NO_THROW(store.jobs().set_desired_state(id, DesiredState::remove, "delete requested"));
+
+  // Taken back: the writes land again, and a removal of a record already gone is no lease's business.
+  store.leases().release(id, "host-b/200/1");
+  ASSERT_TRUE(store.leases().try_acquire(id, "host-a/100/1", 2'000, t0 + 3'000));
+  EXPECT_TRUE(store.jobs().remove_if_present(id));
+  EXPECT_FALSE(store.jobs().remove_if_present(id));
+  EXPECT_THROW(store.events().append_as_driver(id, "action", "x"), domain::NoSuchJobError);
+}
+
 TEST_P(JobStoreLeaseTest, LeasesAreIndependentPerJob) {
   auto store = open_store();
   const auto ids = store.jobs().create({make_job("a"), make_job("b")});

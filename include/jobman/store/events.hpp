@@ -17,6 +17,10 @@ public:
 
   // Appends an event.
   void append(std::int64_t job_id, std::string_view kind, std::string_view message, std::string_view data_json = {});
+  // Appends an event as one of the writes that drive the job (JobStore::drive_as): not at all, throwing
+  // LeaseLostError, when the job's lease names another supervisor.
+  void append_as_driver(std::int64_t job_id, std::string_view kind, std::string_view message,
+                        std::string_view data_json = {});
   // Records what a listing said of the job's slice (JobRecord::slice_state) with an `observation` event.
   void record_observation(std::int64_t job_id, std::string_view state, std::string_view message,
                           std::string_view data_json);

@@ -56,6 +56,14 @@ public:
   [[nodiscard]] const std::string& identity() const;
   // `PRAGMA integrity_check` says "ok".
   [[nodiscard]] bool integrity_ok() const;
+  // From now on this handle drives jobs as the supervisor `owner`: each write that acts on a job for it
+  // (Jobs::transition and remove_if_present, Attempts::begin and end, Rivals::begin_race and promote,
+  // Events::append_as_driver) first checks, in its own transaction, that the job's lease still names `owner`, and
+  // throws LeaseLostError (leases.hpp), writing nothing, when another supervisor took it. Writes are serialized
+  // (SQLite's one writer, the write lock on PostgreSQL), so a supervisor that took a job over reads all the old one
+  // wrote, and the old one writes nothing more, however late its lease renewals were (a frozen machine, a server
+  // restart).
+  void drive_as(std::string owner);
 
   // The views, one per area; each lives as long as the store.
   Jobs& jobs(); // jobs.hpp: the jobs, their phases, what users want of them.

@@ -3,6 +3,7 @@
 
 #include "jobman/domain/job.hpp"
 #include "jobman/store/job_store.hpp"
+#include "jobman/util/error.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -11,6 +12,13 @@
 #include <vector>
 
 namespace jobman::store {
+
+// A write for a job refused because the job's lease no longer names the supervisor the store drives as
+// (JobStore::drive_as): another took the job over. That supervisor lets the job go without writing more.
+class LeaseLostError : public Error {
+public:
+  using Error::Error;
+};
 
 // A live lease with the state of the record it covers (Leases::live).
 struct LiveLease {

@@ -52,6 +52,10 @@ public:
   // The job's lease went with its record (it was cleaned): stop renewing it.
   virtual void forget_lease(std::int64_t id) = 0;
 
+  // Another supervisor took the job's lease (a write for it was refused, store::LeaseLostError): says so in the
+  // job's history and marks it lost, so that it is let go, without a release, once no operation of it is running.
+  virtual void lease_taken(Driven& d) = 0;
+
   // The time now, in milliseconds since the epoch.
   [[nodiscard]] virtual std::int64_t now_ms() const = 0;
 

@@ -6,6 +6,7 @@
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/events.hpp"
 #include "jobman/store/jobs.hpp"
+#include "jobman/store/leases.hpp"
 #include "jobman/store/rivals.hpp"
 #include "jobman/store/shares.hpp"
 #include "jobman/util/error.hpp"
@@ -200,6 +201,9 @@ bool JobDriver::step_when_due(Driven& d) {
     step(d);
   } catch (const domain::NoSuchJobError&) {
     return false;
+  } catch (const store::LeaseLostError&) {
+    host_.lease_taken(d);
+    return false;
   } catch (const store::ShareExceededError& e) {
     // Another supervisor handed the chips out since this one last counted them.
     d.dirty = true;
@@ -232,6 +236,10 @@ bool JobDriver::apply_result(std::int64_t id, Driven* d, const std::function<voi
     apply();
   } catch (const domain::NoSuchJobError&) {
     return false;
+  } catch (const store::LeaseLostError&) {
+    if (Driven* again = host_.find(id)) {
+      host_.lease_taken(*again); // SupervisorLoop::apply lets it go.
+    }
   } catch (const std::exception& e) {
     spdlog::error("{}: {}", job_label(id), e.what());
     if (Driven* again = host_.find(id)) {

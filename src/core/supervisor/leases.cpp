@@ -191,10 +191,16 @@ void SupervisorLoop::adopt(const domain::JobRecord& row) {
     return;
   }
   try {
-    job_store->events().append(id, "action", "driven by supervisor " + options.owner,
-                               nlohmann::json{{"owner", options.owner}}.dump());
+    // Refused when another supervisor took the lease since (this one stalled longer than the lease lasts).
+    job_store->events().append_as_driver(id, "action", "driven by supervisor " + options.owner,
+                                         nlohmann::json{{"owner", options.owner}}.dump());
   } catch (const domain::NoSuchJobError&) {
     // Cleaned (by `clean`, which found nothing in the cloud) between the listing and here: nothing to drive.
+    to_drop.push_back(id);
+    return;
+  } catch (const store::LeaseLostError& e) {
+    spdlog::info("{}: {}; another supervisor drives it", job_label(id), e.what());
+    d.lost = true;
     to_drop.push_back(id);
     return;
   }
@@ -261,9 +267,20 @@ void SupervisorLoop::listen_loop(const std::stop_token& stop) {
 
 void SupervisorLoop::lease_lost(std::int64_t id) {
   auto it = driven.find(id);
-  if (it == driven.end()) {
+  if (it == driven.end() || it->second.lost) {
     return;
   }
+  lease_taken(it->second);
+  if (!it->second.busy) {
+    drop(it->second);
+  }
+}
+
+void SupervisorLoop::lease_taken(Driven& d) {
+  if (d.lost) {
+    return;
+  }
+  const auto id = d.job.id;
   spdlog::warn("{}: lost its lease to another supervisor; no longer driving it", job_label(id));
   // In the job's history too: a supervisor cut off from the store longer than its lease lasts (a server restart, a
   // machine frozen) is alive and hands the job over, which `show` then explains.
@@ -273,10 +290,7 @@ void SupervisorLoop::lease_lost(std::int64_t id) {
   } catch (const std::exception& e) {
     spdlog::warn("{}: recording its lost lease: {}", job_label(id), e.what());
   }
-  it->second.lost = true;
-  if (!it->second.busy) {
-    drop(it->second);
-  }
+  d.lost = true;
 }
 
 void SupervisorLoop::drop(Driven& d) {

@@ -171,6 +171,7 @@ void SupervisorLoop::run(const std::stop_token& stop) {
       }
     }
   }
+  job_store->drive_as(options.owner);
   store_clock_offset_ms = job_store->clock_ms() - util::now_ms();
   std::jthread heartbeat([this](const std::stop_token& hb_stop) { heartbeat_loop(hb_stop); });
   std::jthread listener;

@@ -65,6 +65,7 @@ public:
   Driven* find(std::int64_t id) override;
   void drop_later(std::int64_t id) override { to_drop.push_back(id); }
   void forget_lease(std::int64_t id) override;
+  void lease_taken(Driven& d) override;
   [[nodiscard]] std::int64_t now_ms() const override;
   [[nodiscard]] std::chrono::milliseconds scaled(double seconds) const override;
 
