@@ -8,12 +8,29 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <regex>
 #include <yaml-cpp/yaml.h>
 
 namespace jobman::mock {
 
 std::string_view tier_name(Tier tier) {
-  return tier == Tier::spot ? "spot" : "on_demand";
+  switch (tier) {
+  case Tier::spot: return "spot";
+  case Tier::on_demand: return "on_demand";
+  case Tier::flex_start: return "flex_start";
+  case Tier::reserved: return "reserved";
+  case Tier::best_effort: return "best_effort";
+  }
+  return "spot";
+}
+
+std::optional<Tier> tier_named(std::string_view name) {
+  for (const Tier tier : kTiers) {
+    if (tier_name(tier) == name) {
+      return tier;
+    }
+  }
+  return std::nullopt;
 }
 
 DelayDistribution MockConfig::provisioning_for(const std::string& generation) const {
@@ -36,6 +53,12 @@ const ZoneConfig* MockConfig::find_zone(std::string_view name) const {
 }
 
 namespace {
+
+// A resource id as the API accepts it (an RFC 1035 label).
+bool resource_id(const std::string& id) {
+  static const std::regex pattern("[a-z]([-a-z0-9]{0,61}[a-z0-9])?");
+  return std::regex_match(id, pattern);
+}
 
 // Collects problems while walking the document.
 class Checker {
@@ -63,6 +86,8 @@ public:
         std::string hint;
         if (auto close = util::closest_match(key, known)) {
           hint = "did you mean '" + *close + "'?";
+        } else if (known.size() <= 8) {
+          hint = "known here: " + util::join(known, ", ");
         }
         fail(item.first, join(path, key), "unknown key", hint);
       }
@@ -281,16 +306,38 @@ MockConfig read_mock_config(Checker& check, const YAML::Node& root) {
         if (!check.is_map(gen_item.second, gen_path)) {
           continue;
         }
-        check.only_keys(gen_item.second, gen_path, {"spot", "on_demand"});
+        std::vector<std::string> tier_keys;
+        tier_keys.reserve(kTiers.size());
+        for (const Tier tier : kTiers) {
+          tier_keys.emplace_back(tier_name(tier));
+        }
+        check.only_keys(gen_item.second, gen_path, tier_keys);
         for (const auto& tier_item : gen_item.second) {
           auto tier_key = tier_item.first.as<std::string>();
           std::string tier_path = gen_path;
           tier_path.append(".").append(tier_key);
-          if ((tier_key != "spot" && tier_key != "on_demand") || !check.is_map(tier_item.second, tier_path)) {
+          const auto tier = tier_named(tier_key);
+          if (!tier || !check.is_map(tier_item.second, tier_path)) {
             continue;
           }
-          check.only_keys(tier_item.second, tier_path, {"chips", "quota"});
           PoolConfig pool;
+          if (*tier == Tier::best_effort) {
+            // Its chips are the spot pool's: only a quota of its own.
+            check.only_keys(tier_item.second, tier_path, {"quota"});
+            if (!gen_item.second["spot"].IsDefined()) {
+              check.fail(tier_item.second, tier_path, "best_effort runs on the spot pool's chips: add a spot pool");
+            }
+            if (!tier_item.second["quota"].IsDefined()) {
+              check.fail(tier_item.second, Checker::join(tier_path, "quota"), "missing");
+            } else {
+              pool.quota = check.count(tier_item.second["quota"], Checker::join(tier_path, "quota")).value_or(0);
+            }
+            zone.pools[generation][*tier] = pool;
+            continue;
+          }
+          check.only_keys(tier_item.second, tier_path,
+                          *tier == Tier::reserved ? std::vector<std::string>{"chips", "quota", "reservation"}
+                                                  : std::vector<std::string>{"chips", "quota"});
           if (!tier_item.second["chips"].IsDefined()) {
             check.fail(tier_item.second, Checker::join(tier_path, "chips"), "missing");
           } else {
@@ -300,7 +347,18 @@ MockConfig read_mock_config(Checker& check, const YAML::Node& root) {
           if (tier_item.second["quota"].IsDefined()) {
             pool.quota = check.count(tier_item.second["quota"], Checker::join(tier_path, "quota")).value_or(0);
           }
-          zone.pools[generation][tier_key == "spot" ? Tier::spot : Tier::on_demand] = pool;
+          if (*tier == Tier::reserved) {
+            pool.reservation = generation + "-reservation";
+            if (const auto name = tier_item.second["reservation"]; name.IsDefined()) {
+              const auto path = Checker::join(tier_path, "reservation");
+              if (!name.IsScalar() || !resource_id(name.Scalar())) {
+                check.fail(name, path, "must be a reservation id: lowercase letters, digits and hyphens");
+              } else {
+                pool.reservation = name.Scalar();
+              }
+            }
+          }
+          zone.pools[generation][*tier] = pool;
         }
       }
       config.zones.push_back(std::move(zone));

@@ -106,13 +106,13 @@ bool flag(const httplib::Request& req, const char* name) {
 }
 
 std::optional<Tier> parse_tier(const std::string& text) {
-  if (text == "spot") {
-    return Tier::spot;
-  }
-  if (text == "on_demand" || text == "on-demand" || text == "guaranteed") {
+  if (text == "on-demand" || text == "guaranteed") {
     return Tier::on_demand;
   }
-  return std::nullopt;
+  if (text == "flex-start" || text == "best-effort") {
+    return tier_named(text == "flex-start" ? "flex_start" : "best_effort");
+  }
+  return tier_named(text);
 }
 
 } // namespace
@@ -271,6 +271,9 @@ void MockServer::register_routes() {
                  return error_reply(
                      400, "Invalid JSON payload received: the body is not JSON, or nests deeper than 128 levels");
                }
+               if (const auto refused = queued_resource_request(api_version_of(req.path), body)) {
+                 return error_reply(400, *refused);
+               }
                return world_->create_queued_resource(m(req, 1), m(req, 2), req.get_param_value("queuedResourceId"),
                                                      req.get_param_value("requestId"), body, util::now_ms());
              }));
@@ -417,12 +420,14 @@ void MockServer::register_routes() {
               if (!body.is_object() || !body.contains("zone") || !body["zone"].is_string() ||
                   !body.contains("generation") || !body["generation"].is_string() || !body.contains("tier") ||
                   !body["tier"].is_string() || !body.contains("chips") || !body["chips"].is_number_integer()) {
-                return error_reply(400, "Expected {\"zone\", \"generation\", \"tier\": \"spot\"|\"on_demand\", "
-                                        "\"chips\", optional \"quota\"}");
+                return error_reply(
+                    400, "Expected {\"zone\", \"generation\", \"tier\": \"spot\"|\"on_demand\"|\"flex_start\"|"
+                         "\"reserved\"|\"best_effort\", "
+                         "\"chips\", optional \"quota\"}");
               }
               auto tier = parse_tier(body["tier"].get<std::string>());
               if (!tier) {
-                return error_reply(400, "tier must be spot or on_demand");
+                return error_reply(400, "tier must be spot, on_demand, flex_start, reserved or best_effort");
               }
               std::optional<int> quota;
               if (body.contains("quota")) {

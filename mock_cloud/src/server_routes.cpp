@@ -64,6 +64,10 @@ void MockServer::register_catalog_routes() {
             api_route("acceleratorTypes.get", [this](const httplib::Request& req) {
               return world_->get_accelerator_type(match(req, 1), match(req, 2), match(req, 3));
             }));
+  http_.Get(location + "/reservations", api_route("reservations.list", [this](const httplib::Request& req) {
+              auto query = list_query(req);
+              return query ? world_->list_reservations(match(req, 1), match(req, 2), *query) : bad_page();
+            }));
   http_.Get(location + "/runtimeVersions", api_route("runtimeVersions.list", [this](const httplib::Request& req) {
               auto query = list_query(req);
               return query ? world_->list_runtime_versions(match(req, 1), match(req, 2), *query) : bad_page();

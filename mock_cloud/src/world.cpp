@@ -31,6 +31,7 @@ World::World(MockConfig config, double time_scale, std::uint64_t seed)
         entry->tier = tier;
         entry->chips = pool.chips;
         entry->quota = pool.quota;
+        entry->reservation = pool.reservation;
         pools_[pool_key(zone.name, generation, tier)] = std::move(entry);
       }
     }
@@ -89,6 +90,10 @@ std::int64_t World::draw_exponential_ms(double mean_seconds) {
 World::Pool* World::pool_for(const std::string& zone, const std::string& generation, Tier tier) {
   auto it = pools_.find(pool_key(zone, generation, tier));
   return it == pools_.end() ? nullptr : it->second.get();
+}
+
+World::Pool* World::chips_pool_for(const std::string& zone, const std::string& generation, Tier tier) {
+  return pool_for(zone, generation, tier == Tier::best_effort ? Tier::spot : tier);
 }
 
 int World::zone_index(const std::string& zone) const {

@@ -195,6 +195,29 @@ std::vector<json> World::runtime_versions_locked(const std::string& project, con
   return out;
 }
 
+Reply World::list_reservations(const std::string& project, const std::string& zone, const ListQuery& query) {
+  std::lock_guard lock(mutex_);
+  if (auto r = check_location(zone); !r.ok()) {
+    return r;
+  }
+  std::vector<json> items;
+  for (const auto& [key, pool] : pools_) {
+    if (pool->zone != zone || pool->tier != Tier::reserved) {
+      continue;
+    }
+    const auto shape = generation_shapes().find(pool->generation);
+    items.push_back({{"name", location(project, zone) + "/reservations/" + pool->reservation},
+                     {"standard",
+                      {{"size", pool->chips},
+                       {"capacityUnits", "CHIPS"},
+                       {"resourceType", shape == generation_shapes().end() ? pool->generation : shape->second.type},
+                       {"usage", {{"total", std::to_string(pool->used)}}}}},
+                     {"state", "ACTIVE"}});
+  }
+  std::sort(items.begin(), items.end(), [](const json& a, const json& b) { return a["name"] < b["name"]; });
+  return list_reply(std::move(items), query, {"name"}, "reservations");
+}
+
 Reply World::list_runtime_versions(const std::string& project, const std::string& zone, const ListQuery& query) {
   std::lock_guard lock(mutex_);
   if (auto r = check_location(zone); !r.ok()) {

@@ -19,12 +19,13 @@ namespace jobman::mock {
 
 // Chips, quota and use of one zone, generation and tier.
 struct World::Pool {
-  std::string zone;       // The zone.
-  std::string generation; // The TPU generation ("v4").
-  Tier tier = Tier::spot; // Spot or on-demand.
-  int chips = 0;          // Chips the zone has.
-  int quota = 0;          // Chips one project may hold at once (check_quota).
-  int used = 0;           // Chips held by queued resources (holds_capacity).
+  std::string zone;        // The zone.
+  std::string generation;  // The TPU generation ("v4").
+  Tier tier = Tier::spot;  // How its slices are provisioned (config.hpp).
+  int chips = 0;           // Chips the zone has (best_effort: none; its slices take the spot pool's).
+  int quota = 0;           // Chips one project may hold at once (check_quota).
+  int used = 0;            // Chips held by queued resources (holds_capacity); best_effort's count in the spot pool.
+  std::string reservation; // reserved: the reservation's id.
 };
 
 // One queued resource and its timers.
@@ -38,8 +39,11 @@ struct World::QueuedResource {
   std::string initiator = "USER"; // The stateInitiator: USER or SERVICE.
   std::string accelerator;        // The accelerator type ("v4-8").
   std::string generation;         // Its TPU generation ("v4").
-  Tier tier = Tier::spot;         // Spot or on-demand.
+  Tier tier = Tier::spot;         // How it is provisioned (config.hpp).
   int chips = 0;                  // Chips its slices take from its pool, all of them together.
+  double run_seconds = 0;         // flex_start: runDuration.maxRunDuration, in simulated seconds.
+  std::int64_t terminate_ms = 0;  // flex_start: when its run ends (runDuration.terminationTime), once ACTIVE.
+  std::string reservation;        // reserved: the reservation's full name (projects/P/locations/Z/reservations/R).
   int hosts = 0;                  // Worker hosts of each slice.
   // The full names of its nodes, one per slice (tpu.nodeSpec[0].nodeId, or multisliceParams' nodeCount names
   // "<nodeIdPrefix>-<index>"); a nodes.delete takes its node's name away until a reset.
@@ -65,7 +69,7 @@ struct World::Node {
   std::string queued_resource;    // The full name of the queued resource it came from.
   nlohmann::json spec;            // The Node from the request's nodeSpec.
   std::string accelerator;        // The accelerator type ("v4-8").
-  Tier tier = Tier::spot;         // Spot or on-demand.
+  Tier tier = Tier::spot;         // How it is provisioned (config.hpp).
   std::string state = "CREATING"; // The API's state name.
   std::string health;             // HEALTHY from READY on; empty before, and cleared when deleting or stopping.
   std::string health_description; // Why the node is unhealthy (admin :setHealth); empty when not said.

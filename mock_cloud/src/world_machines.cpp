@@ -55,7 +55,7 @@ int World::fleet_size_locked(const std::string& zone, const std::string& generat
     }
   }
   int chips = 0;
-  for (const Tier tier : {Tier::spot, Tier::on_demand}) {
+  for (const Tier tier : kTiers) { // best_effort has no chips of its own.
     if (const auto it = pools_.find(world_internal::pool_key(zone, generation, tier)); it != pools_.end()) {
       chips += it->second->chips;
     }

@@ -67,6 +67,17 @@ json World::node_json(const Node& node) const {
   } else {
     scheduling.erase("spot");
   }
+  if (const auto qr = queued_resources_.find(node.queued_resource); qr != queued_resources_.end()) {
+    // v2alpha1's fields (the v2 reply leaves them out): when a flex-start run ends, and the reservation.
+    if (qr->second->tier == Tier::flex_start && qr->second->terminate_ms > 0) {
+      scheduling["terminationTimestamp"] = util::format_utc(qr->second->terminate_ms);
+    }
+    if (qr->second->tier == Tier::reserved) {
+      scheduling["reserved"] = true;
+      scheduling["provisioningModel"] = "RESERVATION_BOUND";
+      scheduling["reservationName"] = qr->second->reservation;
+    }
+  }
   if (scheduling.empty()) {
     out.erase("schedulingConfig");
   } else {

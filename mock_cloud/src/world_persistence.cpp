@@ -84,7 +84,8 @@ json World::globals_locked() const {
                             {"generation", pool->generation},
                             {"tier", tier_name(pool->tier)},
                             {"chips", pool->chips},
-                            {"quota", pool->quota}});
+                            {"quota", pool->quota},
+                            {"reservation", pool->reservation}});
   }
   return out;
 }
@@ -102,6 +103,9 @@ json World::record_of(const QueuedResource& qr) {
           {"generation", qr.generation},
           {"tier", tier_name(qr.tier)},
           {"chips", qr.chips},
+          {"runSeconds", qr.run_seconds},
+          {"terminateMs", qr.terminate_ms},
+          {"reservation", qr.reservation},
           {"hosts", qr.hosts},
           {"nodes", qr.node_names},
           {"createMs", qr.create_ms},
@@ -243,7 +247,7 @@ json World::snapshot_locked() const {
 
 void World::restore(const json& snapshot) {
   std::lock_guard lock(mutex_);
-  auto tier_of = [](const json& value) { return value.get<std::string>() == "spot" ? Tier::spot : Tier::on_demand; };
+  auto tier_of = [](const json& value) { return tier_named(value.get<std::string>()).value_or(Tier::on_demand); };
   next_sequence_ = snapshot.value("nextSequence", std::int64_t{1});
   next_host_ = snapshot.value("nextHost", std::uint32_t{0});
   address_offset_ = snapshot.value("addressOffset", address_offset_);
@@ -261,6 +265,7 @@ void World::restore(const json& snapshot) {
     pool->tier = tier;
     pool->chips = p["chips"];
     pool->quota = p["quota"];
+    pool->reservation = p.value("reservation", "");
     pool->used = 0;
   }
   queued_resources_.clear();
@@ -285,6 +290,9 @@ void World::restore(const json& snapshot) {
     qr->generation = q["generation"];
     qr->tier = tier_of(q["tier"]);
     qr->chips = q["chips"];
+    qr->run_seconds = q.value("runSeconds", 0.0);
+    qr->terminate_ms = q.value("terminateMs", std::int64_t{0});
+    qr->reservation = q.value("reservation", "");
     qr->hosts = q["hosts"];
     if (q.contains("nodes")) {
       qr->node_names = q["nodes"].get<std::vector<std::string>>();
@@ -302,7 +310,7 @@ void World::restore(const json& snapshot) {
     qr->create_op = q["createOp"];
     qr->delete_op = q["deleteOp"];
     if (qr->holds_capacity) {
-      if (auto* pool = pool_for(qr->zone, qr->generation, qr->tier)) {
+      if (auto* pool = chips_pool_for(qr->zone, qr->generation, qr->tier)) {
         pool->used += qr->chips;
       }
     }

@@ -12,6 +12,8 @@
 #include <memory>
 #include <optional>
 #include <regex>
+#include <set>
+#include <utility>
 
 namespace jobman::mock {
 
@@ -51,6 +53,110 @@ std::optional<double> parse_proto_duration(const json& value) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+// The longest run a flex-start request may ask for: 7 days.
+constexpr double kMaxRunSeconds = 7 * 24 * 3600.0;
+
+// How a queued resource asks to be provisioned, read from its request: the tier, a flex-start run's length and a
+// reservation's name as asked ("" for none, or ".../reservations/-" for any of the project's).
+struct Provisioning {
+  Tier tier = Tier::on_demand;
+  double run_seconds = 0;
+  std::string reservation;
+};
+
+// An object member, or nullptr when absent; `bad` set when present and not an object.
+const json* member_object(const json& body, const char* key, bool* bad) {
+  const auto it = body.find(key);
+  if (it == body.end()) {
+    return nullptr;
+  }
+  if (!it->is_object()) {
+    *bad = true;
+  }
+  return &*it;
+}
+
+// Reads the tiers (spot, guaranteed, bestEffort), provisioningModel, runDuration and reservationName of a
+// QueuedResource, and the node's schedulingConfig.spot and reserved; a 400 for a request no tier fits.
+Reply read_provisioning(const json& body, const json& node, Provisioning& out) {
+  bool bad = false;
+  const json* spot = member_object(body, "spot", &bad);
+  const json* guaranteed = member_object(body, "guaranteed", &bad);
+  const json* best_effort = member_object(body, "bestEffort", &bad);
+  const json* run = member_object(body, "runDuration", &bad);
+  if (bad) {
+    return error_reply(400, "spot, guaranteed, bestEffort and runDuration must be objects");
+  }
+  if (static_cast<int>(spot != nullptr) + static_cast<int>(guaranteed != nullptr) +
+          static_cast<int>(best_effort != nullptr) >
+      1) {
+    return error_reply(400, "A queued resource asks for one tier: spot, guaranteed or bestEffort");
+  }
+  bool node_spot = false;
+  bool node_reserved = false;
+  if (const auto scheduling = node.find("schedulingConfig"); scheduling != node.end() && scheduling->is_object()) {
+    for (const auto& [key, target] : {std::pair{"spot", &node_spot}, std::pair{"reserved", &node_reserved}}) {
+      if (const auto value = scheduling->find(key); value != scheduling->end()) {
+        if (!value->is_boolean()) {
+          return error_reply(400,
+                             std::string("tpu.nodeSpec[0].node.schedulingConfig.") + key + " must be true or false");
+        }
+        *target = value->get<bool>();
+      }
+    }
+  }
+  std::string model = "PROVISIONING_MODEL_UNSPECIFIED";
+  if (const auto value = body.find("provisioningModel"); value != body.end()) {
+    static const std::set<std::string> models = {"PROVISIONING_MODEL_UNSPECIFIED", "STANDARD", "SPOT",
+                                                 "RESERVATION_BOUND", "FLEX_START"};
+    if (!value->is_string() || !models.contains(value->get<std::string>())) {
+      return error_reply(400, "Invalid value at 'queued_resource.provisioning_model': " + value->dump() +
+                                  " (one of STANDARD, SPOT, RESERVATION_BOUND, FLEX_START)");
+    }
+    model = value->get<std::string>();
+  }
+  if (const auto name = body.find("reservationName"); name != body.end()) {
+    if (!name->is_string()) {
+      return error_reply(400, "reservationName must be a string");
+    }
+    out.reservation = name->get<std::string>();
+  }
+  const bool reserved = (guaranteed != nullptr && guaranteed->value("reserved", false)) || node_reserved ||
+                        !out.reservation.empty() || model == "RESERVATION_BOUND";
+  if (model == "FLEX_START") {
+    if (spot != nullptr || best_effort != nullptr || reserved) {
+      return error_reply(400, "FLEX_START is a provisioning model of its own: not with spot, bestEffort or a "
+                              "reservation");
+    }
+    const auto max = run == nullptr ? std::nullopt : parse_proto_duration(run->value("maxRunDuration", json()));
+    if (!max || *max <= 0) {
+      return error_reply(400, "runDuration.maxRunDuration is required with provisioningModel FLEX_START, as a "
+                              "duration such as \"10800s\"");
+    }
+    if (*max > kMaxRunSeconds) {
+      return error_reply(400, "runDuration.maxRunDuration may be at most 7 days (604800s)");
+    }
+    out.tier = Tier::flex_start;
+    out.run_seconds = *max;
+    return {200, {}};
+  }
+  if (run != nullptr) {
+    return error_reply(400, "runDuration is for provisioningModel FLEX_START only");
+  }
+  const bool spot_asked = spot != nullptr || node_spot || model == "SPOT";
+  if (reserved && (spot_asked || best_effort != nullptr)) {
+    return error_reply(400, "A reservation's capacity is not spot or best-effort capacity");
+  }
+  if (best_effort != nullptr && (node_spot || model == "SPOT")) {
+    return error_reply(400, "A queued resource asks for one tier: spot, guaranteed or bestEffort");
+  }
+  out.tier = reserved                 ? Tier::reserved
+             : best_effort != nullptr ? Tier::best_effort
+             : spot_asked             ? Tier::spot
+                                      : Tier::on_demand;
+  return {200, {}};
 }
 
 } // namespace
@@ -97,6 +203,12 @@ json World::queued_resource_json(const QueuedResource& qr) const {
   auto& spec = out["tpu"]["nodeSpec"][0];
   spec["parent"] = location(qr.project, qr.zone);
   spec["node"]["acceleratorType"] = qr.accelerator;
+  if (qr.tier == Tier::flex_start && qr.terminate_ms > 0) {
+    out["runDuration"]["terminationTime"] = util::format_utc(qr.terminate_ms);
+  }
+  if (!qr.reservation.empty()) {
+    out["reservationName"] = qr.reservation;
+  }
   json state = {{"state", qr.state}, {"stateInitiator", qr.initiator}};
   static const std::map<std::string, std::string> data_keys = {
       {"CREATING", "creatingData"},   {"ACCEPTED", "acceptedData"}, {"PROVISIONING", "provisioningData"},
@@ -198,21 +310,11 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
     return error_reply(400,
                        "Unknown accelerator type '" + spec["node"]["acceleratorType"].get<std::string>() + "': " + why);
   }
-  bool has_spot = body.contains("spot");
-  if (has_spot && body.contains("guaranteed")) {
-    return error_reply(400, "A queued resource cannot be both spot and guaranteed");
+  Provisioning provisioning;
+  if (auto r = read_provisioning(body, spec["node"], provisioning); !r.ok()) {
+    return r;
   }
-  const auto& node_body = spec["node"];
-  bool node_spot = false;
-  if (node_body.contains("schedulingConfig") && node_body["schedulingConfig"].is_object() &&
-      node_body["schedulingConfig"].contains("spot")) {
-    const auto& spot = node_body["schedulingConfig"]["spot"];
-    if (!spot.is_boolean()) {
-      return error_reply(400, "tpu.nodeSpec[0].node.schedulingConfig.spot must be true or false");
-    }
-    node_spot = spot.get<bool>();
-  }
-  Tier tier = has_spot || node_spot ? Tier::spot : Tier::on_demand;
+  const Tier tier = provisioning.tier;
   std::int64_t valid_until = 0;
   if (body.contains("queueingPolicy")) {
     const auto& policy = body["queueingPolicy"];
@@ -267,6 +369,20 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
     return error_reply(400, "Accelerator type " + accelerator->name + " (" + std::string(tier_name(tier)) +
                                 ") is not offered in zone " + zone);
   }
+  std::string reservation;
+  if (tier == Tier::reserved) {
+    // projects/P/locations/Z/reservations/R, "-" for any of the project's; a bare id means the project's own.
+    const std::string prefix = loc + "/reservations/";
+    std::string asked = provisioning.reservation;
+    if (!asked.empty() && asked.find('/') == std::string::npos) {
+      asked = prefix + asked;
+    }
+    if (!asked.empty() && asked != prefix + "-" && asked != prefix + pool->reservation) {
+      return error_reply(400, "Reservation '" + asked + "' was not found, or does not hold " +
+                                  accelerator->generation->name + " chips in " + zone + " (reservations.list)");
+    }
+    reservation = prefix + pool->reservation;
+  }
   const int chips = accelerator->chips * static_cast<int>(node_ids.size());
   if (auto r = check_quota(project, *pool, chips); !r.ok()) {
     return r;
@@ -290,6 +406,8 @@ Reply World::create_queued_resource(const std::string& project, const std::strin
   qr->accelerator = accelerator->name;
   qr->generation = accelerator->generation->name;
   qr->tier = tier;
+  qr->run_seconds = provisioning.run_seconds;
+  qr->reservation = reservation;
   qr->chips = chips;
   qr->hosts = accelerator->hosts;
   qr->node_names = node_names;
@@ -436,6 +554,7 @@ Reply World::reset_queued_resource(const std::string& project, const std::string
     qr.failed_error = nullptr;
     qr.queued_seq = next_sequence_++;
     qr.valid_until_ms = 0;
+    qr.terminate_ms = 0; // A flex-start request runs its whole duration again.
     if (auto policy = qr.request.find("queueingPolicy"); policy != qr.request.end() && policy->is_object()) {
       if (auto seconds = parse_proto_duration(policy->value("validUntilDuration", json()))) {
         qr.valid_until_ms = now_ms + std::max<std::int64_t>(1, static_cast<std::int64_t>(scaled_ms(*seconds)));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ void World::release_capacity(QueuedResource& qr) {
   if (!qr.holds_capacity) {
     return;
   }
-  if (auto* pool = pool_for(qr.zone, qr.generation, qr.tier)) {
+  if (auto* pool = chips_pool_for(qr.zone, qr.generation, qr.tier)) {
     pool->used = std::max(0, pool->used - qr.chips);
   }
   qr.holds_capacity = false;
@@ -85,6 +86,7 @@ std::int64_t World::next_event_locked() const {
     } else if (qr->state == "ACTIVE") {
       consider(qr->preempt_ms);
       consider(qr->maintenance_ms);
+      consider(qr->terminate_ms);
       if (const auto announce = announce_ms_locked(*qr)) {
         consider(*announce);
       }
@@ -141,7 +143,10 @@ void World::step_locked(std::int64_t now) {
       for (auto* node : nodes) {
         node_ready_locked(*node);
       }
-      if (qr.tier == Tier::spot) {
+      if (qr.tier == Tier::flex_start) {
+        // Its run ends at its deadline, and nothing takes it back before.
+        qr.terminate_ms = now + std::max<std::int64_t>(1, static_cast<std::int64_t>(scaled_ms(qr.run_seconds)));
+      } else if (qr.tier == Tier::spot || qr.tier == Tier::best_effort) {
         auto delay = draw_exponential_ms(config_.spot_mean_seconds_between_preemptions);
         qr.preempt_ms = delay > 0 ? now + delay : 0;
       } else {
@@ -149,6 +154,9 @@ void World::step_locked(std::int64_t now) {
         qr.maintenance_ms = delay > 0 ? now + delay : 0;
       }
       touch_locked(qr.name);
+    } else if (qr.state == "ACTIVE" && qr.terminate_ms > 0 && now >= qr.terminate_ms) {
+      // A flex-start run's end: the service deletes its VMs, and the queued resource is SUSPENDED.
+      start_suspending(qr, "DELETING", now);
     } else if (qr.state == "ACTIVE" && qr.preempt_ms > 0 && now >= qr.preempt_ms) {
       start_suspending(qr, "PREEMPTED", now);
     } else if (qr.state == "ACTIVE" && qr.maintenance_ms > 0 && now >= qr.maintenance_ms) {
@@ -162,6 +170,15 @@ void World::step_locked(std::int64_t now) {
     } else if (qr.state == "SUSPENDING" && now >= qr.next_ms) {
       qr.state = "SUSPENDED";
       release_capacity(qr);
+      if (qr.tier == Tier::flex_start && qr.terminate_ms > 0 && now >= qr.terminate_ms) {
+        for (auto* node : nodes) { // Its run ended: its nodes are gone.
+          const std::string node_name = node->name;
+          finish_operation(node->delete_op, now, {{"@type", kEmptyType}});
+          touch_locked(node_name);
+          hosts_lost_locked(*node);
+          nodes_.erase(node_name);
+        }
+      }
       touch_locked(qr.name);
     } else if (qr.state == "DELETING" && now >= qr.next_ms) {
       release_capacity(qr);
@@ -230,6 +247,36 @@ std::string loopback_address(std::uint32_t first, std::uint32_t span, std::uint3
 
 } // namespace
 
+void World::preempt_best_effort_locked(const QueuedResource& waiting, const Pool& pool, std::int64_t now) {
+  std::vector<QueuedResource*> holding; // Best-effort slices on the pool's chips, newest first.
+  int held = 0;
+  int leaving = 0; // Chips of best-effort slices already being preempted: free once they are SUSPENDED.
+  for (auto& [name, qr] : queued_resources_) {
+    if (qr->tier != Tier::best_effort || !qr->holds_capacity || qr->zone != waiting.zone ||
+        qr->generation != waiting.generation) {
+      continue;
+    }
+    held += qr->chips;
+    if (qr->state == "SUSPENDING") {
+      leaving += qr->chips;
+    } else if (qr->state == "ACTIVE" || qr->state == "PROVISIONING") {
+      holding.push_back(qr.get());
+    }
+  }
+  if (pool.chips - (pool.used - held) < waiting.chips) {
+    return; // Not even without every best-effort slice: nothing to gain by preempting them.
+  }
+  std::sort(holding.begin(), holding.end(),
+            [](const QueuedResource* a, const QueuedResource* b) { return a->queued_seq > b->queued_seq; });
+  for (auto* qr : holding) {
+    if (pool.chips - pool.used + leaving >= waiting.chips) {
+      break;
+    }
+    start_suspending(*qr, "PREEMPTED", now);
+    leaving += qr->chips;
+  }
+}
+
 void World::place_hosts_locked(Node& node, int hosts) {
   node.numeric_id = std::to_string(1'000'000'000'000'000ULL + rng_() % 8'000'000'000'000'000ULL);
   // Internal addresses in 127.16.0.0 to 127.127.255.255, external ones in 127.128.0.0 to 127.254.255.255: never off
@@ -262,13 +309,26 @@ void World::admit_locked(std::int64_t now) {
   std::sort(waiting.begin(), waiting.end(),
             [](const QueuedResource* a, const QueuedResource* b) { return a->queued_seq < b->queued_seq; });
   std::map<std::string, bool> blocked; // A pool whose head does not fit admits nobody behind it (strict FIFO).
+  std::set<std::string> spot_waits;    // The zones and generations where a spot request waits: no best-effort.
+  for (const auto* qr : waiting) {
+    if (qr->tier == Tier::spot) {
+      spot_waits.insert(world_internal::fleet_key(qr->zone, qr->generation));
+    }
+  }
   for (auto* qr : waiting) {
     auto key = pool_key(qr->zone, qr->generation, qr->tier);
     if (blocked[key]) {
       continue;
     }
-    auto* pool = pool_for(qr->zone, qr->generation, qr->tier);
+    if (qr->tier == Tier::best_effort && spot_waits.contains(world_internal::fleet_key(qr->zone, qr->generation))) {
+      blocked[key] = true; // Best-effort gets the spot chips no spot request waits for.
+      continue;
+    }
+    auto* pool = chips_pool_for(qr->zone, qr->generation, qr->tier);
     if (pool == nullptr || pool->chips - pool->used < qr->chips) {
+      if (pool != nullptr && qr->tier == Tier::spot) {
+        preempt_best_effort_locked(*qr, *pool, now);
+      }
       blocked[key] = true;
       continue;
     }

@@ -27,6 +27,8 @@ import time
 DEADLINE_S = 120
 # States of nodes and queued resources that only a request changes.
 RESTING_STATES = {"SUSPENDED", "FAILED", "PREEMPTED", "TERMINATED", "STOPPED"}
+# The zone of gcloud-world.yaml with flex-start capacity (v6e).
+FLEX_START_ZONE = "us-east5-a"
 # A port nothing listens on: gcloud's HTTPS proxy, so that a request to any address but 127.0.0.1 fails at once.
 CLOSED_PORT = 9
 
@@ -207,6 +209,48 @@ class Flow:
         left = self.g.run(*qr, "list", *zone)
         expect(not left, f"queued-resources list after the deletes: {[short(q['name']) for q in left]}")
 
+    def provisioning_models(self):
+        """`gcloud alpha` (v2alpha1): flex-start with its run duration, best-effort, a reservation asked for with
+        --reserved and by name, reservations list, and the alpha list and delete."""
+        qr = ["alpha", "compute", "tpus", "queued-resources"]
+        zone = ["--zone", self.zone]
+        east = ["--zone", FLEX_START_ZONE]
+        v4 = [*zone, "--accelerator-type", "v4-8", "--runtime-version", "tpu-ubuntu2204-base"]
+        self.g.parallel(
+            (*qr, "create", "flex", *east, "--accelerator-type", "v6e-8", "--runtime-version", "v2-alpha-tpuv6e",
+             "--node-id", "flex-node", "--provisioning-model=FLEX-START", "--max-run-duration=3h"),
+            (*qr, "create", "best", *v4, "--node-id", "best-node", "--best-effort"),
+            (*qr, "create", "reserved", *v4, "--node-id", "reserved-node", "--reserved"),
+            (*qr, "create", "by-name", *v4, "--node-id", "by-name-node", "--reservation", "lab-v4"))
+        flex = self.wait_for_state("flex", (*qr, "describe", "flex", *east), "ACTIVE")
+        run = flex.get("runDuration", {})
+        expect(flex.get("provisioningModel") == "FLEX_START" and run.get("maxRunDuration") == "10800s"
+               and "terminationTime" in run, f"queued-resources describe flex: {flex}")
+        best = self.wait_for_state("best", (*qr, "describe", "best", *zone), "ACTIVE")
+        expect("bestEffort" in best and "spot" not in best, f"queued-resources describe best: {best}")
+        reservation = f"projects/{self.project}/locations/{self.zone}/reservations/lab-v4"
+        for name in ("reserved", "by-name"):
+            described = self.wait_for_state(name, (*qr, "describe", name, *zone), "ACTIVE")
+            expect(described.get("reservationName") == reservation,
+                   f"queued-resources describe {name}: {described}")
+        reservations = self.g.run("alpha", "compute", "tpus", "reservations", "list", *zone)
+        expect([short(r["name"]) for r in reservations] == ["lab-v4"]
+               and reservations[0]["standard"].get("size") == 8
+               and reservations[0]["standard"].get("usage", {}).get("total") == "8",
+               f"reservations list: {reservations}")
+        listed, nodes = self.g.parallel((*qr, "list", *zone), ("alpha", "compute", "tpus", "tpu-vm", "list", *zone))
+        expect(sorted(short(q["name"]) for q in listed) == ["best", "by-name", "reserved"],
+               f"alpha queued-resources list: {[short(q['name']) for q in listed]}")
+        by_name = {short(n["name"]): n for n in nodes}
+        expect(sorted(by_name) == ["best-node", "by-name-node", "reserved-node"],
+               f"alpha tpu-vm list: {sorted(by_name)}")
+        expect(by_name["reserved-node"].get("schedulingConfig", {}).get("reservationName") == reservation,
+               f"reserved-node: {by_name['reserved-node']}")
+        deletes = [(*qr, "delete", name, *zone, "--force", "--quiet") for name in ("best", "reserved", "by-name")]
+        self.g.parallel(*deletes, (*qr, "delete", "flex", *east, "--force", "--quiet"))
+        left = self.g.run(*qr, "list", *zone) or []
+        expect(not left, f"alpha queued-resources list after the deletes: {[short(q['name']) for q in left]}")
+
     def project_metadata(self):
         info = self.g.run("compute", "project-info", "describe")
         expect(info.get("name") == self.project and info.get("kind") == "compute#project",
@@ -339,6 +383,7 @@ def main():
         flow.part("the zone's offer", flow.offer)
         flow.part("nodes", flow.nodes)
         flow.part("queued resources", flow.queued_resources)
+        flow.part("provisioning models (gcloud alpha)", flow.provisioning_models)
         flow.part("project metadata", flow.project_metadata)
         flow.part("OS Login", flow.os_login)
         flow.part("ssh and scp", flow.ssh_and_scp)

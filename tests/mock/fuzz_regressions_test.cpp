@@ -22,8 +22,8 @@ MockConfig one_zone() {
   MockConfig config;
   ZoneConfig zone;
   zone.name = "us-central2-b";
-  zone.pools["v4"][Tier::spot] = PoolConfig{64, 64};
-  zone.pools["v4"][Tier::on_demand] = PoolConfig{64, 64};
+  zone.pools["v4"][Tier::spot] = PoolConfig{64, 64, {}};
+  zone.pools["v4"][Tier::on_demand] = PoolConfig{64, 64, {}};
   config.zones.push_back(zone);
   return config;
 }

@@ -1,5 +1,5 @@
-// The v2alpha1 methods the mock serves (what `gcloud alpha compute tpus queued-resources ssh` calls), through a
-// jobman-mock-cloud child process: the same world as v2, in v2alpha1's field names, and no v2alpha1 method beyond them.
+// The mock's v2alpha1, through a jobman-mock-cloud child process: the same world as v2, in v2alpha1's field names,
+// and reservations.list, which v2 lacks. The provisioning models v2alpha1 adds: server_provisioning_models_test.cpp.
 #include "mock_cloud/api_version.hpp"
 #include "support/mock_cloud.hpp"
 #include "support/temp_dir.hpp"
@@ -102,19 +102,15 @@ TEST_F(MockServerV2alpha1Test, GuestAttributesAndAMetadataPatchAnswerUnderV2alph
   EXPECT_EQ(api("GET", kV2 + "/nodes/ms-0").body["metadata"]["ssh-keys"], "alice:ssh-ed25519 AAAA alice");
 }
 
-TEST_F(MockServerV2alpha1Test, AV2alpha1MethodNotServedYetIsNotFoundAndChangesNothing) {
-  const json body = {{"tpu",
-                      {{"nodeSpec",
-                        {{{"parent", kLoc},
-                          {"nodeId", "n"},
-                          {"node", {{"acceleratorType", "v4-8"}, {"runtimeVersion", "tpu-ubuntu2204-base"}}}}}}}}};
-  const auto created = api("POST", kAlpha + "/queuedResources?queuedResourceId=qr", body);
-  EXPECT_EQ(created.status, 404) << created.text;
-  EXPECT_EQ(created.body["error"]["status"], "NOT_FOUND") << created.text;
-  EXPECT_EQ(api("GET", kV2 + "/queuedResources/qr").status, 404);
-  EXPECT_EQ(api("GET", kAlpha + "/queuedResources").status, 404);
+TEST_F(MockServerV2alpha1Test, OnlyReservationsListIsV2alpha1sOwnAndAMissingResourceIsNotFoundInBoth) {
+  EXPECT_EQ(api("GET", kAlpha + "/reservations").status, 200);
+  const auto in_v2 = api("GET", kV2 + "/reservations");
+  EXPECT_EQ(in_v2.status, 404) << in_v2.text;
+  EXPECT_EQ(in_v2.body["error"]["status"], "NOT_FOUND") << in_v2.text;
   EXPECT_EQ(api("GET", kAlpha + "/nodes/missing").status, 404);
+  EXPECT_EQ(api("GET", kAlpha + "/queuedResources").status, 200);
   // The version gate comes first, but a served method still needs a credential.
+  EXPECT_EQ(jobman::test::http_call(*client, "GET", kV2 + "/reservations", nullptr, {}).status, 404);
   EXPECT_EQ(jobman::test::http_call(*client, "GET", kAlpha + "/nodes/missing", nullptr, {}).status, 401);
 }
 
@@ -123,8 +119,9 @@ TEST(ApiVersion, ARequestPathNamesItsVersion) {
   EXPECT_EQ(jobman::mock::api_version_of("/v2alpha1/projects/p"), ApiVersion::v2alpha1);
   EXPECT_EQ(jobman::mock::api_version_of("/v2/projects/p"), ApiVersion::v2);
   EXPECT_TRUE(jobman::mock::serves_method(ApiVersion::v2, "queuedResources.create"));
-  EXPECT_FALSE(jobman::mock::serves_method(ApiVersion::v2alpha1, "queuedResources.create"));
-  EXPECT_TRUE(jobman::mock::serves_method(ApiVersion::v2alpha1, "nodes.getGuestAttributes"));
+  EXPECT_TRUE(jobman::mock::serves_method(ApiVersion::v2alpha1, "queuedResources.create"));
+  EXPECT_TRUE(jobman::mock::serves_method(ApiVersion::v2alpha1, "reservations.list"));
+  EXPECT_FALSE(jobman::mock::serves_method(ApiVersion::v2, "reservations.list"));
   // A user's metadata and labels are left as they are, whatever their keys.
   json node = {{"apiVersion", "V2"}, {"metadata", {{"multisliceParams", "x"}}}, {"labels", {{"apiVersion", "V2"}}}};
   jobman::mock::reply_in_version(ApiVersion::v2alpha1, "nodes.get", node);

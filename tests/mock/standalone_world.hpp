@@ -18,8 +18,8 @@ inline mock::MockConfig standalone_config(double preemption_mean = 0, double mai
   mock::MockConfig config;
   mock::ZoneConfig zone;
   zone.name = kStandaloneZone;
-  zone.pools["v4"][mock::Tier::spot] = mock::PoolConfig{64, 128};
-  zone.pools["v4"][mock::Tier::on_demand] = mock::PoolConfig{32, 32};
+  zone.pools["v4"][mock::Tier::spot] = mock::PoolConfig{64, 128, {}};
+  zone.pools["v4"][mock::Tier::on_demand] = mock::PoolConfig{32, 32, {}};
   config.zones.push_back(zone);
   config.provisioning["default"] = mock::DelayDistribution{mock::DelayDistribution::Kind::fixed, 10, 0};
   config.creating_seconds = 1;

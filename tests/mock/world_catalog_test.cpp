@@ -20,12 +20,12 @@ MockConfig catalog_config() {
   MockConfig config;
   jobman::mock::ZoneConfig central;
   central.name = "us-central2-b";
-  central.pools["v4"][Tier::spot] = PoolConfig{64, 64};
-  central.pools["v4"][Tier::on_demand] = PoolConfig{32, 32};
+  central.pools["v4"][Tier::spot] = PoolConfig{64, 64, {}};
+  central.pools["v4"][Tier::on_demand] = PoolConfig{32, 32, {}};
   jobman::mock::ZoneConfig europe;
   europe.name = "europe-west4-a";
-  europe.pools["v5litepod"][Tier::spot] = PoolConfig{64, 64};
-  europe.pools["v6e"][Tier::spot] = PoolConfig{64, 64};
+  europe.pools["v5litepod"][Tier::spot] = PoolConfig{64, 64, {}};
+  europe.pools["v6e"][Tier::spot] = PoolConfig{64, 64, {}};
   config.zones = {central, europe};
   return config;
 }

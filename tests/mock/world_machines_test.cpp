@@ -67,8 +67,8 @@ json faulty_machines(World& world, std::int64_t now) {
 // A zone whose v4 pools hold `chips` spot chips and no on-demand ones: a fleet of chips / 4 machines.
 MockConfig full_fleet_config(int chips) {
   auto config = standalone_config();
-  config.zones[0].pools["v4"][Tier::spot] = jobman::mock::PoolConfig{chips, chips};
-  config.zones[0].pools["v4"][Tier::on_demand] = jobman::mock::PoolConfig{0, 0};
+  config.zones[0].pools["v4"][Tier::spot] = jobman::mock::PoolConfig{chips, chips, {}};
+  config.zones[0].pools["v4"][Tier::on_demand] = jobman::mock::PoolConfig{0, 0, {}};
   return config;
 }
 
@@ -197,7 +197,7 @@ TEST(MockMachines, AFaultyMachineHandedToANewNodeMakesThatWorkerFaultyFromTheSta
 // Room for eight v6e-256 slices (512 worker hosts) beside the v4 pools; new machines faulty with `fraction`.
 MockConfig fleet_config(double fraction) {
   auto config = standalone_config();
-  config.zones[0].pools["v6e"][Tier::spot] = jobman::mock::PoolConfig{2048, 2048};
+  config.zones[0].pools["v6e"][Tier::spot] = jobman::mock::PoolConfig{2048, 2048, {}};
   config.faulty_fraction = fraction;
   return config;
 }

@@ -26,7 +26,7 @@ MockConfig test_config() {
   MockConfig config;
   jobman::mock::ZoneConfig zone;
   zone.name = kZone;
-  zone.pools["v4"][Tier::spot] = PoolConfig{16, 12};
+  zone.pools["v4"][Tier::spot] = PoolConfig{16, 12, {}};
   config.zones.push_back(zone);
   config.provisioning["default"] = DelayDistribution{DelayDistribution::Kind::fixed, 10, 0};
   config.creating_seconds = 1;

@@ -21,7 +21,7 @@ MockConfig test_config() {
   MockConfig config;
   jobman::mock::ZoneConfig zone;
   zone.name = "us-central2-b";
-  zone.pools["v4"][Tier::spot] = PoolConfig{16, 16};
+  zone.pools["v4"][Tier::spot] = PoolConfig{16, 16, {}};
   config.zones.push_back(zone);
   return config;
 }

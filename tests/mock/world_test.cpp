@@ -30,10 +30,10 @@ MockConfig test_config(double preemption_mean = 0, double maintenance_mean = 0) 
   MockConfig config;
   jobman::mock::ZoneConfig zone;
   zone.name = kZone;
-  zone.pools["v4"][Tier::spot] = PoolConfig{64, 128};
-  zone.pools["v4"][Tier::on_demand] = PoolConfig{32, 32};
-  zone.pools["v5litepod"][Tier::spot] = PoolConfig{64, 64};
-  zone.pools["v6e"][Tier::spot] = PoolConfig{256, 256};
+  zone.pools["v4"][Tier::spot] = PoolConfig{64, 128, {}};
+  zone.pools["v4"][Tier::on_demand] = PoolConfig{32, 32, {}};
+  zone.pools["v5litepod"][Tier::spot] = PoolConfig{64, 64, {}};
+  zone.pools["v6e"][Tier::spot] = PoolConfig{256, 256, {}};
   config.zones.push_back(zone);
   config.provisioning["default"] = DelayDistribution{DelayDistribution::Kind::fixed, 10, 0};
   config.creating_seconds = 1;
@@ -393,6 +393,35 @@ TEST(MockConfigFile, BundledConfigLoadsAndBadKeysNameFileAndKey) {
     EXPECT_NE(what.find("zones.z1.v4.spot.chps"), std::string::npos) << what;
     EXPECT_NE(what.find("chips"), std::string::npos) << what;
   }
+}
+
+TEST(MockConfigFile, TheProvisioningModelsPoolsAreReadAndTheirMistakesNamed) {
+  const auto config = jobman::mock::load_mock_config(JOBMAN_MOCK_DEFAULT_CONFIG);
+  const auto& v4 = config.find_zone("us-central2-b")->pools.at("v4");
+  EXPECT_EQ(v4.at(Tier::reserved).reservation, "v4-reservation");
+  EXPECT_EQ(v4.at(Tier::best_effort).chips, 0) << "its chips are the spot pool's";
+  ASSERT_NE(config.find_zone("us-east5-a"), nullptr);
+  EXPECT_GT(config.find_zone("us-east5-a")->pools.at("v6e").at(Tier::flex_start).chips, 0);
+  const auto error_of = [](const std::string& text) {
+    try {
+      (void)jobman::mock::parse_mock_config(text, "bad.yaml");
+    } catch (const jobman::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const auto without_spot = error_of("zones:\n  z1:\n    v4:\n      best_effort: {quota: 8}\n");
+  EXPECT_NE(without_spot.find("zones.z1.v4.best_effort"), std::string::npos) << without_spot;
+  EXPECT_NE(without_spot.find("spot pool"), std::string::npos) << without_spot;
+  const auto chips =
+      error_of("zones:\n  z1:\n    v4:\n      spot: {chips: 8}\n      best_effort: {chips: 8, quota: 8}\n");
+  EXPECT_NE(chips.find("bad.yaml:5"), std::string::npos) << chips;
+  EXPECT_NE(chips.find("zones.z1.v4.best_effort.chips"), std::string::npos) << chips;
+  const auto reservation = error_of("zones:\n  z1:\n    v4:\n      reserved: {chips: 8, reservation: Lab_1}\n");
+  EXPECT_NE(reservation.find("zones.z1.v4.reserved.reservation"), std::string::npos) << reservation;
+  const auto tier = error_of("zones:\n  z1:\n    v4:\n      flex: {chips: 8}\n");
+  EXPECT_NE(tier.find("zones.z1.v4.flex"), std::string::npos) << tier;
+  EXPECT_NE(tier.find("flex_start"), std::string::npos) << tier << " (the known tiers are named)";
 }
 
 } // namespace world_test

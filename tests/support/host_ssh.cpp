@@ -164,7 +164,8 @@ RunResult
 MockHostSsh::on_workers(const std::string& zone, const std::string& node, const std::string& selection,
                         const std::string& user,
                         const std::function<std::vector<std::string>(const remote::SliceTarget&, int)>& argv) {
-  const auto slice = target(zone, node, user, std::chrono::seconds(10));
+  // Every host up, its host keys published: a 64-host slice on a loaded two-core machine may take a while.
+  const auto slice = target(zone, node, user, std::chrono::seconds(60));
   if (!slice) {
     return {255, "", "node " + node + " in " + zone + " is not up"};
   }

@@ -1,24 +1,43 @@
 // The mock cloud's world description: zones, capacity and quota, delays and event rates.
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace jobman::mock {
 
-// How a slice is billed and how it may be taken back.
-enum class Tier { spot, on_demand };
+// How a slice is provisioned, billed and taken back: each is a pool of its own per zone and generation.
+//   spot         a queued resource with `spot` (or provisioningModel SPOT), a node with schedulingConfig.spot or
+//                preemptible: preempted at random;
+//   on_demand    neither (STANDARD, or `guaranteed`): stopped for maintenance now and then;
+//   flex_start   provisioningModel FLEX_START (v2alpha1): runs for at most its runDuration.maxRunDuration, then its
+//                nodes are deleted and the queued resource is SUSPENDED by the service;
+//   reserved     a reservation's chips: guaranteed.reserved (v2alpha1), reservationName, or RESERVATION_BOUND;
+//   best_effort  bestEffort (v2alpha1): runs on the spot pool's free chips, with a quota of its own, and is preempted
+//                first when a spot request needs those chips.
+enum class Tier { spot, on_demand, flex_start, reserved, best_effort };
 
-// "spot" or "on_demand".
+// Every tier, in the order above.
+inline constexpr std::array<Tier, 5> kTiers = {Tier::spot, Tier::on_demand, Tier::flex_start, Tier::reserved,
+                                               Tier::best_effort};
+
+// "spot", "on_demand", "flex_start", "reserved" or "best_effort": the config's key and the admin API's name.
 std::string_view tier_name(Tier tier);
+
+// The tier tier_name() calls `name`, or nullopt.
+std::optional<Tier> tier_named(std::string_view name);
 
 // Chips of one TPU generation and tier in one zone.
 struct PoolConfig {
-  int chips = 0; // Physical chips the zone can hand out; requests beyond it wait.
+  int chips = 0; // Physical chips the zone can hand out; requests beyond it wait (best_effort: the spot pool's).
   int quota = 0; // Chips one project may hold at once; requests beyond it fail with 429.
+  // reserved: the reservation's name (reservations.list, reservationName); "<generation>-reservation" by default.
+  std::string reservation;
 };
 
 // One zone and what it offers.

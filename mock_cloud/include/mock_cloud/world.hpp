@@ -142,6 +142,8 @@ public:
   Reply list_runtime_versions(const std::string& project, const std::string& zone, const ListQuery& query);
   // runtimeVersions.get.
   Reply get_runtime_version(const std::string& project, const std::string& zone, const std::string& id);
+  // reservations.list (v2alpha1): the zone's reservations (its `reserved` pools), their chips and how many are held.
+  Reply list_reservations(const std::string& project, const std::string& zone, const ListQuery& query);
   // locations.generateServiceIdentity: the project's Cloud TPU service agent, the same on every call.
   Reply generate_service_identity(const std::string& project, const std::string& zone);
 
@@ -351,6 +353,8 @@ private:
   std::int64_t draw_exponential_ms(double mean_seconds);
   // The pool of a zone, generation and tier, or nullptr.
   Pool* pool_for(const std::string& zone, const std::string& generation, Tier tier);
+  // The pool whose chips a slice of that tier takes: the spot pool for best_effort, else pool_for's.
+  Pool* chips_pool_for(const std::string& zone, const std::string& generation, Tier tier);
   // The zone's position in the config (its internal subnet), 255 when unknown.
   int zone_index(const std::string& zone) const;
   // Records a pending operation and returns its full name.
@@ -360,6 +364,9 @@ private:
   void finish_operation(const std::string& name, std::int64_t now, nlohmann::json response);
   // Returns a resource's chips to its pool.
   void release_capacity(QueuedResource& qr);
+  // Preempts best-effort slices on `pool`'s chips, newest first, until the spot request `waiting` would fit once
+  // they are SUSPENDED; none when it would not fit even without all of them.
+  void preempt_best_effort_locked(const QueuedResource& waiting, const Pool& pool, std::int64_t now);
   // Returns a standalone node's chips to its pool.
   void release_capacity(Node& node);
   // The node called `name`, or nullptr with `missing` set to its 404.
