@@ -60,7 +60,8 @@ void operation_in_v2(json& operation) {
     return;
   }
   auto& response = operation["response"];
-  const auto type = response.value("@type", "");
+  const auto type = response.contains("@type") && response["@type"].is_string() ? response["@type"].get<std::string>()
+                                                                                : std::string();
   if (type.ends_with(".Node")) {
     node_in_v2(response);
   } else if (type.ends_with(".QueuedResource")) {
@@ -173,7 +174,9 @@ std::optional<std::string> queued_resource_request(ApiVersion version, nlohmann:
         }
         spec["multisliceParams"] = std::move(spec["multiNodeParams"]);
         spec.erase("multiNodeParams");
-        spec["multisliceParams"].erase("workloadType"); // How the slices talk: nothing the mock models.
+        if (spec["multisliceParams"].is_object()) {
+          spec["multisliceParams"].erase("workloadType"); // How the slices talk: nothing the mock models.
+        }
       }
     }
     return std::nullopt;

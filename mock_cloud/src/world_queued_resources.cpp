@@ -123,8 +123,15 @@ Reply read_provisioning(const json& body, const json& node, Provisioning& out) {
     }
     out.reservation = name->get<std::string>();
   }
-  const bool reserved = (guaranteed != nullptr && guaranteed->value("reserved", false)) || node_reserved ||
-                        !out.reservation.empty() || model == "RESERVATION_BOUND";
+  bool guaranteed_reserved = false;
+  if (guaranteed != nullptr && guaranteed->contains("reserved")) {
+    if (!(*guaranteed)["reserved"].is_boolean()) {
+      return error_reply(400, "guaranteed.reserved must be true or false");
+    }
+    guaranteed_reserved = (*guaranteed)["reserved"].get<bool>();
+  }
+  const bool reserved =
+      guaranteed_reserved || node_reserved || !out.reservation.empty() || model == "RESERVATION_BOUND";
   if (model == "FLEX_START") {
     if (spot != nullptr || best_effort != nullptr || reserved) {
       return error_reply(400, "FLEX_START is a provisioning model of its own: not with spot, bestEffort or a "

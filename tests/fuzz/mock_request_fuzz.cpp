@@ -127,7 +127,7 @@ struct Session {
     } else if (verb == "faulty") {
       last = world->mark_node_faulty(project, zone, arg(2), now);
     } else if (verb == "capacity") {
-      const auto tier = arg(3) == "spot" ? jobman::mock::Tier::spot : jobman::mock::Tier::on_demand;
+      const auto tier = jobman::mock::tier_named(arg(3)).value_or(jobman::mock::Tier::on_demand);
       std::optional<int> quota;
       if (words.size() > 5) {
         quota = number(arg(5), 0);
