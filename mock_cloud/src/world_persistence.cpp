@@ -265,7 +265,8 @@ void World::restore(const json& snapshot) {
     pool->tier = tier;
     pool->chips = p["chips"];
     pool->quota = p["quota"];
-    pool->reservation = p.value("reservation", "");
+    // A state written before reservations keeps the config's name.
+    pool->reservation = p.value("reservation", pool->reservation);
     pool->used = 0;
   }
   queued_resources_.clear();

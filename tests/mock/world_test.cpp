@@ -395,6 +395,23 @@ TEST(MockConfigFile, BundledConfigLoadsAndBadKeysNameFileAndKey) {
   }
 }
 
+TEST(MockWorldState, AStateWrittenBeforeReservationsKeepsTheConfigsReservationName) {
+  auto config = test_config();
+  config.zones[0].pools["v4"][Tier::reserved] = PoolConfig{8, 8, "lab-v4"};
+  World written(config, 1, 5);
+  auto state = written.snapshot();
+  for (auto& pool : state["pools"]) {
+    ASSERT_TRUE(pool.contains("reservation"));
+    pool.erase("reservation"); // As an older mock wrote it.
+  }
+  World restored(config, 1, 5);
+  restored.restore(state);
+  const auto listed = restored.list_reservations(kProject, kZone, {});
+  ASSERT_EQ(listed.status, 200) << listed.body.dump();
+  ASSERT_EQ(listed.body["reservations"].size(), 1U) << listed.body.dump();
+  EXPECT_EQ(listed.body["reservations"][0]["name"], "projects/p/locations/us-central2-b/reservations/lab-v4");
+}
+
 TEST(MockConfigFile, TheProvisioningModelsPoolsAreReadAndTheirMistakesNamed) {
   const auto config = jobman::mock::load_mock_config(JOBMAN_MOCK_DEFAULT_CONFIG);
   const auto& v4 = config.find_zone("us-central2-b")->pools.at("v4");
