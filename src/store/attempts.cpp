@@ -145,9 +145,7 @@ void Attempts::end(std::int64_t job_id, int number, domain::AttemptOutcome outco
   const std::string text(domain::to_string(outcome));
   const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
-  if (impl_->job_exists(job_id)) {
-    impl_->check_driving(job_id);
-  }
+  impl_->check_driving(job_id);
   {
     auto update = impl_->statements.get(
         "UPDATE attempts SET ended_ms = ?3, outcome = ?4, exit_code = ?5 WHERE job_id = ?1 AND number = ?2");

@@ -309,8 +309,8 @@ void JobStore::Impl::check_driving(std::int64_t job_id) {
   // by another to be overlooked, and supervisors whose clocks disagree still never write for the same job.
   auto query = statements.get("SELECT owner FROM leases WHERE job_id = ?1");
   query->bind(1, job_id);
-  if (query->step() && query->column_text_view(0) == driver) {
-    return;
+  if ((query->step() && query->column_text_view(0) == driver) || !job_exists(job_id)) {
+    return; // Held; or the job is gone, which the write itself finds (nothing to change, or NoSuchJobError).
   }
   throw LeaseLostError("supervisor " + driver + " no longer holds the lease of job " + domain::format_job_id(job_id));
 }
@@ -618,11 +618,10 @@ void Events::append(std::int64_t job_id, std::string_view kind, std::string_view
 void Events::append_as_driver(std::int64_t job_id, std::string_view kind, std::string_view message,
                               std::string_view data_json) {
   Transaction transaction(impl_->db);
-  if (!impl_->job_exists(job_id)) {
+  impl_->check_driving(job_id);
+  if (!impl_->insert_event(job_id, impl_->clock_ms(), kind, std::nullopt, std::nullopt, message, data_json)) {
     throw_no_such_job(job_id);
   }
-  impl_->check_driving(job_id);
-  impl_->insert_event(job_id, impl_->clock_ms(), kind, std::nullopt, std::nullopt, message, data_json);
   transaction.commit();
 }
 

@@ -96,9 +96,7 @@ void Rivals::promote(std::int64_t job_id, int number, const std::string& name, d
                      const std::string& why) {
   const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
-  if (impl_->job_exists(job_id)) {
-    impl_->check_driving(job_id);
-  }
+  impl_->check_driving(job_id);
   // Where the attempt asked until now, and where the rival did. Their pricings change places as the store spells them.
   Placement old;
   std::string old_pricing;

@@ -349,7 +349,7 @@ struct JobStore::Impl {
   // JobStore::clock_ms.
   [[nodiscard]] std::int64_t clock_ms() const;
   // In a write transaction that acts on the job: throws LeaseLostError when this handle drives as a supervisor
-  // (JobStore::drive_as) and the job's lease names another, or none (released, or gone with its record).
+  // (JobStore::drive_as), the job exists, and its lease names another supervisor or none (released).
   void check_driving(std::int64_t job_id);
   // JobStore::identity.
   const std::string& identity();
