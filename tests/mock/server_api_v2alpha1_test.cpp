@@ -1,8 +1,8 @@
 // The mock's v2alpha1, through a jobman-mock-cloud child process: the same world as v2, in v2alpha1's field names,
 // and reservations.list, which v2 lacks. The provisioning models v2alpha1 adds: server_provisioning_models_test.cpp.
 #include "mock_cloud/api_version.hpp"
+#include "support/mock_api_test.hpp"
 #include "support/mock_cloud.hpp"
-#include "support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -14,26 +14,16 @@ namespace server_api_v2alpha1_test {
 
 using jobman::test::eventually;
 using nlohmann::json;
-using Answer = jobman::test::HttpAnswer;
 
 const std::string kLoc = "projects/p/locations/us-central2-b";
 const std::string kV2 = "/v2/" + kLoc;
 const std::string kAlpha = "/v2alpha1/" + kLoc;
-const httplib::Headers kAuth = {{"Authorization", "Bearer test-token"}};
 
 const std::string kWorld = jobman::test::test_world(1, "  us-central2-b:\n    v4:\n      spot: {chips: 64}\n");
 
-class MockServerV2alpha1Test : public ::testing::Test {
+class MockServerV2alpha1Test : public jobman::test::MockApiTest {
 protected:
-  void SetUp() override {
-    server = jobman::test::start_test_mock(dir, kWorld, 5, {"--sshd", "none"});
-    ASSERT_GT(server->port(), 0) << server->first_line();
-    client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
-  }
-
-  Answer api(const std::string& method, const std::string& path, const json& body = nullptr) {
-    return jobman::test::http_call(*client, method, path, body, kAuth);
-  }
+  MockServerV2alpha1Test() : MockApiTest(kWorld) {}
 
   // Creates a spot multislice queued resource of two v4-16 slices, ms-0 and ms-1, and waits until it is ACTIVE.
   void create_multislice() {
@@ -49,10 +39,6 @@ protected:
         eventually([&] { return api("GET", kV2 + "/queuedResources/multi").body["state"]["state"] == "ACTIVE"; },
                    std::chrono::seconds(20)));
   }
-
-  jobman::test::TempDir dir;
-  std::unique_ptr<jobman::test::MockCloudProcess> server;
-  std::unique_ptr<httplib::Client> client;
 };
 
 TEST_F(MockServerV2alpha1Test, AQueuedResourceAndItsNodesReadInV2alpha1sFieldNames) {

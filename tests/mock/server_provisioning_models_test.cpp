@@ -1,8 +1,8 @@
 // The provisioning models through a jobman-mock-cloud child process: flex-start with its run duration, reservations
 // and best-effort under v2alpha1, what v2 says of them, and the requests no model fits.
 #include "jobman/util/system.hpp"
+#include "support/mock_api_test.hpp"
 #include "support/mock_cloud.hpp"
-#include "support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -14,11 +14,9 @@ namespace server_provisioning_models_test {
 
 using jobman::test::eventually;
 using nlohmann::json;
-using Answer = jobman::test::HttpAnswer;
 
 const std::string kCentral = "projects/p/locations/us-central2-b";
 const std::string kEast = "projects/p/locations/us-east5-a";
-const httplib::Headers kAuth = {{"Authorization", "Bearer test-token"}};
 
 // v4 in us-central2-b: 16 spot chips that best-effort shares, 8 on-demand, and a reservation of 8 (the project may
 // ask for 16 of it); v6e flex-start in us-east5-a.
@@ -42,17 +40,9 @@ json request(const std::string& node, const std::string& type, const json& extra
   return body;
 }
 
-class MockProvisioningModelsTest : public ::testing::Test {
+class MockProvisioningModelsTest : public jobman::test::MockApiTest {
 protected:
-  void SetUp() override {
-    server = jobman::test::start_test_mock(dir, kWorld, 5, {"--sshd", "none"});
-    ASSERT_GT(server->port(), 0) << server->first_line();
-    client = std::make_unique<httplib::Client>("127.0.0.1", server->port());
-  }
-
-  Answer api(const std::string& method, const std::string& path, const json& body = nullptr) {
-    return jobman::test::http_call(*client, method, path, body, kAuth);
-  }
+  MockProvisioningModelsTest() : MockApiTest(kWorld) {}
 
   // The queued resource's state under `version` ("v2" or "v2alpha1").
   std::string state_of(const std::string& loc, const std::string& id, const std::string& version = "v2") {
@@ -62,10 +52,6 @@ protected:
   bool reaches(const std::string& loc, const std::string& id, const std::string& state) {
     return eventually([&] { return state_of(loc, id) == state; }, std::chrono::seconds(20));
   }
-
-  jobman::test::TempDir dir;
-  std::unique_ptr<jobman::test::MockCloudProcess> server;
-  std::unique_ptr<httplib::Client> client;
 };
 
 TEST_F(MockProvisioningModelsTest, AFlexStartRunLastsItsDurationThenTheServiceDeletesItsVmsAndSuspendsIt) {
