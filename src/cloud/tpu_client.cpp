@@ -1,6 +1,7 @@
 #include "jobman/cloud/tpu_client.hpp"
 
 #include "jobman/util/json_text.hpp"
+#include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
 
 #include <algorithm>
@@ -141,8 +142,23 @@ struct TpuClient::Impl {
     return std::uniform_real_distribution<double>(0.0, 1.0)(random);
   }
 
-  std::string url(const std::string& path, const std::string& query = "") const {
-    return options.endpoint + path + "?prettyPrint=false" + (query.empty() ? "" : "&" + query);
+  std::string url(const std::string& path, const std::string& query = "", ApiVersion version = ApiVersion::v2) const {
+    return base(version) + path + "?prettyPrint=false" + (query.empty() ? "" : "&" + query);
+  }
+
+  // The endpoint of `version`: v2alpha1's beside v2's ("https://tpu.googleapis.com/v2alpha1/").
+  std::string base(ApiVersion version) const {
+    if (version == ApiVersion::v2) {
+      return options.endpoint;
+    }
+    return options.endpoint.substr(0, options.endpoint.size() - 3) + "v2alpha1/"; // The endpoint ends in "v2/".
+  }
+
+  // A v2alpha1 call answered 404 as a whole (not one resource missing): says the endpoint may not serve the version.
+  [[noreturn]] void no_v2alpha1(const ApiError& error, const std::string& what) const {
+    throw ApiError(std::string(error.what()) + " (" + what + " needs the TPU API's v2alpha1: does " +
+                       base(ApiVersion::v2alpha1) + " serve it?)",
+                   error.http_status(), error.status());
   }
 
   // Sends `call` with retries; returns 2xx answers and those in `accepted`, throws ApiError for the rest.
@@ -197,7 +213,7 @@ struct TpuClient::Impl {
 
   template <typename T, typename Parse>
   std::vector<T> list(const std::string& method, const std::string& parent, const std::string& collection,
-                      int page_size, Parse parse) {
+                      int page_size, Parse parse, ApiVersion version = ApiVersion::v2) {
     std::vector<T> out;
     std::string page_token;
     do {
@@ -208,7 +224,7 @@ struct TpuClient::Impl {
       if (!page_token.empty()) {
         query += (query.empty() ? "" : "&") + std::string("pageToken=") + url_encode(page_token);
       }
-      const Answer answer = execute(Call{method, parent, "GET", url(parent + "/" + collection, query), ""});
+      const Answer answer = execute(Call{method, parent, "GET", url(parent + "/" + collection, query, version), ""});
       if (answer.body.contains(collection) && answer.body[collection].is_array()) {
         for (const auto& item : answer.body[collection]) {
           out.push_back(parse(item));
@@ -235,14 +251,14 @@ struct TpuClient::Impl {
   template <typename Result, typename LookUp>
   void create(const std::string& method, const Location& where, const std::string& collection,
               const std::string& id_parameter, const std::string& id, bool with_request_id, const json& body,
-              Result& result, LookUp look_up) {
+              Result& result, LookUp look_up, ApiVersion version = ApiVersion::v2) {
     const std::string parent = where.name();
     std::string query = id_parameter + "=" + url_encode(id);
     if (with_request_id) {
       query += "&requestId=" + new_request_id(); // The same for every retry of this create.
     }
-    const Call call{method, parent + "/" + collection + "/" + id, "POST", url(parent + "/" + collection, query),
-                    body.dump()};
+    const Call call{method, parent + "/" + collection + "/" + id, "POST",
+                    url(parent + "/" + collection, query, version), body.dump()};
     const Answer answer = execute(call, {409});
     if (answer.status != 409) {
       result.operation = parse_operation(answer.body);
@@ -280,10 +296,28 @@ std::string TpuClient::account() {
   return impl_->tokens->account();
 }
 
+bool needs_v2alpha1(const json& body) {
+  if (!body.is_object()) {
+    return false;
+  }
+  const auto guaranteed = body.find("guaranteed");
+  return body.contains("provisioningModel") || body.contains("runDuration") || body.contains("bestEffort") ||
+         (guaranteed != body.end() && guaranteed->is_object() && guaranteed->contains("reserved"));
+}
+
 CreateResult TpuClient::create_queued_resource(const Location& where, const std::string& id, const json& body) {
   CreateResult result;
-  impl_->create("queuedResources.create", where, "queuedResources", "queuedResourceId", id, true, body, result,
-                [&] { return get_queued_resource(where, id); });
+  const auto version = needs_v2alpha1(body) ? ApiVersion::v2alpha1 : ApiVersion::v2;
+  try {
+    impl_->create(
+        "queuedResources.create", where, "queuedResources", "queuedResourceId", id, true, body, result,
+        [&] { return get_queued_resource(where, id, version); }, version);
+  } catch (const ApiError& e) {
+    if (version == ApiVersion::v2alpha1 && e.http_status() == 404) {
+      impl_->no_v2alpha1(e, "a queued resource with provisioningModel, runDuration, bestEffort or a reservation");
+    }
+    throw;
+  }
   return result;
 }
 
@@ -295,18 +329,66 @@ NodeCreateResult TpuClient::create_node(const Location& where, const std::string
   return result;
 }
 
-std::optional<QueuedResource> TpuClient::get_queued_resource(const Location& where, const std::string& id) {
+std::optional<QueuedResource> TpuClient::get_queued_resource(const Location& where, const std::string& id,
+                                                             ApiVersion version) {
   const std::string name = where.name() + "/queuedResources/" + id;
-  const Answer answer = impl_->execute(Call{"queuedResources.get", name, "GET", impl_->url(name), ""}, {404});
+  const Answer answer =
+      impl_->execute(Call{"queuedResources.get", name, "GET", impl_->url(name, "", version), ""}, {404});
   if (answer.status == 404) {
     return std::nullopt;
   }
   return parse_queued_resource(answer.body);
 }
 
-std::vector<QueuedResource> TpuClient::list_queued_resources(const Location& where, int page_size) {
-  return impl_->list<QueuedResource>("queuedResources.list", where.name(), "queuedResources", page_size,
-                                     parse_queued_resource);
+std::vector<QueuedResource> TpuClient::list_queued_resources(const Location& where, int page_size, ApiVersion version) {
+  try {
+    return impl_->list<QueuedResource>("queuedResources.list", where.name(), "queuedResources", page_size,
+                                       parse_queued_resource, version);
+  } catch (const ApiError& e) {
+    if (version == ApiVersion::v2alpha1 && e.http_status() == 404) {
+      impl_->no_v2alpha1(e, "reading a flex-start slice's termination time");
+    }
+    throw;
+  }
+}
+
+std::vector<Reservation> TpuClient::list_reservations(const Location& where) {
+  const auto parse = [](const json& item) {
+    Reservation out;
+    out.raw = item;
+    if (!item.is_object()) {
+      return out;
+    }
+    out.name = item.value("name", "");
+    out.state = item.contains("state") && item["state"].is_string() ? item["state"].get<std::string>() : "";
+    if (const auto standard = item.find("standard"); standard != item.end() && standard->is_object()) {
+      out.type = standard->contains("resourceType") && (*standard)["resourceType"].is_string()
+                     ? (*standard)["resourceType"].get<std::string>()
+                     : "";
+      const auto number = [](const json& value) -> long long {
+        if (value.is_number_integer()) {
+          return value.get<long long>();
+        }
+        return value.is_string() ? util::parse_int(value.get<std::string>()).value_or(0) : 0; // int64 as a string.
+      };
+      if (standard->contains("size")) {
+        out.chips = number((*standard)["size"]);
+      }
+      if (const auto usage = standard->find("usage");
+          usage != standard->end() && usage->is_object() && usage->contains("total")) {
+        out.in_use = number((*usage)["total"]);
+      }
+    }
+    return out;
+  };
+  try {
+    return impl_->list<Reservation>("reservations.list", where.name(), "reservations", 0, parse, ApiVersion::v2alpha1);
+  } catch (const ApiError& e) {
+    if (e.http_status() == 404) {
+      impl_->no_v2alpha1(e, "reservations.list");
+    }
+    throw;
+  }
 }
 
 std::optional<Operation> TpuClient::delete_queued_resource(const Location& where, const std::string& id,

@@ -93,6 +93,10 @@ QueuedResource parse_queued_resource(const json& object) {
   out.name = string_at(object, "name");
   out.create_time = string_at(object, "createTime");
   out.spot = object.is_object() && object.contains("spot");
+  out.provisioning_model = string_at(object, "provisioningModel");
+  if (object.is_object() && object.contains("runDuration") && object["runDuration"].is_object()) {
+    out.termination_ms = util::parse_utc(string_at(object["runDuration"], "terminationTime"));
+  }
   if (object.is_object() && object.contains("state") && object["state"].is_object()) {
     const auto& state = object["state"];
     out.state = parse_enum<QueuedResourceState>(state, "state", kQueuedResourceStates);

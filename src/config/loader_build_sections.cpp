@@ -244,9 +244,55 @@ Pricing build_pricing(Problems& p, const Section& s) {
   }
   const std::string hint = detail::suggestion(util::to_lower(*text), names);
   p.warn(value->origin, s.path("pricing"),
-         "'" + *text + "' is neither spot nor preemptible: on-demand, as the Python jobman reads it" +
+         "'" + *text +
+             "' is not spot, preemptible, flex-start, reserved or best-effort: on-demand, as the Python jobman reads "
+             "it" +
              (hint.empty() ? "" : " (" + hint + ")"));
   return Pricing::ondemand;
+}
+
+} // namespace
+
+namespace {
+
+// tpu.max_run_duration and the provisioning model's other needs: flex-start runs for a set time (required, at most
+// seven days) and, like best-effort, exists only as a queued resource; tpu.reserved (gcloud's --reserved) asks for a
+// reservation, which spot, preemptible, flex-start and best-effort capacity cannot use.
+void build_provisioning(Problems& p, const Section& s, TpuSection& out) {
+  out.max_run_duration_seconds = s.duration("max_run_duration", 1);
+  const std::string model = display_name(out.pricing);
+  if (out.pricing == Pricing::flex_start) {
+    if (!out.max_run_duration_seconds) {
+      if (s.get("max_run_duration") == nullptr) {
+        p.error(s.origin("pricing"), s.path("pricing"),
+                "flex-start needs tpu.max_run_duration: how long each slice runs before the cloud ends it (at most "
+                "7d, e.g. 3h)");
+      }
+    } else if (*out.max_run_duration_seconds > kMaxRunDurationSeconds) {
+      p.error(s.origin("max_run_duration"), s.path("max_run_duration"),
+              detail::exact_duration(*out.max_run_duration_seconds) +
+                  " is longer than a flex-start slice may run (at most 7d)");
+      out.max_run_duration_seconds.reset();
+    }
+  } else if (out.max_run_duration_seconds) {
+    p.warn(s.origin("max_run_duration"), s.path("max_run_duration"),
+           "ignored: only a flex-start slice has a run duration (pricing is " + model + ")");
+    out.max_run_duration_seconds.reset();
+  }
+  if ((out.pricing == Pricing::flex_start || out.pricing == Pricing::best_effort) &&
+      out.allocation_mode == AllocationMode::tpu_vm) {
+    p.error(s.origin("allocation_mode"), s.path("allocation_mode"),
+            model + " capacity comes only through a queued resource: remove allocation_mode tpu-vm");
+  }
+  for (const char* key : {"reserved", "reservation"}) {
+    const bool asked = std::string_view(key) == "reserved" ? out.reserved : !out.reservation.empty();
+    if (asked && out.pricing != Pricing::reserved && out.pricing != Pricing::ondemand) {
+      p.error(s.origin(key), s.path(key),
+              "a reservation cannot hold " + model +
+                  " capacity: write pricing: reserved (with tpu.reservation: NAME for one reservation), or drop " +
+                  key);
+    }
+  }
 }
 
 } // namespace
@@ -437,6 +483,7 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   out.keep_on_success = s.boolean("keep_on_success").value_or(false);
   out.idle_release_seconds = s.duration("idle_release", 1);
   apply_tpu_flags(p, s, out);
+  build_provisioning(p, s, out);
   // command.workers must fit the smallest of the equivalents.
   for (const auto& a : out.accelerators) {
     if (accelerator && a.hosts < accelerator->hosts) {
@@ -494,6 +541,14 @@ void build_recovery(Problems& p, const Section& s, const Origin& file_origin, bo
   }
   out.max_bad_hardware = static_cast<int>(s.integer("max_bad_hardware", 0, INT_MAX).value_or(3));
   out.maintenance_lead_seconds = s.duration("maintenance_lead", 0).value_or(600);
+  out.deadline_lead_seconds = s.duration("deadline_lead", 0).value_or(300);
+  if (const Node* node = s.get("max_runs"); node != nullptr) {
+    if (node->is_null() || (node->is_scalar() && util::to_lower(node->text) == "unlimited")) {
+      out.max_runs = std::nullopt;
+    } else if (auto value = as_int(p, *node, s.path("max_runs"), 1, INT_MAX)) {
+      out.max_runs = static_cast<int>(*value);
+    }
+  }
   if (const Node* fallback_node = s.get("fallback"); fallback_node != nullptr && !fallback_node->is_null()) {
     const Section fallback(p, fallback_node, s.path("fallback"), s.origin("fallback"), "recovery.fallback");
     if (fallback.present()) {

@@ -86,6 +86,8 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
   tpu["subnetwork"] = opt(t.subnetwork);
   tpu["service_account"] = opt(t.service_account);
   tpu["reservation"] = opt(t.reservation);
+  tpu["max_run_duration"] =
+      t.max_run_duration_seconds ? json(detail::exact_duration(*t.max_run_duration_seconds)) : json(nullptr);
   tpu["preflight"] = opt(t.preflight);
   tpu["order"] = to_string(t.order);
   tpu["strategy"] = to_string(t.strategy);
@@ -145,6 +147,8 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
                        {"multiplier", r.backoff_multiplier}}},
       {"max_bad_hardware", r.max_bad_hardware},
       {"maintenance_lead", detail::exact_duration(r.maintenance_lead_seconds)},
+      {"deadline_lead", detail::exact_duration(r.deadline_lead_seconds)},
+      {"max_runs", r.max_runs ? json(*r.max_runs) : json("unlimited")},
       {"fallback", r.fallback_after_preemptions || r.fallback_after_waiting_seconds
                        ? json{{"after_preemptions",
                                r.fallback_after_preemptions ? json(*r.fallback_after_preemptions) : json(nullptr)},

@@ -209,16 +209,29 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
   nlohmann::json body = {
       {"tpu", {{"nodeSpec", nlohmann::json::array({{{"parent", parent}, {"nodeId", id}, {"node", node}}})}}},
   };
-  if (tpu.pricing == domain::Pricing::spot) {
-    body["spot"] = nlohmann::json::object();
-  } else if (tpu.pricing == domain::Pricing::ondemand) {
-    body["guaranteed"] = nlohmann::json::object();
+  // The tier: spot, guaranteed (on-demand, or reserved) or bestEffort; flex-start is a provisioning model with a run
+  // duration instead. The last three are v2alpha1's (the client sends them there).
+  switch (tpu.pricing) {
+  case domain::Pricing::spot: body["spot"] = nlohmann::json::object(); break;
+  case domain::Pricing::ondemand: body["guaranteed"] = nlohmann::json::object(); break;
+  case domain::Pricing::preemptible: break; // In the node's schedulingConfig.
+  case domain::Pricing::flex_start:
+    body["provisioningModel"] = "FLEX_START";
+    body["runDuration"] = {{"maxRunDuration", std::to_string(tpu.max_run_duration_seconds.value_or(0)) + "s"}};
+    break;
+  case domain::Pricing::reserved:
+    body["provisioningModel"] = "RESERVATION_BOUND";
+    body["guaranteed"] = {{"reserved", true}};
+    break;
+  case domain::Pricing::best_effort: body["bestEffort"] = nlohmann::json::object(); break;
   }
   if (tpu.queue_timeout_seconds) {
     body["queueingPolicy"] = {{"validUntilDuration", std::to_string(*tpu.queue_timeout_seconds) + "s"}};
   }
   if (!tpu.reservation.empty()) {
-    body["reservationName"] = tpu.reservation;
+    // A bare name in full, as gcloud writes it; a full name as it is.
+    body["reservationName"] =
+        tpu.reservation.find('/') == std::string::npos ? parent + "/reservations/" + tpu.reservation : tpu.reservation;
   }
   return body;
 }

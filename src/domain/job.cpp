@@ -73,7 +73,7 @@ struct OutcomeName {
   std::string_view name;
 };
 
-constexpr std::array<OutcomeName, 14> outcome_names{{
+constexpr std::array<OutcomeName, 15> outcome_names{{
     {AttemptOutcome::none, ""},
     {AttemptOutcome::succeeded, "succeeded"},
     {AttemptOutcome::preempted, "preempted"},
@@ -87,6 +87,7 @@ constexpr std::array<OutcomeName, 14> outcome_names{{
     {AttemptOutcome::refused, "refused"},
     {AttemptOutcome::idle, "idle"},
     {AttemptOutcome::interrupted, "interrupted"},
+    {AttemptOutcome::run_ended, "run-ended"},
     {AttemptOutcome::unknown, "unknown"},
 }};
 

@@ -28,6 +28,24 @@ inline constexpr const char* kDefaultOsLoginEndpoint = "https://oslogin.googleap
 // "/v2/" is appended when the URL does not end with it (so a mock's "http://127.0.0.1:8471" works).
 std::string resolve_tpu_endpoint(std::string_view configured);
 
+// The versions of the TPU API jobman calls: v2, and v2alpha1 for what only it has (flex-start, reservations,
+// best-effort).
+enum class ApiVersion { v2, v2alpha1 };
+
+// Whether a queuedResources.create body asks for what only v2alpha1 has: a provisioningModel, a runDuration, a
+// bestEffort tier or guaranteed.reserved.
+bool needs_v2alpha1(const nlohmann::json& body);
+
+// A reservation of the project (v2alpha1's Reservation), with its chips.
+struct Reservation {
+  std::string name;     // projects/P/locations/Z/reservations/ID.
+  std::string state;    // state: "APPROVED", "PROVISIONING", "ACTIVE", ...
+  std::string type;     // standard.resourceType: "TPU_V4", ...
+  long long chips = 0;  // standard.size.
+  long long in_use = 0; // standard.usage.total.
+  nlohmann::json raw;   // The whole object as received.
+};
+
 // A project and zone: "projects/P/locations/Z".
 struct Location {
   std::string project; // Project id.
@@ -98,6 +116,8 @@ struct QueuedResource {
   std::vector<std::string> node_ids;                                            // tpu.nodeSpec[].nodeId.
   std::map<std::string, std::string> node_labels; // tpu.nodeSpec[].node.labels (the first spec that has them).
   bool spot = false;                              // A `spot` member is present.
+  std::string provisioning_model;                 // provisioningModel ("FLEX_START", ...; v2alpha1); empty when none.
+  std::optional<std::int64_t> termination_ms;     // runDuration.terminationTime (v2alpha1, flex-start once ACTIVE).
   nlohmann::json raw;                             // The whole object as received.
 };
 
@@ -201,12 +221,17 @@ public:
   TpuClient(const TpuClient&) = delete;
   TpuClient& operator=(const TpuClient&) = delete;
 
-  // queuedResources.create with a request id kept across retries; a 409 returns the existing resource.
+  // queuedResources.create with a request id kept across retries; a 409 returns the existing resource. Sent to
+  // v2alpha1 when the body needs it (needs_v2alpha1), where a 404 says the endpoint may not serve that version.
   CreateResult create_queued_resource(const Location& where, const std::string& id, const nlohmann::json& body);
-  // queuedResources.get; nullopt when it does not exist.
-  std::optional<QueuedResource> get_queued_resource(const Location& where, const std::string& id);
+  // queuedResources.get; nullopt when it does not exist. v2alpha1 tells a flex-start slice's termination time.
+  std::optional<QueuedResource> get_queued_resource(const Location& where, const std::string& id,
+                                                    ApiVersion version = ApiVersion::v2);
   // queuedResources.list, every page (`page_size` per request; 0 for the server's default).
-  std::vector<QueuedResource> list_queued_resources(const Location& where, int page_size = 0);
+  std::vector<QueuedResource> list_queued_resources(const Location& where, int page_size = 0,
+                                                    ApiVersion version = ApiVersion::v2);
+  // reservations.list (v2alpha1 only), every page: the project's reservations in the zone.
+  std::vector<Reservation> list_reservations(const Location& where);
   // queuedResources.delete with a request id kept across retries; nullopt when it was already gone.
   std::optional<Operation> delete_queued_resource(const Location& where, const std::string& id, DeleteMode mode);
 

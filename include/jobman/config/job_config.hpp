@@ -80,7 +80,10 @@ struct TpuSection {
   std::string subnetwork;                         // networkConfig.subnetwork; empty for the default.
   std::string service_account;                    // serviceAccount.email; empty for the default.
   std::string reservation;                        // reservationName; empty for none.
-  bool keep_on_success = false;                   // Keep the slice after the job succeeds.
+  // How long a flex-start slice runs before the cloud ends it (runDuration.maxRunDuration): required with flex-start,
+  // at most kMaxRunDurationSeconds; nullopt otherwise.
+  std::optional<long long> max_run_duration_seconds;
+  bool keep_on_success = false; // Keep the slice after the job succeeds.
   // A worker's slice is released after this long without a task, and asked for again when a task for it is queued.
   // Jobs and tasks, which hold a slice only while they run, have no use for it.
   std::optional<long long> idle_release_seconds;
@@ -169,6 +172,12 @@ struct RecoverySection {
   int max_bad_hardware = 3; // Slices found bad (NaN loss, a failed preflight) tolerated before FAILED.
   // How long before a maintenance window its node announces the job leaves the slice (checkpointing on SIGTERM).
   long long maintenance_lead_seconds = 600;
+  // How long before a flex-start slice's run ends (its terminationTime) the workload is stopped (SIGTERM, so that it
+  // checkpoints).
+  long long deadline_lead_seconds = 300;
+  // How many flex-start runs the job may have (each asks for a slice again when the previous one's run ended); nullopt:
+  // unlimited.
+  std::optional<int> max_runs;
   // recovery.fallback: spot (or preemptible) capacity given up for on-demand after this many preemptions, or after
   // waiting this long for a slice; neither set: no fallback.
   std::optional<int> fallback_after_preemptions;
@@ -179,6 +188,9 @@ struct RecoverySection {
 };
 
 struct JobConfig;
+
+// The longest run duration a flex-start request may ask for: 7 days.
+inline constexpr long long kMaxRunDurationSeconds = 7LL * 24 * 3600;
 
 // One place a slice may come from.
 struct Candidate {

@@ -76,6 +76,8 @@ enum class AttemptOutcome {
   refused,      // A request given up: refused for good (the zone does not offer it, say).
   idle,         // A worker's: it had no task for tpu.idle_release and let its slice go.
   interrupted,  // A task's: its worker stopped lending it the slice.
+  run_ended,    // A flex-start slice's run duration ran out (its workload stopped ahead of the deadline, or the cloud
+                // ended the run): neither a preemption nor a failure.
   unknown,      // A spelling this build does not know, read from the store (a newer jobman's, say).
 };
 
@@ -88,7 +90,7 @@ bool is_bad_slice(AttemptOutcome outcome);
 // timed-out, quota and refused: the request was given up for the next candidate.
 bool is_request_given_up(AttemptOutcome outcome);
 // Whether an attempt can end so before its slice came up: a request given up, failed or cancelled, preempted while
-// it waited, or a bad slice. Every ending but succeeded, restart, idle, interrupted (and none and unknown).
+// it waited, or a bad slice. Every ending but succeeded, restart, idle, interrupted, run-ended (and none and unknown).
 bool can_end_before_slice_up(AttemptOutcome outcome);
 
 // Why a rival left the race (RivalRecord::outcome).
