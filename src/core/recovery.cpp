@@ -54,11 +54,11 @@ SliceVerdict judge_node(const std::optional<cloud::Node>& node) {
 
 SliceView view_slice(const cloud::QueuedResource& resource) {
   return {judge_slice(resource), cloud::to_string(resource.state),
-          resource.failed_error ? resource.failed_error->message : std::string()};
+          resource.failed_error ? resource.failed_error->message : std::string(), resource.termination_ms};
 }
 
 SliceView view_slice(const cloud::Node& node) {
-  return {judge_node(node), cloud::to_string(node.state), {}};
+  return {judge_node(node), cloud::to_string(node.state), {}, std::nullopt};
 }
 
 NodeTrouble judge_health(cloud::NodeHealth health) {
@@ -201,6 +201,22 @@ domain::PhaseChange after_preemption(const config::JobConfig& config, int spent,
                                                      : std::string(", no limit")) +
                     ")";
   }
+  return change;
+}
+
+domain::PhaseChange after_run_end(const config::JobConfig& config, int runs, const std::string& what) {
+  domain::PhaseChange change;
+  const auto& max = config.recovery.max_runs;
+  if (max && runs >= *max) {
+    change.to = Phase::failed;
+    change.reason = what + "; recovery.max_runs allows " + std::to_string(*max) + " run" + (*max == 1 ? "" : "s") +
+                    ", and this was number " + std::to_string(runs);
+    change.cleanup_pending = true;
+    return change;
+  }
+  change.to = Phase::recovering;
+  change.reason = what + " (run " + std::to_string(runs) + (max ? " of " + std::to_string(*max) : ", no limit") +
+                  "); the next run is asked for once the cloud has ended this one";
   return change;
 }
 

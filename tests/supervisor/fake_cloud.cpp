@@ -78,6 +78,16 @@ void FakeSlices::grant(const std::string& id) {
   s.state = cloud::QueuedResourceState::active;
   s.node = cloud::NodeState::ready;
   create_errors_[s.id] = std::nullopt;
+  if (s.run_seconds > 0) {
+    s.termination_ms = clock_() + s.run_seconds * 1000;
+  }
+}
+
+void FakeSlices::end_run(const std::string& id) {
+  const std::lock_guard lock(mutex_);
+  auto& s = named(id);
+  s.state = cloud::QueuedResourceState::suspended;
+  s.node.reset();
 }
 
 void FakeSlices::preempt(const std::string& id) {
@@ -159,7 +169,7 @@ std::vector<std::string> FakeSlices::mutations() const {
   return mutations_;
 }
 
-cloud::QueuedResource FakeSlices::as_queued_resource(const FakeSlice& s) const {
+cloud::QueuedResource FakeSlices::as_queued_resource(const FakeSlice& s, cloud::ApiVersion version) const {
   cloud::QueuedResource qr;
   qr.name = parent(s.zone) + "/queuedResources/" + s.id;
   qr.state = s.state;
@@ -167,6 +177,9 @@ cloud::QueuedResource FakeSlices::as_queued_resource(const FakeSlice& s) const {
   qr.node_ids = {s.node_id};
   qr.node_labels = s.labels;
   qr.spot = s.spot;
+  if (version == cloud::ApiVersion::v2alpha1) {
+    qr.termination_ms = s.termination_ms;
+  }
   return qr;
 }
 
@@ -211,6 +224,10 @@ cloud::CreateResult FakeSlices::create_queued_resource(const std::string& zone, 
     s.metadata = spec.at("node").at("metadata").get<std::map<std::string, std::string>>();
   }
   s.spot = body.contains("spot");
+  s.request = body;
+  if (body.contains("runDuration")) {
+    s.run_seconds = std::stoll(body["runDuration"].value("maxRunDuration", "0s"));
+  }
   if (body.contains("queueingPolicy")) {
     const auto duration = body["queueingPolicy"].value("validUntilDuration", "0s");
     s.valid_until_ms = clock_() + std::stoll(duration) * 1000;
@@ -222,6 +239,9 @@ cloud::CreateResult FakeSlices::create_queued_resource(const std::string& zone, 
   if (capacity_[zone]) {
     s.state = cloud::QueuedResourceState::active;
     s.node = cloud::NodeState::ready;
+    if (s.run_seconds > 0) {
+      s.termination_ms = clock_() + s.run_seconds * 1000;
+    }
   }
   slices_.push_back(s);
   cloud::Operation op;
@@ -236,13 +256,14 @@ std::optional<cloud::QueuedResource> FakeSlices::get_queued_resource(const std::
   return s == nullptr ? std::nullopt : std::optional(as_queued_resource(*s));
 }
 
-std::vector<cloud::QueuedResource> FakeSlices::list_queued_resources(const std::string& zone) {
+std::vector<cloud::QueuedResource> FakeSlices::list_queued_resources(const std::string& zone,
+                                                                     cloud::ApiVersion version) {
   const std::lock_guard lock(mutex_);
-  record("list qr " + zone);
+  record("list qr " + zone + (version == cloud::ApiVersion::v2alpha1 ? " v2alpha1" : ""));
   std::vector<cloud::QueuedResource> listed;
   for (const auto& s : slices_) {
     if (s.zone == zone && !s.node_only) {
-      listed.push_back(as_queued_resource(s));
+      listed.push_back(as_queued_resource(s, version));
     }
   }
   return listed;

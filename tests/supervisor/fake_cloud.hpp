@@ -32,6 +32,9 @@ struct FakeSlice {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> metadata; // The node's, as the create asked for it and patches changed it.
   int silent_hosts = 0;                        // Hosts (the last ones) that have not published their SSH host key.
+  nlohmann::json request;                      // The create's body.
+  long long run_seconds = 0;                   // A flex-start request's runDuration.maxRunDuration; 0: none.
+  std::optional<std::int64_t> termination_ms;  // When its run ends: set as it becomes ACTIVE, for a flex-start one.
 };
 
 // SliceOps over FakeSlices. A create makes a queued resource WAITING_FOR_RESOURCES (a node: CREATING, its create's
@@ -53,6 +56,8 @@ public:
   void grant(const std::string& id);
   // Takes a slice as a spot preemption does: SUSPENDED (a node: PREEMPTED).
   void preempt(const std::string& id);
+  // Ends a flex-start slice's run as the cloud does at its termination time: SUSPENDED, its node deleted.
+  void end_run(const std::string& id);
   // Sets a slice's queued resource state; the node follows for the states that have none.
   void set_state(const std::string& id, cloud::QueuedResourceState state);
   // Fails a waiting queued resource (FAILED with `error`); a node's create operation fails with `code`.
@@ -87,7 +92,8 @@ public:
   cloud::CreateResult create_queued_resource(const std::string& zone, const std::string& id,
                                              const nlohmann::json& body) override;
   std::optional<cloud::QueuedResource> get_queued_resource(const std::string& zone, const std::string& id) override;
-  std::vector<cloud::QueuedResource> list_queued_resources(const std::string& zone) override;
+  // Recorded as "list qr ZONE", or "list qr ZONE v2alpha1"; only v2alpha1 tells runDuration.terminationTime.
+  std::vector<cloud::QueuedResource> list_queued_resources(const std::string& zone, cloud::ApiVersion version) override;
   std::optional<cloud::Operation> delete_queued_resource(const std::string& zone, const std::string& id) override;
   cloud::NodeCreateResult create_node(const std::string& zone, const std::string& id,
                                       const nlohmann::json& body) override;
@@ -108,7 +114,8 @@ private:
   void record(const std::string& call);
   // Deletes a queued resource (or a node created directly); nullopt when it was already gone.
   std::optional<cloud::Operation> remove(const std::string& zone, const std::string& id, bool node_only);
-  [[nodiscard]] cloud::QueuedResource as_queued_resource(const FakeSlice& s) const;
+  [[nodiscard]] cloud::QueuedResource as_queued_resource(const FakeSlice& s,
+                                                         cloud::ApiVersion version = cloud::ApiVersion::v2) const;
   [[nodiscard]] cloud::Node as_node(const FakeSlice& s) const;
   FakeSlice* find(const std::string& zone, const std::string& id, bool node_only);
   FakeSlice& named(const std::string& id);

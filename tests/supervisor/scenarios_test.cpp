@@ -554,5 +554,106 @@ TEST_F(SupervisorStory, ASliceWhoseHostsNeverPublishTheirKeysIsReplaced) {
   EXPECT_EQ(r.job(id).failures, 0) << "the job never ran on it";
 }
 
+// A flex-start job: each slice runs for tpu.max_run_duration. recovery.deadline_lead ahead of its end the workload is
+// stopped (it checkpoints on SIGTERM), the attempt ends as run-ended, the cloud ends the run, and a new slice is asked
+// for; no budget is spent.
+TEST_F(SupervisorStory, AFlexStartRunIsStoppedAheadOfItsEndAndTheJobRunsAgainWithoutSpendingBudget) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id =
+      r.create(job_yaml("  max_run_duration: 1h\n", "recovery:\n  deadline_lead: 5m\n", kZoneA, "flex-start")).front();
+  ASSERT_TRUE(reaches(id, Phase::running)) << r.job(id).phase_reason;
+  const auto first = r.slices->slices().front();
+  EXPECT_EQ(first.request.value("provisioningModel", ""), "FLEX_START");
+  EXPECT_EQ(first.request["runDuration"].value("maxRunDuration", ""), "3600s");
+  EXPECT_FALSE(first.request.contains("spot"));
+  EXPECT_TRUE(cloud::needs_v2alpha1(first.request));
+  ASSERT_TRUE(first.termination_ms);
+  const auto calls = r.slices->take_calls();
+  EXPECT_NE(std::find(calls.begin(), calls.end(), "list qr us-central2-b v2alpha1"), calls.end())
+      << "only v2alpha1 tells when the run ends";
+
+  // Until the lead, the workload runs.
+  r.advance(3600 - 6 * 60);
+  r.tick();
+  r.tick();
+  EXPECT_EQ(phase(id), Phase::running);
+  EXPECT_EQ(r.workers->workload(Rig::wid(id), 1, 0).state, remote::WorkloadState::running);
+
+  // Within it, the workload is stopped and the attempt ends as run-ended, before the termination time.
+  ASSERT_TRUE(r.tick_until([&] { return phase(id) == Phase::recovering; }, 120)) << r.job(id).phase_reason;
+  EXPECT_EQ(r.workers->workload(Rig::wid(id), 1, 0).exit_code, 143) << "stopped by SIGTERM";
+  const auto ended = r.attempts(id).front();
+  EXPECT_EQ(ended.outcome, domain::AttemptOutcome::run_ended);
+  ASSERT_TRUE(ended.ended_ms);
+  EXPECT_LE(*ended.ended_ms, *first.termination_ms - 4LL * 60 * 1000);
+  EXPECT_NE(r.job(id).phase_reason.find("run 1, no limit"), std::string::npos) << r.job(id).phase_reason;
+
+  // The cloud ends the run: jobman waits for it rather than deleting the slice early.
+  r.tick();
+  EXPECT_EQ(without_ids(r.slices->mutations()), (std::vector<std::string>{"create qr us-central2-b"}));
+  r.host->advance_ms(*first.termination_ms - r.host->now_ms());
+  r.slices->end_run(first.id);
+  ASSERT_TRUE(r.tick_until([&] { return phase(id) == Phase::running && r.job(id).attempt == 2; }, 50))
+      << domain::to_string(phase(id)) << ": " << r.job(id).phase_reason;
+  EXPECT_EQ(
+      without_ids(r.slices->mutations()),
+      (std::vector<std::string>{"create qr us-central2-b", "delete qr us-central2-b", "create qr us-central2-b"}));
+  EXPECT_EQ(r.job(id).preemptions, 0);
+  EXPECT_EQ(r.job(id).failures, 0);
+
+  // The second run ends as the cloud ends it, unwatched (the supervisor was away during the lead): still run-ended.
+  const auto second = r.slices->slices().back();
+  ASSERT_TRUE(second.termination_ms);
+  r.restart_supervisor();
+  r.host->advance_ms(*second.termination_ms - r.host->now_ms());
+  r.slices->end_run(second.id);
+  ASSERT_TRUE(r.tick_until([&] { return r.job(id).attempt == 3; }, 50)) << r.job(id).phase_reason;
+  EXPECT_EQ(r.attempts(id)[1].outcome, domain::AttemptOutcome::run_ended);
+  EXPECT_EQ(r.job(id).preemptions, 0);
+}
+
+TEST_F(SupervisorStory, AFlexStartJobFailsOnceItsMaxRunsHaveEnded) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml("  max_run_duration: 10m\n", "recovery:\n  deadline_lead: 1m\n  max_runs: 1\n",
+                                    kZoneA, "flex-start"))
+                      .front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  ASSERT_TRUE(r.tick_until([&] { return phase(id) == Phase::failed; }, 700, 1)) << r.job(id).phase_reason;
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::run_ended);
+  EXPECT_NE(r.job(id).phase_reason.find("recovery.max_runs allows 1 run"), std::string::npos) << r.job(id).phase_reason;
+  EXPECT_EQ(r.job(id).preemptions, 0);
+  ASSERT_TRUE(r.tick_until([&] { return r.slices->slices().empty(); })) << "the slice is released";
+}
+
+// A flex-start slice lost well before its run's end is a preemption like any other.
+TEST_F(SupervisorStory, AFlexStartSliceLostBeforeItsRunEndsIsAPreemption) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id = r.create(job_yaml("  max_run_duration: 2h\n", "", kZoneA, "flex-start")).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  r.slices->preempt(r.slice_of(id));
+  ASSERT_TRUE(r.tick_until([&] { return r.job(id).preemptions == 1; }));
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::preempted);
+}
+
+// Reserved and best-effort requests say so in the body the client sends through v2alpha1.
+TEST_F(SupervisorStory, ReservedAndBestEffortRequestsAskForTheirTiers) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto reserved = r.create(job_yaml("  reservation: v4-reservation\n", "", kZoneA, "reserved")).front();
+  const auto best = r.create(job_yaml("", "", kZoneA, "best-effort")).front();
+  ASSERT_TRUE(reaches(reserved, Phase::running));
+  ASSERT_TRUE(reaches(best, Phase::running));
+  const auto body_of = [&](std::int64_t id) { return r.slices->slice(r.slice_of(id))->request; };
+  EXPECT_EQ(body_of(reserved)["guaranteed"], (nlohmann::json{{"reserved", true}}));
+  EXPECT_EQ(body_of(reserved).value("reservationName", ""),
+            body_of(reserved)["tpu"]["nodeSpec"][0].value("parent", "") + "/reservations/v4-reservation");
+  EXPECT_TRUE(body_of(best).contains("bestEffort"));
+  EXPECT_TRUE(cloud::needs_v2alpha1(body_of(reserved)));
+  EXPECT_TRUE(cloud::needs_v2alpha1(body_of(best)));
+  // A best-effort slice taken back is a preemption, spending that budget.
+  r.slices->preempt(r.slice_of(best));
+  ASSERT_TRUE(r.tick_until([&] { return r.job(best).preemptions == 1; }));
+  EXPECT_EQ(r.attempts(best).front().outcome, domain::AttemptOutcome::preempted);
+}
+
 } // namespace scenarios_test
 } // namespace jobman::test

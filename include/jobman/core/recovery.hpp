@@ -37,6 +37,8 @@ struct SliceView {
   SliceVerdict verdict = SliceVerdict::lost;
   std::string state; // The resource's state as the API names it: "ACTIVE", "READY", "PREEMPTED", ...
   std::string error; // Why a queued resource failed (state.failedData.error); empty otherwise.
+  // When a flex-start slice's run ends (runDuration.terminationTime, read through v2alpha1); nullopt when not told.
+  std::optional<std::int64_t> termination_ms;
 };
 
 // What a node's health (Node.health) says of its slice while a job runs on it.
@@ -97,6 +99,9 @@ domain::PhaseChange after_preemption(const config::JobConfig& config, int spent,
 // Where a job goes after a real failure: SETUP on the same slice while the failure budget allows one more,
 // otherwise FAILED. `spent` is the failures the job had before this one.
 domain::PhaseChange after_failure(const config::JobConfig& config, int spent, const std::string& what);
+// A flex-start run ended (`runs` of them so far, this one counted): RECOVERING for the next run, spending no budget,
+// or FAILED once recovery.max_runs runs have ended.
+domain::PhaseChange after_run_end(const config::JobConfig& config, int runs, const std::string& what);
 
 // Where a job goes after its slice was found bad (bad hardware): RECOVERING on a new slice while the bad-hardware
 // budget (recovery.max_bad_hardware) allows one more, otherwise FAILED. Neither the failure nor the preemption budget

@@ -116,6 +116,10 @@ struct Driven {
   // The current attempt's progress, kept past its stream until the store has it.
   std::shared_ptr<ProgressTracker> progress;
   int unreachable = 0;
+  // When the run of the open slice's attempt (`run_ends_attempt`) ends, for a flex-start slice, as a listing through
+  // v2alpha1 last told it; kept after the slice is gone.
+  std::optional<std::int64_t> run_ends_ms;
+  int run_ends_attempt = 0;
   // Since when the open slice's node has been READY with hosts that have not all published their SSH host keys (0:
   // it is not waiting for them). Kept in memory only: a supervisor that takes the job over counts from when it does.
   std::int64_t host_keys_since_ms = 0;

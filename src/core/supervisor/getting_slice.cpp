@@ -40,10 +40,30 @@ void JobDriver::acquire_slice(Driven& d) {
       move(d, std::nullopt, domain::change_to(Phase::queued, "resumed on the kept slice " + qr));
       return;
     }
+    if (waits_for_run_end(d)) {
+      return;
+    }
     release(d, [this, &d] { create_slice(d); });
     return;
   }
   release(d, [this, &d] { create_slice(d); }); // Rivals of an earlier race go first.
+}
+
+bool JobDriver::waits_for_run_end(Driven& d) {
+  const auto* open = d.open_slice();
+  const auto* last = d.current();
+  if (open == nullptr || last == nullptr || last->outcome != AttemptOutcome::run_ended || !d.run_ends_ms ||
+      d.run_ends_attempt != open->number || verdict_of(d.seen.view) != SliceVerdict::active) {
+    return false;
+  }
+  const auto now = host_.now_ms();
+  const auto poll = host_.scaled(static_cast<double>(d.config->recovery.poll_interval_seconds)).count();
+  if (now >= *d.run_ends_ms + poll) {
+    return false; // The cloud has not ended it a poll past its time: jobman does.
+  }
+  d.dirty = true;
+  d.retry_at_ms = now < *d.run_ends_ms ? *d.run_ends_ms : now + poll;
+  return true;
 }
 
 // Records the next attempt and the name of its slice, then asks for it. The name is in the store before the request

@@ -207,8 +207,18 @@ private:
   void attempt_judged(std::int64_t id, const AttemptVerdict& verdict, bool slice_gone, bool stream_failed);
   // Begins the next attempt on the current attempt's slice and applies `c`.
   void next_attempt_on_same_slice(Driven& d, const domain::PhaseChange& c);
-  // The slice or the workload was lost: ends the attempt and spends a preemption (RECOVERING or FAILED).
+  // The slice or the workload was lost: ends the attempt and spends a preemption (RECOVERING or FAILED). A flex-start
+  // slice lost once its run is within recovery.deadline_lead of its end ran out instead (run_ended).
   void preempted(Driven& d, const std::string& what, int exit_code);
+  // RUNNING on a flex-start slice whose run ends within recovery.deadline_lead: stops the workload (SIGTERM, so that
+  // it checkpoints), then ends the attempt as run-ended.
+  void stop_before_run_ends(Driven& d);
+  // The attempt's flex-start run ran out: ends it as run-ended, spending no budget, and goes to RECOVERING for the
+  // next run (FAILED past recovery.max_runs).
+  void run_ended(Driven& d, const std::string& what, std::optional<int> exit_code);
+  // RECOVERING after a run ended: true while the old slice is still up before its termination time (and a poll after
+  // it), the cloud being the one to end it; the job looks again then.
+  bool waits_for_run_end(Driven& d);
 
   // ---- candidates.cpp ----
   // Whether the config offers more than one place for a slice.

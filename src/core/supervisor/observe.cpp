@@ -15,7 +15,8 @@ namespace {
 // Every slice of one kind in a zone, by id, as views, and (for nodes) the nodes' health into `health` when given;
 // nullopt when the listing failed.
 std::optional<std::map<std::string, SliceView>> list_zone(SliceOps& slices, const std::string& zone, bool nodes,
-                                                          std::map<std::string, NodeHealthView>* health = nullptr) {
+                                                          std::map<std::string, NodeHealthView>* health = nullptr,
+                                                          cloud::ApiVersion version = cloud::ApiVersion::v2) {
   std::map<std::string, SliceView> by_id;
   try {
     if (nodes) {
@@ -27,7 +28,7 @@ std::optional<std::map<std::string, SliceView>> list_zone(SliceOps& slices, cons
         }
       }
     } else {
-      for (const auto& qr : slices.list_queued_resources(zone)) {
+      for (const auto& qr : slices.list_queued_resources(zone, version)) {
         by_id[resource_name_id(qr.name)] = view_slice(qr);
       }
     }
@@ -48,6 +49,17 @@ bool troubled(NodeHealthView& view, const config::JobConfig& config, const Drive
     view.maintenance_due = maintenance_due(*view.maintenance, host.now_ms(), lead);
   }
   return view.maintenance_due || judge_health(view.health) != NodeTrouble::none;
+}
+
+// Whether the listing of queued resources that tells `jobs` how their slices stand must be v2alpha1's: one of them is
+// flex-start, whose run's end only v2alpha1 tells.
+cloud::ApiVersion listing_version(const std::vector<Driven*>& jobs) {
+  for (const Driven* d : jobs) {
+    if (const auto* open = d->open_slice(); open != nullptr && open->pricing == domain::Pricing::flex_start) {
+      return cloud::ApiVersion::v2alpha1;
+    }
+  }
+  return cloud::ApiVersion::v2;
 }
 
 // What a listing of `zone`'s queued resources says of the rivals there that `d` races (first-ready).
@@ -74,6 +86,16 @@ void saw_rivals(Driven& d, const std::string& zone, const std::map<std::string, 
 }
 
 } // namespace
+
+bool run_ending(const Driven& d, const DriverHost& host) {
+  const auto* open = d.open_slice();
+  if (open == nullptr || open->pricing != domain::Pricing::flex_start || !d.run_ends_ms ||
+      d.run_ends_attempt != open->number || !d.config) {
+    return false;
+  }
+  const auto lead = host.scaled(static_cast<double>(d.config->recovery.deadline_lead_seconds)).count();
+  return host.now_ms() >= *d.run_ends_ms - lead;
+}
 
 void observe_slices(std::map<std::int64_t, Driven>& driven, SliceOps& slices, DriverHost& host, Counters& counters) {
   auto& store = host.store();
@@ -115,7 +137,8 @@ void observe_slices(std::map<std::int64_t, Driven>& driven, SliceOps& slices, Dr
   for (auto& [where, jobs] : zones) {
     const auto& [zone, nodes] = where;
     std::map<std::string, NodeHealthView> health;
-    const auto listed = list_zone(slices, zone, nodes, nodes ? &health : nullptr);
+    const auto listed = list_zone(slices, zone, nodes, nodes ? &health : nullptr,
+                                  nodes ? cloud::ApiVersion::v2 : listing_version(jobs));
     if (!listed) {
       continue;
     }
@@ -143,6 +166,15 @@ void observe_slices(std::map<std::int64_t, Driven>& driven, SliceOps& slices, Dr
       const std::string& name = slice->slice_name();
       // A first listing since the job's last news makes it dirty whatever it says: the job may be waiting for one.
       const auto found = listed->find(name);
+      if (found != listed->end() && found->second.termination_ms) {
+        d->run_ends_ms = found->second.termination_ms; // Kept once the slice is gone, to judge how it went.
+        d->run_ends_attempt = slice->number;
+      } else if (d->run_ends_attempt != slice->number) {
+        d->run_ends_ms.reset();
+      }
+      if (d->job.phase == domain::Phase::running && run_ending(*d, host)) {
+        d->dirty = true;
+      }
       if (d->seen.take(found == listed->end() ? nullptr : &found->second, d->dirty)) {
         const std::string& state = d->seen.state;
         nlohmann::json data = {{nodes ? "node" : "queued_resource", name}, {"state", state}};

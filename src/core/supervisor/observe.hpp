@@ -11,9 +11,15 @@
 
 namespace jobman::core::supervision {
 
+// Whether the open slice of `d` is flex-start and its run ends within the job's recovery.deadline_lead (or has ended),
+// as the listings told.
+bool run_ending(const Driven& d, const DriverHost& host);
+
 // One queuedResources.list (and, for nodes created directly or running jobs' health, one nodes.list) per zone in use:
 // sets each job's `seen*` fields, its rivals' and its node's health, records the state changes as observations, and
-// marks the jobs with news dirty. A listing that fails leaves its jobs as they were.
+// marks the jobs with news dirty. A listing that fails leaves its jobs as they were. A zone's queued resources are
+// listed through v2alpha1 while one of them is flex-start, which tells when its run ends (Driven::run_ends_ms).
+
 void observe_slices(std::map<std::int64_t, Driven>& driven, SliceOps& slices, DriverHost& host, Counters& counters);
 
 } // namespace jobman::core::supervision

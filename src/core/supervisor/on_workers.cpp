@@ -7,6 +7,7 @@
 #include "jobman/store/attempts.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
+#include "observe.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -312,9 +313,37 @@ void JobDriver::watch(Driven& d) {
     return;
   }
   if (!d.stream->ended) {
+    if (d.job.kind != domain::JobKind::task && run_ending(d, host_)) {
+      stop_before_run_ends(d);
+    }
     return;
   }
   inspect(d);
+}
+
+void JobDriver::stop_before_run_ends(Driven& d) {
+  const auto id = d.job.id;
+  const std::string what = SliceRef::of(*d.current()).label() + "'s run duration ends at " +
+                           util::format_utc(*d.run_ends_ms) + "; the workload was stopped ahead of it to checkpoint";
+  event(d, "action",
+        "stopping the workload: " + SliceRef::of(*d.current()).label() + "'s run ends at " +
+            util::format_utc(*d.run_ends_ms));
+  stop_workload(d, [this, id, what](std::optional<int> code) {
+    if (Driven* live = host_.find(id); live != nullptr && live->job.phase == Phase::running) {
+      run_ended(*live, what, code);
+    }
+  });
+}
+
+void JobDriver::run_ended(Driven& d, const std::string& what, std::optional<int> exit_code) {
+  stop_stream(d);
+  int runs = 1;
+  for (const auto& attempt : d.attempts) {
+    runs += attempt.outcome == AttemptOutcome::run_ended ? 1 : 0;
+  }
+  end_open_attempt(d, AttemptOutcome::run_ended, exit_code);
+  d.unreachable = 0;
+  move(d, std::nullopt, after_run_end(*d.config, runs, what));
 }
 
 // The stream ended: ask the workers how the workload stands, and end the attempt when it is decided.
@@ -499,6 +528,10 @@ void JobDriver::preempted(Driven& d, const std::string& what, int exit_code) {
   if (d.job.kind == domain::JobKind::task) {
     // The worker recovers its slice; the task runs again on the next free worker that matches.
     requeue_task(d, AttemptOutcome::preempted, exit_code, domain::change_to(Phase::pending, what), true);
+    return;
+  }
+  if (run_ending(d, host_)) {
+    run_ended(d, what + ", its run duration having run out", exit_code);
     return;
   }
   stop_stream(d);

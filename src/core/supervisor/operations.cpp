@@ -22,8 +22,9 @@ public:
   std::optional<cloud::QueuedResource> get_queued_resource(const std::string& zone, const std::string& id) override {
     return client_->get_queued_resource(at(zone), id);
   }
-  std::vector<cloud::QueuedResource> list_queued_resources(const std::string& zone) override {
-    return client_->list_queued_resources(at(zone), kListPageSize);
+  std::vector<cloud::QueuedResource> list_queued_resources(const std::string& zone,
+                                                           cloud::ApiVersion version) override {
+    return client_->list_queued_resources(at(zone), kListPageSize, version);
   }
   std::optional<cloud::Operation> delete_queued_resource(const std::string& zone, const std::string& id) override {
     return client_->delete_queued_resource(at(zone), id, cloud::DeleteMode::force);

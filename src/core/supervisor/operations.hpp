@@ -32,8 +32,9 @@ public:
                                                      const nlohmann::json& body) = 0;
   // queuedResources.get; nullopt when it does not exist.
   virtual std::optional<cloud::QueuedResource> get_queued_resource(const std::string& zone, const std::string& id) = 0;
-  // queuedResources.list, every page.
-  virtual std::vector<cloud::QueuedResource> list_queued_resources(const std::string& zone) = 0;
+  // queuedResources.list, every page, through `version` (v2alpha1 tells a flex-start slice's termination time).
+  virtual std::vector<cloud::QueuedResource> list_queued_resources(const std::string& zone,
+                                                                   cloud::ApiVersion version) = 0;
   // queuedResources.delete with force (an ACTIVE one holds a node); nullopt when it was already gone.
   virtual std::optional<cloud::Operation> delete_queued_resource(const std::string& zone, const std::string& id) = 0;
 
