@@ -5,7 +5,7 @@ _jobman() {
     case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac
   done
   if [[ -z "$cmd" ]]; then
-    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync settings completion daemon wait worker task status availability analytics report ui store --help -h --version --verbose -v" -- "$cur"))
+    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync reservations settings completion daemon wait worker task status availability analytics report ui store --help -h --version --verbose -v" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -106,6 +106,15 @@ _jobman() {
     esac
     if [[ "$cur" == -* ]]; then
       COMPREPLY=($(compgen -W "--help -h --zone --all-zones --all-owners --older-than --delete --json" -- "$cur"))
+      return
+    fi
+    ;;
+  reservations)
+    case "$prev" in
+      --zone) return ;;
+    esac
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h --zone --all-zones --json" -- "$cur"))
       return
     fi
     ;;

@@ -199,6 +199,7 @@ void build_app(CLI::App& app, Context& ctx) {
   add_delete_command(app, ctx);
   add_clean_command(app, ctx);
   add_sync_command(app, ctx);
+  add_reservations_command(app, ctx);
   add_settings_command(app, ctx);
   add_completion_command(app, ctx);
   add_daemon_command(app, ctx);

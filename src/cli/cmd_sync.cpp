@@ -26,9 +26,6 @@ namespace {
 // How long --delete waits for each deletion's operation.
 constexpr std::chrono::minutes kDeleteTimeout{10};
 
-// How many zones are listed at once when sync looks in every zone of the project.
-constexpr std::size_t kParallelListings = 8;
-
 struct SyncOptions {
   std::vector<std::string> zones;
   bool all_zones = false;
@@ -160,11 +157,7 @@ int run_sync(Context& ctx, const SyncOptions& options) {
     }
     filter.older_than_ms = *seconds * 1000;
   }
-  for (const auto& zone : options.zones) {
-    if (zone.empty() || zone.find('/') != std::string::npos) {
-      throw UsageError("--zone: '" + zone + "' is not a zone name (us-central2-b)");
-    }
-  }
+  check_zone_arguments(options.zones, options.all_zones);
   const auto settings = config::load_settings();
   auto& store = ctx.store();
   const std::string owner = options.all_owners ? "" : core::owner_label_value(store.identity());
@@ -173,49 +166,15 @@ int run_sync(Context& ctx, const SyncOptions& options) {
     // Another store's resources (a lab's, or another file's) are that store's to hold: --all-owners shows them too.
     filter.store = core::store_label_value(core::store_location());
   }
-  if (options.all_zones && !options.zones.empty()) {
-    throw UsageError("--all-zones and --zone: give one or the other");
-  }
-  std::vector<std::string> zones = options.zones;
-  if (zones.empty() && !options.all_zones) {
-    zones = core::zones_in_use(store, settings.zone);
-  }
   const auto access = core::connect_cloud(settings, *ctx.err);
-  if (zones.empty()) {
-    // No store to go by (it was lost, or never named a zone): every zone where the project can have TPUs.
-    zones = access.client->list_locations(access.project);
-    if (zones.empty()) {
-      throw Error("the TPU API lists no zone for project " + access.project + ": no zone to look in");
-    }
-    if (!options.json && !options.all_zones) {
-      *ctx.err << "jobman: the store names no zone; looking in all " << zones.size() << " zones of project "
-               << access.project << " (--zone narrows the search)\n";
-    }
-  }
-  std::sort(zones.begin(), zones.end());
-  zones.erase(std::unique(zones.begin(), zones.end()), zones.end());
+  const auto zones = zones_to_look_in(ctx, access, options.zones, options.all_zones, options.json);
   // The cloud first, the store after: a resource created meanwhile had its name recorded before its request left.
   // The zones are listed a few at once; the first error ends the command, as a listing that failed one zone would.
   std::vector<core::ZoneListing> listings(zones.size());
-  std::vector<std::string> errors(zones.size());
-  for (std::size_t begin = 0; begin < zones.size(); begin += kParallelListings) {
-    std::vector<std::jthread> listers;
-    for (std::size_t i = begin; i < std::min(zones.size(), begin + kParallelListings); ++i) {
-      listers.emplace_back([&, i] {
-        try {
-          spdlog::debug("listing queued resources and nodes in {}", zones[i]);
-          listings[i] = core::list_zone(access, zones[i]);
-        } catch (const std::exception& e) {
-          errors[i] = e.what();
-        }
-      });
-    }
-  }
-  for (const auto& error : errors) {
-    if (!error.empty()) {
-      throw Error(error);
-    }
-  }
+  list_each_zone(zones, [&](std::size_t i) {
+    spdlog::debug("listing queued resources and nodes in {}", zones[i]);
+    listings[i] = core::list_zone(access, zones[i]);
+  });
   filter.now_ms = util::now_ms();
   const auto orphans = core::find_orphans(listings, store.attempts().held_slices(), filter);
 

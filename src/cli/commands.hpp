@@ -3,11 +3,15 @@
 
 #include "context.hpp"
 #include "jobman/config/job_config.hpp"
+#include "jobman/core/cloud.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/pool.hpp"
 #include "jobman/core/zone_offers.hpp"
 
 #include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+#include <vector>
 
 namespace jobman::cli {
 
@@ -36,6 +40,7 @@ void add_availability_command(CLI::App& app, Context& ctx); // `availability`, `
 void add_report_command(CLI::App& app, Context& ctx);       // `report`, `analytics cost`
 void add_ui_command(CLI::App& app, Context& ctx);           // `ui`
 void add_store_command(CLI::App& app, Context& ctx);        // `store migrate`
+void add_reservations_command(CLI::App& app, Context& ctx); // `reservations`
 
 // `show`: one record in detail.
 struct ShowOptions {
@@ -98,6 +103,21 @@ enum class MockStart {
 // asking the configured cloud with little patience. Throws ConfigError (exit 2) naming the file, line and key of
 // each problem; otherwise returns what was checked against what.
 core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>& configs, MockStart start);
+
+// Checks the --zone values of a command that lists the cloud zone by zone (sync, reservations): each a zone's name,
+// and not given with --all-zones. Throws UsageError otherwise.
+void check_zone_arguments(const std::vector<std::string>& zones, bool all_zones);
+
+// The zones such a command looks in: `given` (--zone); else, unless `all_zones`, the zones in use (core::zones_in_use:
+// every zone of a job or attempt in the store, and the settings' zone); else, or when that is none, every zone where
+// the project can have TPUs (locations.list), said on ctx.err unless `quiet` or `all_zones`. Sorted, each once.
+// Throws Error when the project has no such zone, and the client's errors.
+std::vector<std::string> zones_to_look_in(Context& ctx, const core::CloudAccess& access,
+                                          const std::vector<std::string>& given, bool all_zones, bool quiet);
+
+// Calls `list(i)` for each index of `zones`, a few zones at once on threads of their own; once every call has
+// returned, throws Error with the message of the first zone's (in `zones`' order) that threw.
+void list_each_zone(const std::vector<std::string>& zones, const std::function<void(std::size_t)>& list);
 
 // The arguments resume/cancel/delete/clean share.
 struct RequestCommandOptions {
