@@ -42,7 +42,9 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
                                        {"hosts", acc.hosts},
                                        {"warnings", warnings},
                                        {"offer_check",
-                                        {{"source", core::to_string(offers.source)}, {"note", offers.note}}}}
+                                        {{"source", core::to_string(offers.source)},
+                                         {"note", offers.note},
+                                         {"warnings", offers.warnings}}}}
                     .dump(2)
              << '\n';
     return 0;
@@ -91,6 +93,9 @@ core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>
   auto check = core::check_zone_offers(ctx.store(), cloud, configs, util::now_ms());
   if (!check.problems.empty()) {
     throw ConfigError(std::move(check.problems));
+  }
+  for (const auto& warning : check.warnings) {
+    spdlog::warn("{}", warning);
   }
   return check;
 }

@@ -99,9 +99,10 @@ enum class MockStart {
   when_autostart, // create: it starts the mock anyway, unless the settings turn autostart off.
 };
 
-// Checks the configs' accelerators and runtime versions against what their zones offer (core::check_zone_offers),
-// asking the configured cloud with little patience. Throws ConfigError (exit 2) naming the file, line and key of
-// each problem; otherwise returns what was checked against what.
+// Checks the configs' accelerators, runtime versions, tiers and reservations against what their zones offer
+// (core::check_zone_offers), asking the configured cloud with little patience. Throws ConfigError (exit 2) naming the
+// file, line and key of each problem; otherwise logs a warning for what could not be checked and returns what was
+// checked against what.
 core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>& configs, MockStart start);
 
 // Checks the --zone values of a command that lists the cloud zone by zone (sync, reservations): each a zone's name,

@@ -284,13 +284,35 @@ void build_provisioning(Problems& p, const Section& s, TpuSection& out) {
     p.error(s.origin("allocation_mode"), s.path("allocation_mode"),
             model + " capacity comes only through a queued resource: remove allocation_mode tpu-vm");
   }
+  // Where tpu.reserved and tpu.reservation were given: their key, else the gcloud flag in tpu.flags that set them.
+  const auto given_in = [&](const std::string& key) {
+    return s.get(key) == nullptr && s.get("flags") != nullptr ? std::string("flags") : key;
+  };
   for (const char* key : {"reserved", "reservation"}) {
+    const Origin& at = s.origin(given_in(key));
+    out.origins[key] = SourceLocation{at.file, at.line, at.column, s.path(given_in(key))};
     const bool asked = std::string_view(key) == "reserved" ? out.reserved : !out.reservation.empty();
     if (asked && out.pricing != Pricing::reserved && out.pricing != Pricing::ondemand) {
       p.error(s.origin(key), s.path(key),
               "a reservation cannot hold " + model +
                   " capacity: write pricing: reserved (with tpu.reservation: NAME for one reservation), or drop " +
                   key);
+    }
+  }
+  // A reservation's full name must be one, in a zone the job asks for a slice in (a bare name is the project's own in
+  // the job's zone).
+  if (out.reservation.find('/') != std::string::npos) {
+    const auto parts = util::split(out.reservation, '/');
+    const std::string key = given_in("reservation");
+    if (parts.size() != 6 || parts[0] != "projects" || parts[2] != "locations" || parts[4] != "reservations" ||
+        std::any_of(parts.begin(), parts.end(), [](const std::string& part) { return part.empty(); })) {
+      p.error(s.origin(key), s.path(key),
+              "'" + out.reservation +
+                  "' is not a reservation's name: write NAME, or projects/PROJECT/locations/ZONE/reservations/NAME");
+    } else if (std::find(out.zones.begin(), out.zones.end(), parts[3]) == out.zones.end()) {
+      p.error(s.origin(key), s.path(key),
+              "reservation '" + out.reservation + "' is in " + parts[3] +
+                  ", where the job asks for no slice (tpu.zone: " + util::join(out.zones, ", ") + ")");
     }
   }
 }

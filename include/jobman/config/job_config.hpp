@@ -92,8 +92,9 @@ struct TpuSection {
   std::string preflight;
   bool reserved = false;     // Use reserved capacity (schedulingConfig.reserved; gcloud's --reserved).
   bool internal_ips = false; // No external IPs (networkConfig.enableExternalIps false; gcloud's --internal-ips).
-  // Where "accelerator", "zone" and "version" were given (or, for a default, the tpu section), for the checks made
-  // after loading against what the cloud offers.
+  // Where "accelerator", "zone", "version", "pricing", "reserved" and "reservation" were given (or, for a default,
+  // the tpu section; for the last two, the tpu.flags that set them), for the checks made after loading against what
+  // the cloud offers.
   std::map<std::string, SourceLocation> origins;
 };
 

@@ -39,10 +39,10 @@ std::optional<MockCloudServer> running_mock_cloud();
 // cannot be found or does not come up.
 MockCloudServer ensure_mock_cloud(const config::Settings& settings, std::ostream& notice);
 
-// The tiers ("spot", "on_demand") a mock cloud's world offers of each TPU generation, by zone then generation, from
-// its admin metrics: the bundled mock's (its admin token in its state directory) or the one `settings.api_endpoint`
-// names when JOBMAN_MOCK_ADMIN_TOKEN_FILE gives its token. Empty when the cloud is Google's or the mock cannot be
-// asked: Google's API does not say which tiers a zone has.
+// The tiers ("spot", "on_demand", "flex_start", "reserved", "best_effort") a mock cloud's world offers of each TPU
+// generation, by zone then generation, from its admin metrics: the bundled mock's (its admin token in its state
+// directory) or the one `settings.api_endpoint` names when JOBMAN_MOCK_ADMIN_TOKEN_FILE gives its token. Empty when the
+// cloud is Google's or the mock cannot be asked: Google's API does not say which tiers a zone has.
 std::map<std::string, std::map<std::string, std::set<std::string>>> mock_cloud_tiers(const config::Settings& settings);
 
 } // namespace jobman::core

@@ -35,8 +35,11 @@ std::string_view to_string(OfferSource source);
 struct OfferCheck {
   OfferSource source = OfferSource::built_in; // The least fresh source used for any of the zones.
   std::string note;                           // For people: what was checked against what.
-  std::vector<Diagnostic> problems; // An accelerator the zone does not offer, a runtime version it does not have, a
-                                    // zone that does not exist; each names the file, line and key.
+  std::vector<Diagnostic> problems;  // An accelerator the zone does not offer, a runtime version it does not have, a
+                                     // zone that does not exist, a tier or reservation it lacks; each names the file,
+                                     // line and key.
+  std::vector<std::string> warnings; // For people: what could not be checked though the cloud was asked (a
+                                     // reservations.list that failed).
 };
 
 // The cloud a check asks.
@@ -46,15 +49,19 @@ struct OfferCloud {
   std::string project; // The project asked.
   std::shared_ptr<cloud::TpuClient> client; // Null when the cloud cannot be asked without starting something.
   std::string unreachable;                  // Why `client` is null.
-  // The tiers ("spot", "on_demand") each zone offers of each generation, where the cloud says (a mock's world, see
-  // mock_cloud_tiers); empty for Google. A zone named here that lacks the config's tier for its generation is a
-  // problem at tpu.pricing.
+  // The tiers ("spot", "on_demand", "flex_start", "reserved", "best_effort") each zone offers of each generation,
+  // where the cloud says (a mock's world, see mock_cloud_tiers); empty for Google. A zone named here that lacks the
+  // tier of the config's provisioning model for its generation is a problem at tpu.pricing (best-effort needs the
+  // spot pool too, whose chips it runs on).
   std::map<std::string, std::map<std::string, std::set<std::string>>> tiers;
 };
 
 // Checks every config, each distinct zone asked once: answers of the last day come from the store; older ones are
 // asked again and stored. An answer other than NOT_FOUND for the zone (no network, no credentials, a server error)
-// falls back to the built-in catalog for that zone; this never throws for the cloud's sake.
+// falls back to the built-in catalog for that zone; this never throws for the cloud's sake. A config that asks for a
+// reservation (pricing reserved, tpu.reserved, tpu.reservation) is checked against the project's reservations in the
+// zone (reservations.list, asked every time): a reservation named that the zone does not have, or reserved capacity
+// where the project has no reservation of the accelerator's generation, is a problem at the key that asked.
 OfferCheck check_zone_offers(store::JobStore& store, const OfferCloud& cloud,
                              const std::vector<config::JobConfig>& configs, std::int64_t now_ms);
 
