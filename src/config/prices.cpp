@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace jobman::config {
 
@@ -139,6 +140,22 @@ void read_table(const std::string& text, const std::string& file, PriceTable& ta
   }
 }
 
+// The tiers whose price a slice of `tier` is billed at, its own first: spot is what preemptible became, so one stands
+// in for the other, and Google bills best-effort at spot rates. On-demand, flex-start and reserved capacity have rates
+// of their own, which nothing stands in for.
+std::vector<domain::Pricing> priced_as(domain::Pricing tier) {
+  switch (tier) {
+  case domain::Pricing::spot: return {domain::Pricing::spot, domain::Pricing::preemptible};
+  case domain::Pricing::preemptible: return {domain::Pricing::preemptible, domain::Pricing::spot};
+  case domain::Pricing::best_effort:
+    return {domain::Pricing::best_effort, domain::Pricing::spot, domain::Pricing::preemptible};
+  case domain::Pricing::ondemand:
+  case domain::Pricing::flex_start:
+  case domain::Pricing::reserved: break;
+  }
+  return {tier};
+}
+
 } // namespace
 
 std::optional<double> PriceTable::chip_hour(const std::string& accelerator, domain::Pricing tier) const {
@@ -151,16 +168,10 @@ std::optional<double> PriceTable::chip_hour(const std::string& accelerator, doma
     return std::nullopt;
   }
   const auto& prices = generation->second;
-  if (const auto it = prices.find(domain::to_string(tier)); it != prices.end()) {
-    return it->second;
-  }
-  // Spot is what preemptible became: one stands in for the other.
-  if (tier == domain::Pricing::ondemand) {
-    return std::nullopt;
-  }
-  const auto other = tier == domain::Pricing::spot ? domain::Pricing::preemptible : domain::Pricing::spot;
-  if (const auto it = prices.find(domain::to_string(other)); it != prices.end()) {
-    return it->second;
+  for (const auto pricing : priced_as(tier)) {
+    if (const auto it = prices.find(domain::to_string(pricing)); it != prices.end()) {
+      return it->second;
+    }
   }
   return std::nullopt;
 }

@@ -1,6 +1,9 @@
-// The price table: the one jobman ships reads and prices every generation it lists, spot and preemptible stand in
-// for each other, and a user's table goes over it, its mistakes named by file, line and key.
+// The price table: the one jobman ships reads and prices every generation and provisioning model it lists, spot and
+// preemptible stand in for each other, best-effort is priced as spot, and a user's table goes over it, its mistakes
+// named by file, line and key.
 #include "jobman/config/prices.hpp"
+#include "jobman/core/goodput.hpp"
+#include "jobman/reporting/accounting.hpp"
 #include "jobman/util/error.hpp"
 #include "support/temp_dir.hpp"
 
@@ -42,6 +45,70 @@ TEST(Prices, AChipHourIsPricedByTheAcceleratorsGenerationAndTier) {
   EXPECT_FALSE(table.chip_hour("nonsense", domain::Pricing::spot));
 }
 
+// Flex-start, reserved and best-effort slices are billed at rates of their own (best-effort at spot's), and every
+// generation of the built-in table has them; best-effort equals spot (or preemptible) there.
+TEST(Prices, TheBuiltInTablePricesEveryProvisioningModelOfEveryGeneration) {
+  const auto table = builtin_prices();
+  for (const char* generation : {"v2", "v3", "v4", "v5litepod", "v5p", "v6e"}) {
+    ASSERT_TRUE(table.per_chip_hour.contains(generation)) << generation;
+    const auto& tiers = table.per_chip_hour.at(generation);
+    for (const char* tier : {"ondemand", "flex-start", "reserved", "best-effort"}) {
+      ASSERT_TRUE(tiers.contains(tier)) << generation << " " << tier;
+    }
+    const auto spot = tiers.contains("spot") ? tiers.at("spot") : tiers.at("preemptible");
+    EXPECT_EQ(tiers.at("best-effort"), spot) << generation << ": Google bills best-effort at spot rates";
+    EXPECT_LT(tiers.at("reserved"), tiers.at("ondemand")) << generation << ": a commitment's rate is below on demand";
+    EXPECT_GT(tiers.at("reserved"), spot) << generation;
+    EXPECT_LE(tiers.at("flex-start"), tiers.at("ondemand")) << generation;
+  }
+  EXPECT_EQ(table.chip_hour("v6e-8", domain::Pricing::reserved), 1.89) << "v6e's published 1-year rate";
+}
+
+TEST(Prices, EachProvisioningModelIsPricedAtItsOwnRate) {
+  PriceTable table;
+  table.per_chip_hour["v6e"] = {
+      {"ondemand", 2.7}, {"spot", 0.5}, {"flex-start", 1.5}, {"reserved", 1.9}, {"best-effort", 0.45}};
+  table.per_chip_hour["v4"] = {{"ondemand", 3.0}, {"spot", 1.0}};
+  table.per_chip_hour["v2"] = {{"ondemand", 1.5}, {"preemptible", 0.5}};
+  EXPECT_EQ(table.chip_hour("v6e-8", domain::Pricing::flex_start), 1.5);
+  EXPECT_EQ(table.chip_hour("v6e-8", domain::Pricing::reserved), 1.9);
+  EXPECT_EQ(table.chip_hour("v6e-8", domain::Pricing::best_effort), 0.45) << "its own figure first";
+  EXPECT_EQ(table.chip_hour("v4-8", domain::Pricing::best_effort), 1.0) << "else spot's, as Google bills it";
+  EXPECT_EQ(table.chip_hour("v2-8", domain::Pricing::best_effort), 0.5) << "or preemptible's, the same model";
+  // On-demand, flex-start and reserved have rates of their own: none is guessed from another tier.
+  EXPECT_FALSE(table.chip_hour("v4-8", domain::Pricing::flex_start));
+  EXPECT_FALSE(table.chip_hour("v4-8", domain::Pricing::reserved));
+  table.per_chip_hour["v5p"] = {{"flex-start", 2.0}, {"reserved", 2.5}, {"best-effort", 0.8}};
+  EXPECT_FALSE(table.chip_hour("v5p-8", domain::Pricing::ondemand));
+  EXPECT_FALSE(table.chip_hour("v5p-8", domain::Pricing::spot)) << "best-effort does not stand in for spot";
+}
+
+// What `show` and `report` charge: each slice's chip-hours at its own attempt's provisioning model.
+TEST(Prices, TheCostOfAJobPricesEachSliceByItsOwnProvisioningModel) {
+  PriceTable table;
+  table.per_chip_hour["v6e"] = {{"ondemand", 2.7}, {"spot", 0.5}, {"flex-start", 1.5}, {"reserved", 1.9}};
+  core::JobAccount account;
+  const auto usage = [](domain::Pricing tier, double chip_hours) {
+    core::ChipUsage u;
+    u.zone = "us-east5-a";
+    u.accelerator = "v6e-8";
+    u.tier = tier;
+    u.chips = 8;
+    u.chip_hours = chip_hours;
+    return u;
+  };
+  account.usage = {usage(domain::Pricing::flex_start, 10), usage(domain::Pricing::reserved, 4),
+                   usage(domain::Pricing::best_effort, 2)};
+  const auto cost = reporting::cost_of(account, table);
+  EXPECT_TRUE(cost.complete);
+  EXPECT_DOUBLE_EQ(cost.amount, 10 * 1.5 + 4 * 1.9 + 2 * 0.5);
+  // A model the table has no rate for leaves the cost incomplete rather than priced as another.
+  table.per_chip_hour["v6e"].erase("flex-start");
+  const auto partial = reporting::cost_of(account, table);
+  EXPECT_FALSE(partial.complete);
+  EXPECT_DOUBLE_EQ(partial.amount, 4 * 1.9 + 2 * 0.5);
+}
+
 // Generations are named as accelerators are, aliases included ("v5e" is v5litepod).
 TEST(Prices, AUsersTableGoesOverTheBuiltInOne) {
   test::TempDir dir;
@@ -59,11 +126,15 @@ TEST(Prices, AUsersTableGoesOverTheBuiltInOne) {
 TEST(Prices, ATiersOtherSpellingsAreReadAsItsName) {
   test::TempDir dir;
   const auto path = dir.path() / "prices.yaml";
-  write(path, "generations:\n  v4:\n    on-demand: 9.5\n  v5e:\n    standard: 8.5\n");
+  write(path, "generations:\n  v4:\n    on-demand: 9.5\n    flex_start: 7.5\n    best_effort: 0.75\n  v5e:\n"
+              "    standard: 8.5\n");
   const auto table = load_prices(path);
   EXPECT_EQ(table.chip_hour("v4-8", domain::Pricing::ondemand), 9.5);
   EXPECT_EQ(table.chip_hour("v5litepod-16", domain::Pricing::ondemand), 8.5);
+  EXPECT_EQ(table.chip_hour("v4-8", domain::Pricing::flex_start), 7.5);
+  EXPECT_EQ(table.chip_hour("v4-8", domain::Pricing::best_effort), 0.75);
   EXPECT_FALSE(table.per_chip_hour.at("v4").contains("on-demand"));
+  EXPECT_FALSE(table.per_chip_hour.at("v4").contains("flex_start"));
 }
 
 TEST(Prices, MistakesInAUsersTableNameTheFileLineAndKey) {

@@ -19,12 +19,14 @@ struct PriceTable {
   std::string as_of;    // When they were taken from it.
   std::string region;   // Which region they are for.
   // Generation ("v4", "v5litepod", as accelerator names begin) -> tier (by the name domain::to_string gives it:
-  // "ondemand", "spot", "preemptible") -> price per chip-hour.
+  // "ondemand", "spot", "preemptible", "flex-start", "reserved", "best-effort") -> price per chip-hour.
   std::map<std::string, std::map<std::string, double>> per_chip_hour;
   std::vector<std::string> files; // The tables it was read from, the built-in one first ("built-in").
 
-  // The price of a chip-hour of `accelerator` ("v4-32") in `tier`; spot and preemptible stand in for each other
-  // where a generation has one of them only. nullopt when the table has no price.
+  // The price of a chip-hour of `accelerator` ("v4-32") in `tier`, each provisioning model at its own rate: spot and
+  // preemptible stand in for each other where a generation has one of them only, and best-effort (billed at spot
+  // rates) is priced as spot where it has no figure of its own; on-demand, flex-start and reserved have no stand-in.
+  // nullopt when the table has no price.
   [[nodiscard]] std::optional<double> chip_hour(const std::string& accelerator, domain::Pricing tier) const;
 };
 
