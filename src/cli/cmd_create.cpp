@@ -96,11 +96,19 @@ std::string project_for_plan(const config::Settings& settings) {
   return settings.cloud == config::CloudKind::mock ? "jobman-mock" : "PROJECT";
 }
 
-std::string api_base(const config::Settings& settings) {
-  if (!settings.api_endpoint.empty()) {
-    return settings.api_endpoint;
+// The base URL of the TPU API `version` ("v2", "v2alpha1") the request goes to.
+std::string api_base(const config::Settings& settings, const std::string& version) {
+  std::string root = settings.api_endpoint;
+  if (root.empty()) {
+    root = settings.cloud == config::CloudKind::mock ? "<bundled mock cloud>" : "https://tpu.googleapis.com";
   }
-  return settings.cloud == config::CloudKind::mock ? "<bundled mock cloud>/v2/" : "https://tpu.googleapis.com/v2/";
+  while (!root.empty() && root.back() == '/') {
+    root.pop_back();
+  }
+  if (root.ends_with("/v2")) {
+    root.resize(root.size() - 3);
+  }
+  return root + "/" + version + "/";
 }
 
 std::string worker_list(const std::vector<int>& workers) {
@@ -157,8 +165,9 @@ int print_dry_run(Context& ctx, const std::vector<config::JobConfig>& configs, b
       out << '\n';
     }
     out << "--- cloud request (job id and attempt shown as 000000-a1)\n";
-    out << plan["api"]["method"].get<std::string>() << ' ' << api_base(settings)
-        << plan["api"]["url"].get<std::string>() << '\n';
+    out << plan["api"]["method"].get<std::string>() << ' '
+        << api_base(settings, plan["api"]["version"].get<std::string>()) << plan["api"]["url"].get<std::string>()
+        << '\n';
     out << plan["api"]["body"].dump(2) << '\n';
     out << "--- setup steps, in order\n";
     for (const auto& step : core::setup_steps(c)) {

@@ -47,6 +47,16 @@ std::vector<Candidate> candidates(const JobConfig& config, Pricing pricing) {
   return all;
 }
 
+std::vector<Candidate> candidates(const JobConfig& config) {
+  std::vector<Candidate> all;
+  const auto& pricings = config.tpu.pricings.empty() ? std::vector<Pricing>{config.tpu.pricing} : config.tpu.pricings;
+  for (const auto pricing : pricings) {
+    auto some = candidates(config, pricing);
+    all.insert(all.end(), some.begin(), some.end());
+  }
+  return all;
+}
+
 JobConfig candidate_config(const JobConfig& config, const Candidate& candidate) {
   JobConfig out = config;
   out.tpu.zone = candidate.zone;

@@ -251,17 +251,69 @@ Pricing build_pricing(Problems& p, const Section& s) {
   return Pricing::ondemand;
 }
 
+// tpu.pricing as a list, jobman's own: the tiers a job may fail over between, in the order written, each a name
+// parse_pricing takes (no Python jobman reads a list, so an unknown one is an error, not on-demand).
+std::vector<Pricing> build_pricing_list(Problems& p, const Section& s, const Node& list) {
+  std::vector<Pricing> out;
+  if (list.items.empty()) {
+    p.error(list.origin, s.path("pricing"), "an empty list: name at least one pricing");
+  }
+  std::vector<std::string> names;
+  for (const auto pricing : domain::all_pricings()) {
+    names.push_back(to_string(pricing));
+  }
+  for (std::size_t i = 0; i < list.items.size(); ++i) {
+    const std::string path = s.path("pricing") + "[" + std::to_string(i) + "]";
+    const auto text = as_string(p, list.items[i], path);
+    if (!text) {
+      continue;
+    }
+    const auto pricing = domain::parse_pricing(*text);
+    if (!pricing) {
+      const std::string hint = detail::suggestion(util::to_lower(*text), names);
+      p.error(list.items[i].origin, path,
+              "'" + *text + "' is not a pricing" + (hint.empty() ? " (" + util::join(names, ", ") + ")" : "; " + hint));
+    } else if (std::find(out.begin(), out.end(), *pricing) != out.end()) {
+      p.error(list.items[i].origin, path, display_name(*pricing) + " is listed twice");
+    } else {
+      out.push_back(*pricing);
+    }
+  }
+  return out;
+}
+
+// tpu.pricing, one value (as the Python jobman reads it) or a list: out.pricing is the first, out.pricings all.
+void build_pricings(Problems& p, const Section& s, TpuSection& out) {
+  const Node* value = s.get("pricing");
+  out.pricings.clear();
+  if (value != nullptr && !value->unresolved && value->is_sequence()) {
+    out.pricings = build_pricing_list(p, s, *value);
+  }
+  if (out.pricings.empty()) {
+    out.pricings = {build_pricing(p, s)};
+  }
+  out.pricing = out.pricings.front();
+}
+
 } // namespace
 
 namespace {
 
 // tpu.max_run_duration and the provisioning model's other needs: flex-start runs for a set time (required, at most
 // seven days) and, like best-effort, exists only as a queued resource; tpu.reserved (gcloud's --reserved) asks for a
-// reservation, which spot, preemptible, flex-start and best-effort capacity cannot use.
+// reservation, which spot, preemptible, flex-start and best-effort capacity cannot use (without tpu.pricing, it or
+// tpu.reservation makes the job reserved).
 void build_provisioning(Problems& p, const Section& s, TpuSection& out) {
   out.max_run_duration_seconds = s.duration("max_run_duration", 1);
+  if (s.get("pricing") == nullptr && (out.reserved || !out.reservation.empty())) {
+    out.pricing = Pricing::reserved; // A reservation asked for, and no pricing written: the reservation's.
+    out.pricings = {Pricing::reserved};
+  }
+  const auto has = [&](Pricing pricing) {
+    return std::find(out.pricings.begin(), out.pricings.end(), pricing) != out.pricings.end();
+  };
   const std::string model = display_name(out.pricing);
-  if (out.pricing == Pricing::flex_start) {
+  if (has(Pricing::flex_start)) {
     if (!out.max_run_duration_seconds) {
       if (s.get("max_run_duration") == nullptr) {
         p.error(s.origin("pricing"), s.path("pricing"),
@@ -279,10 +331,13 @@ void build_provisioning(Problems& p, const Section& s, TpuSection& out) {
            "ignored: only a flex-start slice has a run duration (pricing is " + model + ")");
     out.max_run_duration_seconds.reset();
   }
-  if ((out.pricing == Pricing::flex_start || out.pricing == Pricing::best_effort) &&
-      out.allocation_mode == AllocationMode::tpu_vm) {
-    p.error(s.origin("allocation_mode"), s.path("allocation_mode"),
-            model + " capacity comes only through a queued resource: remove allocation_mode tpu-vm");
+  for (const auto only_queued : {Pricing::flex_start, Pricing::best_effort}) {
+    if (has(only_queued) && out.allocation_mode == AllocationMode::tpu_vm) {
+      p.error(s.origin("allocation_mode"), s.path("allocation_mode"),
+              display_name(only_queued) +
+                  " capacity comes only through a queued resource: remove allocation_mode tpu-vm");
+      break;
+    }
   }
   // Where tpu.reserved and tpu.reservation were given: their key, else the gcloud flag in tpu.flags that set them.
   const auto given_in = [&](const std::string& key) {
@@ -292,8 +347,8 @@ void build_provisioning(Problems& p, const Section& s, TpuSection& out) {
     const Origin& at = s.origin(given_in(key));
     out.origins[key] = SourceLocation{at.file, at.line, at.column, s.path(given_in(key))};
     const bool asked = std::string_view(key) == "reserved" ? out.reserved : !out.reservation.empty();
-    if (asked && out.pricing != Pricing::reserved && out.pricing != Pricing::ondemand) {
-      p.error(s.origin(key), s.path(key),
+    if (asked && !has(Pricing::reserved) && !has(Pricing::ondemand)) {
+      p.error(at, s.path(given_in(key)),
               "a reservation cannot hold " + model +
                   " capacity: write pricing: reserved (with tpu.reservation: NAME for one reservation), or drop " +
                   key);
@@ -470,7 +525,7 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
     const Origin& at = s.origin(key);
     out.origins[key] = SourceLocation{at.file, at.line, at.column, s.path(key)};
   }
-  out.pricing = build_pricing(p, s);
+  build_pricings(p, s, out);
   out.startup_script = s.str("startup_script");
   out.tags = s.str_list("tags");
   for (std::size_t i = 0; i < out.tags.size(); ++i) {

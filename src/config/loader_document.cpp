@@ -74,7 +74,15 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
   tpu["zone"] = t.zones.size() > 1 ? list(t.zones) : s(t.zone);
   // A version nobody wrote is left out when the accelerators differ, so each keeps its generation's.
   tpu["version"] = t.version_given || t.accelerators.size() <= 1 ? s(t.version) : json(nullptr);
-  tpu["pricing"] = to_string(t.pricing);
+  if (t.pricings.size() > 1) {
+    json pricings = json::array();
+    for (const auto pricing : t.pricings) {
+      pricings.push_back(to_string(pricing));
+    }
+    tpu["pricing"] = pricings;
+  } else {
+    tpu["pricing"] = to_string(t.pricing);
+  }
   tpu["startup_script"] = t.startup_script ? s(*t.startup_script) : json(nullptr);
   tpu["tags"] = list(t.tags);
   tpu["metadata"] = map(t.metadata);

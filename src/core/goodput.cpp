@@ -23,6 +23,7 @@ std::string_view to_string(Bucket bucket) {
   case Bucket::lost: return "lost";
   case Bucket::recovering: return "recovering";
   case Bucket::bad_hardware: return "bad-hardware";
+  case Bucket::run_end: return "run-end";
   case Bucket::idle: return "idle";
   }
   return "idle";
@@ -30,8 +31,8 @@ std::string_view to_string(Bucket bucket) {
 
 const std::array<Bucket, kBucketCount>& all_buckets() {
   static constexpr std::array<Bucket, kBucketCount> buckets{
-      Bucket::queued, Bucket::provisioning, Bucket::setup,        Bucket::productive,
-      Bucket::lost,   Bucket::recovering,   Bucket::bad_hardware, Bucket::idle};
+      Bucket::queued,     Bucket::provisioning, Bucket::setup,   Bucket::productive, Bucket::lost,
+      Bucket::recovering, Bucket::bad_hardware, Bucket::run_end, Bucket::idle};
   return buckets;
 }
 
@@ -62,8 +63,13 @@ struct Interval {
   Phase phase = Phase::pending;
 };
 
-bool ended_by_hardware(const AttemptRecord& attempt) {
-  return domain::is_bad_slice(attempt.outcome);
+// Where the time after an attempt goes (RECOVERING, PENDING before the next), and its RUNNING time done again:
+// bad-hardware after a bad slice, run-end after a flex-start run's end, else recovering (and lost).
+Bucket between_attempts(const AttemptRecord& attempt) {
+  if (domain::is_bad_slice(attempt.outcome)) {
+    return Bucket::bad_hardware;
+  }
+  return attempt.outcome == AttemptOutcome::run_ended ? Bucket::run_end : Bucket::recovering;
 }
 
 class Accountant {
@@ -197,7 +203,7 @@ private:
   void split(const Interval& interval) {
     const AttemptRecord* attempt = attempt_at(interval.from);
     const int number = attempt != nullptr ? attempt->number : 0;
-    const bool after_hardware = attempt != nullptr && ended_by_hardware(*attempt);
+    const Bucket between = attempt == nullptr ? Bucket::recovering : between_attempts(*attempt);
     auto whole = [&](Bucket bucket) { add(interval.from, interval.to, bucket, number, interval.phase); };
     switch (interval.phase) {
     case Phase::pending:
@@ -206,19 +212,21 @@ private:
       } else if (attempt == nullptr) {
         whole(Bucket::idle); // Nothing asked for yet: waiting for a supervisor to take it.
       } else {
-        whole(after_hardware ? Bucket::bad_hardware : Bucket::recovering);
+        whole(between);
       }
       return;
     case Phase::queued: whole(Bucket::queued); return;
     case Phase::provisioning: whole(Bucket::provisioning); return;
     case Phase::setup: whole(Bucket::setup); return;
-    case Phase::recovering: whole(after_hardware ? Bucket::bad_hardware : Bucket::recovering); return;
-    case Phase::running: running(interval, number, after_hardware); return;
+    case Phase::recovering: whole(between); return;
+    case Phase::running: running(interval, number, between); return;
     default: return; // Terminal phases are not part of the wall time.
     }
   }
 
-  void running(const Interval& interval, int number, bool after_hardware) {
+  // `between`: the bucket of the time after the attempt (recovering, bad-hardware or run-end), which its RUNNING time
+  // done again falls in too, instead of lost.
+  void running(const Interval& interval, int number, Bucket between) {
     if (job_.kind == JobKind::worker) {
       worker_running(interval, number);
       return;
@@ -230,7 +238,7 @@ private:
     }
     const auto cut = std::clamp(redone->second, interval.from, interval.to);
     add(interval.from, cut, Bucket::productive, number, interval.phase);
-    add(cut, interval.to, after_hardware ? Bucket::bad_hardware : Bucket::lost, number, interval.phase);
+    add(cut, interval.to, between == Bucket::recovering ? Bucket::lost : between, number, interval.phase);
   }
 
   // A worker's slice is productive while a task holds it, idle otherwise.

@@ -194,7 +194,9 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
   if (tpu.pricing == domain::Pricing::preemptible) {
     node["schedulingConfig"] = {{"preemptible", true}};
   }
-  if (tpu.reserved) {
+  // A reservation only for the tiers it may hold (a job failing over from reserved to spot asks for spot without).
+  const bool may_reserve = tpu.pricing == domain::Pricing::reserved || tpu.pricing == domain::Pricing::ondemand;
+  if (tpu.reserved && may_reserve) {
     node["schedulingConfig"]["reserved"] = true;
   }
   const std::string parent = "projects/" + project + "/locations/" + tpu.zone;
@@ -203,6 +205,8 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
     // A node asks for its own pricing: spot or preemptible in schedulingConfig, on-demand by naming neither.
     if (tpu.pricing == domain::Pricing::spot) {
       node["schedulingConfig"]["spot"] = true;
+    } else if (tpu.pricing == domain::Pricing::reserved) {
+      node["schedulingConfig"]["reserved"] = true;
     }
     return node;
   }
@@ -228,7 +232,7 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
   if (tpu.queue_timeout_seconds) {
     body["queueingPolicy"] = {{"validUntilDuration", std::to_string(*tpu.queue_timeout_seconds) + "s"}};
   }
-  if (!tpu.reservation.empty()) {
+  if (!tpu.reservation.empty() && may_reserve) {
     // A bare name in full, as gcloud writes it; a full name as it is.
     body["reservationName"] =
         tpu.reservation.find('/') == std::string::npos ? parent + "/reservations/" + tpu.reservation : tpu.reservation;
@@ -297,10 +301,12 @@ nlohmann::json plan_json(const config::JobConfig& config, const std::string& pro
   const std::string parent = "projects/" + project + "/locations/" + config.tpu.zone;
   const std::string id = resource_id(config.tpu.name, 0, 1);
   const bool queued = config.tpu.allocation_mode == config::AllocationMode::queued_resources;
+  auto body = create_request_body(config, project, 0, user, 1);
   nlohmann::json api = {
       {"method", "POST"},
+      {"version", queued && cloud::needs_v2alpha1(body) ? "v2alpha1" : "v2"}, // Where the client sends it.
       {"url", parent + (queued ? "/queuedResources?queuedResourceId=" : "/nodes?nodeId=") + id},
-      {"body", create_request_body(config, project, 0, user, 1)},
+      {"body", std::move(body)},
   };
   nlohmann::json setup = nlohmann::json::array();
   for (const auto& step : setup_steps(config)) {

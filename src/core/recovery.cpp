@@ -215,7 +215,8 @@ domain::PhaseChange after_run_end(const config::JobConfig& config, int runs, con
     return change;
   }
   change.to = Phase::recovering;
-  change.reason = what + " (run " + std::to_string(runs) + (max ? " of " + std::to_string(*max) : ", no limit") +
+  change.reason = std::string(domain::kRunEndedReason) + what + " (run " + std::to_string(runs) +
+                  (max ? " of " + std::to_string(*max) : ", no limit") +
                   "); the next run is asked for once the cloud has ended this one";
   return change;
 }

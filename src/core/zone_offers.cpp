@@ -321,7 +321,7 @@ OfferCheck check_zone_offers(store::JobStore& store, const OfferCloud& cloud,
                              const std::vector<config::JobConfig>& configs, std::int64_t now_ms) {
   std::map<std::string, ZoneAnswer> answers;
   for (const auto& config : configs) {
-    for (const auto& candidate : config::candidates(config, config.tpu.pricing)) {
+    for (const auto& candidate : config::candidates(config)) {
       if (!answers.contains(candidate.zone)) {
         answers.emplace(candidate.zone, answer_for(store, cloud, candidate.zone, now_ms));
       }
@@ -333,7 +333,7 @@ OfferCheck check_zone_offers(store::JobStore& store, const OfferCloud& cloud,
     if (!needs_reservation(config.tpu) || !cloud.client) {
       continue;
     }
-    for (const auto& candidate : config::candidates(config, config.tpu.pricing)) {
+    for (const auto& candidate : config::candidates(config)) {
       auto& answer = answers.at(candidate.zone);
       if (!answer.catalog || answer.reservations || !answer.reservations_why.empty()) {
         continue;
@@ -376,7 +376,7 @@ OfferCheck check_zone_offers(store::JobStore& store, const OfferCloud& cloud,
     }
   }
   for (const auto& config : configs) {
-    const auto list = config::candidates(config, config.tpu.pricing);
+    const auto list = config::candidates(config);
     if (list.size() <= 1) {
       check_config(config, answers.at(config.tpu.zone), cloud, check.problems);
       continue;

@@ -66,8 +66,8 @@ void add_to_totals(Report& report, core::BucketTimes& task_ms, const domain::Job
 
 // The short headers of the text table, by bucket.
 const std::array<std::string, core::kBucketCount>& bucket_headers() {
-  static const std::array<std::string, core::kBucketCount> headers{"QUEUED", "PROVISION",  "SETUP",  "PRODUCTIVE",
-                                                                   "LOST",   "RECOVERING", "BAD HW", "IDLE"};
+  static const std::array<std::string, core::kBucketCount> headers{
+      "QUEUED", "PROVISION", "SETUP", "PRODUCTIVE", "LOST", "RECOVERING", "BAD HW", "RUN END", "IDLE"};
   return headers;
 }
 

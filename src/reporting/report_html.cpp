@@ -48,6 +48,7 @@ const char* bucket_colour(core::Bucket bucket) {
   case core::Bucket::lost: return "#e12d39";
   case core::Bucket::recovering: return "#f9703e";
   case core::Bucket::bad_hardware: return "#8719e0";
+  case core::Bucket::run_end: return "#3a66db";
   case core::Bucket::idle: return "#d9e2ec";
   }
   return "#d9e2ec";
@@ -81,7 +82,7 @@ td.l, th.l { text-align: left; }
 svg text { font: 11px system-ui, sans-serif; fill: #486581; }
 .table-wrap { overflow-x: auto; }
 table.per-job { font-size: 13px; }
-table.per-job th, table.per-job td { padding: 4px 6px; }
+table.per-job th, table.per-job td { padding: 4px 5px; }
 table.per-job th { vertical-align: bottom; }
 table.per-job th.wrap { white-space: normal; max-width: 6.5em; }
 table.per-job td.job-name { max-width: 14em; overflow: hidden; text-overflow: ellipsis; }

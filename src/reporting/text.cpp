@@ -32,6 +32,9 @@ std::string_view phase_color(domain::Phase phase) {
 
 std::string status_text(const domain::JobRecord& job) {
   std::string text(domain::to_string(job.phase));
+  if (job.phase == domain::Phase::recovering && job.phase_reason.starts_with(domain::kRunEndedReason)) {
+    text += " (run ended)";
+  }
   if (job.cleanup_pending && job.desired != domain::DesiredState::remove &&
       job.desired != domain::DesiredState::clean) {
     text += " (releasing slice)";

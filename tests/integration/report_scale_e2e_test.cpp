@@ -1,6 +1,7 @@
 // `jobman report` over thousands of jobs, the real binary: the JSON streams every row once, in id order, with totals
 // that are the sum of its rows, and the CSV has the same rows. Long enough that the binary accounts chunks on a
 // second thread while it reads the next (the ThreadSanitizer stage runs it too).
+#include "jobman/core/goodput.hpp"
 #include "jobman/store/job_store.hpp"
 #include "support/report_history.hpp"
 #include "support/run.hpp"
@@ -34,7 +35,7 @@ TEST(ReportScaleTest, AReportOfThousandsOfJobsHasEveryRowOnceInOrderAndTotalsTha
   const auto parsed = json::parse(report.out);
   const auto& rows = parsed.at("jobs");
   ASSERT_EQ(rows.size(), all.size());
-  std::array<double, 8> seconds{};
+  std::array<double, core::kBucketCount> seconds{};
   double cost = 0;
   double wall = 0;
   for (std::size_t k = 0; k < rows.size(); ++k) {

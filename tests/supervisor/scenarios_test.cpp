@@ -655,5 +655,22 @@ TEST_F(SupervisorStory, ReservedAndBestEffortRequestsAskForTheirTiers) {
   EXPECT_EQ(r.attempts(best).front().outcome, domain::AttemptOutcome::preempted);
 }
 
+// tpu.pricing as a list fails over between provisioning models: a flex-start request refused, the spot one comes up.
+TEST_F(SupervisorStory, APricingListFailsOverFromOneProvisioningModelToTheNext) {
+  r.slices->set_capacity(kZoneA, true);
+  r.slices->fail_next("create qr us-central2-b", 400, "no flex-start capacity for v4 here");
+  const auto id =
+      r.create(job_yaml("  max_run_duration: 3h\n  order: as-written\n", "", kZoneA, "[flex-start, spot]")).front();
+  ASSERT_TRUE(reaches(id, Phase::running)) << r.job(id).phase_reason;
+  const auto attempts = r.attempts(id);
+  ASSERT_EQ(attempts.size(), 2U);
+  EXPECT_EQ(attempts[0].pricing, domain::Pricing::flex_start);
+  EXPECT_EQ(attempts[0].outcome, domain::AttemptOutcome::refused);
+  EXPECT_EQ(attempts[1].pricing, domain::Pricing::spot);
+  const auto body = r.slices->slice(r.slice_of(id))->request;
+  EXPECT_TRUE(body.contains("spot"));
+  EXPECT_FALSE(body.contains("runDuration")) << "the spot request has no run duration";
+}
+
 } // namespace scenarios_test
 } // namespace jobman::test

@@ -111,10 +111,34 @@ TEST(PlanRequestBody, TpuVmModeSendsTheNodeWithItsPricingInSchedulingConfig) {
   EXPECT_FALSE(ondemand.contains("spot"));
   EXPECT_FALSE(ondemand.contains("guaranteed"));
 
-  const auto reserved_spot = create_request_body(
-      load(kBase + mode + "  pricing: spot\n  reserved: true\ncommand:\n  cmd: run\n"), "p", 7, "al", 1);
-  EXPECT_EQ(reserved_spot["schedulingConfig"], nlohmann::json({{"reserved", true}, {"spot", true}}))
-      << "spot does not replace reserved";
+  const auto reserved =
+      create_request_body(load(kBase + mode + "  pricing: reserved\ncommand:\n  cmd: run\n"), "p", 7, "al", 1);
+  EXPECT_EQ(reserved["schedulingConfig"], nlohmann::json({{"reserved", true}}));
+}
+
+// The provisioning models only v2alpha1 has: flex-start with its run duration, a reservation (by its full name, as
+// gcloud writes it) and best-effort; the plan says the request goes to v2alpha1.
+TEST(PlanRequestBody, FlexStartReservedAndBestEffortAskForTheirModelsThroughV2alpha1) {
+  const auto flex = load(kBase + "  pricing: flex-start\n  max_run_duration: 20m\ncommand:\n  cmd: run\n");
+  const auto body = create_request_body(flex, "proj", 1, "alice", 1);
+  EXPECT_EQ(body["provisioningModel"], "FLEX_START");
+  EXPECT_EQ(body["runDuration"], nlohmann::json({{"maxRunDuration", "1200s"}}));
+  EXPECT_FALSE(body.contains("spot"));
+  EXPECT_FALSE(body.contains("guaranteed"));
+  EXPECT_EQ(plan_json(flex, "proj", "alice")["api"]["version"], "v2alpha1");
+
+  const auto reserved = create_request_body(
+      load(kBase + "  pricing: reserved\n  reservation: lab\ncommand:\n  cmd: run\n"), "proj", 1, "alice", 1);
+  EXPECT_EQ(reserved["provisioningModel"], "RESERVATION_BOUND");
+  EXPECT_EQ(reserved["guaranteed"], nlohmann::json({{"reserved", true}}));
+  EXPECT_EQ(reserved["reservationName"], "projects/proj/locations/us-central2-b/reservations/lab");
+
+  const auto best = load(kBase + "  pricing: best-effort\ncommand:\n  cmd: run\n");
+  EXPECT_EQ(create_request_body(best, "proj", 1, "alice", 1)["bestEffort"], nlohmann::json::object());
+  EXPECT_EQ(plan_json(best, "proj", "alice")["api"]["version"], "v2alpha1");
+
+  EXPECT_EQ(plan_json(load(kBase + "  pricing: spot\ncommand:\n  cmd: run\n"), "proj", "alice")["api"]["version"], "v2")
+      << "v2 for everything else";
 }
 
 TEST(PlanJson, TpuVmModeCreatesTheNodeByItsId) {

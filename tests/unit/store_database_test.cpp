@@ -230,15 +230,17 @@ TEST(StoreFile, PricingsAreKeptByTheirNamesAndAnAttemptThatRecordedNoneReadsAsSp
   // Any spelling of a pricing is read as it; a word that is none fails the read, naming it and the database.
   raw.execute("UPDATE jobs SET pricing = 'on-demand' WHERE id = 1");
   EXPECT_EQ(store.jobs().get(ids[0]).pricing, domain::Pricing::ondemand);
-  raw.execute("UPDATE jobs SET pricing = 'reserved' WHERE id = 1");
-  raw.execute("UPDATE attempts SET pricing = 'reserved' WHERE job_id = 2");
+  raw.execute("UPDATE jobs SET pricing = 'flex-start' WHERE id = 1");
+  EXPECT_EQ(store.jobs().get(ids[0]).pricing, domain::Pricing::flex_start);
+  raw.execute("UPDATE jobs SET pricing = 'dedicated' WHERE id = 1");
+  raw.execute("UPDATE attempts SET pricing = 'dedicated' WHERE job_id = 2");
   for (const auto& read : std::vector<std::function<void()>>{[&] { (void)store.jobs().get(ids[0]); },
                                                              [&] { (void)store.attempts().of(ids[1]); }}) {
     try {
       read();
       ADD_FAILURE() << "read an unknown pricing";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("jobman.db: unknown pricing 'reserved' in the database"), std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("jobman.db: unknown pricing 'dedicated' in the database"), std::string::npos)
           << e.what();
     }
   }

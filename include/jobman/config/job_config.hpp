@@ -69,7 +69,10 @@ struct TpuSection {
   bool version_given = false; // tpu.version was written; else each accelerator runs its generation's usual runtime.
   CandidateOrder order = CandidateOrder::learned;
   CandidateStrategy strategy = CandidateStrategy::sequential;
-  Pricing pricing = Pricing::spot;
+  Pricing pricing = Pricing::spot; // The first of `pricings`.
+  // tpu.pricing as a list: the tiers (provisioning models) a slice may come in, in the order written; one entry for a
+  // single value. Each is a candidate's tier of its own.
+  std::vector<Pricing> pricings{Pricing::spot};
   std::optional<std::string> startup_script; // Script text or path, sent as metadata startup-script.
   std::vector<std::string> tags;             // Network tags on the node.
   std::map<std::string, std::string> metadata;
@@ -205,6 +208,8 @@ struct Candidate {
 // The config's candidates at `pricing`, as written: each accelerator in every zone, accelerator by accelerator. (A
 // pair the zone does not offer is the cloud's to refuse: jobman's catalog of zones is advisory.)
 std::vector<Candidate> candidates(const JobConfig& config, Pricing pricing);
+// The config's candidates at every pricing of tpu.pricing, pricing by pricing in the order written.
+std::vector<Candidate> candidates(const JobConfig& config);
 
 // The config as it asks for `candidate`: its zone, accelerator, pricing and runtime version in place of the first.
 JobConfig candidate_config(const JobConfig& config, const Candidate& candidate);

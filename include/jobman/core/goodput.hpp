@@ -1,6 +1,6 @@
 // Where a job's time went: its wall time split into buckets (queued, provisioning, setup, productive, lost,
-// recovering, bad hardware, idle) from the phase changes and attempts the store recorded, and the chip-hours its
-// slices were up, by accelerator and tier. Pure: the caller reads the store. docs/GOODPUT.md defines every bucket.
+// recovering, bad hardware, run end, idle) from the phase changes and attempts the store recorded, and the chip-hours
+// its slices were up, by accelerator and tier. Pure: the caller reads the store. docs/GOODPUT.md defines every bucket.
 #pragma once
 
 #include "jobman/domain/job.hpp"
@@ -16,10 +16,10 @@
 
 namespace jobman::core {
 
-enum class Bucket { queued, provisioning, setup, productive, lost, recovering, bad_hardware, idle };
-inline constexpr std::size_t kBucketCount = 8;
+enum class Bucket { queued, provisioning, setup, productive, lost, recovering, bad_hardware, run_end, idle };
+inline constexpr std::size_t kBucketCount = 9;
 
-// "queued", "provisioning", "setup", "productive", "lost", "recovering", "bad-hardware", "idle".
+// "queued", "provisioning", "setup", "productive", "lost", "recovering", "bad-hardware", "run-end", "idle".
 std::string_view to_string(Bucket bucket);
 // Every bucket, in the order above.
 const std::array<Bucket, kBucketCount>& all_buckets();

@@ -78,7 +78,8 @@ struct SetupStep {
 // The steps, in order: ssh -> gcsfuse -> environment -> command.
 std::vector<SetupStep> setup_steps(const config::JobConfig& config);
 
-// The whole plan as JSON: {"api": {"method", "url", "body"}, "setup": [...]}.
+// The whole plan as JSON: {"api": {"method", "version" ("v2", or "v2alpha1" for what only it has), "url", "body"},
+// "setup": [...]}.
 nlohmann::json plan_json(const config::JobConfig& config, const std::string& project, const std::string& user);
 
 } // namespace jobman::core

@@ -41,6 +41,10 @@ std::string_view to_string(Phase phase);
 std::optional<Phase> parse_phase(std::string_view text);
 // SUCCEEDED, FAILED, CANCELLED and DELETED: nothing more will happen without `resume`.
 bool is_terminal(Phase phase);
+
+// How the phase reason of a job begins while it recovers after its flex-start run ended (a planned end, not a
+// preemption): `list` says "RECOVERING (run ended)" by it, reading nothing else.
+inline constexpr std::string_view kRunEndedReason = "flex-start run ended: ";
 // Every phase, in lifecycle order.
 const std::vector<Phase>& all_phases();
 

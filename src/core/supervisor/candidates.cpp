@@ -26,7 +26,7 @@ bool same_place(const domain::AttemptRecord& a, const config::Candidate& c) {
 } // namespace
 
 bool JobDriver::several_candidates(const Driven& d) {
-  return config::candidates(*d.config, d.config->tpu.pricing).size() > 1;
+  return config::candidates(*d.config).size() > 1;
 }
 
 std::optional<std::string> JobDriver::falls_back(const Driven& d) const {
@@ -58,13 +58,12 @@ std::optional<std::string> JobDriver::falls_back(const Driven& d) const {
 
 std::vector<config::Candidate> JobDriver::choose_candidates(Driven& d, std::string& why) {
   const auto& config = *d.config;
-  auto pricing = config.tpu.pricing;
   std::vector<std::string> reasons;
+  auto list = config::candidates(config); // Every tier of tpu.pricing.
   if (auto fallback = falls_back(d)) {
-    pricing = domain::Pricing::ondemand;
+    list = config::candidates(config, domain::Pricing::ondemand);
     reasons.push_back("on-demand from now on: " + *fallback);
   }
-  auto list = config::candidates(config, pricing);
   if (list.size() > 1 && config.tpu.order == config::CandidateOrder::learned) {
     std::vector<store::PlaceRecord> history;
     for (const auto& c : list) {
@@ -103,7 +102,7 @@ bool JobDriver::refused_everywhere(const Driven& d) {
   for (auto it = d.attempts.rbegin(); it != d.attempts.rend() && it->outcome == AttemptOutcome::refused; ++it) {
     places.insert(it->zone + " " + it->accelerator + " " + domain::to_string(it->pricing));
   }
-  return places.size() >= config::candidates(*d.config, d.config->tpu.pricing).size();
+  return places.size() >= config::candidates(*d.config).size();
 }
 
 void JobDriver::give_up_candidate(Driven& d, AttemptOutcome outcome, const std::string& why) {

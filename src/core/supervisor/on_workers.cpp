@@ -327,7 +327,8 @@ void JobDriver::stop_before_run_ends(Driven& d) {
                            util::format_utc(*d.run_ends_ms) + "; the workload was stopped ahead of it to checkpoint";
   event(d, "action",
         "stopping the workload: " + SliceRef::of(*d.current()).label() + "'s run ends at " +
-            util::format_utc(*d.run_ends_ms));
+            util::format_utc(*d.run_ends_ms),
+        {{"termination_time", util::format_utc(*d.run_ends_ms)}, {"attempt", d.job.attempt}});
   stop_workload(d, [this, id, what](std::optional<int> code) {
     if (Driven* live = host_.find(id); live != nullptr && live->job.phase == Phase::running) {
       run_ended(*live, what, code);
