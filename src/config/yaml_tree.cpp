@@ -302,8 +302,11 @@ std::size_t invalid_utf8_offset(std::string_view text) {
 }
 
 Node parse_yaml(const std::string& text, const std::string& file, std::vector<Diagnostic>& errors) {
-  if (const auto bad = invalid_utf8_offset(text); bad != std::string_view::npos) {
-    // Every value ends up in JSON (the store, --json), which holds UTF-8 only.
+  // Every value ends up in JSON (the store, --json), which holds UTF-8 only. A NUL byte is refused too: YAML text has
+  // none, and yaml-cpp reads text that starts with one as UTF-16 or UTF-32, whose lone surrogates it passes on as
+  // bytes that are not UTF-8.
+  const auto nul = text.find('\0');
+  if (const auto bad = std::min(invalid_utf8_offset(text), nul); bad != std::string_view::npos) {
     const auto line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
     const std::size_t column = line_start == std::string::npos || bad == 0 ? bad : bad - line_start - 1;
     static const char* hex = "0123456789abcdef";
@@ -312,7 +315,10 @@ Node parse_yaml(const std::string& text, const std::string& file, std::vector<Di
         Origin{file,
                static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n')) + 1,
                static_cast<int>(column) + 1},
-        "", std::string("not UTF-8 text: byte 0x") + hex[byte >> 4] + hex[byte & 0xf], "save the file as UTF-8"));
+        "",
+        bad == nul ? std::string("a NUL byte, which YAML text cannot hold")
+                   : std::string("not UTF-8 text: byte 0x") + hex[byte >> 4] + hex[byte & 0xf],
+        bad == nul ? "remove it, and save the file as UTF-8" : "save the file as UTF-8"));
     return Node{Node::Kind::null, {}, {}, {}, Origin{file, 0, 0}, false};
   }
   // yaml-cpp's LoadAll never returns for a ',' outside a flow collection after a document (it yields empty documents

@@ -46,6 +46,28 @@ TEST(ConfigFuzzRegressions, InvalidUtf8InAConfigIsAConfigErrorNotAJsonException)
       "caf\xc3\xa9 \xf0\x9f\x9a\x80");
 }
 
+TEST(ConfigFuzzRegressions, ANulByteIsAConfigErrorNotUtf16ThatYieldsBytesThatAreNotUtf8) {
+  // yaml-cpp reads text that starts "X\0" as UTF-16LE. These bytes are UTF-8 and also UTF-16LE with a lone surrogate
+  // (D800 before 0080), which yaml-cpp passed on as ED A0 80: the JSON of --dry-run and the store threw on it.
+  std::string text;
+  for (const char c : kConfig + "vars:\n  x: a") {
+    text += c;
+    text += '\0';
+  }
+  text += std::string("\0\xd8\x80\0\n\0", 6);
+  auto errors = config_errors(text);
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].where.line, 1);
+  EXPECT_EQ(errors[0].where.column, 2);
+  EXPECT_EQ(errors[0].message, "a NUL byte, which YAML text cannot hold");
+
+  // Anywhere else in a file, it is refused at its place as well.
+  errors = config_errors(kConfig + "vars:\n  x: a" + std::string(1, '\0') + "b\n");
+  ASSERT_EQ(errors.size(), 1U);
+  EXPECT_EQ(errors[0].where.line, 9);
+  EXPECT_EQ(errors[0].where.column, 7);
+}
+
 TEST(ConfigFuzzRegressions, InvalidUtf8InSetOrSweepArgumentsIsAConfigError) {
   config::LoadOptions options;
   options.set_overrides = {"vars.x=ok", "vars.y=\xff"};
