@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <regex>
 #include <yaml-cpp/yaml.h>
@@ -190,6 +191,54 @@ std::vector<std::string> generation_names() {
   return names;
 }
 
+// A value with a unit, such as "2ms" or "25Gbps": the number times the unit's factor, when `text` is a non-negative
+// decimal number followed by one of `units` (name -> factor).
+std::optional<double> with_unit(const std::string& text, const std::vector<std::pair<std::string, double>>& units) {
+  for (const auto& [unit, factor] : units) {
+    if (text.size() > unit.size() && text.ends_with(unit)) {
+      const std::string number(util::trim(std::string_view(text).substr(0, text.size() - unit.size())));
+      // Plain decimals only: digits and at most one point.
+      const bool plain = !number.empty() && number.front() != '.' &&
+                         number.find_first_not_of("0123456789.") == std::string::npos &&
+                         std::count(number.begin(), number.end(), '.') <= 1;
+      if (!plain) {
+        return std::nullopt;
+      }
+      return std::strtod(number.c_str(), nullptr) * factor;
+    }
+  }
+  return std::nullopt;
+}
+
+void parse_dcn(Checker& check, const YAML::Node& node, DcnConfig& out) {
+  if (!check.is_map(node, "dcn")) {
+    return;
+  }
+  check.only_keys(node, "dcn", {"latency", "bandwidth"});
+  if (const auto latency = node["latency"]; latency.IsDefined()) {
+    // Longest units first: "ms" and "us" end in "s" too.
+    const auto seconds =
+        latency.IsScalar() ? with_unit(latency.Scalar(), {{"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}}) : std::nullopt;
+    if (!seconds || *seconds > 60) {
+      check.fail(latency, "dcn.latency", "expected a latency of at most a minute such as 2ms, 500us or 0.01s");
+    } else {
+      out.latency_us = static_cast<std::uint64_t>(std::llround(*seconds * 1e6));
+    }
+  }
+  if (const auto bandwidth = node["bandwidth"]; bandwidth.IsDefined()) {
+    const auto bits =
+        bandwidth.IsScalar()
+            ? with_unit(bandwidth.Scalar(), {{"Tbps", 1e12}, {"Gbps", 1e9}, {"Mbps", 1e6}, {"Kbps", 1e3}, {"bps", 1.0}})
+            : std::nullopt;
+    if (!bits || *bits < 1 || *bits > 1e15) {
+      check.fail(bandwidth, "dcn.bandwidth", "expected a bandwidth such as 25Gbps, 800Mbps or 1Tbps",
+                 "units: bps, Kbps, Mbps, Gbps, Tbps (bits per second)");
+    } else {
+      out.bandwidth_bps = static_cast<std::uint64_t>(std::llround(*bits));
+    }
+  }
+}
+
 void parse_delay(Checker& check, const YAML::Node& node, const std::string& path, DelayDistribution& out) {
   if (!check.is_map(node, path)) {
     return;
@@ -235,7 +284,7 @@ MockConfig read_mock_config(Checker& check, const YAML::Node& root) {
     check.fail(root, "", "the mock cloud config must be a mapping with a 'zones' key");
     check.throw_if_failed();
   }
-  check.only_keys(root, "", {"lifecycle", "events", "provisioning", "zones", "hardware"});
+  check.only_keys(root, "", {"lifecycle", "events", "provisioning", "zones", "hardware", "dcn"});
 
   if (auto lifecycle = root["lifecycle"]; lifecycle.IsDefined() && check.is_map(lifecycle, "lifecycle")) {
     check.only_keys(lifecycle, "lifecycle", {"creating", "suspending", "deleting"});
@@ -271,6 +320,10 @@ MockConfig read_mock_config(Checker& check, const YAML::Node& root) {
     if (hardware["faulty_fraction"].IsDefined()) {
       config.faulty_fraction = check.fraction(hardware["faulty_fraction"], "hardware.faulty_fraction").value_or(0);
     }
+  }
+
+  if (auto dcn = root["dcn"]; dcn.IsDefined()) {
+    parse_dcn(check, dcn, config.dcn.emplace());
   }
 
   auto generations = generation_names();

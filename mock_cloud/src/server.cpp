@@ -535,6 +535,8 @@ void MockServer::start_data_plane(int port) {
   hosts.buckets = base / "buckets";
   hosts.tools = options_.tools_dir;
   hosts.visible = options_.visible_to_hosts;
+  // The world's network between slices, for the hosts' environment (the world keeps the rest of the file).
+  hosts.dcn = load_mock_config(options_.config_file).dcn;
   const std::string host = options_.host.find(':') != std::string::npos ? "[" + options_.host + "]" : options_.host;
   hosts.api_endpoint = "http://" + host + ":" + std::to_string(port) + "/";
   // A preempted VM gets 30 seconds' notice before it is powered off; never less than 50 ms of wall time.

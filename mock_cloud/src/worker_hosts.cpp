@@ -561,6 +561,12 @@ WorkerHost WorkerHosts::host_description(const SliceHosts& slice, const std::fil
       {"MOCK_GCS_ROOT", options_.buckets.string()},
       {"CLOUDSDK_CONFIG", (host.home / ".config" / "gcloud").string()},
   };
+  if (options_.dcn) {
+    // Also every session's (serve_slice copies this environment): systolic-train delays its messages to other
+    // slices by these.
+    host.env["MOCK_DCN_LATENCY_US"] = std::to_string(options_.dcn->latency_us);
+    host.env["MOCK_DCN_BANDWIDTH_BPS"] = std::to_string(options_.dcn->bandwidth_bps);
+  }
   if (!options_.api_endpoint.empty()) {
     // Google's gcloud and client libraries on the host reach the mock as they reach Google from a TPU VM: the VM's
     // service account through the metadata server, the APIs at their (overridden) endpoints. Nothing else is asked

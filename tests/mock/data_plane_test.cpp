@@ -43,6 +43,7 @@ const std::string kWorld = jobman::test::test_world(1, R"(  us-central2-b:
       spot: {chips: 64}
     v6e:
       spot: {chips: 256}
+dcn: {latency: 2ms, bandwidth: 25Gbps}
 )");
 
 // The mock's tools directory (systolic-train is there).
@@ -397,6 +398,18 @@ TEST_F(MockDataPlaneTest, AFaultyNodeShowsItsWorkloadTheFaultFile) {
       api("POST", "/mock/v1/" + kLoc + "/nodes/f-node:markFaulty", json::object(), server->admin_headers()).status,
       200);
   EXPECT_EQ(ssh("f-node", "0", "test -e \"$MOCK_TPU_FAULT_FILE\"").exit_code, 0);
+}
+
+// The world's `dcn` reaches every host's commands, for systolic-train to delay its messages between slices.
+TEST_F(MockDataPlaneTest, TheWorldsDcnReachesEveryHostsEnvironment) {
+  create_active("d", "v4-32");
+  for (int w = 0; w < 4; ++w) {
+    const auto env = worker("d-node", w)["env"];
+    EXPECT_EQ(env.value("MOCK_DCN_LATENCY_US", ""), "2000") << w;
+    EXPECT_EQ(env.value("MOCK_DCN_BANDWIDTH_BPS", ""), "25000000000") << w;
+    const auto seen = ssh("d-node", std::to_string(w), "echo $MOCK_DCN_LATENCY_US $MOCK_DCN_BANDWIDTH_BPS");
+    EXPECT_EQ(seen.out, "2000 25000000000\n") << w << ": " << seen.err;
+  }
 }
 
 TEST_F(MockDataPlaneTest, OnlyTheWorkerOnAFaultyMachineSeesTheFaultFileAndFailsTheSelftest) {

@@ -379,6 +379,37 @@ TEST(MockWorldStore, ARestartedWorldIsTheSameWorldAndMakesTheSameDraws) {
   EXPECT_EQ(third.snapshot(), final_state);
 }
 
+TEST(MockConfigFile, DcnGivesLatencyAndBandwidthAndRefusesBadUnits) {
+  const auto bundled = jobman::mock::load_mock_config(JOBMAN_MOCK_DEFAULT_CONFIG);
+  ASSERT_TRUE(bundled.dcn);
+  EXPECT_EQ(bundled.dcn->latency_us, 2000U);
+  EXPECT_EQ(bundled.dcn->bandwidth_bps, 25'000'000'000U);
+  const std::string zones = "zones:\n  z1:\n    v4:\n      spot: {chips: 8}\n";
+  EXPECT_FALSE(jobman::mock::parse_mock_config(zones, "w.yaml").dcn) << "no key, no network to emulate";
+  const auto config = jobman::mock::parse_mock_config("dcn: {latency: 500us, bandwidth: 800Mbps}\n" + zones, "w.yaml");
+  ASSERT_TRUE(config.dcn);
+  EXPECT_EQ(config.dcn->latency_us, 500U);
+  EXPECT_EQ(config.dcn->bandwidth_bps, 800'000'000U);
+  EXPECT_EQ(jobman::mock::parse_mock_config("dcn: {latency: 0.01s}\n" + zones, "w.yaml").dcn->latency_us, 10'000U);
+  const auto error_of = [&](const std::string& dcn) {
+    try {
+      (void)jobman::mock::parse_mock_config(dcn + zones, "bad.yaml");
+    } catch (const jobman::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const auto latency = error_of("dcn: {latency: 2 parsecs}\n");
+  EXPECT_NE(latency.find("bad.yaml:1"), std::string::npos) << latency;
+  EXPECT_NE(latency.find("dcn.latency"), std::string::npos) << latency;
+  const auto bandwidth = error_of("dcn:\n  bandwidth: 25GB\n");
+  EXPECT_NE(bandwidth.find("bad.yaml:2"), std::string::npos) << bandwidth;
+  EXPECT_NE(bandwidth.find("dcn.bandwidth"), std::string::npos) << bandwidth;
+  EXPECT_NE(bandwidth.find("Gbps"), std::string::npos) << bandwidth;
+  EXPECT_NE(error_of("dcn: {latency: -2ms}\n").find("dcn.latency"), std::string::npos);
+  EXPECT_NE(error_of("dcn: {jitter: 1ms}\n").find("dcn.jitter"), std::string::npos);
+}
+
 TEST(MockConfigFile, BundledConfigLoadsAndBadKeysNameFileAndKey) {
   auto config = jobman::mock::load_mock_config(JOBMAN_MOCK_DEFAULT_CONFIG);
   ASSERT_NE(config.find_zone("us-central2-b"), nullptr);

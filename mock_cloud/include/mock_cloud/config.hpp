@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -55,6 +56,13 @@ struct DelayDistribution {
   double b = 0;            // uniform: the maximum; lognormal: sigma of the underlying normal.
 };
 
+// The data-center network between the slices of a multislice job (the key `dcn`), which the workload on every worker
+// host emulates for its messages to other slices.
+struct DcnConfig {
+  std::uint64_t latency_us = 0;    // dcn.latency: added to every message between slices, in microseconds.
+  std::uint64_t bandwidth_bps = 0; // dcn.bandwidth: each message also takes its size over it, in bits/s; 0 unlimited.
+};
+
 // Everything configs/mock-cloud.yaml says.
 struct MockConfig {
   std::vector<ZoneConfig> zones;                         // In file order; the index names the internal subnet.
@@ -67,6 +75,9 @@ struct MockConfig {
   // How long before such a maintenance its node announces it (Node.upcomingMaintenance); 0 means unannounced.
   double maintenance_notice_seconds = 0;
   double faulty_fraction = 0; // hardware.faulty_fraction: the chance that a newly minted machine is faulty.
+  // dcn: what worker hosts are told about the network between slices (MOCK_DCN_LATENCY_US, MOCK_DCN_BANDWIDTH_BPS);
+  // nothing when the key is absent.
+  std::optional<DcnConfig> dcn;
 
   // The provisioning distribution for `generation`, falling back to "default", then to 60 s fixed.
   [[nodiscard]] DelayDistribution provisioning_for(const std::string& generation) const;

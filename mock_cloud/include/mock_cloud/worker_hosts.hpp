@@ -1,6 +1,7 @@
 // The mock cloud's data plane: one sandbox per TPU worker host, the processes started there, and their end.
 #pragma once
 
+#include "mock_cloud/config.hpp"
 #include "mock_cloud/host_sshd.hpp"
 #include "mock_cloud/world.hpp"
 
@@ -77,6 +78,9 @@ struct WorkerHostsOptions {
   std::filesystem::path sshd;
   std::filesystem::path ssh_keygen = "/usr/bin/ssh-keygen"; // What makes each host's host key.
   int ssh_port = 22; // The port every host's sshd listens on: 22 as root, a high one for any other user.
+  // The world's network between slices, told to every host's commands as MOCK_DCN_LATENCY_US and
+  // MOCK_DCN_BANDWIDTH_BPS; nothing when the world does not describe one.
+  std::optional<DcnConfig> dcn;
 };
 
 // Worker hosts of every READY slice. A command started on a worker (by the mock's gcloud) carries the host's marker

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 namespace jobman::systolic {
 
@@ -40,6 +41,168 @@ CLI::Validator non_negative_integer() {
   return integer_range(0, std::numeric_limits<std::uint64_t>::max(), "a non-negative integer");
 }
 
+// The multislice options as given on the command line, before the environment fills in the rest.
+struct MultisliceFlags {
+  std::uint32_t num_slices = 1;  // --num-slices.
+  std::uint32_t slice_id = 0;    // --slice-id.
+  std::uint64_t num_workers = 0; // --num-workers.
+  std::string coordinator;       // --coordinator.
+  std::uint32_t port = 8081;     // --dcn-port.
+  double timeout_seconds = 60;   // --dcn-timeout.
+  double latency_ms = 0;         // --dcn-latency-ms.
+  double bandwidth_gbps = 0;     // --dcn-bandwidth-gbps.
+};
+
+void define_multislice_options(CLI::App& app, MultisliceFlags& flags) {
+  const char* group = "Multislice (data parallelism over the data-center network between slices)";
+  app.add_option("--num-slices", flags.num_slices, "N: slices in the run; each computes 1/N of every batch")
+      ->check(integer_range(1, 4096, "an integer from 1 to 4096"))
+      ->default_str("$MEGASCALE_NUM_SLICES, $JOBMAN_NUM_SLICES or 1")
+      ->group(group);
+  app.add_option("--slice-id", flags.slice_id, "This process's slice, 0..N-1")
+      ->check(integer_range(0, 4095, "an integer from 0 to 4095"))
+      ->default_str("$MEGASCALE_SLICE_ID, $JOBMAN_SLICE_ID or 0")
+      ->group(group);
+  app.add_option("--num-workers", flags.num_workers, "Processes in the run, all slices together (N x hosts per slice)")
+      ->check(integer_range(1, 1'000'000, "an integer from 1 to 1000000"))
+      ->default_str("$JOBMAN_NUM_WORKERS, else N")
+      ->group(group);
+  app.add_option("--coordinator", flags.coordinator,
+                 "ADDRESS or ADDRESS:PORT where worker 0 listens and every other process connects")
+      ->default_str("$MEGASCALE_COORDINATOR_ADDRESS")
+      ->group(group);
+  app.add_option("--dcn-port", flags.port, "The coordinator's TCP port when --coordinator names none")
+      ->check(integer_range(1, 65535, "a port number from 1 to 65535"))
+      ->default_str("$MEGASCALE_PORT or 8081")
+      ->group(group);
+  app.add_option("--dcn-timeout", flags.timeout_seconds,
+                 "Seconds any wait on the network may last (joining, each reduction) before the run ends with "
+                 "status 3")
+      ->check(real_range(0, 86'400, true, "a positive number of seconds up to a day"))
+      ->default_str("60")
+      ->group(group);
+  app.add_option("--dcn-latency-ms", flags.latency_ms, "Emulated latency of every message between different slices")
+      ->check(real_range(0, 60'000, false, "a number of milliseconds from 0 to 60000"))
+      ->default_str("$MOCK_DCN_LATENCY_US / 1000, or 0")
+      ->group(group);
+  app.add_option(
+         "--dcn-bandwidth-gbps", flags.bandwidth_gbps,
+         "Emulated bandwidth between slices in Gbit/s: each message also takes its size over it; 0 is unlimited")
+      ->check(real_range(0, 1e6, false, "a number of Gbit/s from 0 to 1000000"))
+      ->default_str("$MOCK_DCN_BANDWIDTH_BPS / 1e9, or 0")
+      ->group(group);
+}
+
+// Reads environment variable `name` as an unsigned integer up to `high` into `value` when it is set and not empty;
+// false (with `error` naming it) when it is malformed.
+bool environment_integer(const EnvironmentLookup& environment, const std::string& name, std::uint64_t high,
+                         std::optional<std::uint64_t>& value, std::string& error) {
+  const auto text = environment(name);
+  if (!text || text->empty()) {
+    return true;
+  }
+  std::uint64_t parsed = 0;
+  const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), parsed);
+  if (ec != std::errc() || end != text->data() + text->size() || parsed > high) {
+    error = name + " must be an integer from 0 to " + std::to_string(high) + ", not '" + *text + "'";
+    return false;
+  }
+  value = parsed;
+  return true;
+}
+
+// The multislice settings from the flags given and the environment; an error message naming the option or
+// variable at fault, or "".
+std::string resolve_multislice(const CLI::App& app, const MultisliceFlags& flags, const EnvironmentLookup& environment,
+                               TrainOptions& options) {
+  DcnSettings& settings = options.multislice;
+  std::string error;
+  // The first of `names` that is set, when the option `flag` was not given.
+  const auto from_environment = [&](const char* flag, std::initializer_list<const char*> names, std::uint64_t high,
+                                    std::optional<std::uint64_t>& value) {
+    if (app.count(flag) > 0) {
+      return true;
+    }
+    for (const char* name : names) {
+      if (!environment_integer(environment, name, high, value, error)) {
+        return false;
+      }
+      if (value) {
+        return true;
+      }
+    }
+    return true;
+  };
+  std::optional<std::uint64_t> slices;
+  std::optional<std::uint64_t> slice;
+  std::optional<std::uint64_t> workers;
+  std::optional<std::uint64_t> port;
+  std::optional<std::uint64_t> latency_us;
+  std::optional<std::uint64_t> bandwidth;
+  if (!from_environment("--num-slices", {"MEGASCALE_NUM_SLICES", "JOBMAN_NUM_SLICES"}, 4096, slices) ||
+      !from_environment("--slice-id", {"MEGASCALE_SLICE_ID", "JOBMAN_SLICE_ID"}, 4095, slice) ||
+      !from_environment("--num-workers", {"JOBMAN_NUM_WORKERS"}, 1'000'000, workers) ||
+      !from_environment("--dcn-port", {"MEGASCALE_PORT"}, 65535, port) ||
+      !from_environment("--dcn-latency-ms", {"MOCK_DCN_LATENCY_US"}, 60'000'000, latency_us) ||
+      !from_environment("--dcn-bandwidth-gbps", {"MOCK_DCN_BANDWIDTH_BPS"}, std::numeric_limits<std::uint64_t>::max(),
+                        bandwidth)) {
+    return error;
+  }
+  settings.num_slices = static_cast<std::uint32_t>(slices.value_or(flags.num_slices));
+  settings.slice_id = static_cast<std::uint32_t>(slice.value_or(flags.slice_id));
+  settings.worker_id = options.worker_id;
+  if (settings.num_slices == 0) {
+    return "MEGASCALE_NUM_SLICES must be at least 1";
+  }
+  if (settings.num_slices == 1) {
+    // A run of its own: nothing else applies.
+    settings.slice_id = 0;
+    settings.num_workers = 1;
+    return "";
+  }
+  settings.num_workers = workers.value_or(app.count("--num-workers") > 0 ? flags.num_workers : settings.num_slices);
+  const std::uint64_t port_number = port.value_or(flags.port);
+  if (port_number == 0) {
+    return "MEGASCALE_PORT must be a port number from 1 to 65535";
+  }
+  std::string coordinator = flags.coordinator;
+  if (app.count("--coordinator") == 0) {
+    coordinator = environment("MEGASCALE_COORDINATOR_ADDRESS").value_or("");
+  }
+  std::ostringstream problem;
+  const std::string slices_text = "--num-slices (MEGASCALE_NUM_SLICES) " + std::to_string(settings.num_slices);
+  if (coordinator.empty()) {
+    problem << slices_text << " needs the coordinator's address: --coordinator or MEGASCALE_COORDINATOR_ADDRESS";
+  } else if (const auto address = parse_dcn_address(coordinator, static_cast<std::uint16_t>(port_number)); !address) {
+    problem << "--coordinator (MEGASCALE_COORDINATOR_ADDRESS) must be ADDRESS or ADDRESS:PORT, not '" << coordinator
+            << "'";
+  } else if (settings.num_workers % settings.num_slices != 0) {
+    problem << "--num-workers (JOBMAN_NUM_WORKERS) " << settings.num_workers << " is not a multiple of " << slices_text;
+  } else if (settings.slice_id >= settings.num_slices) {
+    problem << "--slice-id (MEGASCALE_SLICE_ID) " << settings.slice_id << " is not below " << slices_text;
+  } else if (settings.worker_id >= settings.num_workers) {
+    problem << "--worker-id (JOBMAN_WORKER_ID) " << settings.worker_id << " is not below --num-workers "
+            << "(JOBMAN_NUM_WORKERS) " << settings.num_workers;
+  } else if (settings.slice_of(settings.worker_id) != settings.slice_id) {
+    problem << "--slice-id (MEGASCALE_SLICE_ID) " << settings.slice_id << " does not hold --worker-id "
+            << "(JOBMAN_WORKER_ID) " << settings.worker_id << ": with " << settings.hosts_per_slice()
+            << " processes per slice it is in slice " << settings.slice_of(settings.worker_id);
+  } else {
+    settings.coordinator_host = address->host;
+    settings.port = address->port;
+  }
+  if (problem.tellp() > 0) {
+    return problem.str();
+  }
+  settings.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(flags.timeout_seconds * 1000)));
+  settings.latency = latency_us
+                         ? std::chrono::microseconds(static_cast<std::int64_t>(*latency_us))
+                         : std::chrono::microseconds(static_cast<std::int64_t>(std::llround(flags.latency_ms * 1000)));
+  settings.bandwidth_bits_per_second =
+      bandwidth.value_or(static_cast<std::uint64_t>(std::llround(flags.bandwidth_gbps * 1e9)));
+  return "";
+}
+
 void define_options(CLI::App& app, TrainOptions& options) {
   app.description("Trains a two-layer tanh perceptron on a teacher-student regression task; every matrix product "
                   "of the forward and backward passes runs on a cycle-by-cycle simulation of a weight-stationary "
@@ -54,8 +217,13 @@ void define_options(CLI::App& app, TrainOptions& options) {
              "the other options do not apply) and checks the product against its known answer, writing no files: it "
              "prints "
              "'selftest passed: ...' and exits 0, or 'selftest failed: ...' on stderr and exits 1.\n"
-             "Exit status: 0 done, 1 non-finite loss, I/O error or failed selftest, 2 bad option or foreign "
-             "checkpoints, 130 SIGINT, 143 SIGTERM.\n");
+             "With N > 1 slices (--num-slices, else MEGASCALE_NUM_SLICES) each slice computes its share of every "
+             "batch and the slices all-reduce their exact gradient sums over TCP through worker 0 (--coordinator, "
+             "else MEGASCALE_COORDINATOR_ADDRESS; --dcn-port, else MEGASCALE_PORT): the weights are bit for bit those "
+             "of one process. Step lines then end with ' dcn_ms=X' (the step's time in the reduction).\n"
+             "Exit status: 0 done, 1 non-finite loss, I/O error or failed selftest, 2 bad option, foreign "
+             "checkpoints or a refused multislice process, 3 lost another process of a multislice run, 130 SIGINT, "
+             "143 SIGTERM.\n");
   app.add_option("--steps", options.steps, "Train until this many steps are complete")
       ->check(non_negative_integer())
       ->default_str(std::to_string(options.steps));
@@ -103,8 +271,10 @@ void define_options(CLI::App& app, TrainOptions& options) {
 ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvironmentLookup& environment) {
   ParsedCommandLine result;
   TrainOptions options;
+  MultisliceFlags multislice;
   CLI::App app{"", kProgram};
   define_options(app, options);
+  define_multislice_options(app, multislice);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -127,6 +297,11 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
       }
       options.worker_id = id;
     }
+  }
+  if (const auto problem = resolve_multislice(app, multislice, environment, options); !problem.empty()) {
+    result.exit = TrainExit::usage;
+    result.message = std::string(kProgram) + ": error: " + problem + "\n";
+    return result;
   }
   result.options = options;
   return result;

@@ -34,6 +34,8 @@ public:
 
   int pending() override { return wait_for(std::chrono::milliseconds(0)); }
 
+  [[nodiscard]] int descriptor() const override { return fd_; }
+
   int wait_for(std::chrono::milliseconds timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (received_ == 0) {

@@ -13,6 +13,7 @@
 #include <exception>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <system_error>
 
 namespace jobman::systolic {
@@ -40,20 +41,38 @@ std::string format_fraction(double value) {
   return text;
 }
 
-// "dim 32 there, 16 here; ..." for the fields in which a checkpoint's run differs from this one.
-std::string describe_differences(const ModelConfig& there, const ModelConfig& here) {
+std::string format_milliseconds(std::chrono::nanoseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", static_cast<double>(duration.count()) / 1e6);
+  return text;
+}
+
+// "latency=2.000ms bandwidth=25Gbps timeout=60s" for the network between slices.
+std::string describe_dcn(const DcnSettings& settings) {
   std::ostringstream text;
-  const auto field = [&](const char* option, const auto& a, const auto& b) {
-    if (a != b) {
-      text << (text.tellp() > 0 ? ", " : "") << option << " " << a << " there, " << b << " here";
-    }
-  };
-  field("--dim", there.dim, here.dim);
-  field("--batch", there.batch, here.batch);
-  field("--seed", there.seed, here.seed);
-  field("--lr", there.learning_rate, here.learning_rate);
-  field("--momentum", there.momentum, here.momentum);
+  text << "latency=" << format_milliseconds(settings.latency) << "ms bandwidth=";
+  if (settings.bandwidth_bits_per_second == 0) {
+    text << "unlimited";
+  } else {
+    text << static_cast<double>(settings.bandwidth_bits_per_second) / 1e9 << "Gbps";
+  }
+  text << " timeout=" << static_cast<double>(settings.timeout.count()) / 1000.0 << "s";
   return text.str();
+}
+
+// The coordinator's reduction: the slices' exact sums added in slice order.
+PartialReducer gradient_reducer(std::uint32_t dim) {
+  return [dim](const std::vector<std::string>& partials_by_slice) {
+    GradientSums total = GradientSums::zeros(dim);
+    for (const std::string& bytes : partials_by_slice) {
+      const auto sums = GradientSums::decode(bytes, dim);
+      if (!sums) {
+        throw std::runtime_error("a slice sent malformed gradient sums");
+      }
+      total += *sums;
+    }
+    return total.encode();
+  };
 }
 
 // The training loop of one process.
@@ -65,10 +84,15 @@ public:
     if (!options.ckpt_dir.empty()) {
       checkpoints_.emplace(options.ckpt_dir);
     }
+    const DcnSettings& multislice = options.multislice;
+    share_ = batch_share(options.model.batch, multislice.slice_id, std::max<std::uint32_t>(multislice.num_slices, 1));
   }
 
   TrainExit run() {
     if (const auto exit = start(); exit != TrainExit::ok) {
+      return exit;
+    }
+    if (const auto exit = join(); exit != TrainExit::ok) {
       return exit;
     }
     while (state_.step < options_.steps) {
@@ -77,16 +101,39 @@ public:
       }
       const auto step_deadline = Clock::now() + std::chrono::milliseconds(options_.step_time_ms);
       mxu_.set_fault(io_.mxu_faulty && io_.mxu_faulty() ? MxuFault::nan_multiplier : MxuFault::none);
-      const StepReport report = task_.train_step(state_, mxu_);
+      StepReport report;
+      std::chrono::nanoseconds reduction{0};
+      if (link_) {
+        const PartialStep partial = task_.partial_step(state_, mxu_, share_);
+        std::string reduced;
+        const auto reduce_start = Clock::now();
+        const DcnOutcome outcome = link_->all_reduce(state_.step + 1, partial.sums.encode(), reduced);
+        reduction = Clock::now() - reduce_start;
+        if (outcome.status != DcnStatus::ok) {
+          return network_failure(outcome);
+        }
+        const auto sums = GradientSums::decode(reduced, options_.model.dim);
+        if (!sums) {
+          return fail("the coordinator sent malformed gradient sums for step=" + std::to_string(state_.step + 1));
+        }
+        report = task_.apply_step(state_, *sums, partial.mxu);
+      } else {
+        report = task_.train_step(state_, mxu_);
+      }
       io_.out << "step=" << report.step << " loss=" << format_loss(report.loss)
-              << " mxu_util=" << format_fraction(report.mxu.utilisation()) << " cycles=" << report.mxu.cycles()
-              << std::endl;
+              << " mxu_util=" << format_fraction(report.mxu.utilisation()) << " cycles=" << report.mxu.cycles();
+      if (link_) {
+        io_.out << " dcn_ms=" << format_milliseconds(reduction);
+      }
+      io_.out << std::endl;
       if (!report.applied) {
         io_.out << "error: non-finite loss at step " << report.step << std::endl;
+        leave("a non-finite loss at step=" + std::to_string(report.step));
         return TrainExit::failure;
       }
       if (state_.step % options_.ckpt_every == 0 || state_.step == options_.steps) {
         if (!save()) {
+          leave("its checkpoint of step=" + std::to_string(state_.step) + " failed");
           return TrainExit::failure;
         }
       }
@@ -100,6 +147,55 @@ public:
   }
 
 private:
+  // With N > 1 slices: prints the layout and joins the run's network; ok at once without.
+  TrainExit join() {
+    const DcnSettings& multislice = options_.multislice;
+    if (multislice.num_slices <= 1) {
+      return TrainExit::ok;
+    }
+    io_.out << "multislice: slice " << multislice.slice_id << " of " << multislice.num_slices << ", worker "
+            << multislice.worker_id << " of " << multislice.num_workers << " (" << multislice.hosts_per_slice()
+            << " per slice), examples " << share_.begin << ".." << share_.end << " of " << options_.model.batch
+            << ", coordinator " << multislice.coordinator_host << ":" << multislice.port
+            << (multislice.coordinator() ? " (this process)" : "") << ", dcn " << describe_dcn(multislice) << std::endl;
+    link_ = make_dcn_link(multislice, io_.stop, gradient_reducer(options_.model.dim));
+    const DcnOutcome outcome = link_->join({options_.model, options_.steps, state_.step});
+    return outcome.status == DcnStatus::ok ? TrainExit::ok : network_failure(outcome);
+  }
+
+  // Ends the run after a network operation did not succeed.
+  TrainExit network_failure(const DcnOutcome& outcome) {
+    switch (outcome.status) {
+    case DcnStatus::stopped: return stop(outcome.signal);
+    case DcnStatus::lost:
+      io_.out << "error: " << outcome.message << std::endl;
+      // The last completed step is the same everywhere: keep it, as a stop would.
+      if (state_.step > 0 && options_.save_on_stop) {
+        save();
+      }
+      return TrainExit::lost_peer;
+    case DcnStatus::refused: io_.out << "error: " << outcome.message << std::endl; return TrainExit::usage;
+    case DcnStatus::ok:
+    case DcnStatus::failed: break;
+    }
+    io_.out << "error: " << outcome.message << std::endl;
+    return TrainExit::failure;
+  }
+
+  // Reports `message` as the run's end, tells the other processes, and fails.
+  TrainExit fail(const std::string& message) {
+    io_.out << "error: " << message << std::endl;
+    leave(message);
+    return TrainExit::failure;
+  }
+
+  // Tells the other processes of a multislice run that this one leaves it because of `reason`.
+  void leave(const std::string& reason) {
+    if (link_) {
+      link_->leave(reason);
+    }
+  }
+
   // Resumes from the newest valid checkpoint or starts from the initial state; prints the first line.
   TrainExit start() {
     state_ = task_.initial_state();
@@ -139,7 +235,7 @@ private:
     }
     if (!(loaded->checkpoint.config == options_.model)) {
       io_.out << "error: checkpoint " << loaded->path.string() << " belongs to a different run ("
-              << describe_differences(loaded->checkpoint.config, options_.model)
+              << describe_config_differences(loaded->checkpoint.config, options_.model)
               << "); use the same options or another --ckpt-dir" << std::endl;
       return TrainExit::usage;
     }
@@ -170,7 +266,9 @@ private:
   // Ends the run early after `signal`, saving the last completed step first (unless --no-save-on-stop) so no work is
   // lost.
   TrainExit stop(int signal) {
-    io_.out << "terminated at step=" << state_.step << " by " << (signal == SIGINT ? "SIGINT" : "SIGTERM") << std::endl;
+    const char* name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+    io_.out << "terminated at step=" << state_.step << " by " << name << std::endl;
+    leave(std::string("stopped by ") + name + " after step=" + std::to_string(state_.step));
     if (state_.step > 0 && options_.save_on_stop) {
       save();
     }
@@ -185,6 +283,8 @@ private:
   std::optional<CheckpointDirectory> checkpoints_; // Set with --ckpt-dir.
   TrainingState state_;                            // Where training is.
   std::optional<std::uint64_t> last_saved_;        // The step of the newest checkpoint on disk, if known.
+  ExampleRange share_;                             // This slice's examples of every batch.
+  std::unique_ptr<DcnLink> link_;                  // The network between slices; null in a run of one slice.
 };
 
 } // namespace

@@ -2,10 +2,15 @@
 // matrix product of its forward and backward passes computed on the simulated systolic array.
 #pragma once
 
+#include "systolic/exact_sum.hpp"
 #include "systolic/matrix.hpp"
 #include "systolic/systolic_array.hpp"
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace jobman::systolic {
 
@@ -43,6 +48,47 @@ struct TrainingState {
   MlpWeights velocity;    // The momentum buffers, one per parameter tensor.
 };
 
+// Examples [begin, end) of a step's batch: one slice's share.
+struct ExampleRange {
+  std::uint32_t begin = 0; // The first example.
+  std::uint32_t end = 0;   // One past the last.
+
+  // The number of examples.
+  [[nodiscard]] std::uint32_t size() const { return end - begin; }
+};
+
+// Slice `slice`'s share when `slices` slices split a batch of `batch` examples: [floor(slice * batch / slices),
+// floor((slice + 1) * batch / slices)), contiguous, in slice order, sizes differing by one at most (a slice has none
+// when batch < slices).
+ExampleRange batch_share(std::uint32_t batch, std::uint32_t slice, std::uint32_t slices);
+
+// The exact sums of a step's per-example contributions: the loss's squared errors and every gradient element. Since
+// the sums are exact, any partition of the batch into shares adds up to the same bits as the whole batch.
+struct GradientSums {
+  SquareSum squared_error;  // (y - target)^2 over every output of every example.
+  std::vector<FloatSum> w1; // dL/dW1, dim x dim, row-major.
+  std::vector<FloatSum> b1; // dL/db1, dim.
+  std::vector<FloatSum> w2; // dL/dW2, dim x dim, row-major.
+  std::vector<FloatSum> b2; // dL/db2, dim.
+
+  // Empty sums for a model of width `dim`.
+  static GradientSums zeros(std::uint32_t dim);
+  // Adds another share's sums, of the same width (throws std::invalid_argument otherwise).
+  GradientSums& operator+=(const GradientSums& other);
+  // True when every sum holds the same bits.
+  bool operator==(const GradientSums& other) const = default;
+  // The sums as bytes: each sum's encoding (ExactSum::encode), the squared error first, then W1, b1, W2, b2.
+  [[nodiscard]] std::string encode() const;
+  // Sums of width `dim` read from `bytes`; nothing unless they are exactly such an encoding.
+  static std::optional<GradientSums> decode(std::string_view bytes, std::uint32_t dim);
+};
+
+// What the forward and backward passes of one share of a step produced.
+struct PartialStep {
+  GradientSums sums; // The share's exact sums.
+  ProductStats mxu;  // The cost of the share's products on this array.
+};
+
 // One step's examples.
 struct Batch {
   Matrix inputs;  // batch x dim, uniform in [-1, 1).
@@ -72,14 +118,28 @@ public:
   // The examples of step `step` (1-based); they depend on the seed, the shapes and `step` only, so a resumed run
   // sees exactly the batches the uninterrupted run saw.
   [[nodiscard]] Batch batch(std::uint64_t step) const;
-  // Runs step state.step + 1: forward and backward passes on `mxu`, then the momentum update, and advances
-  // state.step. When the loss is NaN or infinite the state is left untouched and the report says so.
+  // Rows `examples` of batch(step), drawn without drawing the others.
+  [[nodiscard]] Batch batch(std::uint64_t step, ExampleRange examples) const;
+  // The forward and backward passes of step state.step + 1 over `examples` on `mxu`: every example's squared errors
+  // and gradient contributions (its rank-one weight gradients are products of their own on the array) added to exact
+  // sums. When a loss term is not finite the backward pass is skipped: the sums carry the NaN or infinity.
+  PartialStep partial_step(const TrainingState& state, SystolicArray& mxu, ExampleRange examples) const;
+  // Completes step state.step + 1 from the sums of the whole batch: the loss, the gradients each rounded once from
+  // its exact sum, and the momentum update; advances state.step. When the loss or a gradient is NaN or infinite
+  // the state is left untouched and the report says so. `mxu` is reported as the step's cost.
+  StepReport apply_step(TrainingState& state, const GradientSums& sums, const ProductStats& mxu) const;
+  // partial_step over the whole batch, then apply_step.
   StepReport train_step(TrainingState& state, SystolicArray& mxu) const;
 
 private:
   ModelConfig config_; // The run's identity.
   MlpWeights teacher_; // The target network.
 };
+
+// "--dim 10 there, 12 here, ..." for the fields in which `there` differs from `here` (with other words for "there"
+// and "here" when given); empty when none does.
+std::string describe_config_differences(const ModelConfig& there, const ModelConfig& here,
+                                        const std::string& there_name = "there", const std::string& here_name = "here");
 
 // FNV-1a 64 over the weights' exact bytes (W1, b1, W2, b2, each element as little-endian IEEE-754 binary32).
 std::uint64_t weights_checksum(const MlpWeights& weights);

@@ -14,6 +14,9 @@ public:
   virtual int pending() = 0;
   // Waits up to `timeout` for a stop request; returns its signal number, or 0 when the time passed without one.
   virtual int wait_for(std::chrono::milliseconds timeout) = 0;
+  // A descriptor that becomes readable when a stop request may have arrived (then call pending()), so that a wait on
+  // sockets can include it; -1 when there is none and waits must call pending() now and then instead.
+  [[nodiscard]] virtual int descriptor() const { return -1; }
 };
 
 // Blocks SIGTERM and SIGINT in the calling thread (call it before starting threads) and receives them through a

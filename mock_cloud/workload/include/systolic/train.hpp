@@ -1,6 +1,7 @@
 // systolic-train: the command line, the training loop with checkpoints and early stops, and the program itself.
 #pragma once
 
+#include "systolic/dcn.hpp"
 #include "systolic/model.hpp"
 #include "systolic/stop_signal.hpp"
 
@@ -17,7 +18,10 @@ namespace jobman::systolic {
 enum class TrainExit : int {
   ok = 0,            // Every step ran and the checksum was printed, or the selftest passed.
   failure = 1,       // A non-finite loss (faulty hardware), an I/O error, or a failed selftest.
-  usage = 2,         // A bad option, or a checkpoint directory that belongs to a different run.
+  usage = 2,         // A bad option, a checkpoint directory that belongs to a different run, or a multislice
+                     // process refused by the coordinator (or a coordinator that refused one).
+  lost_peer = 3,     // Multislice: another process of the run closed its connection, stopped, or fell silent past
+                     // --dcn-timeout (before step one or during a reduction).
   interrupted = 130, // SIGINT.
   terminated = 143,  // SIGTERM.
 };
@@ -31,7 +35,8 @@ struct TrainOptions {
   std::uint64_t ckpt_every = 100; // Worker 0 writes a checkpoint every this many steps (and after the last).
   std::uint32_t keep = 3;         // Worker 0 keeps this many newest checkpoints.
   std::uint64_t step_time_ms = 0; // Each step lasts at least this long (simulated wall time).
-  std::uint64_t worker_id = 0;    // Only worker 0 writes checkpoints.
+  std::uint64_t worker_id = 0;    // Only worker 0 writes checkpoints (the global index in a multislice run).
+  DcnSettings multislice;         // The slices of the run (num_slices 1: no network); worker_id is copied in.
   bool selftest = false;          // --selftest: the known-answer check on the array instead of training.
   bool save_on_stop = true;       // Writes a checkpoint of the last completed step on SIGTERM or SIGINT.
 };
@@ -46,8 +51,10 @@ struct ParsedCommandLine {
 // Looks up an environment variable; nothing when it is unset.
 using EnvironmentLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
-// Reads argv with CLI11; the worker id falls back to JOBMAN_WORKER_ID from `environment`, then 0. A bad option
-// gives TrainExit::usage and a message naming it.
+// Reads argv with CLI11; the worker id falls back to JOBMAN_WORKER_ID from `environment`, then 0, and the multislice
+// options to MEGASCALE_NUM_SLICES, MEGASCALE_SLICE_ID, MEGASCALE_COORDINATOR_ADDRESS, MEGASCALE_PORT (then
+// JOBMAN_NUM_SLICES, JOBMAN_SLICE_ID), JOBMAN_NUM_WORKERS, MOCK_DCN_LATENCY_US and MOCK_DCN_BANDWIDTH_BPS. A bad
+// option or variable gives TrainExit::usage and a message naming it.
 ParsedCommandLine parse_command_line(int argc, const char* const* argv, const EnvironmentLookup& environment);
 
 // What a run talks to.
