@@ -1,5 +1,6 @@
 // `jobman list`: the jobs that matter now (or all of them), read from the store alone.
 #include "commands.hpp"
+#include "jobman/config/accelerator.hpp"
 #include "jobman/domain/job.hpp"
 #include "jobman/store/jobs.hpp"
 #include "jobman/util/error.hpp"
@@ -7,6 +8,9 @@
 #include "jobman/util/system.hpp"
 #include "output.hpp"
 #include "waiting.hpp"
+
+#include <map>
+#include <optional>
 
 namespace jobman::cli {
 
@@ -120,10 +124,20 @@ int run_list(Context& ctx, const ListOptions& options) {
   }
   const std::int64_t now = util::now_ms();
   Table table({"JOB ID", "USER", "NAME", "ACCELERATOR", "ZONE", "HOST0 IP", "STATUS", "ATTEMPT", "PROGRESS", "AGE"});
+  // Each accelerator resolved once: a job on several slices reads "v4-16x2" (its record counts every slice's hosts).
+  std::map<std::string, std::optional<config::AcceleratorType>, std::less<>> accelerators;
+  const auto accelerator_text = [&accelerators](const domain::JobRecord& job) {
+    auto it = accelerators.find(job.accelerator);
+    if (it == accelerators.end()) {
+      it = accelerators.emplace(job.accelerator, config::find_accelerator(job.accelerator)).first;
+    }
+    return it->second ? it->second->label(it->second->slices_in(job.hosts)) : job.accelerator;
+  };
   store.jobs().for_each(filter, [&](const domain::JobRecord& job) {
-    table.add_row({domain::format_job_id(job.id), printable(job.user), printable(job.name), job.accelerator, job.zone,
-                   job.host0_ip.empty() ? "-" : printable(job.host0_ip), status_text(job), std::to_string(job.attempt),
-                   progress_text(job), util::format_duration((now - job.created_ms) / 1000)},
+    table.add_row({domain::format_job_id(job.id), printable(job.user), printable(job.name), accelerator_text(job),
+                   job.zone, job.host0_ip.empty() ? "-" : printable(job.host0_ip), status_text(job),
+                   std::to_string(job.attempt), progress_text(job),
+                   util::format_duration((now - job.created_ms) / 1000)},
                   phase_color(job.phase), 6);
   });
   if (table.size() == 0 && !options.all) {

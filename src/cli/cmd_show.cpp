@@ -27,15 +27,21 @@ namespace {
 
 constexpr std::size_t kRecentEvents = 8;
 
-std::string accelerator_detail(const std::string& name) {
+// "v4-16 (8 chips, 2 hosts, ...)"; for a job on several slices (its record counts every slice's hosts), "v4-16x2
+// (16 chips, 4 hosts, ... in all)".
+std::string accelerator_detail(const std::string& name, int job_hosts) {
   const auto acc = config::find_accelerator(name);
   if (!acc) {
     return name;
   }
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%s (%d %s, %d %s, %.0f TFLOP/s bf16 peak, %.0f GiB HBM)", acc->name.c_str(),
-                acc->chips, acc->chips == 1 ? "chip" : "chips", acc->hosts, acc->hosts == 1 ? "host" : "hosts",
-                acc->peak_bf16_tflops(), acc->hbm_gib());
+  const int slices = acc->slices_in(job_hosts);
+  const std::string label = acc->label(slices);
+  const int chips = acc->chips * slices;
+  const int hosts = acc->hosts * slices;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "%s (%d %s, %d %s, %.0f TFLOP/s bf16 peak, %.0f GiB HBM%s)", label.c_str(), chips,
+                chips == 1 ? "chip" : "chips", hosts, hosts == 1 ? "host" : "hosts", acc->peak_bf16_tflops() * slices,
+                acc->hbm_gib() * slices, slices > 1 ? " in all" : "");
   return buf;
 }
 
@@ -182,7 +188,7 @@ void print_fields(std::ostream& out, const ShowView& view, bool color) {
     field("Driven by", "no supervisor yet (one starts with create, resume or wait, or run 'jobman daemon')");
   }
   field("User", printable(job.user));
-  field("Accelerator", accelerator_detail(job.accelerator));
+  field("Accelerator", accelerator_detail(job.accelerator, job.hosts));
   if (task) {
     // What it asks of a worker, and the worker holding it now.
     field("Zone", (job.zone.empty() ? std::string("any") : job.zone) + " (" +

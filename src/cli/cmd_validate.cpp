@@ -25,6 +25,10 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
   const auto offers = check_offers(ctx, configs, MockStart::when_autostart);
   const auto& first = configs.front();
   const auto& acc = first.tpu.accelerator;
+  // What the job holds: every slice's chips and hosts.
+  const int slices = first.tpu.slices;
+  const int chips = acc.chips * slices;
+  const int hosts = acc.hosts * slices;
   if (options.json) {
     nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
     for (const auto& w : first.warnings) {
@@ -38,8 +42,9 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
                                        {"valid", true},
                                        {"jobs", names},
                                        {"accelerator", acc.name},
-                                       {"chips", acc.chips},
-                                       {"hosts", acc.hosts},
+                                       {"slices", slices},
+                                       {"chips", chips},
+                                       {"hosts", hosts},
                                        {"warnings", warnings},
                                        {"offer_check",
                                         {{"source", core::to_string(offers.source)},
@@ -58,9 +63,9 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
     spdlog::debug("{}", offers.note);
   }
   *ctx.out << options.config.path << ": ok: " << configs.size() << (configs.size() == 1 ? " job" : " jobs") << ", "
-           << acc.name << " (" << acc.chips << (acc.chips == 1 ? " chip, " : " chips, ") << acc.hosts
-           << (acc.hosts == 1 ? " host" : " hosts") << ") " << domain::to_string(first.tpu.pricing) << " in "
-           << first.tpu.zone << '\n';
+           << acc.label(slices) << " (" << chips << (chips == 1 ? " chip, " : " chips, ") << hosts
+           << (hosts == 1 ? " host" : " hosts") << (slices > 1 ? " in all" : "") << ") "
+           << domain::to_string(first.tpu.pricing) << " in " << first.tpu.zone << '\n';
   return 0;
 }
 
@@ -79,7 +84,8 @@ core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>
       auto access = core::connect_cloud(settings, *ctx.err, core::CloudPatience::quick);
       cloud.client = access.client;
       cloud.project = access.project;
-      cloud.tiers = core::mock_cloud_tiers(settings);
+      cloud.capacity = core::mock_cloud_capacity(settings);
+      cloud.tiers = core::tiers_of(cloud.capacity);
     } catch (const std::exception& e) {
       cloud.unreachable = e.what();
     }

@@ -301,8 +301,12 @@ bool needs_v2alpha1(const json& body) {
     return false;
   }
   const auto guaranteed = body.find("guaranteed");
-  return body.contains("provisioningModel") || body.contains("runDuration") || body.contains("bestEffort") ||
-         (guaranteed != body.end() && guaranteed->is_object() && guaranteed->contains("reserved"));
+  if (body.contains("provisioningModel") || body.contains("runDuration") || body.contains("bestEffort") ||
+      (guaranteed != body.end() && guaranteed->is_object() && guaranteed->contains("reserved"))) {
+    return true;
+  }
+  const auto spec = json::json_pointer("/tpu/nodeSpec/0");
+  return body.contains(spec) && body.at(spec).is_object() && body.at(spec).contains(kMultiNodeParams);
 }
 
 CreateResult TpuClient::create_queued_resource(const Location& where, const std::string& id, const json& body) {
@@ -314,7 +318,8 @@ CreateResult TpuClient::create_queued_resource(const Location& where, const std:
         [&] { return get_queued_resource(where, id, version); }, version);
   } catch (const ApiError& e) {
     if (version == ApiVersion::v2alpha1 && e.http_status() == 404) {
-      impl_->no_v2alpha1(e, "a queued resource with provisioningModel, runDuration, bestEffort or a reservation");
+      impl_->no_v2alpha1(e, "a queued resource with provisioningModel, runDuration, bestEffort, a reservation or "
+                            "several slices (multiNodeParams)");
     }
     throw;
   }

@@ -93,6 +93,14 @@ double AcceleratorType::hbm_gib() const {
   return generation == nullptr ? 0.0 : generation->hbm_gib_per_chip * chips;
 }
 
+int AcceleratorType::slices_in(int total_hosts) const {
+  return hosts > 0 && total_hosts >= 2 * hosts && total_hosts % hosts == 0 ? total_hosts / hosts : 1;
+}
+
+std::string AcceleratorType::label(int slices) const {
+  return slices > 1 ? name + "x" + std::to_string(slices) : name;
+}
+
 std::span<const TpuGeneration> tpu_generations() {
   return catalog();
 }

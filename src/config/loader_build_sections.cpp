@@ -372,6 +372,28 @@ void build_provisioning(Problems& p, const Section& s, TpuSection& out) {
   }
 }
 
+// tpu.slices: how many slices of the accelerator the job runs on at once, 1 to kMaxSlices; more than one only through
+// a queued resource (nodes.create makes one slice).
+void build_slices(Problems& p, const Section& s, TpuSection& out) {
+  const auto slices = s.integer("slices", 1, INT_MAX);
+  if (!slices) {
+    return;
+  }
+  if (*slices > kMaxSlices) {
+    p.error(s.origin("slices"), s.path("slices"),
+            std::to_string(*slices) + " slices is more than one queued resource may ask for (at most " +
+                std::to_string(kMaxSlices) + ")");
+    return;
+  }
+  out.slices = static_cast<int>(*slices);
+  if (out.slices > 1 && out.allocation_mode == AllocationMode::tpu_vm) {
+    p.error(s.origin("slices"), s.path("slices"),
+            std::to_string(out.slices) +
+                " slices come only through a queued resource, and allocation_mode tpu-vm creates one node",
+            "remove allocation_mode tpu-vm, or ask for one slice");
+  }
+}
+
 } // namespace
 
 namespace {
@@ -521,7 +543,7 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   } else if (accelerator) {
     out.version = accelerator->generation->runtime_versions.front();
   }
-  for (const char* key : {"accelerator", "zone", "version", "pricing"}) {
+  for (const char* key : {"accelerator", "zone", "version", "pricing", "slices"}) {
     const Origin& at = s.origin(key);
     out.origins[key] = SourceLocation{at.file, at.line, at.column, s.path(key)};
   }
@@ -561,6 +583,7 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   out.idle_release_seconds = s.duration("idle_release", 1);
   apply_tpu_flags(p, s, out);
   build_provisioning(p, s, out);
+  build_slices(p, s, out);
   // command.workers must fit the smallest of the equivalents.
   for (const auto& a : out.accelerators) {
     if (accelerator && a.hosts < accelerator->hosts) {

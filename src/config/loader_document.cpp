@@ -96,6 +96,9 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
   tpu["reservation"] = opt(t.reservation);
   tpu["max_run_duration"] =
       t.max_run_duration_seconds ? json(detail::exact_duration(*t.max_run_duration_seconds)) : json(nullptr);
+  if (t.slices != 1) { // Left out for one, so that a snapshot of a single-slice job reads as it always has.
+    tpu["slices"] = t.slices;
+  }
   tpu["preflight"] = opt(t.preflight);
   tpu["order"] = to_string(t.order);
   tpu["strategy"] = to_string(t.strategy);

@@ -306,8 +306,11 @@ private:
         continue;
       }
       int chips = 0;
+      int slices = 1;
       if (const auto type = config::find_accelerator(accelerator)) {
         chips = type->chips;
+        // A multislice attempt records every slice's hosts; a task's time is on its worker's one slice.
+        slices = borrowed ? 1 : type->slices_in(attempt.hosts);
       } else {
         out_.notes.push_back("unknown accelerator '" + accelerator + "': no chips counted");
       }
@@ -316,9 +319,10 @@ private:
       entry.accelerator = accelerator;
       entry.tier = attempt.pricing;
       entry.chips = chips;
+      entry.slices = slices;
       entry.borrowed = borrowed;
       entry.estimated = entry.estimated || estimated;
-      entry.chip_hours += static_cast<double>(chips) * static_cast<double>(to - from) / 3'600'000.0;
+      entry.chip_hours += static_cast<double>(chips) * slices * static_cast<double>(to - from) / 3'600'000.0;
     }
     for (auto& [key, entry] : by_kind) {
       out_.usage.push_back(std::move(entry));

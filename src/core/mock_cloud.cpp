@@ -222,17 +222,18 @@ MockCloudServer ensure_mock_cloud(const config::Settings& settings, std::ostream
   return server;
 }
 
-std::map<std::string, std::map<std::string, std::set<std::string>>> mock_cloud_tiers(const config::Settings& settings) {
-  std::map<std::string, std::map<std::string, std::set<std::string>>> tiers;
+std::map<std::string, std::map<std::string, std::map<std::string, TierCapacity>>>
+mock_cloud_capacity(const config::Settings& settings) {
+  std::map<std::string, std::map<std::string, std::map<std::string, TierCapacity>>> capacity;
   if (settings.cloud != config::CloudKind::mock) {
-    return tiers;
+    return capacity;
   }
   std::string url;
   fs::path token_file;
   if (settings.api_endpoint.empty()) {
     const auto server = running_mock_cloud();
     if (!server) {
-      return tiers;
+      return capacity;
     }
     url = server->url;
     token_file = mock_cloud_admin_token_path();
@@ -246,25 +247,44 @@ std::map<std::string, std::map<std::string, std::set<std::string>>> mock_cloud_t
     }
     token_file = *given;
   } else {
-    return tiers;
+    return capacity;
   }
   try {
     const auto answer = admin_metrics(url, token_file);
     if (!answer) {
-      return tiers;
+      return capacity;
     }
     const auto metrics = nlohmann::json::parse(answer->body, nullptr, false);
     if (!metrics.is_object() || !metrics.contains("capacity") || !metrics["capacity"].is_array()) {
-      return tiers;
+      return capacity;
     }
     for (const auto& pool : metrics["capacity"]) {
       // A pool is a tier the zone has, even while its capacity is 0 (a request then waits in the queue).
       if (pool.is_object()) {
-        tiers[pool.value("zone", "")][pool.value("generation", "")].insert(pool.value("tier", ""));
+        const auto number = [&pool](const char* key) {
+          const auto it = pool.find(key);
+          return it != pool.end() && it->is_number_integer() ? it->get<int>() : 0;
+        };
+        capacity[pool.value("zone", "")][pool.value("generation", "")][pool.value("tier", "")] =
+            TierCapacity{number("chips"), number("quota")};
       }
     }
   } catch (const std::exception&) {
-    tiers.clear(); // Not asked: the check goes on without tiers.
+    capacity.clear(); // Not asked: the check goes on without tiers.
+  }
+  return capacity;
+}
+
+std::map<std::string, std::map<std::string, std::set<std::string>>>
+tiers_of(const std::map<std::string, std::map<std::string, std::map<std::string, TierCapacity>>>& capacity) {
+  std::map<std::string, std::map<std::string, std::set<std::string>>> tiers;
+  for (const auto& [zone, generations] : capacity) {
+    for (const auto& [generation, pools] : generations) {
+      auto& names = tiers[zone][generation];
+      for (const auto& [tier, size] : pools) {
+        names.insert(tier);
+      }
+    }
   }
   return tiers;
 }

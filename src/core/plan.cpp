@@ -210,9 +210,15 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
     }
     return node;
   }
-  nlohmann::json body = {
-      {"tpu", {{"nodeSpec", nlohmann::json::array({{{"parent", parent}, {"nodeId", id}, {"node", node}}})}}},
-  };
+  // One slice is the node `id`; several are nodes id-0 ... id-(N-1), as the TPU API names a multislice request's.
+  nlohmann::json spec = {{"parent", parent}};
+  if (tpu.slices > 1) {
+    spec[cloud::kMultisliceParams] = {{"nodeCount", tpu.slices}, {"nodeIdPrefix", id}};
+  } else {
+    spec["nodeId"] = id;
+  }
+  spec["node"] = std::move(node);
+  nlohmann::json body = {{"tpu", {{"nodeSpec", nlohmann::json::array({std::move(spec)})}}}};
   // The tier: spot, guaranteed (on-demand, or reserved) or bestEffort; flex-start is a provisioning model with a run
   // duration instead. The last three are v2alpha1's (the client sends them there).
   switch (tpu.pricing) {
@@ -236,6 +242,12 @@ nlohmann::json create_request_body(const config::JobConfig& config, const std::s
     // A bare name in full, as gcloud writes it; a full name as it is.
     body["reservationName"] =
         tpu.reservation.find('/') == std::string::npos ? parent + "/reservations/" + tpu.reservation : tpu.reservation;
+  }
+  if (tpu.slices > 1 && cloud::needs_v2alpha1(body)) {
+    // The body goes to v2alpha1, whose NodeSpec calls the same field multiNodeParams.
+    auto& first = body["tpu"]["nodeSpec"][0];
+    first[cloud::kMultiNodeParams] = std::move(first[cloud::kMultisliceParams]);
+    first.erase(cloud::kMultisliceParams);
   }
   return body;
 }

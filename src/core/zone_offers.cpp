@@ -265,6 +265,57 @@ void check_tier(const config::TpuSection& tpu, const OfferCloud& cloud,
   }
 }
 
+// Checks that the config's slices together fit in the zone's tier of their generation, where the cloud says how much
+// it holds (a mock's world): tpu.slices times the accelerator's chips, against the pool's chips (best-effort: the spot
+// pool's, which it runs on) and the project's quota there. One slice is left to the cloud, as before.
+void check_slices(const config::TpuSection& tpu, const OfferCloud& cloud,
+                  const std::function<SourceLocation(const std::string&)>& at, std::vector<Diagnostic>& problems) {
+  if (tpu.slices <= 1 || !tpu.accelerator.generation) {
+    return;
+  }
+  const auto zone = cloud.capacity.find(tpu.zone);
+  if (zone == cloud.capacity.end()) {
+    return;
+  }
+  const auto& generation = tpu.accelerator.generation->name;
+  const auto pools = zone->second.find(generation);
+  if (pools == zone->second.end()) {
+    return;
+  }
+  const std::string tier = tier_of(tpu);
+  const auto pool = pools->second.find(tier);
+  if (pool == pools->second.end()) {
+    return; // check_tier says the tier is missing.
+  }
+  int chips = pool->second.chips;
+  if (tier == "best_effort") {
+    const auto spot = pools->second.find("spot");
+    chips = spot == pools->second.end() ? 0 : spot->second.chips;
+  }
+  const int quota = pool->second.quota;
+  const long long needed = static_cast<long long>(tpu.slices) * tpu.accelerator.chips;
+  const std::string what =
+      std::to_string(tpu.slices) + " slices of " + tpu.accelerator.name + " are " + std::to_string(needed) + " chips, ";
+  const std::string pool_text = generation + " " + tier_text(tier);
+  const auto fits = [&](int limit) {
+    const int most = limit / tpu.accelerator.chips;
+    return most >= 1 ? "at most " + std::to_string(most) + (most == 1 ? " slice" : " slices") + " of " +
+                           tpu.accelerator.name + " fit"
+                     : "not one slice of " + tpu.accelerator.name + " fits";
+  };
+  if (chips > 0 && needed > chips) {
+    problems.push_back({at("slices"),
+                        what + "more than " + tpu.zone + " has of " + pool_text + " (" + std::to_string(chips) +
+                            " chips" + (tier == "best_effort" ? ", the spot pool's" : "") + ")",
+                        fits(chips) + ": ask for fewer slices, or pick a zone with more " + generation + " chips"});
+  } else if (quota > 0 && needed > quota) {
+    problems.push_back({at("slices"),
+                        what + "more than the project's quota of " + pool_text + " in " + tpu.zone + " (" +
+                            std::to_string(quota) + " chips)",
+                        fits(quota) + ": ask for fewer slices, or for more quota"});
+  }
+}
+
 void check_config(const config::JobConfig& config, const ZoneAnswer& answer, const OfferCloud& cloud,
                   std::vector<Diagnostic>& problems) {
   const auto& tpu = config.tpu;
@@ -298,6 +349,7 @@ void check_config(const config::JobConfig& config, const ZoneAnswer& answer, con
   if (!reservation_judged) {
     check_tier(tpu, cloud, at, problems);
   }
+  check_slices(tpu, cloud, at, problems);
   const auto& versions = answer.catalog->runtime_versions;
   if (!versions.empty() && !contains(versions, tpu.version)) {
     const auto near = util::closest_match(tpu.version, versions);

@@ -183,6 +183,7 @@ void append_account_json(std::string& out, const core::JobAccount& account, cons
         .field("accelerator", u.accelerator)
         .field("tier", domain::to_string(u.tier))
         .field("chips", static_cast<std::int64_t>(u.chips))
+        .field("slices", static_cast<std::int64_t>(u.slices))
         .number("chip_hours", u.chip_hours)
         .number("price_per_chip_hour", price)
         .number("cost", price && !u.borrowed ? std::optional<double>(u.chip_hours * *price) : std::nullopt)
@@ -288,8 +289,10 @@ void print_account(std::ostream& out, const core::JobAccount& account, const con
     out << "Chip-hours\n";
     for (const auto& u : account.usage) {
       const auto price = prices.chip_hour(u.accelerator, u.tier);
-      out << "  " << printable(u.accelerator) << " " << domain::to_string(u.tier) << " in " << printable(u.zone) << ": "
-          << u.chips << (u.chips == 1 ? " chip, " : " chips, ") << decimal(u.chip_hours, 2) << " chip-hours";
+      const int chips = u.chips * u.slices;
+      out << "  " << printable(u.accelerator) << (u.slices > 1 ? "x" + std::to_string(u.slices) : std::string()) << " "
+          << domain::to_string(u.tier) << " in " << printable(u.zone) << ": " << chips
+          << (chips == 1 ? " chip, " : " chips, ") << decimal(u.chip_hours, 2) << " chip-hours";
       if (u.borrowed) {
         out << " on its worker's slice (the worker's cost)";
       } else if (price) {

@@ -53,6 +53,23 @@ TEST(AcceleratorCatalog, PeakFiguresScaleWithChips) {
   EXPECT_DOUBLE_EQ(AcceleratorType{}.peak_bf16_tflops(), 0.0);
 }
 
+// A multislice job's record counts every slice's hosts: the slices are read back from them, a count that is not a
+// whole number of slices (or none) being one.
+TEST(AcceleratorCatalog, SlicesAreReadFromTheHostsOfAllOfThem) {
+  const auto v4 = must_find("v4-16");
+  EXPECT_EQ(v4.slices_in(2), 1);
+  EXPECT_EQ(v4.slices_in(4), 2);
+  EXPECT_EQ(v4.slices_in(128), 64);
+  EXPECT_EQ(v4.slices_in(3), 1);
+  EXPECT_EQ(v4.slices_in(1), 1);
+  EXPECT_EQ(v4.slices_in(0), 1);
+  EXPECT_EQ(v4.slices_in(-4), 1);
+  EXPECT_EQ(must_find("v6e-8").slices_in(3), 3) << "one host a slice";
+  EXPECT_EQ(AcceleratorType{}.slices_in(4), 1);
+  EXPECT_EQ(v4.label(1), "v4-16");
+  EXPECT_EQ(v4.label(2), "v4-16x2");
+}
+
 TEST(AcceleratorCatalog, EverySizeOfEveryGenerationResolvesConsistently) {
   int count = 0;
   for (const auto& generation : tpu_generations()) {

@@ -173,6 +173,26 @@ TEST(Goodput, AnUnfinishedJobRunsToNowAndItsSliceIsStillUp) {
   EXPECT_NEAR(a.usage[0].chip_hours, 4.0 * 940 / 3600.0, 1e-9);
 }
 
+// A multislice attempt holds every slice of its queued resource, and its record every slice's hosts: its chip-hours
+// count them all.
+TEST(Goodput, AMultisliceAttemptsChipHoursCountEverySlice) {
+  History h;
+  h.phase(2, Phase::queued);
+  h.attempt(2, 60).hosts = 1; // v4-8 is one host.
+  h.phase(60, Phase::setup);
+  h.phase(100, Phase::running);
+  const auto one = h.account(1000);
+  EXPECT_EQ(one.usage[0].slices, 1);
+  h.attempts[0].hosts = 3;
+  const auto three = h.account(1000);
+  ASSERT_EQ(three.usage.size(), 1U);
+  EXPECT_EQ(three.usage[0].chips, 4) << "one slice's";
+  EXPECT_EQ(three.usage[0].slices, 3);
+  EXPECT_NEAR(three.usage[0].chip_hours, 3 * 4.0 * 940 / 3600.0, 1e-9);
+  EXPECT_NEAR(three.usage[0].chip_hours, 3 * one.usage[0].chip_hours, 1e-9);
+  EXPECT_EQ(three.wall_ms(), one.wall_ms()) << "the time is the job's, however many slices";
+}
+
 // A workload that saves on SIGTERM resumes past the last step that came home when the slice cut its last lines: no
 // step is known to be done twice, so nothing is lost, and the time after the last reading stays productive.
 TEST(Goodput, AResumePastTheLastStepThatCameHomeLosesNothing) {

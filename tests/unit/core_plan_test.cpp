@@ -1,3 +1,4 @@
+#include "jobman/cloud/tpu_client.hpp"
 #include "jobman/config/loader.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/plan.hpp"
@@ -139,6 +140,75 @@ TEST(PlanRequestBody, FlexStartReservedAndBestEffortAskForTheirModelsThroughV2al
 
   EXPECT_EQ(plan_json(load(kBase + "  pricing: spot\ncommand:\n  cmd: run\n"), "proj", "alice")["api"]["version"], "v2")
       << "v2 for everything else";
+}
+
+// tpu.slices: one slice names its node (nodeId); several are one queued resource whose nodeSpec asks for them with
+// multisliceParams, the prefix being the id one slice's node would have had (the cloud names them ID-0 ... ID-(N-1)).
+TEST(PlanRequestBody, OneSliceNamesItsNodeAndSeveralAskForMultisliceParams) {
+  const auto one =
+      create_request_body(load(kBase + "  pricing: spot\n  slices: 1\ncommand:\n  cmd: run\n"), "proj", 42, "alice", 2);
+  const auto& single = one["tpu"]["nodeSpec"][0];
+  EXPECT_EQ(single["nodeId"], "plan-000042-a2");
+  EXPECT_FALSE(single.contains("multisliceParams"));
+  EXPECT_FALSE(single.contains("multiNodeParams"));
+
+  const auto config = load(kBase + "  pricing: spot\n  slices: 2\ncommand:\n  cmd: run\n");
+  const auto body = create_request_body(config, "proj", 42, "alice", 2);
+  ASSERT_EQ(body["tpu"]["nodeSpec"].size(), 1U) << "one nodeSpec for every slice";
+  const auto& spec = body["tpu"]["nodeSpec"][0];
+  EXPECT_FALSE(spec.contains("nodeId"));
+  EXPECT_EQ(spec["multisliceParams"], nlohmann::json({{"nodeCount", 2}, {"nodeIdPrefix", "plan-000042-a2"}}));
+  EXPECT_EQ(spec["parent"], "projects/proj/locations/us-central2-b");
+  EXPECT_EQ(spec["node"]["acceleratorType"], "v4-32") << "each slice's";
+  EXPECT_EQ(spec["node"]["labels"]["jobman-attempt"], "2");
+  EXPECT_EQ(body["spot"], nlohmann::json::object());
+  EXPECT_FALSE(cloud::needs_v2alpha1(body)) << "multisliceParams is v2's";
+  EXPECT_EQ(request_node_labels(body)["jobman-job-id"], "000042");
+  // The name the supervisor gives the attempt's node is the prefix.
+  EXPECT_EQ(create_request_body(config, "proj", 42, "alice", 2,
+                                "plan-000042-a2c2")["tpu"]["nodeSpec"][0]["multisliceParams"]["nodeIdPrefix"],
+            "plan-000042-a2c2");
+  // The SSH key reaches the one node spec every slice is made from.
+  auto keyed = body;
+  add_ssh_key(keyed, "alice:ssh-ed25519 AAAC alice");
+  EXPECT_EQ(keyed["tpu"]["nodeSpec"][0]["node"]["metadata"]["ssh-keys"], "alice:ssh-ed25519 AAAC alice");
+
+  const auto plan = plan_json(config, "proj", "alice");
+  EXPECT_EQ(plan["api"]["version"], "v2");
+  EXPECT_EQ(plan["api"]["url"],
+            "projects/proj/locations/us-central2-b/queuedResources?queuedResourceId=plan-000000-a1");
+  EXPECT_EQ(plan["api"]["body"]["tpu"]["nodeSpec"][0]["multisliceParams"],
+            nlohmann::json({{"nodeCount", 2}, {"nodeIdPrefix", "plan-000000-a1"}}));
+}
+
+// A body that goes to v2alpha1 (flex-start, a reservation, best-effort) spells the same field multiNodeParams, the
+// name v2alpha1 has for it; needs_v2alpha1 still sends it there.
+TEST(PlanRequestBody, SeveralSlicesThroughV2alpha1AreMultiNodeParams) {
+  const auto flex = load(kBase + "  pricing: flex-start\n  max_run_duration: 3h\n  slices: 4\ncommand:\n  cmd: run\n");
+  const auto body = create_request_body(flex, "proj", 7, "alice", 1);
+  const auto& spec = body["tpu"]["nodeSpec"][0];
+  EXPECT_EQ(spec["multiNodeParams"], nlohmann::json({{"nodeCount", 4}, {"nodeIdPrefix", "plan-000007-a1"}}));
+  EXPECT_FALSE(spec.contains("multisliceParams"));
+  EXPECT_FALSE(spec.contains("nodeId"));
+  EXPECT_EQ(body["provisioningModel"], "FLEX_START");
+  EXPECT_EQ(body["runDuration"], nlohmann::json({{"maxRunDuration", "10800s"}}));
+  EXPECT_TRUE(cloud::needs_v2alpha1(body));
+  const auto plan = plan_json(flex, "proj", "alice");
+  EXPECT_EQ(plan["api"]["version"], "v2alpha1");
+  EXPECT_TRUE(plan["api"]["body"]["tpu"]["nodeSpec"][0].contains("multiNodeParams"));
+
+  for (const char* pricing : {"best-effort", "reserved\n  reservation: lab"}) {
+    std::string text = kBase;
+    text.append("  pricing: ").append(pricing).append("\n  slices: 2\ncommand:\n  cmd: run\n");
+    const auto other = create_request_body(load(text), "proj", 7, "alice", 1);
+    EXPECT_EQ(other["tpu"]["nodeSpec"][0]["multiNodeParams"]["nodeCount"], 2) << pricing;
+    EXPECT_TRUE(cloud::needs_v2alpha1(other)) << pricing;
+  }
+  // Only the multislice field itself says v2alpha1 when nothing else does.
+  nlohmann::json bare = {{"tpu", {{"nodeSpec", {{{"multiNodeParams", {{"nodeCount", 2}}}}}}}}};
+  EXPECT_TRUE(cloud::needs_v2alpha1(bare));
+  bare["tpu"]["nodeSpec"][0] = {{"multisliceParams", {{"nodeCount", 2}}}};
+  EXPECT_FALSE(cloud::needs_v2alpha1(bare));
 }
 
 TEST(PlanJson, TpuVmModeCreatesTheNodeByItsId) {

@@ -85,7 +85,7 @@ public:
         std::make_shared<cloud::CachedTokenSource>(cloud::make_static_token_source("t", "test")), options);
   }
 
-  OfferCloud offer() const { return OfferCloud{"http://fake/", "p", client, "", {}}; }
+  OfferCloud offer() const { return OfferCloud{"http://fake/", "p", client, "", {}, {}}; }
 
   int requests = 0;
   int reservation_requests = 0;
@@ -211,9 +211,9 @@ TEST(ZoneOffers, WithoutAnAnswerTheBuiltInCatalogStandsAndTheNoteSaysWhy) {
   EXPECT_NE(check.note.find("built-in catalog only"), std::string::npos) << check.note;
 
   // No client at all (the bundled mock is not running): the same, with the reason given.
-  const auto unreachable =
-      check_zone_offers(store, OfferCloud{"bundled-mock", "p", nullptr, "the bundled mock cloud is not running", {}},
-                        configs("v4-8", "us-central2-b"), kNow);
+  const auto unreachable = check_zone_offers(
+      store, OfferCloud{"bundled-mock", "p", nullptr, "the bundled mock cloud is not running", {}, {}},
+      configs("v4-8", "us-central2-b"), kNow);
   EXPECT_EQ(unreachable.source, OfferSource::built_in);
   EXPECT_NE(unreachable.note.find("the bundled mock cloud is not running"), std::string::npos) << unreachable.note;
 
@@ -289,6 +289,48 @@ TEST(ZoneOffers, EachProvisioningModelIsCheckedAgainstItsOwnTier) {
             std::string::npos)
       << only_problem(no_preemptible);
   EXPECT_EQ(cloud.reservation_requests, 0) << "reservations are asked only for a config that needs one";
+}
+
+// tpu.slices: the slices of a multislice config together need that many times the accelerator's chips, which must fit
+// in what the zone has of the tier (best-effort: the spot pool's chips) and in the project's quota there; one slice is
+// left to the cloud, as before.
+TEST(ZoneOffers, SlicesThatTogetherNeedMoreChipsThanTheZoneOrTheQuotaHoldAreAProblemAtSlices) {
+  FakeCloud cloud;
+  auto store = store::JobStore::open_in_memory();
+  auto offer = cloud.offer();
+  offer.tiers = mock_tiers();
+  offer.capacity["us-central2-b"]["v4"] = {{"spot", {32, 24}}, {"on_demand", {16, 16}}, {"best_effort", {0, 64}}};
+  const auto check = [&](const std::string& more) {
+    return check_zone_offers(store, offer, configs("v4-16", "us-central2-b", "tpu-ubuntu2204-base", more), kNow);
+  };
+  // v4-16 is 8 chips: three slices fit the spot quota of 24, four do not.
+  EXPECT_TRUE(check("  slices: 3\n").problems.empty()) << only_problem(check("  slices: 3\n"));
+  EXPECT_EQ(only_problem(check("  slices: 4\n")),
+            "offers.yaml:7:11: tpu.slices: 4 slices of v4-16 are 32 chips, more than the project's quota of v4 spot "
+            "in us-central2-b (24 chips) (at most 3 slices of v4-16 fit: ask for fewer slices, or for more quota)");
+  EXPECT_EQ(only_problem(check("  slices: 5\n")),
+            "offers.yaml:7:11: tpu.slices: 5 slices of v4-16 are 40 chips, more than us-central2-b has of v4 spot (32 "
+            "chips) (at most 4 slices of v4-16 fit: ask for fewer slices, or pick a zone with more v4 chips)");
+  EXPECT_EQ(only_problem(check("  pricing: ondemand\n  slices: 3\n")),
+            "offers.yaml:8:11: tpu.slices: 3 slices of v4-16 are 24 chips, more than us-central2-b has of v4 "
+            "on-demand (16 chips) (at most 2 slices of v4-16 fit: ask for fewer slices, or pick a zone with more v4 "
+            "chips)");
+  // Best-effort runs on the spot pool's chips, with a quota of its own.
+  EXPECT_TRUE(check("  pricing: best-effort\n  slices: 4\n").problems.empty());
+  EXPECT_NE(only_problem(check("  pricing: best-effort\n  slices: 5\n"))
+                .find("more than us-central2-b has of v4 best-effort (32 chips, the spot pool's)"),
+            std::string::npos)
+      << only_problem(check("  pricing: best-effort\n  slices: 5\n"));
+  // A pool drained for now (0 chips) sets no bound: a request waits for it. Nor does a zone the cloud says nothing of.
+  offer.capacity["us-central2-b"]["v4"]["spot"] = {0, 0};
+  EXPECT_TRUE(check("  slices: 8\n").problems.empty()) << only_problem(check("  slices: 8\n"));
+  offer.capacity.clear();
+  EXPECT_TRUE(check("  slices: 64\n").problems.empty());
+  // One slice bigger than the pool is the cloud's to judge, as it always was.
+  offer.capacity["us-central2-b"]["v4"] = {{"spot", {4, 4}}};
+  EXPECT_TRUE(check("").problems.empty()) << only_problem(check(""));
+  EXPECT_NE(only_problem(check("  slices: 2\n")).find("not one slice of v4-16 fits"), std::string::npos)
+      << only_problem(check("  slices: 2\n"));
 }
 
 // tpu.reservation, by its bare id or its full name, must be one the zone has (reservations.list, through v2alpha1).

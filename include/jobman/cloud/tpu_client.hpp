@@ -32,8 +32,13 @@ std::string resolve_tpu_endpoint(std::string_view configured);
 // best-effort).
 enum class ApiVersion { v2, v2alpha1 };
 
+// The field of a queued resource's NodeSpec that asks for several slices (nodeCount, nodeIdPrefix) in place of a
+// nodeId: v2's name, and v2alpha1's for the same field (each version refuses the other's).
+inline constexpr const char* kMultisliceParams = "multisliceParams";
+inline constexpr const char* kMultiNodeParams = "multiNodeParams";
+
 // Whether a queuedResources.create body asks for what only v2alpha1 has: a provisioningModel, a runDuration, a
-// bestEffort tier or guaranteed.reserved.
+// bestEffort tier, guaranteed.reserved, or several slices under v2alpha1's name (multiNodeParams).
 bool needs_v2alpha1(const nlohmann::json& body);
 
 // A reservation of the project (v2alpha1's Reservation), with its chips.

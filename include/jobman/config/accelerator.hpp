@@ -35,6 +35,11 @@ struct AcceleratorType {
   [[nodiscard]] double peak_bf16_tflops() const;
   // HBM of the whole slice, GiB.
   [[nodiscard]] double hbm_gib() const;
+  // How many slices of this type `total_hosts` worker hosts are (a multislice job's or attempt's record counts every
+  // slice's hosts): total_hosts / hosts when that is a whole number of at least two, else 1.
+  [[nodiscard]] int slices_in(int total_hosts) const;
+  // "v4-16", or "v4-16x2" for two slices of it.
+  [[nodiscard]] std::string label(int slices) const;
 };
 
 // Every generation jobman knows, oldest first.

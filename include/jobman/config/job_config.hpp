@@ -86,6 +86,10 @@ struct TpuSection {
   // How long a flex-start slice runs before the cloud ends it (runDuration.maxRunDuration): required with flex-start,
   // at most kMaxRunDurationSeconds; nullopt otherwise.
   std::optional<long long> max_run_duration_seconds;
+  // tpu.slices: how many identical slices of `accelerator` the job runs on at once (multislice, over the data-center
+  // network): one queued resource whose nodeSpec asks for them all (multisliceParams, or multiNodeParams through
+  // v2alpha1), nodes named NODE-0 ... NODE-(slices-1). 1: one slice, one node.
+  int slices = 1;
   bool keep_on_success = false; // Keep the slice after the job succeeds.
   // A worker's slice is released after this long without a task, and asked for again when a task for it is queued.
   // Jobs and tasks, which hold a slice only while they run, have no use for it.
@@ -195,6 +199,10 @@ struct JobConfig;
 
 // The longest run duration a flex-start request may ask for: 7 days.
 inline constexpr long long kMaxRunDurationSeconds = 7LL * 24 * 3600;
+// The most slices tpu.slices may ask for in one queued resource: far beyond any zone's capacity of one generation and
+// tier (the checks against the zone refuse what it could never hold), and small enough that chips times slices never
+// overflows.
+inline constexpr int kMaxSlices = 64;
 
 // One place a slice may come from.
 struct Candidate {

@@ -52,7 +52,8 @@ struct ChipUsage {
   std::string zone;
   std::string accelerator;                      // "v4-32".
   domain::Pricing tier = domain::Pricing::spot; // The pricing its attempts' slices were asked in.
-  int chips = 0;                                // Of the accelerator.
+  int chips = 0;                                // Of the accelerator: one slice's.
+  int slices = 1; // How many slices of it each attempt held (tpu.slices: its record has every slice's hosts).
   double chip_hours = 0;
   bool borrowed = false;  // A task's time on its worker's slice: the worker pays for the slice, not the task.
   bool estimated = false; // Some of it is inferred (see JobAccount::notes).

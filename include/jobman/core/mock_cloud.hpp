@@ -3,6 +3,7 @@
 #pragma once
 
 #include "jobman/config/settings.hpp"
+#include "jobman/core/zone_offers.hpp"
 
 #include <filesystem>
 #include <map>
@@ -39,10 +40,16 @@ std::optional<MockCloudServer> running_mock_cloud();
 // cannot be found or does not come up.
 MockCloudServer ensure_mock_cloud(const config::Settings& settings, std::ostream& notice);
 
-// The tiers ("spot", "on_demand", "flex_start", "reserved", "best_effort") a mock cloud's world offers of each TPU
-// generation, by zone then generation, from its admin metrics: the bundled mock's (its admin token in its state
-// directory) or the one `settings.api_endpoint` names when JOBMAN_MOCK_ADMIN_TOKEN_FILE gives its token. Empty when the
-// cloud is Google's or the mock cannot be asked: Google's API does not say which tiers a zone has.
-std::map<std::string, std::map<std::string, std::set<std::string>>> mock_cloud_tiers(const config::Settings& settings);
+// The pools a mock cloud's world has: for each zone, TPU generation and tier ("spot", "on_demand", "flex_start",
+// "reserved", "best_effort"), its chips and the project's quota (a best-effort pool has a quota of its own and no
+// chips: it runs on the spot pool's), from the admin metrics of the bundled mock (its admin token in its state
+// directory) or of the one `settings.api_endpoint` names when JOBMAN_MOCK_ADMIN_TOKEN_FILE gives its token. Empty when
+// the cloud is Google's or the mock cannot be asked: Google's API does not say which tiers a zone has, nor how much.
+std::map<std::string, std::map<std::string, std::map<std::string, TierCapacity>>>
+mock_cloud_capacity(const config::Settings& settings);
+
+// The tiers each zone has of each generation, by zone then generation: the pools `capacity` names.
+std::map<std::string, std::map<std::string, std::set<std::string>>>
+tiers_of(const std::map<std::string, std::map<std::string, std::map<std::string, TierCapacity>>>& capacity);
 
 } // namespace jobman::core

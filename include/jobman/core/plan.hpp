@@ -50,8 +50,11 @@ std::string owner_label_value(const std::string& user);
 std::map<std::string, std::string> job_labels(const config::JobConfig& config, std::int64_t job_id,
                                               const std::string& user, int attempt);
 
-// The body of queuedResources.create (or nodes.create in tpu-vm mode) for one attempt, with the
-// field names of the TPU v2 API. Its node is named `node_id` (empty: resource_id of the attempt).
+// The body of queuedResources.create (or nodes.create in tpu-vm mode) for one attempt, with the field names of the TPU
+// API version it goes to (cloud::needs_v2alpha1 tells which). Its node is named `node_id` (empty: resource_id of the
+// attempt). With tpu.slices N > 1, tpu.nodeSpec[0] has no nodeId but multisliceParams {nodeCount: N, nodeIdPrefix:
+// that same name} (multiNodeParams where the body goes to v2alpha1), and the cloud names the nodes NAME-0 ...
+// NAME-(N-1).
 nlohmann::json create_request_body(const config::JobConfig& config, const std::string& project, std::int64_t job_id,
                                    const std::string& user, int attempt, const std::string& node_id = {});
 

@@ -42,6 +42,12 @@ struct OfferCheck {
                                      // reservations.list that failed).
 };
 
+// How many chips one tier of one generation has in a zone (a mock's pool), and how many of them one project may hold.
+struct TierCapacity {
+  int chips = 0; // The zone's; 0: none now (a request waits in the queue), so no bound is known.
+  int quota = 0; // The project's; 0: not known.
+};
+
 // The cloud a check asks.
 struct OfferCloud {
   std::string id;      // Keeps each cloud's answers apart in the store: Google's endpoint, a mock's address, or
@@ -50,10 +56,14 @@ struct OfferCloud {
   std::shared_ptr<cloud::TpuClient> client; // Null when the cloud cannot be asked without starting something.
   std::string unreachable;                  // Why `client` is null.
   // The tiers ("spot", "on_demand", "flex_start", "reserved", "best_effort") each zone offers of each generation,
-  // where the cloud says (a mock's world, see mock_cloud_tiers); empty for Google. A zone named here that lacks the
+  // where the cloud says (a mock's world, see mock_cloud_capacity); empty for Google. A zone named here that lacks the
   // tier of the config's provisioning model for its generation is a problem at tpu.pricing (best-effort needs the
   // spot pool too, whose chips it runs on).
   std::map<std::string, std::map<std::string, std::set<std::string>>> tiers;
+  // What each of those tiers holds, by zone, generation and tier name (mock_cloud_capacity); empty for Google. A
+  // multislice config (tpu.slices > 1) whose slices together need more chips than the zone has of its tier, or than
+  // the project's quota there, is a problem at tpu.slices.
+  std::map<std::string, std::map<std::string, std::map<std::string, TierCapacity>>> capacity;
 };
 
 // Checks every config, each distinct zone asked once: answers of the last day come from the store; older ones are
@@ -61,7 +71,8 @@ struct OfferCloud {
 // falls back to the built-in catalog for that zone; this never throws for the cloud's sake. A config that asks for a
 // reservation (pricing reserved, tpu.reserved, tpu.reservation) is checked against the project's reservations in the
 // zone (reservations.list, asked every time): a reservation named that the zone does not have, or reserved capacity
-// where the project has no reservation of the accelerator's generation, is a problem at the key that asked.
+// where the project has no reservation of the accelerator's generation, is a problem at the key that asked. Several
+// slices (tpu.slices) need that many times the accelerator's chips, checked against `cloud.capacity`.
 OfferCheck check_zone_offers(store::JobStore& store, const OfferCloud& cloud,
                              const std::vector<config::JobConfig>& configs, std::int64_t now_ms);
 
