@@ -64,9 +64,10 @@ _jobman() {
   ssh)
     case "$prev" in
       --worker) return ;;
+      --slice) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --worker" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --worker --slice" -- "$cur"))
       return
     fi
     COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))

@@ -29,7 +29,7 @@ using world_internal::valid_id;
 namespace {
 
 // The most slices one multislice request may ask for.
-constexpr std::int64_t kMaxMultisliceNodes = 64;
+constexpr std::int64_t kMaxMultisliceNodes = 256;
 
 // The longest protobuf Duration: 10,000 years.
 constexpr double kMaxDurationSeconds = 315'576'000'000.0;

@@ -10,6 +10,7 @@
 #include "jobman/util/process.hpp"
 #include "jobman/util/strings.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <spdlog/spdlog.h>
@@ -35,14 +36,31 @@ int run_ssh(Context& ctx, const SshOptions& options) {
   const std::int64_t id = parse_job_id_argument(options.id);
   auto& store = ctx.store();
   const auto job = store.jobs().get(id, true);
-  if (options.worker < 0 || options.worker >= job.hosts) {
-    throw UsageError("--worker " + std::to_string(options.worker) + ": job " + domain::format_job_id(id) +
-                     (job.hosts == 1 ? " has only worker 0" : " has workers 0 to " + std::to_string(job.hosts - 1)));
+  const auto config = core::recorded_config(job);
+  const int slices = std::max(1, config.tpu.slices);
+  int worker = options.worker;
+  if (options.slice) {
+    // --slice S --worker W: worker W of slice S, whose hosts come after those of the slices before it.
+    if (*options.slice < 0 || *options.slice >= slices) {
+      throw UsageError("--slice " + std::to_string(*options.slice) + ": job " + domain::format_job_id(id) +
+                       (slices == 1 ? " has only slice 0" : " has slices 0 to " + std::to_string(slices - 1)));
+    }
+    const int per_slice = job.hosts / slices;
+    if (worker < 0 || worker >= per_slice) {
+      throw UsageError("--worker " + std::to_string(worker) + " --slice " + std::to_string(*options.slice) +
+                       ": each slice of job " + domain::format_job_id(id) +
+                       (per_slice == 1 ? " has only worker 0" : " has workers 0 to " + std::to_string(per_slice - 1)));
+    }
+    worker += *options.slice * per_slice;
+  }
+  if (worker < 0 || worker >= job.hosts) {
+    throw UsageError("--worker " + std::to_string(worker) + ": job " + domain::format_job_id(id) +
+                     (job.hosts == 1 ? " has only worker 0" : " has workers 0 to " + std::to_string(job.hosts - 1)) +
+                     (slices > 1 ? " across its " + std::to_string(slices) + " slices" : std::string()));
   }
   const auto attempt = core::live_attempt(store, job);
-  const auto config = core::recorded_config(job);
   const auto access = core::connect_cloud(config::load_settings(), *ctx.err);
-  const auto argv = core::worker_shell_argv(access, config, attempt, options.worker, util::join(options.command, " "),
+  const auto argv = core::worker_shell_argv(access, config, attempt, worker, util::join(options.command, " "),
                                             ::isatty(STDIN_FILENO) != 0 && ::isatty(STDOUT_FILENO) != 0);
   spdlog::debug("running {}", util::join(argv, " "));
   ctx.out->flush();
@@ -55,7 +73,12 @@ void add_ssh_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<SshOptions>();
   auto* cmd = app.add_subcommand("ssh", "Open a shell on a worker of a job's slice, or run a command there");
   cmd->add_option("ID", options->id, "Job id (000042 or 42)")->required();
-  cmd->add_option("--worker", options->worker, "Which worker host of the slice (default 0)")->type_name("N");
+  cmd->add_option("--worker", options->worker,
+                  "Which worker host (default 0); of a multislice job, counted across its slices, slice 0's first")
+      ->type_name("N");
+  cmd->add_option("--slice", options->slice,
+                  "A multislice job's slice: --worker then counts the hosts of that slice (default worker 0)")
+      ->type_name("S");
   cmd->add_option("COMMAND", options->command,
                   "A command to run instead of the shell, after --; its words are joined with spaces");
   cmd->footer("Examples:\n"
@@ -63,6 +86,7 @@ void add_ssh_command(CLI::App& app, Context& ctx) {
               "  jobman ssh 42 --worker 3\n"
               "  jobman ssh 42 -- df -h /mnt/bucket\n"
               "  jobman ssh 42 --worker 1 -- 'ps aux | grep train'\n"
+              "  jobman ssh 42 --slice 1 --worker 0     (a multislice job: slice 1's first host)\n"
               "Connects with ssh (or 'gcloud compute tpus tpu-vm ssh' with 'transport: gcloud' in the settings) to\n"
               "the node of the job's current attempt, over the connection jobman already holds to that host. The\n"
               "shell or command has the worker's JOBMAN_* variables once the command was launched there; a shell\n"

@@ -65,7 +65,8 @@ int run_logs(Context& ctx, const LogsOptions& options);
 // `ssh`: a shell or a command on one host of a record's slice.
 struct SshOptions {
   std::string id;
-  int worker = 0;
+  int worker = 0;                   // The global index (slice 0's hosts first); within the slice with --slice.
+  std::optional<int> slice;         // --slice: one slice of a multislice job.
   std::vector<std::string> command; // Empty: an interactive shell.
 };
 int run_ssh(Context& ctx, const SshOptions& options);

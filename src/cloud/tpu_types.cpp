@@ -108,7 +108,26 @@ QueuedResource parse_queued_resource(const json& object) {
   if (object.is_object() && object.contains("tpu") && object["tpu"].is_object() && object["tpu"].contains("nodeSpec") &&
       object["tpu"]["nodeSpec"].is_array()) {
     for (const auto& spec : object["tpu"]["nodeSpec"]) {
-      out.node_ids.push_back(string_at(spec, "nodeId"));
+      // A multislice spec (multisliceParams, or v2alpha1's multiNodeParams) names its nodes PREFIX-0 ... PREFIX-(N-1),
+      // the prefix being the queued resource's id when it names none.
+      const json* multi = nullptr;
+      for (const char* key : {"multisliceParams", "multiNodeParams"}) {
+        if (spec.is_object() && spec.contains(key) && spec[key].is_object()) {
+          multi = &spec[key];
+        }
+      }
+      if (multi != nullptr && multi->contains("nodeCount") && (*multi)["nodeCount"].is_number_integer()) {
+        auto prefix = string_at(*multi, "nodeIdPrefix");
+        if (prefix.empty()) {
+          prefix = out.name.substr(out.name.rfind('/') + 1);
+        }
+        const auto count = (*multi)["nodeCount"].get<long long>();
+        for (long long n = 0; n < count && n < 10'000; ++n) {
+          out.node_ids.push_back(prefix + "-" + std::to_string(n));
+        }
+      } else {
+        out.node_ids.push_back(string_at(spec, "nodeId"));
+      }
       if (out.node_labels.empty() && spec.is_object() && spec.contains("node") && spec["node"].is_object()) {
         out.node_labels = string_map_at(spec["node"], "labels");
       }

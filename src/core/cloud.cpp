@@ -92,20 +92,32 @@ std::optional<SliceHosts> attempt_hosts(const CloudAccess& access, const config:
   auto hosts = load_slice_hosts(dir);
   if (ask && (!hosts || !hosts->complete()) && access.client) {
     const cloud::Location where{access.project, zone};
-    if (const auto node = access.client->get_node(where, attempt.node)) {
-      hosts = slice_hosts_of(*node, access.client->guest_attributes(where, attempt.node), reached_internally(config));
-      std::map<std::string, std::string> project;
-      try {
-        project = access.client->project_metadata(access.project);
-      } catch (const std::exception&) {
-        // Reading it needs the Compute API: without it, the node's own metadata decides, as for the supervisor.
+    // Every slice's node, for a multislice job; all of them or none.
+    std::vector<std::pair<std::string, SliceHosts>> per_node;
+    std::optional<cloud::Node> first;
+    for (const auto& id : slice_node_ids(attempt.node, attempt.node_only() ? 1 : config.tpu.slices)) {
+      const auto node = access.client->get_node(where, id);
+      if (!node) {
+        return hosts;
       }
-      if (os_login_enabled(node->metadata, project)) {
-        hosts->user =
-            access.client->import_ssh_public_key(access.client->account(), access.project, ssh_public_key(key_file));
+      per_node.emplace_back(
+          id, slice_hosts_of(*node, access.client->guest_attributes(where, id), reached_internally(config)));
+      if (!first) {
+        first = node;
       }
-      save_slice_hosts(dir, *hosts);
     }
+    hosts = per_node.size() == 1 ? per_node.front().second : join_slice_hosts(per_node);
+    std::map<std::string, std::string> project;
+    try {
+      project = access.client->project_metadata(access.project);
+    } catch (const std::exception&) {
+      // Reading it needs the Compute API: without it, the node's own metadata decides, as for the supervisor.
+    }
+    if (os_login_enabled(first->metadata, project)) {
+      hosts->user =
+          access.client->import_ssh_public_key(access.client->account(), access.project, ssh_public_key(key_file));
+    }
+    save_slice_hosts(dir, *hosts);
   }
   return hosts;
 }

@@ -118,12 +118,20 @@ void activate_service_account(const std::string& gcloud, const std::map<std::str
   util::write_file_atomic(marker, key_id + "\n", 0600);
 }
 
-std::string gcloud_host_key_alias(const std::string& node_id, int worker, const std::string& host_key) {
-  auto alias = "tpu." + node_id + "-" + std::to_string(worker);
+namespace {
+
+// `alias` ("tpu.NODE_ID-WORKER") as gcloud files a host's key under it: with the key's last six characters.
+std::string with_key_suffix(std::string alias, const std::string& host_key) {
   if (!host_key.empty()) {
     alias += "-" + host_key.substr(host_key.size() < 6 ? 0 : host_key.size() - 6);
   }
   return alias;
+}
+
+} // namespace
+
+std::string gcloud_host_key_alias(const std::string& node_id, int worker, const std::string& host_key) {
+  return with_key_suffix("tpu." + node_id + "-" + std::to_string(worker), host_key);
 }
 
 fs::path gcloud_known_hosts_file(const fs::path& home) {
@@ -144,7 +152,11 @@ bool add_gcloud_known_hosts(const SliceHosts& hosts, const fs::path& home) {
   std::string missing = !text.empty() && !text.ends_with('\n') ? "\n" : "";
   for (std::size_t w = 0; w < hosts.host_keys.size(); ++w) {
     const auto& key = hosts.host_keys[w];
-    const auto line = gcloud_host_key_alias(hosts.node_id, static_cast<int>(w), key) + " " + key;
+    // Each host's alias names its own node's id and its index there (a multislice job's hosts span several nodes).
+    const auto& alias = w < hosts.hosts.size() ? hosts.hosts[w].host_key_alias : std::string();
+    const auto line =
+        (alias.empty() ? gcloud_host_key_alias(hosts.node_id, static_cast<int>(w), key) : with_key_suffix(alias, key)) +
+        " " + key;
     if (!present.contains(line)) {
       missing += line + "\n";
     }

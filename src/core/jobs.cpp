@@ -192,7 +192,7 @@ domain::NewJob to_new_job(const config::JobConfig& config, const std::string& us
   job.zone = config.tpu.zone;
   job.pricing = config.tpu.pricing;
   job.tpu_name = config.tpu.name;
-  job.hosts = config.tpu.accelerator.hosts;
+  job.hosts = config.tpu.accelerator.hosts * config.tpu.slices; // Every slice's hosts.
   job.config_path = config.source_path.empty()
                         ? std::string()
                         : std::filesystem::absolute(config.source_path).lexically_normal().string();

@@ -43,6 +43,36 @@ SliceHosts slice_hosts_of(const cloud::Node& node, const std::vector<WorkerAttri
   return out;
 }
 
+std::vector<std::string> slice_node_ids(const std::string& node, int slices) {
+  if (slices <= 1) {
+    return {node};
+  }
+  std::vector<std::string> ids;
+  ids.reserve(static_cast<std::size_t>(slices));
+  for (int s = 0; s < slices; ++s) {
+    ids.push_back(node + "-" + std::to_string(s));
+  }
+  return ids;
+}
+
+SliceHosts join_slice_hosts(const std::vector<std::pair<std::string, SliceHosts>>& per_node) {
+  SliceHosts out;
+  for (const auto& [node, hosts] : per_node) {
+    if (out.node_id.empty()) {
+      out.node_id = hosts.node_id;
+      out.user = hosts.user;
+    }
+    for (std::size_t w = 0; w < hosts.hosts.size(); ++w) {
+      auto host = hosts.hosts[w];
+      host.node = node;
+      host.node_worker = static_cast<int>(w);
+      out.hosts.push_back(std::move(host));
+      out.host_keys.push_back(w < hosts.host_keys.size() ? hosts.host_keys[w] : std::string());
+    }
+  }
+  return out;
+}
+
 std::filesystem::path known_hosts_file(const std::filesystem::path& attempt_dir) {
   return attempt_dir / "known_hosts";
 }
@@ -60,8 +90,13 @@ void save_slice_hosts(const std::filesystem::path& attempt_dir, const SliceHosts
     if (!key.empty()) {
       known += host.host_key_alias + " " + key + "\n";
     }
-    saved["hosts"].push_back(
-        {{"address", host.address}, {"port", host.port}, {"alias", host.host_key_alias}, {"host_key", key}});
+    nlohmann::json entry = {
+        {"address", host.address}, {"port", host.port}, {"alias", host.host_key_alias}, {"host_key", key}};
+    if (!host.node.empty()) {
+      entry["node"] = host.node;
+      entry["node_worker"] = host.node_worker;
+    }
+    saved["hosts"].push_back(std::move(entry));
   }
   util::write_file_atomic(known_hosts_file(attempt_dir), known, 0600);
   util::write_file_atomic(attempt_dir / "hosts.json", saved.dump(2) + "\n", 0600);
@@ -85,7 +120,8 @@ std::optional<SliceHosts> load_slice_hosts(const std::filesystem::path& attempt_
     if (!host.is_object()) {
       return std::nullopt;
     }
-    out.hosts.push_back({host.value("address", ""), host.value("port", 22), host.value("alias", "")});
+    out.hosts.push_back({host.value("address", ""), host.value("port", 22), host.value("alias", ""),
+                         host.value("node", ""), host.value("node_worker", -1)});
     out.host_keys.push_back(host.value("host_key", ""));
   }
   return out;

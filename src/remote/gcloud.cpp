@@ -25,6 +25,16 @@ std::string shell_quote(std::string_view text) {
 
 namespace {
 
+// The node gcloud reaches worker `worker` of the target through, as USER@NODE when the target names a user: the host's
+// own node where the target spans several.
+std::string gcloud_node(const SliceTarget& target, int worker) {
+  const auto& node = worker >= 0 && worker < static_cast<int>(target.hosts.size()) &&
+                             !target.hosts[static_cast<std::size_t>(worker)].node.empty()
+                         ? target.hosts[static_cast<std::size_t>(worker)].node
+                         : target.node;
+  return target.user.empty() ? node : target.user + "@" + node;
+}
+
 // Which gcloud command a flag list is for.
 enum class GcloudCommand { ssh, scp };
 
@@ -36,7 +46,10 @@ void add_common_flags(std::vector<std::string>& argv, const SliceTarget& target,
   if (!target.project.empty()) {
     argv.push_back("--project=" + target.project);
   }
-  argv.push_back("--worker=" + std::to_string(worker));
+  const SshHost* host = worker >= 0 && worker < static_cast<int>(target.hosts.size())
+                            ? &target.hosts[static_cast<std::size_t>(worker)]
+                            : nullptr;
+  argv.push_back("--worker=" + std::to_string(host != nullptr && host->node_worker >= 0 ? host->node_worker : worker));
   if (!target.ssh_key_file.empty()) {
     argv.push_back("--ssh-key-file=" + target.ssh_key_file);
   }
@@ -156,9 +169,7 @@ std::vector<std::string> shell_argv(const SliceTarget& target, int worker, const
     }
     return argv;
   }
-  std::vector<std::string> argv = {target.gcloud, "compute",
-                                   "tpus",        "tpu-vm",
-                                   "ssh",         target.user.empty() ? target.node : target.user + "@" + target.node};
+  std::vector<std::string> argv = {target.gcloud, "compute", "tpus", "tpu-vm", "ssh", gcloud_node(target, worker)};
   add_common_flags(argv, target, worker, GcloudCommand::ssh);
   if (terminal && !command.empty()) {
     argv.emplace_back("--ssh-flag=-t");
@@ -186,7 +197,7 @@ std::vector<std::string> scp_argv(const SliceTarget& target, int worker, const s
   }
   std::vector<std::string> argv = {target.gcloud, "compute", "tpus", "tpu-vm", "scp"};
   argv.insert(argv.end(), sources.begin(), sources.end());
-  argv.push_back((target.user.empty() ? target.node : target.user + "@" + target.node) + ":" + remote_path);
+  argv.push_back(gcloud_node(target, worker) + ":" + remote_path);
   add_common_flags(argv, target, worker, GcloudCommand::scp);
   return argv;
 }

@@ -730,8 +730,10 @@ std::string environment_command(const config::JobConfig& config, const std::stri
     const auto& docker = *config.docker;
     std::string prelude = "if docker info > /dev/null 2>&1; then D=docker; else D=\"sudo -n docker\"; fi\n";
     std::string run = "exec $D run --rm --name \"$JOBMAN_CONTAINER\"";
-    for (const char* name : {"JOBMAN_JOB_ID", "JOBMAN_ATTEMPT", "JOBMAN_RESUME", "JOBMAN_WORKER_ID",
-                             "JOBMAN_NUM_WORKERS", "JOBMAN_TPU_NAME", "JOBMAN_ZONE", "JOBMAN_ACCELERATOR"}) {
+    for (const char* name :
+         {"JOBMAN_JOB_ID", "JOBMAN_ATTEMPT", "JOBMAN_RESUME", "JOBMAN_WORKER_ID", "JOBMAN_NUM_WORKERS",
+          "JOBMAN_SLICE_ID", "JOBMAN_NUM_SLICES", "JOBMAN_TPU_NAME", "JOBMAN_ZONE", "JOBMAN_ACCELERATOR",
+          "MEGASCALE_NUM_SLICES", "MEGASCALE_SLICE_ID", "MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_PORT"}) {
       run += std::string(" -e ") + name;
     }
     // NAME=value entries go through a file beside run.sh ($0), not docker's arguments: they may hold secrets. A NAME

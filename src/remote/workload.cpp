@@ -254,6 +254,16 @@ std::map<std::string, std::string> workload_environment(const LaunchSpec& spec, 
   env["JOBMAN_TPU_NAME"] = spec.tpu_name;
   env["JOBMAN_ZONE"] = spec.zone;
   env["JOBMAN_ACCELERATOR"] = spec.accelerator;
+  const int slices = std::max(1, spec.num_slices);
+  const int per_slice = std::max(1, spec.num_workers / slices);
+  env["JOBMAN_SLICE_ID"] = std::to_string(worker / per_slice);
+  env["JOBMAN_NUM_SLICES"] = std::to_string(slices);
+  if (slices > 1) {
+    env["MEGASCALE_NUM_SLICES"] = std::to_string(slices);
+    env["MEGASCALE_SLICE_ID"] = std::to_string(worker / per_slice);
+    env["MEGASCALE_COORDINATOR_ADDRESS"] = spec.coordinator;
+    env["MEGASCALE_PORT"] = std::to_string(kMegascalePort);
+  }
   if (spec.docker) {
     env["JOBMAN_CONTAINER"] = container_name(spec.id, worker);
   }

@@ -19,6 +19,25 @@ bool has_node(cloud::QueuedResourceState state) {
          state == cloud::QueuedResourceState::suspended || state == cloud::QueuedResourceState::deleting;
 }
 
+// The ids of a slice's nodes: its node's, or a multislice one's NODE_ID-0 ... NODE_ID-(count-1).
+std::vector<std::string> node_ids(const FakeSlice& s) {
+  if (s.node_count <= 1) {
+    return {s.node_id};
+  }
+  std::vector<std::string> ids;
+  for (int n = 0; n < s.node_count; ++n) {
+    ids.push_back(s.node_id + "-" + std::to_string(n));
+  }
+  return ids;
+}
+
+// The index of the slice's node named `id`, or -1.
+int node_index(const FakeSlice& s, const std::string& id) {
+  const auto ids = node_ids(s);
+  const auto found = std::find(ids.begin(), ids.end(), id);
+  return found == ids.end() ? -1 : static_cast<int>(found - ids.begin());
+}
+
 } // namespace
 
 void FakeSlices::record(const std::string& call) {
@@ -129,6 +148,11 @@ void FakeSlices::set_health(const std::string& id, cloud::NodeHealth health,
   s.maintenance = std::move(maintenance);
 }
 
+void FakeSlices::set_node_health(const std::string& id, const std::string& node_id, cloud::NodeHealth health) {
+  const std::lock_guard lock(mutex_);
+  named(id).node_health[node_id] = health;
+}
+
 void FakeSlices::set_physical_hosts(const std::string& id, std::vector<std::string> hosts) {
   const std::lock_guard lock(mutex_);
   named(id).physical_hosts = std::move(hosts);
@@ -174,7 +198,7 @@ cloud::QueuedResource FakeSlices::as_queued_resource(const FakeSlice& s, cloud::
   qr.name = parent(s.zone) + "/queuedResources/" + s.id;
   qr.state = s.state;
   qr.failed_error = s.failed_error;
-  qr.node_ids = {s.node_id};
+  qr.node_ids = node_ids(s);
   qr.node_labels = s.labels;
   qr.spot = s.spot;
   if (version == cloud::ApiVersion::v2alpha1) {
@@ -183,11 +207,13 @@ cloud::QueuedResource FakeSlices::as_queued_resource(const FakeSlice& s, cloud::
   return qr;
 }
 
-cloud::Node FakeSlices::as_node(const FakeSlice& s) const {
+cloud::Node FakeSlices::as_node(const FakeSlice& s, int index) const {
   cloud::Node node;
-  node.name = parent(s.zone) + "/nodes/" + s.node_id;
+  const auto id = node_ids(s).at(static_cast<std::size_t>(index));
+  node.name = parent(s.zone) + "/nodes/" + id;
   node.state = s.node.value_or(cloud::NodeState::creating);
-  node.health = s.health;
+  const auto health = s.node_health.find(id);
+  node.health = health == s.node_health.end() ? s.health : health->second;
   node.upcoming_maintenance = s.maintenance;
   node.accelerator_type = s.accelerator;
   node.labels = s.labels;
@@ -196,7 +222,7 @@ cloud::Node FakeSlices::as_node(const FakeSlice& s) const {
     node.queued_resource = parent(s.zone) + "/queuedResources/" + s.id;
   }
   for (int w = 0; w < s.hosts; ++w) {
-    node.network_endpoints.push_back({"127.0.0." + std::to_string(w + 2), {}});
+    node.network_endpoints.push_back({"127.0." + std::to_string(index) + "." + std::to_string(w + 2), {}});
   }
   return node;
 }
@@ -212,7 +238,13 @@ cloud::CreateResult FakeSlices::create_queued_resource(const std::string& zone, 
   s.zone = zone;
   s.id = id;
   const auto& spec = body.at("tpu").at("nodeSpec").at(0);
-  s.node_id = spec.at("nodeId").get<std::string>();
+  const auto multi = spec.find(spec.contains("multiNodeParams") ? "multiNodeParams" : "multisliceParams");
+  if (multi != spec.end()) {
+    s.node_id = multi->value("nodeIdPrefix", id);
+    s.node_count = multi->at("nodeCount").get<int>();
+  } else {
+    s.node_id = spec.at("nodeId").get<std::string>();
+  }
   s.accelerator = spec.at("node").value("acceleratorType", "");
   if (const auto type = config::find_accelerator(s.accelerator)) {
     s.hosts = std::max(1, type->hosts);
@@ -327,8 +359,8 @@ std::optional<cloud::Node> FakeSlices::get_node(const std::string& zone, const s
   const std::lock_guard lock(mutex_);
   record("get node " + zone + "/" + id);
   for (const auto& s : slices_) {
-    if (s.zone == zone && s.node_id == id && s.node) {
-      return as_node(s);
+    if (const int index = node_index(s, id); s.zone == zone && index >= 0 && s.node) {
+      return as_node(s, index);
     }
   }
   return std::nullopt;
@@ -339,8 +371,8 @@ std::vector<cloud::Node> FakeSlices::list_nodes(const std::string& zone) {
   record("list node " + zone);
   std::vector<cloud::Node> listed;
   for (const auto& s : slices_) {
-    if (s.zone == zone && s.node) {
-      listed.push_back(as_node(s));
+    for (int index = 0; s.zone == zone && s.node && index < s.node_count; ++index) {
+      listed.push_back(as_node(s, index));
     }
   }
   return listed;
@@ -356,17 +388,19 @@ std::vector<std::map<std::string, std::string>> FakeSlices::guest_attributes(con
   record("guest " + zone + "/" + id);
   std::vector<std::map<std::string, std::string>> workers;
   for (const auto& s : slices_) {
-    if (s.zone == zone && s.node_id == id) {
+    if (const int index = node_index(s, id); s.zone == zone && index >= 0) {
       // Every host has booted: it publishes its SSH host key (the supervisor waits for every host's), and the
-      // machine it runs on where the test named one.
-      const auto count = std::max(static_cast<std::size_t>(s.hosts), s.physical_hosts.size());
+      // machine it runs on where the test named one (a multislice slice's machines run across its nodes).
+      const auto first = static_cast<std::size_t>(index * s.hosts);
+      const auto count = s.node_count > 1 ? static_cast<std::size_t>(s.hosts)
+                                          : std::max(static_cast<std::size_t>(s.hosts), s.physical_hosts.size());
       for (std::size_t w = 0; w < count; ++w) {
         std::map<std::string, std::string> published;
         if (static_cast<int>(w) < s.hosts - s.silent_hosts) {
-          published["hostkeys/ssh-ed25519"] = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5" + s.node_id + "w" + std::to_string(w);
+          published["hostkeys/ssh-ed25519"] = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5" + id + "w" + std::to_string(w);
         }
-        if (w < s.physical_hosts.size()) {
-          published["host/physical_host"] = s.physical_hosts[w];
+        if (first + w < s.physical_hosts.size()) {
+          published["host/physical_host"] = s.physical_hosts[first + w];
         }
         workers.push_back(std::move(published));
       }
@@ -380,7 +414,7 @@ cloud::Operation FakeSlices::set_node_metadata(const std::string& zone, const st
   const std::lock_guard lock(mutex_);
   record("patch node " + zone + "/" + id);
   for (auto& s : slices_) {
-    if (s.zone == zone && s.node_id == id && s.node) {
+    if (s.zone == zone && node_index(s, id) >= 0 && s.node) {
       s.metadata = metadata;
       cloud::Operation op;
       op.name = parent(zone) + "/operations/patch-" + id;

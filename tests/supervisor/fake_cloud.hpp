@@ -18,7 +18,8 @@ struct FakeSlice {
   std::string zone;
   std::string id;          // The queued resource's id, or the node's.
   bool node_only = false;  // A node created directly.
-  std::string node_id;     // The node's id (a queued resource's nodeSpec[0].nodeId).
+  std::string node_id;     // The node's id (a queued resource's nodeSpec[0].nodeId); a multislice one's prefix.
+  int node_count = 1;      // A multislice request's nodeCount: its nodes are NODE_ID-0 ... NODE_ID-(count-1).
   bool spot = false;       // A `spot` member in the request.
   std::string accelerator; // acceleratorType.
   int hosts = 1;
@@ -27,7 +28,8 @@ struct FakeSlice {
   std::optional<cloud::NodeState> node; // The node's state; nullopt while it does not exist.
   cloud::NodeHealth health = cloud::NodeHealth::healthy;
   std::optional<cloud::UpcomingMaintenance> maintenance;
-  std::vector<std::string> physical_hosts; // The guest attribute host/physical_host, by worker.
+  std::map<std::string, cloud::NodeHealth> node_health; // One node's health, by node id, over `health`.
+  std::vector<std::string> physical_hosts; // The guest attribute host/physical_host, by worker (across the nodes).
   std::int64_t valid_until_ms = 0;         // queueingPolicy.validUntilDuration after the create; 0: none.
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> metadata; // The node's, as the create asked for it and patches changed it.
@@ -65,6 +67,8 @@ public:
   // Sets the node's health, and the maintenance it announces.
   void set_health(const std::string& id, cloud::NodeHealth health,
                   std::optional<cloud::UpcomingMaintenance> maintenance = std::nullopt);
+  // Sets the health of one node of a multislice slice.
+  void set_node_health(const std::string& id, const std::string& node_id, cloud::NodeHealth health);
   // Sets the machines the slice's workers run on.
   void set_physical_hosts(const std::string& id, std::vector<std::string> hosts);
   // The machines of the slices created next, one list per slice, in order.
@@ -116,7 +120,8 @@ private:
   std::optional<cloud::Operation> remove(const std::string& zone, const std::string& id, bool node_only);
   [[nodiscard]] cloud::QueuedResource as_queued_resource(const FakeSlice& s,
                                                          cloud::ApiVersion version = cloud::ApiVersion::v2) const;
-  [[nodiscard]] cloud::Node as_node(const FakeSlice& s) const;
+  // Node `index` of the slice (0 for one node).
+  [[nodiscard]] cloud::Node as_node(const FakeSlice& s, int index = 0) const;
   FakeSlice* find(const std::string& zone, const std::string& id, bool node_only);
   FakeSlice& named(const std::string& id);
 

@@ -672,5 +672,57 @@ TEST_F(SupervisorStory, APricingListFailsOverFromOneProvisioningModelToTheNext) 
   EXPECT_FALSE(body.contains("runDuration")) << "the spot request has no run duration";
 }
 
+TEST_F(SupervisorStory, AMultisliceJobRunsOnEverySlicesHostsAndIsRecoveredAsOne) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto yaml = "job:\n  name: story\ntpu:\n  accelerator: v4-16\n  slices: 2\n  zone: " + std::string(kZoneA) +
+                    "\n  pricing: spot\ncommand:\n  cmd: train\n  workers: all\n";
+  const auto id = r.create(yaml).front();
+  ASSERT_TRUE(reaches(id, Phase::running));
+  // One queued resource asks for both slices; its nodes are named after the prefix, as the TPU API names them.
+  const auto first = r.slices->slices().front();
+  const auto& spec = first.request["tpu"]["nodeSpec"][0];
+  EXPECT_FALSE(spec.contains("nodeId")) << spec.dump();
+  EXPECT_EQ(spec["multisliceParams"], (nlohmann::json{{"nodeCount", 2}, {"nodeIdPrefix", first.node_id}}));
+  EXPECT_EQ(r.job(id).hosts, 4);
+  EXPECT_EQ(r.attempts(id).front().hosts, 4);
+  // Every host of both slices is known, numbered slice after slice, each with its own node and index there.
+  const auto hosts = core::load_slice_hosts(core::attempt_directory(id, 1));
+  ASSERT_TRUE(hosts);
+  ASSERT_EQ(hosts->hosts.size(), 4U);
+  for (int w = 0; w < 4; ++w) {
+    const auto& host = hosts->hosts[static_cast<std::size_t>(w)];
+    EXPECT_EQ(host.node, first.node_id + "-" + std::to_string(w / 2)) << w;
+    EXPECT_EQ(host.node_worker, w % 2) << w;
+    EXPECT_EQ(host.address, "127.0." + std::to_string(w / 2) + "." + std::to_string(w % 2 + 2)) << w;
+  }
+  EXPECT_EQ(r.job(id).host0_ip, "127.0.0.2") << "slice 0's worker 0: the multislice coordinator";
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_EQ(r.workers->workload(Rig::wid(id), 1, w).state, remote::WorkloadState::running) << w;
+  }
+
+  // A preemption of the slices ends the attempt on all of them: one preemption, and both slices asked for again.
+  r.slices->preempt(first.id);
+  ASSERT_TRUE(r.tick_until([&] { return r.job(id).preemptions == 1 && phase(id) == Phase::running; }));
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::preempted);
+  ASSERT_EQ(r.slices->slices().size(), 1U);
+  const auto second = r.slices->slices().front();
+  EXPECT_NE(second.id, first.id);
+  EXPECT_EQ(second.node_count, 2);
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_EQ(r.workers->workload(Rig::wid(id), 2, w).state, remote::WorkloadState::running) << w;
+  }
+
+  // Trouble on one slice's node ends the attempt on every slice, and a new pair of slices replaces them.
+  r.slices->set_node_health(second.id, second.node_id + "-1", cloud::NodeHealth::unhealthy_tensorflow);
+  ASSERT_TRUE(r.tick_until([&] { return r.attempts(id).size() == 3 && phase(id) == Phase::running; }, 100));
+  EXPECT_EQ(r.attempts(id)[1].outcome, domain::AttemptOutcome::bad_hardware);
+  EXPECT_EQ(r.job(id).preemptions, 1);
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_NE(r.workers->workload(Rig::wid(id), 2, w).state, remote::WorkloadState::running) << w;
+  }
+  exit_with(id, 0);
+  ASSERT_TRUE(reaches(id, Phase::succeeded));
+}
+
 } // namespace scenarios_test
 } // namespace jobman::test

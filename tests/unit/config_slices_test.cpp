@@ -63,14 +63,14 @@ TEST(ConfigSlices, LessThanOneANonIntegerOrTooManyAreRefusedAtTheKey) {
   EXPECT_NE(error_of("  slices: two\n").find("tpu.slices: expected an integer, got 'two'"), std::string::npos);
   EXPECT_NE(error_of("  slices: [2]\n").find("tpu.slices: expected an integer, got a list"), std::string::npos)
       << error_of("  slices: [2]\n");
-  EXPECT_NE(error_of("  slices: 65\n")
-                .find("slices.yaml:6:11: tpu.slices: 65 slices is more than one queued resource may ask for (at "
-                      "most 64)"),
+  EXPECT_NE(error_of("  slices: 257\n")
+                .find("slices.yaml:6:11: tpu.slices: 257 slices is more than one queued resource may ask for (at "
+                      "most 256)"),
             std::string::npos)
-      << error_of("  slices: 65\n");
+      << error_of("  slices: 257\n");
   EXPECT_NE(error_of("  slices: 99999999999999999999999\n").find("tpu.slices: integer out of range"), std::string::npos)
       << error_of("  slices: 99999999999999999999999\n");
-  EXPECT_EQ(parse("  slices: 64\n").front().tpu.slices, kMaxSlices);
+  EXPECT_EQ(parse("  slices: 256\n").front().tpu.slices, kMaxSlices);
 }
 
 TEST(ConfigSlices, SeveralSlicesNeedAQueuedResource) {

@@ -81,8 +81,10 @@ std::vector<std::string> printed_argv(const TempDir& dir, const std::string& tex
 // The eight JOBMAN_* names docker passes into the container, each after -e.
 std::vector<std::string> passed_jobman_names() {
   std::vector<std::string> out;
-  for (const char* name : {"JOBMAN_JOB_ID", "JOBMAN_ATTEMPT", "JOBMAN_RESUME", "JOBMAN_WORKER_ID", "JOBMAN_NUM_WORKERS",
-                           "JOBMAN_TPU_NAME", "JOBMAN_ZONE", "JOBMAN_ACCELERATOR"}) {
+  for (const char* name :
+       {"JOBMAN_JOB_ID", "JOBMAN_ATTEMPT", "JOBMAN_RESUME", "JOBMAN_WORKER_ID", "JOBMAN_NUM_WORKERS", "JOBMAN_SLICE_ID",
+        "JOBMAN_NUM_SLICES", "JOBMAN_TPU_NAME", "JOBMAN_ZONE", "JOBMAN_ACCELERATOR", "MEGASCALE_NUM_SLICES",
+        "MEGASCALE_SLICE_ID", "MEGASCALE_COORDINATOR_ADDRESS", "MEGASCALE_PORT"}) {
     out.insert(out.end(), {"-e", name});
   }
   return out;
@@ -920,8 +922,10 @@ TEST(RemoteWorkloadEnvironment, EveryContractVariableHasItsValue) {
                                                     {"JOBMAN_ACCELERATOR", "v4-32"},
                                                     {"JOBMAN_ATTEMPT", "1"},
                                                     {"JOBMAN_JOB_ID", "job-7"},
+                                                    {"JOBMAN_NUM_SLICES", "1"},
                                                     {"JOBMAN_NUM_WORKERS", "4"},
                                                     {"JOBMAN_RESUME", "0"},
+                                                    {"JOBMAN_SLICE_ID", "0"},
                                                     {"JOBMAN_TPU_NAME", "job-7-a1"},
                                                     {"JOBMAN_WORKER_ID", "2"},
                                                     {"JOBMAN_ZONE", "us-central2-b"}};
@@ -936,6 +940,48 @@ TEST(RemoteWorkloadEnvironment, EveryContractVariableHasItsValue) {
   EXPECT_EQ(jobman::remote::workload_environment(spec, 0), later);
   spec.id.attempt = 2;
   EXPECT_EQ(jobman::remote::workload_environment(spec, 0).at("JOBMAN_RESUME"), "1");
+}
+
+TEST(RemoteWorkloadEnvironment, EachWorkerOfAMultisliceJobKnowsItsSliceAndTheCoordinator) {
+  jobman::remote::LaunchSpec spec;
+  spec.id = {"job-8", 1};
+  spec.num_workers = 6;
+  spec.num_slices = 3;
+  spec.coordinator = "127.16.0.5";
+  for (int w = 0; w < 6; ++w) {
+    const auto env = jobman::remote::workload_environment(spec, w);
+    EXPECT_EQ(env.at("JOBMAN_WORKER_ID"), std::to_string(w));
+    EXPECT_EQ(env.at("JOBMAN_NUM_WORKERS"), "6");
+    EXPECT_EQ(env.at("JOBMAN_SLICE_ID"), std::to_string(w / 2));
+    EXPECT_EQ(env.at("JOBMAN_NUM_SLICES"), "3");
+    EXPECT_EQ(env.at("MEGASCALE_SLICE_ID"), std::to_string(w / 2));
+    EXPECT_EQ(env.at("MEGASCALE_NUM_SLICES"), "3");
+    EXPECT_EQ(env.at("MEGASCALE_COORDINATOR_ADDRESS"), "127.16.0.5") << "the same for every worker";
+    EXPECT_EQ(env.at("MEGASCALE_PORT"), "8081");
+  }
+  // One slice: no MEGASCALE_* variable, which would tell JAX to look for other slices.
+  spec.num_slices = 1;
+  EXPECT_FALSE(jobman::remote::workload_environment(spec, 0).contains("MEGASCALE_NUM_SLICES"));
+}
+
+TEST(RemoteGcloudArgv, AHostOfAnotherSlicesNodeIsReachedThroughThatNodeAndItsOwnIndex) {
+  jobman::remote::SliceTarget target{"gcloud", "proj", "us-central2-b", "ms", "", "/k/id", {}};
+  target.hosts = {{"127.16.0.1", 22, "", "ms-0", 0},
+                  {"127.16.0.2", 22, "", "ms-0", 1},
+                  {"127.16.0.3", 22, "", "ms-1", 0},
+                  {"127.16.0.4", 22, "", "ms-1", 1}};
+  EXPECT_EQ(
+      jobman::remote::ssh_argv(target, 3, "true"),
+      (std::vector<std::string>{"gcloud", "compute", "tpus", "tpu-vm", "ssh", "ms-1", "--zone=us-central2-b",
+                                "--project=proj", "--worker=1", "--ssh-key-file=/k/id", "--quiet", "--command=true"}));
+  EXPECT_EQ(
+      jobman::remote::scp_argv(target, 2, {"f"}, "/x"),
+      (std::vector<std::string>{"gcloud", "compute", "tpus", "tpu-vm", "scp", "f", "ms-1:/x", "--zone=us-central2-b",
+                                "--project=proj", "--worker=0", "--ssh-key-file=/k/id", "--quiet"}));
+  // OpenSSH goes to the host's own address whatever its node.
+  target.transport = jobman::config::Transport::ssh;
+  const auto argv = jobman::remote::ssh_argv(target, 3, "true");
+  EXPECT_EQ(argv[argv.size() - 2], "127.16.0.4");
 }
 
 TEST(RemoteWorkloadNames, DirectoryContainerLogAndStateNamesFollowTheWorkload) {

@@ -199,10 +199,10 @@ struct JobConfig;
 
 // The longest run duration a flex-start request may ask for: 7 days.
 inline constexpr long long kMaxRunDurationSeconds = 7LL * 24 * 3600;
-// The most slices tpu.slices may ask for in one queued resource: far beyond any zone's capacity of one generation and
-// tier (the checks against the zone refuse what it could never hold), and small enough that chips times slices never
-// overflows.
-inline constexpr int kMaxSlices = 64;
+// The most slices tpu.slices may ask for in one queued resource: beyond the 199 slices of the largest multislice runs
+// published, and small enough that chips times slices never overflows (the checks against the zone refuse what it
+// could never hold).
+inline constexpr int kMaxSlices = 256;
 
 // One place a slice may come from.
 struct Candidate {

@@ -43,6 +43,15 @@ bool reached_internally(const config::JobConfig& config);
 // its internal one with `internal` (remote.internal_ip) or when it has no external one.
 SliceHosts slice_hosts_of(const cloud::Node& node, const std::vector<WorkerAttributes>& attributes, bool internal);
 
+// The nodes of an attempt whose node is `node`: that node for one slice; for a multislice job (`slices` > 1), whose
+// request names `node` as its nodes' prefix, NODE-0 ... NODE-(slices-1), as the TPU API names them.
+std::vector<std::string> slice_node_ids(const std::string& node, int slices);
+
+// The hosts of a multislice job's nodes, given slice by slice with each node's name, as one target's: worker indices
+// run across the slices (slice 0's hosts first), and each host names its node and its worker index there. The node
+// id and OS Login account are the first slice's (OS Login names one account for a key in a project).
+SliceHosts join_slice_hosts(const std::vector<std::pair<std::string, SliceHosts>>& per_node);
+
 // Keeps `hosts` in the attempt's directory: known_hosts (each key under its host's alias, as OpenSSH's
 // UserKnownHostsFile reads it) and hosts.json; each written whole, then renamed into place.
 void save_slice_hosts(const std::filesystem::path& attempt_dir, const SliceHosts& hosts);

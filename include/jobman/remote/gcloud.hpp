@@ -24,6 +24,10 @@ struct SshHost {
   std::string address;        // Where ssh connects: the external address, or the internal one (remote.internal_ip).
   int port = 22;              // Its SSH port.
   std::string host_key_alias; // The name its host key is filed under in the target's known_hosts (HostKeyAlias).
+  // Where the target spans several nodes (the slices of a multislice job): the node the host belongs to and its worker
+  // index there, which gcloud is told. Empty and -1: the target's node, and the host's index in the target.
+  std::string node{};
+  int node_worker = -1;
 };
 
 // Where commands go: the transport, the TPU node and how to reach its hosts.

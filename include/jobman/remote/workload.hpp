@@ -31,11 +31,16 @@ std::string remote_workload_dir(const WorkloadId& id);
 // the contract exported (JOBMAN_WORKER_ID per worker).
 struct LaunchSpec {
   WorkloadId id;
-  std::string command;     // Already wrapped for its environment (see environment_command in setup.hpp).
-  int num_workers = 1;     // JOBMAN_NUM_WORKERS: the slice's host count.
-  std::string tpu_name;    // JOBMAN_TPU_NAME.
-  std::string zone;        // JOBMAN_ZONE.
-  std::string accelerator; // JOBMAN_ACCELERATOR.
+  std::string command; // Already wrapped for its environment (see environment_command in setup.hpp).
+  int num_workers = 1; // JOBMAN_NUM_WORKERS: the host count (of every slice, for a multislice job).
+  // JOBMAN_NUM_SLICES (and MEGASCALE_NUM_SLICES beyond 1): the slices of a multislice job, whose hosts are numbered
+  // slice after slice, num_workers / num_slices each.
+  int num_slices = 1;
+  // MEGASCALE_COORDINATOR_ADDRESS: the internal address of slice 0's worker 0, where JAX's multislice runtime meets.
+  std::string coordinator;
+  std::string tpu_name;                         // JOBMAN_TPU_NAME.
+  std::string zone;                             // JOBMAN_ZONE.
+  std::string accelerator;                      // JOBMAN_ACCELERATOR.
   std::map<std::string, std::string> extra_env; // More variables for the command (names must be shell names).
   bool docker = false; // The command runs in a container named $JOBMAN_CONTAINER, which stop() also stops.
 };
@@ -43,7 +48,11 @@ struct LaunchSpec {
 // The docker container of one worker's workload: "jobman-<job>-<attempt>-w<worker>".
 std::string container_name(const WorkloadId& id, int worker);
 
-// The JOBMAN_* variables one worker's command sees (and JOBMAN_CONTAINER for a docker workload).
+// The port of MEGASCALE_PORT: the one multislice launchers of JAX give it.
+inline constexpr int kMegascalePort = 8081;
+
+// The JOBMAN_* variables one worker's command sees (and JOBMAN_CONTAINER for a docker workload); with several slices,
+// the MEGASCALE_* ones JAX's multislice runtime reads as well.
 std::map<std::string, std::string> workload_environment(const LaunchSpec& spec, int worker);
 
 // Shell text that exports, in the shell running it on a worker, the variables the workload `id` got there (read from

@@ -83,11 +83,11 @@ void JobDriver::create_slice(Driven& d) {
   const auto& candidate = list.front();
   const std::string name = resource_id(d.job.tpu_name, d.job.id, d.job.attempt + 1);
   const bool direct = d.config->tpu.allocation_mode == config::AllocationMode::tpu_vm;
-  store().attempts().begin(d.job.id,
-                           domain::Placement{direct ? std::string() : name, name, candidate.zone,
-                                             candidate.accelerator.name, candidate.accelerator.hosts, std::nullopt,
-                                             candidate.pricing},
-                           true);
+  store().attempts().begin(
+      d.job.id,
+      domain::Placement{direct ? std::string() : name, name, candidate.zone, candidate.accelerator.name,
+                        candidate.accelerator.hosts * d.config->tpu.slices, std::nullopt, candidate.pricing},
+      true);
   chips_in_flight_.reset();
   reload(d);
   if (!why.empty()) {
@@ -440,9 +440,13 @@ struct SshKeyUse {
   std::string entry;      // "USER:TYPE BASE64 USER".
 };
 
-// What activate learns of a READY node's hosts, on an action thread.
+// What activate learns of a slice's READY nodes and their hosts, on an action thread.
 struct HostsFound {
-  std::vector<std::string> machines; // The machines under the hosts, by worker.
+  bool ready = false;                // Every node of the slice is READY.
+  std::string waiting_for;           // Otherwise the first node that is not, with its state.
+  std::vector<std::string> machines; // The machines under the hosts, by worker (across the slices).
+  int hosts = 0;                     // The hosts of every node.
+  std::string host0_ip;              // Worker 0's internal address (slice 0's, for a multislice job).
   int without_keys = 0;              // Hosts that have not published their SSH host key yet.
   bool usable = false;               // The hosts can be set up now.
   std::string key_added;             // What was done so that jobman's key opens the hosts; "" when nothing was.
@@ -482,50 +486,79 @@ std::string open_hosts_to(SliceOps& slices, Counters& counters, const std::strin
          ", which lacked it";
 }
 
-// What the activation of `node` finds: its machines and hosts (kept in `dir`), and whether jobman's key opens them.
-HostsFound find_hosts(SliceOps& slices, Counters& counters, const std::string& zone, const cloud::Node& node,
-                      const SshKeyUse& key, bool over_ssh, bool internal, const std::filesystem::path& dir) {
+// What the activation of a slice's READY `nodes` finds: their machines and hosts (kept in `dir`; the hosts of several
+// nodes, a multislice job's, as one target's), and whether jobman's key opens them.
+HostsFound find_hosts(SliceOps& slices, Counters& counters, const std::string& zone,
+                      const std::vector<cloud::Node>& nodes, const SshKeyUse& key, bool over_ssh, bool internal,
+                      const std::filesystem::path& dir, const std::string& label) {
   HostsFound found;
-  // One call tells the machines under the hosts and the hosts' keys.
-  ++counters.get_calls;
-  const auto attributes = slices.guest_attributes(zone, resource_name_id(node.name));
-  for (const auto& worker : attributes) {
-    const auto machine = worker.find(kPhysicalHostAttribute);
-    found.machines.push_back(machine == worker.end() ? std::string() : machine->second);
+  found.ready = true;
+  std::vector<std::pair<std::string, SliceHosts>> per_node;
+  bool unread = false;
+  for (const auto& node : nodes) {
+    const auto id = resource_name_id(node.name);
+    // One call tells the machines under the hosts and the hosts' keys.
+    std::vector<WorkerAttributes> attributes;
+    try {
+      ++counters.get_calls;
+      attributes = slices.guest_attributes(zone, id);
+    } catch (const std::exception& e) {
+      // The identity only sharpens what is remembered; the slice is used without it. OpenSSH needs the keys; gcloud,
+      // left without them, takes the key each host shows the first time.
+      spdlog::warn("{}: reading the guest attributes of {}: {}", label, id, e.what());
+      unread = true;
+    }
+    // For either transport: OpenSSH connects with them; gcloud is given the hosts' keys, so that it checks them
+    // strictly from the first connection, and their ports. A host publishes its key once it has booted and listens,
+    // so both wait for every host's.
+    auto hosts = slice_hosts_of(node, attributes, internal);
+    for (std::size_t w = 0; w < std::max(hosts.hosts.size(), attributes.size()); ++w) {
+      const auto machine = w < attributes.size() ? attributes[w].find(kPhysicalHostAttribute)
+                                                 : std::map<std::string, std::string>::const_iterator{};
+      found.machines.push_back(w < attributes.size() && machine != attributes[w].end() ? machine->second
+                                                                                       : std::string());
+    }
+    // gcloud opens the hosts to its own key itself.
+    if (over_ssh && !key.public_key.empty() && !unread) {
+      try {
+        const auto added = open_hosts_to(slices, counters, zone, node, key, hosts);
+        if (!added.empty()) {
+          found.key_added += (found.key_added.empty() ? "" : "; ") + added;
+        }
+      } catch (const std::exception& e) {
+        found.problem = std::string("jobman's SSH key cannot be given access to the hosts: ") + e.what();
+      }
+    }
+    if (found.host0_ip.empty() && !node.network_endpoints.empty()) {
+      found.host0_ip = node.network_endpoints.front().ip_address;
+    }
+    per_node.emplace_back(id, std::move(hosts));
   }
   // Workers at the end that name no machine say nothing about one.
   while (!found.machines.empty() && found.machines.back().empty()) {
     found.machines.pop_back();
   }
-  // For either transport: OpenSSH connects with them; gcloud is given the hosts' keys, so that it checks them strictly
-  // from the first connection, and their ports. A host publishes its key once it has booted and listens, so both wait
-  // for every host's.
-  auto hosts = slice_hosts_of(node, attributes, internal);
+  const auto hosts = per_node.size() == 1 ? per_node.front().second : join_slice_hosts(per_node);
+  found.hosts = static_cast<int>(hosts.hosts.size());
   found.without_keys = static_cast<int>(
       std::count_if(hosts.host_keys.begin(), hosts.host_keys.end(), [](const std::string& k) { return k.empty(); }));
-  // gcloud opens the hosts to its own key itself.
-  if (over_ssh && !key.public_key.empty()) {
-    try {
-      found.key_added = open_hosts_to(slices, counters, zone, node, key, hosts);
-    } catch (const std::exception& e) {
-      found.problem = std::string("jobman's SSH key cannot be given access to the hosts: ") + e.what();
-    }
-  }
   save_slice_hosts(dir, hosts);
   // A node just patched is read again: its hosts take the key from the metadata it then has.
-  found.usable = hosts.complete() && found.key_added.empty() && found.problem.empty();
+  found.usable = unread ? !over_ssh : hosts.complete() && found.key_added.empty() && found.problem.empty();
   return found;
 }
 
 } // namespace
 
-// The slice is ACTIVE: find worker 0's address and the machines of its hosts, make sure jobman's key opens them, reject
-// the slice if one of its machines is known to be bad or its hosts never boot, and go on to SETUP.
+// The slice is ACTIVE: find worker 0's address and the machines of its hosts (of every slice, for a multislice job),
+// make sure jobman's key opens them, reject the slice if one of its machines is known to be bad or its hosts never
+// boot, and go on to SETUP.
 void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
   const auto id = d.job.id;
   const auto node = open.node;
   const auto zone = open.zone;
   const int number = open.number;
+  const auto node_ids = slice_node_ids(node, open.node_only() ? 1 : d.config->tpu.slices);
   const bool over_ssh = access_->settings.transport == config::Transport::ssh;
   const bool internal = reached_internally(*d.config);
   const auto dir = attempt_directory(id, number);
@@ -539,27 +572,29 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
     }
   }
   host_.dispatch(d,
-                 [this, slices = slices_, counters = counters_, id, node, zone, number, over_ssh, internal, dir,
-                  key]() -> std::function<void()> {
-                   ++counters->get_calls;
-                   auto got = slices->get_node(zone, node);
+                 [this, slices = slices_, counters = counters_, id, node, node_ids, zone, number, over_ssh, internal,
+                  dir, key]() -> std::function<void()> {
+                   std::vector<cloud::Node> nodes;
                    HostsFound found;
-                   if (got && got->state == cloud::NodeState::ready) {
-                     try {
-                       found = find_hosts(*slices, *counters, zone, *got, key, over_ssh, internal, dir);
-                     } catch (const std::exception& e) {
-                       // The identity only sharpens what is remembered; the slice is used without it. OpenSSH needs
-                       // the keys; gcloud, left without them, takes the key each host shows the first time.
-                       spdlog::warn("{}: reading the guest attributes of {}: {}", job_label(id), node, e.what());
-                       found.usable = !over_ssh;
+                   for (const auto& node_id : node_ids) {
+                     ++counters->get_calls;
+                     auto got = slices->get_node(zone, node_id);
+                     if (!got || got->state != cloud::NodeState::ready) {
+                       found.waiting_for = node_id + (got ? " is " + std::string(cloud::to_string(got->state))
+                                                          : std::string(" is not there"));
+                       break;
                      }
+                     nodes.push_back(std::move(*got));
                    }
-                   return [this, id, got, node, number, found] {
+                   if (found.waiting_for.empty()) {
+                     found = find_hosts(*slices, *counters, zone, nodes, key, over_ssh, internal, dir, job_label(id));
+                   }
+                   return [this, id, node, node_ids, number, found] {
                      Driven* live = host_.find(id);
                      if (live == nullptr) {
                        return;
                      }
-                     if (!got || got->state != cloud::NodeState::ready) {
+                     if (!found.ready) {
                        // Not up yet (or already going away): the next listing decides.
                        live->host_keys_since_ms = 0;
                        live->seen.valid = false;
@@ -582,11 +617,15 @@ void JobDriver::activate(Driven& d, const domain::AttemptRecord& open) {
                      live->create_operation.clear();
                      live->create_again = false;
                      live->retry_step = 0;
-                     domain::PhaseChange c = domain::change_to(
-                         Phase::setup, "node " + node + " is READY with " +
-                                           std::to_string(got->network_endpoints.size()) + " host(s)");
-                     if (!got->network_endpoints.empty()) {
-                       c.host0_ip = got->network_endpoints.front().ip_address;
+                     const auto what =
+                         node_ids.size() == 1
+                             ? "node " + node + " is READY with " + std::to_string(found.hosts) + " host(s)"
+                             : std::to_string(node_ids.size()) + " slices (nodes " + node_ids.front() + " to " +
+                                   node_ids.back() + ") are READY with " + std::to_string(found.hosts) +
+                                   " hosts in all";
+                     domain::PhaseChange c = domain::change_to(Phase::setup, what);
+                     if (!found.host0_ip.empty()) {
+                       c.host0_ip = found.host0_ip;
                      }
                      move(*live, std::nullopt, c);
                    };

@@ -190,8 +190,11 @@ private:
   // ---- on_workers.cpp ----
   // The workload of the job's current attempt, on `slice`.
   static remote::LaunchSpec launch_spec(const Driven& d, const domain::AttemptRecord& slice);
-  // Whether the slice is still ACTIVE with its node READY, asked by name.
-  static bool slice_active(SliceOps& slices, Counters& counters, const domain::AttemptRecord& open);
+  // Whether the slice is still ACTIVE with its node READY (each of its `slice_count` slices' node, for a multislice
+  // job), asked by name.
+  static bool slice_active(SliceOps& slices, Counters& counters, const domain::AttemptRecord& open, int slice_count);
+  // A multislice job lost a slice: stops the workload on every host, on the side (the survivors checkpoint).
+  void stop_survivors(Driven& d);
   // SETUP: sets every host up, then launches the command on its workers.
   void set_up(Driven& d);
   // Streams the workers' output home on a thread of its own; the loop hears when it ends.

@@ -3,6 +3,7 @@
 // created directly (tpu-vm mode).
 #include "observe.hpp"
 
+#include "jobman/core/slice_hosts.hpp"
 #include "jobman/store/events.hpp"
 
 #include <nlohmann/json.hpp>
@@ -126,10 +127,23 @@ void observe_slices(std::map<std::int64_t, Driven>& driven, SliceOps& slices, Dr
     if (list_zone(slices, zone, true, &health)) {
       ++counters.list_calls;
       for (Driven* d : jobs) {
-        const auto found = health.find(d->open_slice()->node);
-        d->node_health = found == health.end() ? std::nullopt : std::optional(found->second);
-        if (d->node_health && d->config && troubled(*d->node_health, *d->config, host)) {
-          d->dirty = true;
+        // Each slice's node, for a multislice job: the first whose health calls for action speaks for the job.
+        d->node_health.reset();
+        const int count = d->config ? d->config->tpu.slices : 1;
+        for (const auto& node : slice_node_ids(d->open_slice()->node, count)) {
+          const auto found = health.find(node);
+          if (found == health.end()) {
+            continue;
+          }
+          auto view = found->second;
+          if (d->config && troubled(view, *d->config, host)) {
+            d->node_health = view;
+            d->dirty = true;
+            break;
+          }
+          if (!d->node_health) {
+            d->node_health = view;
+          }
         }
       }
     }

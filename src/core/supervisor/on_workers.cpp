@@ -2,6 +2,7 @@
 // home, asks the workers how the workload stands when the stream ends, and judges the attempt.
 #include "job_driver.hpp"
 #include "jobman/core/jobs.hpp"
+#include "jobman/core/slice_hosts.hpp"
 #include "jobman/domain/job.hpp"
 #include "jobman/remote/setup.hpp"
 #include "jobman/store/attempts.hpp"
@@ -43,6 +44,8 @@ remote::LaunchSpec JobDriver::launch_spec(const Driven& d, const domain::Attempt
   spec.id = workload_id(d.job.id, d.job.attempt);
   spec.command = remote::environment_command(*d.config, d.config->command.cmd);
   spec.num_workers = std::max(1, slice.hosts);
+  spec.num_slices = slice.node_only() ? 1 : std::max(1, d.config->tpu.slices);
+  spec.coordinator = d.job.host0_ip; // Slice 0's worker 0.
   spec.tpu_name = slice.node;
   spec.zone = slice.zone;
   spec.accelerator = slice.accelerator;
@@ -54,16 +57,22 @@ remote::LaunchSpec JobDriver::launch_spec(const Driven& d, const domain::Attempt
 }
 
 // Whether the open slice is still ACTIVE, asked by name (after a worker could not be reached).
-bool JobDriver::slice_active(SliceOps& slices, Counters& counters, const domain::AttemptRecord& open) {
+bool JobDriver::slice_active(SliceOps& slices, Counters& counters, const domain::AttemptRecord& open, int slice_count) {
   if (!open.node_only()) {
     ++counters.get_calls;
     if (verdict_of(SliceRef::of(open).get(slices)) != SliceVerdict::active) {
       return false;
     }
   }
-  ++counters.get_calls;
-  const auto node = slices.get_node(open.zone, open.node);
-  return node && node->state == cloud::NodeState::ready;
+  // Every slice's node, for a multislice job.
+  for (const auto& id : slice_node_ids(open.node, open.node_only() ? 1 : slice_count)) {
+    ++counters.get_calls;
+    const auto node = slices.get_node(open.zone, id);
+    if (!node || node->state != cloud::NodeState::ready) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void JobDriver::set_up(Driven& d) {
@@ -151,7 +160,7 @@ void JobDriver::set_up(Driven& d) {
         }
         bool slice_gone = false;
         if (lost_host) {
-          slice_gone = !slice_active(*slices, *counters, slice);
+          slice_gone = !slice_active(*slices, *counters, slice, config->tpu.slices);
         }
         return [this, id, failure, lost_host, slice_gone, launched, hosts, bad] {
           Driven* live = host_.find(id);
@@ -378,7 +387,7 @@ void JobDriver::inspect(Driven& d) {
         auto verdict = judge_workers(statuses, config->recovery);
         bool slice_gone = false;
         if (verdict.says == WorkersSay::unreachable) {
-          slice_gone = !slice_active(*slices, *counters, slice);
+          slice_gone = !slice_active(*slices, *counters, slice, config->tpu.slices);
         }
         const bool decided = verdict.says != WorkersSay::running && verdict.says != WorkersSay::unreachable;
         // A decided attempt ends on every worker.
@@ -536,9 +545,33 @@ void JobDriver::preempted(Driven& d, const std::string& what, int exit_code) {
     return;
   }
   stop_stream(d);
+  stop_survivors(d);
   end_open_attempt(d, AttemptOutcome::preempted, exit_code);
   d.unreachable = 0;
   move(d, std::nullopt, after_preemption(*d.config, d.job.preemptions, what));
+}
+
+// A multislice job lost one of its slices: the workload still running on the others is stopped (SIGTERM, so that it
+// saves a checkpoint), on the side, while the job goes on to recover; the hosts that are gone do not answer, and
+// nothing waits for them. A single slice lost has no host left to stop.
+void JobDriver::stop_survivors(Driven& d) {
+  const auto* current = d.current();
+  if (current == nullptr || current->node_only() || d.config->tpu.slices <= 1 ||
+      (d.job.phase != Phase::running && d.job.phase != Phase::setup)) {
+    return;
+  }
+  const auto id = d.job.id;
+  const auto target = slice_target(*access_, *d.config, *current);
+  const auto workers = command_workers(*d.config, current->hosts);
+  const auto wid = workload_id(id, d.job.attempt);
+  const auto dir = attempt_directory(id, d.job.attempt);
+  host_.dispatch_detached([ops = workers_, id, target, workers, wid, dir] {
+    ops->stop(target, workers, wid, kStopGrace, kRemoteTimeout);
+    // What the survivors wrote on SIGTERM (the step they stopped at, the checkpoint they saved) comes home too.
+    if (std::filesystem::exists(dir)) {
+      catch_up(*ops, id, target, workers, wid, dir);
+    }
+  });
 }
 
 } // namespace jobman::core::supervision

@@ -54,8 +54,13 @@ void JobDriver::start_race(Driven& d, const std::vector<config::Candidate>& list
   const int number = d.job.attempt + 1;
   auto placement = [&](std::size_t i) {
     const auto name = resource_id(d.job.tpu_name, d.job.id, number, static_cast<int>(i) + 1);
-    return domain::Placement{
-        name, name, list[i].zone, list[i].accelerator.name, list[i].accelerator.hosts, std::nullopt, list[i].pricing};
+    return domain::Placement{name,
+                             name,
+                             list[i].zone,
+                             list[i].accelerator.name,
+                             list[i].accelerator.hosts * d.config->tpu.slices,
+                             std::nullopt,
+                             list[i].pricing};
   };
   std::vector<domain::Placement> rivals;
   std::vector<std::string> labels{list.front().label()};
