@@ -98,11 +98,13 @@ TEST_F(RemoteWorkloadTest, EveryWorkerSeesTheContractVariables) {
   for (const auto& end : ends) {
     EXPECT_EQ(end.exit_code, 0) << end.diagnostic;
     const auto w = std::to_string(end.worker);
-    EXPECT_EQ(local_log(end.worker), "JOBMAN_ACCELERATOR=v4-32\nJOBMAN_ATTEMPT=1\nJOBMAN_JOB_ID=7\n"
-                                     "JOBMAN_NUM_WORKERS=4\nJOBMAN_RESUME=0\nJOBMAN_TPU_NAME=slice-node\n"
-                                     "JOBMAN_WORKER_ID=" +
-                                         w + "\nJOBMAN_ZONE=us-central2-b\n" +
-                                         slice.remote_home(end.worker, jobman::util::current_user()).string() + "\n");
+    EXPECT_EQ(local_log(end.worker),
+              "JOBMAN_ACCELERATOR=v4-32\nJOBMAN_ATTEMPT=1\nJOBMAN_JOB_ID=7\nJOBMAN_NUM_SLICES=1\n"
+              "JOBMAN_NUM_WORKERS=4\nJOBMAN_RESUME=0\nJOBMAN_SLICE_ID=0\n"
+              "JOBMAN_TPU_NAME=slice-node\n"
+              "JOBMAN_WORKER_ID=" +
+                  w + "\nJOBMAN_ZONE=us-central2-b\n" +
+                  slice.remote_home(end.worker, jobman::util::current_user()).string() + "\n");
   }
   for (const auto& status : jobman::remote::query(target, kAll, {"7", 1}, kStep)) {
     EXPECT_EQ(status.state, WorkloadState::exited);
