@@ -2,12 +2,14 @@
 #include "systolic/model.hpp"
 #include "systolic/systolic_array.hpp"
 #include "systolic/train.hpp"
+#include "systolic_command_line.hpp"
 
 #include <cmath>
 #include <gtest/gtest.h>
 #include <map>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace systolic_model_test {
@@ -135,18 +137,9 @@ TEST(SystolicModel, ChecksumCoversEveryWeightBitAndNothingElse) {
 }
 
 // Parses `args` with `env` as the environment.
-ParsedCommandLine parse(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
-  args.insert(args.begin(), "systolic-train");
-  std::vector<const char*> argv;
-  argv.reserve(args.size());
-  for (const auto& arg : args) {
-    argv.push_back(arg.c_str());
-  }
-  return jobman::systolic::parse_command_line(
-      static_cast<int>(argv.size()), argv.data(), [&env](const std::string& name) -> std::optional<std::string> {
-        const auto it = env.find(name);
-        return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-      });
+jobman::systolic::ParsedCommandLine parse(std::vector<std::string> args,
+                                          const std::map<std::string, std::string>& env = {}) {
+  return jobman::test::parse_systolic_command_line(std::move(args), env);
 }
 
 TEST(SystolicCommandLine, DefaultsAreTheDocumentedOnes) {

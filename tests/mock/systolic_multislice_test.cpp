@@ -8,6 +8,7 @@
 #include "systolic/exact_sum.hpp"
 #include "systolic/model.hpp"
 #include "systolic/train.hpp"
+#include "systolic_command_line.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace systolic_multislice_test {
@@ -198,18 +200,8 @@ TEST(SystolicMultisliceModel, GradientSumsSurviveTheirEncoding) {
 // ---- The command line ----
 
 jobman::systolic::ParsedCommandLine parse(std::vector<std::string> args,
-                                          const std::map<std::string, std::string>& env) {
-  args.insert(args.begin(), "systolic-train");
-  std::vector<const char*> argv;
-  argv.reserve(args.size());
-  for (const auto& arg : args) {
-    argv.push_back(arg.c_str());
-  }
-  return jobman::systolic::parse_command_line(
-      static_cast<int>(argv.size()), argv.data(), [&env](const std::string& name) -> std::optional<std::string> {
-        const auto it = env.find(name);
-        return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-      });
+                                          const std::map<std::string, std::string>& env = {}) {
+  return jobman::test::parse_systolic_command_line(std::move(args), env);
 }
 
 TEST(SystolicMultisliceCommandLine, TheEnvironmentJobmanSetsDescribesTheRun) {
