@@ -191,11 +191,64 @@ Error no_logs_error(const domain::JobRecord& job, const core::LogSelection& sele
 
 } // namespace
 
+// `logs --stacks`: the stacks kept when an attempt stalled (recovery.stall_timeout), of the attempt asked for or the
+// newest that has them, worker by worker.
+int print_stacks(Context& ctx, const LogsOptions& options, const domain::JobRecord& job) {
+  const std::string name = domain::format_job_id(job.id);
+  if (options.follow || options.setup) {
+    throw UsageError(std::string("--stacks cannot be given with ") + (options.follow ? "--follow" : "--setup"));
+  }
+  LogsOptions every = options;
+  if (every.worker.empty()) {
+    every.worker = "all";
+  }
+  const auto workers = chosen_workers(every, job);
+  const auto has_stacks = [&](int attempt) {
+    return std::any_of(workers.begin(), workers.end(), [&](int w) {
+      return std::filesystem::exists(core::stacks_path(core::attempt_directory(job.id, attempt), w));
+    });
+  };
+  std::optional<int> attempt = options.attempt;
+  if (!attempt) {
+    for (int a = job.attempt; a >= 1 && !attempt; --a) {
+      if (has_stacks(a)) {
+        attempt = a;
+      }
+    }
+  }
+  if (!attempt || !has_stacks(*attempt)) {
+    throw Error("job " + name + (attempt ? "'s attempt " + std::to_string(*attempt) : std::string()) +
+                " has no stacks on this machine: they are kept when an attempt stalls (recovery.stall_timeout)");
+  }
+  const auto dir = core::attempt_directory(job.id, *attempt);
+  bool first = true;
+  for (const int w : workers) {
+    const auto path = core::stacks_path(dir, w);
+    if (!std::filesystem::exists(path)) {
+      continue;
+    }
+    const auto text = util::read_file(path);
+    *ctx.out << (first ? "" : "\n") << "== worker " << w << ", attempt " << *attempt << " ==\n" << text;
+    if (!text.empty() && text.back() != '\n') {
+      *ctx.out << '\n';
+    }
+    first = false;
+  }
+  return 0;
+}
+
 int run_logs(Context& ctx, const LogsOptions& options) {
   const std::int64_t id = parse_job_id_argument(options.id);
   auto& store = ctx.store();
   keep_jobs_driven(ctx);
   const auto job = store.jobs().get(id, true);
+  if (options.stacks) {
+    if (options.attempt && (*options.attempt < 1 || *options.attempt > job.attempt)) {
+      throw UsageError("--attempt " + std::to_string(*options.attempt) + ": job " + domain::format_job_id(id) +
+                       " has attempts 1 to " + std::to_string(std::max(1, job.attempt)));
+    }
+    return print_stacks(ctx, options, job);
+  }
   const std::string name = domain::format_job_id(id);
   const std::string phase(domain::to_string(job.phase));
   // Following a job that has not started waits for its first attempt.
@@ -263,6 +316,10 @@ void add_logs_command(CLI::App& app, Context& ctx) {
       ->type_name("N|all");
   cmd->add_option("--attempt", options->attempt, "Which attempt (1, 2, ...); default the current one")->type_name("K");
   cmd->add_flag("--setup", options->setup, "Print the setup logs (ssh, gcsfuse, environment) instead of the output");
+  cmd->add_flag("--stacks", options->stacks,
+                "Print what each worker's processes were doing when the attempt stalled (recovery.stall_timeout): "
+                "state, wait channel, command line, Python stacks where py-spy is installed; default the newest "
+                "attempt that has them, every worker");
   cmd->add_flag("--raw", options->raw,
                 "On a terminal too, write control characters as they are instead of escaping them (\\x1b)");
   cmd->footer("Examples:\n"
@@ -270,6 +327,7 @@ void add_logs_command(CLI::App& app, Context& ctx) {
               "  jobman logs 42 -f\n"
               "  jobman logs 42 --worker all --attempt 1\n"
               "  jobman logs 42 --setup --worker 3\n"
+              "  jobman logs 42 --stacks\n"
               "Reads $JOBMAN_HOME/jobs/<id>/attempt-<n>/: whole lines only, bytes as the workers wrote them; on a\n"
               "terminal, control characters (escape sequences, carriage returns) are shown as \\xNN unless --raw.\n"
               "Exit code 1 when the job has no logs yet, its command not begun (-f waits for them), 3 when\n"

@@ -58,7 +58,8 @@ struct LogsOptions {
   std::string worker;         // An index, "all", or empty for the default.
   std::optional<int> attempt; // Default: the job's current attempt.
   bool setup = false;
-  bool raw = false; // Control characters pass to a terminal too.
+  bool raw = false;    // Control characters pass to a terminal too.
+  bool stacks = false; // What the workers' processes were doing when the attempt stalled, instead of the output.
 };
 int run_logs(Context& ctx, const LogsOptions& options);
 

@@ -100,6 +100,12 @@ const std::string& default_progress_pattern() {
   return pattern;
 }
 
+const std::string& default_loss_pattern() {
+  static const std::string pattern =
+      "(^|[^a-z0-9])loss[[:space:]]*[=:]?[[:space:]]*([-+]?(nan|inf|[0-9]*[.]?[0-9]+(e[-+]?[0-9]+)?))";
+  return pattern;
+}
+
 const std::vector<std::string>& default_bad_hardware_patterns() {
   static const std::vector<std::string> patterns{
       // "step=611 loss=nan", "step: 3 | train_loss: -inf": a step line whose loss is not finite.

@@ -334,6 +334,11 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
 
   const Section recovery = open("recovery", Presence::optional);
   build_recovery(p, recovery, Origin{ctx.file, 0, 0}, config.job.loop, config.recovery);
+  if (config.recovery.loss_spike && (config.job.progress.empty() || config.job.loss.empty())) {
+    p.error(recovery.origin("loss_spike"), recovery.path("loss_spike"),
+            std::string("a loss spike is found on step lines: it needs job.") +
+                (config.job.progress.empty() ? "progress" : "loss") + ", which is turned off");
+  }
 
   if (const SectionRef vars = section_ref(root, "vars", ctx.file); vars.node != nullptr && !vars.node->is_null()) {
     if (vars.node->is_mapping()) {

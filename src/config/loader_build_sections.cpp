@@ -213,6 +213,18 @@ void build_job(Problems& p, const Section& s, JobSection& out) {
       }
     }
   }
+  if (const Node* loss = s.get("loss"); loss != nullptr && !loss->unresolved) {
+    if (auto pattern = s.str("loss")) {
+      if (auto why = util::LossPattern::check(*pattern); why && !pattern->empty()) {
+        p.error(loss->origin, s.path("loss"),
+                "'" + *pattern + "' cannot read the loss: " + *why +
+                    " (the first group that holds a number is the loss; \"\" turns loss reading off)");
+      } else {
+        out.loss = *pattern;
+      }
+    }
+  }
+  out.experiment = s.str("experiment").value_or("");
 }
 
 namespace {
@@ -593,6 +605,44 @@ std::optional<AcceleratorType> build_tpu(Problems& p, const Section& s, const Bu
   return accelerator;
 }
 
+namespace {
+
+// recovery.loss_spike: a mapping of its settings (each with a default), or null or false for none.
+void build_loss_spike(Problems& p, const Section& s, RecoverySection& out) {
+  const Node* node = s.get("loss_spike");
+  if (node == nullptr || node->is_null() || node->unresolved) {
+    return;
+  }
+  if (node->is_scalar()) {
+    if (const auto off = s.boolean("loss_spike"); off && !*off) {
+      return;
+    }
+    p.error(node->origin, s.path("loss_spike"),
+            "expected a mapping (factor, window, min_steps, max_rollbacks, skip_steps) or false, got '" + node->text +
+                "'");
+    return;
+  }
+  const Section spike(p, node, s.path("loss_spike"), s.origin("loss_spike"), "recovery.loss_spike");
+  RecoverySection::LossSpike settings;
+  if (const Node* factor = spike.get("factor"); factor != nullptr && !factor->is_null()) {
+    const auto value = as_double(p, *factor, spike.path("factor"), 1.0);
+    if (value && *value <= 1.0) {
+      p.error(factor->origin, spike.path("factor"),
+              "must be above 1: a loss above factor times the recent median is a spike");
+    } else if (value) {
+      settings.factor = *value;
+    }
+  }
+  settings.window = static_cast<int>(spike.integer("window", 1, 100'000).value_or(settings.window));
+  settings.min_steps = spike.integer("min_steps", 0, INT64_MAX / 2).value_or(settings.min_steps);
+  settings.max_rollbacks =
+      static_cast<int>(spike.integer("max_rollbacks", 0, INT_MAX).value_or(settings.max_rollbacks));
+  settings.skip_steps = spike.integer("skip_steps", 0, INT64_MAX / 2).value_or(settings.skip_steps);
+  out.loss_spike = settings;
+}
+
+} // namespace
+
 void build_recovery(Problems& p, const Section& s, const Origin& file_origin, bool loop, RecoverySection& out) {
   bool explicit_preemptions = false;
   if (const Node* node = s.get("max_preemptions")) {
@@ -686,6 +736,9 @@ void build_recovery(Problems& p, const Section& s, const Origin& file_origin, bo
                   detail::describe_kind(*patterns));
     }
   }
+  out.stall_timeout_seconds = s.duration("stall_timeout", 0).value_or(30 * 60);
+  out.stall_first_line_seconds = s.duration("stall_first_line", 0).value_or(60 * 60);
+  build_loss_spike(p, s, out);
   if (out.backoff_max_seconds < out.backoff_initial_seconds) {
     p.error(backoff.origin("max"), backoff.path("max"),
             "must be at least backoff.initial (" + std::to_string(out.backoff_initial_seconds) + "s)");

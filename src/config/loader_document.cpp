@@ -57,7 +57,9 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
                     {"env_type", to_string(c.job.env_type)},
                     {"loop", c.job.loop},
                     {"remote_user", opt(c.job.remote_user)},
-                    {"progress", c.job.progress}};
+                    {"progress", c.job.progress},
+                    {"loss", c.job.loss},
+                    {"experiment", opt(c.job.experiment)}};
   const TpuSection& t = c.tpu;
   json tpu = json::object();
   tpu["allocation_mode"] = to_string(t.allocation_mode);
@@ -168,6 +170,14 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
                                                     : json(nullptr)}}
                        : json(nullptr)},
       {"bad_hardware", list(r.bad_hardware)},
+      {"stall_timeout", detail::exact_duration(r.stall_timeout_seconds)},
+      {"stall_first_line", detail::exact_duration(r.stall_first_line_seconds)},
+      {"loss_spike", r.loss_spike ? json{{"factor", r.loss_spike->factor},
+                                         {"window", r.loss_spike->window},
+                                         {"min_steps", r.loss_spike->min_steps},
+                                         {"max_rollbacks", r.loss_spike->max_rollbacks},
+                                         {"skip_steps", r.loss_spike->skip_steps}}
+                                  : json(false)},
   };
   doc["vars"] = map(c.vars);
   if (c.email) {

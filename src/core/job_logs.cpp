@@ -156,6 +156,10 @@ fs::path log_path(const fs::path& attempt_dir, LogKind kind, int worker) {
   return attempt_dir / ((kind == LogKind::setup ? "setup-" : "worker-") + std::to_string(worker) + ".log");
 }
 
+fs::path stacks_path(const fs::path& attempt_dir, int worker) {
+  return attempt_dir / ("stacks-" + std::to_string(worker) + ".txt");
+}
+
 LogReader::LogReader(fs::path path, std::string prefix, LogControls controls)
     : path_(std::move(path)), prefix_(std::move(prefix)), controls_(controls) {}
 

@@ -255,4 +255,20 @@ domain::PhaseChange after_bad_hardware(const config::JobConfig& config, int spen
   return change;
 }
 
+domain::PhaseChange after_rollback(const config::JobConfig& config, int spent, const std::string& what) {
+  domain::PhaseChange change;
+  const int allowed = config.recovery.loss_spike ? config.recovery.loss_spike->max_rollbacks : 0;
+  const int now_spent = spent + 1;
+  if (now_spent > allowed) {
+    change.to = Phase::failed;
+    change.reason = what + "; rollback budget spent (" + std::to_string(allowed) + " rollback(s) allowed)";
+    change.cleanup_pending = true;
+  } else {
+    change.to = Phase::setup;
+    change.reason = what + " (rollback " + std::to_string(now_spent) + " of " + std::to_string(allowed) +
+                    " allowed; resuming from before the spike on the same slice)";
+  }
+  return change;
+}
+
 } // namespace jobman::core

@@ -73,7 +73,7 @@ struct OutcomeName {
   std::string_view name;
 };
 
-constexpr std::array<OutcomeName, 15> outcome_names{{
+constexpr std::array<OutcomeName, 17> outcome_names{{
     {AttemptOutcome::none, ""},
     {AttemptOutcome::succeeded, "succeeded"},
     {AttemptOutcome::preempted, "preempted"},
@@ -88,6 +88,8 @@ constexpr std::array<OutcomeName, 15> outcome_names{{
     {AttemptOutcome::idle, "idle"},
     {AttemptOutcome::interrupted, "interrupted"},
     {AttemptOutcome::run_ended, "run-ended"},
+    {AttemptOutcome::stalled, "stalled"},
+    {AttemptOutcome::rolled_back, "rolled-back"},
     {AttemptOutcome::unknown, "unknown"},
 }};
 

@@ -317,6 +317,58 @@ std::vector<WorkerStatus> stop(const SliceTarget& target, const std::vector<int>
   return parse_all(run_on_workers(target, workers, stop_script(id, grace), timeout + grace));
 }
 
+namespace {
+
+// The workload's session is its process tree: setsid made the launched process its leader, so every process it
+// started (and did not move to a session of its own) has the leader's pid as its session id (field 6 of
+// /proc/PID/stat, the 4th after the command's closing parenthesis).
+std::string stacks_script(const WorkloadId& id) {
+  std::string s = "d=" + remote_dir_expr(id) + "\n";
+  s += R"sh([ -f "$d/pid" ] || { echo "jobman: no workload in $d"; exit 3; }
+read -r pid start < "$d/pid"
+echo "# the workload's processes (session $pid) on $(hostname) at $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "# PID PPID STATE WCHAN COMMAND"
+found=
+for f in /proc/[0-9]*/stat; do
+  s=$(cat "$f" 2>/dev/null) || continue
+  p=${s%% *}
+  rest=${s##*) }
+  set -- $rest
+  [ "$4" = "$pid" ] || continue
+  w=$(cat "/proc/$p/wchan" 2>/dev/null)
+  c=$(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null)
+  echo "$p $2 $1 ${w:-0} $c"
+  found="$found $p"
+done
+[ -n "$found" ] || echo "(no process left in the session)"
+for p in $found; do
+  k=$(cat "/proc/$p/stack" 2>/dev/null) && [ -n "$k" ] && printf '\n# kernel stack of %s\n%s\n' "$p" "$k"
+done
+if command -v py-spy > /dev/null 2>&1; then
+  for p in $found; do
+    case "$(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null)" in
+    *python*)
+      printf '\n# py-spy dump --pid %s\n' "$p"
+      py-spy dump --pid "$p" 2>&1 || sudo -n py-spy dump --pid "$p" 2>&1
+      ;;
+    esac
+  done
+else
+  printf '\n# py-spy is not installed on this worker: no Python stacks\n'
+fi
+exit 0
+)sh";
+  return s;
+}
+
+} // namespace
+
+std::vector<WorkerRun> stacks(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
+                              std::chrono::milliseconds timeout) {
+  check_id(id);
+  return run_on_workers(target, workers, stacks_script(id), timeout);
+}
+
 std::filesystem::path worker_log_path(const std::filesystem::path& attempt_dir, int worker) {
   return attempt_dir / ("worker-" + std::to_string(worker) + ".log");
 }

@@ -141,19 +141,22 @@ void Attempts::confirm_created(std::int64_t job_id, int number) {
   }
 }
 
-void Attempts::end(std::int64_t job_id, int number, domain::AttemptOutcome outcome, std::optional<int> exit_code) {
+void Attempts::end(std::int64_t job_id, int number, domain::AttemptOutcome outcome, std::optional<int> exit_code,
+                   std::optional<std::int64_t> rollback_step) {
   const std::string text(domain::to_string(outcome));
   const std::int64_t now = impl_->clock_ms();
   Transaction transaction(impl_->db);
   impl_->check_driving(job_id);
   {
-    auto update = impl_->statements.get(
-        "UPDATE attempts SET ended_ms = ?3, outcome = ?4, exit_code = ?5 WHERE job_id = ?1 AND number = ?2");
+    auto update =
+        impl_->statements.get("UPDATE attempts SET ended_ms = ?3, outcome = ?4, exit_code = ?5, rollback_step = ?6 "
+                              "WHERE job_id = ?1 AND number = ?2");
     update->bind(1, job_id);
     update->bind(2, number);
     update->bind(3, now);
     update->bind(4, text);
     update->bind(5, exit_code);
+    update->bind(6, rollback_step);
     update->run();
   }
   if (impl_->db.changes() == 0) {
@@ -167,6 +170,10 @@ void Attempts::end(std::int64_t job_id, int number, domain::AttemptOutcome outco
   if (exit_code) {
     data["exit_code"] = *exit_code;
     message += " (exit code " + std::to_string(*exit_code) + ")";
+  }
+  if (rollback_step) {
+    data["rollback_step"] = *rollback_step;
+    message += "; the loss spiked at step " + std::to_string(*rollback_step);
   }
   impl_->insert_event(job_id, now, "attempt", std::nullopt, std::nullopt, message, data.dump());
   transaction.commit();

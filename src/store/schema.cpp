@@ -365,7 +365,13 @@ CREATE TABLE attempt_history (
 CREATE INDEX attempt_history_by_place ON attempt_history(zone, accelerator, pricing, started_ms);
 )sql";
 
-constexpr std::array<Migration, 19> all{{
+// Version 20: the step of a loss spike an attempt was rolled back for (recovery.loss_spike): the attempts after it
+// resume from before that step (JOBMAN_RESUME_BEFORE_STEP) until the run passes it. The same DDL on both backends.
+constexpr std::string_view v20 = R"sql(
+ALTER TABLE attempts ADD COLUMN rollback_step BIGINT;
+)sql";
+
+constexpr std::array<Migration, 20> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -385,6 +391,7 @@ constexpr std::array<Migration, 19> all{{
     {17, "keep the store's own settings (admins)", v17, v17},
     {18, "read phase changes from their index alone", v18, v18},
     {19, "keep the attempts of removed jobs for availability", v19, v19_postgres},
+    {20, "record the step an attempt was rolled back for", v20, v20},
 }};
 
 } // namespace

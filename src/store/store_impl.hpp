@@ -243,10 +243,10 @@ inline domain::RivalOutcome rival_outcome_column(const Statement& row, int colum
 }
 
 // The columns of AttemptRecord, which read_attempt reads.
-constexpr std::array<std::string_view, 18> attempt_column_names = {
-    "job_id",   "number",    "queued_resource", "node",           "zone",           "started_ms",
-    "ended_ms", "outcome",   "exit_code",       "released_ms",    "create_pending", "accelerator",
-    "hosts",    "worker_id", "active_ms",       "physical_hosts", "pricing",        "progress"};
+constexpr std::array<std::string_view, 19> attempt_column_names = {
+    "job_id",    "number",         "queued_resource", "node",           "zone",         "started_ms", "ended_ms",
+    "outcome",   "exit_code",      "released_ms",     "create_pending", "accelerator",  "hosts",      "worker_id",
+    "active_ms", "physical_hosts", "pricing",         "progress",       "rollback_step"};
 
 consteval int attempt_column(std::string_view name) {
   return column_of(attempt_column_names, name);
@@ -280,6 +280,7 @@ inline AttemptRecord read_attempt(const Database& db, const Statement& row) {
   }
   attempt.pricing = slice_pricing_column(db, row, attempt_column("pricing"));
   attempt.progress = domain::ProgressSeries::parse(row.column_text_view(attempt_column("progress")));
+  attempt.rollback_step = row.column_optional_int64(attempt_column("rollback_step"));
   return attempt;
 }
 

@@ -3,6 +3,7 @@
 #include "jobman/util/error.hpp"
 
 #include <charconv>
+#include <cstdlib>
 #include <regex.h>
 #include <vector>
 
@@ -108,11 +109,17 @@ std::optional<std::int64_t> digits(std::string_view text) {
   return value;
 }
 
+constexpr std::string_view kStepExample = "step=([0-9]+)";
+constexpr std::string_view kLossExample = "loss=([-+.0-9e]+|nan|inf)";
+
 } // namespace
 
-struct ProgressPattern::Compiled {
+namespace detail {
+
+// A compiled pattern whose groups capture a value (`what`, for messages: "the step", "the loss").
+struct CapturingPattern {
   regex_t re{};
-  explicit Compiled(const std::string& pattern) {
+  CapturingPattern(const std::string& pattern, std::string_view what, std::string_view example) {
     if (const int code = ::regcomp(&re, pattern.c_str(), kProgressFlags); code != 0) {
       std::string why = describe(code, &re);
       ::regfree(&re);
@@ -120,14 +127,57 @@ struct ProgressPattern::Compiled {
     }
     if (re.re_nsub == 0) {
       ::regfree(&re);
-      throw Error("'" + pattern + "' has no group to capture the step, as in 'step=([0-9]+)'");
+      throw Error("'" + pattern + "' has no group to capture " + std::string(what) + ", as in '" +
+                  std::string(example) + "'");
     }
   }
-  ~Compiled() { ::regfree(&re); }
-  Compiled(const Compiled&) = delete;
-  Compiled& operator=(const Compiled&) = delete;
-  Compiled(Compiled&&) = delete;
-  Compiled& operator=(Compiled&&) = delete;
+  ~CapturingPattern() { ::regfree(&re); }
+  CapturingPattern(const CapturingPattern&) = delete;
+  CapturingPattern& operator=(const CapturingPattern&) = delete;
+  CapturingPattern(CapturingPattern&&) = delete;
+  CapturingPattern& operator=(CapturingPattern&&) = delete;
+
+  // Why `pattern` cannot capture (see the constructor); nullopt when it can.
+  static std::optional<std::string> check(const std::string& pattern, std::string_view what, std::string_view example) {
+    regex_t re{};
+    const int code = ::regcomp(&re, pattern.c_str(), kProgressFlags);
+    std::optional<std::string> why;
+    if (code != 0) {
+      why = describe(code, &re);
+    } else if (re.re_nsub == 0) {
+      why = "it has no group to capture " + std::string(what) + ", as in '" + std::string(example) + "'";
+    }
+    ::regfree(&re);
+    return why;
+  }
+
+  // Calls `fn` with the text of each group that took part in the match of `line`, in order, until it returns true;
+  // false when the line does not match.
+  template <typename Fn> bool each_group(std::string_view line, Fn&& fn) const {
+    const std::string text(line.substr(0, LinePatterns::kMaxLineBytes));
+    std::vector<regmatch_t> groups(re.re_nsub + 1);
+    if (::regexec(&re, text.c_str(), groups.size(), groups.data(), 0) != 0) {
+      return false;
+    }
+    for (std::size_t i = 1; i < groups.size(); ++i) {
+      if (groups[i].rm_so < 0) {
+        continue;
+      }
+      if (fn(std::string_view(text).substr(static_cast<std::size_t>(groups[i].rm_so),
+                                           static_cast<std::size_t>(groups[i].rm_eo - groups[i].rm_so)))) {
+        break;
+      }
+    }
+    return true;
+  }
+};
+
+} // namespace detail
+
+using detail::CapturingPattern;
+
+struct ProgressPattern::Compiled : CapturingPattern {
+  explicit Compiled(const std::string& pattern) : CapturingPattern(pattern, "the step", kStepExample) {}
 };
 
 ProgressPattern::ProgressPattern(const std::string& pattern) : compiled_(std::make_unique<Compiled>(pattern)) {}
@@ -136,42 +186,56 @@ ProgressPattern::ProgressPattern(ProgressPattern&&) noexcept = default;
 ProgressPattern& ProgressPattern::operator=(ProgressPattern&&) noexcept = default;
 
 std::optional<std::string> ProgressPattern::check(const std::string& pattern) {
-  regex_t re{};
-  const int code = ::regcomp(&re, pattern.c_str(), kProgressFlags);
-  std::optional<std::string> why;
-  if (code != 0) {
-    why = describe(code, &re);
-  } else if (re.re_nsub == 0) {
-    why = "it has no group to capture the step, as in 'step=([0-9]+)'";
-  }
-  ::regfree(&re);
-  return why;
+  return CapturingPattern::check(pattern, "the step", kStepExample);
 }
 
 std::optional<ProgressPattern::Reading> ProgressPattern::read(std::string_view line) const {
-  const std::string text(line.substr(0, LinePatterns::kMaxLineBytes));
-  std::vector<regmatch_t> groups(compiled_->re.re_nsub + 1);
-  if (::regexec(&compiled_->re, text.c_str(), groups.size(), groups.data(), 0) != 0) {
-    return std::nullopt;
-  }
   std::optional<Reading> reading;
-  for (std::size_t i = 1; i < groups.size(); ++i) {
-    if (groups[i].rm_so < 0) {
-      continue;
-    }
-    const auto value = digits(std::string_view(text).substr(
-        static_cast<std::size_t>(groups[i].rm_so), static_cast<std::size_t>(groups[i].rm_eo - groups[i].rm_so)));
+  compiled_->each_group(line, [&](std::string_view group) {
+    const auto value = digits(group);
     if (!value) {
-      continue;
+      return false;
     }
     if (!reading) {
       reading = Reading{*value, std::nullopt};
-    } else {
-      reading->total = *value;
-      break;
+      return false;
     }
-  }
+    reading->total = *value;
+    return true;
+  });
   return reading;
+}
+
+struct LossPattern::Compiled : CapturingPattern {
+  explicit Compiled(const std::string& pattern) : CapturingPattern(pattern, "the loss", kLossExample) {}
+};
+
+LossPattern::LossPattern(const std::string& pattern) : compiled_(std::make_unique<Compiled>(pattern)) {}
+LossPattern::~LossPattern() = default;
+LossPattern::LossPattern(LossPattern&&) noexcept = default;
+LossPattern& LossPattern::operator=(LossPattern&&) noexcept = default;
+
+std::optional<std::string> LossPattern::check(const std::string& pattern) {
+  return CapturingPattern::check(pattern, "the loss", kLossExample);
+}
+
+std::optional<double> LossPattern::read(std::string_view line) const {
+  std::optional<double> loss;
+  compiled_->each_group(line, [&](std::string_view group) {
+    // A number as a whole, or nan or inf in any case and sign ("-nan", as printf writes it).
+    const std::string text(group);
+    if (text.empty() || text.size() > 64) {
+      return false;
+    }
+    char* end = nullptr;
+    const double value = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size()) {
+      return false;
+    }
+    loss = value;
+    return true;
+  });
+  return loss;
 }
 
 } // namespace jobman::util

@@ -87,6 +87,12 @@ std::vector<std::string> FakeWorkers::take_calls() {
   return std::exchange(calls_, {});
 }
 
+std::map<std::string, std::string> FakeWorkers::launch_env(const std::string& job, int attempt) const {
+  const std::lock_guard lock(mutex_);
+  const auto it = launch_env_.find(key(job, attempt));
+  return it == launch_env_.end() ? std::map<std::string, std::string>{} : it->second;
+}
+
 int FakeWorkers::launches(const std::string& job, int attempt) const {
   const std::lock_guard lock(mutex_);
   const auto it = launches_.find(key(job, attempt));
@@ -171,6 +177,7 @@ std::vector<remote::WorkerStatus> FakeWorkers::launch(const remote::SliceTarget&
   const std::lock_guard lock(mutex_);
   const auto k = key(spec.id.job_id, spec.id.attempt);
   calls_.push_back("launch " + k);
+  launch_env_[k] = spec.extra_env;
   std::vector<remote::WorkerStatus> statuses;
   for (const int w : workers) {
     if (!unreachable_.contains(target.node)) {
@@ -219,6 +226,27 @@ std::vector<remote::WorkerStatus> FakeWorkers::stop(const remote::SliceTarget& t
     statuses.push_back(status(target, k, w));
   }
   return statuses;
+}
+
+std::vector<remote::WorkerRun> FakeWorkers::stacks(const remote::SliceTarget& target, const std::vector<int>& workers,
+                                                   const remote::WorkloadId& id, std::chrono::milliseconds) {
+  const std::lock_guard lock(mutex_);
+  const auto k = key(id.job_id, id.attempt);
+  calls_.push_back("stacks " + k);
+  std::vector<remote::WorkerRun> runs;
+  for (const int w : workers) {
+    remote::WorkerRun run;
+    run.worker = w;
+    const auto s = status(target, k, w);
+    if (s.state == remote::WorkloadState::unreachable) {
+      run.exit_code = 255;
+    } else {
+      run.exit_code = 0;
+      run.output = k + " on worker " + std::to_string(w) + ": " + std::string(remote::to_string(s.state)) + "\n";
+    }
+    runs.push_back(run);
+  }
+  return runs;
 }
 
 std::vector<remote::StreamEnd> FakeWorkers::stream(const remote::SliceTarget& target, const std::vector<int>& workers,

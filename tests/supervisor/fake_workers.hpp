@@ -21,7 +21,7 @@ struct FakeWorkload {
 };
 
 // WorkerOps over FakeWorkloads. Calls are recorded as "setup NODE", "run NODE", "launch JOB/ATTEMPT",
-// "query JOB/ATTEMPT", "stop JOB/ATTEMPT", "stream JOB/ATTEMPT".
+// "query JOB/ATTEMPT", "stop JOB/ATTEMPT", "stream JOB/ATTEMPT", "stacks JOB/ATTEMPT".
 class FakeWorkers final : public core::supervision::WorkerOps {
 public:
   // ---- what the test sets ----
@@ -48,6 +48,8 @@ public:
   [[nodiscard]] bool has_news(const std::string& job, int attempt) const;
   // The calls so far, in order, and then forgets them.
   std::vector<std::string> take_calls();
+  // The variables jobman added to the workload's environment at its last launch (LaunchSpec::extra_env).
+  [[nodiscard]] std::map<std::string, std::string> launch_env(const std::string& job, int attempt) const;
   // How many times the workload was launched on some worker.
   [[nodiscard]] int launches(const std::string& job, int attempt) const;
 
@@ -64,6 +66,9 @@ public:
   std::vector<remote::WorkerStatus> stop(const remote::SliceTarget& target, const std::vector<int>& workers,
                                          const remote::WorkloadId& id, std::chrono::milliseconds grace,
                                          std::chrono::milliseconds timeout) override;
+  // Each reachable worker's report names the workload and the worker: "JOB/ATTEMPT on worker W: ...".
+  std::vector<remote::WorkerRun> stacks(const remote::SliceTarget& target, const std::vector<int>& workers,
+                                        const remote::WorkloadId& id, std::chrono::milliseconds timeout) override;
   std::vector<remote::StreamEnd> stream(const remote::SliceTarget& target, const std::vector<int>& workers,
                                         const remote::WorkloadId& id, const std::filesystem::path& dir,
                                         std::stop_token stop, const remote::LineSink& sink) override;
@@ -77,6 +82,7 @@ private:
   std::map<std::string, std::map<int, FakeWorkload>> workloads_; // By key(), then by worker.
   std::map<std::string, std::string> node_of_;                   // The node each workload was launched on.
   std::map<std::string, int> launches_;
+  std::map<std::string, std::map<std::string, std::string>> launch_env_;
   std::set<std::string> unreachable_;
   std::optional<bool> setup_failure_; // The next setup's: a module failed (true) or the connection (false).
   std::map<int, std::pair<int, std::string>> preflight_;

@@ -248,13 +248,7 @@ std::vector<std::int64_t> Rig::create(const std::string& yaml) {
 void Rig::tick() {
   host->read_jobs();
   core::supervision::observe_slices(host->driven(), *slices, *host, *counters);
-  // As the loop does after each observation: serving and parked workers look at the queue.
-  for (auto& [id, d] : host->driven()) {
-    if (d.job.kind == domain::JobKind::worker &&
-        (d.job.phase == domain::Phase::running || d.job.phase == domain::Phase::pending)) {
-      d.dirty = true;
-    }
-  }
+  core::supervision::mark_due_after_observation(host->driven(), *host); // As the loop does.
   const auto news = [this](std::int64_t id, int attempt) { return workers->has_news(wid(id), attempt); };
   for (int round = 0; round < 20; ++round) {
     bool stepped = false;

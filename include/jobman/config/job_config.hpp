@@ -45,6 +45,10 @@ struct WorkerSelection {
 // "step=611 of 2000" (the total when one is given).
 const std::string& default_progress_pattern();
 
+// What job.loss is when a config leaves it out: "loss=2.31", "loss: 2.31e-01", "train_loss 2.3", "loss=nan": the
+// first group that holds a number (or nan, inf) gives the loss of the step on the same line.
+const std::string& default_loss_pattern();
+
 // `job:` — the job's identity and environment choice.
 struct JobSection {
   std::string name;
@@ -53,6 +57,11 @@ struct JobSection {
   std::string remote_user; // User on the worker hosts; empty means gcloud's default.
   // How training progress reads in the workers' output (util::ProgressPattern); empty: not read.
   std::string progress = default_progress_pattern();
+  // How the loss reads on a step line (util::LossPattern), for recovery.loss_spike; empty: not read.
+  std::string loss = default_loss_pattern();
+  // The experiment the job is a run of, for comparing runs (report --compare); empty: its name without a sweep's
+  // suffix.
+  std::string experiment;
 };
 
 // `tpu:` — the slice.
@@ -193,6 +202,22 @@ struct RecoverySection {
   // The extended regular expressions (case-insensitive) whose match in a worker's output means bad hardware, as
   // written: the entry "default" stands for default_bad_hardware_patterns(); an empty list turns the check off.
   std::vector<std::string> bad_hardware{"default"};
+  // How long (real seconds, never scaled) an attempt may run with no new line of output from any worker before it is
+  // judged stalled; 0: never.
+  long long stall_timeout_seconds = 30 * 60;
+  // How long the wait for an attempt's first line may be (a compile), when longer than stall_timeout.
+  long long stall_first_line_seconds = 60 * 60;
+  // recovery.loss_spike: a step whose loss exceeds `factor` times the median of the last `window` steps' losses is
+  // a spike, once the step is at least `min_steps`; the attempt is stopped and the job resumes from before it, at
+  // most `max_rollbacks` times, skipping the data of `skip_steps` steps. nullopt: off.
+  struct LossSpike {
+    double factor = 3;
+    int window = 100;
+    long long min_steps = 0;
+    int max_rollbacks = 3;
+    long long skip_steps = 0;
+  };
+  std::optional<LossSpike> loss_spike;
 };
 
 struct JobConfig;

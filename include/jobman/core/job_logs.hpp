@@ -19,6 +19,10 @@ enum class LogKind { worker, setup };
 // <attempt_dir>/worker-<w>.log or <attempt_dir>/setup-<w>.log.
 std::filesystem::path log_path(const std::filesystem::path& attempt_dir, LogKind kind, int worker);
 
+// The file beside an attempt's logs that keeps what a stalled attempt's processes were doing on one worker
+// (remote::stacks): <attempt_dir>/stacks-<w>.txt.
+std::filesystem::path stacks_path(const std::filesystem::path& attempt_dir, int worker);
+
 // Whether a log may still grow. A growing log's last line without its newline is still being written; a final
 // log's is the end of its output.
 enum class LogState { growing, final };

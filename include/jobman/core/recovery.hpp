@@ -108,4 +108,9 @@ domain::PhaseChange after_run_end(const config::JobConfig& config, int runs, con
 // is spent. `spent` is the bad slices the job had before this one.
 domain::PhaseChange after_bad_hardware(const config::JobConfig& config, int spent, const std::string& what);
 
+// Where a job goes after its loss spiked (recovery.loss_spike): SETUP on the same slice, resuming from before the
+// spike, while the rollback budget (loss_spike.max_rollbacks) allows one more, otherwise FAILED. No other budget is
+// spent. `spent` is the rollbacks the job had before this one.
+domain::PhaseChange after_rollback(const config::JobConfig& config, int spent, const std::string& what);
+
 } // namespace jobman::core

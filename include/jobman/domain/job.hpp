@@ -82,6 +82,8 @@ enum class AttemptOutcome {
   interrupted,  // A task's: its worker stopped lending it the slice.
   run_ended,    // A flex-start slice's run duration ran out (its workload stopped ahead of the deadline, or the cloud
                 // ended the run): neither a preemption nor a failure.
+  stalled,      // No worker printed a line for recovery.stall_timeout: stopped, a failure (its stacks are kept).
+  rolled_back,  // Its loss spiked (recovery.loss_spike): stopped, and the job resumes from before the spike.
   unknown,      // A spelling this build does not know, read from the store (a newer jobman's, say).
 };
 
@@ -208,6 +210,9 @@ struct AttemptRecord {
   std::vector<std::string> physical_hosts;
   // The steps its workers printed, as they reached home (job.progress).
   ProgressSeries progress;
+  // Rolled back (recovery.loss_spike): the first step whose loss spiked. The attempts after it resume from a
+  // checkpoint older than that step until one passes it.
+  std::optional<std::int64_t> rollback_step;
 
   // The resource that holds the slice: its queued resource, or its node when it has none (tpu-vm mode).
   [[nodiscard]] const std::string& slice_name() const { return queued_resource.empty() ? node : queued_resource; }

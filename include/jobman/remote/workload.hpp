@@ -99,6 +99,13 @@ std::vector<WorkerStatus> query(const SliceTarget& target, const std::vector<int
 std::vector<WorkerStatus> stop(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
                                std::chrono::milliseconds grace, std::chrono::milliseconds timeout);
 
+// What the workload's processes are doing on each worker, as text: every process of its session (the workload's
+// process tree) with its state, the kernel function it waits in (wchan) and its command line, read from /proc; its
+// kernel stack where /proc lets it be read; and, where py-spy is installed on the worker, `py-spy dump` of each
+// Python process. Exit 3 when the worker has no such workload.
+std::vector<WorkerRun> stacks(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
+                              std::chrono::milliseconds timeout);
+
 // The local log of one worker's output: <attempt_dir>/worker-<w>.log.
 std::filesystem::path worker_log_path(const std::filesystem::path& attempt_dir, int worker);
 

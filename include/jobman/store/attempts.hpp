@@ -56,8 +56,9 @@ public:
                               const std::string& zone, bool create_pending = false);
   // Records that the API accepted the request for attempt `number`'s queued resource. Repeating it changes nothing.
   void confirm_created(std::int64_t job_id, int number);
-  // Closes an attempt with its outcome.
-  void end(std::int64_t job_id, int number, domain::AttemptOutcome outcome, std::optional<int> exit_code);
+  // Closes an attempt with its outcome; a rolled-back attempt with the step its loss spiked at (`rollback_step`).
+  void end(std::int64_t job_id, int number, domain::AttemptOutcome outcome, std::optional<int> exit_code,
+           std::optional<std::int64_t> rollback_step = std::nullopt);
   // The job's attempts, oldest first.
   [[nodiscard]] std::vector<domain::AttemptRecord> of(std::int64_t job_id) const;
   // Calls `fn` with every attempt of the jobs whose ids are in [first, last], by job and number.

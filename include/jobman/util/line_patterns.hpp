@@ -86,4 +86,27 @@ private:
   std::unique_ptr<Compiled> compiled_;
 };
 
+// The loss in a line of output: an extended regular expression (matched case-insensitively) whose first group that
+// captures a number as a whole (strtod's: "2.31", "1e-3", "nan", "-inf") gives the loss. Bounded as LinePatterns is.
+class LossPattern {
+public:
+  // Throws jobman::Error when `pattern` is not valid (see check()).
+  explicit LossPattern(const std::string& pattern);
+  ~LossPattern();
+  LossPattern(const LossPattern&) = delete;
+  LossPattern& operator=(const LossPattern&) = delete;
+  LossPattern(LossPattern&&) noexcept;
+  LossPattern& operator=(LossPattern&&) noexcept;
+
+  // Why `pattern` cannot read a loss (not a valid extended regular expression, or no group); nullopt when it can.
+  static std::optional<std::string> check(const std::string& pattern);
+
+  // The loss `line` gives, if any.
+  [[nodiscard]] std::optional<double> read(std::string_view line) const;
+
+private:
+  struct Compiled;
+  std::unique_ptr<Compiled> compiled_;
+};
+
 } // namespace jobman::util

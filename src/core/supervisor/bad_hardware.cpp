@@ -94,6 +94,9 @@ std::string JobDriver::describe(const HardwareFinding& finding) {
   if (finding.signal == "preflight") {
     return "bad hardware: " + worker + " failed the preflight (" + finding.detail + ")";
   }
+  if (finding.signal == "stall") {
+    return "bad hardware: " + finding.detail;
+  }
   if (finding.signal == "health") {
     return "bad hardware: the node is " + finding.detail;
   }

@@ -4,6 +4,7 @@
 
 #include "jobman/cloud/tpu_client.hpp"
 #include "jobman/config/job_config.hpp"
+#include "jobman/core/loss_watch.hpp"
 #include "jobman/core/recovery.hpp"
 #include "jobman/domain/job.hpp"
 #include "jobman/remote/workload.hpp"
@@ -80,10 +81,19 @@ struct ProgressTracker {
   bool dirty = false;                // Guarded by mutex: read since the store last heard.
 };
 
+// The loss spike check of a job (recovery.loss_spike), fed on the stream's thread from the worker whose progress is
+// read, kept across the job's attempts.
+struct LossTracker {
+  explicit LossTracker(LossWatch w) : watch(std::move(w)) {}
+  std::mutex mutex;
+  LossWatch watch; // Guarded by mutex.
+};
+
 // One attach() running on its own thread.
 struct Stream {
   std::stop_source stop;
   std::atomic<bool> bad_hardware{false}; // A line matched recovery.bad_hardware; the loop was told once.
+  std::atomic<bool> spiked{false};       // The loss spiked (recovery.loss_spike); the loop was told once.
   int attempt = 0;
   bool ended = false;
   std::vector<remote::StreamEnd> ends;
@@ -115,6 +125,18 @@ struct Driven {
   std::shared_ptr<Stream> stream;
   // The current attempt's progress, kept past its stream until the store has it.
   std::shared_ptr<ProgressTracker> progress;
+  // recovery.loss_spike's check, made when the job first streams with it on.
+  std::shared_ptr<LossTracker> loss;
+  // The stall watchdog (recovery.stall_timeout), in the loop's time: the attempt it watches, since when no output
+  // has come home, and whether any has (the first line may wait for recovery.stall_first_line). Kept in memory only:
+  // a supervisor that takes the job over counts from when it streams.
+  int quiet_attempt = 0;
+  std::int64_t quiet_since_ms = 0;
+  bool heard_output = false;
+  // Chunks of output that came home from any worker, counted by the job's streams (each in turn; a stream may end
+  // before the loop looks), and the count when the loop last looked.
+  std::shared_ptr<std::atomic<std::uint64_t>> output_chunks = std::make_shared<std::atomic<std::uint64_t>>(0);
+  std::uint64_t output_counted = 0;
   int unreachable = 0;
   // When the run of the open slice's attempt (`run_ends_attempt`) ends, for a flex-start slice, as a listing through
   // v2alpha1 last told it; kept after the slice is gone.

@@ -160,10 +160,11 @@ void JobDriver::error_event(Driven& d, const std::string& message) {
   store().events().append(d.job.id, "error", message);
 }
 
-void JobDriver::end_open_attempt(Driven& d, domain::AttemptOutcome outcome, std::optional<int> exit_code) {
+void JobDriver::end_open_attempt(Driven& d, domain::AttemptOutcome outcome, std::optional<int> exit_code,
+                                 std::optional<std::int64_t> rollback_step) {
   if (const auto* attempt = d.current(); attempt != nullptr && !attempt->ended_ms) {
     record_progress_now(d);
-    store().attempts().end(d.job.id, attempt->number, outcome, exit_code);
+    store().attempts().end(d.job.id, attempt->number, outcome, exit_code, rollback_step);
     reload(d);
   }
 }

@@ -143,8 +143,9 @@ private:
   // ---- job_driver.cpp ----
   // Records an event of `kind` for the job and logs it.
   void event(Driven& d, std::string_view kind, const std::string& message, const nlohmann::json& data = {});
-  // Ends the current attempt with `outcome`, unless it has ended already.
-  void end_open_attempt(Driven& d, domain::AttemptOutcome outcome, std::optional<int> exit_code);
+  // Ends the current attempt with `outcome` (a rollback's with the step that spiked), unless it has ended already.
+  void end_open_attempt(Driven& d, domain::AttemptOutcome outcome, std::optional<int> exit_code,
+                        std::optional<std::int64_t> rollback_step = std::nullopt);
   // What the job's phase asks for while the user wants it to run.
   void drive(Driven& d);
   // The result of a failed operation: an error event, then a retry after the backoff.
@@ -281,6 +282,23 @@ private:
   void record_progress_now(Driven& d);
   // Adds the readings in a chunk of output to `tracker` (on the stream's thread).
   static void read_progress(const util::ProgressPattern& pattern, ProgressTracker& tracker, std::string_view lines);
+  // job.loss compiled (shared as the others are); nullptr when recovery.loss_spike is off or job.loss is empty.
+  std::shared_ptr<const util::LossPattern> loss_pattern(const config::JobConfig& config);
+  // Feeds the loss of each step line in a chunk of output to `tracker` (on the stream's thread): the first spike, if
+  // any.
+  static std::optional<LossSpike> read_losses(const util::ProgressPattern& steps, const util::LossPattern& losses,
+                                              LossTracker& tracker, std::string_view lines);
+
+  // ---- watchdog.cpp ----
+  // RUNNING, silent past recovery.stall_timeout: keeps what each worker's processes were doing (stacks-W.txt beside
+  // the attempt's logs), stops the workload and ends the attempt as `stalled`, a failure restarted on the same slice;
+  // a slice whose attempts stalled twice in a row is replaced as bad hardware.
+  void stalled(Driven& d);
+  // The stall's stop is done: judges the attempt.
+  void stall_judged(Driven& d, const std::string& what, std::optional<int> exit_code);
+  // The loss of attempt `attempt` spiked (recovery.loss_spike): stops the workload and ends the attempt as
+  // `rolled-back`; the next attempt, on the same slice, resumes from before the spike (JOBMAN_RESUME_BEFORE_STEP).
+  void loss_spiked(Driven& d, int attempt, const LossSpike& spike);
   // The first sign of bad hardware in the end of the workers' local logs of an attempt, if any.
   static std::optional<HardwareFinding> scan_logs(const std::filesystem::path& dir, const std::vector<int>& workers,
                                                   int attempt, const util::LinePatterns& patterns);
@@ -371,6 +389,7 @@ private:
   // (regexec on one compiled pattern from several threads is safe: glibc locks it.) Used on the loop's thread only.
   std::map<std::string, std::weak_ptr<const util::LinePatterns>> line_patterns_;
   std::map<std::string, std::weak_ptr<const util::ProgressPattern>> progress_patterns_;
+  std::map<std::string, std::weak_ptr<const util::LossPattern>> loss_patterns_;
 };
 
 // What a task borrows from its worker besides the slice, where its own config is silent: how to connect (the remote

@@ -100,13 +100,7 @@ bool SupervisorLoop::tick_once(const std::stop_token& stop, TickTimes& times) {
   if (now >= next_observe) {
     observe_slices(driven, *ops.slices, *this, *counters);
     next_observe = now + tick;
-    // Serving and parked workers look at the queue every tick (a read of one index when nothing waits for them).
-    for (auto& [id, d] : driven) {
-      if (d.job.kind == domain::JobKind::worker &&
-          (d.job.phase == domain::Phase::running || d.job.phase == domain::Phase::pending)) {
-        d.dirty = true;
-      }
-    }
+    mark_due_after_observation(driven, *this);
   }
   sweep_if_due(now);
   for (auto& [id, d] : driven) {

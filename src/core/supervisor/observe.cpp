@@ -98,6 +98,43 @@ bool run_ending(const Driven& d, const DriverHost& host) {
   return host.now_ms() >= *d.run_ends_ms - lead;
 }
 
+bool stall_due(Driven& d, const DriverHost& host) {
+  if (!d.config || d.job.phase != domain::Phase::running || d.job.kind != domain::JobKind::job) {
+    return false;
+  }
+  const auto now = host.now_ms();
+  if (d.quiet_attempt != d.job.attempt) {
+    d.quiet_attempt = d.job.attempt;
+    d.quiet_since_ms = now;
+    d.heard_output = false;
+  }
+  if (const auto chunks = d.output_chunks->load(); chunks != d.output_counted) {
+    d.output_counted = chunks;
+    d.quiet_since_ms = now;
+    d.heard_output = true;
+  }
+  const auto& recovery = d.config->recovery;
+  if (recovery.stall_timeout_seconds <= 0) {
+    return false;
+  }
+  // Real time, never scaled: workloads run in real time whatever the pace of a mock's world.
+  const auto limit = d.heard_output ? recovery.stall_timeout_seconds
+                                    : std::max(recovery.stall_timeout_seconds, recovery.stall_first_line_seconds);
+  return now - d.quiet_since_ms >= limit * 1000;
+}
+
+void mark_due_after_observation(std::map<std::int64_t, Driven>& driven, const DriverHost& host) {
+  for (auto& [id, d] : driven) {
+    if (d.job.kind == domain::JobKind::worker &&
+        (d.job.phase == domain::Phase::running || d.job.phase == domain::Phase::pending)) {
+      d.dirty = true; // Serving and parked workers look at the queue every tick (one index read when none waits).
+    }
+    if (stall_due(d, host)) {
+      d.dirty = true; // Silent past recovery.stall_timeout: its step stops the attempt.
+    }
+  }
+}
+
 void observe_slices(std::map<std::int64_t, Driven>& driven, SliceOps& slices, DriverHost& host, Counters& counters) {
   auto& store = host.store();
   // By zone, then by kind of slice: queued resources (false) or nodes (true).

@@ -53,6 +53,14 @@ remote::LaunchSpec JobDriver::launch_spec(const Driven& d, const domain::Attempt
   if (d.job.kind == domain::JobKind::task) {
     spec.extra_env["JOBMAN_TASK_ID"] = domain::format_job_id(d.job.id);
   }
+  // After a rollback (recovery.loss_spike), until the run passes the spike: resume from a checkpoint before it, and
+  // skip the data of loss_spike.skip_steps steps.
+  if (const auto before = resume_before_step(d.attempts)) {
+    spec.extra_env["JOBMAN_RESUME_BEFORE_STEP"] = std::to_string(*before);
+    if (d.config->recovery.loss_spike && d.config->recovery.loss_spike->skip_steps > 0) {
+      spec.extra_env["JOBMAN_SKIP_STEPS"] = std::to_string(d.config->recovery.loss_spike->skip_steps);
+    }
+  }
   return spec;
 }
 
@@ -182,6 +190,10 @@ void JobDriver::set_up(Driven& d) {
                                      "set up on " + std::to_string(hosts.size()) + " host(s); taking tasks"));
               return;
             }
+            // The stall watchdog counts from the launch.
+            live->quiet_attempt = live->job.attempt;
+            live->quiet_since_ms = host_.now_ms();
+            live->heard_output = false;
             move(*live, Phase::setup,
                  domain::change_to(Phase::running, "launched attempt " + std::to_string(live->job.attempt) + " on " +
                                                        std::to_string(launched.size()) + " worker(s)"));
@@ -234,61 +246,85 @@ void JobDriver::start_stream(Driven& d) {
   if (!tracker) {
     progress.reset();
   }
-  host_.watch_in_background(
-      id,
-      [this, ops = workers_, stream, id, target, workers, wid, dir, patterns, progress,
-       tracker]() -> std::function<void()> {
-        // The first sign of bad hardware is news at once, not when the stream ends.
-        auto report = [this, stream, id](const HardwareFinding& finding) {
-          if (!stream->bad_hardware.exchange(true)) {
-            host_.post(id, [this, stream, id, finding] {
-              if (Driven* live = host_.find(id); live != nullptr && live->stream == stream) {
-                hardware_found(id, finding);
-              }
-            });
-          }
-        };
-        if (patterns) {
-          // What an earlier stream (of a supervisor that stopped) wrote before this one.
-          if (auto found = scan_logs(dir, workers, stream->attempt, *patterns)) {
-            report(*found);
-          }
-        }
-        remote::LineSink sink;
-        if (patterns || progress) {
-          // Progress is read from the first worker that runs the command: the others repeat it.
-          sink = [patterns, report, progress, tracker, attempt = stream->attempt,
-                  reader = workers.empty() ? 0 : workers.front()](int worker, std::string_view lines) {
-            if (patterns) {
-              if (auto line = patterns->first_match(lines)) {
-                report(HardwareFinding{attempt, worker, "output", std::string(util::trim(*line))});
-              }
-            }
-            if (progress && worker == reader) {
-              read_progress(*progress, *tracker, lines);
-            }
-          };
-        }
-        std::vector<remote::StreamEnd> ends;
-        std::string error;
-        try {
-          ends = ops->stream(target, workers, wid, dir, stream->stop.get_token(), sink);
-        } catch (const std::exception& e) {
-          error = e.what();
-        }
-        if (stream->stop.stop_requested()) {
-          return {}; // Whoever stopped it no longer cares; `this` may be gone.
-        }
-        return [this, stream, ends = std::move(ends), error, id] {
-          Driven* live = host_.find(id);
-          if (live == nullptr || live->stream != stream) {
-            return;
-          }
-          stream->ended = true;
-          stream->ends = ends;
-          stream->error = error;
-        };
-      });
+  const auto losses = loss_pattern(*d.config);
+  if (losses && progress && !d.loss) {
+    // A non-finite loss is a spike, not bad hardware, where the slice passed its hardware check (tpu.preflight).
+    d.loss = std::make_shared<LossTracker>(LossWatch(*d.config->recovery.loss_spike, !d.config->tpu.preflight.empty()));
+  }
+  const auto loss = losses && progress ? d.loss : nullptr;
+  const auto output_chunks = d.output_chunks;
+  host_.watch_in_background(id,
+                            [this, ops = workers_, stream, id, target, workers, wid, dir, patterns, progress, tracker,
+                             losses, loss, output_chunks]() -> std::function<void()> {
+                              // The first sign of bad hardware is news at once, not when the stream ends.
+                              auto report = [this, stream, id](const HardwareFinding& finding) {
+                                if (!stream->bad_hardware.exchange(true)) {
+                                  host_.post(id, [this, stream, id, finding] {
+                                    if (Driven* live = host_.find(id); live != nullptr && live->stream == stream) {
+                                      hardware_found(id, finding);
+                                    }
+                                  });
+                                }
+                              };
+                              if (patterns) {
+                                // What an earlier stream (of a supervisor that stopped) wrote before this one.
+                                if (auto found = scan_logs(dir, workers, stream->attempt, *patterns)) {
+                                  report(*found);
+                                }
+                              }
+                              // A spike is news at once, as bad hardware is.
+                              auto spiked = [this, stream, id](const LossSpike& spike) {
+                                if (!stream->spiked.exchange(true)) {
+                                  host_.post(id, [this, stream, id, spike] {
+                                    if (Driven* live = host_.find(id); live != nullptr && live->stream == stream) {
+                                      loss_spiked(*live, stream->attempt, spike);
+                                    }
+                                  });
+                                }
+                              };
+                              // Progress and loss are read from the first worker that runs the command: the others
+                              // repeat it. Every chunk counts as output for the stall watchdog.
+                              const remote::LineSink sink = [chunks = output_chunks, patterns, report, progress,
+                                                             tracker, losses, loss, spiked, attempt = stream->attempt,
+                                                             reader = workers.empty() ? 0 : workers.front()](
+                                                                int worker, std::string_view lines) {
+                                chunks->fetch_add(1, std::memory_order_relaxed);
+                                std::optional<LossSpike> spike;
+                                if (loss && worker == reader) {
+                                  spike = read_losses(*progress, *losses, *loss, lines);
+                                  if (spike) {
+                                    spiked(*spike);
+                                  }
+                                }
+                                if (patterns && !(spike && !std::isfinite(spike->loss))) {
+                                  if (auto line = patterns->first_match(lines)) {
+                                    report(HardwareFinding{attempt, worker, "output", std::string(util::trim(*line))});
+                                  }
+                                }
+                                if (progress && worker == reader) {
+                                  read_progress(*progress, *tracker, lines);
+                                }
+                              };
+                              std::vector<remote::StreamEnd> ends;
+                              std::string error;
+                              try {
+                                ends = ops->stream(target, workers, wid, dir, stream->stop.get_token(), sink);
+                              } catch (const std::exception& e) {
+                                error = e.what();
+                              }
+                              if (stream->stop.stop_requested()) {
+                                return {}; // Whoever stopped it no longer cares; `this` may be gone.
+                              }
+                              return [this, stream, ends = std::move(ends), error, id] {
+                                Driven* live = host_.find(id);
+                                if (live == nullptr || live->stream != stream) {
+                                  return;
+                                }
+                                stream->ended = true;
+                                stream->ends = ends;
+                                stream->error = error;
+                              };
+                            });
   ++counters_->streams;
 }
 
@@ -324,6 +360,8 @@ void JobDriver::watch(Driven& d) {
   if (!d.stream->ended) {
     if (d.job.kind != domain::JobKind::task && run_ending(d, host_)) {
       stop_before_run_ends(d);
+    } else if (stall_due(d, host_)) {
+      stalled(d);
     }
     return;
   }

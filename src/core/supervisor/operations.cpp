@@ -106,6 +106,10 @@ public:
                                            const remote::LaunchSpec& spec, std::chrono::milliseconds timeout) override {
     return remote::launch(target, workers, spec, timeout);
   }
+  std::vector<remote::WorkerRun> stacks(const remote::SliceTarget& target, const std::vector<int>& workers,
+                                        const remote::WorkloadId& id, std::chrono::milliseconds timeout) override {
+    return remote::stacks(target, workers, id, timeout);
+  }
   std::vector<remote::WorkerStatus> query(const remote::SliceTarget& target, const std::vector<int>& workers,
                                           const remote::WorkloadId& id, std::chrono::milliseconds timeout) override {
     return remote::query(target, workers, id, timeout);

@@ -92,6 +92,9 @@ public:
   virtual std::vector<remote::WorkerStatus> stop(const remote::SliceTarget& target, const std::vector<int>& workers,
                                                  const remote::WorkloadId& id, std::chrono::milliseconds grace,
                                                  std::chrono::milliseconds timeout) = 0;
+  // What the workload's processes on `workers` are doing (remote::stacks): each worker's report.
+  virtual std::vector<remote::WorkerRun> stacks(const remote::SliceTarget& target, const std::vector<int>& workers,
+                                                const remote::WorkloadId& id, std::chrono::milliseconds timeout) = 0;
   // Streams the workload's output home into dir/worker-W.log (and to `sink`) until it ends on every worker or `stop`
   // is requested; how each worker's stream ended.
   virtual std::vector<remote::StreamEnd> stream(const remote::SliceTarget& target, const std::vector<int>& workers,

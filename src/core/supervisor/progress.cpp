@@ -27,6 +27,45 @@ std::shared_ptr<const util::ProgressPattern> JobDriver::progress_pattern(const c
   }
 }
 
+std::shared_ptr<const util::LossPattern> JobDriver::loss_pattern(const config::JobConfig& config) {
+  if (!config.recovery.loss_spike || config.job.loss.empty()) {
+    return nullptr;
+  }
+  if (auto shared = loss_patterns_[config.job.loss].lock()) {
+    return shared;
+  }
+  try {
+    auto compiled = std::make_shared<const util::LossPattern>(config.job.loss);
+    loss_patterns_[config.job.loss] = compiled;
+    std::erase_if(loss_patterns_, [](const auto& entry) { return entry.second.expired(); });
+    return compiled;
+  } catch (const std::exception& e) {
+    spdlog::warn("job.loss: {}; the loss is not watched", e.what());
+    return nullptr;
+  }
+}
+
+std::optional<LossSpike> JobDriver::read_losses(const util::ProgressPattern& steps, const util::LossPattern& losses,
+                                                LossTracker& tracker, std::string_view lines) {
+  while (!lines.empty()) {
+    const auto end = lines.find('\n');
+    const auto line = lines.substr(0, end);
+    if (const auto step = steps.read(line)) {
+      if (const auto loss = losses.read(line)) {
+        const std::lock_guard lock(tracker.mutex);
+        if (auto spike = tracker.watch.add(step->step, *loss)) {
+          return spike;
+        }
+      }
+    }
+    if (end == std::string_view::npos) {
+      break;
+    }
+    lines.remove_prefix(end + 1);
+  }
+  return std::nullopt;
+}
+
 std::shared_ptr<ProgressTracker> JobDriver::progress_tracker(Driven& d) {
   const auto* attempt = d.current();
   if (attempt == nullptr) {
