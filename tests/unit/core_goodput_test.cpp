@@ -218,6 +218,31 @@ TEST(Goodput, AResumePastTheLastStepThatCameHomeLosesNothing) {
   EXPECT_TRUE(a.notes.empty()) << a.notes.front();
 }
 
+TEST(Goodput, TheStepsARollbackDoesAgainAreLost) {
+  // Steps 0 to 100 from 20 s, one a second; the loss spiked at step 90, and the workload stopped at 100 (t=120). The
+  // next attempt, on the same slice, resumed from the checkpoint at step 80: steps 81 to 100 are done again.
+  History h;
+  h.phase(0, Phase::queued);
+  auto& first = h.attempt(0, 10);
+  h.phase(10, Phase::setup);
+  h.phase(20, Phase::running);
+  History::steps(first, 0, 100, 20);
+  History::end(h.attempts[0], 121, domain::AttemptOutcome::rolled_back, std::nullopt);
+  h.attempts[0].rollback_step = 90;
+  h.phase(121, Phase::setup);
+  auto& second = h.attempt(121, std::nullopt);
+  second.queued_resource = h.attempts[0].queued_resource;
+  h.phase(125, Phase::running);
+  History::steps(second, 80, 200, 125); // "resumed from step=80" first, as systolic-train prints it.
+  History::end(h.attempts[1], 245, domain::AttemptOutcome::succeeded, 250);
+  h.phase(245, Phase::succeeded);
+  const auto a = h.account(300);
+  EXPECT_EQ(a.lost_steps, 100 - 80);
+  // The first attempt's running time from step 80 on (t=100 to 121) is lost; the rest of its running is productive.
+  EXPECT_EQ(seconds(a, Bucket::lost), 121 - 100);
+  EXPECT_EQ(seconds(a, Bucket::productive), (100 - 20) + (245 - 125));
+}
+
 TEST(Goodput, TheTimeAJobSatFinishedBeforeAResumeIsLeftOut) {
   History h;
   h.phase(1, Phase::queued);
