@@ -121,8 +121,50 @@ TEST(SystolicCheckpoint, DefectsAreNamed) {
   EXPECT_NE(decode_checkpoint("PK\x03\x04 not a checkpoint at all, but long enough").defect.find("bad magic"),
             std::string::npos);
   std::string future = bytes;
-  future[8] = 2;
-  EXPECT_NE(decode_checkpoint(future).defect.find("version 2"), std::string::npos);
+  future[8] = 3;
+  EXPECT_NE(decode_checkpoint(future).defect.find("version 3"), std::string::npos);
+}
+
+TEST(SystolicCheckpoint, TheDataShiftAndTheRollbackItIncludesRoundTrip) {
+  Checkpoint checkpoint = trained_checkpoint(4);
+  checkpoint.state.data_shift = 7;
+  checkpoint.state.rollback_step = 450;
+  const std::string bytes = encode_checkpoint(checkpoint);
+  EXPECT_EQ(bytes[8], 2) << "format version 2";
+  const auto decoded = decode_checkpoint(bytes);
+  ASSERT_TRUE(decoded.checkpoint) << decoded.defect;
+  EXPECT_EQ(decoded.checkpoint->state.data_shift, 7U);
+  EXPECT_EQ(decoded.checkpoint->state.rollback_step, 450U);
+  EXPECT_TRUE(decoded.checkpoint->state.weights.bitwise_equal(checkpoint.state.weights));
+}
+
+// Version 1, written before the data shift existed: the same bytes without the shift's 16 (after the identity).
+TEST(SystolicCheckpoint, AVersionOneCheckpointIsReadWithNoDataShift) {
+  const Checkpoint checkpoint = trained_checkpoint(3);
+  std::string bytes = encode_checkpoint(checkpoint);
+  constexpr std::size_t kShiftOffset = 32 + 32; // Header, then the identity.
+  ASSERT_EQ(bytes.substr(kShiftOffset, 16), std::string(16, '\0'));
+  bytes.erase(kShiftOffset, 16);
+  bytes.resize(bytes.size() - 4); // The CRC, recomputed below.
+  bytes[8] = 1;
+  const std::uint64_t payload = bytes.size() - 32;
+  for (std::size_t i = 0; i < 8; ++i) {
+    bytes[24 + i] = static_cast<char>((payload >> (8 * i)) & 0xFFU);
+  }
+  const std::uint32_t crc = jobman::systolic::crc32(bytes);
+  for (std::size_t i = 0; i < 4; ++i) {
+    bytes.push_back(static_cast<char>((crc >> (8 * i)) & 0xFFU));
+  }
+  const auto decoded = decode_checkpoint(bytes);
+  ASSERT_TRUE(decoded.checkpoint) << decoded.defect;
+  EXPECT_EQ(decoded.checkpoint->config, checkpoint.config);
+  EXPECT_EQ(decoded.checkpoint->state.step, 3U);
+  EXPECT_EQ(decoded.checkpoint->state.data_shift, 0U);
+  EXPECT_EQ(decoded.checkpoint->state.rollback_step, 0U);
+  EXPECT_TRUE(decoded.checkpoint->state.weights.bitwise_equal(checkpoint.state.weights));
+  EXPECT_TRUE(decoded.checkpoint->state.velocity.bitwise_equal(checkpoint.state.velocity));
+  // Written again, it is version 2, the shift included.
+  EXPECT_EQ(encode_checkpoint(*decoded.checkpoint), encode_checkpoint(checkpoint));
 }
 
 TEST(SystolicCheckpoint, SaveWritesTheFinalNameOnlyAndLeavesNoTemporaries) {
@@ -203,6 +245,39 @@ TEST_P(SystolicCheckpointDamage, DamagedNewestCheckpointIsSkippedForThePreviousO
 INSTANTIATE_TEST_SUITE_P(Systolic, SystolicCheckpointDamage,
                          ::testing::Values("torn", "truncated", "corrupted", "empty", "renamed"),
                          [](const ::testing::TestParamInfo<std::string>& param) { return param.param; });
+
+TEST(SystolicCheckpoint, CheckpointsTheCallerRefusesArePassedOverWithoutAWarning) {
+  jobman::test::TempDir dir;
+  CheckpointDirectory checkpoints(dir.path());
+  for (const std::uint64_t step : {2, 4, 6, 8}) {
+    checkpoints.save(trained_checkpoint(step));
+  }
+  std::vector<std::uint64_t> offered;
+  const auto loaded = checkpoints.load_newest_valid(
+      [](const SkippedCheckpoint& skipped) { ADD_FAILURE() << skipped.path << ": " << skipped.reason; },
+      [&](const jobman::systolic::LoadedCheckpoint& candidate) {
+        offered.push_back(candidate.checkpoint.state.step);
+        return candidate.checkpoint.state.step < 5;
+      });
+  ASSERT_TRUE(loaded);
+  EXPECT_EQ(loaded->checkpoint.state.step, 4U);
+  EXPECT_EQ(offered, (std::vector<std::uint64_t>{8, 6, 4}));
+}
+
+TEST(SystolicCheckpoint, RollBackMovesACheckpointWhereNoResumeLooks) {
+  jobman::test::TempDir dir;
+  CheckpointDirectory checkpoints(dir.path());
+  checkpoints.save(trained_checkpoint(1));
+  const fs::path later = checkpoints.save(trained_checkpoint(2));
+  const std::string bytes = read_file(later);
+  const auto moved = checkpoints.roll_back(later);
+  ASSERT_TRUE(moved);
+  EXPECT_EQ(*moved, dir / "rolled-back" / "ckpt-000000000002.bin");
+  EXPECT_EQ(read_file(*moved), bytes) << "moved, not rewritten";
+  ASSERT_EQ(checkpoints.list().size(), 1U);
+  EXPECT_EQ(checkpoints.list().front().step, 1U);
+  EXPECT_FALSE(checkpoints.roll_back(dir / "ckpt-000000000009.bin")) << "no such file";
+}
 
 TEST(SystolicCheckpoint, NoValidCheckpointGivesNothing) {
   jobman::test::TempDir dir;

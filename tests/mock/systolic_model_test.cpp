@@ -155,11 +155,13 @@ TEST(SystolicCommandLine, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(o.model.momentum, 0.9);
   EXPECT_TRUE(o.ckpt_dir.empty());
   EXPECT_EQ(o.ckpt_every, 100U);
-  EXPECT_EQ(o.keep, 3U);
+  EXPECT_EQ(o.keep, 5U);
   EXPECT_EQ(o.step_time_ms, 0U);
   EXPECT_EQ(o.worker_id, 0U);
   EXPECT_FALSE(o.selftest);
   EXPECT_TRUE(o.save_on_stop);
+  EXPECT_EQ(o.resume_before, 0U);
+  EXPECT_EQ(o.skip_steps, 0U);
 }
 
 TEST(SystolicCommandLine, EveryOptionIsRead) {
@@ -192,6 +194,46 @@ TEST(SystolicCommandLine, EveryOptionIsRead) {
   EXPECT_EQ(o.worker_id, 6U);
   EXPECT_TRUE(o.selftest);
   EXPECT_FALSE(o.save_on_stop);
+}
+
+TEST(SystolicCommandLine, TheRollbackComesFromTheOptionsThenTheEnvironment) {
+  const auto from_environment = parse({}, {{"JOBMAN_RESUME_BEFORE_STEP", "450"}, {"JOBMAN_SKIP_STEPS", "20"}});
+  ASSERT_TRUE(from_environment.options) << from_environment.message;
+  EXPECT_EQ(from_environment.options->resume_before, 450U);
+  EXPECT_EQ(from_environment.options->skip_steps, 20U);
+  const auto overridden = parse({"--resume-before-step", "7", "--skip-steps", "4"},
+                                {{"JOBMAN_RESUME_BEFORE_STEP", "450"}, {"JOBMAN_SKIP_STEPS", "20"}});
+  ASSERT_TRUE(overridden.options) << overridden.message;
+  EXPECT_EQ(overridden.options->resume_before, 7U);
+  EXPECT_EQ(overridden.options->skip_steps, 4U);
+  const auto empty = parse({}, {{"JOBMAN_RESUME_BEFORE_STEP", ""}, {"JOBMAN_SKIP_STEPS", ""}});
+  ASSERT_TRUE(empty.options) << empty.message;
+  EXPECT_EQ(empty.options->resume_before, 0U);
+}
+
+TEST(SystolicCommandLine, MalformedRollbacksAreUsageErrorsNamingTheOptionOrVariable) {
+  const std::vector<std::pair<std::string, std::string>> variables = {
+      {"JOBMAN_RESUME_BEFORE_STEP", "abc"}, {"JOBMAN_RESUME_BEFORE_STEP", "-1"},
+      {"JOBMAN_RESUME_BEFORE_STEP", "0"},   {"JOBMAN_RESUME_BEFORE_STEP", "1.5"},
+      {"JOBMAN_RESUME_BEFORE_STEP", " 3"},  {"JOBMAN_SKIP_STEPS", "x"},
+      {"JOBMAN_SKIP_STEPS", "-2"},          {"JOBMAN_SKIP_STEPS", "99999999999999999999"},
+  };
+  for (const auto& [name, value] : variables) {
+    std::map<std::string, std::string> env = {{"JOBMAN_RESUME_BEFORE_STEP", "5"}};
+    env[name] = value;
+    const auto parsed = parse({}, env);
+    EXPECT_FALSE(parsed.options) << name << "=" << value;
+    EXPECT_EQ(parsed.exit, TrainExit::usage) << name << "=" << value;
+    EXPECT_NE(parsed.message.find(name + " must be "), std::string::npos) << parsed.message;
+    EXPECT_NE(parsed.message.find("'" + value + "'"), std::string::npos) << parsed.message;
+  }
+  const std::vector<std::vector<std::string>> options = {
+      {"--resume-before-step", "0"}, {"--resume-before-step", "-4"}, {"--skip-steps", "-1"}, {"--skip-steps", "1e3"}};
+  for (const auto& args : options) {
+    const auto parsed = parse(args);
+    EXPECT_EQ(parsed.exit, TrainExit::usage) << args[0] << " " << args[1];
+    EXPECT_NE(parsed.message.find(args[0]), std::string::npos) << parsed.message;
+  }
 }
 
 TEST(SystolicCommandLine, WorkerIdComesFromTheOptionThenTheEnvironment) {
@@ -238,6 +280,10 @@ TEST(SystolicCommandLine, HelpDescribesTheOptionsAndSucceeds) {
        {"--steps", "--ckpt-dir", "--ckpt-every", "--dim", "--array", "--batch", "--seed", "--step-time-ms", "--lr",
         "--keep", "--worker-id", "MOCK_TPU_FAULT_FILE", "--selftest", "selftest passed: ", "selftest failed: "}) {
     EXPECT_NE(parsed.message.find(option), std::string::npos) << option;
+  }
+  for (const char* rollback : {"--resume-before-step", "--skip-steps", "JOBMAN_RESUME_BEFORE_STEP", "JOBMAN_SKIP_STEPS",
+                               "rolled-back/", "MOCK_TPU_LOSS_SPIKE_FILE", "MOCK_TPU_HANG_FILE"}) {
+    EXPECT_NE(parsed.message.find(rollback), std::string::npos) << rollback;
   }
 }
 

@@ -18,12 +18,14 @@ namespace systolic_run_test {
 namespace fs = std::filesystem;
 using jobman::systolic::CheckpointDirectory;
 using jobman::systolic::SkippedCheckpoint;
+using jobman::systolic::StepFault;
 using jobman::systolic::StopSignals;
 using jobman::systolic::TrainExit;
 using jobman::systolic::TrainingIo;
 using jobman::systolic::TrainOptions;
 
-// Delivers `signal` once the run has completed `steps` steps (0: never); never waits.
+// Delivers `signal` once the run has completed `steps` steps (0: never); never waits. A run that hangs gets `signal`
+// at once.
 class StopAfterSteps : public StopSignals {
 public:
   StopAfterSteps(std::uint64_t steps, int signal) : steps_(steps), signal_(signal) {}
@@ -32,6 +34,7 @@ public:
     ++completed_; // The loop waits once after every completed step.
     return pending();
   }
+  int block_until_stopped() override { return signal_; }
 
 private:
   std::uint64_t steps_;
@@ -79,11 +82,11 @@ TrainOptions small_options(std::uint64_t steps, const fs::path& ckpt_dir = {}) {
 }
 
 Outcome train(const TrainOptions& options, std::uint64_t stop_after = 0, int signal = SIGTERM,
-              std::function<bool()> faulty = {}) {
+              std::function<bool()> faulty = {}, std::function<StepFault()> step_fault = {}) {
   std::ostringstream out;
   std::ostringstream err;
   StopAfterSteps stop(stop_after, signal);
-  TrainingIo io{out, err, stop, std::move(faulty)};
+  TrainingIo io{out, err, stop, std::move(faulty), std::move(step_fault)};
   Outcome outcome;
   outcome.exit = jobman::systolic::run_training(options, io);
   std::istringstream lines(out.str());
@@ -248,6 +251,202 @@ TEST(SystolicRun, CheckpointsOfAnotherRunAreRefused) {
   ASSERT_FALSE(refused.lines.empty());
   EXPECT_NE(refused.lines.back().find("--seed 1 there, 8 here"), std::string::npos) << refused.lines.back();
   EXPECT_NE(refused.lines.back().find("--lr 0.1 there, 0.5 here"), std::string::npos) << refused.lines.back();
+}
+
+// The steps of the checkpoint files directly in `dir`, newest first.
+std::vector<std::uint64_t> checkpoint_steps(const fs::path& dir) {
+  std::vector<std::uint64_t> steps;
+  for (const auto& file : CheckpointDirectory(dir).list()) {
+    steps.push_back(file.step);
+  }
+  return steps;
+}
+
+// The loss a "step=N loss=L ..." line reports.
+double loss_of(const std::string& step_line) {
+  const auto at = step_line.find(" loss=") + 6;
+  return std::stod(step_line.substr(at, step_line.find(' ', at) - at));
+}
+
+// Options of a run of `steps` steps that checkpoints every 5 into `ckpt_dir` and keeps them all.
+TrainOptions keeping_options(std::uint64_t steps, const fs::path& ckpt_dir) {
+  TrainOptions options = small_options(steps, ckpt_dir);
+  options.keep = 100;
+  return options;
+}
+
+// The options of a run of `steps` steps that checkpoints every 5 into `ckpt_dir` (all kept) and has run to its end
+// there, given a rollback before step `before` that skips the data of `skip` steps.
+TrainOptions rollback_after_a_run(std::uint64_t steps, const fs::path& ckpt_dir, std::uint64_t before,
+                                  std::uint64_t skip) {
+  TrainOptions options = keeping_options(steps, ckpt_dir);
+  EXPECT_EQ(train(options).exit, TrainExit::ok);
+  options.resume_before = before;
+  options.skip_steps = skip;
+  return options;
+}
+
+// Without data to skip, the run rolled back computes the steps after its checkpoint exactly as before.
+TEST(SystolicRun, ARollbackResumesFromTheNewestCheckpointBeforeItsStepAndMovesTheLaterOnesAside) {
+  const Outcome uninterrupted = train(small_options(20));
+  jobman::test::TempDir dir;
+  const TrainOptions options = rollback_after_a_run(20, dir / "ckpt", 12, 0);
+  ASSERT_EQ(checkpoint_steps(dir / "ckpt"), (std::vector<std::uint64_t>{20, 15, 10, 5}));
+  const Outcome rolled = train(options);
+  ASSERT_EQ(rolled.exit, TrainExit::ok) << rolled.err;
+  ASSERT_GE(rolled.lines.size(), 2U);
+  EXPECT_EQ(rolled.lines[0], "rolling back: resuming from step=10, the newest checkpoint before step 12");
+  EXPECT_EQ(rolled.lines[1].rfind("resumed from step=10 of 20 checkpoint=", 0), 0U) << rolled.lines[1];
+  // Moved aside, not deleted; the run wrote its own 15 and 20 since.
+  EXPECT_EQ(checkpoint_steps(dir / "ckpt" / "rolled-back"), (std::vector<std::uint64_t>{20, 15}));
+  EXPECT_NE(rolled.err.find("rolled back " + (dir / "ckpt" / CheckpointDirectory::file_name(15)).string() + " to " +
+                            (dir / "ckpt" / "rolled-back" / CheckpointDirectory::file_name(15)).string()),
+            std::string::npos)
+      << rolled.err;
+  EXPECT_EQ(checkpoint_steps(dir / "ckpt"), (std::vector<std::uint64_t>{20, 15, 10, 5}));
+  const auto all_steps = uninterrupted.step_lines();
+  EXPECT_EQ(rolled.step_lines(), std::vector<std::string>(all_steps.begin() + 10, all_steps.end()));
+  EXPECT_EQ(rolled.checksum(), uninterrupted.checksum());
+}
+
+TEST(SystolicRun, ARollbackWithNoCheckpointBeforeItsStepStartsFromZero) {
+  jobman::test::TempDir dir;
+  const Outcome rolled = train(rollback_after_a_run(8, dir / "ckpt", 3, 2));
+  ASSERT_EQ(rolled.exit, TrainExit::ok) << rolled.err;
+  ASSERT_GE(rolled.lines.size(), 2U);
+  EXPECT_EQ(
+      rolled.lines[0],
+      "rolling back: starting from step=0, no checkpoint before step 3; skipping the data of 2 steps (data shift 2)");
+  EXPECT_EQ(rolled.lines[1], "starting from step=0 of 8");
+  EXPECT_EQ(checkpoint_steps(dir / "ckpt" / "rolled-back"), (std::vector<std::uint64_t>{8, 5}));
+  // Without a checkpoint directory it is the same run: step s trains on the batch of step s + 2 from the start.
+  TrainOptions without = small_options(8);
+  without.resume_before = 3;
+  without.skip_steps = 2;
+  EXPECT_EQ(train(without).checksum(), rolled.checksum());
+  EXPECT_NE(rolled.checksum(), train(small_options(8)).checksum());
+}
+
+// Skipping data shifts every later step's batch: where the run rolled back from does not matter, only the checkpoint
+// it resumes from, so a run that stopped at that checkpoint and got the same rollback ends bit for bit the same.
+TEST(SystolicRun, ARollbackThatSkipsDataEndsWhereTheSameRollbackFromItsCheckpointEnds) {
+  jobman::test::TempDir dir;
+  TrainOptions went_on = keeping_options(20, dir / "went-on");
+  TrainOptions stopped = keeping_options(10, dir / "stopped");
+  ASSERT_EQ(train(went_on).exit, TrainExit::ok);
+  ASSERT_EQ(train(stopped).exit, TrainExit::ok);
+  for (TrainOptions* options : {&went_on, &stopped}) {
+    options->steps = 20;
+    options->resume_before = 12;
+    options->skip_steps = 3;
+  }
+  const Outcome from_went_on = train(went_on);
+  const Outcome from_stopped = train(stopped);
+  ASSERT_EQ(from_went_on.exit, TrainExit::ok) << from_went_on.err;
+  ASSERT_EQ(from_stopped.exit, TrainExit::ok) << from_stopped.err;
+  const std::string rolling_back = "rolling back: resuming from step=10, the newest checkpoint before step 12; "
+                                   "skipping the data of 3 steps (data shift 3)";
+  EXPECT_EQ(from_went_on.lines.at(0), rolling_back);
+  EXPECT_EQ(from_stopped.lines.at(0), rolling_back);
+  EXPECT_EQ(from_went_on.step_lines(), from_stopped.step_lines());
+  EXPECT_EQ(from_went_on.checksum(), from_stopped.checksum());
+  EXPECT_NE(from_went_on.checksum(), train(small_options(20)).checksum());
+  EXPECT_FALSE(fs::exists(dir / "stopped" / "rolled-back")) << "nothing there to move aside";
+
+  // The shift is in the checkpoints the rolled-back run wrote: a plain resume from them keeps it, and ends where the
+  // same rollback run to the end in one go ends.
+  const auto newest = CheckpointDirectory(dir / "went-on").load_newest_valid([](const SkippedCheckpoint&) {});
+  ASSERT_TRUE(newest);
+  EXPECT_EQ(newest->checkpoint.state.step, 20U);
+  EXPECT_EQ(newest->checkpoint.state.data_shift, 3U);
+  EXPECT_EQ(newest->checkpoint.state.rollback_step, 12U);
+  went_on.resume_before = 0;
+  went_on.skip_steps = 0;
+  went_on.steps = 25;
+  const Outcome continued = train(went_on);
+  EXPECT_EQ(continued.lines.at(0).rfind("resumed from step=20 of 25 ", 0), 0U) << continued.lines.at(0);
+  TrainOptions in_one_go = keeping_options(10, dir / "in-one-go");
+  ASSERT_EQ(train(in_one_go).exit, TrainExit::ok);
+  in_one_go.steps = 25;
+  in_one_go.resume_before = 12;
+  in_one_go.skip_steps = 3;
+  EXPECT_EQ(continued.checksum(), train(in_one_go).checksum());
+}
+
+// jobman passes the same rollback again on every attempt until the run is past its step: stopped before it, at it or
+// after it, and given the same K and M again, the run skips the data once and ends where the rollback that was never
+// stopped ends.
+TEST(SystolicRun, ARollbackGivenAgainAfterAStopSkipsTheDataOnlyOnce) {
+  jobman::test::TempDir reference_dir;
+  const Outcome once = train(rollback_after_a_run(20, reference_dir / "ckpt", 12, 3));
+  ASSERT_EQ(once.exit, TrainExit::ok) << once.err;
+
+  for (const std::uint64_t stop_after : {1, 2, 6}) { // Stopped at step 11, 12 and 16, each saved on the stop.
+    jobman::test::TempDir dir;
+    const TrainOptions options = rollback_after_a_run(20, dir / "ckpt", 12, 3);
+    ASSERT_EQ(train(options, stop_after).exit, TrainExit::terminated);
+    const Outcome again = train(options);
+    ASSERT_EQ(again.exit, TrainExit::ok) << again.err;
+    const std::uint64_t stopped_at = 10 + stop_after;
+    const std::string from = stopped_at < 12 ? "the newest checkpoint before step 12"
+                                             : "a checkpoint written after this rollback before step 12";
+    EXPECT_EQ(again.lines.at(0), "rolling back: resuming from step=" + std::to_string(stopped_at) + ", " + from +
+                                     "; its data shift 3 already includes this rollback's skip");
+    EXPECT_TRUE(again.err.find("rolled back") == std::string::npos) << "nothing more to move aside: " << again.err;
+    EXPECT_EQ(again.checksum(), once.checksum()) << "stopped after " << stop_after << " steps";
+  }
+}
+
+// A spike from step 12 for 3 steps: those steps report 10 times the loss and apply 10 times the gradient, so the run
+// ends elsewhere. Rolled back to before the spike (which is spent by then) it ends at the uninterrupted checksum.
+TEST(SystolicRun, ALossSpikeCorruptsTheRunAndARollbackBeforeItUndoesIt) {
+  const Outcome uninterrupted = train(small_options(20));
+  std::uint64_t asked = 0;
+  int spikes_left = 3;
+  const auto spike = [&]() {
+    StepFault fault;
+    if (++asked >= 12 && spikes_left > 0) {
+      --spikes_left;
+      fault.loss_spike = 10;
+    }
+    return fault;
+  };
+  jobman::test::TempDir dir;
+  TrainOptions options = keeping_options(20, dir / "ckpt");
+  const Outcome spiked = train(options, 0, SIGTERM, {}, spike);
+  ASSERT_EQ(spiked.exit, TrainExit::ok) << spiked.err;
+  EXPECT_EQ(asked, 20U) << "asked once before every step";
+  const auto clean_steps = uninterrupted.step_lines();
+  const auto spiked_steps = spiked.step_lines();
+  ASSERT_EQ(spiked_steps.size(), 20U);
+  EXPECT_EQ(std::vector<std::string>(spiked_steps.begin(), spiked_steps.begin() + 11),
+            std::vector<std::string>(clean_steps.begin(), clean_steps.begin() + 11));
+  EXPECT_NEAR(loss_of(spiked_steps[11]) / loss_of(clean_steps[11]), 10.0, 1e-6) << spiked_steps[11];
+  EXPECT_NE(spiked.checksum(), uninterrupted.checksum());
+
+  options.resume_before = 12;
+  const Outcome rolled = train(options, 0, SIGTERM, {}, spike);
+  ASSERT_EQ(rolled.exit, TrainExit::ok) << rolled.err;
+  EXPECT_EQ(rolled.lines.at(0), "rolling back: resuming from step=10, the newest checkpoint before step 12");
+  EXPECT_EQ(rolled.checksum(), uninterrupted.checksum());
+}
+
+// A hung step prints nothing, ends on the stop request, and saves nothing: a hung process does not get to.
+TEST(SystolicRun, AHangEndsOnlyOnAStopRequestAndSavesNothing) {
+  jobman::test::TempDir dir;
+  TrainOptions options = small_options(20, dir / "ckpt");
+  options.ckpt_every = 100;
+  std::uint64_t asked = 0;
+  const Outcome hung = train(options, 0, SIGTERM, {}, [&asked] {
+    StepFault fault;
+    fault.hang = ++asked == 4;
+    return fault;
+  });
+  EXPECT_EQ(hung.exit, TrainExit::terminated);
+  ASSERT_EQ(hung.lines.size(), 5U);
+  EXPECT_EQ(hung.lines[3].rfind("step=3 ", 0), 0U) << hung.lines[3];
+  EXPECT_EQ(hung.lines[4], "terminated at step=3 by SIGTERM while hung in step=4, nothing saved");
+  EXPECT_TRUE(CheckpointDirectory(dir / "ckpt").list().empty());
 }
 
 // The --selftest run in-process on an array of `array`, the hardware faulty when `faulty` says so.

@@ -1,6 +1,7 @@
 // The systolic-train binary as a child process: killed and resumed at random steps it still ends with the
 // uninterrupted run's checksum; signals, faulty hardware, workers and bad options behave as documented.
 #include "support/line_process.hpp"
+#include "support/mock_cloud.hpp"
 #include "support/run.hpp"
 #include "support/temp_dir.hpp"
 #include "systolic/checkpoint.hpp"
@@ -85,23 +86,26 @@ std::string read_text(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// systolic-train with `args` to completion.
-jobman::test::RunResult run_trainer(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+// An environment without the variables systolic-train reads, whatever the test runner has set.
+std::map<std::string, std::string> clean_env() {
+  return {{"JOBMAN_WORKER_ID", ""},   {"MOCK_TPU_FAULT_FILE", ""}, {"MOCK_TPU_LOSS_SPIKE_FILE", ""},
+          {"MOCK_TPU_HANG_FILE", ""}, {"JOBMAN_SKIP_STEPS", ""},   {"JOBMAN_RESUME_BEFORE_STEP", ""}};
+}
+
+// systolic-train with `args` to completion; `env` on top of clean_env().
+jobman::test::RunResult run_trainer(std::vector<std::string> args, const std::map<std::string, std::string>& env = {}) {
   args.insert(args.begin(), systolic_binary());
-  env.try_emplace("JOBMAN_WORKER_ID", "");
-  env.try_emplace("MOCK_TPU_FAULT_FILE", "");
-  return jobman::test::run_program(args, {env, "", ""});
+  auto all = clean_env();
+  for (const auto& [name, value] : env) {
+    all[name] = value;
+  }
+  return jobman::test::run_program(args, {all, "", ""});
 }
 
 // `args` with a small model added, so that sanitizer builds run it quickly.
 std::vector<std::string> with_small_model(std::vector<std::string> args) {
   args.insert(args.end(), {"--dim", "10", "--batch", "6", "--array", "4"});
   return args;
-}
-
-// An environment without the variables systolic-train reads, whatever the test runner has set.
-std::map<std::string, std::string> clean_env() {
-  return {{"JOBMAN_WORKER_ID", ""}, {"MOCK_TPU_FAULT_FILE", ""}};
 }
 
 TEST(SystolicTrain, DefaultRunOfAHundredStepsPrintsEveryStepAndAChecksum) {
@@ -371,6 +375,141 @@ TEST(SystolicTrain, BadOptionsExitTwoNamingTheOption) {
   const auto env = run_trainer({"--steps", "1"}, {{"JOBMAN_WORKER_ID", "-1"}});
   EXPECT_EQ(env.exit_code, 2);
   EXPECT_NE(env.err.find("JOBMAN_WORKER_ID"), std::string::npos) << env.err;
+}
+
+// The loss a "step=N loss=L ..." line reports.
+double loss_of(const std::string& step_line) {
+  const auto at = step_line.find(" loss=") + 6;
+  return std::stod(step_line.substr(at, step_line.find(' ', at) - at));
+}
+
+// The "step=N ..." line of `lines`, or "".
+std::string step_line(const std::vector<std::string>& lines, std::uint64_t step) {
+  for (const auto& line : lines) {
+    if (line.starts_with("step=" + std::to_string(step) + " ")) {
+      return line;
+    }
+  }
+  return "";
+}
+
+// jobman's rollback through the environment: the later checkpoints move aside, so a plain resume afterwards continues
+// the rolled-back run (its data shift included), never the one before the rollback.
+TEST(SystolicTrain, ARollbackFromTheEnvironmentMovesTheLaterCheckpointsAsideForGood) {
+  jobman::test::TempDir dir;
+  const fs::path ckpt = dir / "ckpt";
+  const auto args =
+      with_small_model({"--steps", "20", "--ckpt-dir", ckpt.string(), "--ckpt-every", "5", "--keep", "100"});
+  const auto before = run_trainer(args);
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  const auto rolled = run_trainer(args, {{"JOBMAN_RESUME_BEFORE_STEP", "12"}, {"JOBMAN_SKIP_STEPS", "3"}});
+  ASSERT_EQ(rolled.exit_code, 0) << rolled.err;
+  const auto lines = split_lines(rolled.out);
+  ASSERT_GE(lines.size(), 2U);
+  EXPECT_EQ(lines[0], "rolling back: resuming from step=10, the newest checkpoint before step 12; skipping the data "
+                      "of 3 steps (data shift 3)");
+  EXPECT_EQ(lines[1], "resumed from step=10 of 20 checkpoint=" + (ckpt / CheckpointDirectory::file_name(10)).string());
+  const auto aside = CheckpointDirectory(ckpt / "rolled-back").list();
+  ASSERT_EQ(aside.size(), 2U);
+  EXPECT_EQ(aside[0].step, 20U);
+  EXPECT_EQ(aside[1].step, 15U);
+  EXPECT_NE(checksum_of(lines), checksum_of(split_lines(before.out)));
+
+  const auto plain = run_trainer(with_small_model({"--steps", "25", "--ckpt-dir", ckpt.string()}));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(plain.out.rfind("resumed from step=20 of 25 ", 0), 0U) << plain.out;
+  jobman::test::TempDir other;
+  const auto other_args =
+      with_small_model({"--steps", "10", "--ckpt-dir", (other / "ckpt").string(), "--ckpt-every", "5"});
+  ASSERT_EQ(run_trainer(other_args).exit_code, 0);
+  const auto in_one_go = run_trainer(with_small_model({"--steps", "25", "--ckpt-dir", (other / "ckpt").string()}),
+                                     {{"JOBMAN_RESUME_BEFORE_STEP", "12"}, {"JOBMAN_SKIP_STEPS", "3"}});
+  ASSERT_EQ(in_one_go.exit_code, 0) << in_one_go.err;
+  EXPECT_EQ(checksum_of(split_lines(plain.out)), checksum_of(split_lines(in_one_go.out)));
+}
+
+TEST(SystolicTrain, MalformedRollbackVariablesExitTwoNamingThem) {
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"JOBMAN_RESUME_BEFORE_STEP", "0"}, {"JOBMAN_RESUME_BEFORE_STEP", "-5"}, {"JOBMAN_SKIP_STEPS", "some"}}) {
+    std::map<std::string, std::string> env = {{"JOBMAN_RESUME_BEFORE_STEP", "3"}};
+    env[name] = value;
+    const auto result = run_trainer({"--steps", "1"}, env);
+    EXPECT_EQ(result.exit_code, 2) << name << "=" << value;
+    EXPECT_EQ(result.out, "");
+    EXPECT_NE(result.err.find("systolic-train: error: " + name + " must be "), std::string::npos) << result.err;
+  }
+}
+
+// The mock's loss spike file: the next steps spike (10 times the loss, and the update), counting the file down; the
+// run that does not roll back ends elsewhere, and a rollback before the spike ends at the uninterrupted checksum.
+TEST(SystolicTrain, ALossSpikeFileSpikesTheNextStepsAndARollbackBeforeThemUndoesIt) {
+  const auto reference = run_trainer(with_small_model({"--steps", "20"}));
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const auto reference_lines = split_lines(reference.out);
+  jobman::test::TempDir dir;
+  const std::string ckpt = (dir / "ckpt").string();
+  ASSERT_EQ(run_trainer(with_small_model({"--steps", "10", "--ckpt-dir", ckpt, "--ckpt-every", "5"})).exit_code, 0);
+  const fs::path spike = dir.write("loss-spike", "10 3\n");
+  const std::map<std::string, std::string> env = {{"MOCK_TPU_LOSS_SPIKE_FILE", spike.string()}};
+
+  const auto one_step = run_trainer(with_small_model({"--steps", "11", "--ckpt-dir", ckpt}), env);
+  ASSERT_EQ(one_step.exit_code, 0) << one_step.err;
+  const std::string spiked_line = step_line(split_lines(one_step.out), 11);
+  EXPECT_NEAR(loss_of(spiked_line) / loss_of(step_line(reference_lines, 11)), 10.0, 1e-6) << spiked_line;
+  EXPECT_EQ(read_text(spike), "10 2\n");
+  const auto rest = run_trainer(with_small_model({"--steps", "20", "--ckpt-dir", ckpt}), env);
+  ASSERT_EQ(rest.exit_code, 0) << rest.err;
+  EXPECT_FALSE(fs::exists(spike)) << "spent after steps 11, 12 and 13";
+  EXPECT_NE(checksum_of(split_lines(rest.out)), checksum_of(reference_lines));
+
+  auto rollback_env = env;
+  rollback_env["JOBMAN_RESUME_BEFORE_STEP"] = "11";
+  const auto rolled = run_trainer(with_small_model({"--steps", "20", "--ckpt-dir", ckpt}), rollback_env);
+  ASSERT_EQ(rolled.exit_code, 0) << rolled.err;
+  EXPECT_EQ(rolled.out.rfind("rolling back: resuming from step=10, the newest checkpoint before step 11\n", 0), 0U)
+      << rolled.out;
+  EXPECT_EQ(checksum_of(split_lines(rolled.out)), checksum_of(reference_lines));
+}
+
+// The kernel's wait channel of `pid` (empty when it cannot be read).
+std::string wait_channel(pid_t pid) {
+  return read_text("/proc/" + std::to_string(pid) + "/wchan");
+}
+
+// The mock's hang file: the next step blocks in a read of a pipe (as a collective that never returns) and prints
+// nothing; SIGTERM ends it at once with 143 and no checkpoint, and the file is consumed, so a restart runs.
+TEST(SystolicTrain, AHangFileBlocksTheNextStepSilentlyUntilSigtermWhichSavesNothing) {
+  jobman::test::TempDir dir;
+  const fs::path hang = dir / "hang";
+  auto env = clean_env();
+  env["MOCK_TPU_HANG_FILE"] = hang.string();
+  const std::string ckpt = (dir / "ckpt").string();
+  TrainerProcess trainer(
+      with_small_model({"--steps", "1000", "--step-time-ms", "20", "--ckpt-dir", ckpt, "--ckpt-every", "1000"}), env,
+      dir / "stderr.log");
+  ASSERT_TRUE(trainer.read_until("step=3 ")) << read_text(dir / "stderr.log");
+  std::ofstream(hang).close();
+  ASSERT_TRUE(jobman::test::eventually(
+      [&] {
+        const std::string channel = wait_channel(trainer.pid());
+        // Some kernels do not name wait channels ("0"); there the file being consumed is what can be seen.
+        return !fs::exists(hang) && (channel.find("pipe_read") != std::string::npos || channel == "0");
+      },
+      std::chrono::seconds(30)))
+      << "wchan " << wait_channel(trainer.pid());
+  trainer.send(SIGTERM);
+  EXPECT_EQ(trainer.finish(), 143) << read_text(dir / "stderr.log");
+  EXPECT_FALSE(trainer.killed_by_signal()) << "it ended itself";
+  const auto& lines = trainer.lines();
+  ASSERT_GE(lines.size(), 2U);
+  const std::uint64_t last = step_of(lines[lines.size() - 2]);
+  EXPECT_EQ(lines.back(), "terminated at step=" + std::to_string(last) +
+                              " by SIGTERM while hung in step=" + std::to_string(last + 1) + ", nothing saved");
+  EXPECT_TRUE(CheckpointDirectory(ckpt).list().empty());
+
+  const auto restarted = run_trainer(with_small_model({"--steps", "5", "--ckpt-dir", ckpt}), env);
+  EXPECT_EQ(restarted.exit_code, 0) << restarted.err;
+  EXPECT_EQ(checksum_of(split_lines(restarted.out)).size(), 16U);
 }
 
 TEST(SystolicTrain, CheckpointsOfADifferentRunExitTwo) {

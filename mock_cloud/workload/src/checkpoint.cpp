@@ -24,9 +24,12 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kMagic = "SYSTCKPT";
-constexpr std::size_t kHeaderSize = 32;   // Magic 8, version 4, reserved 4, step 8, payload size 8.
-constexpr std::size_t kTrailerSize = 4;   // CRC-32.
-constexpr std::size_t kIdentitySize = 32; // dim 4, batch 4, seed 8, learning rate 8, momentum 8.
+constexpr std::size_t kHeaderSize = 32;    // Magic 8, version 4, reserved 4, step 8, payload size 8.
+constexpr std::size_t kTrailerSize = 4;    // CRC-32.
+constexpr std::size_t kIdentitySize = 32;  // dim 4, batch 4, seed 8, learning rate 8, momentum 8.
+constexpr std::size_t kShiftSize = 16;     // Version 2: data shift 8, rollback step 8.
+constexpr std::uint32_t kFirstVersion = 1; // Without the data shift.
+constexpr std::string_view kRolledBack = "rolled-back";
 constexpr std::string_view kPrefix = "ckpt-";
 constexpr std::string_view kSuffix = ".bin";
 constexpr std::string_view kTemporaryMarker = ".tmp-";
@@ -80,9 +83,10 @@ private:
   std::size_t offset_ = 0;
 };
 
-// The payload size of a model of width `dim`: the identity, then weights and momentum (8 tensors of binary32).
-std::uint64_t payload_size(std::uint64_t dim) {
-  return kIdentitySize + std::uint64_t{16} * (dim * dim + dim);
+// The payload size of a model of width `dim` in format `version`: the identity, the data shift (version 2), then
+// weights and momentum (8 tensors of binary32).
+std::uint64_t payload_size(std::uint64_t dim, std::uint32_t version) {
+  return kIdentitySize + (version == kFirstVersion ? 0 : kShiftSize) + std::uint64_t{16} * (dim * dim + dim);
 }
 
 void write_tensors(ByteWriter& out, const MlpWeights& w) {
@@ -157,6 +161,8 @@ std::string encode_checkpoint(const Checkpoint& checkpoint) {
   payload.u64(config.seed);
   payload.f64(config.learning_rate);
   payload.f64(config.momentum);
+  payload.u64(checkpoint.state.data_shift);
+  payload.u64(checkpoint.state.rollback_step);
   write_tensors(payload, checkpoint.state.weights);
   write_tensors(payload, checkpoint.state.velocity);
 
@@ -188,7 +194,7 @@ DecodedCheckpoint decode_checkpoint(std::string_view bytes) {
   header.u32(); // Reserved.
   const std::uint64_t step = header.u64();
   const std::uint64_t size = header.u64();
-  if (version != kCheckpointVersion) {
+  if (version != kCheckpointVersion && version != kFirstVersion) {
     result.defect = "unsupported format version " + std::to_string(version);
     return result;
   }
@@ -223,12 +229,17 @@ DecodedCheckpoint decode_checkpoint(std::string_view bytes) {
   checkpoint.config.seed = payload.u64();
   checkpoint.config.learning_rate = payload.f64();
   checkpoint.config.momentum = payload.f64();
-  if (checkpoint.config.dim == 0 || checkpoint.config.batch == 0 || size != payload_size(checkpoint.config.dim)) {
+  if (checkpoint.config.dim == 0 || checkpoint.config.batch == 0 ||
+      size != payload_size(checkpoint.config.dim, version)) {
     result.defect = "payload of " + std::to_string(size) + " bytes does not fit a model of width " +
                     std::to_string(checkpoint.config.dim);
     return result;
   }
   checkpoint.state.step = step;
+  if (version != kFirstVersion) {
+    checkpoint.state.data_shift = payload.u64();
+    checkpoint.state.rollback_step = payload.u64();
+  }
   checkpoint.state.weights = MlpWeights::zeros(checkpoint.config.dim);
   checkpoint.state.velocity = MlpWeights::zeros(checkpoint.config.dim);
   read_tensors(payload, checkpoint.state.weights);
@@ -272,7 +283,8 @@ std::vector<CheckpointFile> CheckpointDirectory::list() const {
 }
 
 std::optional<LoadedCheckpoint>
-CheckpointDirectory::load_newest_valid(const std::function<void(const SkippedCheckpoint&)>& on_skip) const {
+CheckpointDirectory::load_newest_valid(const std::function<void(const SkippedCheckpoint&)>& on_skip,
+                                       const std::function<bool(const LoadedCheckpoint&)>& usable) const {
   for (const CheckpointFile& file : list()) {
     std::ifstream in(file.path, std::ios::binary);
     if (!in.is_open()) {
@@ -294,7 +306,11 @@ CheckpointDirectory::load_newest_valid(const std::function<void(const SkippedChe
                               std::to_string(file.step)});
       continue;
     }
-    return LoadedCheckpoint{std::move(*decoded.checkpoint), file.path};
+    LoadedCheckpoint loaded{std::move(*decoded.checkpoint), file.path};
+    if (usable && !usable(loaded)) {
+      continue;
+    }
+    return loaded;
   }
   return std::nullopt;
 }
@@ -376,6 +392,20 @@ std::optional<fs::path> CheckpointDirectory::set_aside(const fs::path& file) {
   target += ".invalid";
   std::error_code ec;
   fs::rename(file, target, ec);
+  if (ec) {
+    return std::nullopt;
+  }
+  return target;
+}
+
+std::optional<fs::path> CheckpointDirectory::roll_back(const fs::path& file) {
+  const fs::path dir = dir_ / kRolledBack;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path target = dir / file.filename();
+  if (!ec) {
+    fs::rename(file, target, ec);
+  }
   if (ec) {
     return std::nullopt;
   }

@@ -104,11 +104,39 @@ bool environment_integer(const EnvironmentLookup& environment, const std::string
   std::uint64_t parsed = 0;
   const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), parsed);
   if (ec != std::errc() || end != text->data() + text->size() || parsed > high) {
-    error = name + " must be an integer from 0 to " + std::to_string(high) + ", not '" + *text + "'";
+    error = name + " must be " +
+            (high == std::numeric_limits<std::uint64_t>::max() ? std::string("a whole number, 0 or more")
+                                                               : "an integer from 0 to " + std::to_string(high)) +
+            ", not '" + *text + "'";
     return false;
   }
   value = parsed;
   return true;
+}
+
+// The rollback settings from the flags given and the environment; an error message naming the variable at fault, or
+// "".
+std::string resolve_rollback(const CLI::App& app, const EnvironmentLookup& environment, TrainOptions& options) {
+  constexpr auto kAny = std::numeric_limits<std::uint64_t>::max();
+  std::string error;
+  std::optional<std::uint64_t> before;
+  std::optional<std::uint64_t> skip;
+  if (app.count("--resume-before-step") == 0) {
+    if (!environment_integer(environment, "JOBMAN_RESUME_BEFORE_STEP", kAny, before, error)) {
+      return error;
+    }
+    if (before == 0U) {
+      return "JOBMAN_RESUME_BEFORE_STEP must be a step number of at least 1, not '0'";
+    }
+    options.resume_before = before.value_or(0);
+  }
+  if (app.count("--skip-steps") == 0) {
+    if (!environment_integer(environment, "JOBMAN_SKIP_STEPS", kAny, skip, error)) {
+      return error;
+    }
+    options.skip_steps = skip.value_or(0);
+  }
+  return "";
 }
 
 // The multislice settings from the flags given and the environment; an error message naming the option or
@@ -213,6 +241,15 @@ void define_options(CLI::App& app, TrainOptions& options) {
              "Worker 0 (--worker-id, else JOBMAN_WORKER_ID, else 0) writes checkpoints; every worker resumes from "
              "the newest valid one.\n"
              "While the file named by MOCK_TPU_FAULT_FILE exists the simulated hardware is faulty (NaN loss).\n"
+             "Rollback (jobman sets JOBMAN_RESUME_BEFORE_STEP=K and JOBMAN_SKIP_STEPS=M after a loss spike): resume "
+             "from the newest valid checkpoint before step K (from step 0 when there is none), moving the "
+             "checkpoints of step K and later into rolled-back/ under --ckpt-dir, and skip the data of M steps; "
+             "this prints 'rolling back: ...' first. The shift is kept in later checkpoints, so K and M given again "
+             "(after a preemption) do not skip twice.\n"
+             "The mock cloud injects step faults through files: the next N steps spike (loss and gradient times F) "
+             "while MOCK_TPU_LOSS_SPIKE_FILE holds 'F N' (counted down step by step), and the next step blocks "
+             "without a word until SIGTERM or SIGINT once the file MOCK_TPU_HANG_FILE exists (removed as it "
+             "hangs).\n"
              "--selftest multiplies a fixed 12x20 by a fixed 20x10 matrix of small integers on the array (--array; "
              "the other options do not apply) and checks the product against its known answer, writing no files: it "
              "prints "
@@ -249,9 +286,18 @@ void define_options(CLI::App& app, TrainOptions& options) {
   app.add_option("--ckpt-every", options.ckpt_every, "Worker 0 writes a checkpoint every K steps and after the last")
       ->check(integer_range(1, std::numeric_limits<std::uint64_t>::max(), "a positive integer"))
       ->default_str(std::to_string(options.ckpt_every));
-  app.add_option("--keep", options.keep, "How many newest checkpoints worker 0 keeps")
+  app.add_option("--keep", options.keep,
+                 "How many newest checkpoints worker 0 keeps (a rollback goes back to the newest before its step)")
       ->check(integer_range(1, 1000000, "an integer from 1 to 1000000"))
       ->default_str(std::to_string(options.keep));
+  app.add_option("--resume-before-step", options.resume_before,
+                 "Roll back: resume from the newest valid checkpoint before step K, not a later one")
+      ->check(integer_range(1, std::numeric_limits<std::uint64_t>::max(), "a positive integer"))
+      ->default_str("$JOBMAN_RESUME_BEFORE_STEP, else none");
+  app.add_option("--skip-steps", options.skip_steps,
+                 "With --resume-before-step: skip the data of M steps after the resume point")
+      ->check(non_negative_integer())
+      ->default_str("$JOBMAN_SKIP_STEPS, else 0");
   app.add_option("--step-time-ms", options.step_time_ms, "Simulated wall time: each step lasts at least T ms")
       ->check(integer_range(0, 86'400'000, "an integer from 0 to 86400000 (a day)"))
       ->default_str(std::to_string(options.step_time_ms));
@@ -298,7 +344,11 @@ ParsedCommandLine parse_command_line(int argc, const char* const* argv, const En
       options.worker_id = id;
     }
   }
-  if (const auto problem = resolve_multislice(app, multislice, environment, options); !problem.empty()) {
+  std::string problem = resolve_rollback(app, environment, options);
+  if (problem.empty()) {
+    problem = resolve_multislice(app, multislice, environment, options);
+  }
+  if (!problem.empty()) {
     result.exit = TrainExit::usage;
     result.message = std::string(kProgram) + ": error: " + problem + "\n";
     return result;

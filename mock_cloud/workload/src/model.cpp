@@ -179,15 +179,15 @@ Batch TeacherStudentTask::batch(std::uint64_t step, ExampleRange examples) const
   return batch;
 }
 
-PartialStep TeacherStudentTask::partial_step(const TrainingState& state, SystolicArray& mxu,
-                                             ExampleRange examples) const {
+PartialStep TeacherStudentTask::partial_step(const TrainingState& state, SystolicArray& mxu, ExampleRange examples,
+                                             float gradient_scale) const {
   PartialStep partial;
   partial.sums = GradientSums::zeros(config_.dim);
   partial.mxu.array_size = mxu.size();
   if (examples.size() == 0) {
     return partial;
   }
-  const Batch data = batch(state.step + 1, examples);
+  const Batch data = batch(state.step + 1 + state.data_shift, examples);
   const MlpWeights& w = state.weights;
 
   // Forward: z = x W1 + b1, h = tanh(z), y = h W2 + b2. Each row of a product depends on its own example only.
@@ -213,6 +213,11 @@ PartialStep TeacherStudentTask::partial_step(const TrainingState& state, Systoli
   }
   if (!finite_loss) {
     return partial;
+  }
+  if (gradient_scale != 1.0F) {
+    for (float& v : grad_out.values()) {
+      v = v * gradient_scale;
+    }
   }
 
   // Backward: dh = dy W2^T, dz = dh (1 - h^2) (row by row again); then per example b the rank-one contributions
@@ -265,8 +270,8 @@ StepReport TeacherStudentTask::apply_step(TrainingState& state, const GradientSu
   return report;
 }
 
-StepReport TeacherStudentTask::train_step(TrainingState& state, SystolicArray& mxu) const {
-  const PartialStep partial = partial_step(state, mxu, {0, config_.batch});
+StepReport TeacherStudentTask::train_step(TrainingState& state, SystolicArray& mxu, float gradient_scale) const {
+  const PartialStep partial = partial_step(state, mxu, {0, config_.batch}, gradient_scale);
   return apply_step(state, partial.sums, partial.mxu);
 }
 

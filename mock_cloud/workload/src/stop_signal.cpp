@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/signalfd.h>
 #include <system_error>
@@ -10,20 +11,38 @@
 
 namespace jobman::systolic {
 
+int StopSignals::block_until_stopped() {
+  int signal = 0;
+  while (signal == 0) {
+    signal = wait_for(std::chrono::hours(1));
+  }
+  return signal;
+}
+
 namespace {
+
+// The write end of the pipe block_until_stopped() reads, for the signal handler; -1 outside it.
+volatile std::sig_atomic_t wake_fd = -1;
+
+// Wakes the blocked read with the signal's number.
+extern "C" void wake_blocked_read(int signal) {
+  const int saved = errno;
+  const auto byte = static_cast<unsigned char>(signal);
+  static_cast<void>(::write(wake_fd, &byte, 1));
+  errno = saved;
+}
 
 // SIGTERM and SIGINT read from a signalfd while they are blocked.
 class SignalFdStopSignals : public StopSignals {
 public:
   SignalFdStopSignals() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    if (const int error = ::pthread_sigmask(SIG_BLOCK, &set, nullptr); error != 0) {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGINT);
+    if (const int error = ::pthread_sigmask(SIG_BLOCK, &set_, nullptr); error != 0) {
       throw std::system_error(error, std::generic_category(), "pthread_sigmask");
     }
-    fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    fd_ = ::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK);
     if (fd_ < 0) {
       throw std::system_error(errno, std::generic_category(), "signalfd");
     }
@@ -56,7 +75,39 @@ public:
     return received_;
   }
 
+  int block_until_stopped() override {
+    if (received_ != 0) {
+      return received_;
+    }
+    int pipe_fds[2];
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+      throw std::system_error(errno, std::generic_category(), "pipe2");
+    }
+    wake_fd = pipe_fds[1];
+    struct sigaction action {};
+    action.sa_handler = wake_blocked_read;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGTERM, &action, nullptr);
+    ::sigaction(SIGINT, &action, nullptr);
+    // A request that arrived meanwhile is still pending: it reaches the handler as soon as the mask lets it.
+    ::pthread_sigmask(SIG_UNBLOCK, &set_, nullptr);
+    unsigned char byte = 0;
+    ssize_t got = 0;
+    while ((got = ::read(pipe_fds[0], &byte, 1)) != 1) {
+      if (got < 0 && errno != EINTR) {
+        throw std::system_error(errno, std::generic_category(), "read");
+      }
+    }
+    ::pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    wake_fd = -1;
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    received_ = byte;
+    return received_;
+  }
+
 private:
+  sigset_t set_{};   // SIGTERM and SIGINT.
   int fd_ = -1;      // The signalfd.
   int received_ = 0; // The first stop signal read, or 0.
 };

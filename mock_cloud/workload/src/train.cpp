@@ -41,6 +41,11 @@ std::string format_fraction(double value) {
   return text;
 }
 
+// "SIGINT" or "SIGTERM", the stop request `signal` is.
+const char* stop_signal_name(int signal) {
+  return signal == SIGINT ? "SIGINT" : "SIGTERM";
+}
+
 std::string format_milliseconds(std::chrono::nanoseconds duration) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3f", static_cast<double>(duration.count()) / 1e6);
@@ -101,10 +106,15 @@ public:
       }
       const auto step_deadline = Clock::now() + std::chrono::milliseconds(options_.step_time_ms);
       mxu_.set_fault(io_.mxu_faulty && io_.mxu_faulty() ? MxuFault::nan_multiplier : MxuFault::none);
+      const StepFault fault = io_.step_fault ? io_.step_fault() : StepFault{};
+      if (fault.hang) {
+        return hang();
+      }
+      const auto gradient_scale = static_cast<float>(fault.loss_spike);
       StepReport report;
       std::chrono::nanoseconds reduction{0};
       if (link_) {
-        const PartialStep partial = task_.partial_step(state_, mxu_, share_);
+        const PartialStep partial = task_.partial_step(state_, mxu_, share_, gradient_scale);
         std::string reduced;
         const auto reduce_start = Clock::now();
         const DcnOutcome outcome = link_->all_reduce(state_.step + 1, partial.sums.encode(), reduced);
@@ -118,8 +128,9 @@ public:
         }
         report = task_.apply_step(state_, *sums, partial.mxu);
       } else {
-        report = task_.train_step(state_, mxu_);
+        report = task_.train_step(state_, mxu_, gradient_scale);
       }
+      report.loss *= fault.loss_spike;
       io_.out << "step=" << report.step << " loss=" << format_loss(report.loss)
               << " mxu_util=" << format_fraction(report.mxu.utilisation()) << " cycles=" << report.mxu.cycles();
       if (link_) {
@@ -196,10 +207,12 @@ private:
     }
   }
 
-  // Resumes from the newest valid checkpoint or starts from the initial state; prints the first line.
+  // Resumes from the newest valid checkpoint (before options_.resume_before, with one) or starts from the initial
+  // state; prints the first line (or two, when rolling back).
   TrainExit start() {
     state_ = task_.initial_state();
     if (!checkpoints_) {
+      roll_back(std::nullopt);
       io_.out << "starting from step=0 of " << options_.steps << std::endl;
       return TrainExit::ok;
     }
@@ -212,11 +225,32 @@ private:
         }
       }
       std::vector<SkippedCheckpoint> skipped;
-      loaded = checkpoints_->load_newest_valid([&](const SkippedCheckpoint& bad) {
-        io_.err << "systolic-train: warning: skipping checkpoint " << bad.path.string() << ": " << bad.reason
-                << std::endl;
-        skipped.push_back(bad);
-      });
+      // A rollback before step K passes over the checkpoints of step K and later, unless they were written after
+      // this same rollback (an attempt that rolled back, passed K, and was stopped before jobman saw it pass).
+      const std::uint64_t before = options_.resume_before;
+      std::vector<std::filesystem::path> discarded;
+      loaded = checkpoints_->load_newest_valid(
+          [&](const SkippedCheckpoint& bad) {
+            io_.err << "systolic-train: warning: skipping checkpoint " << bad.path.string() << ": " << bad.reason
+                    << std::endl;
+            skipped.push_back(bad);
+          },
+          [&](const LoadedCheckpoint& candidate) {
+            const TrainingState& state = candidate.checkpoint.state;
+            if (before == 0 || state.step < before || state.rollback_step == before) {
+              return true;
+            }
+            discarded.push_back(candidate.path);
+            return false;
+          });
+      // The writer moves them aside, so that no later resume without a rollback can pick them.
+      for (const auto& file : discarded) {
+        if (writer_) {
+          if (const auto moved = checkpoints_->roll_back(file)) {
+            io_.err << "systolic-train: rolled back " << file.string() << " to " << moved->string() << std::endl;
+          }
+        }
+      }
       // The writer moves damaged files aside: left in place they would shadow the checkpoints it writes next.
       for (const SkippedCheckpoint& bad : skipped) {
         if (writer_) {
@@ -230,6 +264,7 @@ private:
       return TrainExit::failure;
     }
     if (!loaded) {
+      roll_back(std::nullopt);
       io_.out << "starting from step=0 of " << options_.steps << std::endl;
       return TrainExit::ok;
     }
@@ -241,9 +276,39 @@ private:
     }
     state_ = std::move(loaded->checkpoint.state);
     last_saved_ = state_.step;
+    roll_back(loaded->path);
     io_.out << "resumed from step=" << state_.step << " of " << options_.steps
             << " checkpoint=" << loaded->path.string() << std::endl;
     return TrainExit::ok;
+  }
+
+  // With a rollback before step K, once the state to resume from (that of `checkpoint`, or the initial state) is
+  // chosen: says so, and skips the data of options_.skip_steps steps unless the state includes this rollback already.
+  void roll_back(const std::optional<std::filesystem::path>& checkpoint) {
+    const std::uint64_t before = options_.resume_before;
+    if (before == 0) {
+      return;
+    }
+    io_.out << "rolling back: ";
+    if (!checkpoint) {
+      io_.out << "starting from step=0, no checkpoint before step " << before;
+    } else if (state_.step < before) {
+      io_.out << "resuming from step=" << state_.step << ", the newest checkpoint before step " << before;
+    } else {
+      io_.out << "resuming from step=" << state_.step << ", a checkpoint written after this rollback before step "
+              << before;
+    }
+    if (state_.rollback_step == before) {
+      io_.out << "; its data shift " << state_.data_shift << " already includes this rollback's skip";
+    } else {
+      state_.data_shift += options_.skip_steps;
+      state_.rollback_step = before;
+      if (options_.skip_steps > 0) {
+        io_.out << "; skipping the data of " << options_.skip_steps << " steps (data shift " << state_.data_shift
+                << ")";
+      }
+    }
+    io_.out << std::endl;
   }
 
   // Writes the current state when this process is the writer and it is not saved yet; false after an I/O error.
@@ -266,12 +331,23 @@ private:
   // Ends the run early after `signal`, saving the last completed step first (unless --no-save-on-stop) so no work is
   // lost.
   TrainExit stop(int signal) {
-    const char* name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+    const char* name = stop_signal_name(signal);
     io_.out << "terminated at step=" << state_.step << " by " << name << std::endl;
     leave(std::string("stopped by ") + name + " after step=" + std::to_string(state_.step));
     if (state_.step > 0 && options_.save_on_stop) {
       save();
     }
+    return signal == SIGINT ? TrainExit::interrupted : TrainExit::terminated;
+  }
+
+  // Blocks at the start of step state_.step + 1 without a word, as a process stuck in a collective that never returns
+  // does, until SIGTERM or SIGINT ends it; a hung process saves nothing.
+  TrainExit hang() {
+    const int signal = io_.stop.block_until_stopped();
+    const char* name = stop_signal_name(signal);
+    io_.out << "terminated at step=" << state_.step << " by " << name << " while hung in step=" << state_.step + 1
+            << ", nothing saved" << std::endl;
+    leave(std::string("stopped by ") + name + " while hung in step=" + std::to_string(state_.step + 1));
     return signal == SIGINT ? TrainExit::interrupted : TrainExit::terminated;
   }
 
@@ -315,10 +391,17 @@ int systolic_train_main(int argc, char** argv) {
   try {
     const auto stop = make_process_stop_signals();
     const char* fault_file = std::getenv("MOCK_TPU_FAULT_FILE");
-    TrainingIo io{std::cout, std::cerr, *stop, [fault_file] {
+    const auto path_from = [](const char* variable) {
+      const char* value = std::getenv(variable);
+      return std::filesystem::path(value == nullptr ? "" : value);
+    };
+    StepFaultFiles step_faults(path_from("MOCK_TPU_LOSS_SPIKE_FILE"), path_from("MOCK_TPU_HANG_FILE"));
+    TrainingIo io{std::cout, std::cerr, *stop,
+                  [fault_file] {
                     std::error_code ec;
                     return fault_file != nullptr && *fault_file != '\0' && std::filesystem::exists(fault_file, ec);
-                  }};
+                  },
+                  [&step_faults] { return step_faults.next_step(std::cerr); }};
     const auto& options = *parsed.options;
     return static_cast<int>(options.selftest ? run_selftest(options, io) : run_training(options, io));
   } catch (const std::exception& e) {

@@ -21,8 +21,8 @@ struct Checkpoint {
   TrainingState state; // Step, weights and momentum buffers, bit for bit.
 };
 
-// The file format's version this code writes and reads.
-inline constexpr std::uint32_t kCheckpointVersion = 1;
+// The file format's version this code writes. It also reads version 1, which has no data shift (0 is read).
+inline constexpr std::uint32_t kCheckpointVersion = 2;
 
 // The bytes of a checkpoint file: magic, version, step, payload size, payload, CRC-32 (see docs/SYSTOLIC.md).
 std::string encode_checkpoint(const Checkpoint& checkpoint);
@@ -61,7 +61,7 @@ struct SkippedCheckpoint {
   std::string reason;         // Why it was skipped.
 };
 
-// The checkpoints of one run: files ckpt-<step>.bin in one directory.
+// The checkpoints of one run: files ckpt-<step>.bin in one directory (files in its subdirectories are not).
 class CheckpointDirectory {
 public:
   // The directory `dir` (it need not exist yet).
@@ -74,10 +74,12 @@ public:
   // Files named like checkpoints, newest (highest step) first; empty when the directory does not exist. Throws
   // CheckpointError when it exists but cannot be read.
   [[nodiscard]] std::vector<CheckpointFile> list() const;
-  // Reads checkpoints newest first and returns the first intact one whose step matches its name; every file
-  // passed over is reported to `on_skip`. Nothing when there is none.
+  // Reads checkpoints newest first and returns the first intact one whose step matches its name and that `usable`
+  // (when given) accepts; every damaged file passed over is reported to `on_skip` (what `usable` refuses is not).
+  // Nothing when there is none.
   [[nodiscard]] std::optional<LoadedCheckpoint>
-  load_newest_valid(const std::function<void(const SkippedCheckpoint&)>& on_skip) const;
+  load_newest_valid(const std::function<void(const SkippedCheckpoint&)>& on_skip,
+                    const std::function<bool(const LoadedCheckpoint&)>& usable = nullptr) const;
   // Writes `checkpoint` atomically: a temporary file in the directory, fsync, rename over the final name, fsync of
   // the directory. Creates the directory when needed. Returns the final path; throws CheckpointError.
   std::filesystem::path save(const Checkpoint& checkpoint);
@@ -89,6 +91,10 @@ public:
   // Renames a bad checkpoint file to <name>.invalid so that it no longer shadows older ones; returns the new path,
   // or nothing when the rename failed.
   std::optional<std::filesystem::path> set_aside(const std::filesystem::path& file);
+  // Moves a checkpoint a rollback discards into the subdirectory rolled-back/ (made when needed; a file of the same
+  // name there from an earlier rollback is replaced), where no resume looks; returns the new path, or nothing when
+  // the move failed.
+  std::optional<std::filesystem::path> roll_back(const std::filesystem::path& file);
 
 private:
   std::filesystem::path dir_; // The directory.

@@ -41,11 +41,14 @@ struct MlpWeights {
   [[nodiscard]] bool bitwise_equal(const MlpWeights& other) const;
 };
 
-// What a run needs to continue exactly where it was: the number of completed steps, the weights and the momentum.
+// What a run needs to continue exactly where it was: the number of completed steps, the weights, the momentum and
+// the data that rollbacks skipped.
 struct TrainingState {
-  std::uint64_t step = 0; // Completed steps; the next step is step + 1.
-  MlpWeights weights;     // The student's parameters.
-  MlpWeights velocity;    // The momentum buffers, one per parameter tensor.
+  std::uint64_t step = 0;       // Completed steps; the next step is step + 1.
+  MlpWeights weights;           // The student's parameters.
+  MlpWeights velocity;          // The momentum buffers, one per parameter tensor.
+  std::uint64_t data_shift = 0; // Steps of data that rollbacks skipped: step s trains on the batch of s + data_shift.
+  std::uint64_t rollback_step = 0; // K of the newest rollback (resume before step K) data_shift includes; 0: none.
 };
 
 // Examples [begin, end) of a step's batch: one slice's share.
@@ -120,16 +123,19 @@ public:
   [[nodiscard]] Batch batch(std::uint64_t step) const;
   // Rows `examples` of batch(step), drawn without drawing the others.
   [[nodiscard]] Batch batch(std::uint64_t step, ExampleRange examples) const;
-  // The forward and backward passes of step state.step + 1 over `examples` on `mxu`: every example's squared errors
-  // and gradient contributions (its rank-one weight gradients are products of their own on the array) added to exact
-  // sums. When a loss term is not finite the backward pass is skipped: the sums carry the NaN or infinity.
-  PartialStep partial_step(const TrainingState& state, SystolicArray& mxu, ExampleRange examples) const;
+  // The forward and backward passes of step state.step + 1 (on the batch of step state.step + 1 + state.data_shift)
+  // over `examples` on `mxu`: every example's squared errors and gradient contributions (its rank-one weight gradients
+  // are products of their own on the array) added to exact sums. When a loss term is not finite the backward pass is
+  // skipped: the sums carry the NaN or infinity. A `gradient_scale` other than 1 multiplies the loss's gradient
+  // before the backward pass: a corrupted update, as in a loss spike (the squared errors are left as they are).
+  PartialStep partial_step(const TrainingState& state, SystolicArray& mxu, ExampleRange examples,
+                           float gradient_scale = 1.0F) const;
   // Completes step state.step + 1 from the sums of the whole batch: the loss, the gradients each rounded once from
   // its exact sum, and the momentum update; advances state.step. When the loss or a gradient is NaN or infinite
   // the state is left untouched and the report says so. `mxu` is reported as the step's cost.
   StepReport apply_step(TrainingState& state, const GradientSums& sums, const ProductStats& mxu) const;
-  // partial_step over the whole batch, then apply_step.
-  StepReport train_step(TrainingState& state, SystolicArray& mxu) const;
+  // partial_step over the whole batch (with `gradient_scale`), then apply_step.
+  StepReport train_step(TrainingState& state, SystolicArray& mxu, float gradient_scale = 1.0F) const;
 
 private:
   ModelConfig config_; // The run's identity.

@@ -17,10 +17,15 @@ public:
   // A descriptor that becomes readable when a stop request may have arrived (then call pending()), so that a wait on
   // sockets can include it; -1 when there is none and waits must call pending() now and then instead.
   [[nodiscard]] virtual int descriptor() const { return -1; }
+  // Waits for a stop request without a timeout, as a process stuck in a collective that never returns does, and
+  // returns its signal number. This one calls wait_for until one arrives.
+  virtual int block_until_stopped();
 };
 
 // Blocks SIGTERM and SIGINT in the calling thread (call it before starting threads) and receives them through a
 // signalfd, so they are noticed between steps and end any wait at once. Throws std::system_error when it cannot.
+// Its block_until_stopped() blocks in a read of an empty pipe (the kernel's wait channel pipe_read) with SIGTERM and
+// SIGINT let through to a handler that ends the read.
 std::unique_ptr<StopSignals> make_process_stop_signals();
 
 } // namespace jobman::systolic
