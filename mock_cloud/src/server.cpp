@@ -105,6 +105,18 @@ bool flag(const httplib::Request& req, const char* name) {
   return util::to_lower(value) == "true" || value == "1";
 }
 
+// The worker an admin call on a node's hosts names with {"worker": W}, into `worker` (untouched without one); false
+// when the body is not an object (an empty body counts as {}) or W is not a whole number.
+bool read_worker(const json& body, std::optional<std::int64_t>& worker) {
+  if (!body.is_object() || (body.contains("worker") && !body["worker"].is_number_integer())) {
+    return false;
+  }
+  if (body.contains("worker")) {
+    worker = body["worker"].get<std::int64_t>();
+  }
+  return true;
+}
+
 std::optional<Tier> parse_tier(const std::string& text) {
   if (text == "on-demand" || text == "guaranteed") {
     return Tier::on_demand;
@@ -328,14 +340,35 @@ void MockServer::register_routes() {
   // Every worker's machine, or worker W's with {"worker": W}.
   http_.Post(admin_node + ":markFaulty", admin("admin.markFaulty", [this, m](const httplib::Request& req) {
                const auto body = req.body.empty() ? json::object() : util::parse_json_bounded(req.body);
-               if (!body.is_object() || (body.contains("worker") && !body["worker"].is_number_integer())) {
+               std::optional<std::int64_t> worker;
+               if (!read_worker(body, worker)) {
                  return error_reply(400, "Expected no body, {} or {\"worker\": W} with W a worker's index");
                }
-               std::optional<std::int64_t> worker;
-               if (body.contains("worker")) {
-                 worker = body["worker"].get<std::int64_t>();
-               }
                return world_->mark_node_faulty(m(req, 1), m(req, 2), m(req, 3), util::now_ms(), worker);
+             }));
+  // {"factor": F, "steps": N}: the next N steps the workload computes on every worker (or worker W's with
+  // "worker": W) spike by F, loss and update.
+  http_.Post(admin_node + ":injectLossSpike", admin("admin.injectLossSpike", [this, m](const httplib::Request& req) {
+               const auto body = util::parse_json_bounded(req.body);
+               std::optional<std::int64_t> worker;
+               if (!read_worker(body, worker) || !body.contains("factor") || !body["factor"].is_number() ||
+                   !body.contains("steps") || !body["steps"].is_number_integer()) {
+                 return error_reply(400, "Expected {\"factor\": F, \"steps\": N}, F above 1 and N a number of steps, "
+                                         "and optionally \"worker\": W, a worker's index");
+               }
+               const StepFault spike{StepFault::Kind::loss_spike, body["factor"].get<double>(),
+                                     body["steps"].get<std::int64_t>()};
+               return world_->inject_step_fault(m(req, 1), m(req, 2), m(req, 3), spike, util::now_ms(), worker);
+             }));
+  // Every worker's workload (or worker W's with {"worker": W}) hangs at its next step.
+  http_.Post(admin_node + ":injectHang", admin("admin.injectHang", [this, m](const httplib::Request& req) {
+               const auto body = req.body.empty() ? json::object() : util::parse_json_bounded(req.body);
+               std::optional<std::int64_t> worker;
+               if (!read_worker(body, worker)) {
+                 return error_reply(400, "Expected no body, {} or {\"worker\": W} with W a worker's index");
+               }
+               return world_->inject_step_fault(m(req, 1), m(req, 2), m(req, 3), {StepFault::Kind::hang},
+                                                util::now_ms(), worker);
              }));
   // {"in": SECONDS}: the node announces a maintenance whose window opens that many (simulated) seconds from now.
   http_.Post(
@@ -677,9 +710,9 @@ void define_options(CLI::App& app, ServerOptions& options) {
   app.footer(
       "The first line on stdout is \"listening on http://HOST:PORT\", the second \"admin token in FILE\". SIGTERM or "
       "SIGINT stops it (exit 0).\n"
-      "Admin calls for demos and tests live under /mock/v1/ (preempt, markFaulty, setHealth, faults, capacity,\n"
-      "hardware, metrics, tokens, and where each worker host lives); they need 'Authorization: Bearer TOKEN'\n"
-      "with the token in FILE\n"
+      "Admin calls for demos and tests live under /mock/v1/ (preempt, markFaulty, injectLossSpike, injectHang,\n"
+      "setHealth, faults, capacity, hardware, metrics, tokens, and where each worker host lives); they need\n"
+      "'Authorization: Bearer TOKEN' with the token in FILE\n"
       "(STATE_DIR/admin-token by default; a temporary directory without --state-dir), never an API access token.\n"
       "The worker hosts are reached as on Google: SSH to the addresses the API gives, with a key in the ssh-keys "
       "metadata.");

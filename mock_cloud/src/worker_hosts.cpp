@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -28,6 +29,18 @@ namespace jobman::mock {
 namespace {
 
 constexpr const char* kMarkerVariable = "MOCK_TPU_HOST";
+// Where a host's step fault files live, under its .mock/: every account of the host may write there, since the
+// workload consumes the files (removes or rewrites them) as whichever account runs it.
+constexpr const char* kStepFaultsDir = "faults";
+constexpr const char* kLossSpikeFile = "loss-spike";
+constexpr const char* kHangFile = "hang";
+
+// Makes `dir` (a host's .mock/faults) a directory every account of the host may write.
+void ensure_step_faults_dir(const std::filesystem::path& dir) {
+  util::ensure_directory(dir, 0755);
+  std::error_code ec;
+  std::filesystem::permissions(dir, std::filesystem::perms::all, ec);
+}
 
 // True when `path` is `dir` or lies under it (both absolute and normal).
 bool is_within(const std::filesystem::path& path, const std::filesystem::path& dir) {
@@ -228,6 +241,7 @@ void WorkerHosts::slice_ready(const SliceHosts& slice) {
     // The mock's docker keeps the host's images and containers here, whichever account runs it.
     util::ensure_directory(dir / ".mock" / "docker", 0700);
     std::filesystem::permissions(dir / ".mock" / "docker", std::filesystem::perms::all);
+    ensure_step_faults_dir(dir / ".mock" / kStepFaultsDir);
     // A host placed on a machine that is faulty already sees the fault from the start.
     if (slice.machines[static_cast<std::size_t>(w)].faulty) {
       util::write_file_atomic(dir / ".mock" / "faulty", "", 0600);
@@ -383,6 +397,9 @@ void WorkerHosts::serve_slice(std::unique_lock<std::mutex>& lock, const std::str
       host.session_env["MOCK_GCS_ROOT"] = host_sshd::kHostGcsPath;
       host.session_env["MOCK_TPU_WORKER_DIR"] = host_sshd::kHostSandboxPath;
       host.session_env["MOCK_TPU_FAULT_FILE"] = std::string(host_sshd::kHostSandboxPath) + "/.mock/faulty";
+      const auto faults = std::filesystem::path(host_sshd::kHostSandboxPath) / ".mock" / kStepFaultsDir;
+      host.session_env["MOCK_TPU_LOSS_SPIKE_FILE"] = (faults / kLossSpikeFile).string();
+      host.session_env["MOCK_TPU_HANG_FILE"] = (faults / kHangFile).string();
       host_sshd::sync_accounts(host, slice.ssh_keys);
       if (start) {
         host_keys.push_back(host_sshd::ensure_host_key(options_.ssh_keygen, host));
@@ -501,6 +518,30 @@ void WorkerHosts::slice_faulty(const std::string& node_name, int worker) {
   }
 }
 
+void WorkerHosts::slice_step_fault(const std::string& node_name, int worker, const StepFault& fault) {
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(node_name);
+  if (it == slices_.end() || worker < 0 || worker >= it->second.hosts.hosts()) {
+    return;
+  }
+  // As for slice_faulty: no file through a .mock (or faults) the host replaced with a link to elsewhere.
+  const auto mock_dir = it->second.dir / ("worker-" + std::to_string(worker)) / ".mock";
+  const auto faults_dir = mock_dir / kStepFaultsDir;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(std::filesystem::symlink_status(mock_dir, ec)) ||
+      std::filesystem::is_symlink(std::filesystem::symlink_status(faults_dir, ec))) {
+    return;
+  }
+  ensure_step_faults_dir(faults_dir);
+  if (fault.kind == StepFault::Kind::hang) {
+    util::write_file_atomic(faults_dir / kHangFile, "", 0644);
+  } else {
+    // "FACTOR STEPS", which systolic-train counts down as it computes the steps.
+    util::write_file_atomic(faults_dir / kLossSpikeFile,
+                            nlohmann::json(fault.factor).dump() + " " + std::to_string(fault.steps) + "\n", 0644);
+  }
+}
+
 std::optional<WorkerHost> WorkerHosts::host(const std::string& node_name, int worker, const std::string& user) {
   std::lock_guard lock(mutex_);
   auto it = slices_.find(node_name);
@@ -557,6 +598,8 @@ WorkerHost WorkerHosts::host_description(const SliceHosts& slice, const std::fil
       {kMarkerVariable, host.marker},
       {"MOCK_TPU_WORKER_DIR", host.dir.string()},
       {"MOCK_TPU_FAULT_FILE", (host.dir / ".mock" / "faulty").string()},
+      {"MOCK_TPU_LOSS_SPIKE_FILE", (host.dir / ".mock" / kStepFaultsDir / kLossSpikeFile).string()},
+      {"MOCK_TPU_HANG_FILE", (host.dir / ".mock" / kStepFaultsDir / kHangFile).string()},
       {"MOCK_TPU_PHYSICAL_HOST", host.physical_host},
       {"MOCK_GCS_ROOT", options_.buckets.string()},
       {"CLOUDSDK_CONFIG", (host.home / ".config" / "gcloud").string()},

@@ -1,4 +1,5 @@
-// The admin API and fault injection: preemption on demand, node health, API faults, capacity, and metrics.
+// The admin API and fault injection: preemption on demand, node health, step faults for the workload, API faults,
+// capacity, and metrics.
 #include "jobman/config/accelerator.hpp"
 #include "mock_cloud/world.hpp"
 #include "world_internal.hpp"
@@ -33,6 +34,63 @@ Reply World::preempt_node(const std::string& project, const std::string& zone, c
     }
     start_suspending(*qr->second, "PREEMPTED", now_ms);
     return {200, node_json(*node)};
+  });
+}
+
+World::Node* World::hosts_of_locked(const std::string& name, std::optional<std::int64_t> worker,
+                                    std::vector<int>& workers, Reply& error) {
+  auto* node = find_node_locked(name, &error);
+  if (node == nullptr) {
+    return nullptr;
+  }
+  const auto hosts = static_cast<std::int64_t>(node->endpoints.size());
+  if (worker && (*worker < 0 || *worker >= hosts)) {
+    error = error_reply(400, "worker " + std::to_string(*worker) + " is not a worker of node '" + name + "' (0 to " +
+                                 std::to_string(hosts - 1) + ")");
+    return nullptr;
+  }
+  if (node->machines.empty()) {
+    error = failed_precondition("Node '" + name + "' is " + node->state +
+                                "; only the worker hosts of a READY node are on machines");
+    return nullptr;
+  }
+  workers.clear();
+  for (std::size_t w = 0; w < node->machines.size(); ++w) {
+    if (!worker || static_cast<std::int64_t>(w) == *worker) {
+      workers.push_back(static_cast<int>(w));
+    }
+  }
+  return node;
+}
+
+Reply World::inject_step_fault(const std::string& project, const std::string& zone, const std::string& id,
+                               const StepFault& fault, std::int64_t now_ms, std::optional<std::int64_t> worker) {
+  const bool spike = fault.kind == StepFault::Kind::loss_spike;
+  if (spike && !(fault.factor > 1 && fault.factor <= 1e6)) {
+    return error_reply(400, "factor must be a number above 1 and at most 1000000");
+  }
+  if (spike && (fault.steps < 1 || fault.steps > 1'000'000)) {
+    return error_reply(400, "steps must be a whole number from 1 to 1000000");
+  }
+  return mutate_at(now_ms, [&]() -> Reply {
+    const auto name = location(project, zone) + "/nodes/" + id;
+    Reply error;
+    std::vector<int> workers;
+    if (hosts_of_locked(name, worker, workers, error) == nullptr) {
+      return error;
+    }
+    for (const int w : workers) {
+      if (listener_ != nullptr) {
+        listener_->slice_step_fault(name, w, fault);
+      }
+    }
+    json answer = {{"node", name}, {"workers", workers}};
+    if (spike) {
+      answer["lossSpike"] = {{"factor", fault.factor}, {"steps", fault.steps}};
+    } else {
+      answer["hang"] = true;
+    }
+    return {200, answer};
   });
 }
 

@@ -12,7 +12,6 @@
 namespace jobman::mock {
 
 using nlohmann::json;
-using world_internal::failed_precondition;
 using world_internal::fleet_key;
 using world_internal::machine_record_name;
 
@@ -126,30 +125,19 @@ Reply World::mark_node_faulty(const std::string& project, const std::string& zon
                               std::int64_t now_ms, std::optional<std::int64_t> worker) {
   return mutate_at(now_ms, [&]() -> Reply {
     const auto name = location(project, zone) + "/nodes/" + id;
-    Reply missing;
-    auto* node = find_node_locked(name, &missing);
+    Reply error;
+    std::vector<int> workers;
+    auto* node = hosts_of_locked(name, worker, workers, error);
     if (node == nullptr) {
-      return missing;
-    }
-    const auto hosts = static_cast<std::int64_t>(node->endpoints.size());
-    if (worker && (*worker < 0 || *worker >= hosts)) {
-      return error_reply(400, "worker " + std::to_string(*worker) + " is not a worker of node '" + name + "' (0 to " +
-                                  std::to_string(hosts - 1) + ")");
-    }
-    if (node->machines.empty()) {
-      return failed_precondition("Node '" + name + "' is " + node->state +
-                                 "; only the worker hosts of a READY node are on machines");
+      return error;
     }
     json marked = json::array();
-    for (std::size_t w = 0; w < node->machines.size(); ++w) {
-      if (worker && static_cast<std::int64_t>(w) != *worker) {
-        continue;
-      }
-      auto& machine = *machines_.at(node->machines[w]);
+    for (const int w : workers) {
+      auto& machine = *machines_.at(node->machines[static_cast<std::size_t>(w)]);
       machine.faulty = true;
       touch_locked(machine_record_name(machine.id));
       if (listener_ != nullptr) {
-        listener_->slice_faulty(name, static_cast<int>(w));
+        listener_->slice_faulty(name, w);
       }
       marked.push_back({{"worker", w}, {"physicalHost", machine.id}});
     }

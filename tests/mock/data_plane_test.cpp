@@ -540,6 +540,68 @@ TEST_F(MockDataPlaneTest, TrainingOnAFaultyNodeGoesNaN) {
   EXPECT_NE(result.out.find("non-finite loss"), std::string::npos) << result.out;
 }
 
+// A loss spike reaches the workload of every worker through a file of its own, which the workload counts down as it
+// computes the spiked steps (as another account than the mock's: the faults directory is everyone's), so the workers
+// stay in lockstep: each ends with the same checksum, another than the unspiked run's.
+TEST_F(MockDataPlaneTest, AnInjectedLossSpikeReachesEveryWorkerAndIsConsumedStepByStep) {
+  const std::string train = "systolic-train --steps 4 --dim 8 --array 4";
+  const auto reference = jobman::test::run_program(
+      {(tools_dir() / "systolic-train").string(), "--steps", "4", "--dim", "8", "--array", "4"});
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  create_active("ls", "v4-16");
+  for (int w = 0; w < 2; ++w) {
+    const auto host = worker("ls-node", w);
+    EXPECT_EQ(host["env"].value("MOCK_TPU_LOSS_SPIKE_FILE", ""),
+              host["dir"].get<std::string>() + "/.mock/faults/loss-spike");
+    EXPECT_EQ(host["env"].value("MOCK_TPU_HANG_FILE", ""), host["dir"].get<std::string>() + "/.mock/faults/hang");
+  }
+  const auto spiked = jobman::test::inject_loss_spike(*client, *server, kLoc, "ls-node", 10, 2);
+  ASSERT_EQ(spiked.status, 200) << spiked.text;
+  EXPECT_EQ(spiked.body["workers"], json::array({0, 1}));
+  std::set<std::string> checksums;
+  for (const std::string w : {"0", "1"}) {
+    EXPECT_EQ(ssh("ls-node", w, "cat \"$MOCK_TPU_LOSS_SPIKE_FILE\"").out, "10.0 2\n") << w;
+    const auto run = ssh("ls-node", w, train, "zephyr");
+    ASSERT_EQ(run.exit_code, 0) << w << ": " << run.out << run.err;
+    EXPECT_EQ(run.err, "") << w;
+    const auto loss = [](const std::string& output, const std::string& step) {
+      const auto at = output.find("step=" + step + " loss=") + step.size() + 11;
+      return std::stod(output.substr(at, output.find(' ', at) - at));
+    };
+    EXPECT_NEAR(loss(run.out, "1") / loss(reference.out, "1"), 10.0, 1e-6) << run.out;
+    EXPECT_NE(checksum_of(run.out), checksum_of(reference.out));
+    checksums.insert(checksum_of(run.out));
+    EXPECT_EQ(ssh("ls-node", w, "test -e \"$MOCK_TPU_LOSS_SPIKE_FILE\"").exit_code, 1) << "spent on worker " << w;
+    // Spent: the same run again computes the unspiked steps.
+    EXPECT_EQ(checksum_of(ssh("ls-node", w, train).out), checksum_of(reference.out)) << w;
+  }
+  EXPECT_EQ(checksums.size(), 1U) << "the workers stayed in lockstep";
+}
+
+// A hang on one worker: its workload blocks at its next step, silently, until SIGTERM ends it (143, nothing saved);
+// the file is consumed, so the next run there does not hang; the other worker trains on.
+TEST_F(MockDataPlaneTest, AnInjectedHangBlocksTheNextStepUntilTheWorkloadIsStopped) {
+  create_active("hg", "v4-16");
+  const auto hung = jobman::test::inject_hang(*client, *server, kLoc, "hg-node", 1);
+  ASSERT_EQ(hung.status, 200) << hung.text;
+  EXPECT_EQ(hung.body["workers"], json::array({1}));
+  EXPECT_EQ(ssh("hg-node", "0", "test -e \"$MOCK_TPU_HANG_FILE\"").exit_code, 1);
+  EXPECT_EQ(ssh("hg-node", "1", "test -e \"$MOCK_TPU_HANG_FILE\"").exit_code, 0);
+  // Once the file is gone the workload is in (or about to enter) its hang: a SIGTERM then ends it either way.
+  const std::string stop_when_hung =
+      "systolic-train --steps 5 --dim 8 --array 4 --ckpt-dir ~/ckpt > ~/out.txt & pid=$!; "
+      "while [ -e \"$MOCK_TPU_HANG_FILE\" ]; do sleep 0.01; done; kill -TERM $pid; wait $pid; echo \"exit=$?\"; "
+      "cat ~/out.txt; ls ~/ckpt 2>/dev/null | wc -l";
+  const auto stopped = ssh("hg-node", "1", stop_when_hung, "zephyr");
+  EXPECT_EQ(stopped.out, "exit=143\nstarting from step=0 of 5\nterminated at step=0 by SIGTERM while hung in step=1, "
+                         "nothing saved\n0\n")
+      << stopped.err;
+  const auto again = ssh("hg-node", "1", "systolic-train --steps 5 --dim 8 --array 4", "zephyr");
+  EXPECT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_EQ(checksum_of(again.out).size(), 16U) << again.out;
+  EXPECT_EQ(ssh("hg-node", "0", "systolic-train --steps 5 --dim 8 --array 4").exit_code, 0);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Each host's own /home/USER (namespace mode): what configs written for real TPU VMs name.
 

@@ -164,6 +164,57 @@ TEST_F(MockServerTest, ErrorCodes) {
   EXPECT_EQ(server->stop(), 0);
 }
 
+// :injectLossSpike and :injectHang take the admin token only, check their bodies as :markFaulty does, and answer
+// with the workers whose workload meets the fault.
+TEST_F(MockServerTest, StepFaultEndpointsRefuseBadBodiesAndAnswerWithTheWorkers) {
+  const std::string node = "/mock/v1/projects/p/locations/us-central2-b/nodes/sf-node";
+  const std::string spike = node + ":injectLossSpike";
+  const std::string hang = node + ":injectHang";
+  const auto admin = server->admin_headers();
+  // Not READY (it does not exist yet): the body is checked first, then the node.
+  EXPECT_EQ(call(*client, "POST", spike, {{"factor", 10}, {"steps", 2}}, admin).status, 404);
+  EXPECT_EQ(call(*client, "POST", hang, json::object(), admin).status, 404);
+  ASSERT_EQ(call(*client, "POST", kBase + "/queuedResources?queuedResourceId=sf", qr_body("sf-node", "v4-16")).status,
+            200);
+  ASSERT_TRUE(eventually([&] { return qr_state("sf") == "ACTIVE"; }));
+
+  EXPECT_EQ(call(*client, "POST", spike, {{"factor", 10}, {"steps", 2}}).status, 403) << "an API token opens nothing";
+  EXPECT_EQ(call(*client, "POST", hang, json::object(), {}).status, 401);
+  for (const json& bad : {json(nullptr), json::array({10, 2}), json{{"factor", 10}}, json{{"steps", 2}},
+                          json{{"factor", "10"}, {"steps", 2}}, json{{"factor", 10}, {"steps", 2.5}},
+                          json{{"factor", 10}, {"steps", 2}, {"worker", "0"}}}) {
+    const auto refused = call(*client, "POST", spike, bad, admin);
+    EXPECT_EQ(refused.status, 400) << bad.dump();
+    EXPECT_NE(refused.body["error"]["message"].get<std::string>().find("\"factor\": F"), std::string::npos)
+        << refused.text;
+  }
+  for (const json& bad : {json{{"factor", 1}, {"steps", 2}}, json{{"factor", 10}, {"steps", 0}},
+                          json{{"factor", -3}, {"steps", 2}}, json{{"factor", 10}, {"steps", 2}, {"worker", 2}}}) {
+    const auto refused = call(*client, "POST", spike, bad, admin);
+    EXPECT_EQ(refused.status, 400) << bad.dump();
+    EXPECT_EQ(refused.body["error"]["status"], "INVALID_ARGUMENT") << refused.text;
+  }
+  for (const json& bad : {json::array(), json{{"worker", "1"}}, json{{"worker", 0.5}}}) {
+    EXPECT_EQ(call(*client, "POST", hang, bad, admin).status, 400) << bad.dump();
+  }
+  EXPECT_EQ(call(*client, "POST", hang, {{"worker", 5}}, admin).body["error"]["status"], "INVALID_ARGUMENT");
+  auto not_json = client->Post(hang, admin, "{worker", "application/json");
+  ASSERT_TRUE(not_json);
+  EXPECT_EQ(not_json->status, 400);
+
+  const auto spiked = call(*client, "POST", spike, {{"factor", 10}, {"steps", 2}, {"worker", 1}}, admin);
+  ASSERT_EQ(spiked.status, 200) << spiked.text;
+  EXPECT_EQ(spiked.body["workers"], json::array({1}));
+  EXPECT_EQ(spiked.body["lossSpike"], json({{"factor", 10.0}, {"steps", 2}}));
+  const auto hung = call(*client, "POST", hang, nullptr, admin);
+  ASSERT_EQ(hung.status, 200) << hung.text;
+  EXPECT_EQ(hung.body["workers"], json::array({0, 1}));
+  EXPECT_EQ(hung.body["hang"], true);
+  const auto metrics = call(*client, "GET", "/mock/v1/metrics", nullptr, admin);
+  EXPECT_EQ(metrics.body["requests"]["admin.injectLossSpike"]["200"], 1) << metrics.text;
+  EXPECT_EQ(metrics.body["requests"]["admin.injectHang"]["200"], 1) << metrics.text;
+}
+
 TEST_F(MockServerTest, PaginatesOverMoreThanOnePage) {
   for (int i = 0; i < 7; ++i) {
     auto id = "r" + std::to_string(i);

@@ -89,9 +89,17 @@ public:
   void slice_faulty(const std::string& node_name, int worker) override {
     events.push_back("faulty " + node_name + " " + std::to_string(worker));
   }
+  void slice_step_fault(const std::string& node_name, int worker, const mock::StepFault& fault) override {
+    events.push_back((fault.kind == mock::StepFault::Kind::hang
+                          ? "hang "
+                          : "spike " + nlohmann::json(fault.factor).dump() + "x" + std::to_string(fault.steps) + " ") +
+                     node_name + " " + std::to_string(worker));
+  }
 
-  std::vector<std::string> events;       // "ready NAME HOSTS", "lost NAME", "faulty NAME WORKER", in order.
-  std::vector<std::string> incarnations; // The numeric id of each slice_ready.
+  // "ready NAME HOSTS", "lost NAME", "faulty NAME WORKER", "spike FACTORxSTEPS NAME WORKER", "hang NAME WORKER", in
+  // order.
+  std::vector<std::string> events;
+  std::vector<std::string> incarnations;                // The numeric id of each slice_ready.
   std::vector<std::vector<mock::HostMachine>> machines; // The machines of each slice_ready, by worker.
 };
 

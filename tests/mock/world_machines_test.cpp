@@ -163,6 +163,45 @@ TEST(MockMachines, MarkFaultyOfOneWorkerFaultsOnlyThatWorkersMachine) {
   EXPECT_EQ(faulty_machines(world, kReady).size(), 4U);
 }
 
+// Step faults go to the data plane for the selected workers of a READY node, and change nothing in the world.
+TEST(MockMachines, StepFaultsReachTheSelectedWorkersOfAReadyNode) {
+  using jobman::mock::StepFault;
+  World world(standalone_config(), 1, 7);
+  RecordingListener listener;
+  world.set_listener(&listener);
+  ASSERT_TRUE(create_node(world, "n", node_body("v4-16"), kT).ok());
+  const StepFault spike{StepFault::Kind::loss_spike, 10, 3};
+  const StepFault hang{StepFault::Kind::hang};
+  const auto inject = [&](const StepFault& fault, std::int64_t now, std::optional<std::int64_t> worker = {},
+                          const std::string& id = "n") {
+    return world.inject_step_fault("p", kStandaloneZone, id, fault, now, worker);
+  };
+  expect_rpc_error(inject(spike, kT + 1'000), 400, "FAILED_PRECONDITION"); // CREATING: no hosts yet.
+  expect_rpc_error(inject(hang, kReady, 2), 400, "INVALID_ARGUMENT");
+  expect_rpc_error(inject(hang, kReady, -1), 400, "INVALID_ARGUMENT");
+  expect_rpc_error(inject(hang, kReady, 0, "none"), 404, "NOT_FOUND");
+  for (const auto& bad : {StepFault{StepFault::Kind::loss_spike, 1, 3}, StepFault{StepFault::Kind::loss_spike, 0.5, 3},
+                          StepFault{StepFault::Kind::loss_spike, 2e6, 3}, StepFault{StepFault::Kind::loss_spike, 10, 0},
+                          StepFault{StepFault::Kind::loss_spike, 10, 1'000'001},
+                          StepFault{StepFault::Kind::loss_spike, std::numeric_limits<double>::quiet_NaN(), 3}}) {
+    expect_rpc_error(inject(bad, kReady), 400, "INVALID_ARGUMENT");
+  }
+  const std::size_t before = listener.events.size();
+
+  const auto spiked = inject(spike, kReady);
+  ASSERT_TRUE(spiked.ok()) << spiked.body.dump();
+  EXPECT_EQ(spiked.body,
+            json({{"node", kNodes + "n"}, {"workers", {0, 1}}, {"lossSpike", {{"factor", 10.0}, {"steps", 3}}}}));
+  const auto hung = inject(hang, kReady, 1);
+  ASSERT_TRUE(hung.ok()) << hung.body.dump();
+  EXPECT_EQ(hung.body, json({{"node", kNodes + "n"}, {"workers", {1}}, {"hang", true}}));
+  EXPECT_EQ(
+      std::vector<std::string>(listener.events.begin() + static_cast<std::ptrdiff_t>(before), listener.events.end()),
+      std::vector<std::string>(
+          {"spike 10.0x3 " + kNodes + "n 0", "spike 10.0x3 " + kNodes + "n 1", "hang " + kNodes + "n 1"}));
+  EXPECT_FALSE(world.node_faulty("p", kStandaloneZone, "n")) << "the machines stay healthy";
+}
+
 TEST(MockMachines, AFaultyMachineHandedToANewNodeMakesThatWorkerFaultyFromTheStart) {
   World world(full_fleet_config(8), 1, 7); // Two machines.
   RecordingListener listener;

@@ -99,6 +99,26 @@ HttpAnswer http_call(httplib::Client& client, const std::string& method, const s
   return {result->status, nlohmann::json::parse(result->body, nullptr, false), result->body, result->headers};
 }
 
+HttpAnswer inject_loss_spike(httplib::Client& client, const MockCloudProcess& mock, const std::string& location,
+                             const std::string& node, double factor, int steps, std::optional<int> worker) {
+  nlohmann::json body = {{"factor", factor}, {"steps", steps}};
+  if (worker) {
+    body["worker"] = *worker;
+  }
+  return http_call(client, "POST", "/mock/v1/" + location + "/nodes/" + node + ":injectLossSpike", body,
+                   mock.admin_headers());
+}
+
+HttpAnswer inject_hang(httplib::Client& client, const MockCloudProcess& mock, const std::string& location,
+                       const std::string& node, std::optional<int> worker) {
+  nlohmann::json body = nlohmann::json::object();
+  if (worker) {
+    body["worker"] = *worker;
+  }
+  return http_call(client, "POST", "/mock/v1/" + location + "/nodes/" + node + ":injectHang", body,
+                   mock.admin_headers());
+}
+
 std::string test_world(int seconds, const std::string& zones) {
   const auto delay = std::to_string(seconds) + "s";
   return "lifecycle: {creating: " + delay + ", suspending: " + delay + ", deleting: " + delay + "}\n" +

@@ -68,6 +68,18 @@ struct HttpAnswer {
 HttpAnswer http_call(httplib::Client& client, const std::string& method, const std::string& path,
                      const nlohmann::json& body, const httplib::Headers& headers);
 
+// The mock's admin call :injectLossSpike on node `node` of `location` ("projects/P/locations/Z"): the next `steps`
+// steps the workload computes on every worker of the node (or only on worker `worker`) report `factor` times their
+// loss and apply `factor` times their gradient. 200 with {"node", "workers", "lossSpike"}, else the error.
+HttpAnswer inject_loss_spike(httplib::Client& client, const MockCloudProcess& mock, const std::string& location,
+                             const std::string& node, double factor, int steps,
+                             std::optional<int> worker = std::nullopt);
+
+// The mock's admin call :injectHang on node `node` of `location`: the workload on every worker (or only on worker
+// `worker`) blocks at its next step until it is stopped. 200 with {"node", "workers", "hang": true}, else the error.
+HttpAnswer inject_hang(httplib::Client& client, const MockCloudProcess& mock, const std::string& location,
+                       const std::string& node, std::optional<int> worker = std::nullopt);
+
 // A world description for tests: every lifecycle and provisioning delay `seconds` simulated seconds, no random
 // preemption or maintenance, and `zones`, the body of the zones: mapping (each line indented by two spaces).
 std::string test_world(int seconds, const std::string& zones);

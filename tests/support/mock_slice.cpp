@@ -10,6 +10,9 @@ namespace {
 
 using nlohmann::json;
 
+// Where the slice's node is.
+constexpr const char* kLocation = "projects/p/locations/us-central2-b";
+
 const httplib::Headers& auth() {
   static const httplib::Headers headers = {{"Authorization", "Bearer test-token"}};
   return headers;
@@ -73,6 +76,15 @@ bool MockSlice::preempt() {
   return http_call(*client_, "POST", "/mock/v1/projects/p/locations/us-central2-b/nodes/slice-node:preempt",
                    json::object(), server_->admin_headers())
              .status == 200;
+}
+
+bool MockSlice::inject_loss_spike(double factor, int steps, std::optional<int> worker) {
+  return jobman::test::inject_loss_spike(*client_, *server_, kLocation, "slice-node", factor, steps, worker).status ==
+         200;
+}
+
+bool MockSlice::inject_hang(std::optional<int> worker) {
+  return jobman::test::inject_hang(*client_, *server_, kLocation, "slice-node", worker).status == 200;
 }
 
 int MockSlice::processes_running() {

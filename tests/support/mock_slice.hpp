@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <gtest/gtest.h>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace jobman::test {
@@ -39,6 +40,12 @@ public:
   std::filesystem::path remote_home(int worker, const std::string& user);
   // Preempts the node now (admin API); true when the mock accepted.
   bool preempt();
+  // The next `steps` steps of the workload on every worker (or worker `worker`'s) spike by `factor` (admin API
+  // :injectLossSpike); true when the mock accepted.
+  bool inject_loss_spike(double factor, int steps, std::optional<int> worker = std::nullopt);
+  // The workload on every worker (or worker `worker`'s) hangs at its next step (admin API :injectHang); true when the
+  // mock accepted.
+  bool inject_hang(std::optional<int> worker = std::nullopt);
   // Processes the mock's worker hosts are running (its metrics), -1 when it cannot say.
   int processes_running();
 

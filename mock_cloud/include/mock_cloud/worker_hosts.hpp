@@ -103,6 +103,9 @@ public:
   void slice_lost(const std::string& node_name) override;
   // Makes the MXUs of the slice's worker `worker` faulty: the workload there sees MOCK_TPU_FAULT_FILE appear.
   void slice_faulty(const std::string& node_name, int worker) override;
+  // Writes the step fault file of the slice's worker `worker` (MOCK_TPU_LOSS_SPIKE_FILE or MOCK_TPU_HANG_FILE),
+  // replacing one the workload has not consumed yet.
+  void slice_step_fault(const std::string& node_name, int worker, const StepFault& fault) override;
   // The slice's hosts authorize `keys` from now on (within moments: the agent thread writes them).
   void slice_keys(const std::string& node_name, const std::vector<SshKey>& keys) override;
   // With SSH servers: the guest attributes worker `worker` publishes once its sshd listens ("hostkeys/ssh-ed25519",

@@ -57,6 +57,19 @@ struct HostMachine {
   bool faulty = false;       // The machine's hardware is faulty: the host's workload sees MOCK_TPU_FAULT_FILE.
 };
 
+// A fault injected into the steps of the workload on a worker host, through a file the workload consumes step by
+// step (docs/MOCK_CLOUD.md, "Injected step faults").
+struct StepFault {
+  // Which fault.
+  enum class Kind {
+    loss_spike, // The next `steps` steps have their loss and gradient multiplied by `factor`.
+    hang        // The next step blocks until the process is stopped.
+  };
+  Kind kind = Kind::loss_spike; // Which fault.
+  double factor = 1;            // loss_spike: the multiplier.
+  std::int64_t steps = 0;       // loss_spike: how many steps.
+};
+
 // One key of Google's `ssh-keys` metadata: the account it opens and the key, as an authorized_keys line.
 struct SshKey {
   std::string user; // The account: "tester" of "tester:ssh-ed25519 AAAA... tester".
@@ -96,6 +109,8 @@ public:
   virtual void slice_lost(const std::string& node_name) = 0;
   // The machine under worker `worker` of the node was marked faulty.
   virtual void slice_faulty(const std::string& node_name, int worker) = 0;
+  // The workload of worker `worker` of the node is to meet `fault` in its next steps.
+  virtual void slice_step_fault(const std::string& /*node_name*/, int /*worker*/, const StepFault& /*fault*/) {}
   // The keys the node's hosts authorize changed: its metadata or its project's was written.
   virtual void slice_keys(const std::string& /*node_name*/, const std::vector<SshKey>& /*keys*/) {}
   // The guest attributes worker `worker` of the node publishes about its SSH server, by "NAMESPACE/KEY"
@@ -226,6 +241,12 @@ public:
   // workload's loss turns NaN); health stays HEALTHY. A worker out of range is INVALID_ARGUMENT.
   Reply mark_node_faulty(const std::string& project, const std::string& zone, const std::string& id,
                          std::int64_t now_ms, std::optional<std::int64_t> worker = std::nullopt);
+  // Admin: injects `fault` into the steps of the workload on a READY node's worker hosts, every worker's or only
+  // `worker`'s (a loss spike of factor 1 < F <= 1e6 over 1 to 1e6 steps, or a hang). A bad factor or step count or a
+  // worker out of range is INVALID_ARGUMENT; answers {"node", "workers": [W...]} and the fault.
+  Reply inject_step_fault(const std::string& project, const std::string& zone, const std::string& id,
+                          const StepFault& fault, std::int64_t now_ms,
+                          std::optional<std::int64_t> worker = std::nullopt);
   // True when the node exists and one of its worker hosts is on a faulty machine.
   bool node_faulty(const std::string& project, const std::string& zone, const std::string& id);
   // Admin: the chance that a newly minted machine is faulty, in [0, 1] (else INVALID_ARGUMENT).
@@ -371,6 +392,11 @@ private:
   void release_capacity(Node& node);
   // The node called `name`, or nullptr with `missing` set to its 404.
   Node* find_node_locked(const std::string& name, Reply* missing);
+  // For an admin call on the hosts of a READY node: the node called `name` and the workers `worker` selects (all when
+  // absent) in `workers`; nullptr with `error` set to its 404, INVALID_ARGUMENT for a worker out of range, or
+  // FAILED_PRECONDITION when its hosts are not up.
+  Node* hosts_of_locked(const std::string& name, std::optional<std::int64_t> worker, std::vector<int>& workers,
+                        Reply& error);
   // Gives a new node its numeric id and one internal and one external address per worker host, both in
   // 127.0.0.0/8 and free on this machine (SliceListener::address_free).
   void place_hosts_locked(Node& node, int hosts);
