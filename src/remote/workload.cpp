@@ -336,7 +336,7 @@ for f in /proc/[0-9]*/stat; do
   set -- $rest
   [ "$4" = "$pid" ] || continue
   w=$(cat "/proc/$p/wchan" 2>/dev/null)
-  c=$(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null)
+  c=$(tr '\0\n' '  ' < "/proc/$p/cmdline" 2>/dev/null)
   echo "$p $2 $1 ${w:-0} $c"
   found="$found $p"
 done
