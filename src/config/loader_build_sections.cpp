@@ -736,8 +736,8 @@ void build_recovery(Problems& p, const Section& s, const Origin& file_origin, bo
                   detail::describe_kind(*patterns));
     }
   }
-  out.stall_timeout_seconds = s.duration("stall_timeout", 0).value_or(30 * 60);
-  out.stall_first_line_seconds = s.duration("stall_first_line", 0).value_or(60 * 60);
+  out.stall_timeout_seconds = s.duration("stall_timeout", 0).value_or(out.stall_timeout_seconds);
+  out.stall_first_line_seconds = s.duration("stall_first_line", 0).value_or(out.stall_first_line_seconds);
   build_loss_spike(p, s, out);
   if (out.backoff_max_seconds < out.backoff_initial_seconds) {
     p.error(backoff.origin("max"), backoff.path("max"),

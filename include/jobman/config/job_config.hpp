@@ -204,9 +204,9 @@ struct RecoverySection {
   std::vector<std::string> bad_hardware{"default"};
   // How long (real seconds, never scaled) an attempt may run with no new line of output from any worker before it is
   // judged stalled; 0: never.
-  long long stall_timeout_seconds = 30 * 60;
+  long long stall_timeout_seconds = 30LL * 60;
   // How long the wait for an attempt's first line may be (a compile), when longer than stall_timeout.
-  long long stall_first_line_seconds = 60 * 60;
+  long long stall_first_line_seconds = 60LL * 60;
   // recovery.loss_spike: a step whose loss exceeds `factor` times the median of the last `window` steps' losses is
   // a spike, once the step is at least `min_steps`; the attempt is stopped and the job resumes from before it, at
   // most `max_rollbacks` times, skipping the data of `skip_steps` steps. nullopt: off.
