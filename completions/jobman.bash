@@ -56,7 +56,7 @@ _jobman() {
       --attempt) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --follow -f --worker --attempt --setup --raw" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --follow -f --worker --attempt --setup --stacks --raw" -- "$cur"))
       return
     fi
     COMPREPLY=($(compgen -W "$(jobman list --all -q 2>/dev/null)" -- "$cur"))

@@ -39,6 +39,7 @@ complete -c jobman -n '__fish_seen_subcommand_from logs' -l follow -s f -d 'Keep
 complete -c jobman -n '__fish_seen_subcommand_from logs' -l worker -x -d 'Which worker: an index, or '\''all'\'' (each line then starts with [w<N>]). Default 0, the worker whose exit code decides the job'\''s outcome'
 complete -c jobman -n '__fish_seen_subcommand_from logs' -l attempt -x -d 'Which attempt (1, 2, ...); default the current one'
 complete -c jobman -n '__fish_seen_subcommand_from logs' -l setup -d 'Print the setup logs (ssh, gcsfuse, environment) instead of the output'
+complete -c jobman -n '__fish_seen_subcommand_from logs' -l stacks -d 'Print what each worker'\''s processes were doing when the attempt stalled (recovery.stall_timeout): state, wait channel, command line, Python stacks where py-spy is installed; default the newest attempt that has them, every worker'
 complete -c jobman -n '__fish_seen_subcommand_from logs' -l raw -d 'On a terminal too, write control characters as they are instead of escaping them (\x1b)'
 complete -c jobman -n '__fish_seen_subcommand_from logs' -x -a '(jobman list --all -q 2>/dev/null)'
 complete -c jobman -n '__fish_use_subcommand' -a ssh -d 'Open a shell on a worker of a job'\''s slice, or run a command there'
