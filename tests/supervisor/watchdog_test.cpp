@@ -28,9 +28,7 @@ protected:
   bool runs_attempt(std::int64_t id, int attempt, int limit = 60) {
     return r.tick_until([&] { return phase(id) == Phase::running && r.job(id).attempt == attempt; }, limit);
   }
-  void print(std::int64_t id, const std::string& text) {
-    r.workers->print(Rig::wid(id), r.job(id).attempt, 0, text);
-  }
+  void print(std::int64_t id, const std::string& text) { r.workers->print(Rig::wid(id), r.job(id).attempt, 0, text); }
 
   Rig r;
 };
@@ -85,8 +83,7 @@ TEST_F(SupervisorWatchdog, ASilentAttemptIsStoppedWithItsStacksKeptAndRestartedO
 
 TEST_F(SupervisorWatchdog, TheFirstLineMayTakeStallFirstLineAndNoWatchdogRunsWhenItIsOff) {
   r.slices->set_capacity("us-central2-b", true);
-  const auto watched =
-      r.create(job_yaml("  max_failures: 1\n  stall_timeout: 10m\n  stall_first_line: 1h\n")).front();
+  const auto watched = r.create(job_yaml("  max_failures: 1\n  stall_timeout: 10m\n  stall_first_line: 1h\n")).front();
   const auto unwatched = r.create(job_yaml("  stall_timeout: 0\n")).front();
   ASSERT_TRUE(runs_attempt(watched, 1));
   ASSERT_TRUE(runs_attempt(unwatched, 1));
@@ -144,8 +141,7 @@ TEST_F(SupervisorWatchdog, ALossSpikeRollsBackToBeforeItWithoutSpendingAnyOtherB
   const auto env = r.workers->launch_env(Rig::wid(id), 2);
   EXPECT_EQ(env.at("JOBMAN_RESUME_BEFORE_STEP"), "8");
   EXPECT_EQ(env.at("JOBMAN_SKIP_STEPS"), "4");
-  EXPECT_NE(r.events(id, "action").back().find("loss 31.5 at step 8 is 31.5 times the median 1"),
-            std::string::npos)
+  EXPECT_NE(r.events(id, "action").back().find("loss 31.5 at step 8 is 31.5 times the median 1"), std::string::npos)
       << r.events(id, "action").back();
 
   // Resumed from step 5, the run replays steps 6 and 7 (their losses judged against the steps before them, not
