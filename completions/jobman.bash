@@ -185,9 +185,11 @@ _jobman() {
       --accelerator|-a) return ;;
       --zone|-z) return ;;
       --since) return ;;
+      --experiment) return ;;
+      --prices) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --accelerator -a --zone -z --since --json" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --accelerator -a --zone -z --since --json --experiment --prices" -- "$cur"))
       return
     fi
     ;;
@@ -207,7 +209,7 @@ _jobman() {
       --prices) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --since --user -u --name -n --kind -k --json --csv --html --prices" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --since --user -u --name -n --kind -k --json --csv --html --compare --prices" -- "$cur"))
       return
     fi
     ;;

@@ -23,7 +23,22 @@ struct ReportOptions {
   bool csv = false;
   std::string html;
   std::string prices;
+  bool compare = false;
 };
+
+// `report --compare` as text, CSV or JSON: the finished runs grouped, no row per job.
+int run_compare(Context& ctx, const ReportOptions& options, reporting::ReportSelection selection,
+                const config::PriceTable& prices, std::int64_t now) {
+  const auto report = reporting::build_comparison(ctx.store(), std::move(selection), prices, now);
+  if (options.json) {
+    reporting::write_compare_json(*ctx.out, report, prices);
+  } else if (options.csv) {
+    reporting::write_compare_csv(*ctx.out, report, prices);
+  } else {
+    reporting::write_compare_text(*ctx.out, report, prices, ctx.color);
+  }
+  return 0;
+}
 
 int run_report(Context& ctx, const ReportOptions& options) {
   if (options.json || options.csv) {
@@ -46,6 +61,10 @@ int run_report(Context& ctx, const ReportOptions& options) {
   }
   const auto prices =
       config::load_prices(options.prices.empty() ? std::nullopt : std::optional<std::filesystem::path>(options.prices));
+  selection.compare = options.compare;
+  if (options.compare && options.html.empty()) {
+    return run_compare(ctx, options, selection, prices, now);
+  }
   if (options.json || options.csv) {
     // Written as the rows come: a year of jobs never sits in memory.
     // Begun with the first row, so that an error before it (an id not in the store) leaves nothing half-written.
@@ -110,6 +129,9 @@ void define_report(CLI::App* cmd, Context& ctx) {
                    ->type_name("FILE");
   json->excludes(csv, html);
   csv->excludes(html);
+  cmd->add_flag("--compare", options->compare,
+                "Finished runs by experiment, accelerator, zone and tier: steps per hour, per chip-hour and per "
+                "dollar, goodput, preemptions per day");
   cmd->add_option("--prices", options->prices,
                   "A price table over the built-in one (default: ~/.config/jobman/prices.yaml when present)")
       ->type_name("FILE");
@@ -117,9 +139,14 @@ void define_report(CLI::App* cmd, Context& ctx) {
               "  jobman report\n"
               "  jobman report 42 --html report.html\n"
               "  jobman report --since 30d --name 'sweep-*' --csv > sweep.csv\n"
+              "  jobman report --compare --since 30d\n"
               "Each job's wall time splits into queued, provisioning, setup, productive, lost (work done again after\n"
               "a resume), recovering, bad hardware and idle; goodput is productive over the whole. Chip-hours are\n"
               "counted while slices are up; costs use list prices (configs/prices.yaml) and are estimates.\n"
+              "--compare groups the finished runs (SUCCEEDED, and FAILED or CANCELLED ones that printed a step) by\n"
+              "experiment (job.experiment, else the name without its sweep suffix) and by the accelerator, zone and\n"
+              "tier of their slices: the highest step each run reached (each step once) per hour its slices were\n"
+              "held, per chip-hour and per dollar; with --html, as a table at the top of the file.\n"
               "Reads the local store only.");
   cmd->callback([&ctx, options] { ctx.action = [&ctx, options] { return run_report(ctx, *options); }; });
 }

@@ -79,13 +79,18 @@ Cost cost_of(const core::JobAccount& account, const config::PriceTable& prices) 
     if (usage.borrowed) {
       continue;
     }
-    if (const auto price = prices.chip_hour(usage.accelerator, usage.tier)) {
-      cost.amount += usage.chip_hours * *price;
+    if (const auto amount = cost_of(usage, prices)) {
+      cost.amount += *amount;
     } else {
       cost.complete = false;
     }
   }
   return cost;
+}
+
+std::optional<double> cost_of(const core::ChipUsage& usage, const config::PriceTable& prices) {
+  const auto price = prices.chip_hour(usage.accelerator, usage.tier);
+  return price ? std::optional<double>(usage.chip_hours * *price) : std::nullopt;
 }
 
 ChipHours chip_hours_of(const core::JobAccount& account) {

@@ -17,6 +17,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <utility>
@@ -141,8 +142,13 @@ Chunk read_chunk(const store::JobStore& store, std::vector<domain::JobRecord> jo
 // Accounts the chunks in order, adding each job to the report's totals and passing its row on.
 class ChunkAccountant {
 public:
-  ChunkAccountant(const config::PriceTable& prices, Report& report, const ReportRowSink& each_row)
-      : prices_(prices), report_(report), each_row_(each_row) {}
+  ChunkAccountant(const config::PriceTable& prices, const ReportSelection& selection, Report& report,
+                  const ReportRowSink& each_row)
+      : prices_(prices), report_(report), each_row_(each_row) {
+    if (selection.compare) {
+      comparison_.emplace(prices, selection.experiment);
+    }
+  }
 
   void account(Chunk& chunk) {
     for (std::size_t k = 0; k < chunk.jobs.size(); ++k) {
@@ -160,6 +166,10 @@ public:
       add_to_totals(report_, task_ms_, job, row, attempts, prices_);
       ++report_.jobs;
       report_.unfinished += domain::is_terminal(job.phase) ? 0 : 1;
+      if (comparison_) {
+        comparison_->add(job, attempts, row.account);
+        job.config_yaml = std::string(); // Read for the experiment only: a report keeps no config.
+      }
       if (k >= chunk.detailed_from) {
         row.attempts.assign(attempts.begin(), attempts.end());
       } else {
@@ -180,6 +190,12 @@ public:
     if (report_.wall_ms() == 0) {
       report_.ms = task_ms_;
     }
+    if (comparison_) {
+      report_.compared = true;
+      report_.comparison = comparison_->groups();
+      report_.runs_compared = comparison_->runs();
+      report_.runs_without_steps = comparison_->runs_without_steps();
+    }
   }
 
 private:
@@ -187,6 +203,7 @@ private:
   Report& report_;
   const ReportRowSink& each_row_;
   core::BucketTimes task_ms_{};
+  std::optional<Comparison> comparison_;
 };
 
 // Accounts chunks on a thread of its own while the caller reads the next ones from the store: a long report then
@@ -303,12 +320,17 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
   Report report;
   report.now_ms = now_ms;
   report.since_ms = selection.since_ms;
-  ChunkAccountant accountant(prices, report, each_row);
+  ChunkAccountant accountant(prices, selection, report, each_row);
   ChunkPipeline pipeline(accountant);
   std::vector<domain::JobRecord> jobs;
   if (!selection.ids.empty()) {
     for (const auto id : selection.ids) {
-      jobs.push_back(store.jobs().get(id));
+      jobs.push_back(store.jobs().get(id, selection.compare));
+    }
+    if (!selection.phases.empty()) {
+      std::erase_if(jobs, [&](const domain::JobRecord& job) {
+        return std::find(selection.phases.begin(), selection.phases.end(), job.phase) == selection.phases.end();
+      });
     }
     std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     jobs.erase(std::unique(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return a.id == b.id; }),
@@ -320,6 +342,8 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
     filter.user = selection.user;
     filter.name_glob = selection.name_glob;
     filter.kinds = selection.kinds;
+    filter.phases = selection.phases;
+    filter.with_config = selection.compare;
     if (selection.detailed_rows == 0) {
       // Nothing needs to know how many there are: read and account them a chunk at a time. The statement listing
       // the jobs stays open while each chunk's events are read.
@@ -355,6 +379,14 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
   pipeline.finish();
   accountant.finish();
   return report;
+}
+
+Report build_comparison(const store::JobStore& store, ReportSelection selection, const config::PriceTable& prices,
+                        std::int64_t now_ms) {
+  selection.phases = {domain::Phase::succeeded, domain::Phase::failed, domain::Phase::cancelled};
+  selection.compare = true;
+  selection.detailed_rows = 0;
+  return build_report(store, selection, prices, now_ms, [](const ReportRow&) {});
 }
 
 void write_report_text(std::ostream& out, const Report& report, const config::PriceTable& prices, bool color) {
@@ -420,21 +452,6 @@ void write_report_text(std::ostream& out, const Report& report, const config::Pr
   out << '\n';
 }
 
-namespace {
-
-std::string csv_quote(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) {
-    return text;
-  }
-  std::string quoted = "\"";
-  for (const char c : text) {
-    quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  }
-  return quoted + "\"";
-}
-
-} // namespace
-
 void write_report_csv_header(std::ostream& out) {
   out << "id,name,user,kind,status,accelerator,zone,pricing,created_at,finished_at,wall_seconds,goodput";
   for (const auto bucket : core::all_buckets()) {
@@ -481,11 +498,7 @@ void append_report_csv_row(std::string& out, const ReportRow& row, const config:
   out += estimated ? "true\n" : "false\n";
 }
 
-void write_report_json_head(std::ostream& out, std::int64_t now_ms, std::int64_t since_ms,
-                            const config::PriceTable& prices) {
-  nlohmann::ordered_json j;
-  j["generated_at"] = util::format_utc(now_ms);
-  j["since"] = text_or_null(since_ms > 0 ? util::format_utc(since_ms) : std::string());
+nlohmann::ordered_json prices_json(const config::PriceTable& prices) {
   nlohmann::ordered_json table;
   table["currency"] = prices.currency;
   table["source"] = prices.source;
@@ -493,7 +506,15 @@ void write_report_json_head(std::ostream& out, std::int64_t now_ms, std::int64_t
   table["region"] = prices.region;
   table["tables"] = prices.files;
   table["note"] = prices_note(prices);
-  j["prices"] = std::move(table);
+  return table;
+}
+
+void write_report_json_head(std::ostream& out, std::int64_t now_ms, std::int64_t since_ms,
+                            const config::PriceTable& prices) {
+  nlohmann::ordered_json j;
+  j["generated_at"] = util::format_utc(now_ms);
+  j["since"] = text_or_null(since_ms > 0 ? util::format_utc(since_ms) : std::string());
+  j["prices"] = prices_json(prices);
   // The jobs follow, one at a time: a year of history is a hundred thousand of them.
   std::string head = j.dump(2);
   head.pop_back(); // The closing brace.

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <utility>
 
 namespace jobman::reporting {
 
@@ -87,6 +89,10 @@ table.per-job th { vertical-align: bottom; }
 table.per-job th.wrap { white-space: normal; max-width: 6.5em; }
 table.per-job td.job-name { max-width: 14em; overflow: hidden; text-overflow: ellipsis; }
 table.per-job .split { border-left: 1px solid #d9e2ec; }
+table.compare th { white-space: normal; vertical-align: bottom; max-width: 6.5em; }
+table.compare td.name { max-width: 16em; overflow: hidden; text-overflow: ellipsis; }
+table.compare td.best { font-weight: 700; color: #147d64; }
+table.compare tr.next td { border-top: 1px solid #bcccdc; }
 )css";
 
 void cards(std::ostream& out, const Report& report, const config::PriceTable& prices) {
@@ -254,6 +260,51 @@ void groups(std::ostream& out, const Report& report, const config::PriceTable& p
   }
 }
 
+// The comparison: a row per experiment and place, the best steps per unit of money of each experiment that ran in
+// several places in bold. It fits a window 1400 px wide: a long experiment name is cut short (whole in its tooltip)
+// and the headers wrap.
+void compare_table(std::ostream& out, const Report& report, const config::PriceTable& prices) {
+  out << "<h2>Steps per " << html_escape(prices.currency) << " by experiment, accelerator, zone and tier</h2>\n";
+  if (report.comparison.empty()) {
+    out << "<p class=\"note\">No finished runs with steps to compare.</p>\n";
+    return;
+  }
+  std::map<std::string, std::pair<double, int>> best; // By experiment: the highest steps per money, and its groups.
+  for (const auto& g : report.comparison) {
+    auto& [value, groups] = best[g.experiment];
+    value = std::max(value, g.steps_per_dollar().value_or(0.0));
+    ++groups;
+  }
+  out << "<div class=\"table-wrap\"><table class=\"compare\"><tr><th class=\"l\">experiment</th>"
+         "<th class=\"l\">accelerator</th><th class=\"l\">zone</th><th class=\"l\">tier</th><th>runs</th>"
+         "<th>steps</th><th>steps per hour</th><th>steps per chip-hour</th><th>steps per "
+      << html_escape(prices.currency) << "</th><th>goodput</th><th>preemptions per day</th></tr>\n";
+  const std::string* previous = nullptr;
+  for (const auto& g : report.comparison) {
+    const auto per_money = g.steps_per_dollar();
+    const auto& [top, groups] = best[g.experiment];
+    const bool is_best = groups > 1 && per_money && *per_money > 0 && *per_money == top;
+    // A line between experiments.
+    out << (previous != nullptr && *previous != g.experiment ? "<tr class=\"next\">" : "<tr>");
+    previous = &g.experiment;
+    const std::string experiment = html_escape(g.experiment);
+    out << "<td class=\"l name\" title=\"" << experiment << "\">" << experiment << "</td><td class=\"l\">"
+        << html_escape(g.accelerator) << "</td><td class=\"l\">" << html_escape(g.zone) << "</td><td class=\"l\">"
+        << html_escape(domain::to_string(g.tier)) << "</td><td>" << g.runs << "</td><td>" << g.steps << "</td><td>"
+        << figure_text(g.steps_per_hour()) << "</td><td>" << figure_text(g.steps_per_chip_hour())
+        << (g.estimated ? "*" : "") << "</td><td" << (is_best ? " class=\"best\"" : "") << ">"
+        << (g.priced ? figure_text(per_money) : std::string("no price")) << "</td><td>" << percent_text(g.goodput())
+        << "</td><td>" << figure_text(g.preemptions_per_day()) << "</td></tr>\n";
+  }
+  out << "</table></div>\n<p class=\"note\">" << html_escape(compare_note(prices));
+  if (report.runs_without_steps > 0) {
+    out << " " << report.runs_without_steps
+        << (report.runs_without_steps == 1 ? " finished run printed no step on a slice and is left out."
+                                           : " finished runs printed no step on a slice and are left out.");
+  }
+  out << "</p>\n";
+}
+
 } // namespace
 
 void write_report_summary(std::ostream& out, const Report& report, const config::PriceTable& prices) {
@@ -276,6 +327,9 @@ void write_report_html(std::ostream& out, const Report& report, const config::Pr
     return;
   }
   cards(out, report, prices);
+  if (report.compared) {
+    compare_table(out, report, prices);
+  }
   write_timeline_legend(out);
   out << "<h2>Timelines</h2>\n";
   const std::size_t first = report.rows.size() > kHtmlTimelines ? report.rows.size() - kHtmlTimelines : 0;

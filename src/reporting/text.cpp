@@ -69,6 +69,17 @@ std::size_t display_width(std::string_view text) {
   return width;
 }
 
+std::string csv_quote(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) {
+    return text;
+  }
+  std::string quoted = "\"";
+  for (const char c : text) {
+    quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  }
+  return quoted + "\"";
+}
+
 std::string printable(std::string_view text) {
   return util::escape_controls(text, util::LineBreaks::escape);
 }

@@ -38,6 +38,9 @@ struct Cost {
   bool complete = true; // Every slice had a price in the table.
 };
 Cost cost_of(const core::JobAccount& account, const config::PriceTable& prices);
+// The cost of one slice kind's chip-hours at list prices (borrowed ones too: what the worker pays for that time);
+// nullopt when the table has no price for its accelerator and tier.
+std::optional<double> cost_of(const core::ChipUsage& usage, const config::PriceTable& prices);
 
 // An account's chip-hours: on slices it holds, and borrowed (a task's, on its worker's slice).
 struct ChipHours {

@@ -5,6 +5,7 @@
 #include "jobman/domain/job.hpp"
 #include "jobman/domain/pricing.hpp"
 #include "jobman/reporting/accounting.hpp"
+#include "jobman/reporting/compare.hpp"
 
 #include <functional>
 #include <map>
@@ -23,6 +24,11 @@ struct ReportSelection {
   std::string user;
   std::string name_glob;
   std::vector<domain::JobKind> kinds;
+  std::vector<domain::Phase> phases; // Only jobs in these phases (empty: any).
+  // Also group the finished runs by experiment and place (Report::comparison), reading each job's recorded config for
+  // its experiment; only `experiment`'s runs when it is given.
+  bool compare = false;
+  std::string experiment;
   // How many of the newest rows keep their attempts and their account's timeline (what the HTML draws); the others
   // keep their totals only, so that a report of a year holds little per job.
   std::size_t detailed_rows = 0;
@@ -74,6 +80,12 @@ struct Report {
   // Slices held by jobs and workers (tasks' borrowed time is their workers'), by "accelerator tier" and by zone.
   std::map<AcceleratorTier, ReportGroup, AcceleratorTierOrder> by_kind;
   std::map<std::string, ReportGroup> by_zone;
+  // With ReportSelection::compare: the finished runs by experiment, accelerator, zone and tier, how many runs they
+  // hold, and how many finished runs were left out for printing no step.
+  bool compared = false;
+  std::vector<CompareGroup> comparison;
+  std::size_t runs_compared = 0;
+  std::size_t runs_without_steps = 0;
 
   [[nodiscard]] std::int64_t wall_ms() const { return core::wall_ms(ms); }
   [[nodiscard]] std::optional<double> goodput() const { return core::goodput(ms); }
@@ -90,6 +102,11 @@ using ReportRowSink = std::function<void(const ReportRow&)>;
 Report build_report(const store::JobStore& store, const ReportSelection& selection, const config::PriceTable& prices,
                     std::int64_t now_ms, const ReportRowSink& each_row = {});
 
+// build_report of the selection's finished runs (SUCCEEDED, FAILED, CANCELLED) with their comparison
+// (Report::comparison), keeping no row.
+Report build_comparison(const store::JobStore& store, ReportSelection selection, const config::PriceTable& prices,
+                        std::int64_t now_ms);
+
 void write_report_text(std::ostream& out, const Report& report, const config::PriceTable& prices, bool color);
 // CSV and JSON are written as the rows come: the header (or the JSON's opening), each row, then (JSON) the totals.
 void write_report_csv_header(std::ostream& out);
@@ -98,8 +115,21 @@ void write_report_json_head(std::ostream& out, std::int64_t now_ms, std::int64_t
                             const config::PriceTable& prices);
 void append_report_json_row(std::string& out, const ReportRow& row, const config::PriceTable& prices, bool first);
 void write_report_json_tail(std::ostream& out, const Report& report, const config::PriceTable& prices, bool any_rows);
-// One self-contained HTML file: an SVG timeline per job, the goodput and cost tables, and the zones'.
+// One self-contained HTML file: an SVG timeline per job, the goodput and cost tables, and the zones'; with a
+// comparison (Report::compared), its table first.
 void write_report_html(std::ostream& out, const Report& report, const config::PriceTable& prices);
+
+// `report --compare` (compare.cpp): the comparison as a table with the definitions and the price note under it, as
+// CSV (a header, then a line per group), and as JSON (docs/JSON.md).
+void write_compare_text(std::ostream& out, const Report& report, const config::PriceTable& prices, bool color);
+void write_compare_csv(std::ostream& out, const Report& report, const config::PriceTable& prices);
+void write_compare_json(std::ostream& out, const Report& report, const config::PriceTable& prices);
+// A figure of the comparison, to about three significant digits ("1234", "56.7", "0.0123"); "-" for none.
+std::string figure_text(std::optional<double> value);
+// What the comparison's figures are, for a note under its table.
+std::string compare_note(const config::PriceTable& prices);
+// The price table as the JSON documents give it: {currency, source, as_of, region, tables, note}.
+nlohmann::ordered_json prices_json(const config::PriceTable& prices);
 
 // The parts of the HTML report the dashboard shows as well (report_html.cpp).
 // Stored text made safe in HTML: control characters made visible as on a terminal, then <, >, &, quotes escaped.

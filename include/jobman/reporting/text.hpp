@@ -45,6 +45,9 @@ private:
 // Display width of UTF-8 text (code points; good enough for names and paths).
 std::size_t display_width(std::string_view text);
 
+// A CSV field: `text` as it is, or in double quotes (its own doubled) when it has a comma, a quote or a line break.
+std::string csv_quote(const std::string& text);
+
 // Replaces control characters (ESC, CR, C1, newlines, ...) so that stored text cannot drive the terminal.
 std::string printable(std::string_view text);
 
