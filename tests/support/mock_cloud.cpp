@@ -62,9 +62,16 @@ std::optional<int> MockCloudProcess::stop_within(std::chrono::milliseconds patie
   if (pid_ <= 0) {
     return exit_code_;
   }
+  const auto code = signal_and_wait(pid_, SIGTERM, patience);
+  exit_code_ = code.value_or(128 + SIGKILL);
+  pid_ = -1;
+  return code;
+}
+
+std::optional<int> signal_and_wait(pid_t pid, int signal, std::chrono::milliseconds patience) {
   // A pidfd becomes readable when the process exits, so the wait needs no polling.
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-  ::kill(pid_, SIGTERM);
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  ::kill(pid, signal);
   bool exited = true;
   if (pidfd >= 0) {
     pollfd fds{pidfd, POLLIN, 0};
@@ -79,9 +86,9 @@ std::optional<int> MockCloudProcess::stop_within(std::chrono::milliseconds patie
     exited = ready > 0;
   }
   if (!exited) {
-    ::kill(pid_, SIGKILL);
+    ::kill(pid, SIGKILL);
   }
-  const int code = stop();
+  const int code = util::wait_exit(pid);
   return exited ? std::optional<int>(code) : std::nullopt;
 }
 

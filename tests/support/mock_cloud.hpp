@@ -56,6 +56,10 @@ private:
   std::string admin_token_;
 };
 
+// Sends `signal` to the child `pid` and waits at most `patience` for it to exit: its exit status (128 + signal when
+// killed), or nullopt when it was still running; it is then killed with SIGKILL. Either way it has been waited for.
+std::optional<int> signal_and_wait(pid_t pid, int signal, std::chrono::milliseconds patience);
+
 // An HTTP reply: status (0 when the request failed), body parsed as JSON (discarded when not JSON), text, headers.
 struct HttpAnswer {
   int status = 0;           // HTTP status, or 0 when there was no reply.
