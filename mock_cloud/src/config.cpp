@@ -4,8 +4,10 @@
 #include "jobman/util/error.hpp"
 #include "jobman/util/strings.hpp"
 #include "jobman/util/system.hpp"
+#include "mock_cloud/bucket_root.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
@@ -23,6 +25,15 @@ std::string_view tier_name(Tier tier) {
   case Tier::best_effort: return "best_effort";
   }
   return "spot";
+}
+
+std::string_view bucket_location_type_name(BucketLocationType type) {
+  switch (type) {
+  case BucketLocationType::region: return "region";
+  case BucketLocationType::dual_region: return "dual-region";
+  case BucketLocationType::multi_region: return "multi-region";
+  }
+  return "region";
 }
 
 std::optional<Tier> tier_named(std::string_view name) {
@@ -239,6 +250,95 @@ void parse_dcn(Checker& check, const YAML::Node& node, DcnConfig& out) {
   }
 }
 
+// Cloud Storage's multi-regions and predefined dual-regions, by the location a bucket names.
+const std::map<std::string, BucketLocationType>& named_bucket_locations() {
+  static const std::map<std::string, BucketLocationType> table = {
+      {"us", BucketLocationType::multi_region},   {"eu", BucketLocationType::multi_region},
+      {"asia", BucketLocationType::multi_region}, {"nam4", BucketLocationType::dual_region},
+      {"eur4", BucketLocationType::dual_region},  {"eur5", BucketLocationType::dual_region},
+      {"eur7", BucketLocationType::dual_region},  {"eur8", BucketLocationType::dual_region},
+      {"asia1", BucketLocationType::dual_region}};
+  return table;
+}
+
+// One bucket's placement, buckets.<name>: {location, type, storage_class}.
+void parse_bucket(Checker& check, const YAML::Node& node, const std::string& path, BucketConfig& out) {
+  static const std::regex region("[a-z]+-[a-z]+[0-9]+");
+  static const std::regex zone("[a-z]+-[a-z]+[0-9]+-[a-z]");
+  static const std::regex location_code("[a-z]+[0-9]*");
+  check.only_keys(node, path, {"location", "type", "storage_class"});
+  const auto location = node["location"];
+  if (!location.IsDefined() || !location.IsScalar()) {
+    check.fail(location.IsDefined() ? location : node, Checker::join(path, "location"),
+               location.IsDefined() ? "expected a location such as europe-west4 or us" : "missing",
+               "a region (europe-west4), a multi-region (us, eu, asia) or a dual-region (nam4, eur4, asia1, ...)");
+    return;
+  }
+  out.location = util::to_lower(location.Scalar());
+  const auto where = Checker::join(path, "location");
+  if (std::regex_match(out.location, zone)) {
+    check.fail(location, where, "'" + location.Scalar() + "' is a zone; a bucket lives in a region",
+               "location: " + out.location.substr(0, out.location.rfind('-')));
+    return;
+  }
+  const auto known = named_bucket_locations().find(out.location);
+  if (const auto type = node["type"]; type.IsDefined()) {
+    const std::string name = type.IsScalar() ? type.Scalar() : "";
+    const auto fits = [&](BucketLocationType wanted, const std::regex& form) {
+      out.type = wanted;
+      if (!std::regex_match(out.location, form) ||
+          (known != named_bucket_locations().end() && known->second != wanted)) {
+        check.fail(location, where, "'" + location.Scalar() + "' is not a " + name + " location");
+      }
+    };
+    if (name == "region") {
+      fits(BucketLocationType::region, region);
+    } else if (name == "dual-region") {
+      fits(BucketLocationType::dual_region, location_code);
+    } else if (name == "multi-region") {
+      fits(BucketLocationType::multi_region, location_code);
+    } else {
+      check.fail(type, Checker::join(path, "type"), "'" + name + "' is not a location type",
+                 "one of region, dual-region, multi-region");
+    }
+  } else if (known != named_bucket_locations().end()) {
+    out.type = known->second;
+  } else if (std::regex_match(out.location, region)) {
+    out.type = BucketLocationType::region;
+  } else {
+    check.fail(location, where, "'" + location.Scalar() + "' is not a location Cloud Storage has",
+               "a region (europe-west4), a multi-region (us, eu, asia), a dual-region (nam4, eur4, asia1, ...), "
+               "or give its type");
+  }
+  if (const auto storage_class = node["storage_class"]; storage_class.IsDefined()) {
+    std::string name = storage_class.IsScalar() ? storage_class.Scalar() : std::string();
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    if (name != "STANDARD" && name != "NEARLINE" && name != "COLDLINE" && name != "ARCHIVE") {
+      check.fail(storage_class, Checker::join(path, "storage_class"), "not a storage class",
+                 "one of STANDARD, NEARLINE, COLDLINE, ARCHIVE");
+    } else {
+      out.storage_class = name;
+    }
+  }
+}
+
+void parse_buckets(Checker& check, const YAML::Node& node, std::map<std::string, BucketConfig>& out) {
+  if (!check.is_map(node, "buckets")) {
+    return;
+  }
+  for (const auto& item : node) {
+    const auto name = item.first.as<std::string>();
+    const auto path = "buckets." + name;
+    if (!valid_bucket_name(name)) {
+      check.fail(item.first, path, "'" + name + "' is not a bucket name",
+                 "3 to 63 lowercase letters, digits, '-', '_' or '.', beginning and ending with a letter or a digit");
+    } else if (check.is_map(item.second, path)) {
+      parse_bucket(check, item.second, path, out[name]);
+    }
+  }
+}
+
 void parse_delay(Checker& check, const YAML::Node& node, const std::string& path, DelayDistribution& out) {
   if (!check.is_map(node, path)) {
     return;
@@ -284,7 +384,7 @@ MockConfig read_mock_config(Checker& check, const YAML::Node& root) {
     check.fail(root, "", "the mock cloud config must be a mapping with a 'zones' key");
     check.throw_if_failed();
   }
-  check.only_keys(root, "", {"lifecycle", "events", "provisioning", "zones", "hardware", "dcn"});
+  check.only_keys(root, "", {"lifecycle", "events", "provisioning", "zones", "hardware", "dcn", "buckets"});
 
   if (auto lifecycle = root["lifecycle"]; lifecycle.IsDefined() && check.is_map(lifecycle, "lifecycle")) {
     check.only_keys(lifecycle, "lifecycle", {"creating", "suspending", "deleting"});
@@ -324,6 +424,9 @@ MockConfig read_mock_config(Checker& check, const YAML::Node& root) {
 
   if (auto dcn = root["dcn"]; dcn.IsDefined()) {
     parse_dcn(check, dcn, config.dcn.emplace());
+  }
+  if (auto buckets = root["buckets"]; buckets.IsDefined()) {
+    parse_buckets(check, buckets, config.buckets);
   }
 
   auto generations = generation_names();

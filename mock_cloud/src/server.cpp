@@ -31,6 +31,8 @@ namespace jobman::mock {
 
 using nlohmann::json;
 using server_internal::page_size;
+using server_internal::pretty_printed;
+using server_internal::send_reply;
 
 bool is_loopback_host(std::string_view host) {
   if (host == "localhost" || host == "::1" || host == "[::1]") {
@@ -66,16 +68,6 @@ namespace {
 // every jobman process, gcloud and test client may hold one: its default (8 on this machine) would make
 // the next caller wait seconds.
 constexpr std::size_t kHttpThreads = 64;
-
-void send(httplib::Response& res, const Reply& reply, bool pretty = true) {
-  res.status = reply.status;
-  res.set_content(pretty ? reply.body.dump(2) : reply.body.dump(), "application/json; charset=UTF-8");
-}
-
-bool pretty(const httplib::Request& req) {
-  auto value = req.get_param_value("prettyPrint");
-  return value != "false" && value != "0";
-}
 
 // The request's query string as sent, without the '?'.
 std::string_view raw_query(const httplib::Request& req) {
@@ -130,6 +122,28 @@ std::optional<Tier> parse_tier(const std::string& text) {
 } // namespace
 
 namespace server_internal {
+
+void send_reply(httplib::Response& res, const Reply& reply, bool pretty) {
+  res.status = reply.status;
+  res.set_content(pretty ? reply.body.dump(2) : reply.body.dump(), "application/json; charset=UTF-8");
+}
+
+bool pretty_printed(const httplib::Request& req) {
+  auto value = req.get_param_value("prettyPrint");
+  return value != "false" && value != "0";
+}
+
+void select_requested_fields(const httplib::Request& req, Reply& reply) {
+  if (!reply.ok() || !req.has_param("fields")) {
+    return;
+  }
+  const auto fields = req.get_param_value("fields");
+  if (auto selected = select_fields(reply.body, fields)) {
+    reply.body = std::move(*selected);
+  } else {
+    reply = error_reply(400, "Invalid field selection " + fields);
+  }
+}
 
 // Reads pageSize; nullopt when it is not a whole number.
 std::optional<int> page_size(const httplib::Request& req) {
@@ -208,10 +222,8 @@ httplib::Server::Handler MockServer::api_route(const std::string& method, Handle
       // Google's front end answers a method a version lacks with NOT_FOUND, before it looks at the credential.
       reply = error_reply(404, "The mock cloud does not serve " + method + " in the TPU API's " +
                                    std::string(api_version_name(version)) + " yet; call it under /v2/");
-    } else if (!bearer_.authorized(req)) {
-      reply = error_reply(401, "Request is missing required authentication credential. Expected OAuth 2 access "
-                               "token, login cookie or other valid authentication credential.");
-      res.set_header("WWW-Authenticate", "Bearer realm=\"https://accounts.google.com/\"");
+    } else if (auto refused = refuse_unauthenticated(req, res)) {
+      reply = std::move(*refused);
     } else if (const auto unbound = unbound_query_parameter(method, raw_query(req))) {
       reply = error_reply(400, unbound_parameter_message(*unbound));
     } else {
@@ -227,20 +239,44 @@ httplib::Server::Handler MockServer::api_route(const std::string& method, Handle
       if (reply.ok()) {
         reply_in_version(version, method, reply.body);
       }
-      if (reply.ok() && req.has_param("fields")) {
-        const auto fields = req.get_param_value("fields");
-        if (auto selected = select_fields(reply.body, fields)) {
-          reply.body = std::move(*selected);
-        } else {
-          reply = error_reply(400, "Invalid field selection " + fields);
-        }
-      }
+      server_internal::select_requested_fields(req, reply);
       if (reply.ok() && wants_enum_numbers(alt_parameter(req))) {
         encode_enums_as_numbers(method, reply.body);
       }
     }
     world_->count_request(method, reply.status);
-    send(res, reply, pretty(req));
+    send_reply(res, reply, pretty_printed(req));
+  };
+}
+
+std::optional<Reply> MockServer::refuse_unauthenticated(const httplib::Request& req, httplib::Response& res) const {
+  if (bearer_.authorized(req)) {
+    return std::nullopt;
+  }
+  res.set_header("WWW-Authenticate", "Bearer realm=\"https://accounts.google.com/\"");
+  return error_reply(401, "Request is missing required authentication credential. Expected OAuth 2 access token, "
+                          "login cookie or other valid authentication credential.");
+}
+
+httplib::Server::Handler MockServer::admin_route(const std::string& method, Handler handler) {
+  // Only the mock's own admin token opens it, never an API access token (any local user can get one from the
+  // metadata path), since these routes preempt slices and hand out the worker hosts' shells.
+  return [this, method, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    Reply reply;
+    const auto header = req.get_header_value("Authorization");
+    if (header.empty()) {
+      reply = error_reply(401, "The mock's admin API needs its admin token: send 'Authorization: Bearer' and the "
+                               "token in " +
+                                   admin_token_path_.string());
+      res.set_header("WWW-Authenticate", "Bearer realm=\"jobman-mock-cloud admin\"");
+    } else if (!admin_token_matches(header, admin_token_)) {
+      reply = error_reply(403, "The mock's admin API accepts only its admin token (in " + admin_token_path_.string() +
+                                   "), not this credential");
+    } else {
+      reply = handler(req);
+    }
+    world_->count_request(method, reply.status);
+    send_reply(res, reply);
   };
 }
 
@@ -250,33 +286,15 @@ void MockServer::register_routes() {
   auto api = [this](const std::string& method) {
     return [this, method](const Handler& handler) { return api_route(method, handler); };
   };
-  // A /mock/v1 route: only the mock's own admin token opens it, never an API access token (any local user can get
-  // one from the metadata path), since these routes preempt slices and hand out the worker hosts' shells.
-  auto admin = [this](const std::string& method, const Handler& handler) {
-    return [this, method, handler](const httplib::Request& req, httplib::Response& res) {
-      Reply reply;
-      const auto header = req.get_header_value("Authorization");
-      if (header.empty()) {
-        reply = error_reply(401, "The mock's admin API needs its admin token: send 'Authorization: Bearer' and the "
-                                 "token in " +
-                                     admin_token_path_.string());
-        res.set_header("WWW-Authenticate", "Bearer realm=\"jobman-mock-cloud admin\"");
-      } else if (!admin_token_matches(header, admin_token_)) {
-        reply = error_reply(403, "The mock's admin API accepts only its admin token (in " + admin_token_path_.string() +
-                                     "), not this credential");
-      } else {
-        reply = handler(req);
-      }
-      world_->count_request(method, reply.status);
-      send(res, reply);
-    };
-  };
+  // A /mock/v1 route: the admin token's (admin_route).
+  auto admin = [this](const std::string& method, const Handler& handler) { return admin_route(method, handler); };
   auto m = [](const httplib::Request& req, int i) { return req.matches[i].str(); };
   auto bad_page = [] { return error_reply(400, "pageSize must be a non-negative whole number"); };
 
   register_catalog_routes();
   register_node_and_operation_routes();
   register_compute_routes();
+  register_storage_routes();
   http_.Post(loc + "/queuedResources", api("queuedResources.create")([this, m](const httplib::Request& req) {
                auto body = util::parse_json_bounded(req.body);
                if (body.is_discarded()) {
@@ -500,7 +518,7 @@ void MockServer::register_routes() {
     if (!body_method || req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    send(res, error_reply(411, req.method + " requests require a Content-length header."));
+    send_reply(res, error_reply(411, req.method + " requests require a Content-length header."));
     res.set_header("Connection", "close");
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -509,8 +527,8 @@ void MockServer::register_routes() {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     auto status = res.status == 0 ? 404 : res.status;
-    send(res, error_reply(status, status == 404 ? "No such method: " + req.method + " " + req.path
-                                                : "The request could not be served"));
+    send_reply(res, error_reply(status, status == 404 ? "No such method: " + req.method + " " + req.path
+                                                      : "The request could not be served"));
     return httplib::Server::HandlerResponse::Handled;
   }));
   http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, const std::exception_ptr& error) {
@@ -521,7 +539,7 @@ void MockServer::register_routes() {
       what = e.what();
     } catch (...) {
     }
-    send(res, error_reply(500, "Internal error in the mock cloud: " + what));
+    send_reply(res, error_reply(500, "Internal error in the mock cloud: " + what));
   });
 }
 
@@ -568,8 +586,10 @@ void MockServer::start_data_plane(int port) {
   hosts.buckets = base / "buckets";
   hosts.tools = options_.tools_dir;
   hosts.visible = options_.visible_to_hosts;
-  // The world's network between slices, for the hosts' environment (the world keeps the rest of the file).
-  hosts.dcn = load_mock_config(options_.config_file).dcn;
+  // The world's network between slices, for the hosts' environment, and its buckets' places (the world keeps the
+  // rest of the file).
+  const auto config = load_mock_config(options_.config_file);
+  hosts.dcn = config.dcn;
   const std::string host = options_.host.find(':') != std::string::npos ? "[" + options_.host + "]" : options_.host;
   hosts.api_endpoint = "http://" + host + ":" + std::to_string(port) + "/";
   // A preempted VM gets 30 seconds' notice before it is powered off; never less than 50 ms of wall time.
@@ -607,6 +627,14 @@ void MockServer::start_data_plane(int port) {
   workers_ = std::make_unique<WorkerHosts>(hosts);
   world_->set_listener(workers_.get());
   workers_->prune();
+  // Cloud Storage's JSON API reads the bucket directories the hosts' gcsfuse mounts.
+  BucketDirectories::Options storage;
+  storage.root = hosts.buckets;
+  storage.placed = config.buckets;
+  storage.default_zone = config.zones.front().name;
+  storage.project_number = world_internal::project_number(AuthRouteOptions{}.project_id);
+  storage.started_ms = util::now_ms();
+  buckets_ = std::make_unique<BucketDirectories>(std::move(storage));
 }
 
 bool MockServer::idle_and_empty(std::int64_t now_ms) {

@@ -3,6 +3,7 @@
 #include "jobman/util/error.hpp"
 #include "jobman/util/process.hpp"
 #include "jobman/util/system.hpp"
+#include "mock_cloud/bucket_root.hpp"
 #include "mock_cloud/host_filesystem.hpp"
 #include "mock_cloud/host_sshd.hpp"
 
@@ -46,6 +47,17 @@ void ensure_step_faults_dir(const std::filesystem::path& dir) {
 bool is_within(const std::filesystem::path& path, const std::filesystem::path& dir) {
   const auto rel = path.lexically_normal().lexically_relative(dir.lexically_normal());
   return !rel.empty() && *rel.begin() != "..";
+}
+
+// The zone of a node, from its name "projects/P/locations/ZONE/nodes/ID"; empty for any other name.
+std::string zone_of_node(const std::string& node_name) {
+  constexpr std::string_view kLocations = "/locations/";
+  const auto start = node_name.find(kLocations);
+  if (start == std::string::npos) {
+    return {};
+  }
+  const auto from = start + kLocations.size();
+  return node_name.substr(from, node_name.find('/', from) - from);
 }
 
 } // namespace
@@ -601,6 +613,7 @@ WorkerHost WorkerHosts::host_description(const SliceHosts& slice, const std::fil
       {"MOCK_TPU_LOSS_SPIKE_FILE", (host.dir / ".mock" / kStepFaultsDir / kLossSpikeFile).string()},
       {"MOCK_TPU_HANG_FILE", (host.dir / ".mock" / kStepFaultsDir / kHangFile).string()},
       {"MOCK_TPU_PHYSICAL_HOST", host.physical_host},
+      {kHostZoneVariable, zone_of_node(slice.node_name)},
       {"MOCK_GCS_ROOT", options_.buckets.string()},
       {"CLOUDSDK_CONFIG", (host.home / ".config" / "gcloud").string()},
   };

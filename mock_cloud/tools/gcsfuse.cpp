@@ -3,15 +3,22 @@
 // `mountpoint [-q] DIR` tells whether DIR is mounted. One program under three names. A mount is a symbolic link
 // in place of the empty directory, on the host's own filesystem: the mount point is the host's and goes with it, and
 // the bucket's files are the same files on every worker and survive the slice. On a host without a filesystem of its
-// own (the mock runs without namespaces) DIR must lie in the host's sandbox: anywhere else is this machine's.
+// own (the mock runs without namespaces) DIR must lie in the host's sandbox: anywhere else is this machine's. The first
+// mount of a bucket records the host's zone beside the buckets (bucket_root.hpp): the mock's Cloud Storage API places a
+// bucket the world config does not by it.
+#include "mock_cloud/bucket_root.hpp"
 #include "mock_cloud/host_filesystem.hpp"
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <iostream>
 #include <set>
 #include <string>
 #include <system_error>
+#include <unistd.h>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -68,6 +75,39 @@ bool is_mounted(const fs::path& dir) {
   return !ec && target.parent_path() == root;
 }
 
+// Records the zone of this host ($MOCK_TPU_ZONE) as where `bucket` was first mounted, unless a mount before this one
+// did: the record is written whole under a private name, then linked to its own, which fails when it exists (an
+// exclusive create, like O_EXCL, that no reader sees half-written). Only warns when it cannot: the mount goes on.
+void record_first_mount(const fs::path& root, const std::string& bucket) {
+  const char* zone = std::getenv(jobman::mock::kHostZoneVariable);
+  const auto record = jobman::mock::first_mount_file(root, bucket);
+  std::error_code ec;
+  if (zone == nullptr || *zone == '\0' || fs::exists(record, ec)) {
+    return;
+  }
+  // Every account of every host may record a first mount; the sticky bit keeps each from removing another's record.
+  if (fs::create_directories(record.parent_path(), ec)) {
+    fs::permissions(record.parent_path(), fs::perms::all | fs::perms::sticky_bit, ec);
+  }
+  const auto draft = record.parent_path() / ("." + bucket + "." + std::to_string(::getpid()));
+  const std::string line = std::string(zone) + "\n";
+  const int fd = ::open(draft.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  bool recorded = fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  int error = errno;
+  if (fd >= 0) {
+    ::close(fd);
+  }
+  if (recorded && ::link(draft.c_str(), record.c_str()) != 0 && errno != EEXIST) {
+    recorded = false;
+    error = errno;
+  }
+  if (!recorded) {
+    std::cerr << "gcsfuse: warning: cannot record where bucket " << bucket
+              << " was first mounted: " << std::strerror(error) << "\n";
+  }
+  fs::remove(draft, ec);
+}
+
 int mount(const std::vector<std::string>& args) {
   // Flags gcsfuse takes with a value; the rest of the flags take none.
   static const std::set<std::string> with_value = {"-o",
@@ -114,7 +154,8 @@ int mount(const std::vector<std::string>& args) {
   }
   const auto& bucket = operands[0];
   const fs::path dir = operands[1];
-  if (bucket.empty() || bucket.find('/') != std::string::npos || bucket == "." || bucket == "..") {
+  // No bucket name starts with '.': the bucket root keeps its records under such a name.
+  if (bucket.empty() || bucket.find('/') != std::string::npos || bucket.front() == '.') {
     std::cerr << "gcsfuse: invalid bucket name '" << bucket << "'\n";
     return 1;
   }
@@ -142,6 +183,7 @@ int mount(const std::vector<std::string>& args) {
     std::cerr << "gcsfuse: cannot create bucket " << bucket << ": " << ec.message() << "\n";
     return 1;
   }
+  record_first_mount(root, bucket);
   fs::remove(dir, ec);
   fs::create_directory_symlink(root / bucket, dir, ec);
   if (ec) {

@@ -63,6 +63,19 @@ struct DcnConfig {
   std::uint64_t bandwidth_bps = 0; // dcn.bandwidth: each message also takes its size over it, in bits/s; 0 unlimited.
 };
 
+// How Cloud Storage spreads a bucket's data: over one region, two, or a multi-region (the JSON API's locationType).
+enum class BucketLocationType { region, dual_region, multi_region };
+
+// "region", "dual-region" or "multi-region": the config's word and the JSON API's.
+std::string_view bucket_location_type_name(BucketLocationType type);
+
+// A bucket the world places (the key `buckets`); a bucket it does not name lives where it was first mounted.
+struct BucketConfig {
+  std::string location;                                 // Lower case: a region ("europe-west4") or "us", "eur4", ...
+  BucketLocationType type = BucketLocationType::region; // Given, or known from the location.
+  std::string storage_class = "STANDARD";               // STANDARD, NEARLINE, COLDLINE or ARCHIVE.
+};
+
 // Everything configs/mock-cloud.yaml says.
 struct MockConfig {
   std::vector<ZoneConfig> zones;                         // In file order; the index names the internal subnet.
@@ -78,6 +91,7 @@ struct MockConfig {
   // dcn: what worker hosts are told about the network between slices (MOCK_DCN_LATENCY_US, MOCK_DCN_BANDWIDTH_BPS);
   // nothing when the key is absent.
   std::optional<DcnConfig> dcn;
+  std::map<std::string, BucketConfig> buckets; // buckets: the buckets the world places, by name.
 
   // The provisioning distribution for `generation`, falling back to "default", then to 60 s fixed.
   [[nodiscard]] DelayDistribution provisioning_for(const std::string& generation) const;

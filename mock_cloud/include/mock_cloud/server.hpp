@@ -1,7 +1,9 @@
-// The jobman-mock-cloud HTTP server: the TPU v2 REST API, the admin API and the background ticker.
+// The jobman-mock-cloud HTTP server: the TPU v2 REST API, Cloud Storage's JSON API over the bucket directories, the
+// admin API and the background ticker.
 #pragma once
 
 #include "mock_cloud/auth.hpp"
+#include "mock_cloud/cloud_storage.hpp"
 #include "mock_cloud/worker_hosts.hpp"
 #include "mock_cloud/world.hpp"
 
@@ -13,6 +15,7 @@
 #include <functional>
 #include <httplib.h>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -103,8 +106,18 @@ private:
   // under /compute/v1, and OS Login's users.getLoginProfile and importSshPublicKey under /oslogin/v1
   // (src/server_compute.cpp).
   void register_compute_routes();
+  // Registers Cloud Storage's buckets.get, objects.list and objects.get under /storage/v1, and the admin API's
+  // /mock/v1/buckets (src/storage_routes.cpp).
+  void register_storage_routes();
   // A /v2 route: bearer check, injected faults, then `handler`, then `fields`; counted under `method` in the metrics.
   httplib::Server::Handler api_route(const std::string& method, Handler handler);
+  // A /storage/v1 route: the same bearer check, then `handler`, then `fields`; errors in Cloud Storage's form.
+  httplib::Server::Handler storage_route(const std::string& method, Handler handler);
+  // A /mock/v1 route: only the admin token opens it; counted under `method` in the metrics.
+  httplib::Server::Handler admin_route(const std::string& method, Handler handler);
+  // The 401 of a request without an access token the server accepts (and its WWW-Authenticate header on `res`), or
+  // nullopt when the request may go on.
+  std::optional<Reply> refuse_unauthenticated(const httplib::Request& req, httplib::Response& res) const;
   // Advances the world every 20 ms until stopped (or idle, with idle_exit), then stops the HTTP server (see stop()).
   void ticker_loop();
   // True when idle_exit is set, no request came for that long and the world has no live slice.
@@ -129,6 +142,8 @@ private:
   bool stopping_ = false;                  // Set once by stop().
   bool served_ = false;                    // Set once the HTTP server's listen loop has returned.
   std::atomic_int64_t last_use_ms_{0};     // When the last request came in (or the ticker started).
+  // Cloud Storage's view of the bucket directories; created by bind().
+  std::unique_ptr<BucketDirectories> buckets_;
 };
 
 // The jobman-mock-cloud command: parses argv, prints "listening on http://HOST:PORT", serves until SIGTERM.
