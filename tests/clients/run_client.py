@@ -13,9 +13,13 @@ endpoint and metadata server directly. It is told where everything is by environ
     JOBMAN_TPU_ZONE          a zone of the mock's default world
     JOBMAN_SA_KEY_FILE       the service-account key file
     GCE_METADATA_HOST        the metadata server, "127.0.0.1:PORT" (as google-auth-library reads it)
+    JOBMAN_MOCK_GCS_ROOT     the mock's bucket root: a directory per bucket, whose files are its objects (a client
+                             test of the Cloud Storage API makes its buckets and objects there)
 
 The test fails when the client fails, when a response deviates from the discovery document (discovery_schema.py),
-or when a method of EXPECTED_METHODS (or of the --expect options) was not answered with success at least once.
+or when a method of EXPECTED_METHODS (or of the --expect options) was not answered with success at least once. The
+Cloud Storage JSON API's exchanges (/storage/v1/...) have no discovery document here: they are named by STORAGE_METHODS
+(so that --expect can name them) and their errors checked for Google's error body.
 """
 
 import argparse
@@ -23,6 +27,7 @@ import http.client
 import http.server
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,6 +54,12 @@ EXPECTED_METHODS = [
     "tpu.projects.locations.acceleratorTypes.get",
     "tpu.projects.locations.runtimeVersions.list",
     "tpu.projects.locations.runtimeVersions.get",
+]
+# The Cloud Storage JSON API's methods the mock serves, by HTTP method and path.
+STORAGE_METHODS = [
+    ("GET", re.compile(r"^/storage/v1/b/[^/]+$"), "storage.buckets.get"),
+    ("GET", re.compile(r"^/storage/v1/b/[^/]+/o$"), "storage.objects.list"),
+    ("GET", re.compile(r"^/storage/v1/b/[^/]+/o/.+$"), "storage.objects.get"),
 ]
 ZONE = "us-central2-b"
 # Hop-by-hop headers (RFC 9110 section 7.6.1) and the framing the proxy redoes itself.
@@ -120,15 +131,52 @@ def start_mock(binary, state_dir, key_file, config=None):
     return mock, int(first[len(prefix):])
 
 
+def storage_method(exchange):
+    """The Cloud Storage method an exchange called, or None when it is not one the mock serves."""
+    path = exchange["path"].split("?", 1)[0]
+    for http_method, pattern, method_id in STORAGE_METHODS:
+        if exchange["method"] == http_method and pattern.match(path):
+            return method_id
+    return None
+
+
+def check_storage(exchange):
+    """Deviations of one Cloud Storage exchange, and the method it called: an unknown route, or an error body that is
+    not Google's (the google.rpc Status that Cloud Storage's JSON API extends with `errors`)."""
+    where = f"{exchange['method']} {exchange['path']} ({exchange['status']})"
+    method_id = storage_method(exchange)
+    if method_id is None:
+        return [f"{where}: not a Cloud Storage method the mock serves"], None
+    if 200 <= exchange["status"] < 300:
+        return [], method_id
+    try:
+        body = json.loads(exchange["body"])
+    except ValueError:
+        return [f"{where}: the error body is not JSON"], method_id
+    reasons = body.get("error", {}).pop("errors", None) if isinstance(body, dict) else None
+    errors = discovery_schema.validate_error_body(body, where)
+    if not isinstance(reasons, list) or not all(
+            isinstance(r, dict) and set(r) >= {"message", "domain", "reason"} for r in reasons):
+        errors.append(f"{where}: error.errors must list {{message, domain, reason}}")
+    return errors, method_id
+
+
 def check(exchanges, discovery, expected):
-    """Prints every deviation and every expected method not answered with success; True when there is none. Only
-    the TPU API's exchanges (/v2/...) are checked: a client may call other APIs of the mock too (gcloud calls the
-    Compute API), which the TPU discovery document does not describe."""
+    """Prints every deviation and every expected method not answered with success; True when there is none. The TPU
+    API's exchanges (/v2/...) are checked against its discovery document and Cloud Storage's (/storage/v1/...) as
+    check_storage does; a client may call other APIs of the mock too (gcloud calls the Compute API), which are not
+    checked."""
     failures = []
     succeeded = set()
-    exchanges = [e for e in exchanges if e["path"].startswith("/v2/")]
-    for exchange in exchanges:
+    tpu = [e for e in exchanges if e["path"].startswith("/v2/")]
+    storage = [e for e in exchanges if e["path"].startswith("/storage/v1/")]
+    for exchange in tpu:
         errors, method_id = discovery_schema.validate_exchange(discovery, exchange)
+        failures.extend(errors)
+        if method_id and 200 <= exchange["status"] < 300:
+            succeeded.add(method_id)
+    for exchange in storage:
+        errors, method_id = check_storage(exchange)
         failures.extend(errors)
         if method_id and 200 <= exchange["status"] < 300:
             succeeded.add(method_id)
@@ -137,7 +185,8 @@ def check(exchanges, discovery, expected):
             failures.append(f"{method_id}: the client never got a successful response from it")
     for failure in failures:
         print(f"DEVIATION {failure}")
-    print(f"{len(exchanges)} API responses checked against the discovery document, {len(failures)} deviations")
+    print(f"{len(tpu)} API responses checked against the discovery document, {len(storage)} Cloud Storage responses "
+          f"checked, {len(failures)} deviations")
     return not failures
 
 
@@ -148,8 +197,9 @@ def main():
     parser.add_argument("--record", help="also write the exchanges to this JSON-lines file")
     parser.add_argument("--mock-config", help="the mock's world config (default: its own, configs/mock-cloud.yaml)")
     parser.add_argument("--expect", action="append", metavar="METHOD",
-                        help="a discovery method id the client must call with success (repeated; default: the "
-                             "queued-resource and node lifecycles and the catalog)")
+                        help="a discovery method id (or a Cloud Storage one of STORAGE_METHODS) the client must call "
+                             "with success (repeated; default: the queued-resource and node lifecycles and the "
+                             "catalog)")
     parser.add_argument("--timeout", type=float, default=240,
                         help="seconds the client may run (default 240); keep it under the CTest timeout, so that the "
                              "mock is always stopped here")
@@ -177,6 +227,7 @@ def main():
             "JOBMAN_TPU_ZONE": ZONE,
             "JOBMAN_SA_KEY_FILE": key_file,
             "GCE_METADATA_HOST": f"127.0.0.1:{mock_port}",
+            "JOBMAN_MOCK_GCS_ROOT": os.path.join(scratch, "state", "buckets"),
         })
         started = time.monotonic()
         try:
