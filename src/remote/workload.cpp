@@ -147,7 +147,7 @@ std::string stop_script(const WorkloadId& id, std::chrono::milliseconds grace) {
 )sh";
   s += "      $D stop -t " + std::to_string((grace_ms + 999) / 1000) + " \"$c\" > /dev/null 2>&1 &\n";
   s += "    fi\n";
-  s += "    kill -TERM -- \"-$pid\" 2>/dev/null\n";
+  s += "    kill -TERM -- \"-$pid\" 2>/dev/null && echo jobman-signalled\n";
   s += "    end=$(( $(date +%s%3N) + " + std::to_string(grace_ms) + " ))\n";
   s += R"sh(    while jobman_alive && [ "$(date +%s%3N)" -lt "$end" ]; do sleep 0.05; done
     if jobman_alive; then
@@ -185,6 +185,7 @@ WorkerStatus parse_status(const WorkerRun& run) {
   WorkerStatus status;
   status.worker = run.worker;
   status.launched = run.output.find("jobman-launched\n") != std::string::npos;
+  status.signalled = run.output.find("jobman-signalled\n") != std::string::npos;
   const auto at = run.output.rfind("jobman-state ");
   if (run.exit_code != 0 || at == std::string::npos) {
     status.state = WorkloadState::unreachable;

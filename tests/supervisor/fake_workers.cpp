@@ -217,13 +217,16 @@ std::vector<remote::WorkerStatus> FakeWorkers::stop(const remote::SliceTarget& t
   calls_.push_back("stop " + k);
   std::vector<remote::WorkerStatus> statuses;
   for (const int w : workers) {
+    bool signalled = false;
     if (!unreachable_.contains(target.node)) {
       if (auto& load = workloads_[k][w]; load.state == remote::WorkloadState::running) {
         load.state = remote::WorkloadState::exited;
         load.exit_code = 143;
+        signalled = true;
       }
     }
     statuses.push_back(status(target, k, w));
+    statuses.back().signalled = signalled;
   }
   return statuses;
 }

@@ -612,6 +612,23 @@ TEST_F(SupervisorStory, AFlexStartRunIsStoppedAheadOfItsEndAndTheJobRunsAgainWit
   EXPECT_EQ(r.job(id).preemptions, 0);
 }
 
+// A workload that finishes on its own just as the deadline's stop begins (its last step done within the lead) is
+// judged by its exit: the job succeeds, and no run is asked for to redo nothing.
+TEST_F(SupervisorStory, AFlexStartWorkloadThatEndsOnItsOwnAsTheDeadlineStopBeginsSucceeds) {
+  r.slices->set_capacity(kZoneA, true);
+  const auto id =
+      r.create(job_yaml("  max_run_duration: 1h\n", "recovery:\n  deadline_lead: 5m\n", kZoneA, "flex-start")).front();
+  ASSERT_TRUE(reaches(id, Phase::running)) << r.job(id).phase_reason;
+  r.advance(3600 - 5 * 60 + 1);
+  r.workers->exit(Rig::wid(id), 1, 0);
+  ASSERT_TRUE(r.tick_until([&] { return r.attempts(id).front().ended_ms.has_value(); }, 120)) << r.job(id).phase_reason;
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::succeeded) << r.job(id).phase_reason;
+  ASSERT_TRUE(r.tick_until([&] { return phase(id) == Phase::succeeded; }, 120))
+      << domain::to_string(phase(id)) << ": " << r.job(id).phase_reason;
+  EXPECT_EQ(r.attempts(id).size(), 1U);
+  EXPECT_EQ(r.job(id).failures, 0);
+}
+
 TEST_F(SupervisorStory, AFlexStartJobFailsOnceItsMaxRunsHaveEnded) {
   r.slices->set_capacity(kZoneA, true);
   const auto id = r.create(job_yaml("  max_run_duration: 10m\n", "recovery:\n  deadline_lead: 1m\n  max_runs: 1\n",

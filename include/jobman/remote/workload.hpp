@@ -80,6 +80,7 @@ struct WorkerStatus {
   int exit_code = -1;     // The workload's status when exited, gcloud's (255 for a lost host) when unreachable.
   long long pid = 0;      // The workload's process (its session leader) when running.
   bool launched = false;  // launch(): this call started it (false when it was already there).
+  bool signalled = false; // stop(): this call signalled it (false when it had ended on its own before).
   std::string diagnostic; // What gcloud or the worker said when the answer is not a state.
 };
 
@@ -95,7 +96,8 @@ std::vector<WorkerStatus> query(const SliceTarget& target, const std::vector<int
 
 // Stops the workload on each worker: SIGTERM to its process group (and `docker stop` to its container), then
 // SIGKILL after `grace`. Returns the states afterwards: exited with the workload's own status, or 137 when it had
-// to be killed; absent or unreachable as query() would say.
+// to be killed; absent or unreachable as query() would say. `signalled` tells a workload this call stopped from one
+// that had already ended on its own.
 std::vector<WorkerStatus> stop(const SliceTarget& target, const std::vector<int>& workers, const WorkloadId& id,
                                std::chrono::milliseconds grace, std::chrono::milliseconds timeout);
 

@@ -83,6 +83,9 @@ struct SliceRef {
 // How a job's phase reason begins while the fair share keeps it from asking for a slice (JobDriver::wait_for_share).
 inline constexpr std::string_view kShareWaitReason = "waiting for its share of chips: ";
 
+// Worker 0's exit status in the states a stop or a query returned, when its workload has exited.
+std::optional<int> lead_exit_code(const std::vector<remote::WorkerStatus>& statuses);
+
 // Drives the jobs of one loop. Every method runs on the loop's thread; work on the cloud and the workers goes through
 // DriverHost::dispatch, and its result comes back to a method here.
 class JobDriver {
@@ -363,6 +366,8 @@ private:
   [[nodiscard]] bool workload_may_run(const Driven& d) const;
   // Stops the workload on every worker, then runs `then` (with worker 0's exit code) on the loop's thread.
   void stop_workload(Driven& d, std::function<void(std::optional<int>)> then);
+  // The same, `then` given every worker's state after the stop.
+  void stop_workload(Driven& d, std::function<void(const std::vector<remote::WorkerStatus>&)> then);
   // The user wants the job stopped: stop the workload, keep the slice, end CANCELLED.
   void cancel(Driven& d);
   // Ends the job CANCELLED, unless what the user wants changed meanwhile.

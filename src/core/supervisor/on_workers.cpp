@@ -376,10 +376,24 @@ void JobDriver::stop_before_run_ends(Driven& d) {
         "stopping the workload: " + SliceRef::of(*d.current()).label() + "'s run ends at " +
             util::format_utc(*d.run_ends_ms),
         {{"termination_time", util::format_utc(*d.run_ends_ms)}, {"attempt", d.job.attempt}});
-  stop_workload(d, [this, id, what](std::optional<int> code) {
-    if (Driven* live = host_.find(id); live != nullptr && live->job.phase == Phase::running) {
-      run_ended(*live, what, code);
+  stop_workload(d, [this, id, what](const std::vector<remote::WorkerStatus>& statuses) {
+    Driven* live = host_.find(id);
+    if (live == nullptr || live->job.phase != Phase::running) {
+      return;
     }
+    // A workload that ended on its own just before the stop (its last step done, or failed) is judged by its
+    // exit, as if the stream had seen it end: the deadline did not stop it.
+    const bool on_its_own = !statuses.empty() && std::none_of(statuses.begin(), statuses.end(), [](const auto& s) {
+      return s.signalled || s.state != remote::WorkloadState::exited;
+    });
+    if (on_its_own) {
+      const auto verdict = judge_workers(statuses, live->config->recovery);
+      if (verdict.says != WorkersSay::running && verdict.says != WorkersSay::unreachable) {
+        attempt_judged(id, verdict, false, false);
+        return;
+      }
+    }
+    run_ended(*live, what, lead_exit_code(statuses));
   });
 }
 

@@ -24,8 +24,23 @@ bool JobDriver::workload_may_run(const Driven& d) const {
          (!d.seen.valid || verdict_of(d.seen.view) == SliceVerdict::active);
 }
 
+std::optional<int> lead_exit_code(const std::vector<remote::WorkerStatus>& statuses) {
+  for (const auto& s : statuses) {
+    if (s.worker == 0 && s.state == remote::WorkloadState::exited) {
+      return s.exit_code;
+    }
+  }
+  return std::nullopt;
+}
+
 // Stops the workload on every worker, then runs `then` on the loop's thread.
 void JobDriver::stop_workload(Driven& d, std::function<void(std::optional<int>)> then) {
+  stop_workload(d, [then = std::move(then)](const std::vector<remote::WorkerStatus>& statuses) {
+    then(lead_exit_code(statuses));
+  });
+}
+
+void JobDriver::stop_workload(Driven& d, std::function<void(const std::vector<remote::WorkerStatus>&)> then) {
   stop_stream(d);
   const auto id = d.job.id;
   const auto target = slice_target(*access_, *d.config, *d.current());
@@ -33,19 +48,13 @@ void JobDriver::stop_workload(Driven& d, std::function<void(std::optional<int>)>
   const auto wid = workload_id(id, d.job.attempt);
   const auto dir = attempt_directory(id, d.job.attempt);
   host_.dispatch(d, [ops = workers_, id, target, workers, wid, dir, then = std::move(then)]() -> std::function<void()> {
-    const auto statuses = ops->stop(target, workers, wid, kStopGrace, kRemoteTimeout);
+    auto statuses = ops->stop(target, workers, wid, kStopGrace, kRemoteTimeout);
     // What the workload wrote after its stream stopped (its last lines on SIGTERM, the checkpoint it saved) comes
     // home too, once it has ended.
     if (std::filesystem::exists(dir)) {
       catch_up(*ops, id, target, workers, wid, dir);
     }
-    std::optional<int> code;
-    for (const auto& s : statuses) {
-      if (s.worker == 0 && s.state == remote::WorkloadState::exited) {
-        code = s.exit_code;
-      }
-    }
-    return [then, code] { then(code); };
+    return [then, statuses = std::move(statuses)] { then(statuses); };
   });
 }
 
