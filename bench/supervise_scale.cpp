@@ -5,7 +5,14 @@
 // Meanwhile it samples the daemon's CPU time and peak RSS. Prints the API requests per tick (from the daemon's own
 // counters), the CPU share, the peak RSS, and the latencies' median and p99. Last line:
 // jobs=.. zones=.. tick_ms=.. lists_per_tick=.. requests_per_tick=.. transitions_per_tick=.. cpu_share=..
-// peak_rss_mib=.. detect_p50_ms=.. detect_p99_ms=.. running_p50_ms=.. running_p99_ms=..
+// steady_cpu_share=.. peak_rss_mib=.. detect_p50_ms=.. detect_p99_ms=.. running_p50_ms=.. running_p99_ms=..
+//
+// Before the preemptions, with every job running and nothing happening, the daemon's CPU share is sampled over
+// SUPERVISE_SCALE_STEADY seconds (default 60) after SUPERVISE_SCALE_SETTLE seconds (default 20): the steady state,
+// where a per-attempt cost of the supervisor shows and recoveries do not blur it.
+//
+// SUPERVISE_SCALE_JOBMAN=PATH runs another build's `jobman` (for `create` and the daemon) in place of this build's,
+// to compare builds on one machine: the store and the configs are then that build's own.
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/events.hpp"
 #include "jobman/store/job_store.hpp"
@@ -25,6 +32,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <sqlite3.h>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -61,12 +69,48 @@ bool wait_for(const std::function<bool()>& check, std::chrono::seconds limit) {
   return jobman::test::eventually(check, std::chrono::milliseconds(limit));
 }
 
+// How many jobs of the store at `db_path` are RUNNING, read with SQLite alone (-1 when it cannot be read).
+int count_running(const fs::path& db_path) {
+  sqlite3* db = nullptr;
+  int count = -1;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 10000);
+    sqlite3_stmt* statement = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM jobs WHERE phase = 'RUNNING'", -1, &statement, nullptr) ==
+            SQLITE_OK &&
+        sqlite3_step(statement) == SQLITE_ROW) {
+      count = sqlite3_column_int(statement, 0);
+    }
+    sqlite3_finalize(statement);
+  }
+  sqlite3_close(db);
+  return count;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::max(1, std::atoi(value)) : fallback;
+}
+
+// The daemon's share of a core over `window` seconds, after `settle` seconds.
+double steady_share(pid_t pid, int settle, int window) {
+  std::this_thread::sleep_for(std::chrono::seconds(settle));
+  const double before = cpu_seconds(pid);
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(window));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return (cpu_seconds(pid) - before) / seconds;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   const int jobs = argc > 1 ? std::max(4, std::atoi(argv[1])) : 200;
   const int preemptions = argc > 2 ? std::max(0, std::atoi(argv[2])) : 20;
   const std::string tick = argc > 3 ? argv[3] : "1s";
+  const char* other = std::getenv("SUPERVISE_SCALE_JOBMAN");
+  const std::string jobman = other != nullptr && *other != '\0' ? other : jobman::test::jobman_binary();
+  std::printf("jobman: %s\n", jobman.c_str());
   jobman::test::TempDir dir;
   std::string zones;
   for (const auto& z : kZones) {
@@ -95,20 +139,17 @@ int main(int argc, char** argv) {
         "zone-" + std::to_string(z) + ".yaml",
         std::string("job:\n  name: scale-") + std::to_string(z) + "\ntpu:\n  accelerator: " + kZones[z].accelerator +
             "\n  zone: " + kZones[z].name + "\n  pricing: spot\ncommand:\n  cmd: sleep 100000\nvars:\n  i: 0\n");
-    const auto created = jobman::test::run_jobman({"create", config.string(), "--sweep", "vars.i=" + values}, options);
+    const auto created =
+        jobman::test::run_program({jobman, "create", config.string(), "--sweep", "vars.i=" + values}, options);
     if (created.exit_code != 0) {
       std::fprintf(stderr, "supervise_scale: create failed: %s\n", created.err.c_str());
       return 1;
     }
   }
-  jobman::test::LineReadingProcess daemon({jobman::test::jobman_binary(), "daemon", "--tick", tick}, env,
-                                          dir / "daemon.log", std::chrono::seconds(120));
-  auto store = jobman::store::JobStore::open(home / "jobman.db");
-  const auto running = [&] {
-    jobman::store::JobFilter filter;
-    filter.phases = {Phase::running};
-    return static_cast<int>(store.jobs().list(filter).size());
-  };
+  jobman::test::LineReadingProcess daemon({jobman, "daemon", "--tick", tick}, env, dir / "daemon.log",
+                                          std::chrono::seconds(120));
+  // Counted with SQLite alone, which never migrates the store: another build's stays its own.
+  const auto running = [&] { return count_running(home / "jobman.db"); };
   if (!wait_for([&] { return running() == jobs; }, std::chrono::seconds(1800))) {
     std::fprintf(stderr, "supervise_scale: only %d of %d jobs are running; see %s\n", running(), jobs,
                  (dir / "daemon.log").c_str());
@@ -117,6 +158,21 @@ int main(int argc, char** argv) {
   const pid_t pid = daemon_pid(home);
   std::printf("all %d jobs RUNNING after %.1f s\n", jobs,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+
+  const int settle = env_int("SUPERVISE_SCALE_SETTLE", 20);
+  const int steady_window = env_int("SUPERVISE_SCALE_STEADY", 60);
+  const double steady = steady_share(pid, settle, steady_window);
+  const int still = running();
+  std::printf("steady state: %.2f%% of a core over %d s (after %d s), %d of %d jobs running\n", 100 * steady,
+              steady_window, settle, still, jobs);
+  if (jobman != jobman::test::jobman_binary()) {
+    // Another build: its steady state only (the preemptions read this build's store).
+    daemon.send(SIGTERM);
+    daemon.finish();
+    std::printf("jobs=%d steady_cpu_share=%.4f steady_s=%d running=%d\n", jobs, steady, steady_window, still);
+    return still == jobs ? 0 : 1;
+  }
+  auto store = jobman::store::JobStore::open(home / "jobman.db");
 
   // Steady state with preemptions: one every two seconds on a random running job.
   const double cpu_before = cpu_seconds(pid);
@@ -178,6 +234,7 @@ int main(int argc, char** argv) {
   daemon.send(SIGTERM);
   daemon.finish();
   auto stats = jobman::bench::daemon_stats(dir / "daemon.log");
+
   const double ticks = std::max(1.0, stats["ticks"]);
   const double requests = stats["list_calls"] + stats["get_calls"] + stats["mutations"];
   std::printf("daemon: %.0f ticks, %.0f list calls, %.0f per-job GETs, %.0f creates/deletes, %.0f transitions\n",
@@ -185,10 +242,11 @@ int main(int argc, char** argv) {
   std::printf("preemptions: %zu, detected %zu, running again %zu\n", preempted.size(), detect_ms.size(),
               running_ms.size());
   std::printf("jobs=%d zones=%zu tick_ms=%.0f lists_per_tick=%.2f requests_per_tick=%.2f transitions_per_tick=%.2f "
-              "cpu_share=%.3f peak_rss_mib=%.1f detect_p50_ms=%.0f detect_p99_ms=%.0f running_p50_ms=%.0f "
+              "cpu_share=%.3f steady_cpu_share=%.4f peak_rss_mib=%.1f detect_p50_ms=%.0f detect_p99_ms=%.0f "
+              "running_p50_ms=%.0f "
               "running_p99_ms=%.0f\n",
               jobs, std::size(kZones), stats["tick_ms"], stats["list_calls"] / ticks, requests / ticks,
-              stats["transitions"] / ticks, cpu_share, static_cast<double>(peak_kib) / 1024.0, median(detect_ms),
-              quantile(detect_ms, 0.99), median(running_ms), quantile(running_ms, 0.99));
+              stats["transitions"] / ticks, cpu_share, steady, static_cast<double>(peak_kib) / 1024.0,
+              median(detect_ms), quantile(detect_ms, 0.99), median(running_ms), quantile(running_ms, 0.99));
   return 0;
 }
