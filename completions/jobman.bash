@@ -15,7 +15,7 @@ _jobman() {
       --sweep) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --set --sweep --dry-run --json --wait --no-start" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --set --sweep --strict-locality --dry-run --json --wait --no-start" -- "$cur"))
       return
     fi
     COMPREPLY=($(compgen -f -- "$cur"))
@@ -26,7 +26,7 @@ _jobman() {
       --sweep) return ;;
     esac
     if [[ "$cur" == -* ]]; then
-      COMPREPLY=($(compgen -W "--help -h --set --sweep --json" -- "$cur"))
+      COMPREPLY=($(compgen -W "--help -h --set --sweep --strict-locality --json" -- "$cur"))
       return
     fi
     COMPREPLY=($(compgen -f -- "$cur"))

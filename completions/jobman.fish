@@ -7,6 +7,7 @@ complete -c jobman -n '__fish_use_subcommand' -a create -d 'Record a job from a 
 complete -c jobman -n '__fish_seen_subcommand_from create' -l help -s h -d 'Print this help message and exit'
 complete -c jobman -n '__fish_seen_subcommand_from create' -l set -x -d 'Override a config value before validation: key.path=value'
 complete -c jobman -n '__fish_seen_subcommand_from create' -l sweep -x -d 'One job per value (cartesian product across --sweep): key.path=v1,v2'
+complete -c jobman -n '__fish_seen_subcommand_from create' -l strict-locality -d 'Refuse (exit 2) a config whose bucket is outside its slice'\''s region'
 complete -c jobman -n '__fish_seen_subcommand_from create' -l dry-run -d 'Print the resolved config, the cloud request and the setup steps; record nothing'
 complete -c jobman -n '__fish_seen_subcommand_from create' -l json -d 'Print machine-readable JSON on stdout (see docs/JSON.md); no logging'
 complete -c jobman -n '__fish_seen_subcommand_from create' -l wait -d 'Print the ids, then block until the jobs end and say how on stderr; exit codes as for '\''jobman wait'\'' (0, 4 failed, 5 cancelled, 130 interrupted: the jobs keep running)'
@@ -16,6 +17,7 @@ complete -c jobman -n '__fish_use_subcommand' -a validate -d 'Check a config fil
 complete -c jobman -n '__fish_seen_subcommand_from validate' -l help -s h -d 'Print this help message and exit'
 complete -c jobman -n '__fish_seen_subcommand_from validate' -l set -x -d 'Override a config value before validation: key.path=value'
 complete -c jobman -n '__fish_seen_subcommand_from validate' -l sweep -x -d 'One job per value (cartesian product across --sweep): key.path=v1,v2'
+complete -c jobman -n '__fish_seen_subcommand_from validate' -l strict-locality -d 'Refuse (exit 2) a config whose bucket is outside its slice'\''s region'
 complete -c jobman -n '__fish_seen_subcommand_from validate' -l json -d 'Print machine-readable JSON on stdout (see docs/JSON.md); no logging'
 complete -c jobman -n '__fish_seen_subcommand_from validate' -F
 complete -c jobman -n '__fish_use_subcommand' -a list -d 'List jobs: unfinished ones and those finished in the last 24 hours'

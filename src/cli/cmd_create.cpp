@@ -187,7 +187,8 @@ int run_create(Context& ctx, const CreateOptions& options) {
     spdlog::warn("{}", format_warning(w));
   }
   const auto offers =
-      check_offers(ctx, configs, options.dry_run || options.no_start ? MockStart::never : MockStart::when_autostart);
+      check_offers(ctx, configs, options.dry_run || options.no_start ? MockStart::never : MockStart::when_autostart,
+                   options.config.strict_locality);
   if (offers.source == core::OfferSource::built_in) {
     spdlog::warn("{}", offers.note);
   }
@@ -253,6 +254,7 @@ void add_create_command(CLI::App& app, Context& ctx) {
   auto* cmd =
       app.add_subcommand("create", "Record a job from a config file (one per sweep combination); prints the id(s)");
   add_config_arguments(*cmd, options->config);
+  add_locality_flag(*cmd, options->config);
   cmd->add_flag("--dry-run", options->dry_run,
                 "Print the resolved config, the cloud request and the setup steps; record nothing");
   add_json_flag(*cmd, options->json);

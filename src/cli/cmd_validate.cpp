@@ -2,6 +2,7 @@
 #include "commands.hpp"
 #include "jobman/config/loader.hpp"
 #include "jobman/config/settings.hpp"
+#include "jobman/core/data_locality.hpp"
 #include "jobman/core/mock_cloud.hpp"
 #include "jobman/util/system.hpp"
 #include "output.hpp"
@@ -22,7 +23,7 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
     silence_logging();
   }
   const auto configs = load_configs(options.config);
-  const auto offers = check_offers(ctx, configs, MockStart::when_autostart);
+  const auto offers = check_offers(ctx, configs, MockStart::when_autostart, options.config.strict_locality);
   const auto& first = configs.front();
   const auto& acc = first.tpu.accelerator;
   // What the job holds: every slice's chips and hosts.
@@ -33,6 +34,14 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
     nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
     for (const auto& w : first.warnings) {
       warnings.push_back(warning_json(w));
+    }
+    nlohmann::ordered_json locality = nlohmann::ordered_json::array();
+    for (const auto& finding : offers.locality) {
+      locality.push_back({{"file", finding.where.file},
+                          {"line", finding.where.line},
+                          {"key", finding.where.key_path},
+                          {"message", finding.message},
+                          {"hint", finding.hint}});
     }
     nlohmann::ordered_json names = nlohmann::ordered_json::array();
     for (const auto& c : configs) {
@@ -49,7 +58,8 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
                                        {"offer_check",
                                         {{"source", core::to_string(offers.source)},
                                          {"note", offers.note},
-                                         {"warnings", offers.warnings}}}}
+                                         {"warnings", offers.warnings}}},
+                                       {"locality", locality}}
                     .dump(2)
              << '\n';
     return 0;
@@ -71,7 +81,8 @@ int run_validate(Context& ctx, const ValidateOptions& options) {
 
 } // namespace
 
-core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>& configs, MockStart start) {
+core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>& configs, MockStart start,
+                              bool strict_locality) {
   const auto settings = config::load_settings();
   core::OfferCloud cloud;
   const bool bundled_mock = settings.cloud == config::CloudKind::mock && settings.api_endpoint.empty();
@@ -103,7 +114,29 @@ core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>
   for (const auto& warning : check.warnings) {
     spdlog::warn("{}", warning);
   }
+  const std::string storage_id = core::bucket_cache_id(settings);
+  auto locality =
+      core::check_data_locality(ctx.store(), cloud, storage_id, configs, config::load_prices(), util::now_ms());
+  for (const auto& note : locality.notes) {
+    spdlog::warn("{}", note);
+  }
+  if ((strict_locality || settings.strict_locality) && !locality.findings.empty()) {
+    for (auto& finding : locality.findings) {
+      finding.hint += std::string(finding.hint.empty() ? "" : "; ") + "refused by " +
+                      (strict_locality ? "--strict-locality" : "the strict_locality setting");
+    }
+    throw ConfigError(std::move(locality.findings));
+  }
+  for (const auto& finding : locality.findings) {
+    spdlog::warn("{}", finding.format());
+  }
+  check.locality = std::move(locality.findings);
   return check;
+}
+
+void add_locality_flag(CLI::App& command, ConfigArguments& arguments) {
+  command.add_flag("--strict-locality", arguments.strict_locality,
+                   "Refuse (exit 2) a config whose bucket is outside its slice's region");
 }
 
 void add_config_arguments(CLI::App& command, ConfigArguments& arguments) {
@@ -131,6 +164,7 @@ void add_validate_command(CLI::App& app, Context& ctx) {
   auto options = std::make_shared<ValidateOptions>();
   auto* cmd = app.add_subcommand("validate", "Check a config file without recording anything");
   add_config_arguments(*cmd, options->config);
+  add_locality_flag(*cmd, options->config);
   add_json_flag(*cmd, options->json);
   cmd->footer("Examples:\n"
               "  jobman validate train.yaml\n"

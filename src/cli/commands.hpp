@@ -87,10 +87,13 @@ struct ConfigArguments {
   std::string path;
   std::vector<std::string> set_overrides;
   std::vector<std::string> sweeps;
+  bool strict_locality = false; // --strict-locality (validate, create).
 };
 
 // Adds CONFIG, --set and --sweep to `command`.
 void add_config_arguments(CLI::App& command, ConfigArguments& arguments);
+// Adds --strict-locality to `command`.
+void add_locality_flag(CLI::App& command, ConfigArguments& arguments);
 
 // Loads the config as `create` would: overrides, sweeps, the settings' default zone.
 std::vector<config::JobConfig> load_configs(const ConfigArguments& arguments);
@@ -104,8 +107,11 @@ enum class MockStart {
 // Checks the configs' accelerators, runtime versions, tiers and reservations against what their zones offer
 // (core::check_zone_offers), asking the configured cloud with little patience. Throws ConfigError (exit 2) naming the
 // file, line and key of each problem; otherwise logs a warning for what could not be checked and returns what was
-// checked against what.
-core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>& configs, MockStart start);
+// checked against what. Then compares each config's bucket with its slice's region (core::check_data_locality): a
+// warning at gcsfuse.bucket_name for a bucket elsewhere, or, with `strict_locality` (or the strict_locality setting),
+// a ConfigError.
+core::OfferCheck check_offers(Context& ctx, const std::vector<config::JobConfig>& configs, MockStart start,
+                              bool strict_locality = false);
 
 // Checks the --zone values of a command that lists the cloud zone by zone (sync, reservations): each a zone's name,
 // and not given with --all-zones. Throws UsageError otherwise.

@@ -42,6 +42,9 @@ std::string api_label(const std::string& method) {
   if (method.starts_with("oslogin.")) {
     return "OS Login API";
   }
+  if (method.starts_with("storage.")) {
+    return "Cloud Storage";
+  }
   return "TPU API";
 }
 
@@ -124,6 +127,7 @@ struct TpuClient::Impl {
     options.endpoint = normalise_endpoint(options.endpoint);
     options.compute_endpoint = with_slash(options.compute_endpoint);
     options.oslogin_endpoint = with_slash(options.oslogin_endpoint);
+    options.storage_endpoint = with_slash(options.storage_endpoint);
   }
 
   void sleep(milliseconds delay) {
@@ -507,6 +511,34 @@ std::map<std::string, std::string> TpuClient::project_metadata(const std::string
     }
   }
   return out;
+}
+
+std::optional<Bucket> TpuClient::get_bucket(const std::string& name) {
+  const Answer answer = impl_->execute(
+      Call{"storage.buckets.get", "b/" + name, "GET",
+           impl_->options.storage_endpoint + "b/" + url_encode(name) + "?projection=noAcl&prettyPrint=false", ""},
+      {404});
+  if (answer.status == 404) {
+    return std::nullopt;
+  }
+  if (!answer.body.is_object()) {
+    throw Error("storage.buckets.get b/" + name + ": the answer is not a JSON object");
+  }
+  Bucket bucket;
+  bucket.name = answer.body.value("name", name);
+  bucket.location = answer.body.value("location", "");
+  bucket.location_type = answer.body.value("locationType", "");
+  bucket.storage_class = answer.body.value("storageClass", "");
+  if (const auto placement = answer.body.find("customPlacementConfig");
+      placement != answer.body.end() && placement->is_object() && placement->contains("dataLocations") &&
+      (*placement)["dataLocations"].is_array()) {
+    for (const auto& region : (*placement)["dataLocations"]) {
+      if (region.is_string()) {
+        bucket.data_locations.push_back(region.get<std::string>());
+      }
+    }
+  }
+  return bucket;
 }
 
 std::string TpuClient::import_ssh_public_key(const std::string& account, const std::string& project,

@@ -259,6 +259,11 @@ JobConfig build_config(Problems& p, const Node& root, const BuildContext& ctx) {
     }
     out.mount_path = s.str("mount_path", Presence::required).value_or("");
     out.flags = s.str_list("flags");
+    if (const Node* read = s.get("expected_read_gb"); read != nullptr && !read->is_null()) {
+      out.expected_read_gb = as_double(p, *read, s.path("expected_read_gb"), 0.0);
+    }
+    const auto& at = s.origin("bucket_name");
+    out.bucket_origin = SourceLocation{at.file, at.line, at.column, s.path("bucket_name")};
     config.gcsfuse = out;
   }
   if (const Section s = open("ssh", Presence::optional); s.present()) {

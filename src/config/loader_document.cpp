@@ -115,6 +115,9 @@ json document(const JobConfig& c, Purpose purpose, const std::optional<std::stri
                                     {"mount_path", s(c.gcsfuse->mount_path)},
                                     {"flags", list(c.gcsfuse->flags)}}
                              : json(nullptr);
+  if (c.gcsfuse && c.gcsfuse->expected_read_gb) {
+    doc["gcsfuse"]["expected_read_gb"] = *c.gcsfuse->expected_read_gb;
+  }
   if (c.ssh) {
     json identities = json::array();
     for (const auto& identity : c.ssh->identities) {

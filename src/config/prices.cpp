@@ -60,6 +60,60 @@ std::string tier_names() {
   return util::join(names, ", ");
 }
 
+// data_transfer: its source and its two tables of rates by continent.
+void read_transfer(const Node& section, TransferRates& rates, std::vector<Diagnostic>& errors) {
+  if (!section.is_mapping()) {
+    errors.push_back(detail::make_diagnostic(section.origin, "data_transfer",
+                                             "expected a mapping (source, same_continent, between_continents), got " +
+                                                 detail::describe_kind(section)));
+    return;
+  }
+  for (const auto& entry : section.entries) {
+    const std::string path = "data_transfer." + entry.key;
+    if (entry.key == "source") {
+      if (!entry.value.is_scalar()) {
+        errors.push_back(detail::make_diagnostic(entry.value.origin, path,
+                                                 "expected text, got " + detail::describe_kind(entry.value)));
+      } else {
+        rates.source = entry.value.text;
+      }
+      continue;
+    }
+    auto* table = entry.key == "same_continent"       ? &rates.same_continent
+                  : entry.key == "between_continents" ? &rates.between_continents
+                                                      : nullptr;
+    if (table == nullptr) {
+      errors.push_back(detail::make_diagnostic(entry.key_origin, path, "unknown key",
+                                               "one of source, same_continent, between_continents"));
+      continue;
+    }
+    if (!entry.value.is_mapping()) {
+      errors.push_back(detail::make_diagnostic(entry.value.origin, path,
+                                               "expected a mapping of continents to prices per GiB (default: 0.02), "
+                                               "got " +
+                                                   detail::describe_kind(entry.value)));
+      continue;
+    }
+    for (const auto& rate : entry.value.entries) {
+      const std::string rate_path = path + "." + rate.key;
+      const auto& known = transfer_continents();
+      if (rate.key != "default" && std::find(known.begin(), known.end(), rate.key) == known.end()) {
+        errors.push_back(detail::make_diagnostic(rate.key_origin, rate_path, "unknown continent",
+                                                 "one of default, " + util::join(known, ", ")));
+        continue;
+      }
+      const auto price = rate.value.is_scalar() ? number_of(rate.value.text) : std::nullopt;
+      if (!price || *price < 0) {
+        errors.push_back(detail::make_diagnostic(rate.value.origin, rate_path,
+                                                 "expected a price per GiB (a number, 0 or more), got '" +
+                                                     detail::flow_text(rate.value) + "'"));
+        continue;
+      }
+      (*table)[rate.key] = *price;
+    }
+  }
+}
+
 // Reads `text` (named `file` in messages) over `table`; the problems go to `errors`.
 void read_table(const std::string& text, const std::string& file, PriceTable& table, std::vector<Diagnostic>& errors) {
   const Node root = detail::parse_yaml(text, file, errors);
@@ -86,9 +140,13 @@ void read_table(const std::string& text, const std::string& file, PriceTable& ta
       }
       continue;
     }
+    if (entry.key == "data_transfer") {
+      read_transfer(entry.value, table.transfer, errors);
+      continue;
+    }
     if (entry.key != "generations") {
       errors.push_back(detail::make_diagnostic(entry.key_origin, entry.key, "unknown key",
-                                               "one of currency, source, as_of, region, generations"));
+                                               "one of currency, source, as_of, region, generations, data_transfer"));
       continue;
     }
     if (!entry.value.is_mapping()) {
@@ -174,6 +232,33 @@ std::optional<double> PriceTable::chip_hour(const std::string& accelerator, doma
     }
   }
   return std::nullopt;
+}
+
+const std::vector<std::string>& transfer_continents() {
+  static const std::vector<std::string> names{"north-america", "south-america", "europe", "asia",
+                                              "oceania",       "middle-east",   "africa"};
+  return names;
+}
+
+std::optional<double> TransferRates::per_gib(const std::string& from, const std::string& to) const {
+  const auto lookup = [](const std::map<std::string, double>& rates, const std::string& continent) {
+    if (const auto it = rates.find(continent); it != rates.end()) {
+      return std::optional<double>(it->second);
+    }
+    if (const auto it = rates.find("default"); it != rates.end()) {
+      return std::optional<double>(it->second);
+    }
+    return std::optional<double>();
+  };
+  if (from == to) {
+    return lookup(same_continent, from);
+  }
+  const auto a = lookup(between_continents, from);
+  const auto b = lookup(between_continents, to);
+  if (!a || !b) {
+    return a ? a : b;
+  }
+  return std::max(*a, *b);
 }
 
 PriceTable builtin_prices() {

@@ -43,7 +43,7 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& schema() {
         "strategy",
         "max_run_duration",
         "slices"}},
-      {"gcsfuse", {"bucket_name", "mount_path", "flags"}},
+      {"gcsfuse", {"bucket_name", "mount_path", "flags", "expected_read_gb"}},
       {"ssh", {"private_key", "identities"}},
       {"ssh.identities[]", {"private_key", "public_key", "config_entry"}},
       {"docker", {"image", "flags", "env_vars", "mount_dirs", "workdir"}},

@@ -59,6 +59,7 @@ const std::vector<Key>& keys() {
       {"api_endpoint", "JOBMAN_API_ENDPOINT"},
       {"mock_time_scale", "JOBMAN_MOCK_TIME_SCALE"},
       {"autostart", "JOBMAN_AUTOSTART"},
+      {"strict_locality", "JOBMAN_STRICT_LOCALITY"},
       {"brevo_endpoint", "JOBMAN_BREVO_ENDPOINT"},
       {"store", "JOBMAN_STORE"},
   };
@@ -207,11 +208,12 @@ Settings load_settings() {
       } else {
         settings.store = util::is_postgres_url(text) ? text : util::expand_user(text).string();
       }
-    } else if (key == "autostart") {
+    } else if (key == "autostart" || key == "strict_locality") {
+      bool& flag = key == "autostart" ? settings.autostart : settings.strict_locality;
       if (text == "true" || text == "yes" || text == "on" || text == "1") {
-        settings.autostart = true;
+        flag = true;
       } else if (text == "false" || text == "no" || text == "off" || text == "0") {
-        settings.autostart = false;
+        flag = false;
       } else {
         report(g, key, "'" + text + "' is not true or false");
       }
@@ -245,6 +247,7 @@ Settings load_settings() {
       {"api_endpoint", settings.api_endpoint},
       {"mock_time_scale", format_scale(settings.mock_time_scale)},
       {"autostart", settings.autostart ? "true" : "false"},
+      {"strict_locality", settings.strict_locality ? "true" : "false"},
       {"brevo_endpoint", settings.brevo_endpoint},
       {"store", util::without_password(store_location(settings))},
   };

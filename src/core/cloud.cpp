@@ -53,6 +53,7 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
     // The mock serves the Compute and OS Login calls jobman makes beside the TPU API's.
     options.compute_endpoint = server.url + "/compute/v1/";
     options.oslogin_endpoint = server.url + "/oslogin/v1/";
+    options.storage_endpoint = server.url + "/storage/v1/";
     // The mock's operations finish in simulated time; poll them at its pace.
     options.poll_initial = std::chrono::milliseconds(50);
     options.poll_max = std::chrono::milliseconds(500);

@@ -21,7 +21,7 @@ struct Table {
   bool immutable;
   const char* identity; // The column whose sequence goes on after the source's highest id, or nullptr.
 };
-constexpr std::array<Table, 11> kTables{{
+constexpr std::array<Table, 12> kTables{{
     {"jobs", "id", false, "id"},
     {"job_configs", "job_id", false, nullptr},
     {"attempts", "job_id, number", false, nullptr},
@@ -32,6 +32,7 @@ constexpr std::array<Table, 11> kTables{{
     {"rivals", "job_id, name", false, nullptr},
     {"job_removals", "n", true, nullptr},
     {"zone_catalogs", "endpoint, project, zone", false, nullptr},
+    {"bucket_places", "endpoint, bucket", false, nullptr},
     {"store_settings", "key", false, nullptr},
 }};
 

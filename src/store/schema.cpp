@@ -371,7 +371,22 @@ constexpr std::string_view v20 = R"sql(
 ALTER TABLE attempts ADD COLUMN rollback_step BIGINT;
 )sql";
 
-constexpr std::array<Migration, 20> all{{
+// Version 21: where each bucket a job mounts is (Cloud Storage's buckets.get: location, location type, storage
+// class), so that validate and create compare it with the slice's zone without asking more than once a day, and the
+// supervisor ranks zones by it without asking at all. The same DDL on both backends.
+constexpr std::string_view v21 = R"sql(
+CREATE TABLE bucket_places (
+  endpoint TEXT NOT NULL,
+  bucket TEXT NOT NULL,
+  location TEXT NOT NULL,
+  location_type TEXT NOT NULL,
+  storage_class TEXT NOT NULL,
+  fetched_ms BIGINT NOT NULL,
+  PRIMARY KEY (endpoint, bucket)
+);
+)sql";
+
+constexpr std::array<Migration, 21> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -392,6 +407,7 @@ constexpr std::array<Migration, 20> all{{
     {18, "read phase changes from their index alone", v18, v18},
     {19, "keep the attempts of removed jobs for availability", v19, v19_postgres},
     {20, "record the step an attempt was rolled back for", v20, v20},
+    {21, "keep where the buckets jobs mount are", v21, v21},
 }};
 
 } // namespace

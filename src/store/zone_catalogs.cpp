@@ -60,4 +60,50 @@ void ZoneCatalogs::put(const ZoneCatalog& catalog) {
   upsert->run();
 }
 
+namespace {
+
+BucketPlace place_of(sql::Statement& row) {
+  return BucketPlace{std::string(row.column_text_view(0)), std::string(row.column_text_view(1)),
+                     std::string(row.column_text_view(2)), std::string(row.column_text_view(3)),
+                     std::string(row.column_text_view(4)), row.column_int64(5)};
+}
+
+} // namespace
+
+std::optional<BucketPlace> ZoneCatalogs::bucket(const std::string& endpoint, const std::string& bucket) const {
+  auto query = impl_->statements.get("SELECT endpoint, bucket, location, location_type, storage_class, fetched_ms "
+                                     "FROM bucket_places WHERE endpoint = ?1 AND bucket = ?2");
+  query->bind(1, endpoint);
+  query->bind(2, bucket);
+  if (!query->step()) {
+    return std::nullopt;
+  }
+  return place_of(*query);
+}
+
+std::vector<BucketPlace> ZoneCatalogs::buckets() const {
+  auto query = impl_->statements.get("SELECT endpoint, bucket, location, location_type, storage_class, fetched_ms "
+                                     "FROM bucket_places ORDER BY endpoint, bucket");
+  std::vector<BucketPlace> out;
+  while (query->step()) {
+    out.push_back(place_of(*query));
+  }
+  return out;
+}
+
+void ZoneCatalogs::put_bucket(const BucketPlace& place) {
+  auto upsert = impl_->statements.get(
+      "INSERT INTO bucket_places (endpoint, bucket, location, location_type, storage_class, fetched_ms) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (endpoint, bucket) DO UPDATE SET location = excluded.location, "
+      "location_type = excluded.location_type, storage_class = excluded.storage_class, "
+      "fetched_ms = excluded.fetched_ms");
+  upsert->bind(1, place.endpoint);
+  upsert->bind(2, place.bucket);
+  upsert->bind(3, place.location);
+  upsert->bind(4, place.location_type);
+  upsert->bind(5, place.storage_class);
+  upsert->bind(6, place.fetched_ms);
+  upsert->run();
+}
+
 } // namespace jobman::store

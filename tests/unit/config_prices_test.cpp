@@ -137,6 +137,40 @@ TEST(Prices, ATiersOtherSpellingsAreReadAsItsName) {
   EXPECT_FALSE(table.per_chip_hour.at("v4").contains("flex_start"));
 }
 
+// data_transfer: reading a bucket across regions, by continent, with its source; a user's rates go over the
+// built-in ones, and a mistake names its line and key.
+TEST(Prices, DataTransferRatesByContinentWithTheirSource) {
+  const auto builtin = builtin_prices();
+  EXPECT_TRUE(builtin.transfer.source.starts_with("https://cloud.google.com/storage/pricing"))
+      << builtin.transfer.source;
+  EXPECT_EQ(builtin.transfer.per_gib("europe", "europe"), builtin.transfer.same_continent.at("default"));
+  EXPECT_EQ(builtin.transfer.per_gib("asia", "asia"), builtin.transfer.same_continent.at("asia"));
+  EXPECT_EQ(builtin.transfer.per_gib("europe", "oceania"), builtin.transfer.between_continents.at("oceania"))
+      << "the higher end";
+
+  test::TempDir dir;
+  const auto path = dir.path() / "prices.yaml";
+  write(path, "data_transfer:\n  same_continent:\n    europe: 0.01\n");
+  const auto table = load_prices(path);
+  EXPECT_EQ(table.transfer.per_gib("europe", "europe"), 0.01);
+  EXPECT_EQ(table.transfer.per_gib("north-america", "north-america"), builtin.transfer.same_continent.at("default"));
+  EXPECT_EQ(table.transfer.source, builtin.transfer.source);
+
+  write(path, "data_transfer:\n  same_continent:\n    atlantis: 0.01\n  between:\n    default: 1\n"
+              "  between_continents:\n    default: lots\n");
+  try {
+    (void)load_prices(path);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 3U) << e.what();
+    EXPECT_EQ(e.diagnostics()[0].where.line, 3);
+    EXPECT_EQ(e.diagnostics()[0].where.key_path, "data_transfer.same_continent.atlantis");
+    EXPECT_EQ(e.diagnostics()[1].where.key_path, "data_transfer.between");
+    EXPECT_EQ(e.diagnostics()[2].where.line, 7);
+    EXPECT_EQ(e.diagnostics()[2].where.key_path, "data_transfer.between_continents.default");
+  }
+}
+
 TEST(Prices, MistakesInAUsersTableNameTheFileLineAndKey) {
   test::TempDir dir;
   const auto path = dir.path() / "prices.yaml";

@@ -246,7 +246,7 @@ JobConfig full_config(const TempDir& dir) {
   JobConfig config;
   config.job.name = "demo";
   config.ssh = jobman::config::SshSection{"", {{dir.write("id key+1", "abc").string(), "", ""}}};
-  config.gcsfuse = jobman::config::GcsfuseSection{"bucket", "~/mnt", {}};
+  config.gcsfuse = jobman::config::GcsfuseSection{"bucket", "~/mnt", {}, std::nullopt, {}};
   config.venv = jobman::config::VenvSection{"env", "", "3.10"};
   config.conda = jobman::config::CondaSection{"env", ""};
   config.docker = jobman::config::DockerSection{"img:tag", {}, {}, {}, ""};
@@ -417,7 +417,8 @@ TEST(RemotePlanSetup, HostileConfigTextOnlyEverAppearsAsQuotedWords) {
   const auto key = dir.write(hostile(), "abc").string();
   dir.write(hostile() + ".pub", "ssh-ed25519 AAAA");
   config.ssh = jobman::config::SshSection{"", {{key, key + ".pub", hostile()}}};
-  config.gcsfuse = jobman::config::GcsfuseSection{hostile(), "/mnt/" + hostile(), {"--o=$(touch PWNED)", "--uid `id`"}};
+  config.gcsfuse = jobman::config::GcsfuseSection{
+      hostile(), "/mnt/" + hostile(), {"--o=$(touch PWNED)", "--uid `id`"}, std::nullopt, {}};
   config.venv = jobman::config::VenvSection{hostile(), "", ""};
   config.conda = jobman::config::CondaSection{hostile(), dir.write("env.yaml", "name: x\n").string()};
   config.docker = jobman::config::DockerSection{hostile(), {}, {}, {}, ""};
@@ -447,7 +448,7 @@ TEST(RemotePlanSetup, HostileConfigTextOnlyEverAppearsAsQuotedWords) {
 
 TEST(RemotePlanSetup, GcsfuseMountsOpenToAllUnlessTheConfigGivesFlags) {
   JobConfig config;
-  config.gcsfuse = jobman::config::GcsfuseSection{"bucket", "~/mnt", {}};
+  config.gcsfuse = jobman::config::GcsfuseSection{"bucket", "~/mnt", {}, std::nullopt, {}};
   const auto plain = jobman::remote::plan_setup(config).script;
   EXPECT_NE(plain.find("\n  gcsfuse --implicit-dirs --dir-mode=777 --file-mode=777 --kernel-list-cache-ttl-secs=-1 "
                        "--metadata-cache-ttl-secs=-1 --stat-cache-max-size-mb=-1 --type-cache-max-size-mb=-1 'bucket' "

@@ -78,15 +78,15 @@ TEST_F(SettingsLoad, MissingFileGivesDefaults) {
   EXPECT_EQ(s.mock_time_scale, 60);
   EXPECT_TRUE(s.autostart);
   EXPECT_EQ(s.transport, Transport::ssh);
-  ASSERT_EQ(s.sources.size(), 11u);
+  ASSERT_EQ(s.sources.size(), 12u);
   std::vector<std::string> keys;
   for (const auto& source : s.sources) {
     keys.push_back(source.key);
     EXPECT_TRUE(source.origin.starts_with("default")) << source.key << ": " << source.origin;
   }
-  EXPECT_EQ(keys,
-            (std::vector<std::string>{"cloud", "project", "zone", "gcloud", "transport", "poll_interval",
-                                      "api_endpoint", "mock_time_scale", "autostart", "brevo_endpoint", "store"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"cloud", "project", "zone", "gcloud", "transport", "poll_interval",
+                                            "api_endpoint", "mock_time_scale", "autostart", "strict_locality",
+                                            "brevo_endpoint", "store"}));
   EXPECT_EQ(s.sources[0].value, "mock");
   EXPECT_EQ(s.sources[4].value, "ssh");
   EXPECT_EQ(s.sources[5].value, "30s");

@@ -713,6 +713,27 @@ TEST_P(JobStoreTest, ZoneCatalogsAreKeptPerCloudProjectAndZone) {
   EXPECT_FALSE(store.zone_catalogs().get("mock", "q", "us-central2-b"));
 }
 
+// Where a bucket is, kept per cloud and bucket; a newer answer replaces the older (on both backends: TEST_P).
+TEST_P(JobStoreTest, BucketPlacesAreKeptPerCloudAndBucket) {
+  auto store = open_store();
+  EXPECT_FALSE(store.zone_catalogs().bucket("mock", "data"));
+  store.zone_catalogs().put_bucket({"mock", "data", "EUROPE-WEST4", "region", "STANDARD", 100});
+  store.zone_catalogs().put_bucket({"google", "data", "US", "multi-region", "NEARLINE", 200});
+  const auto mock = store.zone_catalogs().bucket("mock", "data");
+  ASSERT_TRUE(mock);
+  EXPECT_EQ(mock->location, "EUROPE-WEST4");
+  EXPECT_EQ(mock->location_type, "region");
+  EXPECT_EQ(mock->storage_class, "STANDARD");
+  EXPECT_EQ(mock->fetched_ms, 100);
+  store.zone_catalogs().put_bucket({"mock", "data", "US-CENTRAL2", "region", "STANDARD", 300});
+  EXPECT_EQ(store.zone_catalogs().bucket("mock", "data")->location, "US-CENTRAL2");
+  EXPECT_EQ(store.zone_catalogs().bucket("google", "data")->fetched_ms, 200);
+  const auto all = store.zone_catalogs().buckets();
+  ASSERT_EQ(all.size(), 2U);
+  EXPECT_EQ(all[0].endpoint, "google");
+  EXPECT_EQ(all[1].endpoint, "mock");
+}
+
 // tpu-vm mode: an attempt holds a node without a queued resource; releasing it goes by the node's name.
 TEST_P(JobStoreSupervisorTest, ANodeWithoutAQueuedResourceIsReleasedByItsName) {
   auto store = open_store();

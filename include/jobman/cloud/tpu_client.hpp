@@ -23,6 +23,7 @@ inline constexpr const char* kDefaultTpuEndpoint = "https://tpu.googleapis.com/v
 // Google's Compute Engine API (a project's common instance metadata) and OS Login API (a user's SSH keys).
 inline constexpr const char* kDefaultComputeEndpoint = "https://compute.googleapis.com/compute/v1/";
 inline constexpr const char* kDefaultOsLoginEndpoint = "https://oslogin.googleapis.com/v1/";
+inline constexpr const char* kDefaultStorageEndpoint = "https://storage.googleapis.com/storage/v1/";
 
 // The base URL to use: JOBMAN_API_ENDPOINT, else `configured` (the settings' api_endpoint), else kDefaultTpuEndpoint;
 // "/v2/" is appended when the URL does not end with it (so a mock's "http://127.0.0.1:8471" works).
@@ -193,6 +194,7 @@ struct TpuClientOptions {
   std::string endpoint = kDefaultTpuEndpoint;                // Base URL ending in "/v2/".
   std::string compute_endpoint = kDefaultComputeEndpoint;    // Base URL of the Compute API, ending in "/".
   std::string oslogin_endpoint = kDefaultOsLoginEndpoint;    // Base URL of the OS Login API, ending in "/".
+  std::string storage_endpoint = kDefaultStorageEndpoint;    // Base URL of Cloud Storage's JSON API, ending in "/".
   RetryPolicy retry;                                         // For every request.
   HttpOptions http;                                          // Connection and request timeouts.
   std::chrono::milliseconds poll_initial{1000};              // First wait when polling an operation.
@@ -200,6 +202,16 @@ struct TpuClientOptions {
   std::function<void(std::chrono::milliseconds)> sleep;      // Waits; std::this_thread::sleep_for when empty.
   std::function<double()> jitter;                            // Values in [0, 1); a random generator when empty.
   std::function<HttpResponse(const HttpRequest&)> transport; // Sends a request; the libcurl HttpClient when empty.
+};
+
+// A Cloud Storage bucket's place, as buckets.get gives it.
+struct Bucket {
+  std::string name;
+  std::string location;      // Upper case, as the API gives it: "EUROPE-WEST4", "US", "NAM4".
+  std::string location_type; // "region", "dual-region", "multi-region".
+  std::string storage_class; // "STANDARD", "NEARLINE", ...
+  // A configurable dual-region's two regions (customPlacementConfig.dataLocations), upper case; empty otherwise.
+  std::vector<std::string> data_locations;
 };
 
 // Whether a delete also removes what the resource holds (an ACTIVE queued resource needs it).
@@ -279,6 +291,10 @@ public:
   // jobman::Error when the profile has no POSIX account for the project.
   std::string import_ssh_public_key(const std::string& account, const std::string& project,
                                     const std::string& public_key);
+
+  // Cloud Storage's buckets.get (metadata only): where the bucket is. nullopt when it does not exist (404); a bucket
+  // the account may not read (403) throws ApiError like any other answer.
+  std::optional<Bucket> get_bucket(const std::string& name);
 
   // operations.get by full name.
   Operation get_operation(const std::string& name);

@@ -119,6 +119,11 @@ struct GcsfuseSection {
   std::string bucket_name;
   std::string mount_path;
   std::vector<std::string> flags; // Extra gcsfuse flags.
+  // How many GB one epoch reads through the mount (gcsfuse.expected_read_gb), for the cost of reading it from another
+  // region; nullopt when not given.
+  std::optional<double> expected_read_gb;
+  // Where bucket_name was given, for the warnings about where the bucket is.
+  SourceLocation bucket_origin;
 };
 
 // One extra ssh identity installed on the workers.

@@ -13,6 +13,22 @@
 
 namespace jobman::config {
 
+// What reading a bucket from a slice in another region costs per GiB: Cloud Storage's network usage within Google
+// Cloud (data_transfer: in prices.yaml). Reading within the bucket's own region is free.
+struct TransferRates {
+  std::string source; // Where the figures come from (a URL).
+  // Between two regions of one continent, by continent ("north-america", "south-america", "europe", "asia",
+  // "oceania", "middle-east", "africa"), or "default".
+  std::map<std::string, double> same_continent;
+  // Between continents, by either end's continent (the higher of the two applies), or "default".
+  std::map<std::string, double> between_continents;
+  // The rate from a region of continent `from` to one of `to`; nullopt when the table has none.
+  [[nodiscard]] std::optional<double> per_gib(const std::string& from, const std::string& to) const;
+};
+
+// The continents TransferRates knows, as prices.yaml names them.
+const std::vector<std::string>& transfer_continents();
+
 struct PriceTable {
   std::string currency; // "USD".
   std::string source;   // Where the figures come from (a URL).
@@ -21,6 +37,7 @@ struct PriceTable {
   // Generation ("v4", "v5litepod", as accelerator names begin) -> tier (by the name domain::to_string gives it:
   // "ondemand", "spot", "preemptible", "flex-start", "reserved", "best-effort") -> price per chip-hour.
   std::map<std::string, std::map<std::string, double>> per_chip_hour;
+  TransferRates transfer;         // data_transfer: reading a bucket across regions.
   std::vector<std::string> files; // The tables it was read from, the built-in one first ("built-in").
 
   // The price of a chip-hour of `accelerator` ("v4-32") in `tier`, each provisioning model at its own rate: spot and

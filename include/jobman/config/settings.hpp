@@ -39,6 +39,8 @@ struct Settings {
   std::string api_endpoint;    // TPU API base URL; empty means the cloud's default.
   double mock_time_scale = 60; // The bundled mock's --time-scale (and the supervisor's tick divisor there).
   bool autostart = true;       // create/resume/wait/cancel/... start the supervisor (and mock) when none runs.
+  // validate and create refuse (exit 2) a config whose bucket is outside its slice's region, as --strict-locality.
+  bool strict_locality = false;
   std::string brevo_endpoint = "https://api.brevo.com/v3/smtp/email"; // Where notification mail is sent.
   // Where jobs are stored: a SQLite file (the default, jobman.db in jobman's home) or a PostgreSQL server a lab
   // shares ("postgresql://user@host/db"; the password from ~/.pgpass or PGPASSFILE, not from here).

@@ -40,6 +40,7 @@ struct OfferCheck {
                                      // line and key.
   std::vector<std::string> warnings; // For people: what could not be checked though the cloud was asked (a
                                      // reservations.list that failed).
+  std::vector<Diagnostic> locality;  // Buckets outside their slice's region (filled by the CLI's check_offers).
 };
 
 // How many chips one tier of one generation has in a zone (a mock's pool), and how many of them one project may hold.

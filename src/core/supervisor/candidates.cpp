@@ -4,7 +4,9 @@
 // enough.
 #include "job_driver.hpp"
 #include "jobman/core/availability.hpp"
+#include "jobman/core/data_locality.hpp"
 #include "jobman/store/attempts.hpp"
+#include "jobman/store/zone_catalogs.hpp"
 #include "jobman/util/strings.hpp"
 
 #include <algorithm>
@@ -73,6 +75,18 @@ std::vector<config::Candidate> JobDriver::choose_candidates(Driven& d, std::stri
     std::string ranking;
     list = rank_candidates(list, availability(history, host_.now_ms()), &ranking);
     reasons.push_back("ranked by the last 30 days: " + ranking);
+  }
+  // Near the data first: a candidate in the bucket's region before one elsewhere, another continent last. Where the
+  // bucket is comes from the store (validate and create looked it up); nothing is asked here.
+  if (list.size() > 1 && config.gcsfuse && !config.gcsfuse->bucket_name.empty()) {
+    if (const auto place =
+            store().zone_catalogs().bucket(bucket_cache_id(access_->settings), config.gcsfuse->bucket_name)) {
+      std::string moved;
+      list = prefer_near_data(std::move(list), *place, &moved);
+      if (!moved.empty()) {
+        reasons.push_back(moved);
+      }
+    }
   }
   std::size_t pick = 0;
   if (const auto* last = d.attempts.empty() ? nullptr : &d.attempts.back();
