@@ -42,10 +42,7 @@ std::vector<domain::Phase> parse_statuses(const std::vector<std::string>& args) 
         phases.push_back(*phase);
         continue;
       }
-      std::string upper;
-      for (const char c : trimmed) {
-        upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-      }
+      const std::string upper = util::to_upper(trimmed);
       std::string message = "--status: unknown status '" + trimmed + "'";
       if (auto near = util::closest_match(upper, names)) {
         message += " (did you mean " + *near + "?)";

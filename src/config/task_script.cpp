@@ -228,16 +228,6 @@ std::optional<std::string> check_hosts(Problems& p, const Origin& at, const std:
   return std::nullopt;
 }
 
-std::string to_upper(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') {
-      c = static_cast<char>(c - 'a' + 'A');
-    }
-  }
-  return out;
-}
-
 // BEGIN, END, FAIL, ALL (the three) or NONE alone, in any case: the types in the order BEGIN, END, FAIL.
 std::optional<std::vector<std::string>> check_mail_types(Problems& p, const Origin& at, const std::string& path,
                                                          const std::string& value) {
@@ -247,7 +237,7 @@ std::optional<std::vector<std::string>> check_mail_types(Problems& p, const Orig
   bool none = false;
   bool ok = true;
   for (const auto& item : util::split(value, ',')) {
-    const std::string word = to_upper(util::trim(item));
+    const std::string word = util::to_upper(util::trim(item));
     if (word.empty()) {
       p.error(at, path, "empty mail type in '" + value + "'", "list types with single commas, e.g. END,FAIL");
       ok = false;

@@ -4,7 +4,6 @@
 #include "jobman/util/strings.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -50,20 +49,9 @@ std::string multi_region_continent(const std::string& location) {
   return {};
 }
 
-std::string upper(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::toupper(c); });
-  return text;
-}
-
 std::string number(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", value);
-  return text;
-}
-
-std::string money(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, value >= 100 ? "$%.0f" : value >= 1 ? "$%.2f" : "$%.3f", value);
   return text;
 }
 
@@ -85,6 +73,15 @@ std::vector<std::string> regions_holding(const store::BucketPlace& place) {
     return {region_of_zone(location)};
   }
   return {location};
+}
+
+// The continent a bucket's data is on: a multi-region's, or that of the (first) region holding it; "" when unknown.
+std::string continent_of_place(const store::BucketPlace& place) {
+  if (auto continent = multi_region_continent(util::to_lower(place.location)); !continent.empty()) {
+    return continent;
+  }
+  const auto regions = regions_holding(place);
+  return regions.empty() ? std::string() : continent_of(regions.front());
 }
 
 } // namespace
@@ -126,10 +123,7 @@ Nearness nearness(const store::BucketPlace& place, const std::string& zone) {
   if (std::find(regions.begin(), regions.end(), region) != regions.end()) {
     return Nearness::same_region;
   }
-  std::string bucket_continent = multi_region_continent(util::to_lower(place.location));
-  if (bucket_continent.empty() && !regions.empty()) {
-    bucket_continent = continent_of(regions.front());
-  }
+  const std::string bucket_continent = continent_of_place(place);
   if (bucket_continent.empty() || continent.empty()) {
     return Nearness::unknown;
   }
@@ -140,11 +134,11 @@ std::string describe_place(const store::BucketPlace& place) {
   std::string location = util::to_lower(place.location);
   const std::string type = util::to_lower(place.location_type);
   if (type == "multi-region" || !multi_region_continent(location).empty()) {
-    return "the " + upper(location) + " multi-region";
+    return "the " + util::to_upper(location) + " multi-region";
   }
   if (type == "dual-region") {
     const auto regions = regions_holding(place);
-    return "dual-region " + upper(location) +
+    return "dual-region " + util::to_upper(location) +
            (regions.size() > 1 && location.find('+') == std::string::npos ? " (" + util::join(regions, " and ") + ")"
                                                                           : "");
   }
@@ -160,12 +154,7 @@ std::optional<double> transfer_per_gib(const config::TransferRates& rates, const
   if (near == Nearness::unknown) {
     return std::nullopt;
   }
-  const auto regions = regions_holding(place);
-  std::string from = multi_region_continent(util::to_lower(place.location));
-  if (from.empty()) {
-    from = continent_of(regions.front());
-  }
-  return rates.per_gib(from, continent_of(region_of_zone(zone)));
+  return rates.per_gib(continent_of_place(place), continent_of(region_of_zone(zone)));
 }
 
 std::string bucket_cache_id(const config::Settings& settings) {
@@ -304,9 +293,9 @@ LocalityCheck check_data_locality(store::JobStore& store, const OfferCloud& clou
     finding.message = "bucket '" + fuse.bucket_name + "' is in " + describe_place(*place) + ", the slice in " +
                       util::join(regions, " or ") + ": every read crosses regions";
     if (rate) {
-      finding.message += ", at " + money(*rate) + "/GiB";
+      finding.message += ", at " + prices.money(*rate, 3) + "/GiB";
       if (fuse.expected_read_gb) {
-        finding.message += ", about " + money(*rate * *fuse.expected_read_gb * 1e9 / (1024.0 * 1024 * 1024)) +
+        finding.message += ", about " + prices.money(*rate * *fuse.expected_read_gb * 1e9 / (1024.0 * 1024 * 1024)) +
                            " an epoch of " + number(*fuse.expected_read_gb) + " GB";
       }
       if (!prices.transfer.source.empty()) {

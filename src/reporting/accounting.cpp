@@ -267,8 +267,7 @@ std::string prices_note(const config::PriceTable& prices) {
 }
 
 std::string money(double amount, const config::PriceTable& prices) {
-  const std::string digits = decimal(amount, 2);
-  return prices.currency == "USD" || prices.currency.empty() ? "$" + digits : digits + " " + prices.currency;
+  return prices.money(amount);
 }
 
 void print_account(std::ostream& out, const core::JobAccount& account, const config::PriceTable& prices) {

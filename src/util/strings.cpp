@@ -45,6 +45,16 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
+std::string to_upper(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) {
+    if (c >= 'a' && c <= 'z') {
+      c = static_cast<char>(c - 'a' + 'A');
+    }
+  }
+  return out;
+}
+
 std::string to_lower(std::string_view text) {
   std::string out(text);
   for (auto& c : out) {

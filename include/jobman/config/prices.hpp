@@ -45,6 +45,8 @@ struct PriceTable {
   // rates) is priced as spot where it has no figure of its own; on-demand, flex-start and reserved have no stand-in.
   // nullopt when the table has no price.
   [[nodiscard]] std::optional<double> chip_hour(const std::string& accelerator, domain::Pricing tier) const;
+  // `amount` in the table's currency with `decimals` places: "$12.50" in USD, "12.50 EUR" otherwise.
+  [[nodiscard]] std::string money(double amount, int decimals = 2) const;
 };
 
 // The table jobman ships.

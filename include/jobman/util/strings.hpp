@@ -20,6 +20,8 @@ std::string_view trim(std::string_view text);
 
 // A copy with the ASCII letters A-Z lower-cased; every other byte is kept (UTF-8 text stays valid).
 std::string to_lower(std::string_view text);
+// A copy with the ASCII letters a-z upper-cased; every other byte is kept.
+std::string to_upper(std::string_view text);
 
 // Edit distance (insert, delete, substitute, transpose), for suggestions.
 std::size_t edit_distance(std::string_view a, std::string_view b);
