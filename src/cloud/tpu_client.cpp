@@ -5,6 +5,7 @@
 #include "jobman/util/system.hpp"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cctype>
 #include <mutex>
 #include <random>
@@ -113,6 +114,26 @@ std::string resolve_tpu_endpoint(std::string_view configured) {
     return normalise_endpoint(std::string(configured));
   }
   return kDefaultTpuEndpoint;
+}
+
+std::string resolve_storage_endpoint(std::string_view tpu_endpoint) {
+  const auto scheme = tpu_endpoint.find("://");
+  if (scheme == std::string_view::npos) {
+    return kDefaultStorageEndpoint;
+  }
+  const auto origin = tpu_endpoint.substr(0, tpu_endpoint.find('/', scheme + 3));
+  auto host = std::string(origin.substr(scheme + 3));
+  if (host.starts_with('[')) {
+    host = host.substr(1, host.find(']') - 1);
+  } else {
+    host = host.substr(0, host.find(':'));
+  }
+  in_addr v4{};
+  in6_addr v6{};
+  const bool loopback = host == "localhost" ||
+                        (::inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127) ||
+                        (::inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6));
+  return loopback ? std::string(origin) + "/storage/v1/" : kDefaultStorageEndpoint;
 }
 
 struct TpuClient::Impl {

@@ -74,6 +74,7 @@ CloudAccess connect_cloud(const config::Settings& settings, std::ostream& notice
     }
     access.project = settings.project;
     options.endpoint = cloud::resolve_tpu_endpoint(settings.api_endpoint);
+    options.storage_endpoint = cloud::resolve_storage_endpoint(options.endpoint);
     tokens = std::make_shared<cloud::CachedTokenSource>(cloud::make_default_token_source(settings.gcloud));
   }
   access.client = std::make_shared<cloud::TpuClient>(tokens, options);

@@ -159,7 +159,7 @@ std::optional<double> transfer_per_gib(const config::TransferRates& rates, const
 
 std::string bucket_cache_id(const config::Settings& settings) {
   if (settings.cloud == config::CloudKind::google) {
-    return cloud::kDefaultStorageEndpoint;
+    return cloud::resolve_storage_endpoint(cloud::resolve_tpu_endpoint(settings.api_endpoint));
   }
   return settings.api_endpoint.empty() ? "bundled-mock" : settings.api_endpoint;
 }

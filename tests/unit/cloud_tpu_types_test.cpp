@@ -136,5 +136,17 @@ TEST(CloudTpuEndpoint, DefaultsToGoogleAndAddsTheApiVersionToAnOverride) {
   ::unsetenv("JOBMAN_API_ENDPOINT");
 }
 
+// Cloud Storage beside a TPU API on this machine's loopback is that server's: nothing goes to Google for a mock.
+TEST(CloudTpuEndpoint, CloudStorageIsGooglesUnlessTheTpuApiIsOnLoopback) {
+  EXPECT_EQ(resolve_storage_endpoint("https://tpu.googleapis.com/v2/"), kDefaultStorageEndpoint);
+  EXPECT_EQ(resolve_storage_endpoint("https://tpu.example.com/v2/"), kDefaultStorageEndpoint);
+  EXPECT_EQ(resolve_storage_endpoint("http://127.0.0.1:8471/v2/"), "http://127.0.0.1:8471/storage/v1/");
+  EXPECT_EQ(resolve_storage_endpoint("http://localhost:1/v2/"), "http://localhost:1/storage/v1/");
+  EXPECT_EQ(resolve_storage_endpoint("http://127.0.0.1:8471"), "http://127.0.0.1:8471/storage/v1/");
+  EXPECT_EQ(resolve_storage_endpoint("http://[::1]:80/v2/"), "http://[::1]:80/storage/v1/");
+  EXPECT_EQ(resolve_storage_endpoint("http://127.evil.example/v2/"), kDefaultStorageEndpoint);
+  EXPECT_EQ(resolve_storage_endpoint("http://localhost.example/v2/"), kDefaultStorageEndpoint);
+}
+
 } // namespace cloud_tpu_types_test
 } // namespace jobman::cloud

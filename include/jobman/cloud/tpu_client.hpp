@@ -25,6 +25,10 @@ inline constexpr const char* kDefaultComputeEndpoint = "https://compute.googleap
 inline constexpr const char* kDefaultOsLoginEndpoint = "https://oslogin.googleapis.com/v1/";
 inline constexpr const char* kDefaultStorageEndpoint = "https://storage.googleapis.com/storage/v1/";
 
+// Cloud Storage's base URL beside the TPU API at `tpu_endpoint` (a resolved one): a server on this machine's loopback
+// (a mock answering Google's API) serves it at /storage/v1/ of the same origin; anywhere else it is Google's.
+std::string resolve_storage_endpoint(std::string_view tpu_endpoint);
+
 // The base URL to use: JOBMAN_API_ENDPOINT, else `configured` (the settings' api_endpoint), else kDefaultTpuEndpoint;
 // "/v2/" is appended when the URL does not end with it (so a mock's "http://127.0.0.1:8471" works).
 std::string resolve_tpu_endpoint(std::string_view configured);
