@@ -9,7 +9,7 @@ JOBMAN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 JOBMAN_PACKAGES=(
   g++ cmake ninja-build pkg-config lld
   libcurl4-openssl-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev libspdlog-dev
-  libyaml-cpp-dev libcpp-httplib-dev libssl-dev libgtest-dev libgmock-dev libpq-dev
+  libyaml-cpp-dev libcpp-httplib-dev libssl-dev libgtest-dev libgmock-dev libpq-dev libfuse3-dev fuse3
   clang-format clang-tidy ccache
   zsh fish curl python3
   python3-googleapi python3-google-auth python3-google-auth-httplib2 python3-httplib2 nodejs
@@ -22,7 +22,7 @@ JOBMAN_PACKAGES=(
 JOBMAN_BUILD_PACKAGES=(
   g++ cmake ninja-build pkg-config
   libcurl4-openssl-dev nlohmann-json3-dev libcli11-dev libsqlite3-dev libspdlog-dev
-  libyaml-cpp-dev libcpp-httplib-dev libssl-dev libpq-dev curl openssh-server openssh-client
+  libyaml-cpp-dev libcpp-httplib-dev libssl-dev libpq-dev libfuse3-dev fuse3 curl openssh-server openssh-client
 )
 
 # Progress for people, with the time of day, so that a CI log shows where its minutes went.

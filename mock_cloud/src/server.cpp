@@ -208,6 +208,7 @@ MockServer::~MockServer() {
   // The world stops telling the data plane, then the data plane ends every process the slices started.
   world_->set_listener(nullptr);
   workers_.reset();
+  meter_.reset();
   if (!scratch_dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(scratch_dir_, ec);
@@ -623,6 +624,16 @@ void MockServer::start_data_plane(int port) {
   } else if (options_.sshd != "none") {
     std::cerr << "jobman-mock-cloud: worker hosts run no sshd: " << options_.sshd.string()
               << " is missing (Debian's openssh-server)\n";
+  }
+  // The buckets as the hosts read them: through the meter, which counts what each host moves, when FUSE is here.
+  std::string unmetered;
+  std::filesystem::create_directories(hosts.buckets, ec); // WorkerHosts sets its mode.
+  meter_ = GcsMeter::start(options_.tools_dir / "jobman-mock-gcs-meter", hosts.buckets, base / "gcs-meter", unmetered);
+  if (meter_ != nullptr) {
+    hosts.meter = meter_.get();
+  } else {
+    std::cerr << "jobman-mock-cloud: the hosts' gcsfuse counts no bytes (" << unmetered
+              << "): --prometheus-port serves nothing\n";
   }
   workers_ = std::make_unique<WorkerHosts>(hosts);
   world_->set_listener(workers_.get());

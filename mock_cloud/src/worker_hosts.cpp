@@ -295,6 +295,18 @@ bool WorkerHosts::address_free(const std::string& address) {
   return options_.sshd.empty() || host_sshd::port_free(address, options_.ssh_port);
 }
 
+std::filesystem::path WorkerHosts::gcs_root(const SliceHosts& slice, int worker) const {
+  if (options_.meter == nullptr) {
+    return options_.buckets;
+  }
+  return options_.meter->host_root(slice.numeric_id + "-" + std::to_string(worker));
+}
+
+std::string WorkerHosts::host_addresses(const SliceHosts& slice, int worker) {
+  const auto& [internal, external] = slice.addresses.at(static_cast<std::size_t>(worker));
+  return external == internal || external.empty() ? internal : internal + "," + external;
+}
+
 std::string WorkerHosts::host_marker(const SliceHosts& slice, int worker) const {
   return marker_prefix() + slice.numeric_id + "/" + std::to_string(worker);
 }
@@ -405,7 +417,7 @@ void WorkerHosts::serve_slice(std::unique_lock<std::mutex>& lock, const std::str
       host.session_env["PATH"] =
           options_.tools.string() + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
       host.session_env[kOwnFilesystemVariable] = "1";
-      host.gcs = options_.buckets;
+      host.gcs = gcs_root(slice, w);
       host.session_env["MOCK_GCS_ROOT"] = host_sshd::kHostGcsPath;
       host.session_env["MOCK_TPU_WORKER_DIR"] = host_sshd::kHostSandboxPath;
       host.session_env["MOCK_TPU_FAULT_FILE"] = std::string(host_sshd::kHostSandboxPath) + "/.mock/faulty";
@@ -575,7 +587,8 @@ WorkerHost WorkerHosts::host_description(const SliceHosts& slice, const std::fil
   host.home = host.sandbox_home;
   host.marker = host_marker(slice, worker);
   host.root = host.dir / "root";
-  host.keep = {host.dir, options_.buckets};
+  const auto gcs = gcs_root(slice, worker);
+  host.keep = {host.dir, gcs};
   host.keep_read_only = {options_.tools};
   host.keep_read_only.insert(host.keep_read_only.end(), options_.visible.begin(), options_.visible.end());
   host.home_mode = options_.home_mode;
@@ -614,7 +627,8 @@ WorkerHost WorkerHosts::host_description(const SliceHosts& slice, const std::fil
       {"MOCK_TPU_HANG_FILE", (host.dir / ".mock" / kStepFaultsDir / kHangFile).string()},
       {"MOCK_TPU_PHYSICAL_HOST", host.physical_host},
       {kHostZoneVariable, zone_of_node(slice.node_name)},
-      {"MOCK_GCS_ROOT", options_.buckets.string()},
+      {"MOCK_GCS_ROOT", gcs.string()},
+      {kHostAddressVariable, host_addresses(slice, worker)},
       {"CLOUDSDK_CONFIG", (host.home / ".config" / "gcloud").string()},
   };
   if (options_.dcn) {

@@ -374,6 +374,44 @@ TEST_F(MockDataPlaneTest, GcsfuseMountsUnmountsAndRefusesABusyMountpoint) {
   EXPECT_EQ(jobman::util::read_file(dir / "state" / "buckets" / "bkt" / "f"), "x\n");
 }
 
+// The mount's gcsfuse serves what the host read and wrote through it, as gcsfuse's metrics, on the port it is given and
+// the host's own address: another host's reads are not its, and a new mount counts from nothing.
+TEST_F(MockDataPlaneTest, GcsfuseServesTheBytesItsHostReadOnItsPrometheusPort) {
+  create_active("pm", "v4-16");
+  const std::string data(3 * 1024 * 1024 + 17, 'd');
+  dir.write("state/buckets/metered/data.bin", data);
+  const std::string mount = "mkdir -p ~/m && gcsfuse --prometheus-port=9447 --implicit-dirs metered ~/m";
+  const std::string scrape = "curl -fsS http://${MOCK_TPU_HOST_ADDRESSES%%,*}:9447/metrics";
+  const auto metric = [](const std::string& text, const std::string& line_start) -> long long {
+    const auto at = text.find("\n" + line_start + " ");
+    return at == std::string::npos ? -1 : std::stoll(text.substr(at + line_start.size() + 2));
+  };
+  ASSERT_EQ(ssh("pm-node", "all", mount).exit_code, 0);
+  ASSERT_EQ(ssh("pm-node", "0",
+                "cat ~/m/data.bin > /dev/null && cat ~/m/data.bin | wc -c && head -c 1000 /dev/zero > "
+                "~/m/out.bin")
+                .out,
+            std::to_string(data.size()) + "\n");
+  const auto reader = ssh("pm-node", "0", scrape);
+  ASSERT_EQ(reader.exit_code, 0) << reader.err;
+  EXPECT_EQ(metric(reader.out, "gcs_read_bytes_count"), static_cast<long long>(2 * data.size())) << reader.out;
+  EXPECT_GE(metric(reader.out, "fs_ops_count{fs_op=\"WriteFile\"}"), 1) << reader.out;
+  EXPECT_EQ(metric(reader.out, "gcs_request_count{gcs_method=\"NewReader\"}"), 2) << reader.out;
+  const auto idle = ssh("pm-node", "1", scrape);
+  ASSERT_EQ(idle.exit_code, 0) << idle.err;
+  EXPECT_EQ(metric(idle.out, "gcs_read_bytes_count"), 0) << "worker 1 read nothing: " << idle.out;
+  EXPECT_EQ(jobman::util::read_file(dir / "state" / "buckets" / "metered" / "out.bin"), std::string(1000, '\0'));
+  // Unmounted, nothing serves; mounted again, the count starts from nothing.
+  ASSERT_EQ(ssh("pm-node", "0", "fusermount -u ~/m").exit_code, 0);
+  EXPECT_NE(ssh("pm-node", "0", scrape).exit_code, 0);
+  ASSERT_EQ(ssh("pm-node", "0", mount + " && head -c 100 ~/m/data.bin > /dev/null").exit_code, 0);
+  const auto again = ssh("pm-node", "0", scrape);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  // What the kernel asks of a FUSE filesystem is whole pages (and gcsfuse reads ahead too): 100 bytes read cost more.
+  EXPECT_GE(metric(again.out, "gcs_read_bytes_count"), 100) << again.out;
+  EXPECT_LT(metric(again.out, "gcs_read_bytes_count"), static_cast<long long>(data.size())) << again.out;
+}
+
 // Google's gcloud on a host finds what it finds on a TPU VM: the VM's service account through the metadata server,
 // and the project and zone it is told to use checked against the Compute API.
 TEST_F(MockDataPlaneTest, GcloudOnAHostHasTheVmsServiceAccount) {

@@ -173,16 +173,18 @@ TEST_F(WorkerHostFilesystemTest, SystemDirectoriesAreReadOnlyAndThisMachinesOthe
   EXPECT_EQ(tools.exit_code, 0) << tools.err;
   EXPECT_EQ(tools.out, "42\n");
   // This machine's /tmp is not the host's: a file beside the test's directory is not there. The test's directory is
-  // (start_test_mock makes it --visible-to-hosts), read-only, and the mock's buckets in it are writable.
+  // (start_test_mock makes it --visible-to-hosts), read-only; the mock's buckets are writable through the host's own
+  // root of them (metered), and land in the buckets' directory.
   const auto here = dir.path().string() + "-here";
   jobman::util::write_file_atomic(here, "this machine's\n", 0600);
   const auto listed = ssh(0, "test -e " + here + " && echo seen || echo unseen; cat " + (dir / "world.yaml").string() +
                                  " > /dev/null && echo visible; touch " + (dir / unique).string() +
                                  " 2> /dev/null || echo read-only; "
-                                 "touch " +
-                                 (dir / "state" / "buckets" / unique).string() + " && echo writable");
+                                 "touch \"$MOCK_GCS_ROOT\"/" +
+                                 unique + " && echo writable");
   fs::remove(here);
   EXPECT_EQ(listed.out, "unseen\nvisible\nread-only\nwritable\n") << listed.err;
+  EXPECT_TRUE(exists_here(dir / "state" / "buckets" / unique));
   EXPECT_FALSE(exists_here(dir / unique));
   // The mock's tools are there to run, not to change.
   const auto tools_dir = fs::path(jobman::test::mock_cloud_binary()).parent_path() / "tools";

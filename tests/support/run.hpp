@@ -48,7 +48,8 @@ std::vector<std::string> process_ids();
 // started in the background): pid and command line (arguments joined by spaces).
 std::vector<std::pair<int, std::string>> processes_of(const std::filesystem::path& home);
 
-// Kills (SIGKILL) every process of processes_of(home).
+// Kills (SIGKILL) every process of processes_of(home) but a FUSE mount's fusermount3, which unmounts once its
+// server is gone.
 void kill_processes_of(const std::filesystem::path& home);
 
 } // namespace jobman::test

@@ -12,9 +12,19 @@ namespace jobman::mock {
 // The variable that tells a worker host's commands the zone of their node ("europe-west4-a").
 inline constexpr const char* kHostZoneVariable = "MOCK_TPU_ZONE";
 
+// The variable that tells a worker host's commands the host's own addresses, internal first, comma-separated: where its
+// gcsfuse serves its metrics (on a TPU VM, a port of every address the VM has).
+inline constexpr const char* kHostAddressVariable = "MOCK_TPU_HOST_ADDRESSES";
+
 // The directory under the bucket root where gcsfuse records, per bucket, the zone of the first worker host that
 // mounted it. No bucket name starts with '.', so it is no bucket, and no listing of a bucket shows it.
 inline constexpr const char* kFirstMountsDir = ".first-mounts";
+
+// The file under a worker host's MOCK_GCS_ROOT, when the mock meters its Cloud Storage (jobman-mock-gcs-meter), that
+// holds what the host read from and wrote to each bucket, one "BUCKET\tKEY\tVALUE" line each: KEY is read_bytes,
+// write_bytes, fs_op/NAME, gcs_method/NAME or reader/opened|closed, as gcsfuse names its metrics. Its gcsfuse serves
+// them on --prometheus-port.
+inline constexpr const char* kMeterFile = ".gcs-meter";
 
 // The file that records where `bucket` was first mounted: the zone and a newline, written once.
 inline std::filesystem::path first_mount_file(const std::filesystem::path& root, std::string_view bucket) {

@@ -4,6 +4,7 @@
 
 #include "mock_cloud/auth.hpp"
 #include "mock_cloud/cloud_storage.hpp"
+#include "mock_cloud/gcs_meter.hpp"
 #include "mock_cloud/worker_hosts.hpp"
 #include "mock_cloud/world.hpp"
 
@@ -130,6 +131,7 @@ private:
   ServerOptions options_;                  // How it was started.
   TokenAuthority authority_;               // Issues and checks access tokens (wall clock, not the world's).
   std::unique_ptr<World> world_;           // The emulated cloud.
+  std::unique_ptr<GcsMeter> meter_;        // What the hosts read the buckets through; null when unmetered.
   std::unique_ptr<WorkerHosts> workers_;   // The slices' worker hosts; created by bind().
   std::filesystem::path scratch_dir_;      // Holds workers and buckets when there is no state directory.
   BearerCheck bearer_;                     // The /v2 authentication gate.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "mock_cloud/config.hpp"
+#include "mock_cloud/gcs_meter.hpp"
 #include "mock_cloud/host_sshd.hpp"
 #include "mock_cloud/world.hpp"
 
@@ -64,8 +65,10 @@ std::vector<pid_t> find_marked_processes(const std::string& prefix, Marked which
 
 // How the data plane is set up.
 struct WorkerHostsOptions {
-  std::filesystem::path root;              // Sandboxes go to root/<node id>-<numeric id>/worker-<n>.
-  std::filesystem::path buckets;           // The mock's Cloud Storage: buckets/<name>; survives everything.
+  std::filesystem::path root;    // Sandboxes go to root/<node id>-<numeric id>/worker-<n>.
+  std::filesystem::path buckets; // The mock's Cloud Storage: buckets/<name>; survives everything.
+  // What the hosts read the buckets through, each its own directory of it (MOCK_GCS_ROOT); null: `buckets` itself.
+  const GcsMeter* meter = nullptr;
   std::filesystem::path tools;             // The mock's tools (gcloud, gcsfuse, systolic-train): first on PATH.
   std::string api_endpoint;                // http://HOST:PORT/, so `gcloud` on a worker reaches the mock too.
   std::chrono::milliseconds grace{30'000}; // SIGTERM to SIGKILL when a slice goes away.
@@ -169,6 +172,11 @@ private:
   // Worker `worker` of `slice` (whose sandboxes are under `slice_path`) as `user` finds it.
   [[nodiscard]] WorkerHost host_description(const SliceHosts& slice, const std::filesystem::path& slice_path,
                                             int worker, const std::string& user) const;
+  // Where worker `worker` of `slice` finds the buckets (MOCK_GCS_ROOT): its own directory of the meter, or the bucket
+  // root itself when unmetered.
+  [[nodiscard]] std::filesystem::path gcs_root(const SliceHosts& slice, int worker) const;
+  // The addresses of worker `worker` of `slice`, internal first, comma-separated (MOCK_TPU_HOST_ADDRESSES).
+  [[nodiscard]] static std::string host_addresses(const SliceHosts& slice, int worker);
   // MOCK_TPU_HOST of worker `worker` of `slice`.
   [[nodiscard]] std::string host_marker(const SliceHosts& slice, int worker) const;
 
