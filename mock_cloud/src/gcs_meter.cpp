@@ -12,8 +12,30 @@
 
 namespace jobman::mock {
 
+namespace {
+
+// The mounts of mocks that were killed before they could unmount: their directories are named by their pids. Only
+// an empty directory is removed, so a mount that will not come off keeps the buckets behind it.
+void take_off_orphans(const std::filesystem::path& mounts) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(mounts, ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos || name.size() > 9) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    if (::kill(pid, 0) == 0 || errno != ESRCH) {
+      continue; // Its mock runs.
+    }
+    static_cast<void>(::umount2(entry.path().c_str(), MNT_DETACH));
+    static_cast<void>(::rmdir(entry.path().c_str()));
+  }
+}
+
+} // namespace
+
 std::unique_ptr<GcsMeter> GcsMeter::start(const std::filesystem::path& program, const std::filesystem::path& buckets,
-                                          const std::filesystem::path& mount_point, std::string& why_not) {
+                                          const std::filesystem::path& mounts, std::string& why_not) {
   if (::access("/dev/fuse", R_OK | W_OK) != 0) {
     why_not = std::string("cannot open /dev/fuse: ") + std::strerror(errno);
     return nullptr;
@@ -23,7 +45,10 @@ std::unique_ptr<GcsMeter> GcsMeter::start(const std::filesystem::path& program, 
     why_not = program.string() + " is missing";
     return nullptr;
   }
-  static_cast<void>(::umount2(mount_point.c_str(), MNT_DETACH)); // A predecessor's, if it left one.
+  take_off_orphans(mounts);
+  // A directory of this mock's own: a mock started on the same state directory while another still runs (or ends)
+  // mounts beside it, and neither's unmount can take the other's mount.
+  const auto mount_point = mounts / std::to_string(::getpid());
   std::filesystem::create_directories(mount_point, ec);
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) {
@@ -81,6 +106,7 @@ GcsMeter::~GcsMeter() {
   static_cast<void>(::umount2(mount_point_.c_str(), MNT_DETACH));
   ::kill(pid_, SIGKILL);
   util::wait_exit(pid_);
+  static_cast<void>(::rmdir(mount_point_.c_str()));
 }
 
 } // namespace jobman::mock

@@ -28,6 +28,7 @@
 #include <poll.h>
 #include <sstream>
 #include <string>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -464,6 +465,7 @@ int main(int argc, char** argv) {
   char* fuse_argv[] = {program, dash_o, options, nullptr};
   fuse_args args = FUSE_ARGS_INIT(3, fuse_argv);
   fuse* f = fuse_new(&args, &ops, sizeof ops, nullptr);
+  fuse_opt_free_args(&args);
   if (f == nullptr) {
     return 1;
   }
@@ -476,14 +478,16 @@ int main(int argc, char** argv) {
     fuse_destroy(f);
     return 1;
   }
-  // The mount goes with the mock that started it, however the mock ends: auto_unmount takes it off once this process
-  // is gone.
+  // The mount goes with the mock that started it, however the mock ends. This process takes it off itself before it
+  // goes (auto_unmount's watcher alone races whoever next looks at the directory, which then finds a mount whose
+  // server is gone), and auto_unmount is what takes it off when this process is killed.
   const auto parent = static_cast<int>(::syscall(SYS_pidfd_open, ::getppid(), 0));
   if (parent >= 0) {
-    std::thread([parent] {
+    std::thread([parent, mount_point = std::string(argv[2])] {
       pollfd gone{parent, POLLIN, 0};
       while (::poll(&gone, 1, -1) < 0 && errno == EINTR) {
       }
+      static_cast<void>(::umount2(mount_point.c_str(), MNT_DETACH));
       ::_exit(0);
     }).detach();
   }

@@ -13,16 +13,16 @@ namespace jobman::mock {
 // A running meter, mounted; unmounted and ended when destroyed.
 class GcsMeter {
 public:
-  // Mounts `program` (jobman-mock-gcs-meter) over `buckets` at `mount_point` (made when missing; a mount a killed
-  // predecessor left there is taken off first). Returns null, with the reason in `why_not`, when this machine cannot
-  // (no /dev/fuse to open, the mount refused): the hosts then read the buckets unmetered.
+  // Mounts `program` (jobman-mock-gcs-meter) over `buckets` at `mounts`/<this process's pid> (made when missing;
+  // the mounts killed mocks left in `mounts` are taken off first). Returns null, with the reason in `why_not`, when
+  // this machine cannot (no /dev/fuse to open, the mount refused): the hosts then read the buckets unmetered.
   static std::unique_ptr<GcsMeter> start(const std::filesystem::path& program, const std::filesystem::path& buckets,
-                                         const std::filesystem::path& mount_point, std::string& why_not);
+                                         const std::filesystem::path& mounts, std::string& why_not);
   ~GcsMeter();
   GcsMeter(const GcsMeter&) = delete;
   GcsMeter& operator=(const GcsMeter&) = delete;
 
-  // The directory a host reads the buckets through: <mount point>/<host>, for a host name of letters, digits, '-'
+  // The directory a host reads the buckets through: <mounts>/<pid>/<host>, for a host name of letters, digits, '-'
   // and '_'.
   [[nodiscard]] std::filesystem::path host_root(const std::string& host) const { return mount_point_ / host; }
 
