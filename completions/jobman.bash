@@ -5,7 +5,7 @@ _jobman() {
     case "${COMP_WORDS[i]}" in -*) ;; *) cmd="${COMP_WORDS[i]}"; break ;; esac
   done
   if [[ -z "$cmd" ]]; then
-    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync reservations settings completion daemon wait worker task status availability analytics report ui store --help -h --version --verbose -v" -- "$cur"))
+    COMPREPLY=($(compgen -W "create validate list show logs ssh resume cancel delete clean sync reservations settings completion daemon wait worker task status availability analytics buckets report ui store --help -h --version --verbose -v" -- "$cur"))
     return
   fi
   case "$cmd" in
@@ -196,6 +196,15 @@ _jobman() {
   analytics)
     if [[ "$cur" == -* ]]; then
       COMPREPLY=($(compgen -W "--help -h" -- "$cur"))
+      return
+    fi
+    ;;
+  buckets)
+    case "$prev" in
+      --prices) return ;;
+    esac
+    if [[ "$cur" == -* ]]; then
+      COMPREPLY=($(compgen -W "--help -h --json --prices" -- "$cur"))
       return
     fi
     ;;

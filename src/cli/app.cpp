@@ -208,6 +208,7 @@ void build_app(CLI::App& app, Context& ctx) {
   add_task_command(app, ctx);
   add_status_command(app, ctx);
   add_availability_command(app, ctx);
+  add_buckets_command(app, ctx);
   add_report_command(app, ctx);
   add_ui_command(app, ctx);
   add_store_command(app, ctx);

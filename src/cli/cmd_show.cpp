@@ -1,9 +1,11 @@
 // `jobman show ID`: one job in detail, its attempts and events, or its config snapshot.
 #include "commands.hpp"
 #include "jobman/config/accelerator.hpp"
+#include "jobman/core/bucket_transfers.hpp"
 #include "jobman/core/daemon.hpp"
 #include "jobman/domain/job.hpp"
 #include "jobman/reporting/accounting.hpp"
+#include "jobman/reporting/transfers.hpp"
 #include "jobman/store/attempts.hpp"
 #include "jobman/store/bad_hardware.hpp"
 #include "jobman/store/events.hpp"
@@ -108,6 +110,8 @@ struct ShowView {
   std::optional<domain::Lease> lease;
   std::vector<domain::BadHardwareRecord> findings;
   std::vector<domain::RivalRecord> rivals;
+  // What each attempt read from its bucket (by attempt), and what crossing regions cost.
+  std::vector<std::pair<int, reporting::TransferGroup>> transfers;
   std::int64_t now_ms = 0;
   std::int64_t lease_now_ms = 0; // The store's clock: leases are in its time (a lab server's clock).
   bool driver_dead = false;      // The lease's supervisor was a process of this machine, and it is gone.
@@ -137,6 +141,11 @@ ShowView gather_show(Context& ctx, std::int64_t id, Audience audience) {
   view.progress = reporting::progress_view(view.job, view.attempts);
   view.account = reporting::account_of(store, view.job, view.attempts, view.now_ms);
   view.prices = show_prices(ctx);
+  const auto places = store.zone_catalogs().buckets();
+  for (const auto& t : store.attempts().transfers(id)) {
+    auto groups = reporting::group_transfers({t}, places, view.prices.transfer);
+    view.transfers.emplace_back(t.attempt, std::move(groups.front()));
+  }
   if (audience == Audience::people) {
     if (view.job.kind == domain::JobKind::task && view.job.worker_id) {
       view.worker = store.jobs().find(*view.job.worker_id);
@@ -257,6 +266,28 @@ void print_attempts(std::ostream& out, const ShowView& view, bool color) {
   table.print(out, color);
 }
 
+// What each attempt read through its gcsfuse mount, as the workers' gcsfuse counted it when the attempt ended.
+void print_transfers(std::ostream& out, const ShowView& view) {
+  if (view.transfers.empty()) {
+    return;
+  }
+  out << "\nData read (gcsfuse)\n";
+  for (const auto& [attempt, g] : view.transfers) {
+    out << "  attempt " << attempt << ": " << core::describe_bytes(g.read_bytes) << " from gs://" << printable(g.bucket)
+        << (g.place ? " (" + printable(core::describe_place(*g.place)) + ", " +
+                          std::string(core::to_string(g.nearness)) + ")"
+                    : std::string())
+        << " in " << printable(g.zone);
+    if (g.cost && *g.cost > 0) {
+      out << ", ~" << reporting::money(*g.cost, view.prices) << " at " << reporting::money(*g.per_gib, view.prices)
+          << "/GiB";
+    } else if (g.place && !g.cost) {
+      out << ", no price for the crossing";
+    }
+    out << '\n';
+  }
+}
+
 // How a rival stands in the race, for `show`.
 std::string_view rival_state(domain::RivalOutcome outcome) {
   switch (outcome) {
@@ -318,6 +349,7 @@ void print_show(std::ostream& out, const ShowView& view, bool color, bool all_ev
   print_attempts(out, view, color);
   print_rivals(out, view.rivals);
   print_findings(out, view.findings);
+  print_transfers(out, view);
   reporting::print_account(out, view.account, view.prices);
   print_events(out, view, all_events);
 }
@@ -352,6 +384,13 @@ nlohmann::ordered_json show_json(const ShowView& view) {
         attempt["rivals"].push_back(rival_json(r));
       }
     }
+    std::vector<reporting::TransferGroup> read;
+    for (const auto& [number, g] : view.transfers) {
+      if (number == a.number) {
+        read.push_back(g);
+      }
+    }
+    attempt["transfers"] = reporting::transfers_json(read);
     j["attempts"].push_back(std::move(attempt));
   }
   j["bad_hardware_findings"] = nlohmann::ordered_json::array();

@@ -36,6 +36,7 @@ void add_sync_command(CLI::App& app, Context& ctx);       // `sync`
 void add_worker_command(CLI::App& app, Context& ctx);     // `worker start|stop|resume|reboot|delete|ssh|logs|show|sync`
 void add_task_command(CLI::App& app, Context& ctx);       // `task submit|delete|pause|requeue|show`
 void add_status_command(CLI::App& app, Context& ctx);     // `status`
+void add_buckets_command(CLI::App& app, Context& ctx);    // `buckets`
 void add_availability_command(CLI::App& app, Context& ctx); // `availability`, `analytics availability`
 void add_report_command(CLI::App& app, Context& ctx);       // `report`, `analytics cost`
 void add_ui_command(CLI::App& app, Context& ctx);           // `ui`

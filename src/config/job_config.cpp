@@ -1,6 +1,53 @@
 #include "jobman/config/job_config.hpp"
 
+#include <charconv>
+#include <sstream>
+
 namespace jobman::config {
+
+namespace {
+
+// The value of --prometheus-port among gcsfuse flags ("--prometheus-port 9000", "--prometheus-port=9000"; an entry may
+// hold several words), or nullopt when they name none.
+std::optional<std::string> prometheus_port_flag(const std::vector<std::string>& flags) {
+  std::optional<std::string> value;
+  bool next = false;
+  for (const auto& flag : flags) {
+    std::istringstream words(flag);
+    std::string word;
+    while (words >> word) {
+      if (next) {
+        value = word;
+        next = false;
+      } else if (word == "--prometheus-port" || word == "-prometheus-port") {
+        next = true;
+        value = "";
+      } else if (word.starts_with("--prometheus-port=")) {
+        value = word.substr(word.find('=') + 1);
+      }
+    }
+  }
+  return value;
+}
+
+} // namespace
+
+int GcsfuseSection::metrics_port() const {
+  const auto value = prometheus_port_flag(flags);
+  if (!value) {
+    return kGcsfuseMetricsPort;
+  }
+  int port = 0;
+  const auto* end = value->data() + value->size();
+  if (std::from_chars(value->data(), end, port).ptr != end || port < 0 || port > 65535) {
+    return 0; // gcsfuse refuses the mount; nothing to read either way.
+  }
+  return port;
+}
+
+bool GcsfuseSection::flags_name_metrics_port() const {
+  return prometheus_port_flag(flags).has_value();
+}
 
 std::string to_string(AllocationMode value) {
   switch (value) {

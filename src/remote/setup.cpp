@@ -235,7 +235,11 @@ constexpr const char* kPythonJobmanMountFlags =
 
 std::string gcsfuse_module(const config::GcsfuseSection& gcs) {
   // Without flags of its own, the mount is made as the Python jobman makes it.
-  const auto flags = gcs.flags.empty() ? " " + std::string(kPythonJobmanMountFlags) : quoted_words(gcs.flags);
+  auto flags = gcs.flags.empty() ? " " + std::string(kPythonJobmanMountFlags) : quoted_words(gcs.flags);
+  // Its metrics say what each attempt read (the cost of reading across regions); unless the flags choose a port.
+  if (!gcs.flags_name_metrics_port()) {
+    flags += " --prometheus-port=" + std::to_string(config::kGcsfuseMetricsPort);
+  }
   std::string body = "jobman_setup_gcsfuse() {\n";
   body += "  mp=" + remote_path_expr(gcs.mount_path) + "\n";
   body += R"sh(  if mountpoint -q "$mp" 2> /dev/null; then

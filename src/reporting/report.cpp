@@ -1,5 +1,6 @@
 #include "jobman/reporting/report.hpp"
 
+#include "jobman/core/bucket_transfers.hpp"
 #include "jobman/domain/job.hpp"
 #include "jobman/reporting/json.hpp"
 #include "jobman/reporting/text.hpp"
@@ -42,6 +43,7 @@ void add_to_totals(Report& report, core::BucketTimes& task_ms, const domain::Job
   }
   report.cost += row.cost.amount;
   report.cost_complete = report.cost_complete && row.cost.complete;
+  report.accounted.insert(job.id);
   for (const auto& usage : row.account.usage) {
     if (usage.borrowed) {
       continue;
@@ -315,6 +317,17 @@ constexpr std::size_t kChunk = 2048;
 
 } // namespace
 
+namespace {
+
+// What the accounted jobs read from their buckets, priced.
+void add_transfers(const store::JobStore& store, const config::PriceTable& prices, Report& report) {
+  report.transfers = group_transfers(store.attempts().all_transfers(), store.zone_catalogs().buckets(), prices.transfer,
+                                     &report.accounted);
+  report.transfer_total = total_of(report.transfers);
+}
+
+} // namespace
+
 Report build_report(const store::JobStore& store, const ReportSelection& selection, const config::PriceTable& prices,
                     std::int64_t now_ms, const ReportRowSink& each_row) {
   Report report;
@@ -359,6 +372,7 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
       pipeline.push(read_chunk(store, std::move(jobs), size));
       pipeline.finish();
       accountant.finish();
+      add_transfers(store, prices, report);
       return report;
     }
     jobs = store.jobs().list(filter);
@@ -378,6 +392,7 @@ Report build_report(const store::JobStore& store, const ReportSelection& selecti
   }
   pipeline.finish();
   accountant.finish();
+  add_transfers(store, prices, report);
   return report;
 }
 
@@ -440,6 +455,13 @@ void write_report_text(std::ostream& out, const Report& report, const config::Pr
                      money(group.cost, prices) + (group.priced ? "" : " + unpriced")});
     }
     zones.print(out, color);
+  }
+  if (!report.transfers.empty()) {
+    out << "\nData read through gcsfuse, by bucket and zone: "
+        << core::describe_bytes(report.transfer_total.across_bytes) << " from outside the reading zone's region, ~"
+        << money(report.transfer_total.cost, prices) << (report.transfer_total.complete ? "" : " + unpriced") << " ("
+        << printable(prices.transfer.source) << ")\n";
+    print_transfers(out, report.transfers, prices, color);
   }
   out << "\nCosts: " << prices_note(prices) << ".";
   bool inferred = false;
@@ -583,6 +605,10 @@ void write_report_json_tail(std::ostream& out, const Report& report, const confi
     zones.push_back(std::move(one));
   }
   totals["by_zone"] = std::move(zones);
+  totals["data_transfer"] = {{"across_region_bytes", report.transfer_total.across_bytes},
+                             {"cost", report.transfer_total.cost},
+                             {"cost_complete", report.transfer_total.complete},
+                             {"by_bucket", transfers_json(report.transfers)}};
   // Indented as the rest of the document, one level in.
   std::string text = totals.dump(2);
   std::string indented;

@@ -1,6 +1,7 @@
 // The HTML report: one file that opens from disk with no network (inline CSS, inline SVG, no script), a timeline per
 // job with its phases in colour and its preemptions and bad hardware marked, the goodput and cost tables, and the
 // zones'. Every stored text is escaped, control characters first made visible as the terminal shows them.
+#include "jobman/core/bucket_transfers.hpp"
 #include "jobman/domain/job.hpp"
 #include "jobman/reporting/report.hpp"
 #include "jobman/reporting/text.hpp"
@@ -257,6 +258,25 @@ void groups(std::ostream& out, const Report& report, const config::PriceTable& p
           << (group.priced ? "" : " + unpriced") << "</td></tr>\n";
     }
     out << "</table>\n";
+  }
+  if (!report.transfers.empty()) {
+    out << "<h2>Data read through gcsfuse</h2>\n<table><tr><th class=\"l\">bucket</th><th class=\"l\">location</th>"
+           "<th class=\"l\">zone</th><th class=\"l\">data</th><th>read</th><th>attempts</th><th>rate per GiB</th>"
+           "<th>cost</th></tr>\n";
+    for (const auto& g : report.transfers) {
+      out << "<tr><td class=\"l\">gs://" << html_escape(g.bucket) << "</td><td class=\"l\">"
+          << (g.place ? html_escape(core::describe_place(*g.place)) : std::string("not looked up"))
+          << "</td><td class=\"l\">" << html_escape(g.zone) << "</td><td class=\"l\">"
+          << (g.place ? html_escape(core::to_string(g.nearness)) : std::string("-")) << "</td><td>"
+          << html_escape(core::describe_bytes(g.read_bytes)) << "</td><td>" << g.attempts << "</td><td>"
+          << (g.per_gib ? html_escape(money(*g.per_gib, prices)) : std::string("-")) << "</td><td>"
+          << (g.cost ? html_escape(money(*g.cost, prices)) : std::string("no price")) << "</td></tr>\n";
+    }
+    out << "</table>\n<p class=\"note\">" << html_escape(core::describe_bytes(report.transfer_total.across_bytes))
+        << " read from outside the reading zone's region, ~" << html_escape(money(report.transfer_total.cost, prices))
+        << (report.transfer_total.complete ? "" : " + unpriced")
+        << ", counted by the workers' gcsfuse when each attempt ended; rates: " << html_escape(prices.transfer.source)
+        << ".</p>\n";
   }
 }
 

@@ -337,4 +337,64 @@ int Leases::count_undriven_jobs(std::int64_t now_ms) const {
   return query->step() ? static_cast<int>(query->column_int64(0)) : 0;
 }
 
+void Attempts::record_transfer(const BucketTransfer& transfer) {
+  auto upsert = impl_->statements.get(
+      "INSERT INTO attempt_transfers (job_id, attempt, bucket, zone, read_bytes, write_ops, workers_read, workers, "
+      "recorded_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (job_id, attempt, bucket) DO UPDATE SET "
+      "zone = excluded.zone, read_bytes = excluded.read_bytes, write_ops = excluded.write_ops, "
+      "workers_read = excluded.workers_read, workers = excluded.workers, recorded_ms = excluded.recorded_ms");
+  upsert->bind(1, transfer.job_id);
+  upsert->bind(2, static_cast<std::int64_t>(transfer.attempt));
+  upsert->bind(3, transfer.bucket);
+  upsert->bind(4, transfer.zone);
+  upsert->bind(5, transfer.read_bytes);
+  upsert->bind(6, transfer.write_ops);
+  upsert->bind(7, static_cast<std::int64_t>(transfer.workers_read));
+  upsert->bind(8, static_cast<std::int64_t>(transfer.workers));
+  upsert->bind(9, transfer.recorded_ms);
+  upsert->run();
+}
+
+namespace {
+
+constexpr const char* kTransferColumns =
+    "job_id, attempt, bucket, zone, read_bytes, write_ops, workers_read, workers, recorded_ms";
+
+BucketTransfer transfer_of(sql::Statement& row) {
+  BucketTransfer t;
+  t.job_id = row.column_int64(0);
+  t.attempt = static_cast<int>(row.column_int64(1));
+  t.bucket = row.column_text(2);
+  t.zone = row.column_text(3);
+  t.read_bytes = row.column_int64(4);
+  t.write_ops = row.column_int64(5);
+  t.workers_read = static_cast<int>(row.column_int64(6));
+  t.workers = static_cast<int>(row.column_int64(7));
+  t.recorded_ms = row.column_int64(8);
+  return t;
+}
+
+} // namespace
+
+std::vector<BucketTransfer> Attempts::transfers(std::int64_t job_id) const {
+  auto query = impl_->statements.get(std::string("SELECT ") + kTransferColumns +
+                                     " FROM attempt_transfers WHERE job_id = ?1 ORDER BY attempt, bucket");
+  query->bind(1, job_id);
+  std::vector<BucketTransfer> out;
+  while (query->step()) {
+    out.push_back(transfer_of(*query));
+  }
+  return out;
+}
+
+std::vector<BucketTransfer> Attempts::all_transfers() const {
+  auto query = impl_->statements.get(std::string("SELECT ") + kTransferColumns +
+                                     " FROM attempt_transfers ORDER BY bucket, zone, job_id, attempt");
+  std::vector<BucketTransfer> out;
+  while (query->step()) {
+    out.push_back(transfer_of(*query));
+  }
+  return out;
+}
+
 } // namespace jobman::store

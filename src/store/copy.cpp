@@ -21,10 +21,11 @@ struct Table {
   bool immutable;
   const char* identity; // The column whose sequence goes on after the source's highest id, or nullptr.
 };
-constexpr std::array<Table, 12> kTables{{
+constexpr std::array<Table, 13> kTables{{
     {"jobs", "id", false, "id"},
     {"job_configs", "job_id", false, nullptr},
     {"attempts", "job_id, number", false, nullptr},
+    {"attempt_transfers", "job_id, attempt, bucket", false, nullptr},
     {"events", "id", true, "id"},
     {"notifications", "id", false, "id"},
     {"bad_hardware", "id", true, "id"},

@@ -386,7 +386,25 @@ CREATE TABLE bucket_places (
 );
 )sql";
 
-constexpr std::array<Migration, 21> all{{
+// Version 22: what each attempt read through its gcsfuse mount of a bucket, as the workers' gcsfuse counted it at the
+// attempt's end, for the cost of reading across regions (the report, `jobman buckets`). The same DDL on both backends.
+constexpr std::string_view v22 = R"sql(
+CREATE TABLE attempt_transfers (
+  job_id BIGINT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+  attempt BIGINT NOT NULL,
+  bucket TEXT NOT NULL,
+  zone TEXT NOT NULL,
+  read_bytes BIGINT NOT NULL,
+  write_ops BIGINT NOT NULL,
+  workers_read BIGINT NOT NULL,
+  workers BIGINT NOT NULL,
+  recorded_ms BIGINT NOT NULL,
+  PRIMARY KEY (job_id, attempt, bucket)
+);
+CREATE INDEX attempt_transfers_by_bucket ON attempt_transfers(bucket, zone);
+)sql";
+
+constexpr std::array<Migration, 22> all{{
     {1, "create the jobs, job_configs, attempts, events and leases tables", v1},
     {2, "index unfinished and recently finished jobs for list", v2},
     {3, "record released slices and pending cleanups for the supervisor", v3},
@@ -408,6 +426,7 @@ constexpr std::array<Migration, 21> all{{
     {19, "keep the attempts of removed jobs for availability", v19, v19_postgres},
     {20, "record the step an attempt was rolled back for", v20, v20},
     {21, "keep where the buckets jobs mount are", v21, v21},
+    {22, "record what each attempt read from its buckets", v22, v22},
 }};
 
 } // namespace

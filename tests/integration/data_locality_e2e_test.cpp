@@ -8,7 +8,9 @@
 #include "jobman/store/jobs.hpp"
 #include "support/supervisor_home.hpp"
 
+#include <cstdlib>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace jobman::test {
 namespace data_locality_e2e_test {
@@ -81,6 +83,50 @@ TEST_F(DataLocalityTest, AJobFreeToRunInEitherZoneIsPlacedNearItsData) {
     said = said || e.message.find("the data is in europe-west4") != std::string::npos;
   }
   EXPECT_TRUE(said) << "the event says why";
+  EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
+}
+
+// What a run reads through its mount is counted by the workers' gcsfuse, read by the supervisor when the attempt ends
+// and priced across regions: show, the report and `jobman buckets` give the bytes, within 5% of what the command read.
+TEST_F(DataLocalityTest, WhatARunReadsAcrossRegionsIsMeasuredAndPriced) {
+  const std::int64_t size = 24LL << 20; // 24 MiB.
+  dir.write("state/buckets/eu-data/epoch.bin", std::string(static_cast<std::size_t>(size), 'e'));
+  start_daemon();
+  const auto id = create(data_config("us-central2-b", "'cat ~/data/epoch.bin | wc -c'"));
+  wait_for(id, 0, 120);
+  const auto within = [&](std::int64_t bytes) { return std::llabs(bytes - size) <= size / 20; };
+
+  const auto shown = jm({"show", std::to_string(id), "--json"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  const auto job = nlohmann::json::parse(shown.out);
+  ASSERT_EQ(job["attempts"].size(), 1U) << shown.out;
+  const auto& read = job["attempts"][0]["transfers"];
+  ASSERT_EQ(read.size(), 1U) << shown.out;
+  EXPECT_EQ(read[0]["bucket"], "eu-data");
+  EXPECT_EQ(read[0]["zone"], "us-central2-b");
+  EXPECT_EQ(read[0]["nearness"], "other-continent");
+  EXPECT_TRUE(within(read[0]["read_bytes"].get<std::int64_t>())) << read.dump();
+
+  const auto reported = jm({"report", "--json"});
+  ASSERT_EQ(reported.exit_code, 0) << reported.err;
+  const auto report = nlohmann::json::parse(reported.out);
+  const auto& transfer = report["totals"]["data_transfer"];
+  EXPECT_TRUE(within(transfer["across_region_bytes"].get<std::int64_t>())) << transfer.dump();
+  ASSERT_EQ(transfer["by_bucket"].size(), 1U) << transfer.dump();
+  const double per_gib = transfer["by_bucket"][0]["per_gib"].get<double>();
+  EXPECT_GT(per_gib, 0.0) << "Europe to North America has a price";
+  const double gib = static_cast<double>(size) / (1 << 30);
+  EXPECT_NEAR(transfer["cost"].get<double>(), per_gib * gib, 0.05 * per_gib * gib);
+  const auto text = jm({"report"});
+  EXPECT_NE(text.out.find("Data read through gcsfuse"), std::string::npos) << text.out;
+
+  const auto buckets = jm({"buckets", "--json"});
+  ASSERT_EQ(buckets.exit_code, 0) << buckets.err;
+  const auto listed = nlohmann::json::parse(buckets.out);
+  ASSERT_EQ(listed["buckets"].size(), 1U) << buckets.out;
+  EXPECT_EQ(listed["buckets"][0]["location"], "EUROPE-WEST4");
+  EXPECT_TRUE(within(listed["buckets"][0]["read_bytes"].get<std::int64_t>())) << buckets.out;
+  EXPECT_EQ(listed["buckets"][0]["zones"][0]["zone"], "us-central2-b");
   EXPECT_TRUE(eventually([&] { return mock_is_empty(); }, kPatience)) << metrics().dump();
 }
 

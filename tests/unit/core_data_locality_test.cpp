@@ -2,6 +2,7 @@
 // reading across from the price table, the warning at gcsfuse.bucket_name with buckets.get answered once a day, and
 // candidates ranked near the data first.
 #include "jobman/config/loader.hpp"
+#include "jobman/core/bucket_transfers.hpp"
 #include "jobman/core/data_locality.hpp"
 
 #include <gtest/gtest.h>
@@ -138,6 +139,53 @@ TEST(DataLocality, TheRateOfReadingAcrossComesFromThePriceTable) {
   EXPECT_EQ(transfer_per_gib(prices.transfer, place("AUSTRALIA-SOUTHEAST1", "region"), "us-central2-b"),
             prices.transfer.between_continents.at("oceania"));
   EXPECT_EQ(transfer_per_gib(prices.transfer, place("MARS1", "region"), "us-central2-b"), std::nullopt);
+}
+
+// gcsfuse's metrics as its Prometheus port serves them: the bytes read, summed over samples, and the writes.
+TEST(BucketTransfers, GcsfuseMetricsGiveTheBytesReadAndTheWrites) {
+  const std::string text = "# HELP gcs_read_bytes_count The cumulative number of bytes read from GCS objects.\n"
+                           "# TYPE gcs_read_bytes_count counter\n"
+                           "gcs_read_bytes_count 3145745\r\n"
+                           "fs_ops_count{fs_op=\"ReadFile\"} 12\n"
+                           "fs_ops_count{fs_op=\"WriteFile\"} 4\n"
+                           "gcs_request_count{gcs_method=\"NewReader\"} 2\n";
+  const auto counts = parse_gcsfuse_metrics(text);
+  ASSERT_TRUE(counts);
+  EXPECT_EQ(counts->read_bytes, 3145745);
+  EXPECT_EQ(counts->write_ops, 4);
+  // An exporter's unit and counter suffixes, labels and a timestamp.
+  const auto suffixed =
+      parse_gcsfuse_metrics("gcs_read_bytes_count_bytes_total{otel_scope_name=\"gcsfuse\"} 2.5e3 1700000000000\n");
+  ASSERT_TRUE(suffixed);
+  EXPECT_EQ(suffixed->read_bytes, 2500);
+  EXPECT_FALSE(parse_gcsfuse_metrics("fs_ops_count{fs_op=\"WriteFile\"} 4\n")) << "no bytes read: not gcsfuse's";
+  EXPECT_FALSE(parse_gcsfuse_metrics("<html>404</html>"));
+  EXPECT_FALSE(parse_gcsfuse_metrics("gcs_read_bytes_count -5\n"));
+  EXPECT_FALSE(parse_gcsfuse_metrics("gcs_read_bytes_countless 5\n"));
+}
+
+TEST(BucketTransfers, TheWorkersThatAnsweredAreSummedAndTheCrossingPriced) {
+  const std::vector<remote::WorkerRun> runs = {{0, 0, false, "gcs_read_bytes_count 1073741824\n"},
+                                               {1, 0, false, "gcs_read_bytes_count 1073741824\n"},
+                                               {2, 3, false, "no gcsfuse metrics on port 9447\n"}};
+  const auto sum = sum_transfers(runs, 7, 2, "data", "us-central2-b");
+  ASSERT_TRUE(sum);
+  EXPECT_EQ(sum->read_bytes, 2LL << 30);
+  EXPECT_EQ(sum->workers_read, 2);
+  EXPECT_EQ(sum->workers, 3);
+  EXPECT_EQ(sum->job_id, 7);
+  EXPECT_EQ(sum->attempt, 2);
+  EXPECT_FALSE(sum_transfers({{0, 255, false, "ssh: connect refused"}}, 7, 2, "data", "z"));
+  const auto prices = config::builtin_prices();
+  const auto across = transfer_cost(prices.transfer, place("EUROPE-WEST4", "region"), "us-central2-b", 2LL << 30);
+  ASSERT_TRUE(across);
+  EXPECT_DOUBLE_EQ(*across, 2 * prices.transfer.between_continents.at("default"));
+  EXPECT_EQ(transfer_cost(prices.transfer, place("US-CENTRAL2", "region"), "us-central2-b", 2LL << 30), 0.0);
+  EXPECT_EQ(transfer_cost(prices.transfer, place("MARS1", "region"), "us-central2-b", 1), std::nullopt);
+  EXPECT_EQ(describe_bytes(900), "900 B");
+  EXPECT_EQ(describe_bytes(3LL << 30), "3.00 GiB");
+  EXPECT_EQ(describe_bytes(1536LL << 20), "1.50 GiB");
+  EXPECT_EQ(describe_bytes(200LL << 20), "200.0 MiB");
 }
 
 TEST(DataLocality, ABucketInAnotherRegionIsAWarningAtItsKeyWithThePriceAndTheAnswerIsKeptForADay) {

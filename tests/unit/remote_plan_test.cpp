@@ -423,7 +423,7 @@ TEST(RemotePlanSetup, HostileConfigTextOnlyEverAppearsAsQuotedWords) {
   config.conda = jobman::config::CondaSection{hostile(), dir.write("env.yaml", "name: x\n").string()};
   config.docker = jobman::config::DockerSection{hostile(), {}, {}, {}, ""};
   const std::vector<std::string> quoted = {
-      "gcsfuse '--o=$(touch' 'PWNED)' '--uid' '`id`' " + shell_quote(hostile()),
+      "gcsfuse '--o=$(touch' 'PWNED)' '--uid' '`id`' --prometheus-port=9447 " + shell_quote(hostile()),
       jobman::remote::remote_path_expr("/mnt/" + hostile()),
       shell_quote(hostile() + ".pub"),
       shell_quote(hostile()),
@@ -446,20 +446,31 @@ TEST(RemotePlanSetup, HostileConfigTextOnlyEverAppearsAsQuotedWords) {
   }
 }
 
-TEST(RemotePlanSetup, GcsfuseMountsOpenToAllUnlessTheConfigGivesFlags) {
+TEST(RemotePlanSetup, GcsfuseMountsOpenToAllUnlessTheConfigGivesFlagsAndServesItsMetrics) {
   JobConfig config;
   config.gcsfuse = jobman::config::GcsfuseSection{"bucket", "~/mnt", {}, std::nullopt, {}};
   const auto plain = jobman::remote::plan_setup(config).script;
   EXPECT_NE(plain.find("\n  gcsfuse --implicit-dirs --dir-mode=777 --file-mode=777 --kernel-list-cache-ttl-secs=-1 "
-                       "--metadata-cache-ttl-secs=-1 --stat-cache-max-size-mb=-1 --type-cache-max-size-mb=-1 'bucket' "
-                       "\"$mp\" || return 1\n"),
+                       "--metadata-cache-ttl-secs=-1 --stat-cache-max-size-mb=-1 --type-cache-max-size-mb=-1 "
+                       "--prometheus-port=9447 'bucket' \"$mp\" || return 1\n"),
             std::string::npos)
       << plain;
+  EXPECT_EQ(config.gcsfuse->metrics_port(), 9447);
   config.gcsfuse->flags = {"--implicit-dirs", "--uid 1000"};
   const auto own = jobman::remote::plan_setup(config).script;
-  EXPECT_NE(own.find("\n  gcsfuse '--implicit-dirs' '--uid' '1000' 'bucket' \"$mp\" || return 1\n"), std::string::npos)
+  EXPECT_NE(own.find("\n  gcsfuse '--implicit-dirs' '--uid' '1000' --prometheus-port=9447 'bucket' \"$mp\" || return "
+                     "1\n"),
+            std::string::npos)
       << own;
   EXPECT_EQ(own.find("--dir-mode"), std::string::npos) << own;
+  // A port of the config's own is kept, and read from; 0 turns the metrics off.
+  config.gcsfuse->flags = {"--implicit-dirs --prometheus-port 9100"};
+  const auto port = jobman::remote::plan_setup(config).script;
+  EXPECT_NE(port.find("\n  gcsfuse '--implicit-dirs' '--prometheus-port' '9100' 'bucket' \"$mp\""), std::string::npos)
+      << port;
+  EXPECT_EQ(config.gcsfuse->metrics_port(), 9100);
+  config.gcsfuse->flags = {"--prometheus-port=0"};
+  EXPECT_EQ(config.gcsfuse->metrics_port(), 0);
 }
 
 // A config whose environment is the venv `name`, made with `python` from `requirements`.

@@ -734,6 +734,34 @@ TEST_P(JobStoreTest, BucketPlacesAreKeptPerCloudAndBucket) {
   EXPECT_EQ(all[1].endpoint, "mock");
 }
 
+TEST_P(JobStoreTest, WhatAttemptsReadIsKeptPerAttemptAndBucketAndGoesWithTheJob) {
+  auto store = open_store();
+  const auto ids = store.jobs().create({make_job("a"), make_job("b")});
+  store.attempts().record_transfer({ids[0], 1, "data", "us-central2-b", 1000, 3, 4, 4, 10});
+  store.attempts().record_transfer({ids[0], 2, "data", "europe-west4-a", 2000, 0, 3, 4, 20});
+  store.attempts().record_transfer({ids[1], 1, "other", "europe-west4-a", 50, 1, 1, 1, 30});
+  // Read again, an attempt's figures replace what it had.
+  store.attempts().record_transfer({ids[0], 1, "data", "us-central2-b", 1500, 5, 4, 4, 40});
+  const auto mine = store.attempts().transfers(ids[0]);
+  ASSERT_EQ(mine.size(), 2U);
+  EXPECT_EQ(mine[0].attempt, 1);
+  EXPECT_EQ(mine[0].read_bytes, 1500);
+  EXPECT_EQ(mine[0].write_ops, 5);
+  EXPECT_EQ(mine[0].recorded_ms, 40);
+  EXPECT_EQ(mine[1].zone, "europe-west4-a");
+  EXPECT_EQ(mine[1].workers_read, 3);
+  EXPECT_EQ(mine[1].workers, 4);
+  const auto all = store.attempts().all_transfers();
+  ASSERT_EQ(all.size(), 3U);
+  EXPECT_EQ(all[0].bucket, "data");
+  EXPECT_EQ(all[0].zone, "europe-west4-a") << "by bucket, then zone";
+  EXPECT_EQ(all[2].bucket, "other");
+  EXPECT_THROW(store.attempts().record_transfer({999, 1, "data", "z", 1, 0, 1, 1, 1}), Error) << "no such job";
+  store.jobs().remove(ids[0]);
+  EXPECT_TRUE(store.attempts().transfers(ids[0]).empty());
+  EXPECT_EQ(store.attempts().all_transfers().size(), 1U);
+}
+
 // tpu-vm mode: an attempt holds a node without a queued resource; releasing it goes by the node's name.
 TEST_P(JobStoreSupervisorTest, ANodeWithoutAQueuedResourceIsReleasedByItsName) {
   auto store = open_store();

@@ -124,7 +124,16 @@ struct GcsfuseSection {
   std::optional<double> expected_read_gb;
   // Where bucket_name was given, for the warnings about where the bucket is.
   SourceLocation bucket_origin;
+
+  // The port the mount's gcsfuse serves its metrics on (what it read, for the cost of reading across regions): the
+  // --prometheus-port among `flags` (0 turns them off), else kGcsfuseMetricsPort, which the setup then adds.
+  [[nodiscard]] int metrics_port() const;
+  // Whether `flags` name a --prometheus-port of their own.
+  [[nodiscard]] bool flags_name_metrics_port() const;
 };
+
+// The port jobman has gcsfuse serve its metrics on when the config's flags name none.
+inline constexpr int kGcsfuseMetricsPort = 9447;
 
 // One extra ssh identity installed on the workers.
 struct SshIdentity {

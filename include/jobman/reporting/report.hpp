@@ -6,10 +6,12 @@
 #include "jobman/domain/pricing.hpp"
 #include "jobman/reporting/accounting.hpp"
 #include "jobman/reporting/compare.hpp"
+#include "jobman/reporting/transfers.hpp"
 
 #include <functional>
 #include <map>
 #include <ostream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,6 +88,11 @@ struct Report {
   std::vector<CompareGroup> comparison;
   std::size_t runs_compared = 0;
   std::size_t runs_without_steps = 0;
+  // What the jobs read through their gcsfuse mounts, by bucket and reading zone, priced at prices.yaml's data-transfer
+  // rates, and its total (not in `cost`, which is the chips').
+  std::vector<TransferGroup> transfers;
+  TransferTotal transfer_total;
+  std::set<std::int64_t> accounted; // The ids of the jobs accounted.
 
   [[nodiscard]] std::int64_t wall_ms() const { return core::wall_ms(ms); }
   [[nodiscard]] std::optional<double> goodput() const { return core::goodput(ms); }

@@ -42,6 +42,20 @@ struct ProgressUpdate {
   std::optional<std::int64_t> total; // The total steps, when the output gave one.
 };
 
+// What one attempt read through its gcsfuse mount of one bucket, as the workers' gcsfuse counted it (its metrics) when
+// the attempt ended.
+struct BucketTransfer {
+  std::int64_t job_id = 0;
+  int attempt = 0;
+  std::string bucket;
+  std::string zone;            // The attempt's zone: where what was read went.
+  std::int64_t read_bytes = 0; // gcs_read_bytes_count, summed over the workers that answered.
+  std::int64_t write_ops = 0;  // fs_ops_count{fs_op="WriteFile"}, summed likewise (gcsfuse counts no bytes written).
+  int workers_read = 0;        // The workers whose metrics were read.
+  int workers = 0;             // The workers the attempt ran on.
+  std::int64_t recorded_ms = 0;
+};
+
 class Attempts : public StoreView {
 public:
   using StoreView::StoreView;
@@ -84,6 +98,13 @@ public:
   // Records the progress of attempts in one transaction: each attempt's series, and on its job, when it is the job's
   // current attempt, the latest step, the total when given, and when.
   void record_progress(const std::vector<ProgressUpdate>& updates);
+  // Records what an attempt read from a bucket, replacing what was recorded for it before. Throws jobman::Error when
+  // the job is gone (its rows go with it).
+  void record_transfer(const BucketTransfer& transfer);
+  // What the job's attempts read, by attempt and bucket.
+  [[nodiscard]] std::vector<BucketTransfer> transfers(std::int64_t job_id) const;
+  // What every job's attempts read, by bucket, zone, job and attempt.
+  [[nodiscard]] std::vector<BucketTransfer> all_transfers() const;
 };
 
 } // namespace jobman::store

@@ -15,6 +15,7 @@
 #include "jobman/domain/pricing.hpp"
 #include "jobman/remote/gcloud.hpp"
 #include "jobman/remote/workload.hpp"
+#include "jobman/store/attempts.hpp"
 #include "jobman/store/job_store.hpp"
 #include "jobman/util/line_patterns.hpp"
 #include "operations.hpp"
@@ -210,6 +211,22 @@ private:
   // Fetches what broken streams missed once the workload has ended, within kCatchUpLimit.
   static void catch_up(WorkerOps& ops, std::int64_t id, const remote::SliceTarget& target, std::vector<int> workers,
                        const remote::WorkloadId& wid, const std::filesystem::path& dir);
+  // What to read of the current attempt's gcsfuse when it ends: its bucket, its metrics port, the attempt and its
+  // zone. Nothing for a job that mounts no bucket, or that turned the metrics off.
+  struct TransferProbe {
+    std::int64_t job_id = 0;
+    int attempt = 0;
+    std::string bucket;
+    std::string zone;
+    int port = 0;
+  };
+  static std::optional<TransferProbe> transfer_probe(const Driven& d);
+  // On a worker thread: reads the metrics of `workers`' gcsfuse and sums them (nullopt when none answered).
+  static std::optional<store::BucketTransfer> read_transfers(WorkerOps& ops, const remote::SliceTarget& target,
+                                                             const std::vector<int>& workers,
+                                                             const std::optional<TransferProbe>& probe);
+  // On the loop's thread: records what read_transfers found, with an event.
+  void record_transfers(const std::optional<store::BucketTransfer>& transfer);
   // Acts on the verdict: keep watching, recover, restart, or end the job.
   void attempt_judged(std::int64_t id, const AttemptVerdict& verdict, bool slice_gone, bool stream_failed);
   // Begins the next attempt on the current attempt's slice and applies `c`.

@@ -431,10 +431,11 @@ void JobDriver::inspect(Driven& d) {
   const auto dir = attempt_directory(id, d.job.attempt);
   const auto patterns = hardware_patterns(*config);
   const int attempt = d.job.attempt;
+  const auto probe = transfer_probe(d);
   host_.dispatch(
       d,
       [this, slices = slices_, ops = workers_, counters = counters_, id, config, target, workers, wid, slice,
-       stream_failed, behind, dir, patterns, attempt]() -> std::function<void()> {
+       stream_failed, behind, dir, patterns, attempt, probe]() -> std::function<void()> {
         const auto statuses = ops->query(target, workers, wid, kRemoteTimeout);
         auto verdict = judge_workers(statuses, config->recovery);
         bool slice_gone = false;
@@ -450,12 +451,18 @@ void JobDriver::inspect(Driven& d) {
         if (decided && !behind.empty()) {
           catch_up(*ops, id, target, behind, wid, dir);
         }
+        // What the attempt read from its bucket, while its workers are there to say.
+        std::optional<store::BucketTransfer> moved;
+        if (decided && verdict.says != WorkersSay::preempted) {
+          moved = read_transfers(*ops, target, workers, probe);
+        }
         // An attempt that ended badly may have ended so because of its hardware: the logs, whole now, say.
         std::optional<HardwareFinding> bad;
         if (decided && verdict.says != WorkersSay::succeeded && patterns) {
           bad = scan_logs(dir, workers, attempt, *patterns);
         }
-        return [this, id, verdict, slice_gone, stream_failed, bad] {
+        return [this, id, verdict, slice_gone, stream_failed, bad, moved] {
+          record_transfers(moved);
           if (bad) {
             Driven* live = host_.find(id);
             if (live != nullptr && live->job.desired == DesiredState::run && live->job.phase == Phase::running) {

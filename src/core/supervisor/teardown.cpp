@@ -47,15 +47,22 @@ void JobDriver::stop_workload(Driven& d, std::function<void(const std::vector<re
   const auto workers = command_workers(*d.config, d.current()->hosts);
   const auto wid = workload_id(id, d.job.attempt);
   const auto dir = attempt_directory(id, d.job.attempt);
-  host_.dispatch(d, [ops = workers_, id, target, workers, wid, dir, then = std::move(then)]() -> std::function<void()> {
-    auto statuses = ops->stop(target, workers, wid, kStopGrace, kRemoteTimeout);
-    // What the workload wrote after its stream stopped (its last lines on SIGTERM, the checkpoint it saved) comes
-    // home too, once it has ended.
-    if (std::filesystem::exists(dir)) {
-      catch_up(*ops, id, target, workers, wid, dir);
-    }
-    return [then, statuses = std::move(statuses)] { then(statuses); };
-  });
+  const auto probe = transfer_probe(d);
+  host_.dispatch(
+      d,
+      [this, ops = workers_, id, target, workers, wid, dir, probe, then = std::move(then)]() -> std::function<void()> {
+        auto statuses = ops->stop(target, workers, wid, kStopGrace, kRemoteTimeout);
+        // What the workload wrote after its stream stopped (its last lines on SIGTERM, the checkpoint it saved) comes
+        // home too, once it has ended; and what it read from its bucket.
+        if (std::filesystem::exists(dir)) {
+          catch_up(*ops, id, target, workers, wid, dir);
+        }
+        auto moved = read_transfers(*ops, target, workers, probe);
+        return [this, then, statuses = std::move(statuses), moved = std::move(moved)] {
+          record_transfers(moved);
+          then(statuses);
+        };
+      });
 }
 
 void JobDriver::cancel(Driven& d) {

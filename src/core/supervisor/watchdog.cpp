@@ -34,7 +34,8 @@ void JobDriver::stalled(Driven& d) {
   const auto workers = command_workers(*d.config, d.current()->hosts);
   const auto wid = workload_id(id, d.job.attempt);
   const auto dir = attempt_directory(id, d.job.attempt);
-  host_.dispatch(d, [this, ops = workers_, id, target, workers, wid, dir, what]() -> std::function<void()> {
+  const auto probe = transfer_probe(d);
+  host_.dispatch(d, [this, ops = workers_, id, target, workers, wid, dir, what, probe]() -> std::function<void()> {
     // First what the processes are doing, while they still hang; then the stop.
     for (const auto& run : ops->stacks(target, workers, wid, kRemoteTimeout)) {
       std::string text = run.output;
@@ -52,13 +53,15 @@ void JobDriver::stalled(Driven& d) {
     if (std::filesystem::exists(dir)) {
       catch_up(*ops, id, target, workers, wid, dir);
     }
+    auto moved = read_transfers(*ops, target, workers, probe);
     std::optional<int> code;
     for (const auto& s : statuses) {
       if (s.worker == workers.front() && s.state == remote::WorkloadState::exited) {
         code = s.exit_code;
       }
     }
-    return [this, id, what, code] {
+    return [this, id, what, code, moved = std::move(moved)] {
+      record_transfers(moved);
       Driven* live = host_.find(id);
       if (live != nullptr && live->job.desired == DesiredState::run && live->job.phase == Phase::running) {
         stall_judged(*live, what, code);
