@@ -204,6 +204,22 @@ std::vector<config::Candidate> prefer_near_data(std::vector<config::Candidate> c
   return candidates;
 }
 
+std::string hold_back_far(std::vector<config::Candidate>& candidates, const store::BucketPlace& place) {
+  const auto far = [&](const config::Candidate& c) { return nearness(place, c.zone) == Nearness::other_continent; };
+  if (std::all_of(candidates.begin(), candidates.end(), far) ||
+      std::none_of(candidates.begin(), candidates.end(), far)) {
+    return "";
+  }
+  std::vector<std::string> held;
+  for (const auto& c : candidates) {
+    if (far(c)) {
+      held.push_back(c.label());
+    }
+  }
+  std::erase_if(candidates, far);
+  return util::join(held, "; ") + " held back, on another continent from the data: asked only if this race is given up";
+}
+
 LocalityCheck check_data_locality(store::JobStore& store, const OfferCloud& cloud, const std::string& storage_id,
                                   const std::vector<config::JobConfig>& configs, const config::PriceTable& prices,
                                   std::int64_t now_ms) {

@@ -3,6 +3,7 @@
 // In-process, on the fakes (tests/supervisor/rig.hpp).
 #include "jobman/config/loader.hpp"
 #include "jobman/core/availability.hpp"
+#include "jobman/core/data_locality.hpp"
 #include "jobman/core/jobs.hpp"
 #include "jobman/core/pool.hpp"
 #include "jobman/core/slice_hosts.hpp"
@@ -12,6 +13,7 @@
 #include "jobman/store/jobs.hpp"
 #include "jobman/store/leases.hpp"
 #include "jobman/store/rivals.hpp"
+#include "jobman/store/zone_catalogs.hpp"
 #include "jobman/util/system.hpp"
 #include "rig.hpp"
 
@@ -92,6 +94,57 @@ TEST_F(SupervisorStory, FirstReadyKeepsTheFirstSliceUpAndDeletesTheOtherRequest)
   EXPECT_EQ(r.slices->slices().front().zone, kZoneB);
   EXPECT_EQ(without_ids(r.slices->mutations()),
             (std::vector<std::string>{"create qr us-central2-b", "create qr us-east1-d", "delete qr us-central2-b"}));
+}
+
+// A race asks its candidates at once, so one on another continent from the data is held out of it: it is asked only
+// once the race of the rest is given up, and the event says why.
+TEST_F(SupervisorStory, FirstReadyAsksAZoneOnAnotherContinentFromTheDataOnlyOnceTheRestIsGivenUp) {
+  constexpr const char* kNear = "europe-west4-a";
+  config::Settings google;
+  google.cloud = config::CloudKind::google;
+  r.store.zone_catalogs().put_bucket(
+      {core::bucket_cache_id(google), "eu-data", "EUROPE-WEST4", "region", "STANDARD", r.host->now_ms()});
+  r.slices->set_capacity(kZoneA, true); // Room only on the other continent.
+  const auto id =
+      r.create(job_yaml("  strategy: first-ready\n  order: as-written\n  queue_timeout: 60s\n",
+                        "gcsfuse:\n  bucket_name: eu-data\n  mount_path: ~/data\n", "[us-central2-b, europe-west4-a]"))
+          .front();
+  ASSERT_TRUE(reaches(id, Phase::queued));
+  r.advance(30);
+  r.tick();
+  EXPECT_EQ(without_ids(r.slices->mutations()), (std::vector<std::string>{"create qr europe-west4-a"}))
+      << "within the near zone's queue timeout, nothing is asked of the far one";
+  bool said = false;
+  for (const auto& e : r.events(id, "action")) {
+    said =
+        said || e.find("v4-8 spot in us-central2-b held back, on another continent from the data") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+  ASSERT_TRUE(reaches(id, Phase::running, 100)) << domain::to_string(phase(id)) << ": " << r.job(id).phase_reason;
+  EXPECT_EQ(r.attempts(id).front().zone, kNear);
+  EXPECT_EQ(r.attempts(id).front().outcome, domain::AttemptOutcome::timed_out);
+  EXPECT_EQ(r.attempts(id).back().zone, kZoneA) << "given up near the data, the job takes the far zone";
+}
+
+// With every candidate refused by the API, a race that held one back asks it before the job fails.
+TEST_F(SupervisorStory, ARaceThatHeldAZoneBackAsksItBeforeTheJobFailsAsRefusedEverywhere) {
+  config::Settings google;
+  google.cloud = config::CloudKind::google;
+  r.store.zone_catalogs().put_bucket(
+      {core::bucket_cache_id(google), "eu-data", "EUROPE-WEST4", "region", "STANDARD", r.host->now_ms()});
+  // Europe refuses its own request and the race's; us-central2-b refuses the one request it gets.
+  r.slices->fail_next("create qr europe-west4-a", 404, "v4-8 is not offered in europe-west4-a");
+  r.slices->fail_next("create qr europe-west4-a", 404, "v4-8 is not offered in europe-west4-a");
+  r.slices->fail_next("create qr us-central2-b", 404, "v4-8 is not offered in us-central2-b");
+  const auto id =
+      r.create(job_yaml("  strategy: first-ready\n  order: as-written\n",
+                        "gcsfuse:\n  bucket_name: eu-data\n  mount_path: ~/data\n", "[us-central2-b, europe-west4-a]"))
+          .front();
+  ASSERT_TRUE(reaches(id, Phase::failed, 200)) << domain::to_string(phase(id)) << ": " << r.job(id).phase_reason;
+  std::vector<std::string> asked = without_ids(r.slices->mutations());
+  EXPECT_EQ(std::count(asked.begin(), asked.end(), "create qr us-central2-b"), 1) << "asked once, after the rest";
+  EXPECT_EQ(asked.front(), "create qr europe-west4-a");
+  EXPECT_NE(r.job(id).phase_reason.find("refused every candidate"), std::string::npos) << r.job(id).phase_reason;
 }
 
 TEST_F(SupervisorStory, AZoneWithoutCapacityIsLeftAfterItsQueueTimeoutForTheNext) {

@@ -293,5 +293,24 @@ TEST(DataLocality, CandidatesNearTheDataComeFirstAndAnotherContinentLast) {
   EXPECT_EQ(why, "") << "nothing moved";
 }
 
+TEST(DataLocality, ARaceHoldsBackOtherContinentsUnlessNothingElseIsLeft) {
+  const auto v4 = *config::find_accelerator("v4-8");
+  std::vector<config::Candidate> race = {{"us-central2-b", v4, domain::Pricing::spot},
+                                         {"europe-west4-a", v4, domain::Pricing::spot},
+                                         {"asia-east1-c", v4, domain::Pricing::spot},
+                                         {"europe-west1-b", v4, domain::Pricing::spot}};
+  const auto why = hold_back_far(race, place("EUROPE-WEST4", "region"));
+  ASSERT_EQ(race.size(), 2U);
+  EXPECT_EQ(race[0].zone, "europe-west4-a");
+  EXPECT_EQ(race[1].zone, "europe-west1-b") << "the same continent stays in the race";
+  EXPECT_EQ(why, "v4-8 spot in us-central2-b; v4-8 spot in asia-east1-c held back, on another continent from the "
+                 "data: asked only if this race is given up");
+
+  std::vector<config::Candidate> far = {{"us-central2-b", v4, domain::Pricing::spot},
+                                        {"asia-east1-c", v4, domain::Pricing::spot}};
+  EXPECT_EQ(hold_back_far(far, place("EUROPE-WEST4", "region")), "");
+  EXPECT_EQ(far.size(), 2U) << "with nothing near, every candidate races";
+}
+
 } // namespace core_data_locality_test
 } // namespace jobman::core

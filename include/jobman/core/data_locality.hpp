@@ -59,6 +59,10 @@ std::string bucket_cache_id(const config::Settings& settings);
 std::vector<config::Candidate> prefer_near_data(std::vector<config::Candidate> candidates,
                                                 const store::BucketPlace& place, std::string* why = nullptr);
 
+// Takes out of `candidates` those on another continent from the bucket's data, unless nothing else is left, and says
+// which ("" when none was): a first-ready race asks them only once a race of the rest was given up.
+std::string hold_back_far(std::vector<config::Candidate>& candidates, const store::BucketPlace& place);
+
 // The verdict on the configs' buckets.
 struct LocalityCheck {
   std::vector<Diagnostic> findings; // A bucket outside its slice's region: one per config and bucket, at

@@ -6,6 +6,7 @@
 #include "jobman/core/availability.hpp"
 #include "jobman/core/data_locality.hpp"
 #include "jobman/store/attempts.hpp"
+#include "jobman/store/rivals.hpp"
 #include "jobman/store/zone_catalogs.hpp"
 #include "jobman/util/strings.hpp"
 
@@ -86,6 +87,14 @@ std::vector<config::Candidate> JobDriver::choose_candidates(Driven& d, std::stri
       if (!moved.empty()) {
         reasons.push_back(moved);
       }
+      // A race asks every candidate at once: one on another continent from the data joins it only once a race of the
+      // rest was given up (a failover asks them one by one, in the order above, and reaches it last).
+      const auto* last = d.attempts.empty() ? nullptr : &d.attempts.back();
+      if (races(d) && (last == nullptr || !domain::is_request_given_up(last->outcome))) {
+        if (auto held = hold_back_far(list, *place); !held.empty()) {
+          reasons.push_back(held);
+        }
+      }
     }
   }
   std::size_t pick = 0;
@@ -109,12 +118,13 @@ std::vector<config::Candidate> JobDriver::choose_candidates(Driven& d, std::stri
 }
 
 bool JobDriver::refused_everywhere(const Driven& d) {
-  if (races(d)) {
-    return true; // Every candidate of the race was asked, and each refused in turn.
-  }
+  // The places of the attempts refused in a row, with those their races asked alongside (each refused in turn).
   std::set<std::string> places;
   for (auto it = d.attempts.rbegin(); it != d.attempts.rend() && it->outcome == AttemptOutcome::refused; ++it) {
     places.insert(it->zone + " " + it->accelerator + " " + domain::to_string(it->pricing));
+    for (const auto& r : store().rivals().of(d.job.id, it->number)) {
+      places.insert(r.zone + " " + r.accelerator + " " + domain::to_string(r.pricing));
+    }
   }
   return places.size() >= config::candidates(*d.config).size();
 }

@@ -255,9 +255,9 @@ private:
   // The candidate of an attempt or a rival: its zone, accelerator and tier.
   static config::Candidate candidate_at(const Driven& d, const std::string& zone, const std::string& accelerator,
                                         domain::Pricing pricing);
-  // Whether the API refused every candidate (400, 403, 404 on create) in the attempts just made: nothing is left to
-  // try.
-  [[nodiscard]] static bool refused_everywhere(const Driven& d);
+  // Whether the API refused every candidate (400, 403, 404 on create) in the attempts just made, and in the races they
+  // ran: nothing is left to try.
+  [[nodiscard]] bool refused_everywhere(const Driven& d);
   // Ends the open attempt as `outcome` (timed-out, quota), releases its slice and asks the next candidate.
   void give_up_candidate(Driven& d, domain::AttemptOutcome outcome, const std::string& why);
   // A request that has waited out tpu.queue_timeout while other candidates exist gives way to the next; says whether.
