@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace jobman::test {
@@ -155,13 +156,36 @@ std::vector<std::pair<int, std::string>> processes_of(const std::filesystem::pat
 }
 
 void kill_processes_of(const std::filesystem::path& home) {
+  std::vector<int> meters;
   for (const auto& [pid, cmdline] : processes_of(home)) {
     // fusermount3 keeping watch over a FUSE mount (the mock's metered buckets) takes the mount off once its server
     // dies: killed with it, it would leave the mount behind in the test's directory.
     if (cmdline.starts_with("fusermount3 ") || cmdline.starts_with("/usr/bin/fusermount3 ")) {
       continue;
     }
+    // The mock's gcs meter unmounts and exits when its mock is gone. Killed with the mock, its mount was left to
+    // fusermount3's watch, and once (after ExamplesTest.ValidateAsksTheBundledMockAndKnowsItsTiers) stayed in the
+    // test's directory: the meter is let go and awaited, so that the directory is removed with nothing mounted in it.
+    if (cmdline.find("jobman-mock-gcs-meter ") != std::string::npos) {
+      meters.push_back(pid);
+      continue;
+    }
     ::kill(pid, SIGKILL);
+  }
+  for (const int pid : meters) {
+    const int gone = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (gone < 0) {
+      continue; // Already gone.
+    }
+    pollfd exited{gone, POLLIN, 0};
+    int polled = 0;
+    do {
+      polled = ::poll(&exited, 1, 10'000);
+    } while (polled < 0 && errno == EINTR);
+    if (polled == 0) {
+      ::kill(pid, SIGKILL);
+    }
+    ::close(gone);
   }
 }
 
