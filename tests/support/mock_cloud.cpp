@@ -1,6 +1,7 @@
 #include "support/mock_cloud.hpp"
 
 #include "jobman/util/process.hpp"
+#include "support/run.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -69,22 +70,9 @@ std::optional<int> MockCloudProcess::stop_within(std::chrono::milliseconds patie
 }
 
 std::optional<int> signal_and_wait(pid_t pid, int signal, std::chrono::milliseconds patience) {
-  // A pidfd becomes readable when the process exits, so the wait needs no polling.
-  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  // A child is not reaped until wait_exit below, so its pid stays its own while it is awaited.
   ::kill(pid, signal);
-  bool exited = true;
-  if (pidfd >= 0) {
-    pollfd fds{pidfd, POLLIN, 0};
-    int ready = 0;
-    const auto deadline = std::chrono::steady_clock::now() + patience;
-    do {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      ready = ::poll(&fds, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
-    } while (ready < 0 && errno == EINTR);
-    ::close(pidfd);
-    exited = ready > 0;
-  }
+  const bool exited = exits_within(pid, patience);
   if (!exited) {
     ::kill(pid, SIGKILL);
   }

@@ -155,6 +155,23 @@ std::vector<std::pair<int, std::string>> processes_of(const std::filesystem::pat
   return found;
 }
 
+bool exits_within(int pid, std::chrono::milliseconds patience) {
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    return true;
+  }
+  pollfd fds{pidfd, POLLIN, 0};
+  int ready = 0;
+  const auto deadline = std::chrono::steady_clock::now() + patience;
+  do {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    ready = ::poll(&fds, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+  } while (ready < 0 && errno == EINTR);
+  ::close(pidfd);
+  return ready > 0;
+}
+
 void kill_processes_of(const std::filesystem::path& home) {
   std::vector<int> meters;
   for (const auto& [pid, cmdline] : processes_of(home)) {
@@ -173,19 +190,9 @@ void kill_processes_of(const std::filesystem::path& home) {
     ::kill(pid, SIGKILL);
   }
   for (const int pid : meters) {
-    const int gone = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (gone < 0) {
-      continue; // Already gone.
-    }
-    pollfd exited{gone, POLLIN, 0};
-    int polled = 0;
-    do {
-      polled = ::poll(&exited, 1, 10'000);
-    } while (polled < 0 && errno == EINTR);
-    if (polled == 0) {
+    if (!exits_within(pid, std::chrono::seconds(10))) {
       ::kill(pid, SIGKILL);
     }
-    ::close(gone);
   }
 }
 

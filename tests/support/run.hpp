@@ -3,6 +3,7 @@
 
 #include "jobman/util/process.hpp"
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -48,8 +49,13 @@ std::vector<std::string> process_ids();
 // started in the background): pid and command line (arguments joined by spaces).
 std::vector<std::pair<int, std::string>> processes_of(const std::filesystem::path& home);
 
+// Whether process `pid` (a child or not) has exited, or exits within `patience`: waited on through a pidfd, which
+// becomes readable when the process exits, with no polling. A process that cannot be found has exited.
+bool exits_within(int pid, std::chrono::milliseconds patience);
+
 // Kills (SIGKILL) every process of processes_of(home) but a FUSE mount's fusermount3, which unmounts once its
-// server is gone.
+// server is gone, and the mock's gcs meter, which unmounts and exits once its mock is gone: it is awaited (10 s at
+// most, then killed).
 void kill_processes_of(const std::filesystem::path& home);
 
 } // namespace jobman::test
